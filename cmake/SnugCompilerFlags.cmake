@@ -1,0 +1,26 @@
+# Language level, build type, warnings and sanitizers: applies to every target in the project.
+
+set(CMAKE_C_STANDARD 11)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+set(CMAKE_C_EXTENSIONS OFF)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+
+# Release by default: an unoptimised training engine is too slow to be useful. No -march, so that the binaries
+# run on any x86-64 (or other) machine of the same architecture; CMake's Release flags are -O3 -DNDEBUG.
+get_property(_snug_multi_config GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+if(NOT _snug_multi_config AND NOT CMAKE_BUILD_TYPE)
+    set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type: Release, Debug, RelWithDebInfo or MinSizeRel" FORCE)
+endif()
+
+if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+    add_compile_options(-Wall -Wextra -Wpedantic)
+endif()
+
+if(SNUG_SANITIZE)
+    if(NOT CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+        message(FATAL_ERROR "SNUG_SANITIZE=ON needs GCC or Clang (compiler here: ${CMAKE_C_COMPILER_ID})")
+    endif()
+    set(_snug_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+    add_compile_options(${_snug_sanitize_flags})
+    add_link_options(${_snug_sanitize_flags})
+endif()

@@ -1,0 +1,19 @@
+# Install: libsnug.a and libsnug.so* to lib/, snug.h to include/, the `snug` command to bin/, and snug.pc to
+# lib/pkgconfig/. snug.pc locates itself (prefix=${pcfiledir}/../..), so it stays right under any --prefix or
+# DESTDIR, including `cmake --install --prefix` that differs from the prefix given at configure time.
+
+set(SNUG_INSTALL_LIBDIR lib)
+set(SNUG_INSTALL_INCLUDEDIR include)
+set(SNUG_INSTALL_BINDIR bin)
+
+install(TARGETS snug_static snug_shared
+    ARCHIVE DESTINATION ${SNUG_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${SNUG_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${SNUG_INSTALL_BINDIR})
+install(FILES "${PROJECT_SOURCE_DIR}/include/snug.h" DESTINATION ${SNUG_INSTALL_INCLUDEDIR})
+if(TARGET snug)
+    install(TARGETS snug RUNTIME DESTINATION ${SNUG_INSTALL_BINDIR})
+endif()
+
+configure_file("${PROJECT_SOURCE_DIR}/snug.pc.in" "${PROJECT_BINARY_DIR}/snug.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/snug.pc" DESTINATION ${SNUG_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,40 @@
+# The snug library: every src/**/*.c except the CLI, compiled once (position independent) and packed both as
+# libsnug.a (snug_static: the CLI and the tests link it) and libsnug.so.0 (snug_shared: for other programs).
+
+file(GLOB_RECURSE SNUG_LIB_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/*.c")
+list(FILTER SNUG_LIB_SOURCES EXCLUDE REGEX "^${PROJECT_SOURCE_DIR}/src/cli/")
+
+# While src/ is still empty a library must still build: one generated translation unit stands in for it
+# (ISO C forbids an empty one, hence the typedef).
+if(NOT SNUG_LIB_SOURCES)
+    set(_snug_placeholder "${PROJECT_BINARY_DIR}/generated/snug_placeholder.c")
+    file(CONFIGURE OUTPUT "${_snug_placeholder}"
+         CONTENT "/* generated: src/ has no library sources yet */\ntypedef int snug_placeholder_unit;\n")
+    set(SNUG_LIB_SOURCES "${_snug_placeholder}")
+endif()
+
+add_library(snug_objects OBJECT ${SNUG_LIB_SOURCES})
+set_target_properties(snug_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_include_directories(snug_objects
+    PUBLIC  "${PROJECT_SOURCE_DIR}/include"
+    PRIVATE "${PROJECT_SOURCE_DIR}/src")
+target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS)
+
+# The static library carries its dependencies as PUBLIC usage requirements: whoever links libsnug.a must link
+# OpenBLAS, OpenMP and libm too, and tests may call cblas_* or omp_* themselves.
+add_library(snug_static STATIC $<TARGET_OBJECTS:snug_objects>)
+target_include_directories(snug_static PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:include>)
+target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS ${SNUG_LIBM_LINK})
+set_target_properties(snug_static PROPERTIES OUTPUT_NAME snug)
+
+add_library(snug_shared SHARED $<TARGET_OBJECTS:snug_objects>)
+target_include_directories(snug_shared PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:include>)
+target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS ${SNUG_LIBM_LINK})
+set_target_properties(snug_shared PROPERTIES
+    OUTPUT_NAME snug
+    VERSION ${PROJECT_VERSION}
+    SOVERSION 0)

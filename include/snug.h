@@ -1,0 +1,276 @@
+/*
+ * snug.h — the whole public API of snug, a training engine for the batch you want in the memory you have.
+ *
+ * The flow of one run:
+ *   1. build a static graph (snug_graph_new, snug_input, snug_conv2d, ...) or take a built-in one
+ *      (snug_model_builtin); shapes are per sample, the batch dimension is implicit and set by the plan;
+ *   2. open a dataset (snug_mnist_open, or snug_dataset_from_memory);
+ *   3. create a trainer (snug_trainer_new): it plans every buffer for the micro-batch size, checks the plan
+ *      against the memory budget and reserves all memory before the first step — a step allocates nothing;
+ *   4. run optimizer steps (snug_trainer_fit, or snug_trainer_step for one global batch at a time);
+ *   5. evaluate (snug_trainer_evaluate) and read the memory report (snug_trainer_memory).
+ *
+ * Errors: functions that can fail return a snug_status and, when given a non-NULL snug_error, fill it with one
+ * message that says what failed, where, and what to do. Graph builders record the first error in the graph
+ * (sticky, so a chain of builder calls needs one check at the end: snug_graph_check).
+ *
+ * Threads: the library uses OpenMP (and the BLAS shares its runtime); snug_set_threads sets the count.
+ */
+#ifndef SNUG_H
+#define SNUG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SNUG_VERSION "0.1.0"
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum snug_status {
+    SNUG_OK = 0,
+    SNUG_E_ARG,       /* a bad argument: zero or negative size, micro-batch larger than batch, unknown name */
+    SNUG_E_SHAPE,     /* shapes that do not fit together */
+    SNUG_E_OOM,       /* the plan does not fit the memory budget, or the system refused memory */
+    SNUG_E_IO,        /* a file could not be opened, read or written */
+    SNUG_E_FORMAT,    /* a file is malformed: wrong magic, truncated, inconsistent dimensions */
+    SNUG_E_NONFINITE, /* the loss or the gradients stayed NaN or infinite */
+    SNUG_E_OVERFLOW,  /* a size computation overflowed size_t */
+} snug_status;
+
+typedef struct snug_error {
+    snug_status status;
+    char message[1024];
+} snug_error;
+
+/* A short name for a status ("out of memory", "bad format", ...). */
+const char *snug_status_name(snug_status s);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Memory: every byte the engine holds belongs to one category.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum snug_mem_category {
+    SNUG_MEM_PARAMS = 0,   /* weights and biases */
+    SNUG_MEM_GRADS,        /* their gradients, accumulated over a window of micro-batches */
+    SNUG_MEM_OPTIM,        /* optimizer state: SGD momentum 1x params, AdamW 2x */
+    SNUG_MEM_ACTIVATIONS,  /* what forward keeps for backward, and the gradients flowing back */
+    SNUG_MEM_WORKSPACE,    /* scratch of a single op (im2col columns, per-thread partial sums) */
+    SNUG_MEM_DATA,         /* the input and target buffers of one micro-batch */
+    SNUG_MEM_NCATEGORIES
+} snug_mem_category;
+
+const char *snug_mem_category_name(snug_mem_category c);
+
+typedef struct snug_mem_report {
+    size_t budget;                          /* 0: unlimited */
+    size_t in_use[SNUG_MEM_NCATEGORIES];    /* bytes per category */
+    size_t total;                           /* sum of in_use */
+    size_t peak;                            /* the largest total ever held */
+} snug_mem_report;
+
+/* Parses "256MiB", "1.5GiB", "64M", "1000000" (bytes) into bytes. KiB/MiB/GiB/TiB and K/M/G/T are powers of
+ * 1024; kB/MB/GB/TB are powers of 1000. Rejects zero, negatives, garbage and overflow. */
+snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
+/* Writes "44.00 MiB" style text. Returns buf. */
+char *snug_format_bytes(size_t bytes, char *buf, size_t len);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Graphs: a static graph whose activation shapes are per sample; the batch dimension is implicit.
+ * Tensors are small integer handles into their graph; a negative handle means an earlier error.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct snug_graph snug_graph;
+typedef int snug_tensor;
+
+#define SNUG_MAX_DIMS 4
+
+typedef struct snug_shape {
+    int rank;                 /* number of per-sample dimensions */
+    size_t dims[SNUG_MAX_DIMS];
+} snug_shape;
+
+snug_graph *snug_graph_new(const char *name);
+void snug_graph_free(snug_graph *g);
+const char *snug_graph_name(const snug_graph *g);
+
+/* The first error recorded by a builder call, or SNUG_OK. */
+snug_status snug_graph_check(const snug_graph *g, snug_error *err);
+
+/* Inputs: one image-like input per graph, (C, H, W) per sample; use h = w = 1 for vectors. */
+snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size_t w);
+
+/* Layers. Every name must be unique in the graph; it names the parameters ("conv1.weight") and the messages. */
+snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
+snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
+                        size_t stride, size_t padding);
+snug_tensor snug_relu(snug_graph *g, const char *name, snug_tensor x);
+snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride);
+snug_tensor snug_flatten(snug_graph *g, const char *name, snug_tensor x);
+/* Softmax cross-entropy over the classes of logits (N, classes); the targets come from the dataset, one class
+ * index per sample; the loss of a window is the sum over its items divided by the item count of the whole
+ * global batch. It must be the last layer; a graph has exactly one loss. */
+snug_tensor snug_softmax_cross_entropy(snug_graph *g, const char *name, snug_tensor logits);
+
+snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
+
+/* Built-in models: "mlp" (784-1024-1024-10) and "cnn" (two conv3x3 + pool blocks, two linear), both for 1x28x28
+ * inputs and 10 classes. Returns NULL and fills err for an unknown name. */
+snug_graph *snug_model_builtin(const char *name, snug_error *err);
+/* The built-in model names, NULL-terminated. */
+const char *const *snug_model_names(void);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Datasets: labelled samples of one per-sample shape, read on demand into a micro-batch buffer.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct snug_dataset snug_dataset;
+
+/* Opens the MNIST IDX files in dir: train-images-idx3-ubyte and train-labels-idx1-ubyte (train = true) or the
+ * t10k-* pair. The files are mapped, not copied. Every header, dimension and file size is checked; a bad file
+ * is reported by name with the problem. Pixels are normalised as (x/255 - 0.1307) / 0.3081. */
+snug_status snug_mnist_open(const char *dir, bool train, snug_dataset **out, snug_error *err);
+/* Opens one image file and one label file given by path. */
+snug_status snug_mnist_open_files(const char *images_path, const char *labels_path, snug_dataset **out,
+                                  snug_error *err);
+/* A dataset over caller-owned arrays (copied): inputs (n, c, h, w) as floats, one class label per sample. */
+snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
+                                     size_t w, size_t classes, snug_dataset **out, snug_error *err);
+void snug_dataset_free(snug_dataset *ds);
+size_t snug_dataset_size(const snug_dataset *ds);
+snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
+size_t snug_dataset_classes(const snug_dataset *ds);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Optimizers, schedules and clipping: all act once per optimizer step, after a whole window of micro-batches.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum snug_optim_kind { SNUG_OPTIM_SGD = 0, SNUG_OPTIM_ADAMW } snug_optim_kind;
+
+typedef struct snug_optim_config {
+    snug_optim_kind kind;
+    float lr;             /* base learning rate, before the schedule and the scaling rule */
+    float momentum;       /* SGD: 0 disables the momentum buffer (and its memory) */
+    bool nesterov;        /* SGD */
+    float weight_decay;   /* SGD: added to the gradient (L2); AdamW: decoupled, lr * wd * p */
+    float beta1, beta2, eps;  /* AdamW */
+} snug_optim_config;
+
+typedef enum snug_schedule_kind { SNUG_SCHEDULE_CONSTANT = 0, SNUG_SCHEDULE_COSINE } snug_schedule_kind;
+
+typedef struct snug_schedule_config {
+    snug_schedule_kind kind;
+    long warmup_steps;    /* linear warmup from 0 to the peak LR over these optimizer steps (cosine only) */
+    float min_lr_ratio;   /* cosine decays to lr * min_lr_ratio at the last step */
+    bool linear_scaling;  /* Goyal et al. 2017: peak LR = lr * batch / reference_batch */
+    size_t reference_batch;
+} snug_schedule_config;
+
+/* The learning rate at optimizer step `step` (0-based) of `total_steps`, for a global batch `batch`. */
+float snug_schedule_lr(const snug_schedule_config *s, float base_lr, size_t batch, long step, long total_steps);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Training
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct snug_step_stats {
+    long step;              /* optimizer steps taken so far (skipped ones not counted) */
+    long epoch;             /* 0-based */
+    long steps_per_epoch;
+    long total_steps;
+    size_t items;           /* items (samples) in this window: the loss normaliser N */
+    size_t micro_batches;   /* k of this window */
+    double loss;            /* sum of item losses over the window / items */
+    float lr;
+    float grad_norm;        /* before clipping */
+    bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
+    double samples_per_s;   /* over the run so far */
+    double elapsed_s;
+} snug_step_stats;
+
+/* Called after every optimizer step; return false to stop the run early. */
+typedef bool (*snug_progress_fn)(const snug_step_stats *st, void *user);
+
+typedef struct snug_train_config {
+    size_t batch;            /* global batch B */
+    size_t micro_batch;      /* m; 0 means m = B */
+    size_t mem_budget;       /* bytes; 0 means unlimited */
+    long epochs;
+    long max_steps;          /* stop after this many optimizer steps; 0: no limit */
+    bool drop_last;          /* drop an epoch's last window when it holds fewer than B samples */
+    bool shuffle;
+    uint64_t seed;
+    float clip_norm;         /* global-norm clipping threshold; 0 disables */
+    int max_nonfinite;       /* stop after this many consecutive skipped steps */
+    snug_optim_config optim;
+    snug_schedule_config schedule;
+    snug_progress_fn progress;
+    void *progress_user;
+} snug_train_config;
+
+/* Defaults: B = 64, m = B, no budget, 1 epoch, shuffle, seed 1, SGD lr 0.05 momentum 0.9, constant LR,
+ * no clipping, stop after 5 consecutive non-finite steps. */
+snug_train_config snug_train_config_default(void);
+
+typedef struct snug_trainer snug_trainer;
+
+/* Plans the graph for the micro-batch size, checks the plan against the budget and reserves all memory.
+ * On SNUG_E_OOM the message names the buffer that does not fit, the categories in use, and the largest
+ * micro-batch that would fit ("Try --micro-batch 16."). Parameters are initialised from cfg->seed.
+ * The trainer keeps a pointer to g, which must outlive it. */
+snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_trainer **out, snug_error *err);
+void snug_trainer_free(snug_trainer *tr);
+
+/* The largest micro-batch m <= limit whose plan fits `budget` bytes for graph g and the optimizer in cfg
+ * (0 if not even m = 1 fits), and the planned bytes per category at that m. */
+size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
+                            snug_mem_report *at_fit);
+
+/* Runs the epochs of cfg over the dataset, calling cfg->progress after each optimizer step. */
+snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *train, snug_error *err);
+
+/* Computes the gradient of one global batch (the samples at `indices`) into the gradient buffers, split into
+ * micro-batches, normalised by the item count of the whole batch; no optimizer step. Zeroes the gradients
+ * first. Sets *loss to the window's loss. */
+snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
+                                   double *loss, snug_error *err);
+/* One optimizer step on one global batch: gradients, clipping, update, schedule. */
+snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
+                              snug_step_stats *st, snug_error *err);
+
+typedef struct snug_eval_result {
+    size_t items;
+    double loss;       /* mean loss per item */
+    double accuracy;   /* fraction of items whose argmax equals the label */
+} snug_eval_result;
+
+snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
+                                  snug_error *err);
+
+/* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). */
+size_t snug_trainer_param_count(const snug_trainer *tr);
+const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads);
+
+void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep);
+size_t snug_trainer_micro_batch(const snug_trainer *tr);
+/* Forward + backward FLOPs of one sample. */
+double snug_trainer_flops_per_sample(const snug_trainer *tr);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * The machine
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct snug_system_info {
+    int threads;             /* OpenMP threads the engine uses */
+    const char *simd;        /* best SIMD level of this CPU: "AVX-512", "AVX2", "SSE2", ... */
+    const char *blas;        /* "OpenBLAS 0.3.21 ..." */
+    const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
+    bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
+} snug_system_info;
+
+void snug_system_info_get(snug_system_info *info);
+void snug_set_threads(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SNUG_H */

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Checks the system packages snug needs to build, test and fetch data, and installs the missing ones.
+# Debian/Ubuntu: as root it runs apt-get; otherwise it prints the exact command to run and exits 1.
+# With everything present it is a quick no-op (one dpkg-query call, no apt-get update).
+#   usage: scripts/install-deps.sh [--check]     --check: report only, never install
+set -euo pipefail
+
+readonly PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev npm)
+
+check_only=0
+case "${1:-}" in
+    "") ;;
+    --check) check_only=1 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown option '$1' (expected --check or nothing)" >&2; exit 2 ;;
+esac
+
+# Without dpkg there is no package database to ask: check the tools and pkg-config modules themselves.
+check_without_dpkg() {
+    local missing=()
+    local tool
+    for tool in cc cmake pkg-config npm; do
+        command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+    done
+    if command -v pkg-config >/dev/null 2>&1; then
+        pkg-config --exists openblas || missing+=("OpenBLAS (pkg-config module openblas, OpenMP build)")
+        pkg-config --exists cmocka || missing+=("cmocka (pkg-config module cmocka)")
+    fi
+    if ((${#missing[@]})); then
+        echo "install-deps: not a Debian-like system (no dpkg-query); install these with your package manager:" >&2
+        printf '  - %s\n' "${missing[@]}" >&2
+        exit 1
+    fi
+}
+
+missing_debian_packages() {
+    # One dpkg-query for all packages; unknown packages print nothing (and make it exit 1, hence || true).
+    local installed
+    installed=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${PACKAGES[@]}" 2>/dev/null \
+        | awk '$2 == "installed" { print $1 }' || true)
+    local p
+    for p in "${PACKAGES[@]}"; do
+        # node and npm are often installed outside Debian's packages (NodeSource, nvm): a working npm counts.
+        if [[ $p == npm ]] && command -v npm >/dev/null 2>&1; then
+            continue
+        fi
+        grep -qxF "$p" <<<"$installed" || echo "$p"
+    done
+}
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    check_without_dpkg
+    exit 0
+fi
+
+mapfile -t missing < <(missing_debian_packages)
+if ((${#missing[@]} == 0)); then
+    exit 0
+fi
+
+echo "install-deps: missing packages: ${missing[*]}" >&2
+install_cmd=(apt-get install -y --no-install-recommends "${missing[@]}")
+if ((check_only)); then
+    echo "install-deps: to install them: sudo apt-get update && sudo ${install_cmd[*]}" >&2
+    exit 1
+fi
+if [[ $(id -u) -ne 0 ]]; then
+    echo "install-deps: not root, so not installing. Run:" >&2
+    echo "  sudo apt-get update && sudo ${install_cmd[*]}" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+"${install_cmd[@]}"
+echo "install-deps: installed ${missing[*]}"

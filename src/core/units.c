@@ -1,0 +1,56 @@
+/* Human sizes: "256MiB" in, "44.00 MiB" out. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/error.h"
+#include "snug.h"
+
+typedef struct unit { const char *suffix; double factor; } unit;
+
+/* Binary units are what memory is sold and reported in; decimal ones are accepted for completeness. */
+static const unit units[] = {
+    {"", 1},           {"b", 1},
+    {"k", 1024.0},     {"kib", 1024.0},     {"kb", 1e3},
+    {"m", 1048576.0},  {"mib", 1048576.0},  {"mb", 1e6},
+    {"g", 1073741824.0}, {"gib", 1073741824.0}, {"gb", 1e9},
+    {"t", 1099511627776.0}, {"tib", 1099511627776.0}, {"tb", 1e12},
+};
+
+snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err) {
+    if (!text || !*text) return snug_fail(err, SNUG_E_ARG, "empty size: give a size such as 256MiB or 1.5GiB");
+    errno = 0;
+    char *end;
+    double value = strtod(text, &end);
+    if (end == text || errno == ERANGE || !isfinite(value))
+        return snug_fail(err, SNUG_E_ARG, "bad size '%s': give a number and a unit, such as 256MiB or 1.5GiB",
+                         text);
+    while (isspace((unsigned char)*end)) end++;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].suffix) != 0) continue;
+        double b = value * units[i].factor;
+        if (!(b >= 1)) return snug_fail(err, SNUG_E_ARG, "bad size '%s': it must be at least 1 byte", text);
+        if (b >= 18446744073709551615.0)
+            return snug_fail(err, SNUG_E_OVERFLOW, "bad size '%s': too large for this machine", text);
+        *bytes = (size_t)b;
+        return SNUG_OK;
+    }
+    return snug_fail(err, SNUG_E_ARG, "bad size '%s': unknown unit '%s' (use KiB, MiB, GiB, TiB, or kB, MB, GB)",
+                     text, end);
+}
+
+char *snug_format_bytes(size_t bytes, char *buf, size_t len) {
+    static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) { v /= 1024.0; u++; }
+    if (u == 0) snprintf(buf, len, "%zu B", bytes);
+    else snprintf(buf, len, "%.2f %s", v, names[u]);
+    return buf;
+}

@@ -1,0 +1,20 @@
+/* The public accessors of a dataset, whatever its implementation. An opener allocates the snug_dataset with
+ * malloc; its destroy releases only what impl holds, and snug_dataset_free releases the struct itself. */
+#include <stdlib.h>
+
+#include "data/dataset.h"
+
+void snug_dataset_free(snug_dataset *ds) {
+    if (!ds) return;
+    if (ds->ops && ds->ops->destroy) ds->ops->destroy(ds);
+    free(ds);
+}
+
+size_t snug_dataset_size(const snug_dataset *ds) { return ds ? ds->n : 0; }
+
+snug_shape snug_dataset_sample_shape(const snug_dataset *ds) {
+    if (!ds) return (snug_shape){0};
+    return ds->sample_shape;
+}
+
+size_t snug_dataset_classes(const snug_dataset *ds) { return ds ? ds->classes : 0; }

@@ -1,0 +1,26 @@
+/* A dataset is a table of functions over samples. The trainer reads targets before inputs: it counts the items
+ * of a whole global batch (for the loss normaliser) before the first forward, without touching the inputs. */
+#ifndef SNUG_DATA_DATASET_H
+#define SNUG_DATA_DATASET_H
+
+#include "snug.h"
+
+typedef struct dataset_ops {
+    /* Writes the inputs of samples idx[0..n) into x, (n, sample shape) floats, normalised. */
+    void (*fill_inputs)(const snug_dataset *ds, const size_t *idx, size_t n, float *x);
+    /* Writes targets_per_sample targets per sample (class index, or SNUG_IGNORE_TARGET) into y. */
+    void (*fill_targets)(const snug_dataset *ds, const size_t *idx, size_t n, int32_t *y);
+    void (*destroy)(snug_dataset *ds);
+} dataset_ops;
+
+struct snug_dataset {
+    const dataset_ops *ops;
+    size_t n;                   /* samples */
+    snug_shape sample_shape;    /* (C, H, W) */
+    size_t sample_numel;
+    size_t classes;
+    size_t targets_per_sample;  /* 1 for classification */
+    void *impl;                 /* the implementation's own state */
+};
+
+#endif

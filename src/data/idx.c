@@ -1,0 +1,147 @@
+/* Mapping and validating IDX files. Every check names the path, says what is wrong with the numbers involved,
+ * and how to get a good file. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "data/idx.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/checked.h"
+#include "core/error.h"
+
+#define IDX_TYPE_UBYTE 0x08
+
+static uint32_t read_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* "60000 x 28 x 28" for messages. */
+static void format_dims(const size_t *dims, int ndims, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < ndims && used < len; i++) {
+        int w = snprintf(buf + used, len - used, i ? " x %zu" : "%zu", dims[i]);
+        if (w < 0) return;
+        used += (size_t)w;
+    }
+}
+
+/* Opens path and returns its size in *len, refusing what cannot be an IDX file before mapping it. */
+static snug_status open_regular(const char *path, int *fd_out, size_t *len, snug_error *err) {
+    /* O_NONBLOCK: a FIFO given by mistake must fail below, not hang here; regular files ignore it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return snug_fail(err, SNUG_E_IO,
+                             "cannot open %s: no such file; run `make data` to download MNIST into data/mnist, "
+                             "or give the directory that holds the IDX files", path);
+        return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", path, strerror(e));
+    }
+    struct stat st;
+    snug_status s = SNUG_OK;
+    if (fstat(fd, &st) != 0)
+        s = snug_fail(err, SNUG_E_IO, "cannot stat %s: %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        s = snug_fail(err, SNUG_E_IO, "%s is a directory, expected an IDX file", path);
+    else if (!S_ISREG(st.st_mode))
+        s = snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected an IDX file", path);
+    else if (st.st_size == 0)
+        s = snug_fail(err, SNUG_E_FORMAT, "%s is empty (0 bytes), expected an IDX file; re-download it with "
+                      "`make data`", path);
+    else if ((uintmax_t)st.st_size > SIZE_MAX)
+        s = snug_fail(err, SNUG_E_FORMAT, "%s is too large to map (%jd bytes)", path, (intmax_t)st.st_size);
+    else if (st.st_size < 4)
+        s = snug_fail(err, SNUG_E_FORMAT, "%s: truncated: %jd bytes, an IDX header needs at least 4", path,
+                      (intmax_t)st.st_size);
+    if (s != SNUG_OK) {
+        close(fd);
+        return s;
+    }
+    *fd_out = fd;
+    *len = (size_t)st.st_size;
+    return SNUG_OK;
+}
+
+/* Checks the magic and reads ndims and the dimensions into f; len >= 4. */
+static snug_status parse_header(const char *path, const uint8_t *b, size_t len, int expected_ndims, idx_file *f,
+                                snug_error *err) {
+    if (b[0] != 0 || b[1] != 0)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: bad magic: first bytes %02x %02x, an IDX file starts with 00 00 "
+                         "(is it an IDX file? a .gz must be unpacked first)", path, b[0], b[1]);
+    if (b[2] != IDX_TYPE_UBYTE)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: bad magic: element type 0x%02x, only 0x08 (unsigned byte) is "
+                         "supported", path, b[2]);
+    int ndims = b[3];
+    if (ndims < 1 || ndims > IDX_MAX_DIMS)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: bad magic: %d dimensions, supported are 1 to %d", path, ndims,
+                         IDX_MAX_DIMS);
+    if (expected_ndims > 0 && ndims != expected_ndims)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: has %d dimension%s, expected %d (MNIST images have 3, labels 1: "
+                         "were the two files swapped?)", path, ndims, ndims == 1 ? "" : "s", expected_ndims);
+    size_t header = 4 + 4 * (size_t)ndims;
+    if (len < header)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: truncated: expected at least %zu bytes of header, found %zu",
+                         path, header, len);
+    for (int i = 0; i < ndims; i++) {
+        f->dims[i] = read_be32(b + 4 + 4 * (size_t)i);
+        if (f->dims[i] == 0)
+            return snug_fail(err, SNUG_E_FORMAT, "%s: dimension %d is 0: the file holds no data", path, i);
+    }
+    f->ndims = ndims;
+    return SNUG_OK;
+}
+
+/* Checks that header + elements is exactly the file size. */
+static snug_status check_size(const char *path, idx_file *f, size_t len, snug_error *err) {
+    char dims[96];
+    format_dims(f->dims, f->ndims, dims, sizeof dims);
+    size_t header = 4 + 4 * (size_t)f->ndims, total;
+    if (!size_prod(f->dims, f->ndims, &f->count) || !size_add(header, f->count, &total))
+        return snug_fail(err, SNUG_E_FORMAT, "%s: dimensions %s overflow size_t: the header is corrupt", path, dims);
+    if (len < total)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: truncated: expected %zu bytes (%s), found %zu; re-download it "
+                         "with `make data`", path, total, dims, len);
+    if (len > total)
+        return snug_fail(err, SNUG_E_FORMAT, "%s: trailing bytes: expected %zu bytes (%s), found %zu (%zu extra)",
+                         path, total, dims, len, len - total);
+    return SNUG_OK;
+}
+
+snug_status idx_open(const char *path, int expected_ndims, idx_file *f, snug_error *err) {
+    memset(f, 0, sizeof *f);
+    if (!path) return snug_fail(err, SNUG_E_ARG, "idx_open: path is NULL");
+    int fd = -1;
+    size_t len = 0;
+    snug_status s = open_regular(path, &fd, &len, err);
+    if (s != SNUG_OK) return s;
+    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    close(fd);  /* the mapping keeps the file alive */
+    if (map == MAP_FAILED)
+        return snug_fail(err, SNUG_E_IO, "cannot map %s (%zu bytes): %s", path, len, strerror(map_errno));
+    s = parse_header(path, map, len, expected_ndims, f, err);
+    if (s == SNUG_OK) s = check_size(path, f, len, err);
+    if (s != SNUG_OK) {
+        munmap(map, len);
+        memset(f, 0, sizeof *f);
+        return s;
+    }
+    f->map = map;
+    f->map_len = len;
+    f->data = (const uint8_t *)map + 4 + 4 * (size_t)f->ndims;
+    return SNUG_OK;
+}
+
+void idx_close(idx_file *f) {
+    if (!f) return;
+    if (f->map) munmap(f->map, f->map_len);
+    memset(f, 0, sizeof *f);
+}

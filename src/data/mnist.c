@@ -1,0 +1,134 @@
+/* MNIST as a dataset: an images IDX file (N, H, W) and a labels IDX file (N), both mapped. Pixels are normalised
+ * on the way into the micro-batch buffer, through a 256-entry table that holds exactly what PyTorch's
+ * ToTensor + Normalize((0.1307,), (0.3081,)) computes in float32. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "data/dataset.h"
+#include "data/idx.h"
+
+#define MNIST_CLASSES 10
+#define MNIST_MEAN 0.1307f
+#define MNIST_STD 0.3081f
+/* Below this many pixels per call a parallel region costs more than it saves (a 64-sample micro-batch is 50k). */
+#define MNIST_PARALLEL_MIN_PIXELS ((size_t)1 << 18)
+
+typedef struct mnist_impl {
+    idx_file images;  /* (n, H, W) */
+    idx_file labels;  /* (n) */
+    float table[256]; /* normalised value of each byte */
+} mnist_impl;
+
+static void mnist_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n,
+                              float *x) {  // (n, 1, H, W)
+    const mnist_impl *m = ds->impl;
+    const size_t pixels = ds->sample_numel;
+    const uint8_t *base = m->images.data;  // (N, H, W)
+    const float *table = m->table;
+#pragma omp parallel for schedule(static) if (n * pixels >= MNIST_PARALLEL_MIN_PIXELS)
+    for (size_t i = 0; i < n; i++) {
+        assert(idx[i] < ds->n);
+        const uint8_t *src = base + idx[i] * pixels;
+        float *dst = x + i * pixels;
+        for (size_t p = 0; p < pixels; p++) dst[p] = table[src[p]];
+    }
+}
+
+static void mnist_fill_targets(const snug_dataset *ds, const size_t *idx, size_t n, int32_t *y) {  // y: (n)
+    const mnist_impl *m = ds->impl;
+    for (size_t i = 0; i < n; i++) {
+        assert(idx[i] < ds->n);
+        y[i] = m->labels.data[idx[i]];
+    }
+}
+
+static void mnist_destroy(snug_dataset *ds) {
+    mnist_impl *m = ds->impl;
+    if (!m) return;
+    idx_close(&m->images);
+    idx_close(&m->labels);
+    free(m);
+    ds->impl = NULL;
+}
+
+static const dataset_ops mnist_ops = {
+    .fill_inputs = mnist_fill_inputs,
+    .fill_targets = mnist_fill_targets,
+    .destroy = mnist_destroy,
+};
+
+/* The pair must describe the same samples, and every label must be a digit. */
+static snug_status check_pair(const char *images_path, const char *labels_path, const mnist_impl *m,
+                              snug_error *err) {
+    if (m->images.dims[0] != m->labels.dims[0])
+        return snug_fail(err, SNUG_E_FORMAT, "%s has %zu images but %s has %zu labels: the two files do not "
+                         "belong together (train-* and t10k-* mixed?)", images_path, m->images.dims[0],
+                         labels_path, m->labels.dims[0]);
+    for (size_t i = 0; i < m->labels.count; i++)
+        if (m->labels.data[i] >= MNIST_CLASSES)
+            return snug_fail(err, SNUG_E_FORMAT, "%s: label %zu is %u, outside 0..%d: the labels file is corrupt; "
+                             "re-download it with `make data`", labels_path, i, (unsigned)m->labels.data[i],
+                             MNIST_CLASSES - 1);
+    return SNUG_OK;
+}
+
+static void fill_table(float *table) {  // (256)
+    /* The same float32 operations, in the same order, as ToTensor (x / 255) then Normalize ((x - mean) / std). */
+    for (int v = 0; v < 256; v++) table[v] = ((float)v / 255.0f - MNIST_MEAN) / MNIST_STD;
+}
+
+snug_status snug_mnist_open_files(const char *images_path, const char *labels_path, snug_dataset **out,
+                                  snug_error *err) {
+    if (!out) return snug_fail(err, SNUG_E_ARG, "snug_mnist_open_files: out is NULL");
+    *out = NULL;
+    if (!images_path || !labels_path)
+        return snug_fail(err, SNUG_E_ARG, "snug_mnist_open_files: images_path and labels_path must not be NULL");
+    snug_dataset *ds = calloc(1, sizeof *ds);
+    mnist_impl *m = calloc(1, sizeof *m);
+    if (!ds || !m) {
+        free(ds);
+        free(m);
+        return snug_fail(err, SNUG_E_OOM, "snug_mnist_open_files: out of host memory for the dataset header");
+    }
+    ds->ops = &mnist_ops;
+    ds->impl = m;
+    snug_status s = idx_open(images_path, 3, &m->images, err);
+    if (s == SNUG_OK) s = idx_open(labels_path, 1, &m->labels, err);
+    if (s == SNUG_OK) s = check_pair(images_path, labels_path, m, err);
+    if (s != SNUG_OK) {
+        snug_dataset_free(ds);
+        return s;
+    }
+    fill_table(m->table);
+    ds->n = m->images.dims[0];
+    ds->sample_shape = (snug_shape){.rank = 3, .dims = {1, m->images.dims[1], m->images.dims[2]}};
+    ds->sample_numel = m->images.dims[1] * m->images.dims[2];  /* cannot overflow: idx_open checked the product */
+    ds->classes = MNIST_CLASSES;
+    ds->targets_per_sample = 1;
+    *out = ds;
+    return SNUG_OK;
+}
+
+/* dir + "/" + name into buf; false when it does not fit. */
+static bool join_path(char *buf, size_t len, const char *dir, const char *name) {
+    int w = snprintf(buf, len, "%s/%s", dir, name);
+    return w >= 0 && (size_t)w < len;
+}
+
+snug_status snug_mnist_open(const char *dir, bool train, snug_dataset **out, snug_error *err) {
+    if (out) *out = NULL;
+    if (!dir) return snug_fail(err, SNUG_E_ARG, "snug_mnist_open: dir is NULL (the MNIST directory, e.g. data/mnist)");
+    const char *images_name = train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte";
+    const char *labels_name = train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte";
+    char images[4096], labels[4096];
+    if (!join_path(images, sizeof images, dir, images_name) || !join_path(labels, sizeof labels, dir, labels_name))
+        return snug_fail(err, SNUG_E_ARG, "snug_mnist_open: the directory path is too long (%zu bytes)",
+                         strlen(dir));
+    return snug_mnist_open_files(images, labels, out, err);
+}

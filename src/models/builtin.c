@@ -1,0 +1,60 @@
+/* The built-in models, with the shapes of the benchmark workloads in docs/architecture.md. They are built
+ * through the public builder API, exactly as a user would build their own. */
+#include <string.h>
+
+#include "core/error.h"
+#include "snug.h"
+
+/* MNIST, 784-1024-1024-10 with ReLU. */
+static snug_graph *build_mlp(void) {
+    snug_graph *g = snug_graph_new("mlp");
+    if (!g) return NULL;
+    snug_tensor x = snug_input(g, "input", 1, 28, 28);
+    x = snug_flatten(g, "flatten", x);
+    x = snug_relu(g, "relu1", snug_linear(g, "fc1", x, 1024));
+    x = snug_relu(g, "relu2", snug_linear(g, "fc2", x, 1024));
+    x = snug_linear(g, "fc3", x, 10);
+    snug_softmax_cross_entropy(g, "loss", x);
+    return g;
+}
+
+/* MNIST, conv3x3(1->32, pad 1)-ReLU-maxpool2-conv3x3(32->64, pad 1)-ReLU-maxpool2-linear(3136->128)-ReLU-
+ * linear(128->10). */
+static snug_graph *build_cnn(void) {
+    snug_graph *g = snug_graph_new("cnn");
+    if (!g) return NULL;
+    snug_tensor x = snug_input(g, "input", 1, 28, 28);
+    x = snug_relu(g, "relu1", snug_conv2d(g, "conv1", x, 32, 3, 1, 1));
+    x = snug_maxpool2d(g, "pool1", x, 2, 2);
+    x = snug_relu(g, "relu2", snug_conv2d(g, "conv2", x, 64, 3, 1, 1));
+    x = snug_maxpool2d(g, "pool2", x, 2, 2);
+    x = snug_flatten(g, "flatten", x);
+    x = snug_relu(g, "relu3", snug_linear(g, "fc1", x, 128));
+    x = snug_linear(g, "fc2", x, 10);
+    snug_softmax_cross_entropy(g, "loss", x);
+    return g;
+}
+
+typedef struct builtin_model {
+    const char *name;
+    snug_graph *(*build)(void);
+} builtin_model;
+
+static const builtin_model models[] = {{"mlp", build_mlp}, {"cnn", build_cnn}};
+static const char *const model_names[] = {"mlp", "cnn", NULL};
+
+const char *const *snug_model_names(void) { return model_names; }
+
+snug_graph *snug_model_builtin(const char *name, snug_error *err) {
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        if (!name || strcmp(name, models[i].name) != 0) continue;
+        snug_graph *g = models[i].build();
+        if (snug_graph_check(g, err) != SNUG_OK) {
+            snug_graph_free(g);
+            return NULL;
+        }
+        return g;
+    }
+    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are mlp and cnn", name ? name : "");
+    return NULL;
+}

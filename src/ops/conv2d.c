@@ -1,0 +1,274 @@
+/* conv2d: im2col per sample into a per-thread column buffer, then one GEMM per sample.
+ *
+ * Threads: with at least as many samples as threads, an OpenMP loop runs one sample per thread at a time (the
+ * OpenMP OpenBLAS runs single-threaded inside a parallel region); with fewer, a plain loop over samples lets
+ * the BLAS use the threads inside each GEMM. Backward then accumulates dW and db into per-thread partial buffers
+ * that are reduced in thread order, so a given thread count always gives the same bits.
+ *
+ * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
+ *   T x [ column buffer (C*k*k, Ho*Wo) floats | partial dW (Co, C*k*k) + db (Co) floats, only when T > 1 ].
+ * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. */
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "ops/im2col.h"
+#include "ops/op.h"
+
+#define CONV_ALIGN ((size_t)64)
+
+/* Everything a sample's kernels need, derived once per call. */
+typedef struct conv_ctx {
+    im2col_geom g;
+    size_t co;          /* output channels */
+    size_t kdim;        /* C*k*k: the GEMM's inner dimension */
+    size_t npix;        /* Ho*Wo */
+    bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
+} conv_ctx;
+
+static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
+    const snug_shape *in = &gr->tensors[n->inputs[0]].shape;
+    const conv2d_params *p = &n->p.conv2d;
+    conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
+                        .pad = p->padding},
+                  .co = p->out_channels};
+    k.g.ho = (k.g.h + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
+    k.g.wo = (k.g.w + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
+    k.kdim = k.g.c * k.g.k * k.g.k;
+    k.npix = k.g.ho * k.g.wo;
+    k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
+    return k;
+}
+
+static size_t threads_used(size_t m, int threads) {
+    return threads > 1 && m >= (size_t)threads ? (size_t)threads : 1;
+}
+
+/* Bytes of one thread's column buffer and of its partial gradients; false on overflow. */
+static bool conv_slot_parts(const conv_ctx *k, size_t *col_bytes, size_t *part_bytes) {
+    size_t cols = 0, wn, pn;
+    *col_bytes = *part_bytes = 0;
+    if (!k->pointwise && !size_mul(k->kdim, k->npix, &cols)) return false;
+    if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONV_ALIGN, col_bytes)) return false;
+    if (!size_mul(k->co, k->kdim, &wn) || !size_add(wn, k->co, &pn)) return false;
+    return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONV_ALIGN, part_bytes);
+}
+
+/* ---- shape inference ------------------------------------------------------------------------------------ */
+
+static bool conv_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
+    char s[96];
+    if (in->rank != 3) {
+        snprintf(msg, msg_len, "expects an input (channels, height, width), got %s",
+                 snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    if (in->dims[0] == 0 || in->dims[1] == 0 || in->dims[2] == 0) {
+        snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0) {
+        snprintf(msg, msg_len, "needs out_channels, kernel and stride >= 1, got out_channels %zu, "
+                 "kernel %zu, stride %zu", p->out_channels, p->kernel, p->stride);
+        return false;
+    }
+    size_t ph, pw;
+    if (!size_mul(p->padding, 2, &ph) || !size_add(ph, in->dims[2], &pw) || !size_add(ph, in->dims[1], &ph)) {
+        snprintf(msg, msg_len, "padding %zu is too large for input %s", p->padding,
+                 snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    if (p->kernel > ph || p->kernel > pw) {
+        snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s padded by %zu (%zux%zu): use a "
+                 "smaller kernel or more padding", p->kernel, p->kernel, snug_shape_format(in, s, sizeof s),
+                 p->padding, ph, pw);
+        return false;
+    }
+    return true;
+}
+
+static bool conv_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                       int *n_params, char *msg, size_t msg_len) {
+    const conv2d_params *p = &n->p.conv2d;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (!conv_check_sizes(p, &in[0], msg, msg_len)) return false;
+    size_t c = in[0].dims[0], k = p->kernel, co = p->out_channels;
+    size_t ho = (in[0].dims[1] + 2 * p->padding - k) / p->stride + 1;
+    size_t wo = (in[0].dims[2] + 2 * p->padding - k) / p->stride + 1;
+    size_t kdim, npix, wn, on, cols;
+    const size_t f[] = {c, k, k};
+    /* Every GEMM dimension is an int for the BLAS; the products must address. */
+    if (!size_prod(f, 3, &kdim) || !size_mul(ho, wo, &npix) || !size_mul(co, kdim, &wn) ||
+        !size_mul(co, npix, &on) || !size_mul(kdim, npix, &cols) || cols > SIZE_MAX / sizeof(float) ||
+        kdim > INT_MAX || npix > INT_MAX || co > INT_MAX) {
+        char s[96];
+        snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zu is too large: "
+                 "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, INT_MAX);
+        return false;
+    }
+    *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
+    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {co, c, k, k}}, .fan_in = kdim,
+                             .init = INIT_KAIMING_UNIFORM};
+    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = kdim,
+                             .init = INIT_BIAS_UNIFORM};
+    *n_params = 2;
+    return true;
+}
+
+/* ---- forward -------------------------------------------------------------------------------------------- */
+
+/* y_n = W col(x_n) + b for one sample. */
+static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
+                                const float *x,              // (c, h, w)
+                                const float *w,              // (co, kdim)
+                                const float *b,              // (co)
+                                float *col) {                // (kdim, npix) scratch
+    for (size_t o = 0; o < k->co; o++)
+        for (size_t j = 0; j < k->npix; j++) y[o * k->npix + j] = b[o];
+    const float *cols = x;
+    if (!k->pointwise) {
+        im2col(col, x, &k->g);
+        cols = col;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)k->co, (int)k->npix, (int)k->kdim, 1.0f, w,
+                (int)k->kdim, cols, (int)k->npix, 1.0f, y, (int)k->npix);
+}
+
+static void conv_forward(const op_call *c) {
+    const conv_ctx k = conv_ctx_of(c->g, c->node);
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), T = threads_used(m, c->threads);
+    size_t col_bytes = 0, part_bytes = 0;
+    conv_slot_parts(&k, &col_bytes, &part_bytes); /* cannot overflow: the planner sized the same numbers */
+    const size_t slot = T > 1 ? col_bytes + part_bytes : col_bytes;
+    char *work = c->work;
+    if (T > 1) {
+        #pragma omp parallel for num_threads((int)T) schedule(static)
+        for (size_t n = 0; n < m; n++) {
+            float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * slot);
+            conv_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
+        }
+    } else {
+        for (size_t n = 0; n < m; n++)
+            conv_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work);
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------------------------- */
+
+/* One sample: dw += dy_n col_n^T, db += row sums of dy_n, din_n += col2im(W^T dy_n). col is reused: first the
+ * columns of x_n for dW, then the column gradient for din. dw, db or din may be NULL. */
+static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or NULL
+                                 float *dw,                     // (co, kdim) or NULL
+                                 float *db,                     // (co) or NULL
+                                 const float *dy,               // (co, npix)
+                                 const float *x,                // (c, h, w)
+                                 const float *w,                // (co, kdim)
+                                 float *col) {                  // (kdim, npix) scratch
+    const int co = (int)k->co, kd = (int)k->kdim, np = (int)k->npix;
+    if (dw) {
+        const float *cols = x;
+        if (!k->pointwise) {
+            im2col(col, x, &k->g);
+            cols = col;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, co, kd, np, 1.0f, dy, np, cols, np, 1.0f, dw, kd);
+    }
+    if (db) {
+        for (size_t o = 0; o < k->co; o++) {
+            double s = 0.0; /* a plane can hold 65536 pixels: sum in double */
+            for (size_t j = 0; j < k->npix; j++) s += dy[o * k->npix + j];
+            db[o] += (float)s;
+        }
+    }
+    if (din) {
+        if (k->pointwise) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, co, 1.0f, w, kd, dy, np, 1.0f, din, np);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, co, 1.0f, w, kd, dy, np, 0.0f, col, np);
+            col2im_add(din, col, &k->g);
+        }
+    }
+}
+
+/* dst += the T partial buffers, added in thread order for every element: deterministic for a given T. */
+static void reduce_partials(float *dst, const char *work, size_t slot, size_t offset, size_t len, size_t T) {
+    #pragma omp parallel for schedule(static) if (len * T >= ((size_t)1 << 15))
+    for (size_t i = 0; i < len; i++) {
+        float s = 0.0f;
+        for (size_t t = 0; t < T; t++) s += ((const float *)(const void *)(work + t * slot + offset))[i];
+        dst[i] += s;
+    }
+}
+
+static void conv_backward(const op_call *c) {
+    const conv_ctx k = conv_ctx_of(c->g, c->node);
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), T = threads_used(m, c->threads);
+    const size_t wn = k.co * k.kdim;
+    if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
+        for (size_t n = 0; n < m; n++)
+            conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+                                 c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
+        return;
+    }
+    size_t col_bytes = 0, part_bytes = 0;
+    conv_slot_parts(&k, &col_bytes, &part_bytes);
+    const size_t slot = col_bytes + part_bytes;
+    char *work = c->work;
+    #pragma omp parallel num_threads((int)T)
+    {
+        /* Zero every partial, including those of threads the runtime may not have started. */
+        #pragma omp for schedule(static)
+        for (size_t t = 0; t < T; t++) memset(work + t * slot + col_bytes, 0, (wn + k.co) * sizeof(float));
+        char *mine = work + (size_t)omp_get_thread_num() * slot;
+        float *pdw = (float *)(void *)(mine + col_bytes);
+        #pragma omp for schedule(static)
+        for (size_t n = 0; n < m; n++)
+            conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+                                 c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
+                                 (float *)(void *)mine);
+    }
+    if (c->dw[0]) reduce_partials(c->dw[0], work, slot, col_bytes, wn, T);
+    if (c->dw[1]) reduce_partials(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.co, T);
+}
+
+/* ---- costs ---------------------------------------------------------------------------------------------- */
+
+static double conv_flops(const snug_graph *g, const graph_node *n) {
+    const conv_ctx k = conv_ctx_of(g, n);
+    return 2.0 * (double)k.kdim * (double)k.co * (double)k.npix;
+}
+
+static size_t conv_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward re-lowers its kept input instead of keeping the (k*k times larger) columns */
+}
+
+/* Backward needs at least what forward does (the same column buffer, plus partials when T > 1). SIZE_MAX when
+ * the size overflows, which no budget fits. */
+static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(g, n);
+    const size_t T = threads_used(m, threads);
+    size_t col_bytes, part_bytes, slot, total;
+    if (!conv_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;
+    if (T == 1) return col_bytes;
+    if (!size_add(col_bytes, part_bytes, &slot) || !size_mul(slot, T, &total)) return SIZE_MAX;
+    return total;
+}
+
+const op_desc op_conv2d = {
+    .kind = "conv2d",
+    .flags = OP_KEEPS_INPUT,
+    .infer = conv_infer,
+    .forward = conv_forward,
+    .backward = conv_backward,
+    .flops = conv_flops,
+    .saved_bytes = conv_saved_bytes,
+    .workspace_bytes = conv_workspace_bytes,
+};

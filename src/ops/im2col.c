@@ -1,0 +1,84 @@
+/* im2col and its adjoint. Each column row is walked output row by output row; for a given kernel column the
+ * output columns that land inside the input form one range [lo, hi), computed once, so the inner loops are
+ * branch-free copies (a memcpy at stride 1) with zero fill only at the borders. */
+#include "ops/im2col.h"
+
+#include <omp.h>
+#include <string.h>
+
+/* Below this many column elements the threads cost more than they save. */
+#define IM2COL_PAR_MIN ((size_t)1 << 15)
+
+/* The output columns [*lo, *hi) whose input column ow*stride + kj - pad lies inside [0, w). */
+static void valid_cols(const im2col_geom *g, size_t kj, size_t *lo, size_t *hi) {
+    size_t l = 0, h = 0;
+    if (kj < g->pad) l = (g->pad - kj + g->stride - 1) / g->stride;
+    if (g->w - 1 + g->pad >= kj) h = (g->w - 1 + g->pad - kj) / g->stride + 1;
+    if (h > g->wo) h = g->wo;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* One column row (channel c, kernel offset ki, kj): for each output row, a strided copy of one input row. */
+static void im2col_row(float *dst,          // (ho*wo)
+                       const float *plane,  // (h, w) of channel c
+                       const im2col_geom *g, size_t ki, size_t kj) {
+    size_t lo, hi;
+    valid_cols(g, kj, &lo, &hi);
+    const size_t s = g->stride;
+    for (size_t oh = 0; oh < g->ho; oh++, dst += g->wo) {
+        size_t ih_pad = oh * s + ki;  /* the input row plus pad: unsigned, so compare before subtracting */
+        if (ih_pad < g->pad || ih_pad - g->pad >= g->h || lo == hi) {
+            memset(dst, 0, g->wo * sizeof(float));
+            continue;
+        }
+        const float *src = plane + (ih_pad - g->pad) * g->w + (lo * s + kj - g->pad);
+        for (size_t ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
+        if (s == 1) {
+            memcpy(dst + lo, src, (hi - lo) * sizeof(float));
+        } else {
+            for (size_t ow = lo; ow < hi; ow++) dst[ow] = src[(ow - lo) * s];
+        }
+        for (size_t ow = hi; ow < g->wo; ow++) dst[ow] = 0.0f;
+    }
+}
+
+/* The adjoint of im2col_row: adds the valid entries of one column row back into the input plane. */
+static void col2im_row(float *plane,      // (h, w) of channel c
+                       const float *src,  // (ho*wo)
+                       const im2col_geom *g, size_t ki, size_t kj) {
+    size_t lo, hi;
+    valid_cols(g, kj, &lo, &hi);
+    const size_t s = g->stride;
+    for (size_t oh = 0; oh < g->ho; oh++, src += g->wo) {
+        size_t ih_pad = oh * s + ki;
+        if (ih_pad < g->pad || ih_pad - g->pad >= g->h || lo == hi) continue;
+        float *dst = plane + (ih_pad - g->pad) * g->w + (lo * s + kj - g->pad);
+        if (s == 1) {
+            for (size_t ow = lo; ow < hi; ow++) dst[ow - lo] += src[ow];
+        } else {
+            for (size_t ow = lo; ow < hi; ow++) dst[(ow - lo) * s] += src[ow];
+        }
+    }
+}
+
+void im2col(float *col, const float *x, const im2col_geom *g) {
+    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    /* Channels write disjoint rows: parallel over them when nobody above us already runs in parallel. */
+    #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
+    for (size_t c = 0; c < g->c; c++) {
+        for (size_t r = 0; r < kk; r++)
+            im2col_row(col + (c * kk + r) * n, x + c * plane, g, r / g->k, r % g->k);
+    }
+}
+
+void col2im_add(float *x, const float *col, const im2col_geom *g) {
+    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    /* Rows of one channel overlap in x, so only channels run in parallel (each owns its plane). */
+    #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
+    for (size_t c = 0; c < g->c; c++) {
+        for (size_t r = 0; r < kk; r++)
+            col2im_row(x + c * plane, col + (c * kk + r) * n, g, r / g->k, r % g->k);
+    }
+}

@@ -1,0 +1,78 @@
+/* Ops as tables: each op family fills one op_desc. An op never allocates: the executor binds every pointer in
+ * op_call from the plan, and an op reads only what the table says it keeps. Layouts are row-major, batch first
+ * (N, C, H, W) and (N, features). Backward always ADDS into din and dw: fan-out and accumulation over
+ * micro-batches then need no special code; the trainer zeroes parameter gradients once per optimizer step and
+ * the executor zeroes activation gradients before each backward. */
+#ifndef SNUG_OPS_OP_H
+#define SNUG_OPS_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+
+/* Flags: what an op's backward reads besides dout. The planner keeps exactly these alive until backward. */
+enum {
+    OP_KEEPS_INPUT = 1u << 0,   /* backward reads in[] (linear, conv2d) */
+    OP_KEEPS_OUTPUT = 1u << 1,  /* backward reads out (relu) */
+    OP_IS_VIEW = 1u << 2,       /* output aliases the input buffer, gradient too (flatten): no kernel runs */
+    OP_IS_LOSS = 1u << 3,       /* reads targets; out is the per-item loss; backward seeds the gradient */
+    OP_IS_INPUT = 1u << 4,      /* the graph input: filled by the batcher */
+};
+
+/* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
+typedef struct op_call {
+    const snug_graph *g;
+    const graph_node *node;
+    size_t m;                          /* samples in this micro-batch (at most the planned m) */
+    int threads;                       /* OpenMP threads the plan sized the workspace for */
+    const float *in[NODE_MAX_INPUTS];  /* (m, in shape) */
+    float *out;                        /* (m, out shape) */
+    float *din[NODE_MAX_INPUTS];       /* gradients of the inputs, or NULL when none is needed */
+    const float *dout;                 /* gradient of out (NULL for a loss) */
+    const float *w[NODE_MAX_PARAMS];   /* parameters, in the order the op declared them */
+    float *dw[NODE_MAX_PARAMS];        /* their gradients */
+    void *saved;                       /* op-private bytes kept from forward to backward: saved_bytes * m */
+    void *work;                        /* scratch for this call only: workspace_bytes(node, m, threads) */
+    /* Loss ops only. */
+    const int32_t *targets;            /* (m) class indices; SNUG_IGNORE_TARGET items count for nothing */
+    float loss_scale;                  /* 1 / N, N the item count of the whole global batch */
+} op_call;
+
+#define SNUG_IGNORE_TARGET (-1)
+
+typedef struct op_desc {
+    const char *kind;  /* "conv2d": the name users see in messages and model files */
+    unsigned flags;
+    /* Output shape from input shapes; declares parameters into params[*n_params]. On a shape error, writes a
+     * message naming the shapes into msg (the caller prefixes the node name) and returns false. */
+    bool (*infer)(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                  int *n_params, char *msg, size_t msg_len);
+    void (*forward)(const op_call *c);
+    void (*backward)(const op_call *c);
+    /* Forward FLOPs per sample (a multiply-add counts 2); backward is counted by the planner as 2x for ops
+     * with parameters and 1x otherwise. */
+    double (*flops)(const snug_graph *g, const graph_node *n);
+    /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, softmax probs). */
+    size_t (*saved_bytes)(const snug_graph *g, const graph_node *n);
+    /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
+    size_t (*workspace_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
+} op_desc;
+
+extern const op_desc op_input;
+extern const op_desc op_linear;
+extern const op_desc op_conv2d;
+extern const op_desc op_relu;
+extern const op_desc op_maxpool2d;
+extern const op_desc op_flatten;
+extern const op_desc op_softmax_xent;
+
+/* Shape helpers for op implementations. */
+static inline const snug_shape *op_in_shape(const op_call *c, int i) {
+    return &c->g->tensors[c->node->inputs[i]].shape;
+}
+static inline const snug_shape *op_out_shape(const op_call *c) { return &c->g->tensors[c->node->output].shape; }
+static inline size_t op_in_numel(const op_call *c, int i) { return c->g->tensors[c->node->inputs[i]].numel; }
+static inline size_t op_out_numel(const op_call *c) { return c->g->tensors[c->node->output].numel; }
+
+#endif

@@ -1,0 +1,27 @@
+/* Optimizers, clipping and their state. The parameters and their gradients are each one contiguous block
+ * (graph order), so an optimizer step, a clip and (later) an all-reduce are loops over one array. */
+#ifndef SNUG_OPTIM_OPTIM_H
+#define SNUG_OPTIM_OPTIM_H
+
+#include "snug.h"
+
+/* Number of float slots of optimizer state per parameter element: SGD 1 with momentum else 0, AdamW 2. */
+int optim_state_slots(const snug_optim_config *cfg);
+
+typedef struct optim_state {
+    snug_optim_config cfg;
+    float *state;   /* optim_state_slots * n floats, zero at start (SNUG_MEM_OPTIM) */
+    size_t n;       /* parameter elements */
+    long t;         /* optimizer steps taken: AdamW's bias correction counter */
+} optim_state;
+
+/* One step over params[0..n) with gradients grads at learning rate lr. Advances st->t. */
+void optim_step(optim_state *st, float *params, const float *grads, float lr);
+
+/* The global L2 norm of grads[0..n), computed in double. Not finite when any element is not. */
+double grad_global_norm(const float *grads, size_t n);
+/* Scales grads so that their global norm is at most max_norm (PyTorch's clip_grad_norm_: factor
+ * max_norm / (norm + 1e-6), applied only when < 1). Returns the factor applied. */
+float grad_clip(float *grads, size_t n, double norm, float max_norm);
+
+#endif

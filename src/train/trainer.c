@@ -1,0 +1,154 @@
+/* Creating a trainer: validate the configuration, plan, check the plan against the budget, reserve every
+ * byte, initialise the parameters. After this, training allocates no engine memory. */
+#include "train/trainer.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+snug_train_config snug_train_config_default(void) {
+    return (snug_train_config){
+        .batch = 64,
+        .epochs = 1,
+        .shuffle = true,
+        .seed = 1,
+        .max_nonfinite = 5,
+        .optim = {.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f,
+                  .eps = 1e-8f},
+        .schedule = {.kind = SNUG_SCHEDULE_CONSTANT, .reference_batch = 256},
+    };
+}
+
+static snug_status check_config(const snug_train_config *c, snug_error *err) {
+    if (c->batch == 0) return snug_fail(err, SNUG_E_ARG, "batch size 0: the global batch must be at least 1");
+    if (c->micro_batch > c->batch)
+        return snug_fail(err, SNUG_E_ARG,
+                         "micro-batch %zu is larger than the batch %zu: the micro-batch splits the global batch, "
+                         "so it must be at most %zu", c->micro_batch, c->batch, c->batch);
+    if (c->epochs <= 0 && c->max_steps <= 0)
+        return snug_fail(err, SNUG_E_ARG, "nothing to train: set at least 1 epoch or a step limit");
+    if (c->max_steps < 0) return snug_fail(err, SNUG_E_ARG, "negative step limit %ld", c->max_steps);
+    if (!(c->optim.lr >= 0)) return snug_fail(err, SNUG_E_ARG, "learning rate %g: it must be >= 0", c->optim.lr);
+    if (!(c->clip_norm >= 0)) return snug_fail(err, SNUG_E_ARG, "clip norm %g: it must be >= 0 (0 disables)", c->clip_norm);
+    if (c->optim.kind == SNUG_OPTIM_ADAMW &&
+        !(c->optim.beta1 >= 0 && c->optim.beta1 < 1 && c->optim.beta2 >= 0 && c->optim.beta2 < 1))
+        return snug_fail(err, SNUG_E_ARG, "AdamW betas (%g, %g): each must be in [0, 1)", c->optim.beta1,
+                         c->optim.beta2);
+    return SNUG_OK;
+}
+
+size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
+                            snug_mem_report *at_fit) {
+    /* Plans grow with m, so the largest m that fits is found by bisection; each probe only does arithmetic. */
+    size_t lo = 0, hi = limit;
+    int threads = omp_get_max_threads();
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        plan p;
+        bool fits = plan_build(g, mid, threads, &cfg->optim, &p, NULL) == SNUG_OK && (!budget || p.total <= budget);
+        plan_free(&p);
+        if (fits) lo = mid;
+        else hi = mid - 1;
+    }
+    if (at_fit) {
+        memset(at_fit, 0, sizeof *at_fit);
+        plan p;
+        if (plan_build(g, lo ? lo : 1, threads, &cfg->optim, &p, NULL) == SNUG_OK) {
+            memcpy(at_fit->in_use, p.bytes, sizeof at_fit->in_use);
+            at_fit->total = at_fit->peak = p.total;
+        }
+        at_fit->budget = budget;
+        plan_free(&p);
+    }
+    return lo;
+}
+
+/* Turns the allocator's "X needs more" into advice: the largest micro-batch that fits, or the smallest budget
+ * that would hold even micro-batch 1. */
+static void add_oom_hint(const snug_trainer *tr, snug_error *err) {
+    snug_mem_report rep;
+    size_t m = snug_fit_micro_batch(tr->g, &tr->cfg, tr->cfg.mem_budget, tr->plan.m, &rep);
+    if (m > 0) {
+        snug_error_append(err, " Try --micro-batch %zu.", m);
+        return;
+    }
+    char need[32], breakdown[256];
+    snug_mem_format_breakdown(rep.in_use, breakdown, sizeof breakdown);
+    snug_error_append(err, " Even --micro-batch 1 needs %s (%s): raise --mem to at least that.",
+                      snug_format_bytes(rep.total, need, sizeof need), breakdown);
+}
+
+static snug_status trainer_reserve(snug_trainer *tr, snug_error *err) {
+    snug_status s = plan_build(tr->g, tr->cfg.micro_batch, omp_get_max_threads(), &tr->cfg.optim, &tr->plan, err);
+    if (s != SNUG_OK) return s;
+    snug_mem_init(&tr->mem, tr->cfg.mem_budget);
+    s = exec_bind(&tr->x, tr->g, &tr->plan, &tr->mem, err);
+    if (s == SNUG_E_OOM && tr->mem.budget) add_oom_hint(tr, err);
+    return s;
+}
+
+snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_trainer **out, snug_error *err) {
+    *out = NULL;
+    snug_status s = snug_graph_check(g, err);
+    if (s != SNUG_OK) return s;
+    if ((s = check_config(cfg, err)) != SNUG_OK) return s;
+    snug_trainer *tr = calloc(1, sizeof *tr);
+    if (!tr) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the trainer");
+    tr->g = g;
+    tr->cfg = *cfg;
+    if (tr->cfg.micro_batch == 0) tr->cfg.micro_batch = tr->cfg.batch;
+    if (tr->cfg.schedule.reference_batch == 0) tr->cfg.schedule.reference_batch = 256;
+    if ((s = trainer_reserve(tr, err)) != SNUG_OK) {
+        snug_trainer_free(tr);
+        return s;
+    }
+    tr->opt = (optim_state){.cfg = tr->cfg.optim, .state = tr->x.optim_state, .n = g->param_numel};
+    tr->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 1;
+    trainer_init_params(tr);
+    *out = tr;
+    return SNUG_OK;
+}
+
+void snug_trainer_free(snug_trainer *tr) {
+    if (!tr) return;
+    exec_unbind(&tr->x);
+    snug_mem_release_all(&tr->mem);
+    plan_free(&tr->plan);
+    free(tr);
+}
+
+size_t snug_trainer_param_count(const snug_trainer *tr) { return (size_t)tr->g->n_params; }
+
+const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads) {
+    if (i >= (size_t)tr->g->n_params) return NULL;
+    const graph_param *p = &tr->g->params[i];
+    if (numel) *numel = p->numel;
+    if (values) *values = tr->x.params + p->offset;
+    if (grads) *grads = tr->x.grads + p->offset;
+    return p->name;
+}
+
+void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep) { snug_mem_report_get(&tr->mem, rep); }
+
+size_t snug_trainer_micro_batch(const snug_trainer *tr) { return tr->plan.m; }
+
+double snug_trainer_flops_per_sample(const snug_trainer *tr) {
+    return tr->plan.fwd_flops_per_sample + tr->plan.bwd_flops_per_sample;
+}
+
+snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
+    const snug_graph *g = tr->g;
+    snug_shape want = g->tensors[g->nodes[g->input_node].output].shape, have = snug_dataset_sample_shape(ds);
+    char a[64], b[64];
+    if (memcmp(&want, &have, sizeof want) != 0)
+        return snug_fail(err, SNUG_E_SHAPE, "the data has samples of shape %s but model '%s' takes %s",
+                         snug_shape_format(&have, a, sizeof a), g->name, snug_shape_format(&want, b, sizeof b));
+    size_t classes = g->tensors[g->nodes[g->loss_node].inputs[0]].numel;
+    if (snug_dataset_classes(ds) != classes)
+        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu classes but model '%s' predicts %zu",
+                         snug_dataset_classes(ds), g->name, classes);
+    if (snug_dataset_size(ds) == 0) return snug_fail(err, SNUG_E_ARG, "the data set is empty");
+    return SNUG_OK;
+}

@@ -1,0 +1,37 @@
+/* The trainer's state: one graph, its plan at the chosen micro-batch, the memory reserved for it, the
+ * executor bound to that memory, and the optimizer. */
+#ifndef SNUG_TRAIN_TRAINER_H
+#define SNUG_TRAIN_TRAINER_H
+
+#include "core/mem.h"
+#include "exec/exec.h"
+#include "optim/optim.h"
+#include "plan/plan.h"
+#include "snug.h"
+
+struct snug_trainer {
+    snug_graph *g;
+    snug_train_config cfg;
+    plan plan;
+    snug_mem mem;
+    exec x;
+    optim_state opt;
+    long step;             /* optimizer steps taken */
+    long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
+    int nonfinite_run;     /* consecutive skipped steps */
+    size_t samples_seen;
+    double start_time;
+};
+
+/* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
+void trainer_init_params(snug_trainer *tr);
+
+/* Checks that a dataset's samples and classes fit the model's input and loss. */
+snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err);
+
+/* Adds the gradient of one global batch (indices[0..n)) into the gradient buffers, micro-batch by micro-batch,
+ * each scaled by 1/N with N the items of the whole batch. Sets *items = N and *loss = sum of item losses / N. */
+void trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
+                        size_t *items, double *loss, size_t *micro_batches);
+
+#endif

@@ -1,0 +1,678 @@
+/* Finite-difference gradient checks for every op, on odd shapes, plus: backward adds, a micro-batch smaller
+ * than the planned one, deterministic conv2d reductions, the loss value, max-pool ties and NaN, and the shape
+ * errors the builder reports.
+ *
+ * Each check builds a tiny graph with the public builder, binds the node under test by hand (buffers sized
+ * exactly from saved_bytes and workspace_bytes, so ASan catches an op that overruns them), and compares the
+ * analytic gradient of L = sum(out * R) (the loss op: L = loss_scale * sum(out)) with central differences. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "ops/op.h"
+#include "snug.h"
+
+/* ---- a seeded RNG (splitmix64) ------------------------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_sym(uint64_t *s) { return (float)((double)(rng_next(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
+
+static void fill_sym(float *v, size_t n, uint64_t *s) {
+    for (size_t i = 0; i < n; i++) v[i] = rng_sym(s);
+}
+
+/* ---- binding one node by hand --------------------------------------------------------------------------- */
+
+typedef enum fill_kind {
+    FILL_PLAIN,      /* uniform [-1, 1) */
+    FILL_AWAY_ZERO,  /* |x| in [0.1, 1): a step of 1e-2 never crosses relu's kink */
+    FILL_DISTINCT,   /* a shuffled ramp with gaps of 0.05: a step of 1e-2 never changes a max-pool argmax */
+} fill_kind;
+
+typedef struct fixture {
+    snug_graph *g;
+    const graph_node *node;
+    const op_desc *op;
+    size_t m_plan, in_n, out_n;
+    float *x, *y, *dx, *r;
+    float *w[NODE_MAX_PARAMS], *dw[NODE_MAX_PARAMS];
+    size_t wn[NODE_MAX_PARAMS];
+    int n_w;
+    int32_t *targets;
+    void *saved, *work;
+    op_call c;
+} fixture;
+
+static void *xmalloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    assert_non_null(p);
+    return p;
+}
+
+static void fill_input(float *x, size_t n, fill_kind kind, uint64_t *s) {
+    if (kind == FILL_DISTINCT) {
+        size_t *perm = xmalloc(n * sizeof *perm);
+        for (size_t i = 0; i < n; i++) perm[i] = i;
+        for (size_t i = n; i > 1; i--) {
+            size_t j = (size_t)(rng_next(s) % i), t = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = t;
+        }
+        for (size_t i = 0; i < n; i++) x[i] = ((float)perm[i] - (float)n / 2) * 0.05f;
+        free(perm);
+        return;
+    }
+    fill_sym(x, n, s);
+    if (kind == FILL_AWAY_ZERO)
+        for (size_t i = 0; i < n; i++) x[i] = x[i] < 0 ? x[i] * 0.9f - 0.1f : x[i] * 0.9f + 0.1f;
+}
+
+/* Binds node `node` of g for a planned micro-batch m_plan and `threads` threads; runs with c.m = m_plan. */
+static void fixture_init(fixture *f, snug_graph *g, int node, size_t m_plan, int threads, fill_kind kind,
+                         uint64_t seed) {
+    snug_error err;
+    assert_int_equal(snug_graph_check(g, &err), SNUG_OK);
+    memset(f, 0, sizeof *f);
+    uint64_t s = seed;
+    f->g = g;
+    f->node = &g->nodes[node];
+    f->op = f->node->op;
+    f->m_plan = m_plan;
+    f->in_n = g->tensors[f->node->inputs[0]].numel;
+    f->out_n = g->tensors[f->node->output].numel;
+    f->x = xmalloc(m_plan * f->in_n * sizeof(float));
+    f->dx = xmalloc(m_plan * f->in_n * sizeof(float));
+    f->y = xmalloc(m_plan * f->out_n * sizeof(float));
+    f->r = xmalloc(m_plan * f->out_n * sizeof(float));
+    fill_input(f->x, m_plan * f->in_n, kind, &s);
+    fill_sym(f->r, m_plan * f->out_n, &s);
+    f->n_w = f->node->n_params;
+    for (int i = 0; i < f->n_w; i++) {
+        f->wn[i] = g->params[f->node->params[i]].numel;
+        f->w[i] = xmalloc(f->wn[i] * sizeof(float));
+        f->dw[i] = xmalloc(f->wn[i] * sizeof(float));
+        fill_sym(f->w[i], f->wn[i], &s);
+    }
+    f->saved = xmalloc(f->op->saved_bytes(g, f->node) * m_plan);
+    f->work = xmalloc(f->op->workspace_bytes(g, f->node, m_plan, threads));
+    f->targets = xmalloc(m_plan * sizeof(int32_t));
+    f->c = (op_call){.g = g, .node = f->node, .m = m_plan, .threads = threads, .out = f->y, .saved = f->saved,
+                     .work = f->work, .targets = f->targets, .loss_scale = 1.0f};
+    f->c.in[0] = f->x;
+    f->c.din[0] = f->dx;
+    f->c.dout = (f->op->flags & OP_IS_LOSS) ? NULL : f->r;
+    for (int i = 0; i < f->n_w; i++) {
+        f->c.w[i] = f->w[i];
+        f->c.dw[i] = f->dw[i];
+    }
+}
+
+static void fixture_free(fixture *f) {
+    free(f->x), free(f->dx), free(f->y), free(f->r), free(f->saved), free(f->work), free(f->targets);
+    for (int i = 0; i < f->n_w; i++) free(f->w[i]), free(f->dw[i]);
+    snug_graph_free(f->g);
+}
+
+/* L for the current inputs and parameters, accumulated in double. */
+static double loss_of(fixture *f) {
+    f->op->forward(&f->c);
+    const size_t n = f->c.m * f->out_n;
+    double l = 0.0;
+    for (size_t i = 0; i < n; i++)
+        l += (f->op->flags & OP_IS_LOSS) ? (double)f->y[i] * f->c.loss_scale : (double)f->y[i] * f->r[i];
+    return l;
+}
+
+static void zero_grads(fixture *f) {
+    memset(f->dx, 0, f->m_plan * f->in_n * sizeof(float));
+    for (int i = 0; i < f->n_w; i++) memset(f->dw[i], 0, f->wn[i] * sizeof(float));
+}
+
+/* Zeroed gradients, then forward and one backward. */
+static void analytic(fixture *f) {
+    zero_grads(f);
+    f->op->forward(&f->c);
+    f->op->backward(&f->c);
+}
+
+/* Compares grad with central differences of L in every element of v; the bound is relative to the element
+ * and to the mean gradient magnitude (so elements with a near-zero gradient are not held to 1e-3 of nothing). */
+static void check_fd(fixture *f, float *v, const float *grad, size_t n, float h, double tol, const char *what) {
+    double *fd = xmalloc(n * sizeof *fd), mean = 0.0, worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const float keep = v[i], up = keep + h, down = keep - h;
+        v[i] = up;
+        double lp = loss_of(f);
+        v[i] = down;
+        double lm = loss_of(f);
+        v[i] = keep;
+        fd[i] = (lp - lm) / ((double)up - (double)down);
+        mean += fabs(fd[i]) / (double)n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double diff = fabs((double)grad[i] - fd[i]), bound = tol * (fabs(fd[i]) + mean + 1e-6);
+        if (diff / (fabs(fd[i]) + mean + 1e-6) > worst) worst = diff / (fabs(fd[i]) + mean + 1e-6);
+        if (diff > bound)
+            fail_msg("%s %s[%zu]: analytic %.7g, finite difference %.7g (tolerance %.1e)", f->op->kind, what, i,
+                     (double)grad[i], fd[i], tol);
+    }
+    print_message("%-22s %-7s n=%-4zu m=%zu/%zu: max relative error %.2e\n", f->op->kind, what, n, f->c.m,
+                  f->m_plan, worst);
+    free(fd);
+}
+
+/* Every gradient of the node: the input's (unless the op has no backward into it) and every parameter's. */
+static void check_all(fixture *f, size_t m_run, float h, double tol) {
+    f->c.m = m_run;
+    analytic(f);
+    const size_t nx = m_run * f->in_n;
+    float *dx = xmalloc(nx * sizeof(float));
+    memcpy(dx, f->dx, nx * sizeof(float));
+    /* Rows past m_run belong to nobody: the op must not have touched them. */
+    for (size_t i = nx; i < f->m_plan * f->in_n; i++) assert_true(f->dx[i] == 0.0f);
+    float *dw[NODE_MAX_PARAMS];
+    for (int i = 0; i < f->n_w; i++) {
+        dw[i] = xmalloc(f->wn[i] * sizeof(float));
+        memcpy(dw[i], f->dw[i], f->wn[i] * sizeof(float));
+    }
+    check_fd(f, f->x, dx, nx, h, tol, "input");
+    for (int i = 0; i < f->n_w; i++) {
+        check_fd(f, f->w[i], dw[i], f->wn[i], h, tol, f->g->params[f->node->params[i]].name);
+        free(dw[i]);
+    }
+    free(dx);
+}
+
+/* Two backward calls without zeroing in between give twice the gradient of one. */
+static void check_backward_adds(fixture *f) {
+    analytic(f);
+    const size_t nx = f->c.m * f->in_n;
+    float *once = xmalloc(nx * sizeof(float));
+    memcpy(once, f->dx, nx * sizeof(float));
+    float *wonce[NODE_MAX_PARAMS];
+    for (int i = 0; i < f->n_w; i++) {
+        wonce[i] = xmalloc(f->wn[i] * sizeof(float));
+        memcpy(wonce[i], f->dw[i], f->wn[i] * sizeof(float));
+    }
+    f->op->backward(&f->c);
+    for (size_t i = 0; i < nx; i++) assert_float_equal(f->dx[i], 2.0f * once[i], 1e-5f * (1.0f + fabsf(once[i])));
+    for (int p = 0; p < f->n_w; p++) {
+        for (size_t i = 0; i < f->wn[p]; i++)
+            assert_float_equal(f->dw[p][i], 2.0f * wonce[p][i], 1e-5f * (1.0f + fabsf(wonce[p][i])));
+        free(wonce[p]);
+    }
+    free(once);
+}
+
+/* ---- graphs ---------------------------------------------------------------------------------------------- */
+
+static snug_graph *linear_graph(size_t in, size_t out) {
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", in, 1, 1);
+    snug_linear(g, "fc", snug_flatten(g, "flat", x), out);
+    return g; /* node 2 */
+}
+
+static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co, size_t k, size_t s, size_t p) {
+    snug_graph *g = snug_graph_new("t");
+    snug_conv2d(g, "conv", snug_input(g, "x", c, h, w), co, k, s, p);
+    return g; /* node 1 */
+}
+
+static snug_graph *pool_graph(size_t c, size_t h, size_t w, size_t k, size_t s) {
+    snug_graph *g = snug_graph_new("t");
+    snug_maxpool2d(g, "pool", snug_input(g, "x", c, h, w), k, s);
+    return g; /* node 1 */
+}
+
+static snug_graph *xent_graph(size_t classes) {
+    snug_graph *g = snug_graph_new("t");
+    snug_softmax_cross_entropy(g, "loss", snug_flatten(g, "flat", snug_input(g, "x", classes, 1, 1)));
+    return g; /* node 2 */
+}
+
+static int threads(void) { return omp_get_max_threads(); }
+
+/* Tolerances, relative (see check_fd). Ops linear in what is perturbed (linear, conv2d, and relu and max-pool
+ * away from their kinks) differ from central differences only by float rounding: about 3e-5 is observed.
+ * Softmax's curvature adds the O(h^2) truncation error: about 2e-4 observed at h = 1e-3. */
+#define TOL_LINEAR 2e-4
+#define TOL_SOFTMAX 2e-3
+
+/* ---- linear ---------------------------------------------------------------------------------------------- */
+
+static void test_linear_gradients(void **state) {
+    (void)state;
+    for (size_t m = 1; m <= 3; m += 2) {
+        fixture f;
+        fixture_init(&f, linear_graph(5, 7), 2, m, threads(), FILL_PLAIN, 11 + m);
+        assert_int_equal(f.g->tensors[f.node->output].shape.dims[0], 7);
+        assert_int_equal(f.g->params[f.node->params[0]].shape.dims[0], 7);
+        assert_int_equal(f.g->params[f.node->params[0]].shape.dims[1], 5);
+        assert_int_equal(f.g->params[f.node->params[0]].fan_in, 5);
+        assert_int_equal(f.g->params[f.node->params[1]].init, INIT_BIAS_UNIFORM);
+        assert_true(f.op->flops(f.g, f.node) == 70.0);
+        f.op->forward(&f.c);
+        for (size_t i = 0; i < m; i++)
+            for (size_t o = 0; o < 7; o++) {
+                double want = f.w[1][o];
+                for (size_t j = 0; j < 5; j++) want += (double)f.w[0][o * 5 + j] * f.x[i * 5 + j];
+                assert_float_equal(f.y[i * 7 + o], want, 1e-5);
+            }
+        check_all(&f, m, 1e-2f, TOL_LINEAR);
+        check_backward_adds(&f);
+        fixture_free(&f);
+    }
+}
+
+static void test_linear_smaller_micro_batch(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, linear_graph(9, 4), 2, 6, threads(), FILL_PLAIN, 5);
+    check_all(&f, 2, 1e-2f, TOL_LINEAR);
+    fixture_free(&f);
+}
+
+/* din may be NULL (the first layer): parameter gradients are still computed. */
+static void test_linear_without_input_gradient(void **state) {
+    (void)state;
+    fixture f, ref;
+    fixture_init(&f, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
+    fixture_init(&ref, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
+    f.c.din[0] = NULL;
+    analytic(&f);
+    analytic(&ref);
+    for (int p = 0; p < f.n_w; p++) assert_memory_equal(f.dw[p], ref.dw[p], f.wn[p] * sizeof(float));
+    fixture_free(&f);
+    fixture_free(&ref);
+}
+
+/* ---- conv2d ---------------------------------------------------------------------------------------------- */
+
+/* A direct convolution in double: out[n][o][i][j] at one point. */
+static double conv_direct(const fixture *f, size_t n, size_t o, size_t i, size_t j) {
+    const conv2d_params *p = &f->node->p.conv2d;
+    const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape;
+    const size_t C = in->dims[0], H = in->dims[1], W = in->dims[2], k = p->kernel;
+    double acc = f->w[1][o];
+    for (size_t c = 0; c < C; c++)
+        for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k; b++) {
+                long ih = (long)(i * p->stride + a) - (long)p->padding;
+                long iw = (long)(j * p->stride + b) - (long)p->padding;
+                if (ih < 0 || iw < 0 || ih >= (long)H || iw >= (long)W) continue;
+                acc += (double)f->w[0][((o * C + c) * k + a) * k + b] *
+                       f->x[((n * C + c) * H + (size_t)ih) * W + (size_t)iw];
+            }
+    return acc;
+}
+
+/* The forward values of the first m samples against the direct convolution. */
+static void check_conv_forward(fixture *f, size_t m) {
+    f->c.m = m;
+    f->op->forward(&f->c);
+    const snug_shape *out = &f->g->tensors[f->node->output].shape;
+    for (size_t n = 0; n < m; n++)
+        for (size_t o = 0; o < out->dims[0]; o++)
+            for (size_t i = 0; i < out->dims[1]; i++)
+                for (size_t j = 0; j < out->dims[2]; j++) {
+                    size_t at = ((n * out->dims[0] + o) * out->dims[1] + i) * out->dims[2] + j;
+                    assert_float_equal(f->y[at], conv_direct(f, n, o, i, j), 1e-4);
+                }
+}
+
+typedef struct conv_case { size_t c, h, w, co, k, s, p; } conv_case;
+
+static const conv_case conv_cases[] = {
+    {3, 7, 5, 4, 3, 2, 1}, /* the odd case: stride 2, padding 1 */
+    {2, 6, 6, 3, 3, 1, 1}, /* same padding */
+    {3, 4, 5, 2, 1, 1, 0}, /* pointwise: no column buffer */
+    {2, 5, 4, 3, 2, 3, 0}, /* stride larger than the kernel: some inputs get no gradient */
+    {1, 3, 4, 2, 3, 1, 2}, /* padding wider than half the kernel: border outputs see only padding rows */
+};
+
+static void test_conv2d_gradients(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
+        const conv_case *k = &conv_cases[i];
+        for (size_t m = 1; m <= 3; m += 2) {
+            fixture f;
+            fixture_init(&f, conv_graph(k->c, k->h, k->w, k->co, k->k, k->s, k->p), 1, m, threads(), FILL_PLAIN,
+                         100 * i + m);
+            check_conv_forward(&f, m);
+            check_all(&f, m, 1e-2f, TOL_LINEAR);
+            check_backward_adds(&f);
+            fixture_free(&f);
+        }
+    }
+}
+
+static void test_conv2d_shapes_and_costs(void **state) {
+    (void)state;
+    snug_graph *g = conv_graph(3, 7, 5, 4, 3, 2, 1);
+    const graph_node *n = &g->nodes[1];
+    const snug_shape *out = &g->tensors[n->output].shape;
+    assert_int_equal(out->rank, 3);
+    assert_int_equal(out->dims[0], 4);
+    assert_int_equal(out->dims[1], 4); /* (7 + 2 - 3) / 2 + 1 */
+    assert_int_equal(out->dims[2], 3); /* (5 + 2 - 3) / 2 + 1 */
+    const graph_param *w = &g->params[n->params[0]];
+    assert_int_equal(w->shape.rank, 4);
+    assert_int_equal(w->numel, 4 * 3 * 3 * 3);
+    assert_int_equal(w->fan_in, 27);
+    assert_int_equal(w->init, INIT_KAIMING_UNIFORM);
+    assert_int_equal(g->params[n->params[1]].fan_in, 27);
+    assert_true(op_conv2d.flops(g, n) == 2.0 * 27 * 4 * 12);
+    /* One thread: one column buffer (27 x 12 floats, rounded to 64 bytes); four threads and enough samples:
+     * four of them plus four partial dW + db (4 x 27 + 4 floats, rounded). */
+    assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 1), 1344);
+    assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 4), 1344);
+    assert_int_equal(op_conv2d.workspace_bytes(g, n, 8, 4), 4 * (1344 + 448));
+    snug_graph_free(g);
+    g = conv_graph(3, 4, 5, 2, 1, 1, 0);
+    assert_int_equal(op_conv2d.workspace_bytes(g, &g->nodes[1], 4, 1), 0); /* pointwise */
+    snug_graph_free(g);
+}
+
+/* The plan sized for 5 samples and 3 threads (per-thread partials), the call runs 2 then 4 samples. */
+static void test_conv2d_smaller_micro_batch_and_threads(void **state) {
+    (void)state;
+    for (size_t m_run = 2; m_run <= 4; m_run += 2) {
+        fixture f;
+        fixture_init(&f, conv_graph(3, 7, 5, 4, 3, 2, 1), 1, 5, 3, FILL_PLAIN, 40 + m_run);
+        check_all(&f, m_run, 1e-2f, TOL_LINEAR);
+        fixture_free(&f);
+    }
+}
+
+/* Per-thread partial sums reduced in thread order: the same thread count gives the same bits. */
+static void test_conv2d_deterministic(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, conv_graph(4, 9, 9, 8, 3, 1, 1), 1, 8, 4, FILL_PLAIN, 77);
+    analytic(&f);
+    float *first = xmalloc(f.wn[0] * sizeof(float));
+    memcpy(first, f.dw[0], f.wn[0] * sizeof(float));
+    for (int rep = 0; rep < 3; rep++) {
+        analytic(&f);
+        assert_memory_equal(first, f.dw[0], f.wn[0] * sizeof(float));
+    }
+    free(first);
+    fixture_free(&f);
+}
+
+/* Large enough that the plain loop lowers with parallel im2col/col2im and the sample-parallel path with serial
+ * ones: both agree with each other and with a direct convolution. */
+static void test_conv2d_paths_agree(void **state) {
+    (void)state;
+    fixture par, seq;
+    fixture_init(&par, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 4, FILL_PLAIN, 9);
+    fixture_init(&seq, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 1, FILL_PLAIN, 9);
+    check_conv_forward(&seq, 4);
+    analytic(&par);
+    analytic(&seq);
+    for (size_t i = 0; i < 4 * par.out_n; i++) assert_float_equal(par.y[i], seq.y[i], 1e-5f);
+    for (size_t i = 0; i < 4 * par.in_n; i++) assert_float_equal(par.dx[i], seq.dx[i], 1e-5f);
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < par.wn[p]; i++)
+            assert_float_equal(par.dw[p][i], seq.dw[p][i], 1e-4f * (1.0f + fabsf(seq.dw[p][i])));
+    fixture_free(&par);
+    fixture_free(&seq);
+}
+
+/* ---- relu ------------------------------------------------------------------------------------------------ */
+
+static void test_relu_gradients(void **state) {
+    (void)state;
+    for (size_t m = 1; m <= 3; m += 2) {
+        snug_graph *g = snug_graph_new("t");
+        snug_relu(g, "act", snug_input(g, "x", 2, 3, 5));
+        fixture f;
+        fixture_init(&f, g, 1, m, threads(), FILL_AWAY_ZERO, 300 + m);
+        assert_true(f.op->flags & OP_KEEPS_OUTPUT);
+        check_all(&f, m, 1e-2f, TOL_LINEAR);
+        check_backward_adds(&f);
+        fixture_free(&f);
+    }
+}
+
+/* Large enough for the parallel loops; NaN passes through forward and stops the gradient. */
+static void test_relu_large_and_nan(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("t");
+    snug_relu(g, "act", snug_input(g, "x", 8, 64, 64));
+    fixture f;
+    fixture_init(&f, g, 1, 3, threads(), FILL_PLAIN, 5);
+    f.x[7] = NAN;
+    analytic(&f);
+    for (size_t i = 0; i < 3 * f.in_n; i++) {
+        if (i == 7) {
+            assert_true(isnan(f.y[i]));
+            assert_true(f.dx[i] == 0.0f);
+        } else {
+            assert_true(f.y[i] == (f.x[i] > 0 ? f.x[i] : 0.0f));
+            assert_true(f.dx[i] == (f.x[i] > 0 ? f.r[i] : 0.0f));
+        }
+    }
+    fixture_free(&f);
+}
+
+/* ---- maxpool2d ------------------------------------------------------------------------------------------- */
+
+/* The forward values of the first m samples against a direct maximum over each window. */
+static void check_pool_forward(fixture *f, size_t m) {
+    f->c.m = m;
+    f->op->forward(&f->c);
+    const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape, *out = &f->g->tensors[f->node->output].shape;
+    const size_t k = f->node->p.pool2d.kernel, st = f->node->p.pool2d.stride, H = in->dims[1], W = in->dims[2];
+    for (size_t pl = 0; pl < m * in->dims[0]; pl++)
+        for (size_t i = 0; i < out->dims[1]; i++)
+            for (size_t j = 0; j < out->dims[2]; j++) {
+                float mx = -INFINITY;
+                for (size_t a = 0; a < k; a++)
+                    for (size_t b = 0; b < k; b++) mx = fmaxf(mx, f->x[(pl * H + i * st + a) * W + j * st + b]);
+                assert_true(f->y[(pl * out->dims[1] + i) * out->dims[2] + j] == mx);
+            }
+}
+
+static void test_maxpool2d_gradients(void **state) {
+    (void)state;
+    const size_t cases[][5] = {{2, 7, 5, 2, 2}, {3, 6, 5, 3, 2}, {1, 4, 4, 2, 1}};
+    for (size_t i = 0; i < 3; i++) {
+        for (size_t m = 1; m <= 3; m += 2) {
+            fixture f;
+            fixture_init(&f, pool_graph(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), 1, m,
+                         threads(), FILL_DISTINCT, 500 + 10 * i + m);
+            assert_int_equal(f.op->saved_bytes(f.g, f.node), f.out_n * 4);
+            check_pool_forward(&f, m);
+            check_all(&f, m, 1e-2f, TOL_LINEAR);
+            check_backward_adds(&f);
+            fixture_free(&f);
+        }
+    }
+    fixture f;
+    fixture_init(&f, pool_graph(2, 7, 5, 2, 2), 1, 5, threads(), FILL_DISTINCT, 3);
+    const snug_shape *out = &f.g->tensors[f.node->output].shape;
+    assert_int_equal(out->dims[1], 3); /* floor((7 - 2) / 2) + 1 */
+    assert_int_equal(out->dims[2], 2);
+    check_all(&f, 2, 1e-2f, TOL_LINEAR); /* planned 5, runs 2 */
+    fixture_free(&f);
+}
+
+/* Ties go to the first maximum; a NaN wins its window and propagates. */
+static void test_maxpool2d_ties_and_nan(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, pool_graph(1, 2, 4, 2, 2), 1, 1, threads(), FILL_PLAIN, 1);
+    const float x[8] = {1, 3, 5, 0, 3, 2, NAN, 5};
+    memcpy(f.x, x, sizeof x);
+    f.r[0] = 1.0f, f.r[1] = 2.0f;
+    analytic(&f);
+    assert_true(f.y[0] == 3.0f);
+    assert_true(isnan(f.y[1]));
+    const float want[8] = {0, 1, 0, 0, 0, 0, 2, 0};
+    for (int i = 0; i < 8; i++) assert_true(f.dx[i] == want[i]);
+    fixture_free(&f);
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------------------------------- */
+
+/* Four items, one ignored and one with an out-of-range target (treated as ignored): N = 2. */
+static void xent_targets(fixture *f) {
+    const int32_t t[4] = {3, SNUG_IGNORE_TARGET, 0, 9};
+    memcpy(f->targets, t, sizeof t);
+    f->c.loss_scale = 0.5f;
+}
+
+static void test_softmax_xent_gradients(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 900);
+    for (size_t i = 0; i < 4 * 6; i++) f.x[i] *= 3.0f;
+    xent_targets(&f);
+    assert_int_equal(f.g->tensors[f.node->output].shape.dims[0], 1);
+    assert_int_equal(f.op->saved_bytes(f.g, f.node), 6 * 4);
+    check_all(&f, 4, 1e-3f, TOL_SOFTMAX);
+    check_backward_adds(&f);
+    /* Ignored items get no gradient at all. */
+    analytic(&f);
+    for (size_t j = 0; j < 6; j++) assert_true(f.dx[6 + j] == 0.0f && f.dx[18 + j] == 0.0f);
+    check_all(&f, 3, 1e-3f, TOL_SOFTMAX); /* planned 4, runs 3 */
+    fixture_free(&f);
+}
+
+/* The loss value against a double-precision reference, also for logits that overflow a naive exp. */
+static void test_softmax_xent_value(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 901);
+    xent_targets(&f);
+    for (size_t j = 0; j < 6; j++) f.x[12 + j] += 1000.0f; /* item 2: large logits */
+    f.op->forward(&f.c);
+    for (size_t i = 0; i < 4; i++) {
+        if (i == 1 || i == 3) {
+            assert_true(f.y[i] == 0.0f);
+            continue;
+        }
+        const float *x = f.x + i * 6;
+        double mx = x[0], sum = 0.0;
+        for (int j = 1; j < 6; j++) mx = x[j] > mx ? x[j] : mx;
+        for (int j = 0; j < 6; j++) sum += exp((double)x[j] - mx);
+        double want = log(sum) - ((double)x[f.targets[i]] - mx);
+        assert_true(isfinite(f.y[i]));
+        assert_float_equal(f.y[i], want, 1e-5 * (1.0 + want));
+    }
+    /* The saved probabilities of every item sum to one. */
+    for (size_t i = 0; i < 4; i++) {
+        double s = 0.0;
+        for (size_t j = 0; j < 6; j++) s += ((const float *)f.saved)[i * 6 + j];
+        assert_float_equal(s, 1.0, 1e-5);
+    }
+    fixture_free(&f);
+}
+
+/* ---- flatten and input ----------------------------------------------------------------------------------- */
+
+static void test_flatten_and_input(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", 3, 7, 5);
+    snug_tensor f = snug_flatten(g, "flat", x);
+    snug_error err;
+    assert_int_equal(snug_graph_check(g, &err), SNUG_OK);
+    snug_shape s = snug_tensor_shape(g, f);
+    assert_int_equal(s.rank, 1);
+    assert_int_equal(s.dims[0], 105);
+    assert_true(op_flatten.flags & OP_IS_VIEW);
+    assert_null(op_flatten.forward);
+    assert_null(op_flatten.backward);
+    assert_true(op_input.flags & OP_IS_INPUT);
+    /* The input op checks a declared shape. */
+    snug_shape in = {.rank = 3, .dims = {1, 28, 28}}, out = {0};
+    param_decl decl[NODE_MAX_PARAMS];
+    int n_decl = -1;
+    char msg[256] = "";
+    assert_true(op_input.infer(&g->nodes[0], &in, 1, &out, decl, &n_decl, msg, sizeof msg));
+    assert_int_equal(out.dims[2], 28);
+    assert_int_equal(n_decl, 0);
+    out = (snug_shape){.rank = 3, .dims = {1, 0, 28}};
+    assert_false(op_input.infer(&g->nodes[0], NULL, 0, &out, decl, &n_decl, msg, sizeof msg));
+    assert_non_null(strstr(msg, "(1, 0, 28)"));
+    snug_graph_free(g);
+}
+
+/* ---- shape errors through the builder -------------------------------------------------------------------- */
+
+static void expect_error(snug_graph *g, snug_status status, const char *const *needles) {
+    snug_error err;
+    assert_int_equal(snug_graph_check(g, &err), status);
+    print_message("error: %s\n", err.message);
+    for (; *needles; needles++)
+        if (!strstr(err.message, *needles)) fail_msg("'%s' not in the message: %s", *needles, err.message);
+    snug_graph_free(g);
+}
+
+static void test_shape_errors(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("t");
+    snug_conv2d(g, "c1", snug_input(g, "x", 1, 3, 3), 4, 5, 1, 0);
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "(1, 3, 3)", "5x5", NULL});
+
+    g = snug_graph_new("t");
+    snug_conv2d(g, "c1", snug_input(g, "x", 1, 3, 3), 4, 3, 0, 0);
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "stride 0", NULL});
+
+    g = snug_graph_new("t");
+    snug_conv2d(g, "c2", snug_flatten(g, "f", snug_input(g, "x", 1, 3, 3)), 4, 1, 1, 0);
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c2'", "(9)", NULL});
+
+    g = snug_graph_new("t");
+    snug_linear(g, "fc1", snug_input(g, "x", 32, 7, 7), 10);
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"linear", "'fc1'", "(32, 7, 7)", "flatten", NULL});
+
+    g = snug_graph_new("t");
+    snug_maxpool2d(g, "p1", snug_input(g, "x", 2, 3, 5), 4, 2);
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"maxpool2d", "'p1'", "(2, 3, 5)", "4x4", NULL});
+
+    g = snug_graph_new("t");
+    snug_softmax_cross_entropy(g, "loss", snug_input(g, "x", 10, 1, 1));
+    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"softmax", "'loss'", "(10, 1, 1)", "flatten", NULL});
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_gradients),
+        cmocka_unit_test(test_linear_smaller_micro_batch),
+        cmocka_unit_test(test_linear_without_input_gradient),
+        cmocka_unit_test(test_conv2d_gradients),
+        cmocka_unit_test(test_conv2d_shapes_and_costs),
+        cmocka_unit_test(test_conv2d_smaller_micro_batch_and_threads),
+        cmocka_unit_test(test_conv2d_deterministic),
+        cmocka_unit_test(test_conv2d_paths_agree),
+        cmocka_unit_test(test_relu_gradients),
+        cmocka_unit_test(test_relu_large_and_nan),
+        cmocka_unit_test(test_maxpool2d_gradients),
+        cmocka_unit_test(test_maxpool2d_ties_and_nan),
+        cmocka_unit_test(test_softmax_xent_gradients),
+        cmocka_unit_test(test_softmax_xent_value),
+        cmocka_unit_test(test_flatten_and_input),
+        cmocka_unit_test(test_shape_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
