@@ -1,0 +1,154 @@
+/* The budgeted allocator and the memory plan: sizes parse strictly, every byte is counted in its category, a
+ * budget that is too small is one clear message naming the buffer and the micro-batch that would fit, and the
+ * memory a trainer holds is exactly its plan. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/mem.h"
+#include "snug.h"
+
+static void parses_sizes(void **state) {
+    (void)state;
+    static const struct { const char *text; size_t bytes; } ok[] = {
+        {"256MiB", 256u << 20}, {"1.5GiB", 3u << 29}, {"64M", 64u << 20}, {"1000000", 1000000},
+        {"2 KiB", 2048},        {"3kB", 3000},        {"1gb", 1000000000}, {"512b", 512},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        size_t b = 0;
+        assert_int_equal(snug_parse_size(ok[i].text, &b, NULL), SNUG_OK);
+        assert_int_equal(b, ok[i].bytes);
+    }
+    static const char *const bad[] = {"", "0", "-5MiB", "12XB", "MiB", "1e400", "nan", "0.5", "99999999999TiB"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t b = 0;
+        snug_error err = {0};
+        assert_int_not_equal(snug_parse_size(bad[i], &b, &err), SNUG_OK);
+        assert_non_null(strstr(err.message, "size"));
+    }
+}
+
+static void formats_bytes(void **state) {
+    (void)state;
+    char buf[32];
+    assert_string_equal(snug_format_bytes(44u << 20, buf, sizeof buf), "44.00 MiB");
+    assert_string_equal(snug_format_bytes(512, buf, sizeof buf), "512 B");
+    assert_string_equal(snug_format_bytes(3u << 29, buf, sizeof buf), "1.50 GiB");
+}
+
+static void counts_categories_and_refuses_over_budget(void **state) {
+    (void)state;
+    snug_mem mem;
+    snug_mem_init(&mem, 1 << 20);
+    snug_error err = {0};
+    assert_non_null(snug_mem_alloc(&mem, SNUG_MEM_PARAMS, 1000, "model", &err));
+    assert_non_null(snug_mem_alloc(&mem, SNUG_MEM_ACTIVATIONS, 300000, "conv1", &err));
+    assert_int_equal(mem.in_use[SNUG_MEM_PARAMS], 1024); /* rounded to the 64-byte alignment */
+    assert_int_equal(mem.in_use[SNUG_MEM_ACTIVATIONS], 300032);
+    assert_null(snug_mem_alloc(&mem, SNUG_MEM_ACTIVATIONS, 1 << 20, "conv2", &err));
+    assert_int_equal(err.status, SNUG_E_OOM);
+    assert_non_null(strstr(err.message, "out of memory: conv2 activations need"));
+    assert_non_null(strstr(err.message, "budget 1.00 MiB"));
+    assert_non_null(strstr(err.message, "params 0.0, grads 0.0, optim 0.0, activations 0.3"));
+    assert_int_equal(mem.total, 1024 + 300032); /* a refusal changes nothing */
+    snug_mem_report rep;
+    snug_mem_report_get(&mem, &rep);
+    assert_int_equal(rep.peak, 1024 + 300032);
+    snug_mem_release_all(&mem);
+    assert_int_equal(mem.total, 0);
+    assert_int_equal(mem.peak, 1024 + 300032);
+}
+
+static snug_train_config config(size_t batch, size_t micro, size_t budget) {
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = batch;
+    cfg.micro_batch = micro;
+    cfg.mem_budget = budget;
+    return cfg;
+}
+
+/* What a trainer reserves is what the planner says, category by category, for any micro-batch. */
+static void trainer_memory_equals_plan(void **state) {
+    (void)state;
+    static const char *const models[] = {"mlp", "cnn"};
+    for (int i = 0; i < 2; i++) {
+        snug_graph *g = snug_model_builtin(models[i], NULL);
+        for (size_t m = 1; m <= 64; m *= 4) {
+            snug_train_config cfg = config(64, m, 0);
+            snug_trainer *tr;
+            assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+            snug_mem_report held, planned;
+            snug_trainer_memory(tr, &held);
+            /* Unlimited budget, limit m: the fit is m itself, with the planned bytes at m. */
+            assert_int_equal(snug_fit_micro_batch(g, &cfg, 0, m, &planned), m);
+            assert_memory_equal(held.in_use, planned.in_use, sizeof held.in_use);
+            assert_int_equal(held.total, planned.total);
+            /* And a budget of exactly those bytes fits m, but not m + 1. */
+            assert_int_equal(snug_fit_micro_batch(g, &cfg, held.total, 64, NULL), m);
+            assert_int_equal(held.peak, held.total);
+            snug_trainer_free(tr);
+        }
+        snug_graph_free(g);
+    }
+}
+
+/* A budget below the plan: the message names the buffer, the budget, the categories and the largest
+ * micro-batch that fits; and with that micro-batch the trainer starts. */
+static void too_small_budget_suggests_micro_batch(void **state) {
+    (void)state;
+    snug_graph *g = snug_model_builtin("cnn", NULL);
+    snug_train_config cfg = config(256, 256, 16u << 20);
+    snug_trainer *tr = NULL;
+    snug_error err = {0};
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
+    assert_null(tr);
+    assert_non_null(strstr(err.message, "out of memory: "));
+    assert_non_null(strstr(err.message, "activations need"));
+    assert_non_null(strstr(err.message, "budget 16.00 MiB"));
+    const char *hint = strstr(err.message, "Try --micro-batch ");
+    assert_non_null(hint);
+    size_t m = 0;
+    assert_int_equal(sscanf(hint, "Try --micro-batch %zu.", &m), 1);
+    assert_true(m >= 1 && m < 256);
+    cfg.micro_batch = m;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_OK);
+    snug_mem_report rep;
+    snug_trainer_memory(tr, &rep);
+    assert_true(rep.peak <= 16u << 20);
+    snug_trainer_free(tr);
+    /* One more sample per micro-batch no longer fits: the suggestion is the largest. */
+    cfg.micro_batch = m + 1;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
+    snug_graph_free(g);
+}
+
+/* Not even micro-batch 1 fits: the message gives the smallest budget, by category. */
+static void hopeless_budget_states_minimum(void **state) {
+    (void)state;
+    snug_graph *g = snug_model_builtin("mlp", NULL);
+    snug_train_config cfg = config(32, 8, 1u << 20);
+    snug_trainer *tr = NULL;
+    snug_error err = {0};
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
+    assert_non_null(strstr(err.message, "model params need"));
+    assert_non_null(strstr(err.message, "Even --micro-batch 1 needs"));
+    assert_non_null(strstr(err.message, "raise --mem"));
+    snug_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parses_sizes),
+        cmocka_unit_test(formats_bytes),
+        cmocka_unit_test(counts_categories_and_refuses_over_budget),
+        cmocka_unit_test(trainer_memory_equals_plan),
+        cmocka_unit_test(too_small_budget_suggests_micro_batch),
+        cmocka_unit_test(hopeless_budget_states_minimum),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,257 @@
+/* The trainer's contract beyond the accumulation arithmetic: bad configurations and data are refused with a
+ * clear message, epochs have ceil(N/B) optimizer steps (the last window normalised by its real count),
+ * counters act per optimizer step, and non-finite losses skip the step and then stop the run. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "snug.h"
+
+static snug_dataset *random_data(size_t n, size_t c, size_t h, size_t w, size_t classes, bool with_nan) {
+    size_t numel = n * c * h * w;
+    float *x = malloc(numel * sizeof *x);
+    int32_t *y = malloc(n * sizeof *y);
+    for (size_t i = 0; i < numel; i++) x[i] = snug_rng_uniform(5, 1, i) - 0.5f;
+    if (with_nan) x[0] = NAN;
+    for (size_t i = 0; i < n; i++) y[i] = (int32_t)snug_rng_below(5, 2, i, classes);
+    snug_dataset *ds = NULL;
+    assert_int_equal(snug_dataset_from_memory(x, y, n, c, h, w, classes, &ds, NULL), SNUG_OK);
+    free(x);
+    free(y);
+    return ds;
+}
+
+static snug_graph *tiny_model(void) {
+    snug_graph *g = snug_graph_new("tiny");
+    snug_tensor x = snug_flatten(g, "flat", snug_input(g, "input", 1, 4, 4));
+    x = snug_linear(g, "out", snug_relu(g, "act", snug_linear(g, "hidden", x, 8)), 3);
+    snug_softmax_cross_entropy(g, "loss", x);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+static snug_status try_config(snug_graph *g, snug_train_config cfg, snug_error *err) {
+    snug_trainer *tr = NULL;
+    snug_status s = snug_trainer_new(g, &cfg, &tr, err);
+    snug_trainer_free(tr);
+    return s;
+}
+
+static void refuses_bad_configs(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_error err;
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 0;
+    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "batch size 0"));
+    cfg = snug_train_config_default();
+    cfg.batch = 8;
+    cfg.micro_batch = 9;
+    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "micro-batch 9 is larger than the batch 8"));
+    cfg = snug_train_config_default();
+    cfg.epochs = 0;
+    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "nothing to train"));
+    cfg = snug_train_config_default();
+    cfg.optim.lr = -1;
+    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "learning rate"));
+    snug_graph_free(g);
+}
+
+static void refuses_bad_graphs(void **state) {
+    (void)state;
+    snug_error err;
+    snug_graph *g = snug_graph_new("noloss");
+    snug_linear(g, "fc", snug_flatten(g, "flat", snug_input(g, "input", 1, 2, 2)), 2);
+    snug_train_config cfg = snug_train_config_default();
+    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "has no loss"));
+    snug_graph_free(g);
+
+    g = snug_graph_new("dup");
+    snug_tensor x = snug_flatten(g, "flat", snug_input(g, "input", 1, 2, 2));
+    snug_linear(g, "flat", x, 2);
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "'flat' is used twice"));
+    snug_graph_free(g);
+
+    g = snug_graph_new("afterloss");
+    x = snug_flatten(g, "flat", snug_input(g, "input", 1, 2, 2));
+    snug_softmax_cross_entropy(g, "loss", x);
+    snug_relu(g, "late", x);
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "the loss must be the last layer"));
+    snug_graph_free(g);
+
+    g = snug_graph_new("zero");
+    snug_input(g, "input", 0, 2, 2);
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_SHAPE);
+    assert_non_null(strstr(err.message, "at least 1"));
+    snug_graph_free(g);
+
+    assert_null(snug_model_builtin("resnet9000", &err));
+    assert_non_null(strstr(err.message, "unknown model 'resnet9000'"));
+}
+
+static void refuses_mismatched_data(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_train_config cfg = snug_train_config_default();
+    snug_trainer *tr;
+    snug_error err;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_OK);
+    snug_dataset *wrong_shape = random_data(10, 1, 5, 4, 3, false), *wrong_classes = random_data(10, 1, 4, 4, 4, false);
+    assert_int_equal(snug_trainer_fit(tr, wrong_shape, &err), SNUG_E_SHAPE);
+    assert_non_null(strstr(err.message, "(1, 5, 4) but model 'tiny' takes (1, 4, 4)"));
+    assert_int_equal(snug_trainer_fit(tr, wrong_classes, &err), SNUG_E_SHAPE);
+    assert_non_null(strstr(err.message, "4 classes but model 'tiny' predicts 3"));
+    size_t idx[2] = {0, 10};
+    snug_dataset *ok = random_data(10, 1, 4, 4, 3, false);
+    snug_step_stats st;
+    assert_int_equal(snug_trainer_step(tr, ok, idx, 2, &st, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "sample index 10 is out of range"));
+    snug_dataset_free(wrong_shape);
+    snug_dataset_free(wrong_classes);
+    snug_dataset_free(ok);
+    snug_trainer_free(tr);
+    snug_graph_free(g);
+}
+
+typedef struct recorder {
+    long calls;
+    long last_step, steps_per_epoch, total_steps;
+    size_t items[64];
+    size_t micro_batches[64];
+} recorder;
+
+static bool record(const snug_step_stats *st, void *user) {
+    recorder *r = user;
+    if (r->calls < 64) {
+        r->items[r->calls] = st->items;
+        r->micro_batches[r->calls] = st->micro_batches;
+    }
+    r->calls++;
+    r->last_step = st->step;
+    r->steps_per_epoch = st->steps_per_epoch;
+    r->total_steps = st->total_steps;
+    return true;
+}
+
+/* 50 samples, batch 16 in micro-batches of 5: 4 steps an epoch, the last with 2 samples in one micro-batch. */
+static void epochs_have_ceil_steps(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_dataset *ds = random_data(50, 1, 4, 4, 3, false);
+    recorder r = {0};
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 16;
+    cfg.micro_batch = 5;
+    cfg.epochs = 2;
+    cfg.progress = record;
+    cfg.progress_user = &r;
+    snug_trainer *tr;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
+    assert_int_equal(r.calls, 8);
+    assert_int_equal(r.steps_per_epoch, 4);
+    assert_int_equal(r.total_steps, 8);
+    assert_int_equal(r.last_step, 8); /* one optimizer step per window, not per micro-batch */
+    assert_int_equal(r.items[0], 16);
+    assert_int_equal(r.micro_batches[0], 4); /* 5 + 5 + 5 + 1 */
+    assert_int_equal(r.items[3], 2);
+    assert_int_equal(r.micro_batches[3], 1);
+    snug_trainer_free(tr);
+
+    cfg.drop_last = true;
+    r = (recorder){0};
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
+    assert_int_equal(r.calls, 6);
+    assert_int_equal(r.steps_per_epoch, 3);
+    snug_trainer_free(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* A short last window is normalised by its own count: its gradient is the mean over its samples, the same
+ * as a trainer whose global batch is exactly that window. */
+static void short_window_is_its_own_mean(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_dataset *ds = random_data(20, 1, 4, 4, 3, false);
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 16;
+    cfg.micro_batch = 4;
+    snug_trainer *a, *b;
+    assert_int_equal(snug_trainer_new(g, &cfg, &a, NULL), SNUG_OK);
+    cfg.batch = 3;
+    cfg.micro_batch = 3;
+    assert_int_equal(snug_trainer_new(g, &cfg, &b, NULL), SNUG_OK);
+    size_t idx[3] = {17, 18, 19};
+    double la, lb;
+    assert_int_equal(snug_trainer_gradients(a, ds, idx, 3, &la, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_gradients(b, ds, idx, 3, &lb, NULL), SNUG_OK);
+    assert_true(fabs(la - lb) <= 1e-7 * fabs(lb));
+    for (size_t i = 0; i < snug_trainer_param_count(a); i++) {
+        size_t n;
+        float *ga, *gb;
+        snug_trainer_param(a, i, &n, NULL, &ga);
+        snug_trainer_param(b, i, NULL, NULL, &gb);
+        for (size_t j = 0; j < n; j++) assert_true(fabsf(ga[j] - gb[j]) <= 1e-6f * (1 + fabsf(gb[j])));
+    }
+    snug_trainer_free(a);
+    snug_trainer_free(b);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* A NaN in the data makes every window containing it non-finite: those steps are skipped without touching the
+ * parameters or the schedule, and the fifth in a row stops the run with advice. */
+static void nonfinite_skips_then_stops(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_dataset *ds = random_data(8, 1, 4, 4, 3, true);
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 8;
+    cfg.micro_batch = 4;
+    cfg.epochs = 10;
+    snug_trainer *tr;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    float *w;
+    size_t n;
+    snug_trainer_param(tr, 0, &n, &w, NULL);
+    float before = w[0];
+    size_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    snug_step_stats st;
+    snug_error err;
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, &err), SNUG_OK);
+    assert_true(st.skipped);
+    assert_int_equal(st.step, 0);
+    assert_true(w[0] == before);
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_NONFINITE);
+    assert_non_null(strstr(err.message, "not finite for 5 optimizer steps in a row"));
+    assert_non_null(strstr(err.message, "--lr"));
+    assert_true(w[0] == before);
+    snug_trainer_free(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(refuses_bad_configs),       cmocka_unit_test(refuses_bad_graphs),
+        cmocka_unit_test(refuses_mismatched_data),   cmocka_unit_test(epochs_have_ceil_steps),
+        cmocka_unit_test(short_window_is_its_own_mean), cmocka_unit_test(nonfinite_skips_then_stops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
