@@ -1,0 +1,429 @@
+/* Flags of `snug train`: one table drives both the parser and the help, so they cannot drift apart.
+ * Numbers are parsed strictly: the whole text must be a number, in range, without overflow. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli/args.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum flag_kind {
+    F_GROUP,   /* not a flag: a heading in the help */
+    F_SIZE,    /* size_t, a whole number in [min, max] */
+    F_LONG,    /* long, a whole number in [min, max] */
+    F_U64,     /* uint64_t, any whole number >= 0 */
+    F_FLOAT,   /* float, finite, in the range given by fmin/fmax */
+    F_BYTES,   /* size_t, parsed by snug_parse_size ("256MiB") */
+    F_SWITCH,  /* bool, set to true; takes no value */
+    F_STRING,  /* const char *, any non-empty text */
+    F_NAME,    /* const char *, one of names() */
+    F_CHOICE,  /* int, the index of the value in choices */
+    F_HELP,    /* --help */
+} flag_kind;
+
+typedef struct flag {
+    const char *name;                  /* without the leading "--"; the heading for F_GROUP */
+    flag_kind kind;
+    size_t offset;                     /* of the field in cli_train_options */
+    const char *metavar;
+    const char *help;                  /* ends with the default in brackets */
+    long min, max;                     /* F_SIZE, F_LONG */
+    double fmin, fmax;                 /* F_FLOAT */
+    bool fmin_open, fmax_open;         /* F_FLOAT: the bound itself is excluded */
+    const char *const *choices;        /* F_CHOICE, NULL-terminated */
+    const char *const *(*names)(void); /* F_NAME: the valid names, NULL-terminated */
+    const char *what;                  /* F_NAME: what a name names, for messages */
+} flag;
+
+static const char *const data_names_list[] = {"mnist", NULL};
+static const char *const *data_names(void) { return data_names_list; }
+
+static const char *const on_off[] = {"on", "off", NULL};
+static const char *const optim_choices[] = {"sgd", "adamw", NULL};
+static const char *const schedule_choices[] = {"constant", "cosine", NULL};
+static const char *const scaling_choices[] = {"none", "linear", NULL};
+static const char *const progress_choices[] = {"auto", "on", "off", NULL};
+
+#define OPT(field) offsetof(cli_train_options, field)
+#define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
+#define GROUP(title) {.name = (title), .kind = F_GROUP}
+#define UNBOUNDED HUGE_VAL
+
+static const flag train_flags[] = {
+    GROUP("Model and data"),
+    {FLAG("model", F_NAME, model, "NAME", "built-in model [cnn]"), .names = snug_model_names, .what = "model"},
+    {FLAG("data", F_NAME, data, "NAME", "data set [mnist]"), .names = data_names, .what = "data set"},
+    {FLAG("data-dir", F_STRING, data_dir, "DIR", "directory with the data files [$SNUG_DATA_DIR, else data/mnist]")},
+
+    GROUP("Batch and memory"),
+    {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
+     .max = LONG_MAX},
+    {FLAG("micro-batch", F_SIZE, cfg.micro_batch, "M",
+          "samples per forward/backward pass; the gradients of ceil(B/M) micro-batches add up to one step, "
+          "exactly as one batch of B [= B]"),
+     .min = 1, .max = LONG_MAX},
+    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+          "memory budget, e.g. 64MiB, 1.5GiB, 500MB; all memory is planned and reserved before the first "
+          "step, and a plan over the budget stops at once, naming the micro-batch that fits [unlimited]")},
+
+    GROUP("Epochs and data order"),
+    {FLAG("epochs", F_LONG, cfg.epochs, "N", "passes over the training set [1]"), .min = 1, .max = LONG_MAX},
+    {FLAG("max-steps", F_LONG, cfg.max_steps, "N", "stop after N optimizer steps [0 = no limit]"), .min = 0,
+     .max = LONG_MAX},
+    {FLAG("drop-last", F_SWITCH, cfg.drop_last, NULL,
+          "drop the last batch of an epoch when it holds fewer than B samples [off: train on it]")},
+    {FLAG("shuffle", F_CHOICE, shuffle, "on|off", "reshuffle the training set every epoch [on]"),
+     .choices = on_off},
+    {FLAG("seed", F_U64, cfg.seed, "N", "seed of the parameter initialisation and the shuffling [1]")},
+
+    GROUP("Optimizer"),
+    {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer [sgd]"), .choices = optim_choices},
+    {FLAG("lr", F_FLOAT, cfg.optim.lr, "X", "base learning rate [0.05]"), .fmin = 0, .fmax = UNBOUNDED,
+     .fmin_open = true},
+    {FLAG("momentum", F_FLOAT, cfg.optim.momentum, "X", "SGD momentum; 0 also saves its buffer [0.9]"),
+     .fmin = 0, .fmax = 1, .fmax_open = true},
+    {FLAG("nesterov", F_SWITCH, cfg.optim.nesterov, NULL, "SGD with Nesterov momentum [off]")},
+    {FLAG("weight-decay", F_FLOAT, cfg.optim.weight_decay, "X",
+          "SGD: L2 added to the gradient; AdamW: decoupled [0]"),
+     .fmin = 0, .fmax = UNBOUNDED},
+    {FLAG("beta1", F_FLOAT, cfg.optim.beta1, "X", "AdamW first-moment decay [0.9]"), .fmin = 0, .fmax = 1,
+     .fmax_open = true},
+    {FLAG("beta2", F_FLOAT, cfg.optim.beta2, "X", "AdamW second-moment decay [0.999]"), .fmin = 0, .fmax = 1,
+     .fmax_open = true},
+    {FLAG("eps", F_FLOAT, cfg.optim.eps, "X", "AdamW denominator epsilon [1e-8]"), .fmin = 0,
+     .fmax = UNBOUNDED, .fmin_open = true},
+    {FLAG("clip", F_FLOAT, cfg.clip_norm, "NORM", "clip the global gradient norm of each step to NORM [0 = off]"),
+     .fmin = 0, .fmax = UNBOUNDED},
+
+    GROUP("Learning-rate schedule"),
+    {FLAG("schedule", F_CHOICE, schedule, "constant|cosine", "learning-rate schedule [constant]"),
+     .choices = schedule_choices},
+    {FLAG("warmup", F_LONG, cfg.schedule.warmup_steps, "N",
+          "cosine: linear warmup from 0 over the first N steps [0]"),
+     .min = 0, .max = LONG_MAX},
+    {FLAG("min-lr-ratio", F_FLOAT, cfg.schedule.min_lr_ratio, "X", "cosine: decay to lr * X at the last step [0]"),
+     .fmin = 0, .fmax = 1},
+    {FLAG("lr-scaling", F_CHOICE, lr_scaling, "none|linear",
+          "linear: peak lr = lr * B / ref-batch (Goyal et al. 2017) [none]"),
+     .choices = scaling_choices},
+    {FLAG("ref-batch", F_SIZE, cfg.schedule.reference_batch, "N", "reference batch of --lr-scaling [256]"),
+     .min = 1, .max = LONG_MAX},
+
+    GROUP("Run and output"),
+    {FLAG("threads", F_LONG, threads, "N", "threads for the engine and the BLAS [all cores]"), .min = 1,
+     .max = 4096},
+    {FLAG("log-every", F_LONG, log_every, "N",
+          "without a live line, log every N steps and the last [auto: about 20 lines per epoch]"),
+     .min = 1, .max = LONG_MAX},
+    {FLAG("progress", F_CHOICE, progress, "auto|on|off", "live progress line [auto: only when stdout is a terminal]"),
+     .choices = progress_choices},
+    {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
+};
+
+#define NFLAGS (sizeof train_flags / sizeof train_flags[0])
+
+static bool failf(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Writes a usage-error message; returns false so callers can `return failf(...)`. */
+static bool failf(char *msg, size_t len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* strtol and friends skip leading blanks and accept an empty tail; a flag value must be the number alone. */
+static bool starts_like_number(const char *s) {
+    return s[0] != '\0' && !isspace((unsigned char)s[0]);
+}
+
+static bool parse_long(const char *s, long *out) {
+    if (!starts_like_number(s)) return false;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_u64(const char *s, uint64_t *out) {
+    /* strtoull would silently wrap "-1" around to 2^64 - 1 */
+    if (!starts_like_number(s) || s[0] == '-') return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != '\0') return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* A finite number that a float can hold (ERANGE also catches overflow and underflow to 0 or denormals). */
+static bool parse_float(const char *s, float *out) {
+    if (!starts_like_number(s)) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(v) || fabs(v) > FLT_MAX) return false;
+    *out = (float)v;
+    return true;
+}
+
+static void describe_int_range(const flag *f, char *buf, size_t len) {
+    if (f->max == LONG_MAX) snprintf(buf, len, "a whole number >= %ld", f->min);
+    else snprintf(buf, len, "a whole number from %ld to %ld", f->min, f->max);
+}
+
+static void describe_float_range(const flag *f, char *buf, size_t len) {
+    char lo[64], hi[64] = "";
+    snprintf(lo, sizeof lo, "%s %g", f->fmin_open ? ">" : ">=", f->fmin);
+    if (f->fmax != UNBOUNDED) snprintf(hi, sizeof hi, " and %s %g", f->fmax_open ? "<" : "<=", f->fmax);
+    snprintf(buf, len, "a number %s%s", lo, hi);
+}
+
+static bool float_in_range(const flag *f, float v) {
+    if (f->fmin_open ? !(v > f->fmin) : !(v >= f->fmin)) return false;
+    if (f->fmax != UNBOUNDED && (f->fmax_open ? !(v < f->fmax) : !(v <= f->fmax))) return false;
+    return true;
+}
+
+static void join_names(const char *const *names, const char *sep, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; names[i] && used < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? sep : "", names[i]);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+static int find_name(const char *const *names, const char *value) {
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], value) == 0) return i;
+    return -1;
+}
+
+static bool set_integer(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    long v;
+    if (!parse_long(value, &v) || v < f->min || v > f->max) {
+        char range[96];
+        describe_int_range(f, range, sizeof range);
+        return failf(msg, len, "--%s must be %s, got '%s'", f->name, range, value);
+    }
+    if (f->kind == F_SIZE) *(size_t *)field = (size_t)v;
+    else *(long *)field = v;
+    return true;
+}
+
+static bool set_bytes(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    snug_error err = {0};
+    if (snug_parse_size(value, (size_t *)field, &err) != SNUG_OK)
+        return failf(msg, len, "--%s: %s", f->name, err.message);
+    return true;
+}
+
+static bool set_name(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    const char *const *names = f->names();
+    int i = find_name(names, value);
+    if (i < 0) {
+        char list[256];
+        join_names(names, ", ", list, sizeof list);
+        return failf(msg, len, "unknown %s '%s' for --%s (choose from %s)", f->what, value, f->name, list);
+    }
+    *(const char **)field = names[i];
+    return true;
+}
+
+/* Stores value into the field of flag f; value is NULL only for flags that take none. */
+static bool set_flag(const flag *f, cli_train_options *opt, const char *value, char *msg, size_t len) {
+    void *field = (char *)opt + f->offset;
+    char list[256];
+    switch (f->kind) {
+    case F_SIZE:
+    case F_LONG: return set_integer(f, field, value, msg, len);
+    case F_U64:
+        if (!parse_u64(value, (uint64_t *)field))
+            return failf(msg, len, "--%s must be a whole number >= 0, got '%s'", f->name, value);
+        return true;
+    case F_FLOAT:
+        if (!parse_float(value, (float *)field) || !float_in_range(f, *(float *)field)) {
+            describe_float_range(f, list, sizeof list);
+            return failf(msg, len, "--%s must be %s, got '%s'", f->name, list, value);
+        }
+        return true;
+    case F_BYTES: return set_bytes(f, field, value, msg, len);
+    case F_SWITCH: *(bool *)field = true; return true;
+    case F_STRING:
+        if (value[0] == '\0') return failf(msg, len, "--%s needs a non-empty value", f->name);
+        *(const char **)field = value;
+        return true;
+    case F_NAME: return set_name(f, field, value, msg, len);
+    case F_CHOICE: {
+        int i = find_name(f->choices, value);
+        if (i < 0) {
+            join_names(f->choices, ", ", list, sizeof list);
+            return failf(msg, len, "--%s must be one of %s, got '%s'", f->name, list, value);
+        }
+        *(int *)field = i;
+        return true;
+    }
+    case F_HELP: opt->help = true; return true;
+    case F_GROUP: break;
+    }
+    return failf(msg, len, "internal error: flag --%s has no parser", f->name);
+}
+
+static const flag *find_flag(const char *name, size_t name_len) {
+    for (size_t i = 0; i < NFLAGS; i++) {
+        const flag *f = &train_flags[i];
+        if (f->kind != F_GROUP && strlen(f->name) == name_len && strncmp(f->name, name, name_len) == 0) return f;
+    }
+    return NULL;
+}
+
+static bool takes_value(const flag *f) { return f->kind != F_SWITCH && f->kind != F_HELP; }
+
+/* Sets every value the help documents, so the help and the behaviour agree whatever the library defaults. */
+static void set_defaults(cli_train_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->cfg = snug_train_config_default();
+    snug_train_config *c = &opt->cfg;
+    c->batch = 64;
+    c->micro_batch = 0;
+    c->mem_budget = 0;
+    c->epochs = 1;
+    c->max_steps = 0;
+    c->drop_last = false;
+    c->seed = 1;
+    c->clip_norm = 0;
+    c->optim = (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .nesterov = false,
+                                   .weight_decay = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    c->schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .warmup_steps = 0,
+                                         .min_lr_ratio = 0, .linear_scaling = false, .reference_batch = 256};
+    opt->model = "cnn";
+    opt->data = "mnist";
+    const char *env = getenv("SNUG_DATA_DIR");
+    opt->data_dir = env && env[0] ? env : "data/mnist";
+    opt->progress = CLI_PROGRESS_AUTO;
+}
+
+/* Checks that need more than one flag, and maps the choices into the config. */
+static bool finish(cli_train_options *opt, char *msg, size_t len) {
+    snug_train_config *c = &opt->cfg;
+    if (c->micro_batch > c->batch)
+        return failf(msg, len, "--micro-batch %zu is larger than --batch %zu", c->micro_batch, c->batch);
+    if (c->micro_batch == c->batch) c->micro_batch = 0;
+    c->shuffle = opt->shuffle == 0;
+    c->optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
+    c->schedule.kind = opt->schedule == 1 ? SNUG_SCHEDULE_COSINE : SNUG_SCHEDULE_CONSTANT;
+    c->schedule.linear_scaling = opt->lr_scaling == 1;
+    if (c->schedule.warmup_steps > 0 && c->schedule.kind != SNUG_SCHEDULE_COSINE)
+        return failf(msg, len, "--warmup needs --schedule cosine");
+    if (c->optim.nesterov && (c->optim.kind != SNUG_OPTIM_SGD || c->optim.momentum == 0))
+        return failf(msg, len, "--nesterov needs --optim sgd with --momentum > 0");
+    return true;
+}
+
+/* One argument at argv[*i], and its value from "=value" or the next argument. */
+static bool parse_one(int argc, char **argv, int *i, cli_train_options *opt, char *msg, size_t len) {
+    const char *arg = argv[*i];
+    if (strcmp(arg, "-h") == 0) arg = "--help";
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+        return failf(msg, len, "unexpected argument '%s'", arg);
+    const char *name = arg + 2;
+    const char *eq = strchr(name, '=');
+    size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+    const flag *f = find_flag(name, name_len);
+    if (!f) return failf(msg, len, "unknown flag '--%.*s'", (int)name_len, name);
+    const char *value = NULL;
+    if (!takes_value(f)) {
+        if (eq) return failf(msg, len, "--%s takes no value", f->name);
+    } else if (eq) {
+        value = eq + 1;
+    } else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
+        /* a value starting with "--" is the next flag, not this one's value ("--batch --lr 0.1"); such a
+         * value can still be given as --flag=--value */
+        value = argv[++*i];
+    } else {
+        return failf(msg, len, "--%s needs a value (%s)", f->name, f->metavar);
+    }
+    return set_flag(f, opt, value, msg, len);
+}
+
+bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len) {
+    set_defaults(opt);
+    for (int i = 1; i < argc; i++) {
+        if (!parse_one(argc, argv, &i, opt, msg, len)) return false;
+        if (opt->help) return true;  /* help wins over whatever follows */
+    }
+    return finish(opt, msg, len);
+}
+
+#define HELP_INDENT 28
+#define HELP_WIDTH 100
+
+/* Writes text word by word from column `col`, wrapping at HELP_WIDTH onto lines indented by HELP_INDENT. */
+static void print_wrapped(FILE *out, const char *text, int col) {
+    while (*text) {
+        int word = (int)strcspn(text, " ");
+        if (col > HELP_INDENT && col + 1 + word > HELP_WIDTH) {
+            fprintf(out, "\n%*s", HELP_INDENT, "");
+            col = HELP_INDENT;
+        } else if (col > HELP_INDENT) {
+            fputc(' ', out);
+            col++;
+        }
+        fprintf(out, "%.*s", word, text);
+        col += word;
+        text += word;
+        while (*text == ' ') text++;
+    }
+    fputc('\n', out);
+}
+
+static void print_flag_help(FILE *out, const flag *f) {
+    char names[256];
+    const char *metavar = f->metavar;
+    if (f->kind == F_NAME) {
+        join_names(f->names(), "|", names, sizeof names);
+        metavar = names;
+    }
+    int col = fprintf(out, "  --%s%s%s", f->name, metavar ? " " : "", metavar ? metavar : "");
+    if (col >= HELP_INDENT - 1) {
+        fprintf(out, "\n");
+        col = 0;
+    }
+    fprintf(out, "%*s", HELP_INDENT - col, "");
+    print_wrapped(out, f->help, HELP_INDENT);
+}
+
+void cli_train_help(FILE *out) {
+    fprintf(out,
+            "usage: snug train [options]\n\n"
+            "Train a model on a data set. The global batch B is split into micro-batches of M samples whose\n"
+            "gradients are accumulated into one optimizer step; every byte is planned before the first step, so\n"
+            "--mem is a promise: a run that would not fit stops at once and says which --micro-batch fits.\n");
+    for (size_t i = 0; i < NFLAGS; i++) {
+        const flag *f = &train_flags[i];
+        if (f->kind == F_GROUP) fprintf(out, "\n%s:\n", f->name);
+        else print_flag_help(out, f);
+    }
+    fprintf(out,
+            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (data file,\n"
+            "memory budget, non-finite loss), 2 usage error.\n"
+            "Example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n");
+}
+
+int cli_usage_error(const char *command, const char *usage, const char *message) {
+    if (command) fprintf(stderr, "snug: %s (see 'snug %s --help')\n", message, command);
+    else fprintf(stderr, "snug: %s (see 'snug --help')\n", message);
+    fprintf(stderr, "%s\n", usage);
+    return CLI_EXIT_USAGE;
+}

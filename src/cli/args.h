@@ -1,0 +1,58 @@
+/* The command line of `snug`: the subcommands' entry points, the process-start hook, and the flags of
+ * `snug train` parsed into a snug_train_config plus the options only the CLI uses.
+ *
+ * Exit statuses shared by every command: 0 done, 1 a runtime error (bad data file, out of memory, non-finite
+ * loss), 2 a usage error (unknown command or flag, a missing or bad value). */
+#ifndef SNUG_CLI_ARGS_H
+#define SNUG_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "snug.h"
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };
+
+/* ---- commands: argv[0] is the command name ("train"), the flags follow ---- */
+int cmd_train(int argc, char **argv);
+
+/* Prints `snug: <message> (see 'snug <command> --help')` and a short usage line to stderr; returns
+ * CLI_EXIT_USAGE. command may be NULL for errors before a command is known. */
+int cli_usage_error(const char *command, const char *usage, const char *message);
+
+/* ---- process start ---- */
+
+/* Debian's OpenBLAS 0.3.21 does not know some newer CPUs and silently falls back to a generic pre-AVX2 kernel.
+ * OpenBLAS reads OPENBLAS_CORETYPE only while it loads, so the fix is to set it and re-execute this program.
+ * Call first thing in main; returns only when no re-exec was needed or the exec failed. */
+void cli_blas_kernel_reexec(char **argv);
+/* The OpenBLAS core type this CPU deserves ("SkylakeX" with AVX-512, "Haswell" with AVX2), or NULL. */
+const char *cli_blas_best_core(void);
+
+/* ---- `snug train` ---- */
+typedef enum cli_progress_mode { CLI_PROGRESS_AUTO = 0, CLI_PROGRESS_ON, CLI_PROGRESS_OFF } cli_progress_mode;
+
+typedef struct cli_train_options {
+    snug_train_config cfg;   /* everything the trainer sees (progress callback set later) */
+    const char *model;       /* a snug_model_builtin name */
+    const char *data;        /* data set name: "mnist" */
+    const char *data_dir;    /* directory with the IDX files */
+    long threads;            /* 0: all cores (the OpenMP default) */
+    long log_every;          /* 0: auto, about 20 lines per epoch */
+    cli_progress_mode progress;
+    bool help;               /* --help seen: print the help and do nothing else */
+    /* choices as indices into their name lists; cli_parse_train maps them into cfg */
+    int optim, schedule, lr_scaling, shuffle;
+} cli_train_options;
+
+/* Fills opt from the flags argv[1..argc) (argv[0] is the command name). Accepts `--flag value` and
+ * `--flag=value`. Returns true on success; on a usage error returns false with one line in msg that says what
+ * is wrong. Pointers in opt point into argv or static strings. */
+bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len);
+
+/* The full help of `snug train`, generated from the same flag table the parser reads. */
+void cli_train_help(FILE *out);
+#define CLI_TRAIN_USAGE "usage: snug train [--model NAME] [--batch B] [--micro-batch M] [--mem SIZE] [options]"
+
+#endif

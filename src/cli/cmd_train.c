@@ -1,0 +1,249 @@
+/* `snug train`: parse the flags, build the model, plan and reserve memory, open the data, train, evaluate on the
+ * test set, report. Nothing reaches stdout until every resource exists, so an error (a budget that is too
+ * small, a missing data file) is the only thing a failed run prints. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/progress.h"
+
+typedef struct train_run {
+    cli_train_options opt;
+    snug_graph *graph;
+    snug_trainer *trainer;
+    snug_dataset *train, *test;
+    cli_progress progress;
+    double train_seconds;
+} train_run;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* `snug: out of memory: <message>`; the status name is left out when the message already starts with it. */
+static int runtime_error(const snug_error *err) {
+    fflush(stdout);
+    const char *name = snug_status_name(err->status);
+    if (strncmp(err->message, name, strlen(name)) == 0) fprintf(stderr, "snug: %s\n", err->message);
+    else fprintf(stderr, "snug: %s: %s\n", name, err->message);
+    return CLI_EXIT_RUNTIME;
+}
+
+static void set_error(snug_error *err, snug_status status, const char *message) {
+    err->status = status;
+    snprintf(err->message, sizeof err->message, "%s", message);
+}
+
+/* A missing directory is the usual first-run problem: say where snug looked and how to get the data. */
+static snug_status check_data_dir(const char *dir, snug_error *err) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return SNUG_OK;
+    char msg[sizeof err->message];
+    snprintf(msg, sizeof msg,
+             "data directory '%s' does not exist; run `make data` to download MNIST into data/mnist, or point "
+             "--data-dir (or SNUG_DATA_DIR) at a directory with the MNIST IDX files",
+             dir);
+    set_error(err, SNUG_E_IO, msg);
+    return SNUG_E_IO;
+}
+
+static snug_status open_split(const char *dir, bool train, snug_dataset **out, snug_error *err) {
+    snug_status st = snug_mnist_open(dir, train, out, err);
+    if (st == SNUG_E_IO && !strstr(err->message, "make data")) {
+        size_t used = strlen(err->message);
+        snprintf(err->message + used, sizeof err->message - used, " (run `make data` to download MNIST)");
+    }
+    return st;
+}
+
+/* Model, trainer (the plan and its memory), then both data splits: every failure before any output. */
+static snug_status setup(train_run *r, snug_error *err) {
+    r->graph = snug_model_builtin(r->opt.model, err);
+    if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
+    snug_status st = snug_graph_check(r->graph, err);
+    if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
+    if (st == SNUG_OK) st = check_data_dir(r->opt.data_dir, err);
+    if (st == SNUG_OK) st = open_split(r->opt.data_dir, true, &r->train, err);
+    if (st == SNUG_OK) st = open_split(r->opt.data_dir, false, &r->test, err);
+    return st;
+}
+
+static void teardown(train_run *r) {
+    /* the trainer points into the graph, so it goes first */
+    if (r->test) snug_dataset_free(r->test);
+    if (r->train) snug_dataset_free(r->train);
+    if (r->trainer) snug_trainer_free(r->trainer);
+    if (r->graph) snug_graph_free(r->graph);
+}
+
+/* "23.4 MFLOP" */
+static void format_flops(double flops, char *buf, size_t len) {
+    static const char *const units[] = {"", "k", "M", "G", "T", "P"};
+    int u = 0;
+    while (flops >= 1000.0 && u < 5) flops /= 1000.0, u++;
+    snprintf(buf, len, "%.*f %sFLOP", u ? 1 : 0, flops, units[u]);
+}
+
+static void print_header(void) {
+    snug_system_info info;
+    snug_system_info_get(&info);
+    printf("snug %s | threads %d | SIMD %s | BLAS %s | kernel %s\n", SNUG_VERSION, info.threads, info.simd,
+           info.blas ? info.blas : "unknown", info.blas_kernel ? info.blas_kernel : "unknown");
+    if (!info.blas_kernel_slow) return;
+    const char *core = cli_blas_best_core();
+    printf("WARNING: OpenBLAS fell back to its generic '%s' kernel, which does not use the %s of this CPU: "
+           "matrix products run several times (up to ~7x) slower. Run with OPENBLAS_CORETYPE=%s (snug sets it "
+           "itself unless OPENBLAS_CORETYPE or SNUG_NO_REEXEC is already set), or install an OpenBLAS that "
+           "knows this CPU.\n",
+           info.blas_kernel ? info.blas_kernel : "unknown", info.simd, core ? core : "Haswell");
+}
+
+static void print_model(const train_run *r) {
+    size_t params = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
+        size_t numel = 0;
+        float *values, *grads;
+        snug_trainer_param(r->trainer, i, &numel, &values, &grads);
+        params += numel;
+    }
+    char count[32], flops[32];
+    cli_format_count((double)params, count, sizeof count);
+    format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
+    printf("model %s: %s parameters, %s per sample (forward + backward)\n", r->opt.model, count, flops);
+    char ntrain[32], ntest[32];
+    cli_format_count((double)snug_dataset_size(r->train), ntrain, sizeof ntrain);
+    cli_format_count((double)snug_dataset_size(r->test), ntest, sizeof ntest);
+    printf("data %s: %s training and %s test samples from %s\n", r->opt.data, ntrain, ntest, r->opt.data_dir);
+}
+
+/* B, m, k = ceil(B/m) and the size of an uneven last micro-batch; steps per epoch and in all. */
+static void print_batching(const train_run *r) {
+    const snug_train_config *c = &r->opt.cfg;
+    size_t b = c->batch, m = snug_trainer_micro_batch(r->trainer);
+    if (m == 0 || m > b) m = b;
+    size_t k = b / m + (b % m != 0);
+    if (k == 1) {
+        printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", b);
+    } else {
+        printf("batch %zu = %zu micro-batches of %zu", b, k, m);
+        if (b % m != 0) printf(" (the last one %zu)", b % m);
+        printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", k);
+    }
+    size_t n = snug_dataset_size(r->train);
+    long spe = cli_steps_per_epoch(n, b, c->drop_last);
+    long total = cli_total_steps(n, b, c->drop_last, c->epochs, c->max_steps);
+    printf("%ld steps per epoch", spe);
+    if (n % b != 0) {
+        if (c->drop_last) printf(" (the last %zu samples of each epoch dropped)", n % b);
+        else printf(" (the last batch of each epoch %zu samples)", n % b);
+    }
+    printf(", %ld epoch%s, %ld steps in all%s\n", c->epochs, c->epochs == 1 ? "" : "s", total,
+           c->max_steps > 0 && total == c->max_steps ? " (--max-steps)" : "");
+}
+
+static void print_optimizer(const train_run *r) {
+    const snug_train_config *c = &r->opt.cfg;
+    if (c->optim.kind == SNUG_OPTIM_ADAMW)
+        printf("optimizer adamw: lr %g, betas %g/%g, eps %g, weight decay %g", c->optim.lr, c->optim.beta1,
+               c->optim.beta2, c->optim.eps, c->optim.weight_decay);
+    else
+        printf("optimizer sgd: lr %g, momentum %g%s, weight decay %g", c->optim.lr, c->optim.momentum,
+               c->optim.nesterov ? " (nesterov)" : "", c->optim.weight_decay);
+    if (c->schedule.kind == SNUG_SCHEDULE_COSINE)
+        printf("; cosine schedule, warmup %ld, min lr ratio %g", c->schedule.warmup_steps, c->schedule.min_lr_ratio);
+    if (c->schedule.linear_scaling)
+        printf("; linear scaling: peak lr %g", c->optim.lr * (double)c->batch / (double)c->schedule.reference_batch);
+    if (c->clip_norm > 0) printf("; clip %g", c->clip_norm);
+    printf("\n");
+}
+
+static void print_memory(const snug_mem_report *rep, const char *title, bool with_peak) {
+    char buf[32];
+    printf("%s\n", title);
+    for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++)
+        printf("  %-12s %12s\n", snug_mem_category_name((snug_mem_category)c),
+               snug_format_bytes(rep->in_use[c], buf, sizeof buf));
+    printf("  %-12s %12s\n", "total", snug_format_bytes(rep->total, buf, sizeof buf));
+    if (with_peak) printf("  %-12s %12s\n", "peak", snug_format_bytes(rep->peak, buf, sizeof buf));
+    printf("  %-12s %12s\n", "budget", rep->budget ? snug_format_bytes(rep->budget, buf, sizeof buf) : "unlimited");
+}
+
+static void print_plan(const train_run *r) {
+    print_header();
+    print_model(r);
+    print_batching(r);
+    print_optimizer(r);
+    snug_mem_report rep;
+    snug_trainer_memory(r->trainer, &rep);
+    print_memory(&rep, "memory reserved before the first step:", false);
+    fflush(stdout);
+}
+
+static snug_status train(train_run *r, snug_error *err) {
+    double t0 = now_seconds();
+    snug_status st = snug_trainer_fit(r->trainer, r->train, err);
+    r->train_seconds = now_seconds() - t0;
+    cli_progress_finish(&r->progress);
+    return st;
+}
+
+static snug_status evaluate_and_report(train_run *r, snug_error *err) {
+    snug_eval_result res;
+    snug_status st = snug_trainer_evaluate(r->trainer, r->test, &res, err);
+    if (st != SNUG_OK) return st;
+    char items[32], speed[32], samples[32], took[32];
+    cli_format_count((double)res.items, items, sizeof items);
+    printf("test accuracy %.2f%% (loss %.4f) on %s images\n", 100.0 * res.accuracy, res.loss, items);
+    const cli_progress *p = &r->progress;
+    double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
+    cli_format_count((double)p->samples, samples, sizeof samples);
+    cli_format_count(rate, speed, sizeof speed);
+    printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->any ? p->last.step : 0L, samples,
+           cli_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
+    if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
+    printf("\n");
+    snug_mem_report rep;
+    snug_trainer_memory(r->trainer, &rep);
+    print_memory(&rep, "memory by category:", true);
+    return SNUG_OK;
+}
+
+static bool live_progress(cli_progress_mode mode) {
+    if (mode == CLI_PROGRESS_ON) return true;
+    if (mode == CLI_PROGRESS_OFF) return false;
+    return isatty(fileno(stdout));
+}
+
+int cmd_train(int argc, char **argv) {
+    train_run r;
+    memset(&r, 0, sizeof r);
+    char msg[512];
+    if (!cli_parse_train(argc, argv, &r.opt, msg, sizeof msg))
+        return cli_usage_error("train", CLI_TRAIN_USAGE, msg);
+    if (r.opt.help) {
+        cli_train_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
+    cli_progress_init(&r.progress, stdout, live_progress(r.opt.progress), r.opt.log_every, r.opt.cfg.epochs);
+    r.opt.cfg.progress = cli_progress_step;
+    r.opt.cfg.progress_user = &r.progress;
+
+    snug_error err = {0};
+    snug_status st = setup(&r, &err);
+    if (st == SNUG_OK) {
+        r.progress.tr = r.trainer;
+        print_plan(&r);
+        st = train(&r, &err);
+    }
+    if (st == SNUG_OK) st = evaluate_and_report(&r, &err);
+    int rc = st == SNUG_OK ? CLI_EXIT_OK : runtime_error(&err);
+    teardown(&r);
+    return rc;
+}

@@ -1,0 +1,85 @@
+/* `snug <command> [options]`: a table of subcommands over the public API in snug.h. A new command adds one row
+ * here (name, one-line summary, entry point, help printer). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+
+typedef struct command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);   /* argv[0] is the command name */
+    void (*help)(FILE *out);
+} command;
+
+static const command commands[] = {
+    {"train", "train a model on a data set inside a memory budget", cmd_train, cli_train_help},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train; 'snug help' lists them)"
+
+static const command *find_command(const char *name) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(commands[i].name, name) == 0) return &commands[i];
+    return NULL;
+}
+
+static void print_help(FILE *out) {
+    fprintf(out,
+            "snug %s: train with the batch you want in the memory you have.\n\n"
+            "usage: snug <command> [options]\n\n"
+            "commands:\n",
+            SNUG_VERSION);
+    for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n'snug <command> --help' or 'snug help <command>' describes a command and its flags.\n"
+            "  --help, -h      show this help\n"
+            "  --version       print the version\n\n"
+            "environment:\n"
+            "  SNUG_DATA_DIR       default --data-dir\n"
+            "  OPENBLAS_CORETYPE   the OpenBLAS kernel; when unset and OpenBLAS falls back to a slow generic\n"
+            "                      kernel, snug sets it for this CPU and restarts itself\n"
+            "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n\n"
+            "exit status: 0 done, 1 runtime error, 2 usage error\n"
+            "example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n");
+}
+
+/* `snug help [command]` */
+static int help_command(int argc, char **argv) {
+    if (argc < 2) {
+        print_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    const command *c = find_command(argv[1]);
+    if (!c) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown command '%s'", argv[1]);
+        return cli_usage_error(NULL, TOP_USAGE, msg);
+    }
+    c->help(stdout);
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+    cli_blas_kernel_reexec(argv);
+    if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        print_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("snug %s\n", SNUG_VERSION);
+        return CLI_EXIT_OK;
+    }
+    if (strcmp(name, "help") == 0) return help_command(argc - 1, argv + 1);
+    const command *c = find_command(name);
+    char msg[256];
+    if (!c) {
+        snprintf(msg, sizeof msg, name[0] == '-' ? "unknown option '%s'" : "unknown command '%s'", name);
+        return cli_usage_error(NULL, TOP_USAGE, msg);
+    }
+    return c->run(argc - 1, argv + 1);
+}

@@ -1,0 +1,162 @@
+/* The live progress line, the log lines, and the skipped-step reports of a training run. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli/progress.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#define MIB (1024.0 * 1024.0)
+#define LIVE_REDRAW_S 0.1  /* a terminal redrawn every millisecond step would cost more than the step */
+#define AUTO_LINES_PER_EPOCH 20
+
+void cli_progress_init(cli_progress *p, FILE *out, bool live, long log_every, long epochs) {
+    memset(p, 0, sizeof *p);
+    p->out = out;
+    p->live = live;
+    p->log_every = log_every;
+    p->epochs = epochs;
+}
+
+char *cli_format_count(double value, char *buf, size_t len) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", value < 0 || !isfinite(value) ? 0.0 : value);
+    size_t n = strlen(digits), o = 0;
+    for (size_t i = 0; i < n && o + 2 < len; i++) {
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+char *cli_format_duration(double seconds, char *buf, size_t len) {
+    if (!isfinite(seconds) || seconds < 0) seconds = 0;
+    unsigned long s = (unsigned long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, len, "%lu:%02lu:%02lu", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, len, "%lu:%02lu", s / 60, s % 60);
+    return buf;
+}
+
+long cli_steps_per_epoch(size_t samples, size_t batch, bool drop_last) {
+    size_t n = samples / batch + (!drop_last && samples % batch != 0);
+    return n > (size_t)LONG_MAX ? LONG_MAX : (long)n;
+}
+
+long cli_total_steps(size_t samples, size_t batch, bool drop_last, long epochs, long max_steps) {
+    long spe = cli_steps_per_epoch(samples, batch, drop_last), total;
+    if (__builtin_mul_overflow(spe, epochs, &total)) total = LONG_MAX;
+    return max_steps > 0 && max_steps < total ? max_steps : total;
+}
+
+/* "mem 25.1/64.0 MiB (peak 25.1)", or without "/budget" when unlimited. */
+static void format_memory(const cli_progress *p, bool compact, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (!p->tr) return;
+    snug_mem_report rep;
+    snug_trainer_memory(p->tr, &rep);
+    char budget[32] = "";
+    if (rep.budget) snprintf(budget, sizeof budget, "/%.1f", rep.budget / MIB);
+    if (compact) snprintf(buf, len, "  mem %.1f%s MiB", rep.total / MIB, budget);
+    else snprintf(buf, len, "  mem %.1f%s MiB (peak %.1f)", rep.total / MIB, budget, rep.peak / MIB);
+}
+
+static void format_eta(const snug_step_stats *st, char *buf, size_t len) {
+    if (st->step <= 0) { snprintf(buf, len, "-"); return; }
+    double per_step = st->elapsed_s / (double)st->step;
+    cli_format_duration(per_step * (double)(st->total_steps - st->step), buf, len);
+}
+
+/* The fields both displays share: epoch, step, loss, speed, memory, ETA. The compact form, for a narrow
+ * terminal, drops the epoch and the peak and shortens the speed. */
+static void format_fields(const cli_progress *p, const snug_step_stats *st, bool compact, char *buf,
+                          size_t len) {
+    char speed[32], mem[96], eta[32];
+    cli_format_count(st->samples_per_s, speed, sizeof speed);
+    format_memory(p, compact, mem, sizeof mem);
+    format_eta(st, eta, sizeof eta);
+    if (compact)
+        snprintf(buf, len, "step %ld/%ld  loss %.4f  %s/s%s  ETA %s", st->step, st->total_steps, st->loss, speed,
+                 mem, eta);
+    else
+        snprintf(buf, len, "epoch %ld/%ld  step %ld/%ld  loss %.4f  %s samples/s%s  ETA %s", st->epoch + 1,
+                 p->epochs, st->step, st->total_steps, st->loss, speed, mem, eta);
+}
+
+static long auto_log_every(const snug_step_stats *st) {
+    long span = st->steps_per_epoch < st->total_steps ? st->steps_per_epoch : st->total_steps;
+    return span / AUTO_LINES_PER_EPOCH > 1 ? span / AUTO_LINES_PER_EPOCH : 1;
+}
+
+/* Columns of the terminal behind out, or 0 when unknown. */
+static size_t terminal_columns(FILE *out) {
+    struct winsize ws;
+    if (ioctl(fileno(out), TIOCGWINSZ, &ws) != 0) return 0;
+    return ws.ws_col;
+}
+
+/* A line longer than the terminal wraps, and '\r' then rewrites only its last row: use the compact form, and
+ * cut even that to fit. */
+static void draw_live(cli_progress *p, const snug_step_stats *st, bool last) {
+    if (!last && p->line_open && st->elapsed_s - p->last_draw_s < LIVE_REDRAW_S) return;
+    char line[256];
+    size_t cols = terminal_columns(p->out);
+    format_fields(p, st, false, line, sizeof line);
+    if (cols > 1 && strlen(line) >= cols) {
+        format_fields(p, st, true, line, sizeof line);
+        if (strlen(line) >= cols) line[cols - 1] = '\0';
+    }
+    fprintf(p->out, "\r%s\033[K", line);
+    fflush(p->out);
+    p->line_open = true;
+    p->last_draw_s = st->elapsed_s;
+}
+
+static void write_log(cli_progress *p, const snug_step_stats *st, bool last) {
+    if (p->log_every == 0) p->log_every = auto_log_every(st);
+    if (!last && st->step % p->log_every != 0) return;
+    char line[256], elapsed[32];
+    format_fields(p, st, false, line, sizeof line);
+    fprintf(p->out, "%s  elapsed %s\n", line, cli_format_duration(st->elapsed_s, elapsed, sizeof elapsed));
+    fflush(p->out);
+}
+
+/* A skipped step goes to stderr at once, on its own line (clearing a live line first, which is redrawn at the
+ * next step). */
+static void report_skipped(cli_progress *p, const snug_step_stats *st) {
+    if (p->line_open) {
+        fputs("\r\033[K", p->out);
+        fflush(p->out);
+        p->line_open = false;
+    }
+    fprintf(stderr,
+            "snug: skipped a batch after optimizer step %ld (epoch %ld): the loss (%g) or the gradient norm (%g) "
+            "is not finite; no update was made and the learning rate was held (%ld skipped so far)\n",
+            st->step, st->epoch + 1, st->loss, (double)st->grad_norm, p->skipped);
+}
+
+bool cli_progress_step(const snug_step_stats *st, void *user) {
+    cli_progress *p = user;
+    p->samples += st->items;
+    p->last = *st;
+    p->any = true;
+    if (st->skipped) {
+        p->skipped++;
+        report_skipped(p, st);
+        return true;
+    }
+    bool last = st->step >= st->total_steps;
+    if (p->live) draw_live(p, st, last);
+    else write_log(p, st, last);
+    return true;
+}
+
+void cli_progress_finish(cli_progress *p) {
+    if (p->line_open) {
+        fputc('\n', p->out);
+        fflush(p->out);
+        p->line_open = false;
+    }
+}

@@ -1,0 +1,63 @@
+/* The machine as the engine sees it: threads, SIMD level, and which BLAS kernel serves the matrix products.
+ * The BLAS kernel matters most: an OpenBLAS that does not know the CPU falls back to a generic pre-AVX2 kernel
+ * several times slower, silently, so snug reports it. */
+#define _POSIX_C_SOURCE 200809L
+#include "snug.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stddef.h>
+#include <strings.h>
+
+/* OpenBLAS core names (as openblas_get_corename spells them, compared case-insensitively) of kernels written
+ * for CPUs without AVX2: on a CPU with AVX2 or AVX-512 they leave most of its speed unused. */
+static const char *const generic_kernels[] = {
+    "unknown",  "prescott", "core2",  "penryn",   "dunnington", "nehalem",   "atom",     "katmai",
+    "coppermine", "northwood", "banias", "athlon", "opteron",    "opteron_sse3", "barcelona", "bobcat",
+    "sandybridge", "bulldozer", "piledriver", "steamroller", NULL,
+};
+
+static bool is_generic_kernel(const char *name) {
+    if (!name) return true;
+    for (size_t i = 0; generic_kernels[i]; i++)
+        if (strcasecmp(name, generic_kernels[i]) == 0) return true;
+    return false;
+}
+
+static const char *simd_level(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "AVX-512";
+    if (__builtin_cpu_supports("avx2")) return "AVX2";
+    if (__builtin_cpu_supports("avx")) return "AVX";
+    if (__builtin_cpu_supports("sse4.2")) return "SSE4.2";
+    if (__builtin_cpu_supports("sse2")) return "SSE2";
+    return "none";
+#else
+    return "unknown";
+#endif
+}
+
+static bool cpu_has_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") || __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+void snug_system_info_get(snug_system_info *info) {
+    info->threads = omp_get_max_threads();
+    info->simd = simd_level();
+    info->blas = openblas_get_config();
+    info->blas_kernel = openblas_get_corename();
+    info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
+}
+
+/* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */
+void snug_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}

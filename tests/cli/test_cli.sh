@@ -1,0 +1,379 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `snug` command: usage errors (exit 2), runtime errors (exit 1) and, when DATA_DIR holds
+# the real MNIST files, short real training runs. Every case checks the exit status and a key phrase.
+#
+# usage: tests/cli/test_cli.sh SNUG_BINARY DATA_DIR
+set -u
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 SNUG_BINARY DATA_DIR" >&2
+    exit 2
+fi
+SNUG=$1
+DATA=$2
+if [ ! -x "$SNUG" ]; then
+    echo "test_cli: '$SNUG' is not an executable (build it first: make build)" >&2
+    exit 2
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/snug-cli.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+OUT=$TMP/stdout
+ERR=$TMP/stderr
+# The default data directory must not leak in from the caller's environment.
+unset SNUG_DATA_DIR
+
+PASS=0
+FAIL=0
+CASE=""
+CASE_OK=1
+RC=0
+
+# run NAME ARGS...: runs snug with ARGS, keeping stdout, stderr and the exit status for the checks that follow.
+run() {
+    finish_case
+    CASE=$1
+    shift
+    CASE_OK=1
+    "$SNUG" "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+}
+
+# run_env NAME [-u VAR]... VAR=VALUE... -- ARGS...: the same through env(1): -u VAR unsets (options first).
+run_env() {
+    finish_case
+    CASE=$1
+    shift
+    local assigns=()
+    while [ "$1" != "--" ]; do
+        assigns+=("$1")
+        shift
+    done
+    shift
+    CASE_OK=1
+    env "${assigns[@]}" "$SNUG" "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+}
+
+fail() {
+    if [ $CASE_OK -eq 1 ]; then
+        echo "FAIL: $CASE"
+    fi
+    CASE_OK=0
+    echo "      $*"
+}
+
+finish_case() {
+    [ -z "$CASE" ] && return
+    if [ $CASE_OK -eq 1 ]; then
+        PASS=$((PASS + 1))
+        echo "ok:   $CASE"
+    else
+        FAIL=$((FAIL + 1))
+        echo "      --- stdout (head) ---"
+        head -c 2000 "$OUT" | sed 's/^/      /'
+        echo "      --- stderr (head) ---"
+        head -c 2000 "$ERR" | sed 's/^/      /'
+    fi
+    CASE=""
+}
+
+expect_rc() {
+    [ "$RC" -eq "$1" ] || fail "exit status $RC, expected $1"
+}
+
+# expect_in FILE PHRASE: FILE ($OUT or $ERR) contains PHRASE (fixed string).
+expect_in() {
+    grep -qF -- "$2" "$1" || fail "$(basename "$1") lacks '$2'"
+}
+
+expect_not_in() {
+    if grep -qF -- "$2" "$1"; then fail "$(basename "$1") contains '$2'"; fi
+}
+
+expect_empty() {
+    [ ! -s "$1" ] || fail "$(basename "$1") is not empty"
+}
+
+# A usage error: exit 2, one line naming the problem, the usage line, nothing on stdout.
+usage_error() {
+    local name=$1 phrase=$2
+    shift 2
+    run "$name" "$@"
+    expect_rc 2
+    expect_in "$ERR" "$phrase"
+    expect_in "$ERR" "usage: snug"
+    expect_empty "$OUT"
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# help and version
+run "no arguments: usage on stderr, exit 2"
+expect_rc 2
+expect_in "$ERR" "usage: snug <command>"
+expect_empty "$OUT"
+
+run "--help" --help
+expect_rc 0
+expect_in "$OUT" "train"
+expect_in "$OUT" "--micro-batch"
+expect_empty "$ERR"
+
+run "help" help
+expect_rc 0
+expect_in "$OUT" "commands:"
+
+run "train --help lists every flag group and key flags" train --help
+expect_rc 0
+for phrase in --micro-batch --mem --epochs --max-steps --drop-last --shuffle --seed --optim --lr --momentum \
+    --nesterov --weight-decay --beta1 --beta2 --eps --schedule --warmup --min-lr-ratio --lr-scaling \
+    --ref-batch --clip --threads --log-every --progress --data-dir mlp cnn; do
+    expect_in "$OUT" "$phrase"
+done
+expect_empty "$ERR"
+
+run "help train" help train
+expect_rc 0
+expect_in "$OUT" "--micro-batch"
+
+run "--help wins over other flags" train --batch 32 --help
+expect_rc 0
+expect_in "$OUT" "usage: snug train"
+
+run "--version" --version
+expect_rc 0
+grep -qE '^snug [0-9]+\.[0-9]+\.[0-9]+$' "$OUT" || fail "stdout is not 'snug X.Y.Z'"
+
+# ---------------------------------------------------------------------------------------------------------
+# usage errors: exit 2
+usage_error "unknown command" "unknown command 'frobnicate'" frobnicate
+usage_error "help for an unknown command" "unknown command 'frobnicate'" help frobnicate
+usage_error "unknown top-level option" "unknown option '--frobnicate'" --frobnicate
+usage_error "unknown flag" "unknown flag '--frobnicate'" train --frobnicate 3
+usage_error "unknown flag in = form" "unknown flag '--frobnicate'" train --frobnicate=3
+usage_error "stray argument" "unexpected argument 'mnist'" train mnist
+usage_error "missing value" "--batch needs a value" train --batch
+usage_error "missing value after another flag" "--lr needs a value" train --batch 32 --lr
+usage_error "missing value before another flag" "--batch needs a value" train --batch --lr 0.1
+usage_error "--batch 0" "--batch must be a whole number >= 1, got '0'" train --batch 0
+usage_error "--batch -5" "--batch must be a whole number >= 1, got '-5'" train --batch -5
+usage_error "--batch=abc" "--batch must be a whole number >= 1, got 'abc'" train --batch=abc
+usage_error "--batch 12abc (trailing garbage)" "got '12abc'" train --batch 12abc
+usage_error "--batch with a leading blank" "--batch must be" train --batch " 12"
+usage_error "--batch overflow" "--batch must be" train --batch 99999999999999999999999
+usage_error "--batch empty" "--batch must be" train --batch=
+usage_error "--micro-batch 0" "--micro-batch must be a whole number >= 1" train --micro-batch 0
+usage_error "--micro-batch > --batch" "--micro-batch 65 is larger than --batch 64" train --micro-batch 65
+usage_error "--micro-batch > --batch (given first)" "--micro-batch 40 is larger than --batch 32" \
+    train --micro-batch 40 --batch 32
+usage_error "--mem 0" "--mem" train --mem 0
+usage_error "--mem 12XB" "--mem" train --mem 12XB
+usage_error "--mem -1MiB" "--mem" train --mem -1MiB
+usage_error "--lr abc" "--lr must be a number > 0, got 'abc'" train --lr abc
+usage_error "--lr -1" "--lr must be a number > 0, got '-1'" train --lr -1
+usage_error "--lr 0" "--lr must be a number > 0" train --lr 0
+usage_error "--lr nan" "--lr must be" train --lr nan
+usage_error "--lr inf" "--lr must be" train --lr inf
+usage_error "--lr 1e999 (overflow)" "--lr must be" train --lr 1e999
+usage_error "--lr 1e39 (beyond float)" "--lr must be" train --lr 1e39
+usage_error "--momentum 1" "--momentum must be a number >= 0 and < 1" train --momentum 1
+usage_error "--beta2 -0.5" "--beta2 must be" train --beta2 -0.5
+usage_error "--eps 0" "--eps must be a number > 0" train --eps 0
+usage_error "--clip -1" "--clip must be a number >= 0" train --clip -1
+usage_error "--min-lr-ratio 2" "--min-lr-ratio must be" train --min-lr-ratio 2
+usage_error "--optim foo" "--optim must be one of sgd, adamw, got 'foo'" train --optim foo
+usage_error "--schedule linear" "--schedule must be one of constant, cosine" train --schedule linear
+usage_error "--shuffle maybe" "--shuffle must be one of on, off" train --shuffle maybe
+usage_error "--progress sometimes" "--progress must be one of auto, on, off" train --progress sometimes
+usage_error "--lr-scaling sqrt" "--lr-scaling must be one of none, linear" train --lr-scaling sqrt
+usage_error "--epochs 0" "--epochs must be a whole number >= 1, got '0'" train --epochs 0
+usage_error "--max-steps -1" "--max-steps must be a whole number >= 0" train --max-steps -1
+usage_error "--seed -1" "--seed must be a whole number >= 0" train --seed -1
+usage_error "--threads 0" "--threads must be a whole number from 1 to 4096" train --threads 0
+usage_error "--log-every 0" "--log-every must be" train --log-every 0
+usage_error "--ref-batch 0" "--ref-batch must be" train --ref-batch 0
+usage_error "--model unknown" "unknown model 'resnet9000'" train --model resnet9000
+usage_error "--data unknown" "unknown data set 'cifar'" train --data cifar
+usage_error "--data-dir empty" "--data-dir needs a non-empty value" train --data-dir=
+usage_error "switch given a value" "--drop-last takes no value" train --drop-last=yes
+usage_error "--warmup without a cosine schedule" "--warmup needs --schedule cosine" train --warmup 10
+usage_error "--nesterov without momentum" "--nesterov needs" train --nesterov --momentum 0
+usage_error "error points at the command's help" "(see 'snug train --help')" train --batch 0
+
+# ---------------------------------------------------------------------------------------------------------
+# runtime errors: exit 1, one message, nothing on stdout
+run "budget too small" train --model cnn --mem 1KiB --data-dir "$DATA" --progress off
+expect_rc 1
+expect_in "$ERR" "out of memory"
+expect_in "$ERR" "budget"
+expect_in "$ERR" "--micro-batch"
+expect_empty "$OUT"
+
+run "budget too small, = form" train --model=mlp --mem=1KiB --data-dir="$DATA"
+expect_rc 1
+expect_in "$ERR" "out of memory"
+expect_empty "$OUT"
+
+MISSING=$TMP/no-such-dir
+run "missing data directory" train --model mlp --data-dir "$MISSING" --progress off
+expect_rc 1
+expect_in "$ERR" "$MISSING"
+expect_in "$ERR" "make data"
+expect_empty "$OUT"
+
+run_env "SNUG_DATA_DIR is the default data directory" "SNUG_DATA_DIR=$MISSING" -- train --model mlp
+expect_rc 1
+expect_in "$ERR" "$MISSING"
+expect_empty "$OUT"
+
+mkdir -p "$TMP/empty"
+run "data directory without the MNIST files" train --model mlp --data-dir "$TMP/empty"
+expect_rc 1
+expect_in "$ERR" "$TMP/empty"
+expect_in "$ERR" "make data"
+expect_empty "$OUT"
+
+# ---------------------------------------------------------------------------------------------------------
+# The BLAS kernel fix: a preloaded shim makes OpenBLAS report the generic Prescott kernel unless
+# OPENBLAS_CORETYPE is set, and logs every process start; snug must re-execute itself once with a better core.
+cpu_has_avx2() { grep -qwE 'avx2|avx512f' /proc/cpuinfo 2>/dev/null; }
+CC_BIN=$(command -v "${CC:-cc}" || command -v gcc || true)
+SHIM=$TMP/fake_corename.so
+build_shim() {
+    cat >"$TMP/fake_corename.c" <<'EOF'
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+static const char *env(const char *name) { return getenv(name) ? getenv(name) : "unset"; }
+__attribute__((constructor)) static void started(void) {
+    fprintf(stderr, "[shim] start OPENBLAS_CORETYPE=%s SNUG_NO_REEXEC=%s\n", env("OPENBLAS_CORETYPE"),
+            env("SNUG_NO_REEXEC"));
+}
+char *openblas_get_corename(void) {
+    char *(*real)(void) = (char *(*)(void))dlsym(RTLD_NEXT, "openblas_get_corename");
+    return getenv("OPENBLAS_CORETYPE") && real ? real() : (char *)"Prescott";
+}
+EOF
+    "$CC_BIN" -shared -fPIC -o "$SHIM" "$TMP/fake_corename.c" -ldl 2>"$TMP/shim.log"
+}
+SHIM_ASAN="ASAN_OPTIONS=${ASAN_OPTIONS:-}:verify_asan_link_order=0"
+if cpu_has_avx2 && [ -n "$CC_BIN" ] && build_shim; then
+    run_env "slow BLAS kernel: snug re-executes itself with OPENBLAS_CORETYPE" -u OPENBLAS_CORETYPE \
+        -u SNUG_NO_REEXEC "LD_PRELOAD=$SHIM" "$SHIM_ASAN" -- train --model mlp --mem 1KiB
+    expect_rc 1
+    [ "$(grep -c '^\[shim\] start' "$ERR")" -eq 2 ] || fail "expected two process starts (one re-exec)"
+    expect_in "$ERR" "[shim] start OPENBLAS_CORETYPE=unset SNUG_NO_REEXEC=unset"
+    grep -qE '^\[shim\] start OPENBLAS_CORETYPE=(SkylakeX|Haswell) SNUG_NO_REEXEC=1$' "$ERR" ||
+        fail "the second start lacks OPENBLAS_CORETYPE=SkylakeX or Haswell and SNUG_NO_REEXEC=1"
+    expect_in "$ERR" "out of memory"
+    expect_empty "$OUT"
+
+    run_env "slow BLAS kernel with SNUG_NO_REEXEC: no re-exec" -u OPENBLAS_CORETYPE "LD_PRELOAD=$SHIM" \
+        "$SHIM_ASAN" "SNUG_NO_REEXEC=1" -- train --model mlp --mem 1KiB
+    expect_rc 1
+    [ "$(grep -c '^\[shim\] start' "$ERR")" -eq 1 ] || fail "expected one process start (no re-exec)"
+    expect_in "$ERR" "out of memory"
+
+    run_env "OPENBLAS_CORETYPE set by the user: no re-exec" -u SNUG_NO_REEXEC "LD_PRELOAD=$SHIM" \
+        "$SHIM_ASAN" "OPENBLAS_CORETYPE=Prescott" -- train --model mlp --mem 1KiB
+    expect_rc 1
+    [ "$(grep -c '^\[shim\] start' "$ERR")" -eq 1 ] || fail "expected one process start (no re-exec)"
+    expect_in "$ERR" "out of memory"
+else
+    echo "skip: no AVX2 CPU or no C compiler: the BLAS kernel re-exec cases are skipped"
+fi
+
+have_mnist() {
+    [ -f "$DATA/train-images-idx3-ubyte" ] && [ -f "$DATA/train-labels-idx1-ubyte" ] &&
+        [ -f "$DATA/t10k-images-idx3-ubyte" ] && [ -f "$DATA/t10k-labels-idx1-ubyte" ] &&
+        [ "$(stat -c %s "$DATA/train-images-idx3-ubyte")" -eq 47040016 ]
+}
+
+# accuracy_at_least FILE PERCENT: the "test accuracy X%" line of FILE shows at least PERCENT.
+accuracy_at_least() {
+    local acc
+    acc=$(sed -n 's/^test accuracy \([0-9.]*\)% (loss [0-9.]*) on 10,000 images$/\1/p' "$1")
+    if [ -z "$acc" ]; then
+        fail "no 'test accuracy X% (loss Y) on 10,000 images' line"
+    elif ! awk -v a="$acc" -v m="$2" 'BEGIN { exit !(a >= m) }'; then
+        fail "test accuracy $acc% is below $2% (chance is 10%)"
+    fi
+}
+
+expect_memory_report() {
+    for phrase in "memory by category:" params grads optim activations workspace data total peak budget; do
+        expect_in "$OUT" "$phrase"
+    done
+}
+
+if have_mnist; then
+    TRUNC=$TMP/truncated
+    mkdir -p "$TRUNC"
+    head -c 1000000 "$DATA/train-images-idx3-ubyte" >"$TRUNC/train-images-idx3-ubyte"
+    cp "$DATA/train-labels-idx1-ubyte" "$DATA/t10k-images-idx3-ubyte" "$DATA/t10k-labels-idx1-ubyte" "$TRUNC/"
+    run "truncated images file" train --model mlp --data-dir "$TRUNC" --progress off
+    expect_rc 1
+    expect_in "$ERR" "truncated"
+    expect_in "$ERR" "train-images-idx3-ubyte"
+    expect_empty "$OUT"
+
+    run "real run: mlp, batch 32 in micro-batches of 8" train --model mlp --batch=32 --micro-batch 8 \
+        --max-steps 20 --progress off --log-every 5 --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "snug "
+    expect_in "$OUT" "| SIMD "
+    expect_in "$OUT" "| BLAS "
+    expect_in "$OUT" "model mlp:"
+    expect_in "$OUT" "parameters"
+    expect_in "$OUT" "FLOP per sample"
+    expect_in "$OUT" "batch 32 = 4 micro-batches of 8"
+    expect_in "$OUT" "steps per epoch"
+    expect_in "$OUT" "memory reserved before the first step:"
+    [ "$(grep -c '^epoch 1/1  step ' "$OUT")" -eq 4 ] || fail "expected 4 log lines (every 5 of 20 steps)"
+    expect_in "$OUT" "step 20/20"
+    expect_in "$OUT" "elapsed"
+    accuracy_at_least "$OUT" 20
+    expect_in "$OUT" "samples/s"
+    expect_memory_report
+    expect_empty "$ERR"
+
+    run "real run: cnn, batch 20 in micro-batches of 6 (uneven)" train --model cnn --batch 20 --micro-batch 6 \
+        --max-steps 20 --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "model cnn:"
+    expect_in "$OUT" "batch 20 = 4 micro-batches of 6 (the last one 2)"
+    expect_in "$OUT" "step 20/20"
+    accuracy_at_least "$OUT" 20
+    expect_memory_report
+    expect_empty "$ERR"
+
+    run "non-finite loss: skipped steps reported, then exit 1" train --model mlp --batch 32 --lr 1e30 \
+        --max-steps 10 --progress off --data-dir "$DATA"
+    expect_rc 1
+    expect_in "$ERR" "snug: skipped a batch after optimizer step"
+    expect_in "$ERR" "not finite"
+    [ "$(grep -c '^snug: skipped a batch' "$ERR")" -ge 2 ] || fail "expected one stderr line per skipped step"
+
+    # OPENBLAS_CORETYPE=Prescott forces the generic kernel, which the header must flag on an AVX2 CPU.
+    run_env "real run: live progress line, adamw, cosine, budget, generic BLAS kernel" \
+        "OPENBLAS_CORETYPE=Prescott" -- train --model mlp --batch 16 --max-steps 3 --progress on \
+        --optim adamw --lr 0.001 --schedule cosine --warmup 1 --mem 64MiB --threads 1 --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "kernel Prescott"
+    if cpu_has_avx2; then expect_in "$OUT" "WARNING: OpenBLAS fell back"; fi
+    expect_in "$OUT" $'\r'
+    expect_in "$OUT" $'\033[K'
+    expect_in "$OUT" "step 3/3"
+    expect_in "$OUT" "/64.0 MiB (peak"
+    expect_in "$OUT" "optimizer adamw"
+    expect_in "$OUT" "test accuracy"
+    expect_in "$OUT" "64.00 MiB"
+    expect_empty "$ERR"
+else
+    echo "skip: no real MNIST in '$DATA' (make data): the truncated-file case and the real runs are skipped"
+fi
+
+finish_case
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
