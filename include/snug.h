@@ -115,10 +115,19 @@ snug_tensor snug_flatten(snug_graph *g, const char *name, snug_tensor x);
  * global batch. It must be the last layer; a graph has exactly one loss. */
 snug_tensor snug_softmax_cross_entropy(snug_graph *g, const char *name, snug_tensor logits);
 
+/* Element-wise sum of two tensors of the same shape: residual connections. */
+snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+/* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and
+ * the others scaled by 1/(1-p). The mask is drawn from the counter-based RNG keyed by (seed, optimizer step,
+ * micro-batch, layer, element), so a recomputation replays it bit for bit and nothing is stored for backward.
+ * The identity in evaluation. */
+snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p);
+
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
-/* Built-in models: "mlp" (784-1024-1024-10) and "cnn" (two conv3x3 + pool blocks, two linear), both for 1x28x28
- * inputs and 10 classes. Returns NULL and fills err for an unknown name. */
+/* Built-in models, all for 1x28x28 inputs and 10 classes: "mlp" (784-1024-1024-10), "cnn" (two conv3x3 + pool
+ * blocks, two linear) and "resmlp" (a deep chain for checkpointing: 784-256, then 32 residual blocks
+ * x + dropout(relu(linear(x)), 0.1), then 256-10). Returns NULL and fills err for an unknown name. */
 snug_graph *snug_model_builtin(const char *name, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);
@@ -173,6 +182,26 @@ float snug_schedule_lr(const snug_schedule_config *s, float base_lr, size_t batc
 /* ---------------------------------------------------------------------------------------------------------
  * Training
  * ------------------------------------------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------------------------------------------
+ * Gradient checkpointing: keep only some activations in forward and recompute the others during backward.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum snug_checkpoint_kind {
+    SNUG_CHECKPOINT_NONE = 0, /* keep everything backward needs */
+    SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward */
+    SNUG_CHECKPOINT_EVERY,    /* segments of `every` layers */
+    SNUG_CHECKPOINT_AUTO,     /* the least recompute whose plan fits the budget */
+} snug_checkpoint_kind;
+
+typedef struct snug_checkpoint_policy {
+    snug_checkpoint_kind kind;
+    size_t every;             /* SNUG_CHECKPOINT_EVERY: layers per segment */
+} snug_checkpoint_policy;
+
+/* Parses "none", "sqrt", "every:N", "auto". */
+snug_status snug_parse_checkpoint(const char *text, snug_checkpoint_policy *out, snug_error *err);
+/* Writes "none", "sqrt", "every:4", "auto" into buf. */
+char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len);
+
 typedef struct snug_step_stats {
     long step;              /* optimizer steps taken so far (skipped ones not counted) */
     long epoch;             /* 0-based */
@@ -204,6 +233,8 @@ typedef struct snug_train_config {
     int max_nonfinite;       /* stop after this many consecutive skipped steps */
     snug_optim_config optim;
     snug_schedule_config schedule;
+    snug_checkpoint_policy checkpoint;  /* which activations to recompute in backward instead of keeping */
+    bool auto_fit;           /* choose micro_batch and checkpoint for mem_budget (snug_plan_choose) */
     snug_progress_fn progress;
     void *progress_user;
 } snug_train_config;
@@ -225,6 +256,74 @@ void snug_trainer_free(snug_trainer *tr);
  * (0 if not even m = 1 fits), and the planned bytes per category at that m. */
 size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
                             snug_mem_report *at_fit);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Plans: what one optimizer step needs at micro-batch m under a checkpoint policy, computed from the graph alone
+ * (planning allocates no engine memory, so models far larger than the machine can be planned).
+ * ------------------------------------------------------------------------------------------------------- */
+typedef struct snug_plan snug_plan;
+
+typedef enum snug_phase {
+    SNUG_PHASE_FORWARD = 0,
+    SNUG_PHASE_RECOMPUTE,   /* forward of a checkpointed segment, replayed during backward */
+    SNUG_PHASE_BACKWARD,
+    SNUG_PHASE_UPDATE,      /* clip + optimizer, once per optimizer step */
+} snug_phase;
+
+const char *snug_phase_name(snug_phase p);
+
+typedef struct snug_plan_summary {
+    size_t micro_batch;
+    snug_checkpoint_policy policy;   /* as resolved: AUTO becomes the segmentation it chose (every:N) */
+    bool selective;                  /* only cheap element-wise outputs are recomputed (AUTO may choose this) */
+    size_t segments;                 /* recomputed segments (0 without checkpointing) */
+    size_t bytes[SNUG_MEM_NCATEGORIES];  /* reserved per category */
+    size_t total;                    /* everything reserved: the run's memory to the byte */
+    size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */
+    size_t live_peak;                /* the largest sum of live activation bytes at one step (<= arena) */
+    const char *peak_op;             /* the layer whose step holds live_peak */
+    snug_phase peak_phase;
+    double step_flops;               /* forward + backward + recompute FLOPs of one micro-batch */
+    double recompute_flops;
+} snug_plan_summary;
+
+/* Plans g at micro-batch m under policy. For SNUG_CHECKPOINT_AUTO, budget is the memory the plan must fit
+ * (0: as if unlimited, i.e. no checkpointing); if none fits, the plan with the least memory is returned
+ * (check its total). */
+snug_status snug_plan_new(const snug_graph *g, const snug_train_config *cfg, size_t micro_batch,
+                          snug_checkpoint_policy policy, size_t budget, snug_plan **out, snug_error *err);
+void snug_plan_free(snug_plan *p);
+void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
+
+typedef struct snug_plan_buffer_info {
+    const char *layer;            /* the layer that owns it */
+    const char *what;             /* "output", "gradient", "saved", "recomputed output", ... */
+    snug_mem_category category;
+    size_t bytes;
+    size_t offset;                /* in the activation arena (activations), else 0 */
+    size_t first_step, last_step; /* lifetime, in schedule steps (snug_plan_step) */
+    bool in_place;                /* continues another buffer's memory (an element-wise op over its input) */
+} snug_plan_buffer_info;
+
+size_t snug_plan_buffer_count(const snug_plan *p);
+void snug_plan_buffer(const snug_plan *p, size_t i, snug_plan_buffer_info *b);
+
+typedef struct snug_plan_step_info {
+    const char *layer;
+    snug_phase phase;
+    size_t bytes[SNUG_MEM_NCATEGORIES];  /* live during this step, per category */
+    double flops;
+} snug_plan_step_info;
+
+/* The schedule of one optimizer step with one micro-batch: forward, backward (with recompute), update. */
+size_t snug_plan_step_count(const snug_plan *p);
+void snug_plan_step(const snug_plan *p, size_t i, snug_plan_step_info *s);
+
+/* Chooses the micro-batch and checkpoint policy for cfg->batch in `budget`: for k = 1, 2, ... micro-batches,
+ * m = ceil(B/k); the first m that fits without recompute wins unless checkpointing fits a larger m whose predicted
+ * throughput is higher. When nothing fits, err states the smallest budget that would, by category. */
+snug_status snug_plan_choose(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t *micro_batch,
+                             snug_checkpoint_policy *policy, snug_error *err);
 
 /* Runs the epochs of cfg over the dataset, calling cfg->progress after each optimizer step. */
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *train, snug_error *err);

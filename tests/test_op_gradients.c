@@ -2,9 +2,10 @@
  * than the planned one, deterministic conv2d reductions, the loss value, max-pool ties and NaN, and the shape
  * errors the builder reports.
  *
- * Each check builds a tiny graph with the public builder, binds the node under test by hand (buffers sized
- * exactly from saved_bytes and workspace_bytes, so ASan catches an op that overruns them), and compares the
- * analytic gradient of L = sum(out * R) (the loss op: L = loss_scale * sum(out)) with central differences. */
+ * Each check builds a tiny graph with the public builder, binds the node under test by hand (op_test_util.h:
+ * buffers sized exactly from saved_bytes and workspace_bytes, so ASan catches an op that overruns them), and
+ * compares the analytic gradient of L = sum(out * R) (the loss op: L = loss_scale * sum(out)) with central
+ * differences. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,207 +19,9 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
-
-/* ---- a seeded RNG (splitmix64) ------------------------------------------------------------------------ */
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float rng_sym(uint64_t *s) { return (float)((double)(rng_next(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f; }
-
-static void fill_sym(float *v, size_t n, uint64_t *s) {
-    for (size_t i = 0; i < n; i++) v[i] = rng_sym(s);
-}
-
-/* ---- binding one node by hand --------------------------------------------------------------------------- */
-
-typedef enum fill_kind {
-    FILL_PLAIN,      /* uniform [-1, 1) */
-    FILL_AWAY_ZERO,  /* |x| in [0.1, 1): a step of 1e-2 never crosses relu's kink */
-    FILL_DISTINCT,   /* a shuffled ramp with gaps of 0.05: a step of 1e-2 never changes a max-pool argmax */
-} fill_kind;
-
-typedef struct fixture {
-    snug_graph *g;
-    const graph_node *node;
-    const op_desc *op;
-    size_t m_plan, in_n, out_n;
-    float *x, *y, *dx, *r;
-    float *w[NODE_MAX_PARAMS], *dw[NODE_MAX_PARAMS];
-    size_t wn[NODE_MAX_PARAMS];
-    int n_w;
-    int32_t *targets;
-    void *saved, *work;
-    op_call c;
-} fixture;
-
-static void *xmalloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    assert_non_null(p);
-    return p;
-}
-
-static void fill_input(float *x, size_t n, fill_kind kind, uint64_t *s) {
-    if (kind == FILL_DISTINCT) {
-        size_t *perm = xmalloc(n * sizeof *perm);
-        for (size_t i = 0; i < n; i++) perm[i] = i;
-        for (size_t i = n; i > 1; i--) {
-            size_t j = (size_t)(rng_next(s) % i), t = perm[i - 1];
-            perm[i - 1] = perm[j];
-            perm[j] = t;
-        }
-        for (size_t i = 0; i < n; i++) x[i] = ((float)perm[i] - (float)n / 2) * 0.05f;
-        free(perm);
-        return;
-    }
-    fill_sym(x, n, s);
-    if (kind == FILL_AWAY_ZERO)
-        for (size_t i = 0; i < n; i++) x[i] = x[i] < 0 ? x[i] * 0.9f - 0.1f : x[i] * 0.9f + 0.1f;
-}
-
-/* Binds node `node` of g for a planned micro-batch m_plan and `threads` threads; runs with c.m = m_plan. */
-static void fixture_init(fixture *f, snug_graph *g, int node, size_t m_plan, int threads, fill_kind kind,
-                         uint64_t seed) {
-    snug_error err;
-    assert_int_equal(snug_graph_check(g, &err), SNUG_OK);
-    memset(f, 0, sizeof *f);
-    uint64_t s = seed;
-    f->g = g;
-    f->node = &g->nodes[node];
-    f->op = f->node->op;
-    f->m_plan = m_plan;
-    f->in_n = g->tensors[f->node->inputs[0]].numel;
-    f->out_n = g->tensors[f->node->output].numel;
-    f->x = xmalloc(m_plan * f->in_n * sizeof(float));
-    f->dx = xmalloc(m_plan * f->in_n * sizeof(float));
-    f->y = xmalloc(m_plan * f->out_n * sizeof(float));
-    f->r = xmalloc(m_plan * f->out_n * sizeof(float));
-    fill_input(f->x, m_plan * f->in_n, kind, &s);
-    fill_sym(f->r, m_plan * f->out_n, &s);
-    f->n_w = f->node->n_params;
-    for (int i = 0; i < f->n_w; i++) {
-        f->wn[i] = g->params[f->node->params[i]].numel;
-        f->w[i] = xmalloc(f->wn[i] * sizeof(float));
-        f->dw[i] = xmalloc(f->wn[i] * sizeof(float));
-        fill_sym(f->w[i], f->wn[i], &s);
-    }
-    f->saved = xmalloc(f->op->saved_bytes(g, f->node) * m_plan);
-    f->work = xmalloc(f->op->workspace_bytes(g, f->node, m_plan, threads));
-    f->targets = xmalloc(m_plan * sizeof(int32_t));
-    f->c = (op_call){.g = g, .node = f->node, .m = m_plan, .threads = threads, .out = f->y, .saved = f->saved,
-                     .work = f->work, .targets = f->targets, .loss_scale = 1.0f};
-    f->c.in[0] = f->x;
-    f->c.din[0] = f->dx;
-    f->c.dout = (f->op->flags & OP_IS_LOSS) ? NULL : f->r;
-    for (int i = 0; i < f->n_w; i++) {
-        f->c.w[i] = f->w[i];
-        f->c.dw[i] = f->dw[i];
-    }
-}
-
-static void fixture_free(fixture *f) {
-    free(f->x), free(f->dx), free(f->y), free(f->r), free(f->saved), free(f->work), free(f->targets);
-    for (int i = 0; i < f->n_w; i++) free(f->w[i]), free(f->dw[i]);
-    snug_graph_free(f->g);
-}
-
-/* L for the current inputs and parameters, accumulated in double. */
-static double loss_of(fixture *f) {
-    f->op->forward(&f->c);
-    const size_t n = f->c.m * f->out_n;
-    double l = 0.0;
-    for (size_t i = 0; i < n; i++)
-        l += (f->op->flags & OP_IS_LOSS) ? (double)f->y[i] * f->c.loss_scale : (double)f->y[i] * f->r[i];
-    return l;
-}
-
-static void zero_grads(fixture *f) {
-    memset(f->dx, 0, f->m_plan * f->in_n * sizeof(float));
-    for (int i = 0; i < f->n_w; i++) memset(f->dw[i], 0, f->wn[i] * sizeof(float));
-}
-
-/* Zeroed gradients, then forward and one backward. */
-static void analytic(fixture *f) {
-    zero_grads(f);
-    f->op->forward(&f->c);
-    f->op->backward(&f->c);
-}
-
-/* Compares grad with central differences of L in every element of v; the bound is relative to the element
- * and to the mean gradient magnitude (so elements with a near-zero gradient are not held to 1e-3 of nothing). */
-static void check_fd(fixture *f, float *v, const float *grad, size_t n, float h, double tol, const char *what) {
-    double *fd = xmalloc(n * sizeof *fd), mean = 0.0, worst = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const float keep = v[i], up = keep + h, down = keep - h;
-        v[i] = up;
-        double lp = loss_of(f);
-        v[i] = down;
-        double lm = loss_of(f);
-        v[i] = keep;
-        fd[i] = (lp - lm) / ((double)up - (double)down);
-        mean += fabs(fd[i]) / (double)n;
-    }
-    for (size_t i = 0; i < n; i++) {
-        double diff = fabs((double)grad[i] - fd[i]), bound = tol * (fabs(fd[i]) + mean + 1e-6);
-        if (diff / (fabs(fd[i]) + mean + 1e-6) > worst) worst = diff / (fabs(fd[i]) + mean + 1e-6);
-        if (diff > bound)
-            fail_msg("%s %s[%zu]: analytic %.7g, finite difference %.7g (tolerance %.1e)", f->op->kind, what, i,
-                     (double)grad[i], fd[i], tol);
-    }
-    print_message("%-22s %-7s n=%-4zu m=%zu/%zu: max relative error %.2e\n", f->op->kind, what, n, f->c.m,
-                  f->m_plan, worst);
-    free(fd);
-}
-
-/* Every gradient of the node: the input's (unless the op has no backward into it) and every parameter's. */
-static void check_all(fixture *f, size_t m_run, float h, double tol) {
-    f->c.m = m_run;
-    analytic(f);
-    const size_t nx = m_run * f->in_n;
-    float *dx = xmalloc(nx * sizeof(float));
-    memcpy(dx, f->dx, nx * sizeof(float));
-    /* Rows past m_run belong to nobody: the op must not have touched them. */
-    for (size_t i = nx; i < f->m_plan * f->in_n; i++) assert_true(f->dx[i] == 0.0f);
-    float *dw[NODE_MAX_PARAMS];
-    for (int i = 0; i < f->n_w; i++) {
-        dw[i] = xmalloc(f->wn[i] * sizeof(float));
-        memcpy(dw[i], f->dw[i], f->wn[i] * sizeof(float));
-    }
-    check_fd(f, f->x, dx, nx, h, tol, "input");
-    for (int i = 0; i < f->n_w; i++) {
-        check_fd(f, f->w[i], dw[i], f->wn[i], h, tol, f->g->params[f->node->params[i]].name);
-        free(dw[i]);
-    }
-    free(dx);
-}
-
-/* Two backward calls without zeroing in between give twice the gradient of one. */
-static void check_backward_adds(fixture *f) {
-    analytic(f);
-    const size_t nx = f->c.m * f->in_n;
-    float *once = xmalloc(nx * sizeof(float));
-    memcpy(once, f->dx, nx * sizeof(float));
-    float *wonce[NODE_MAX_PARAMS];
-    for (int i = 0; i < f->n_w; i++) {
-        wonce[i] = xmalloc(f->wn[i] * sizeof(float));
-        memcpy(wonce[i], f->dw[i], f->wn[i] * sizeof(float));
-    }
-    f->op->backward(&f->c);
-    for (size_t i = 0; i < nx; i++) assert_float_equal(f->dx[i], 2.0f * once[i], 1e-5f * (1.0f + fabsf(once[i])));
-    for (int p = 0; p < f->n_w; p++) {
-        for (size_t i = 0; i < f->wn[p]; i++)
-            assert_float_equal(f->dw[p][i], 2.0f * wonce[p][i], 1e-5f * (1.0f + fabsf(wonce[p][i])));
-        free(wonce[p]);
-    }
-    free(once);
-}
 
 /* ---- graphs ---------------------------------------------------------------------------------------------- */
 
@@ -260,8 +63,8 @@ static int threads(void) { return omp_get_max_threads(); }
 static void test_linear_gradients(void **state) {
     (void)state;
     for (size_t m = 1; m <= 3; m += 2) {
-        fixture f;
-        fixture_init(&f, linear_graph(5, 7), 2, m, threads(), FILL_PLAIN, 11 + m);
+        op_fixture f;
+        op_fixture_init(&f, linear_graph(5, 7), 2, m, threads(), FILL_PLAIN, 11 + m);
         assert_int_equal(f.g->tensors[f.node->output].shape.dims[0], 7);
         assert_int_equal(f.g->params[f.node->params[0]].shape.dims[0], 7);
         assert_int_equal(f.g->params[f.node->params[0]].shape.dims[1], 5);
@@ -272,41 +75,41 @@ static void test_linear_gradients(void **state) {
         for (size_t i = 0; i < m; i++)
             for (size_t o = 0; o < 7; o++) {
                 double want = f.w[1][o];
-                for (size_t j = 0; j < 5; j++) want += (double)f.w[0][o * 5 + j] * f.x[i * 5 + j];
+                for (size_t j = 0; j < 5; j++) want += (double)f.w[0][o * 5 + j] * f.x[0][i * 5 + j];
                 assert_float_equal(f.y[i * 7 + o], want, 1e-5);
             }
-        check_all(&f, m, 1e-2f, TOL_LINEAR);
-        check_backward_adds(&f);
-        fixture_free(&f);
+        op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+        op_check_backward_adds(&f);
+        op_fixture_free(&f);
     }
 }
 
 static void test_linear_smaller_micro_batch(void **state) {
     (void)state;
-    fixture f;
-    fixture_init(&f, linear_graph(9, 4), 2, 6, threads(), FILL_PLAIN, 5);
-    check_all(&f, 2, 1e-2f, TOL_LINEAR);
-    fixture_free(&f);
+    op_fixture f;
+    op_fixture_init(&f, linear_graph(9, 4), 2, 6, threads(), FILL_PLAIN, 5);
+    op_check_all(&f, 2, 1e-2f, TOL_LINEAR);
+    op_fixture_free(&f);
 }
 
 /* din may be NULL (the first layer): parameter gradients are still computed. */
 static void test_linear_without_input_gradient(void **state) {
     (void)state;
-    fixture f, ref;
-    fixture_init(&f, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
-    fixture_init(&ref, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
+    op_fixture f, ref;
+    op_fixture_init(&f, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
+    op_fixture_init(&ref, linear_graph(5, 7), 2, 3, threads(), FILL_PLAIN, 21);
     f.c.din[0] = NULL;
-    analytic(&f);
-    analytic(&ref);
+    op_fixture_analytic(&f);
+    op_fixture_analytic(&ref);
     for (int p = 0; p < f.n_w; p++) assert_memory_equal(f.dw[p], ref.dw[p], f.wn[p] * sizeof(float));
-    fixture_free(&f);
-    fixture_free(&ref);
+    op_fixture_free(&f);
+    op_fixture_free(&ref);
 }
 
 /* ---- conv2d ---------------------------------------------------------------------------------------------- */
 
 /* A direct convolution in double: out[n][o][i][j] at one point. */
-static double conv_direct(const fixture *f, size_t n, size_t o, size_t i, size_t j) {
+static double conv_direct(const op_fixture *f, size_t n, size_t o, size_t i, size_t j) {
     const conv2d_params *p = &f->node->p.conv2d;
     const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape;
     const size_t C = in->dims[0], H = in->dims[1], W = in->dims[2], k = p->kernel;
@@ -318,13 +121,13 @@ static double conv_direct(const fixture *f, size_t n, size_t o, size_t i, size_t
                 long iw = (long)(j * p->stride + b) - (long)p->padding;
                 if (ih < 0 || iw < 0 || ih >= (long)H || iw >= (long)W) continue;
                 acc += (double)f->w[0][((o * C + c) * k + a) * k + b] *
-                       f->x[((n * C + c) * H + (size_t)ih) * W + (size_t)iw];
+                       f->x[0][((n * C + c) * H + (size_t)ih) * W + (size_t)iw];
             }
     return acc;
 }
 
 /* The forward values of the first m samples against the direct convolution. */
-static void check_conv_forward(fixture *f, size_t m) {
+static void check_conv_forward(op_fixture *f, size_t m) {
     f->c.m = m;
     f->op->forward(&f->c);
     const snug_shape *out = &f->g->tensors[f->node->output].shape;
@@ -352,13 +155,13 @@ static void test_conv2d_gradients(void **state) {
     for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++) {
         const conv_case *k = &conv_cases[i];
         for (size_t m = 1; m <= 3; m += 2) {
-            fixture f;
-            fixture_init(&f, conv_graph(k->c, k->h, k->w, k->co, k->k, k->s, k->p), 1, m, threads(), FILL_PLAIN,
-                         100 * i + m);
+            op_fixture f;
+            op_fixture_init(&f, conv_graph(k->c, k->h, k->w, k->co, k->k, k->s, k->p), 1, m, threads(),
+                            FILL_PLAIN, 100 * i + m);
             check_conv_forward(&f, m);
-            check_all(&f, m, 1e-2f, TOL_LINEAR);
-            check_backward_adds(&f);
-            fixture_free(&f);
+            op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+            op_check_backward_adds(&f);
+            op_fixture_free(&f);
         }
     }
 }
@@ -394,46 +197,46 @@ static void test_conv2d_shapes_and_costs(void **state) {
 static void test_conv2d_smaller_micro_batch_and_threads(void **state) {
     (void)state;
     for (size_t m_run = 2; m_run <= 4; m_run += 2) {
-        fixture f;
-        fixture_init(&f, conv_graph(3, 7, 5, 4, 3, 2, 1), 1, 5, 3, FILL_PLAIN, 40 + m_run);
-        check_all(&f, m_run, 1e-2f, TOL_LINEAR);
-        fixture_free(&f);
+        op_fixture f;
+        op_fixture_init(&f, conv_graph(3, 7, 5, 4, 3, 2, 1), 1, 5, 3, FILL_PLAIN, 40 + m_run);
+        op_check_all(&f, m_run, 1e-2f, TOL_LINEAR);
+        op_fixture_free(&f);
     }
 }
 
 /* Per-thread partial sums reduced in thread order: the same thread count gives the same bits. */
 static void test_conv2d_deterministic(void **state) {
     (void)state;
-    fixture f;
-    fixture_init(&f, conv_graph(4, 9, 9, 8, 3, 1, 1), 1, 8, 4, FILL_PLAIN, 77);
-    analytic(&f);
-    float *first = xmalloc(f.wn[0] * sizeof(float));
+    op_fixture f;
+    op_fixture_init(&f, conv_graph(4, 9, 9, 8, 3, 1, 1), 1, 8, 4, FILL_PLAIN, 77);
+    op_fixture_analytic(&f);
+    float *first = op_test_xmalloc(f.wn[0] * sizeof(float));
     memcpy(first, f.dw[0], f.wn[0] * sizeof(float));
     for (int rep = 0; rep < 3; rep++) {
-        analytic(&f);
+        op_fixture_analytic(&f);
         assert_memory_equal(first, f.dw[0], f.wn[0] * sizeof(float));
     }
     free(first);
-    fixture_free(&f);
+    op_fixture_free(&f);
 }
 
 /* Large enough that the plain loop lowers with parallel im2col/col2im and the sample-parallel path with serial
  * ones: both agree with each other and with a direct convolution. */
 static void test_conv2d_paths_agree(void **state) {
     (void)state;
-    fixture par, seq;
-    fixture_init(&par, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 4, FILL_PLAIN, 9);
-    fixture_init(&seq, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 1, FILL_PLAIN, 9);
+    op_fixture par, seq;
+    op_fixture_init(&par, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 4, FILL_PLAIN, 9);
+    op_fixture_init(&seq, conv_graph(8, 24, 23, 5, 3, 1, 1), 1, 4, 1, FILL_PLAIN, 9);
     check_conv_forward(&seq, 4);
-    analytic(&par);
-    analytic(&seq);
+    op_fixture_analytic(&par);
+    op_fixture_analytic(&seq);
     for (size_t i = 0; i < 4 * par.out_n; i++) assert_float_equal(par.y[i], seq.y[i], 1e-5f);
-    for (size_t i = 0; i < 4 * par.in_n; i++) assert_float_equal(par.dx[i], seq.dx[i], 1e-5f);
+    for (size_t i = 0; i < 4 * par.in_n[0]; i++) assert_float_equal(par.dx[0][i], seq.dx[0][i], 1e-5f);
     for (int p = 0; p < 2; p++)
         for (size_t i = 0; i < par.wn[p]; i++)
             assert_float_equal(par.dw[p][i], seq.dw[p][i], 1e-4f * (1.0f + fabsf(seq.dw[p][i])));
-    fixture_free(&par);
-    fixture_free(&seq);
+    op_fixture_free(&par);
+    op_fixture_free(&seq);
 }
 
 /* ---- relu ------------------------------------------------------------------------------------------------ */
@@ -443,12 +246,12 @@ static void test_relu_gradients(void **state) {
     for (size_t m = 1; m <= 3; m += 2) {
         snug_graph *g = snug_graph_new("t");
         snug_relu(g, "act", snug_input(g, "x", 2, 3, 5));
-        fixture f;
-        fixture_init(&f, g, 1, m, threads(), FILL_AWAY_ZERO, 300 + m);
+        op_fixture f;
+        op_fixture_init(&f, g, 1, m, threads(), FILL_AWAY_ZERO, 300 + m);
         assert_true(f.op->flags & OP_KEEPS_OUTPUT);
-        check_all(&f, m, 1e-2f, TOL_LINEAR);
-        check_backward_adds(&f);
-        fixture_free(&f);
+        op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+        op_check_backward_adds(&f);
+        op_fixture_free(&f);
     }
 }
 
@@ -457,26 +260,26 @@ static void test_relu_large_and_nan(void **state) {
     (void)state;
     snug_graph *g = snug_graph_new("t");
     snug_relu(g, "act", snug_input(g, "x", 8, 64, 64));
-    fixture f;
-    fixture_init(&f, g, 1, 3, threads(), FILL_PLAIN, 5);
-    f.x[7] = NAN;
-    analytic(&f);
-    for (size_t i = 0; i < 3 * f.in_n; i++) {
+    op_fixture f;
+    op_fixture_init(&f, g, 1, 3, threads(), FILL_PLAIN, 5);
+    f.x[0][7] = NAN;
+    op_fixture_analytic(&f);
+    for (size_t i = 0; i < 3 * f.in_n[0]; i++) {
         if (i == 7) {
             assert_true(isnan(f.y[i]));
-            assert_true(f.dx[i] == 0.0f);
+            assert_true(f.dx[0][i] == 0.0f);
         } else {
-            assert_true(f.y[i] == (f.x[i] > 0 ? f.x[i] : 0.0f));
-            assert_true(f.dx[i] == (f.x[i] > 0 ? f.r[i] : 0.0f));
+            assert_true(f.y[i] == (f.x[0][i] > 0 ? f.x[0][i] : 0.0f));
+            assert_true(f.dx[0][i] == (f.x[0][i] > 0 ? f.r[i] : 0.0f));
         }
     }
-    fixture_free(&f);
+    op_fixture_free(&f);
 }
 
 /* ---- maxpool2d ------------------------------------------------------------------------------------------- */
 
 /* The forward values of the first m samples against a direct maximum over each window. */
-static void check_pool_forward(fixture *f, size_t m) {
+static void check_pool_forward(op_fixture *f, size_t m) {
     f->c.m = m;
     f->op->forward(&f->c);
     const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape, *out = &f->g->tensors[f->node->output].shape;
@@ -486,7 +289,7 @@ static void check_pool_forward(fixture *f, size_t m) {
             for (size_t j = 0; j < out->dims[2]; j++) {
                 float mx = -INFINITY;
                 for (size_t a = 0; a < k; a++)
-                    for (size_t b = 0; b < k; b++) mx = fmaxf(mx, f->x[(pl * H + i * st + a) * W + j * st + b]);
+                    for (size_t b = 0; b < k; b++) mx = fmaxf(mx, f->x[0][(pl * H + i * st + a) * W + j * st + b]);
                 assert_true(f->y[(pl * out->dims[1] + i) * out->dims[2] + j] == mx);
             }
 }
@@ -496,45 +299,45 @@ static void test_maxpool2d_gradients(void **state) {
     const size_t cases[][5] = {{2, 7, 5, 2, 2}, {3, 6, 5, 3, 2}, {1, 4, 4, 2, 1}};
     for (size_t i = 0; i < 3; i++) {
         for (size_t m = 1; m <= 3; m += 2) {
-            fixture f;
-            fixture_init(&f, pool_graph(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), 1, m,
-                         threads(), FILL_DISTINCT, 500 + 10 * i + m);
+            op_fixture f;
+            op_fixture_init(&f, pool_graph(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), 1,
+                            m, threads(), FILL_DISTINCT, 500 + 10 * i + m);
             assert_int_equal(f.op->saved_bytes(f.g, f.node), f.out_n * 4);
             check_pool_forward(&f, m);
-            check_all(&f, m, 1e-2f, TOL_LINEAR);
-            check_backward_adds(&f);
-            fixture_free(&f);
+            op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+            op_check_backward_adds(&f);
+            op_fixture_free(&f);
         }
     }
-    fixture f;
-    fixture_init(&f, pool_graph(2, 7, 5, 2, 2), 1, 5, threads(), FILL_DISTINCT, 3);
+    op_fixture f;
+    op_fixture_init(&f, pool_graph(2, 7, 5, 2, 2), 1, 5, threads(), FILL_DISTINCT, 3);
     const snug_shape *out = &f.g->tensors[f.node->output].shape;
     assert_int_equal(out->dims[1], 3); /* floor((7 - 2) / 2) + 1 */
     assert_int_equal(out->dims[2], 2);
-    check_all(&f, 2, 1e-2f, TOL_LINEAR); /* planned 5, runs 2 */
-    fixture_free(&f);
+    op_check_all(&f, 2, 1e-2f, TOL_LINEAR); /* planned 5, runs 2 */
+    op_fixture_free(&f);
 }
 
 /* Ties go to the first maximum; a NaN wins its window and propagates. */
 static void test_maxpool2d_ties_and_nan(void **state) {
     (void)state;
-    fixture f;
-    fixture_init(&f, pool_graph(1, 2, 4, 2, 2), 1, 1, threads(), FILL_PLAIN, 1);
+    op_fixture f;
+    op_fixture_init(&f, pool_graph(1, 2, 4, 2, 2), 1, 1, threads(), FILL_PLAIN, 1);
     const float x[8] = {1, 3, 5, 0, 3, 2, NAN, 5};
-    memcpy(f.x, x, sizeof x);
+    memcpy(f.x[0], x, sizeof x);
     f.r[0] = 1.0f, f.r[1] = 2.0f;
-    analytic(&f);
+    op_fixture_analytic(&f);
     assert_true(f.y[0] == 3.0f);
     assert_true(isnan(f.y[1]));
     const float want[8] = {0, 1, 0, 0, 0, 0, 2, 0};
-    for (int i = 0; i < 8; i++) assert_true(f.dx[i] == want[i]);
-    fixture_free(&f);
+    for (int i = 0; i < 8; i++) assert_true(f.dx[0][i] == want[i]);
+    op_fixture_free(&f);
 }
 
 /* ---- softmax cross-entropy ------------------------------------------------------------------------------- */
 
 /* Four items, one ignored and one with an out-of-range target (treated as ignored): N = 2. */
-static void xent_targets(fixture *f) {
+static void xent_targets(op_fixture *f) {
     const int32_t t[4] = {3, SNUG_IGNORE_TARGET, 0, 9};
     memcpy(f->targets, t, sizeof t);
     f->c.loss_scale = 0.5f;
@@ -542,35 +345,35 @@ static void xent_targets(fixture *f) {
 
 static void test_softmax_xent_gradients(void **state) {
     (void)state;
-    fixture f;
-    fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 900);
-    for (size_t i = 0; i < 4 * 6; i++) f.x[i] *= 3.0f;
+    op_fixture f;
+    op_fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 900);
+    for (size_t i = 0; i < 4 * 6; i++) f.x[0][i] *= 3.0f;
     xent_targets(&f);
     assert_int_equal(f.g->tensors[f.node->output].shape.dims[0], 1);
     assert_int_equal(f.op->saved_bytes(f.g, f.node), 6 * 4);
-    check_all(&f, 4, 1e-3f, TOL_SOFTMAX);
-    check_backward_adds(&f);
+    op_check_all(&f, 4, 1e-3f, TOL_SOFTMAX);
+    op_check_backward_adds(&f);
     /* Ignored items get no gradient at all. */
-    analytic(&f);
-    for (size_t j = 0; j < 6; j++) assert_true(f.dx[6 + j] == 0.0f && f.dx[18 + j] == 0.0f);
-    check_all(&f, 3, 1e-3f, TOL_SOFTMAX); /* planned 4, runs 3 */
-    fixture_free(&f);
+    op_fixture_analytic(&f);
+    for (size_t j = 0; j < 6; j++) assert_true(f.dx[0][6 + j] == 0.0f && f.dx[0][18 + j] == 0.0f);
+    op_check_all(&f, 3, 1e-3f, TOL_SOFTMAX); /* planned 4, runs 3 */
+    op_fixture_free(&f);
 }
 
 /* The loss value against a double-precision reference, also for logits that overflow a naive exp. */
 static void test_softmax_xent_value(void **state) {
     (void)state;
-    fixture f;
-    fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 901);
+    op_fixture f;
+    op_fixture_init(&f, xent_graph(6), 2, 4, threads(), FILL_PLAIN, 901);
     xent_targets(&f);
-    for (size_t j = 0; j < 6; j++) f.x[12 + j] += 1000.0f; /* item 2: large logits */
+    for (size_t j = 0; j < 6; j++) f.x[0][12 + j] += 1000.0f; /* item 2: large logits */
     f.op->forward(&f.c);
     for (size_t i = 0; i < 4; i++) {
         if (i == 1 || i == 3) {
             assert_true(f.y[i] == 0.0f);
             continue;
         }
-        const float *x = f.x + i * 6;
+        const float *x = f.x[0] + i * 6;
         double mx = x[0], sum = 0.0;
         for (int j = 1; j < 6; j++) mx = x[j] > mx ? x[j] : mx;
         for (int j = 0; j < 6; j++) sum += exp((double)x[j] - mx);
@@ -584,7 +387,7 @@ static void test_softmax_xent_value(void **state) {
         for (size_t j = 0; j < 6; j++) s += ((const float *)f.saved)[i * 6 + j];
         assert_float_equal(s, 1.0, 1e-5);
     }
-    fixture_free(&f);
+    op_fixture_free(&f);
 }
 
 /* ---- flatten and input ----------------------------------------------------------------------------------- */
@@ -619,40 +422,31 @@ static void test_flatten_and_input(void **state) {
 
 /* ---- shape errors through the builder -------------------------------------------------------------------- */
 
-static void expect_error(snug_graph *g, snug_status status, const char *const *needles) {
-    snug_error err;
-    assert_int_equal(snug_graph_check(g, &err), status);
-    print_message("error: %s\n", err.message);
-    for (; *needles; needles++)
-        if (!strstr(err.message, *needles)) fail_msg("'%s' not in the message: %s", *needles, err.message);
-    snug_graph_free(g);
-}
-
 static void test_shape_errors(void **state) {
     (void)state;
     snug_graph *g = snug_graph_new("t");
     snug_conv2d(g, "c1", snug_input(g, "x", 1, 3, 3), 4, 5, 1, 0);
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "(1, 3, 3)", "5x5", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "(1, 3, 3)", "5x5", NULL});
 
     g = snug_graph_new("t");
     snug_conv2d(g, "c1", snug_input(g, "x", 1, 3, 3), 4, 3, 0, 0);
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "stride 0", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "stride 0", NULL});
 
     g = snug_graph_new("t");
     snug_conv2d(g, "c2", snug_flatten(g, "f", snug_input(g, "x", 1, 3, 3)), 4, 1, 1, 0);
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c2'", "(9)", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c2'", "(9)", NULL});
 
     g = snug_graph_new("t");
     snug_linear(g, "fc1", snug_input(g, "x", 32, 7, 7), 10);
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"linear", "'fc1'", "(32, 7, 7)", "flatten", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"linear", "'fc1'", "(32, 7, 7)", "flatten", NULL});
 
     g = snug_graph_new("t");
     snug_maxpool2d(g, "p1", snug_input(g, "x", 2, 3, 5), 4, 2);
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"maxpool2d", "'p1'", "(2, 3, 5)", "4x4", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"maxpool2d", "'p1'", "(2, 3, 5)", "4x4", NULL});
 
     g = snug_graph_new("t");
     snug_softmax_cross_entropy(g, "loss", snug_input(g, "x", 10, 1, 1));
-    expect_error(g, SNUG_E_SHAPE, (const char *const[]){"softmax", "'loss'", "(10, 1, 1)", "flatten", NULL});
+    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"softmax", "'loss'", "(10, 1, 1)", "flatten", NULL});
 }
 
 int main(void) {

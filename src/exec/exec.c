@@ -1,4 +1,5 @@
-/* Forward walks the nodes in order, backward in reverse; both only fill in m and run the op tables. */
+/* Forward runs the forward steps of the schedule; backward runs the rest (recompute and backward) but the update.
+ * Every pointer is bound once, at plan time: a step only fills in m and the random key. */
 #include "exec/exec.h"
 
 #include <stdlib.h>
@@ -6,100 +7,142 @@
 
 #include "core/error.h"
 
-static snug_status reserve_buffers(exec *x, snug_mem *mem, snug_error *err) {
-    for (int i = 0; i < x->p->n_bufs; i++) {
-        const plan_buffer *b = &x->p->bufs[i];
-        /* The allocator's message reads "<owner> <category> need ...", e.g. "conv2 activations need". */
-        x->buf[i] = snug_mem_alloc(mem, b->cat, b->bytes, plan_buffer_owner(x->g, b), err);
-        if (!x->buf[i]) return err ? err->status : SNUG_E_OOM;
-    }
-    return SNUG_OK;
+static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
+
+/* The memory of tensor t's value as step s sees it: the data buffer for the graph input, else the forward
+ * instance, or the recomputed one once forward is over. */
+static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
+    const snug_graph *g = x->g;
+    t = plan_base_tensor(g, t);
+    if (g->tensors[t].producer == g->input_node) return x->input;
+    const plan *p = x->p;
+    int b = after_forward && p->value_rec[t] >= 0 ? p->value_rec[t] : p->value_fwd[t];
+    return buf_ptr(x, b);
 }
 
-static void *buf_or_null(const exec *x, int i) { return i >= 0 ? x->buf[i] : NULL; }
-
-static void bind_call(exec *x, int n) {
+static void bind_step(exec *x, int s) {
     const snug_graph *g = x->g;
     const plan *p = x->p;
-    const graph_node *nd = &g->nodes[n];
-    op_call *c = &x->calls[n];
-    *c = (op_call){.g = g, .node = nd, .m = p->m, .threads = p->threads};
+    const sched_step *st = &p->steps[s];
+    op_call *c = &x->calls[s];
+    memset(c, 0, sizeof *c);
+    if (st->node < 0) return;
+    const graph_node *nd = &g->nodes[st->node];
+    bool after = st->phase != SNUG_PHASE_FORWARD;
+    *c = (op_call){.g = g, .node = nd, .m = p->m, .threads = p->threads, .work = x->workspace};
     for (int i = 0; i < nd->n_inputs; i++) {
-        c->in[i] = buf_or_null(x, p->value_buf[nd->inputs[i]]);
-        c->din[i] = buf_or_null(x, p->grad_buf[nd->inputs[i]]);
+        c->in[i] = value_ptr(x, nd->inputs[i], after);
+        c->din[i] = buf_ptr(x, p->grad[plan_base_tensor(g, nd->inputs[i])]);
     }
-    c->out = buf_or_null(x, p->value_buf[nd->output]);
-    c->dout = buf_or_null(x, p->grad_buf[nd->output]);
+    c->out = st->phase == SNUG_PHASE_FORWARD ? buf_ptr(x, p->value_fwd[nd->output]) : value_ptr(x, nd->output, true);
+    c->dout = buf_ptr(x, p->grad[nd->output]);
+    int saved = st->phase != SNUG_PHASE_FORWARD && p->saved_rec[st->node] >= 0 ? p->saved_rec[st->node]
+                                                                                : p->saved_fwd[st->node];
+    c->saved = buf_ptr(x, saved);
     for (int i = 0; i < nd->n_params; i++) {
         size_t off = g->params[nd->params[i]].offset;
         c->w[i] = x->params + off;
         c->dw[i] = x->grads + off;
     }
-    c->saved = buf_or_null(x, p->saved_buf[n]);
-    c->work = buf_or_null(x, p->workspace_buf);
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
+}
+
+/* Gradient buffers share memory with others over the step, so each is zeroed when its lifetime begins. */
+static bool bind_zeroing(exec *x) {
+    const plan *p = x->p;
+    x->zero_start = calloc((size_t)p->n_steps + 1, sizeof *x->zero_start);
+    x->zero_list = malloc(((size_t)p->n_bufs + 1) * sizeof *x->zero_list);
+    if (!x->zero_start || !x->zero_list) return false;
+    int n = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        x->zero_start[s] = n;
+        for (int b = 0; b < p->n_bufs; b++)
+            if (p->bufs[b].kind == ACT_GRAD && p->bufs[b].first == s) x->zero_list[n++] = b;
+    }
+    x->zero_start[p->n_steps] = n;
+    return true;
+}
+
+/* Reservation order decides which block an over-budget message names: the fixed blocks first, the
+ * activation arena (which grows with m) last, named after the layer where its peak occurs. */
+static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
+    const plan *p = x->p;
+    const sched_step *peak = &p->steps[p->live_peak_step];
+    const char *peak_layer = peak->node >= 0 ? x->g->nodes[peak->node].name : "model";
+    if (!(x->params = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->params_bytes, "model", err))) return SNUG_E_OOM;
+    if (!(x->grads = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->params_bytes, "model", err))) return SNUG_E_OOM;
+    if (p->optim_bytes && !(x->optim_state = snug_mem_alloc(mem, SNUG_MEM_OPTIM, p->optim_bytes, "optimizer", err)))
+        return SNUG_E_OOM;
+    if (!(x->input = snug_mem_alloc(mem, SNUG_MEM_DATA, p->input_bytes, "input", err))) return SNUG_E_OOM;
+    if (!(x->targets = snug_mem_alloc(mem, SNUG_MEM_DATA, p->targets_bytes, "targets", err))) return SNUG_E_OOM;
+    if (p->workspace_bytes && !(x->workspace = snug_mem_alloc(mem, SNUG_MEM_WORKSPACE, p->workspace_bytes, "shared", err)))
+        return SNUG_E_OOM;
+    if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
+    return SNUG_OK;
 }
 
 snug_status exec_bind(exec *x, const snug_graph *g, const plan *p, snug_mem *mem, snug_error *err) {
     memset(x, 0, sizeof *x);
     x->g = g;
     x->p = p;
-    x->buf = calloc((size_t)p->n_bufs + 1, sizeof *x->buf);
-    x->calls = calloc((size_t)g->n_nodes + 1, sizeof *x->calls);
-    if (!x->buf || !x->calls) {
+    snug_status s = reserve(x, mem, err);
+    if (s != SNUG_OK) {
+        exec_unbind(x);
+        return err ? err->status : s;
+    }
+    x->calls = calloc((size_t)p->n_steps + 1, sizeof *x->calls);
+    if (!x->calls || !bind_zeroing(x)) {
         exec_unbind(x);
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the executor's tables");
     }
-    snug_status s = reserve_buffers(x, mem, err);
-    if (s != SNUG_OK) {
-        exec_unbind(x);
-        return s;
-    }
-    x->params = x->buf[p->params_buf];
-    x->grads = x->buf[p->grads_buf];
-    x->optim_state = buf_or_null(x, p->optim_buf);
-    x->input = x->buf[p->value_buf[g->nodes[g->input_node].output]];
-    x->targets = x->buf[p->targets_buf];
-    for (int n = 0; n < g->n_nodes; n++) bind_call(x, n);
+    for (int i = 0; i < p->n_steps; i++) bind_step(x, i);
     const graph_node *loss = &g->nodes[g->loss_node];
-    x->item_loss = x->buf[p->value_buf[loss->output]];
-    x->logits = x->buf[p->value_buf[loss->inputs[0]]];
+    x->item_loss = value_ptr(x, loss->output, false);
+    x->logits = value_ptr(x, loss->inputs[0], false);
     return SNUG_OK;
 }
 
 void exec_unbind(exec *x) {
-    free(x->buf);
     free(x->calls);
-    x->buf = NULL;
+    free(x->zero_start);
+    free(x->zero_list);
     x->calls = NULL;
+    x->zero_start = x->zero_list = NULL;
 }
 
-void exec_forward(exec *x, size_t m) {
-    for (int n = 0; n < x->g->n_nodes; n++) {
-        op_call c = x->calls[n];
-        c.m = m;
+static void set_run(op_call *c, size_t m, const exec_key *key) {
+    c->m = m;
+    c->seed = key->seed;
+    c->step = key->step;
+    c->micro = key->micro;
+    c->training = key->training;
+}
+
+void exec_forward(exec *x, size_t m, const exec_key *key) {
+    for (int s = 0; s < x->p->n_forward; s++) {
+        op_call c = x->calls[s];
+        set_run(&c, m, key);
         if (c.node->op->forward) c.node->op->forward(&c);
     }
 }
 
-/* Activation gradients are per micro-batch: zero the ones this backward will add into. Views share their
- * input's buffer, so zeroing by buffer (not by tensor) touches each once. */
-static void zero_activation_grads(exec *x, size_t m) {
+void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
     const plan *p = x->p;
-    for (int i = 0; i < p->n_bufs; i++) {
-        const plan_buffer *b = &p->bufs[i];
-        if (b->role != BUF_GRAD) continue;
-        size_t numel = x->g->tensors[x->g->nodes[b->node].output].numel;
-        memset(x->buf[i], 0, numel * m * sizeof(float));
-    }
-}
-
-void exec_backward(exec *x, size_t m, float loss_scale) {
-    zero_activation_grads(x, m);
-    for (int n = x->g->n_nodes - 1; n >= 0; n--) {
-        op_call c = x->calls[n];
-        c.m = m;
+    for (int s = p->n_forward; s < p->n_steps; s++) {
+        const sched_step *st = &p->steps[s];
+        if (st->node < 0) continue; /* the update belongs to the trainer */
+        for (int z = x->zero_start[s]; z < x->zero_start[s + 1]; z++) {
+            const act_buffer *b = &p->bufs[x->zero_list[z]];
+            memset(buf_ptr(x, x->zero_list[z]), 0, x->g->tensors[x->g->nodes[b->node].output].numel * m * sizeof(float));
+        }
+        op_call c = x->calls[s];
+        set_run(&c, m, key);
         c.loss_scale = loss_scale;
-        if (c.node->op->backward) c.node->op->backward(&c);
+        const op_desc *op = c.node->op;
+        if (st->phase == SNUG_PHASE_RECOMPUTE) {
+            if (op->forward) op->forward(&c);
+        } else if (op->backward) {
+            op->backward(&c);
+        }
     }
 }

@@ -1,5 +1,5 @@
-/* The executor: binds every op to the buffers of a plan once, then runs forward and backward over a
- * micro-batch of any size up to the planned m, allocating nothing. */
+/* The executor: reserves a plan's blocks, binds every schedule step's op call once, then runs forward and
+ * backward (with recompute) over a micro-batch of any size up to the planned m, allocating nothing. */
 #ifndef SNUG_EXEC_EXEC_H
 #define SNUG_EXEC_EXEC_H
 
@@ -7,26 +7,38 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
+/* The random key of one micro-batch: dropout masks are a function of it, so recompute replays them. micro is
+ * the micro-batch's first sample within the global batch (see op_call). */
+typedef struct exec_key {
+    uint64_t seed, step, micro;
+    bool training;
+} exec_key;
+
 typedef struct exec {
     const snug_graph *g;
     const plan *p;
-    void **buf;          /* per plan buffer: its memory */
-    op_call *calls;      /* per node: pointers bound at plan time; m and loss_scale set per run */
+    char *arena;              /* activations, at the plan's offsets */
     float *params, *grads, *optim_state;
-    float *input;        /* (m, input shape): the batcher writes here */
-    int32_t *targets;    /* (m, targets per sample) */
-    const float *item_loss;   /* (m, targets per sample): the loss op's per-item output */
-    const float *logits;      /* (m, classes): the loss op's input, for accuracy */
+    float *input;             /* (m, input shape): the batcher writes here */
+    int32_t *targets;         /* (m, targets per sample) */
+    void *workspace;
+    op_call *calls;           /* per schedule step */
+    int *zero_start;          /* per step: its gradient buffers to zero first are zero_list[zero_start[s] ..
+                                 zero_start[s + 1]) */
+    int *zero_list;
+    const float *item_loss;   /* the loss op's per-item output, valid after forward */
+    const float *logits;      /* the loss op's input, valid after forward */
 } exec;
 
-/* Reserves every buffer of p from mem, in plan order, and binds the ops. On SNUG_E_OOM, err names the buffer
- * that did not fit (the caller adds the hint). */
+/* Reserves every block of p from mem (params, grads, optim, data, workspace, activation arena) and binds the
+ * steps. On SNUG_E_OOM, err names the block that did not fit (the caller adds the hint). */
 snug_status exec_bind(exec *x, const snug_graph *g, const plan *p, snug_mem *mem, snug_error *err);
 void exec_unbind(exec *x);
 
 /* Forward over the first m samples of the input buffer. */
-void exec_forward(exec *x, size_t m);
-/* Backward from the loss, scaled by loss_scale (1/N), adding into the parameter gradients. */
-void exec_backward(exec *x, size_t m, float loss_scale);
+void exec_forward(exec *x, size_t m, const exec_key *key);
+/* Backward (with the plan's recompute) from the loss, scaled by loss_scale (1/N), adding into the parameter
+ * gradients. key must be the one forward used. */
+void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key);
 
 #endif

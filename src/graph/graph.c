@@ -193,6 +193,16 @@ snug_tensor snug_softmax_cross_entropy(snug_graph *g, const char *name, snug_ten
     return t;
 }
 
+snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b) {
+    snug_tensor in[2] = {a, b};
+    return add_node(g, &op_add, name, in, 2, no_params(), NULL);
+}
+
+snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p) {
+    op_params params = {.dropout = {.p = p}};
+    return add_node(g, &op_dropout, name, &x, 1, params, NULL);
+}
+
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t) {
     if (!g || t < 0 || t >= g->n_tensors) return (snug_shape){0};
     return g->tensors[t].shape;

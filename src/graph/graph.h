@@ -15,11 +15,13 @@ struct op_desc;
 typedef struct linear_params { size_t out_features; } linear_params;
 typedef struct conv2d_params { size_t out_channels, kernel, stride, padding; } conv2d_params;
 typedef struct pool2d_params { size_t kernel, stride; } pool2d_params;
+typedef struct dropout_params { float p; } dropout_params;
 
 typedef union op_params {
     linear_params linear;
     conv2d_params conv2d;
     pool2d_params pool2d;
+    dropout_params dropout;
 } op_params;
 
 /* How a parameter starts: PyTorch's defaults, so runs compare with PyTorch. */

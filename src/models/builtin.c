@@ -1,5 +1,6 @@
 /* The built-in models, with the shapes of the benchmark workloads in docs/architecture.md. They are built
  * through the public builder API, exactly as a user would build their own. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -35,13 +36,40 @@ static snug_graph *build_cnn(void) {
     return g;
 }
 
+#define RESMLP_WIDTH 256
+#define RESMLP_BLOCKS 32
+
+/* A deep chain for checkpointing: flatten, linear 784->256, then 32 residual blocks
+ * x = x + dropout(relu(linear(x, 256)), 0.1), then linear 256->10. Every block's output feeds the next block
+ * twice (its linear and its add), so the residuals cross any segment boundary a checkpoint policy draws. */
+static snug_graph *build_resmlp(void) {
+    snug_graph *g = snug_graph_new("resmlp");
+    if (!g) return NULL;
+    snug_tensor x = snug_input(g, "input", 1, 28, 28);
+    x = snug_flatten(g, "flatten", x);
+    x = snug_linear(g, "fc_in", x, RESMLP_WIDTH);
+    for (int i = 1; i <= RESMLP_BLOCKS; i++) {
+        char fc[32], relu[32], drop[32], add[32];
+        snprintf(fc, sizeof fc, "block%d.fc", i);
+        snprintf(relu, sizeof relu, "block%d.relu", i);
+        snprintf(drop, sizeof drop, "block%d.drop", i);
+        snprintf(add, sizeof add, "block%d.add", i);
+        snug_tensor h = snug_relu(g, relu, snug_linear(g, fc, x, RESMLP_WIDTH));
+        h = snug_dropout(g, drop, h, 0.1f);
+        x = snug_add(g, add, x, h);
+    }
+    x = snug_linear(g, "fc_out", x, 10);
+    snug_softmax_cross_entropy(g, "loss", x);
+    return g;
+}
+
 typedef struct builtin_model {
     const char *name;
     snug_graph *(*build)(void);
 } builtin_model;
 
-static const builtin_model models[] = {{"mlp", build_mlp}, {"cnn", build_cnn}};
-static const char *const model_names[] = {"mlp", "cnn", NULL};
+static const builtin_model models[] = {{"mlp", build_mlp}, {"cnn", build_cnn}, {"resmlp", build_resmlp}};
+static const char *const model_names[] = {"mlp", "cnn", "resmlp", NULL};
 
 const char *const *snug_model_names(void) { return model_names; }
 
@@ -55,6 +83,6 @@ snug_graph *snug_model_builtin(const char *name, snug_error *err) {
         }
         return g;
     }
-    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are mlp and cnn", name ? name : "");
+    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are mlp, cnn and resmlp", name ? name : "");
     return NULL;
 }

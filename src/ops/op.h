@@ -6,6 +6,7 @@
 #ifndef SNUG_OPS_OP_H
 #define SNUG_OPS_OP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,6 +19,8 @@ enum {
     OP_IS_VIEW = 1u << 2,       /* output aliases the input buffer, gradient too (flatten): no kernel runs */
     OP_IS_LOSS = 1u << 3,       /* reads targets; out is the per-item loss; backward seeds the gradient */
     OP_IS_INPUT = 1u << 4,      /* the graph input: filled by the batcher */
+    OP_ELEMENTWISE = 1u << 5,   /* out[i] depends on in[..][i] only: out may share in[0]'s buffer when in[0]
+                                   has no later use (ReLU in place), and the op is cheap to recompute */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
@@ -34,6 +37,13 @@ typedef struct op_call {
     float *dw[NODE_MAX_PARAMS];        /* their gradients */
     void *saved;                       /* op-private bytes kept from forward to backward: saved_bytes * m */
     void *work;                        /* scratch for this call only: workspace_bytes(node, m, threads) */
+    /* Random ops (dropout): the counter-based RNG key. A draw is a function of (seed, step, node, and the
+     * element's index in the whole global batch: micro * per-sample numel + index in the micro-batch), so a
+     * recompute replays the same mask, and the mask does not depend on how the batch is split. */
+    uint64_t seed;
+    uint64_t step;                     /* global batches processed (skipped steps included) */
+    uint64_t micro;                    /* the micro-batch's first sample, counted within the global batch */
+    bool training;                     /* false in evaluation: dropout is the identity */
     /* Loss ops only. */
     const int32_t *targets;            /* (m) class indices; SNUG_IGNORE_TARGET items count for nothing */
     float loss_scale;                  /* 1 / N, N the item count of the whole global batch */
@@ -66,6 +76,8 @@ extern const op_desc op_relu;
 extern const op_desc op_maxpool2d;
 extern const op_desc op_flatten;
 extern const op_desc op_softmax_xent;
+extern const op_desc op_add;
+extern const op_desc op_dropout;
 
 /* Shape helpers for op implementations. */
 static inline const snug_shape *op_in_shape(const op_call *c, int i) {

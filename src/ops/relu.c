@@ -54,7 +54,7 @@ static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_relu = {
     .kind = "relu",
-    .flags = OP_KEEPS_OUTPUT,
+    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE,
     .infer = relu_infer,
     .forward = relu_forward,
     .backward = relu_backward,

@@ -1,52 +1,96 @@
-/* The plan: every buffer one optimizer step needs at micro-batch size m, its category and size, computed from
- * the graph alone (planning allocates no engine memory). The executor reserves exactly these buffers, in this
- * order, so the plan's total is the run's memory to the byte. */
+/* The plan: the schedule of one micro-batch (forward, backward with recompute, update), every activation buffer
+ * with its lifetime in schedule steps and its offset in one arena, and the fixed blocks (parameters, gradients,
+ * optimizer state, data, workspace). Computed from the graph alone: planning allocates no engine memory. The
+ * executor reserves exactly these blocks, so the plan's total is the run's memory to the byte. */
 #ifndef SNUG_PLAN_PLAN_H
 #define SNUG_PLAN_PLAN_H
 
 #include "graph/graph.h"
 #include "snug.h"
 
-typedef enum buffer_role {
-    BUF_PARAMS,    /* all parameters, one contiguous block */
-    BUF_GRADS,     /* their gradients, same layout */
-    BUF_OPTIM,     /* optimizer state */
-    BUF_INPUT,     /* the graph input of one micro-batch */
-    BUF_TARGETS,   /* its targets (int32) */
-    BUF_WORKSPACE, /* one scratch buffer shared by all ops: the largest any op needs */
-    BUF_VALUE,     /* a node's output */
-    BUF_GRAD,      /* the gradient of a node's output */
-    BUF_SAVED,     /* what a node keeps for its backward beyond its input and output */
-} buffer_role;
+typedef struct sched_step {
+    int node;
+    snug_phase phase;
+} sched_step;
 
-typedef struct plan_buffer {
-    int node;               /* owning node, -1 for graph-wide buffers */
-    buffer_role role;
-    snug_mem_category cat;
-    size_t bytes;           /* rounded up to SNUG_MEM_ALIGN: what the allocator will hold */
-} plan_buffer;
+typedef enum act_kind {
+    ACT_VALUE,     /* a node's output */
+    ACT_GRAD,      /* the gradient of a node's output */
+    ACT_SAVED,     /* what an op keeps beyond its input and output (argmax, probabilities) */
+} act_kind;
+
+typedef struct act_buffer {
+    int node;
+    act_kind kind;
+    bool recomputed;   /* the instance made by a recompute step (values and saved) */
+    size_t bytes;      /* rounded to SNUG_MEM_ALIGN */
+    int first, last;   /* lifetime in schedule steps, inclusive */
+    int shares;        /* -1, or the buffer whose memory this one continues in place (ReLU over its input) */
+    size_t offset;     /* in the activation arena */
+} act_buffer;
+
+/* A concrete checkpoint choice: the policy's segments, whether only cheap element-wise outputs are dropped
+ * (`selective`), and how many of the first segments are recomputed (-1: all but the last). AUTO searches these. */
+typedef struct plan_variant {
+    snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
+    bool selective;
+    int recomputed_segments;
+} plan_variant;
+
+/* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
+typedef struct plan_segments {
+    int *segment;        /* per node; views and the input take their neighbour's */
+    bool *recompute;     /* per node: its output (and saved bytes) are dropped after forward and replayed */
+    int n_segments;      /* segments with at least one recomputed node */
+} plan_segments;
 
 typedef struct plan {
-    size_t m;               /* planned micro-batch size */
-    int threads;            /* workspace is sized for this many threads */
-    plan_buffer *bufs;      /* in reservation order */
-    int n_bufs;
-    int *value_buf;         /* per tensor: buffer of its value (views share their input's) */
-    int *grad_buf;          /* per tensor: buffer of its gradient, -1 when none is needed */
-    int *saved_buf;         /* per node: -1 when the op keeps nothing extra */
-    int workspace_buf, targets_buf, params_buf, grads_buf, optim_buf;
+    size_t m;
+    int threads;
+    plan_variant variant;             /* resolved: never AUTO */
+    plan_segments seg;
+    sched_step *steps;
+    int n_steps, n_forward;           /* steps [0, n_forward) are forward; the last step is the update */
+    act_buffer *bufs;
+    int n_bufs, cap_bufs;
+    int *value_fwd, *value_rec;       /* per tensor: buffer of its forward / recomputed value, -1 if none */
+    int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
+    int *saved_fwd, *saved_rec;       /* per node */
+    size_t arena_bytes;
+    size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
     size_t targets_per_sample;
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
-    double fwd_flops_per_sample, bwd_flops_per_sample;
+    size_t live_peak;
+    int live_peak_step;
+    double fwd_flops, bwd_flops, recompute_flops;  /* per micro-batch of m samples */
 } plan;
 
-/* Plans g for micro-batch m. Fails on a graph without input or loss, or on size overflow. */
-snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, plan *p,
-                       snug_error *err);
+/* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
+snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                       const plan_variant *v, plan *p, snug_error *err);
+/* The variant of a user policy other than AUTO. */
+plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
 
-/* A short name for what a buffer holds, for messages: "activations", "saved", ... */
-const char *plan_buffer_owner(const snug_graph *g, const plan_buffer *b);
+/* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. */
+snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                            size_t budget, plan *p, snug_error *err);
+
+/* Internal stages of plan_build, one file each. */
+snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s);
+/* Forward FLOPs per sample of the layers a segmentation recomputes. */
+double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s);
+void plan_segments_free(plan_segments *s);
+bool plan_schedule(const snug_graph *g, plan *p);     /* steps from the segments */
+bool plan_lifetimes(const snug_graph *g, plan *p);    /* buffers, lifetimes, in-place sharing */
+bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena */
+
+/* Checks that no two buffers live at the same step overlap in the arena; returns the first offending pair's
+ * indices in *a, *b, or false when there is none. Used by the tests on every plan they make. */
+bool plan_find_overlap(const plan *p, int *a, int *b);
+
+/* The tensor whose buffer holds t's value: views resolve to the tensor they alias. */
+snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t);
 
 #endif

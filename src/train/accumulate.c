@@ -43,12 +43,14 @@ void trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *
     /* A window without any counted item has no loss to differentiate: it contributes nothing. */
     for (size_t start = 0; N > 0 && start < n; start += m, k++) {
         size_t len = n - start < m ? n - start : m;
+        exec_key key = {.seed = tr->cfg.seed, .step = tr->windows, .micro = start, .training = true};
         ds->ops->fill_inputs(ds, indices + start, len, tr->x.input);
         ds->ops->fill_targets(ds, indices + start, len, tr->x.targets);
-        exec_forward(&tr->x, len);
+        exec_forward(&tr->x, len, &key);
         total += sum_item_losses(tr->x.item_loss, len * per);
-        exec_backward(&tr->x, len, (float)(1.0 / (double)N));
+        exec_backward(&tr->x, len, (float)(1.0 / (double)N), &key);
     }
+    tr->windows++;
     tr->samples_seen += n;
     *items = N;
     *loss = N ? total / (double)N : 0.0;

@@ -42,7 +42,8 @@ snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug
         for (size_t i = 0; i < len; i++) idx[i] = start + i;
         ds->ops->fill_inputs(ds, idx, len, tr->x.input);
         ds->ops->fill_targets(ds, idx, len, tr->x.targets);
-        exec_forward(&tr->x, len);
+        exec_key key = {.seed = tr->cfg.seed, .training = false};
+        exec_forward(&tr->x, len, &key);
         score_batch(tr, len, classes, &loss, &correct, &items);
     }
     if (idx != idx_chunk) free(idx);

@@ -23,7 +23,11 @@ snug_train_config snug_train_config_default(void) {
 
 static snug_status check_config(const snug_train_config *c, snug_error *err) {
     if (c->batch == 0) return snug_fail(err, SNUG_E_ARG, "batch size 0: the global batch must be at least 1");
-    if (c->micro_batch > c->batch)
+    if (c->checkpoint.kind == SNUG_CHECKPOINT_EVERY && c->checkpoint.every == 0)
+        return snug_fail(err, SNUG_E_ARG, "checkpoint every:0: a segment needs at least 1 layer");
+    if (c->auto_fit && c->mem_budget == 0)
+        return snug_fail(err, SNUG_E_ARG, "an automatic micro-batch needs a memory budget: give --mem");
+    if (!c->auto_fit && c->micro_batch > c->batch)
         return snug_fail(err, SNUG_E_ARG,
                          "micro-batch %zu is larger than the batch %zu: the micro-batch splits the global batch, "
                          "so it must be at most %zu", c->micro_batch, c->batch, c->batch);
@@ -39,28 +43,37 @@ static snug_status check_config(const snug_train_config *c, snug_error *err) {
     return SNUG_OK;
 }
 
+/* Plans g at m under the configured policy (AUTO searches within the configured budget). */
+static snug_status plan_configured(const snug_graph *g, const snug_train_config *cfg, size_t m, plan *p,
+                                   snug_error *err) {
+    int threads = omp_get_max_threads();
+    if (cfg->checkpoint.kind == SNUG_CHECKPOINT_AUTO)
+        return plan_build_auto(g, m, threads, &cfg->optim, cfg->mem_budget, p, err);
+    plan_variant v = plan_variant_of(cfg->checkpoint);
+    return plan_build(g, m, threads, &cfg->optim, &v, p, err);
+}
+
 size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
                             snug_mem_report *at_fit) {
     /* Plans grow with m, so the largest m that fits is found by bisection; each probe only does arithmetic. */
     size_t lo = 0, hi = limit;
-    int threads = omp_get_max_threads();
     while (lo < hi) {
         size_t mid = lo + (hi - lo + 1) / 2;
         plan p;
-        bool fits = plan_build(g, mid, threads, &cfg->optim, &p, NULL) == SNUG_OK && (!budget || p.total <= budget);
-        plan_free(&p);
+        bool fits = plan_configured(g, cfg, mid, &p, NULL) == SNUG_OK && (!budget || p.total <= budget);
+        if (fits || p.steps) plan_free(&p);
         if (fits) lo = mid;
         else hi = mid - 1;
     }
     if (at_fit) {
         memset(at_fit, 0, sizeof *at_fit);
         plan p;
-        if (plan_build(g, lo ? lo : 1, threads, &cfg->optim, &p, NULL) == SNUG_OK) {
+        if (plan_configured(g, cfg, lo ? lo : 1, &p, NULL) == SNUG_OK) {
             memcpy(at_fit->in_use, p.bytes, sizeof at_fit->in_use);
             at_fit->total = at_fit->peak = p.total;
+            plan_free(&p);
         }
         at_fit->budget = budget;
-        plan_free(&p);
     }
     return lo;
 }
@@ -71,8 +84,19 @@ static void add_oom_hint(const snug_trainer *tr, snug_error *err) {
     snug_mem_report rep;
     size_t m = snug_fit_micro_batch(tr->g, &tr->cfg, tr->cfg.mem_budget, tr->plan.m, &rep);
     if (m > 0) {
-        snug_error_append(err, " Try --micro-batch %zu.", m);
+        snug_error_append(err, " Try --micro-batch %zu%s.", m,
+                          tr->cfg.checkpoint.kind == SNUG_CHECKPOINT_NONE ? ", or --micro-batch auto to let "
+                          "checkpointing keep it larger" : "");
         return;
+    }
+    if (tr->cfg.checkpoint.kind != SNUG_CHECKPOINT_AUTO) {
+        snug_train_config c = tr->cfg;
+        c.checkpoint.kind = SNUG_CHECKPOINT_AUTO;
+        if (snug_fit_micro_batch(tr->g, &c, tr->cfg.mem_budget, 1, NULL) == 1) {
+            snug_error_append(err, " Even --micro-batch 1 does not fit without recomputing activations: try "
+                                   "--micro-batch auto or --checkpoint auto.");
+            return;
+        }
     }
     char need[32], breakdown[256];
     snug_mem_format_breakdown(rep.in_use, breakdown, sizeof breakdown);
@@ -81,8 +105,12 @@ static void add_oom_hint(const snug_trainer *tr, snug_error *err) {
 }
 
 static snug_status trainer_reserve(snug_trainer *tr, snug_error *err) {
-    snug_status s = plan_build(tr->g, tr->cfg.micro_batch, omp_get_max_threads(), &tr->cfg.optim, &tr->plan, err);
-    if (s != SNUG_OK) return s;
+    snug_status s = SNUG_OK;
+    if (tr->cfg.auto_fit) {
+        s = snug_plan_choose(tr->g, &tr->cfg, tr->cfg.mem_budget, &tr->cfg.micro_batch, &tr->cfg.checkpoint, err);
+        if (s != SNUG_OK) return s;
+    }
+    if ((s = plan_configured(tr->g, &tr->cfg, tr->cfg.micro_batch, &tr->plan, err)) != SNUG_OK) return s;
     snug_mem_init(&tr->mem, tr->cfg.mem_budget);
     s = exec_bind(&tr->x, tr->g, &tr->plan, &tr->mem, err);
     if (s == SNUG_E_OOM && tr->mem.budget) add_oom_hint(tr, err);
@@ -134,8 +162,10 @@ void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep) { snug_me
 
 size_t snug_trainer_micro_batch(const snug_trainer *tr) { return tr->plan.m; }
 
+snug_checkpoint_policy snug_trainer_checkpoint(const snug_trainer *tr) { return tr->cfg.checkpoint; }
+
 double snug_trainer_flops_per_sample(const snug_trainer *tr) {
-    return tr->plan.fwd_flops_per_sample + tr->plan.bwd_flops_per_sample;
+    return (tr->plan.fwd_flops + tr->plan.bwd_flops + tr->plan.recompute_flops) / (double)tr->plan.m;
 }
 
 snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {

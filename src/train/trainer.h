@@ -17,6 +17,7 @@ struct snug_trainer {
     exec x;
     optim_state opt;
     long step;             /* optimizer steps taken */
+    uint64_t windows;      /* global batches processed, skipped ones included: the dropout key's step */
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
     int nonfinite_run;     /* consecutive skipped steps */
     size_t samples_seen;

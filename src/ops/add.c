@@ -1,0 +1,82 @@
+/* add: y = a + b for two inputs of the same per-sample shape: the join of a residual connection. Backward needs
+ * neither input nor output (dy flows to both), so the op keeps nothing and can run in place over a. The two
+ * inputs may be one tensor (add(x, x)): then din[0] and din[1] are one buffer and both adds land in it, which is
+ * the gradient 2 dy. */
+#include <stdio.h>
+
+#include "ops/op.h"
+
+/* Below this many elements a parallel loop costs more than it saves. */
+#define ADD_PAR_MIN ((size_t)1 << 15)
+
+static bool same_shape(const snug_shape *a, const snug_shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->dims[i] != b->dims[i]) return false;
+    return true;
+}
+
+static bool add_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                      int *n_params, char *msg, size_t msg_len) {
+    (void)n, (void)params;
+    if (n_in != 2) {
+        snprintf(msg, msg_len, "takes two inputs, got %d", n_in);
+        return false;
+    }
+    if (!same_shape(&in[0], &in[1])) {
+        char a[96], b[96];
+        snprintf(msg, msg_len, "inputs %s and %s differ: add needs equal shapes",
+                 snug_shape_format(&in[0], a, sizeof a), snug_shape_format(&in[1], b, sizeof b));
+        return false;
+    }
+    *out = in[0];
+    *n_params = 0;
+    return true;
+}
+
+static void add_forward(const op_call *c) {
+    const size_t len = c->m * op_out_numel(c);
+    const float *a = c->in[0]; // (m, numel)
+    const float *b = c->in[1]; // (m, numel)
+    float *y = c->out;         // (m, numel), may be a itself (in place)
+    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN)
+    for (size_t i = 0; i < len; i++) y[i] = a[i] + b[i];
+}
+
+/* din += dy over len elements. */
+static void accumulate(float *din, const float *dy, size_t len) {
+    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN)
+    for (size_t i = 0; i < len; i++) din[i] += dy[i];
+}
+
+static void add_backward(const op_call *c) {
+    const size_t len = c->m * op_out_numel(c);
+    /* Two separate passes, so that din[0] == din[1] (add(x, x)) gets dy twice, as it must. */
+    if (c->din[0]) accumulate(c->din[0], c->dout, len);
+    if (c->din[1]) accumulate(c->din[1], c->dout, len);
+}
+
+static double add_flops(const snug_graph *g, const graph_node *n) {
+    return (double)g->tensors[n->output].numel;
+}
+
+static size_t add_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward reads only dout */
+}
+
+static size_t add_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)g, (void)n, (void)m, (void)threads;
+    return 0;
+}
+
+const op_desc op_add = {
+    .kind = "add",
+    .flags = OP_ELEMENTWISE,
+    .infer = add_infer,
+    .forward = add_forward,
+    .backward = add_backward,
+    .flops = add_flops,
+    .saved_bytes = add_saved_bytes,
+    .workspace_bytes = add_workspace_bytes,
+};

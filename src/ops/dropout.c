@@ -1,0 +1,107 @@
+/* dropout: inverted dropout with drop probability p in [0, 1), any shape. In training each element is zeroed
+ * with probability p and the others are scaled by 1/(1-p), so evaluation (and p = 0) is the identity.
+ *
+ * The mask is never stored: element i of the micro-batch (i = sample * numel + j) is kept iff
+ * snug_rng_uniform(seed, stream, i) >= p, with
+ *     stream = snug_rng_bits(step, micro, node index).
+ * So the mask is a pure function of (seed, optimizer step, micro-batch, layer, element): backward, a recompute
+ * of a checkpointed segment and a resumed run all regenerate it bit for bit, and it does not depend on the
+ * thread count. snug_rng_bits (core/rng.c) is a chain of bijections in each of its arguments, so two keys that
+ * differ in exactly one of (step, micro, node) never share a stream: two dropout layers of one micro-batch, or
+ * one layer in two micro-batches, never share a mask. Keys that differ in two or more collide with probability
+ * 2^-64, and a collision would only reuse a mask. The element index is the counter, which is exact. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/rng.h"
+#include "ops/op.h"
+
+/* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */
+#define DROPOUT_PAR_MIN ((size_t)1 << 13)
+
+static bool dropout_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out,
+                          param_decl *params, int *n_params, char *msg, size_t msg_len) {
+    (void)params;
+    const float p = n->p.dropout.p;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (!(p >= 0.0f && p < 1.0f)) { /* written so that NaN fails too */
+        snprintf(msg, msg_len, "drop probability p = %g is outside [0, 1): use 0 <= p < 1 (p = 1 would drop "
+                 "every element)", (double)p);
+        return false;
+    }
+    *out = in[0];
+    *n_params = 0;
+    return true;
+}
+
+/* The RNG stream of this call: one per (step, micro-batch, node); see the top of the file. */
+static uint64_t dropout_stream(const op_call *c) {
+    const uint64_t node = (uint64_t)(c->node - c->g->nodes);
+    return snug_rng_bits(c->step, c->micro, node);
+}
+
+/* Whether this call drops anything: only in training and with p > 0. */
+static bool dropout_active(const op_call *c) { return c->training && c->node->p.dropout.p > 0.0f; }
+
+/* 1/(1-p), computed once in double and rounded once, so forward and backward scale by the same float. */
+static float dropout_scale(const op_call *c) { return (float)(1.0 / (1.0 - (double)c->node->p.dropout.p)); }
+
+static void dropout_forward(const op_call *c) {
+    const size_t len = c->m * op_in_numel(c, 0);
+    const float *x = c->in[0]; // (m, numel)
+    float *y = c->out;         // (m, numel), may be x itself (in place)
+    if (!dropout_active(c)) {
+        if (y != x) memcpy(y, x, len * sizeof(float));
+        return;
+    }
+    const uint64_t seed = c->seed, stream = dropout_stream(c);
+    const float p = c->node->p.dropout.p, scale = dropout_scale(c);
+    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
+    for (size_t i = 0; i < len; i++) y[i] = snug_rng_uniform(seed, stream, i) >= p ? x[i] * scale : 0.0f;
+}
+
+static void dropout_backward(const op_call *c) {
+    const size_t len = c->m * op_out_numel(c);
+    const float *dy = c->dout; // (m, numel)
+    float *dx = c->din[0];     // (m, numel)
+    if (!dx) return;
+    if (!dropout_active(c)) {
+        #pragma omp parallel for simd schedule(static) if (len >= DROPOUT_PAR_MIN)
+        for (size_t i = 0; i < len; i++) dx[i] += dy[i];
+        return;
+    }
+    const uint64_t seed = c->seed, stream = dropout_stream(c);
+    const float p = c->node->p.dropout.p, scale = dropout_scale(c);
+    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
+    for (size_t i = 0; i < len; i++)
+        if (snug_rng_uniform(seed, stream, i) >= p) dx[i] += dy[i] * scale;
+}
+
+/* A compare and a multiply per element; the hashes behind the mask are not floating-point work. */
+static double dropout_flops(const snug_graph *g, const graph_node *n) {
+    return 2.0 * (double)g->tensors[n->output].numel;
+}
+
+static size_t dropout_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward regenerates the mask from its RNG key */
+}
+
+static size_t dropout_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)g, (void)n, (void)m, (void)threads;
+    return 0;
+}
+
+const op_desc op_dropout = {
+    .kind = "dropout",
+    .flags = OP_ELEMENTWISE,
+    .infer = dropout_infer,
+    .forward = dropout_forward,
+    .backward = dropout_backward,
+    .flops = dropout_flops,
+    .saved_bytes = dropout_saved_bytes,
+    .workspace_bytes = dropout_workspace_bytes,
+};

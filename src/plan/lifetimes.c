@@ -1,0 +1,118 @@
+/* Buffers and lifetimes. Each layer's output gets a forward instance, and a second, recomputed instance when its
+ * segment replays it; its gradient and saved bytes likewise. A buffer lives from the step that writes it to the
+ * last step that reads it: forward reads by consumers; backward reads only of what each op declares it keeps
+ * (linear and conv2d their input, ReLU its output); gradients from the first backward step that adds into them
+ * to the backward of their producer. An element-wise layer writes over its input when that input dies at this
+ * very step (ReLU in place). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "core/mem.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+static int add_buf(plan *p, int node, act_kind kind, bool recomputed, size_t bytes) {
+    if (p->n_bufs == p->cap_bufs) {
+        int cap = p->cap_bufs ? 2 * p->cap_bufs : 64;
+        act_buffer *nb = realloc(p->bufs, (size_t)cap * sizeof *nb);
+        if (!nb) return -2;
+        p->bufs = nb;
+        p->cap_bufs = cap;
+    }
+    p->bufs[p->n_bufs] = (act_buffer){.node = node, .kind = kind, .recomputed = recomputed, .bytes = bytes,
+                                      .first = -1, .last = -1, .shares = -1};
+    return p->n_bufs++;
+}
+
+static bool batch_bytes(size_t per_sample, size_t m, size_t elem, size_t *out) {
+    return size_mul(per_sample, m, out) && size_mul(*out, elem, out) && size_align(*out ? *out : 1, SNUG_MEM_ALIGN, out);
+}
+
+static bool needs_grad(const snug_graph *g, int node) {
+    return !(g->nodes[node].op->flags & (OP_IS_INPUT | OP_IS_LOSS | OP_IS_VIEW));
+}
+
+/* Creates every buffer; lifetimes are filled in by the walk over the schedule. */
+static bool create_buffers(const snug_graph *g, plan *p) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)) continue;
+        size_t value, saved = n->op->saved_bytes ? n->op->saved_bytes(g, n) : 0, saved_bytes = 0;
+        if (!batch_bytes(g->tensors[n->output].numel, p->m, sizeof(float), &value)) return false;
+        if (saved && !batch_bytes(saved, p->m, 1, &saved_bytes)) return false;
+        bool rec = p->seg.recompute[i];
+        p->value_fwd[n->output] = add_buf(p, i, ACT_VALUE, false, value);
+        if (rec) p->value_rec[n->output] = add_buf(p, i, ACT_VALUE, true, value);
+        if (saved) p->saved_fwd[i] = add_buf(p, i, ACT_SAVED, false, saved_bytes);
+        if (saved && rec) p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
+        if (needs_grad(g, i)) p->grad[n->output] = add_buf(p, i, ACT_GRAD, false, value);
+        if (p->n_bufs > 0 && p->bufs == NULL) return false;
+    }
+    return true;
+}
+
+static void touch(plan *p, int b, int step) {
+    if (b < 0) return;
+    act_buffer *x = &p->bufs[b];
+    if (x->first < 0) x->first = step;
+    if (step > x->last) x->last = step;
+}
+
+/* The instance of tensor t a step reads: after forward, a recomputed instance replaces the forward one. */
+static int value_at(const plan *p, snug_tensor t, bool after_forward) {
+    return after_forward && p->value_rec[t] >= 0 ? p->value_rec[t] : p->value_fwd[t];
+}
+
+static void walk_step(const snug_graph *g, plan *p, int s) {
+    const sched_step *st = &p->steps[s];
+    if (st->node < 0) return;
+    const graph_node *n = &g->nodes[st->node];
+    unsigned flags = n->op->flags;
+    bool after = st->phase != SNUG_PHASE_FORWARD;
+    if (st->phase != SNUG_PHASE_BACKWARD) {
+        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), after), s);
+        touch(p, st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output], s);
+        touch(p, st->phase == SNUG_PHASE_FORWARD ? p->saved_fwd[st->node] : p->saved_rec[st->node], s);
+        return;
+    }
+    if (flags & OP_KEEPS_INPUT)
+        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), true), s);
+    if (flags & OP_KEEPS_OUTPUT) touch(p, value_at(p, n->output, true), s);
+    touch(p, p->saved_rec[st->node] >= 0 ? p->saved_rec[st->node] : p->saved_fwd[st->node], s);
+    touch(p, p->grad[n->output], s);
+    for (int i = 0; i < n->n_inputs; i++) touch(p, p->grad[plan_base_tensor(g, n->inputs[i])], s);
+}
+
+static int root_of(const plan *p, int b) {
+    while (p->bufs[b].shares >= 0) b = p->bufs[b].shares;
+    return b;
+}
+
+/* An element-wise layer whose first input dies at this step writes its output over it. */
+static void share_in_place(const snug_graph *g, plan *p) {
+    for (int s = 0; s < p->n_steps; s++) {
+        const sched_step *st = &p->steps[s];
+        if (st->phase != SNUG_PHASE_FORWARD && st->phase != SNUG_PHASE_RECOMPUTE) continue;
+        const graph_node *n = &g->nodes[st->node];
+        if (!(n->op->flags & OP_ELEMENTWISE)) continue;
+        int in = value_at(p, plan_base_tensor(g, n->inputs[0]), st->phase != SNUG_PHASE_FORWARD);
+        int out = st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output];
+        if (in < 0 || out < 0 || p->bufs[in].last != s || p->bufs[in].bytes != p->bufs[out].bytes) continue;
+        int root = root_of(p, in);
+        p->bufs[out].shares = root;
+        if (p->bufs[out].last > p->bufs[root].last) p->bufs[root].last = p->bufs[out].last;
+    }
+}
+
+bool plan_lifetimes(const snug_graph *g, plan *p) {
+    if (!create_buffers(g, p)) return false;
+    for (int s = 0; s < p->n_steps; s++) walk_step(g, p, s);
+    /* The trainer reads the per-item losses and the logits after the last forward step. */
+    const graph_node *loss = &g->nodes[g->loss_node];
+    touch(p, p->value_fwd[loss->output], p->n_forward - 1);
+    for (int b = 0; b < p->n_bufs; b++)
+        if (p->bufs[b].first < 0) p->bufs[b].first = p->bufs[b].last = 0; /* never touched: a dead end */
+    share_in_place(g, p);
+    return true;
+}

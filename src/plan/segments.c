@@ -1,0 +1,129 @@
+/* Checkpoint policies as segments. Layers (nodes that are neither the input nor a view) are cut into runs of N;
+ * in every segment but the last, a layer's output is dropped after forward and recomputed in backward, unless
+ * a layer of another segment reads it (a segment boundary, a residual or a skip crossing segments): those are
+ * kept, which keeps every policy correct for any graph. `selective` also keeps the outputs of layers with
+ * parameters (GEMMs, convolutions: expensive to recompute) and drops only the cheap element-wise ones. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t) {
+    while (g->nodes[g->tensors[t].producer].op->flags & OP_IS_VIEW)
+        t = g->nodes[g->tensors[t].producer].inputs[0];
+    return t;
+}
+
+static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)); }
+
+static size_t layer_count(const snug_graph *g) {
+    size_t n = 0;
+    for (int i = 0; i < g->n_nodes; i++) n += is_layer(&g->nodes[i]);
+    return n;
+}
+
+/* Segment length for the policy: 0 means one segment (no checkpointing). */
+static size_t segment_length(const snug_graph *g, snug_checkpoint_policy policy) {
+    switch (policy.kind) {
+    case SNUG_CHECKPOINT_SQRT: return (size_t)ceil(sqrt((double)layer_count(g)));
+    case SNUG_CHECKPOINT_EVERY: return policy.every;
+    default: return 0;
+    }
+}
+
+/* Marks the layers whose output a layer of another segment reads. */
+static void mark_crossing(const snug_graph *g, const int *segment, bool *crossing) {
+    for (int c = 0; c < g->n_nodes; c++) {
+        const graph_node *n = &g->nodes[c];
+        if (!is_layer(n)) continue;
+        for (int i = 0; i < n->n_inputs; i++) {
+            int producer = g->tensors[plan_base_tensor(g, n->inputs[i])].producer;
+            if (segment[producer] != segment[c]) crossing[producer] = true;
+        }
+    }
+}
+
+/* Cuts layers into segments of `len`. For sqrt, each cut snaps to the layer with the smallest output within
+ * half a segment of the nominal cut: a segment boundary is a tensor kept for the whole step, so it should be a
+ * narrow one (a residual stream, not an MLP's 4x hidden layer). */
+static void assign_segments(const snug_graph *g, snug_checkpoint_policy policy, int *segment) {
+    size_t len = segment_length(g, policy), n = 0;
+    int *layers = malloc(((size_t)g->n_nodes + 1) * sizeof *layers);
+    int *seg_of_layer = calloc((size_t)g->n_nodes + 1, sizeof *seg_of_layer);
+    if (!layers || !seg_of_layer) len = 0; /* degrade to no checkpointing rather than fail */
+    for (int i = 0; layers && i < g->n_nodes; i++)
+        if (is_layer(&g->nodes[i])) layers[n++] = i;
+    int seg = 0;
+    for (size_t i = 0; len && i < n; seg++) {
+        size_t cut = i + len - 1 < n ? i + len - 1 : n - 1;
+        if (policy.kind == SNUG_CHECKPOINT_SQRT) {
+            size_t lo = i + (len > 1 ? len / 2 : 1) - 1, hi = i + len + len / 2 - 1, best = cut;
+            if (hi > n - 1) hi = n - 1;
+            for (size_t c = lo; c <= hi; c++) {
+                size_t a = g->tensors[g->nodes[layers[c]].output].numel, b = g->tensors[g->nodes[layers[best]].output].numel;
+                if (a < b || (a == b && (c > cut ? c - cut : cut - c) < (best > cut ? best - cut : cut - best))) best = c;
+            }
+            cut = best;
+        }
+        for (size_t c = i; c <= cut; c++) seg_of_layer[c] = seg;
+        i = cut + 1;
+    }
+    for (int i = 0, k = 0; i < g->n_nodes; i++) {
+        if (is_layer(&g->nodes[i])) segment[i] = len ? seg_of_layer[k++] : 0;
+        else segment[i] = i ? segment[i - 1] : 0;
+    }
+    free(layers);
+    free(seg_of_layer);
+}
+
+snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s) {
+    memset(s, 0, sizeof *s);
+    size_t nn = (size_t)g->n_nodes;
+    s->segment = calloc(nn, sizeof *s->segment);
+    s->recompute = calloc(nn, sizeof *s->recompute);
+    bool *crossing = calloc(nn, sizeof *crossing);
+    if (!s->segment || !s->recompute || !crossing) {
+        free(crossing);
+        plan_segments_free(s);
+        return SNUG_E_OOM;
+    }
+    assign_segments(g, v->policy, s->segment);
+    int last = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (s->segment[i] > last) last = s->segment[i];
+    mark_crossing(g, s->segment, crossing);
+    int counted = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        /* The last segment is never dropped: its backward comes right after its forward. */
+        bool drop = is_layer(n) && s->segment[i] < last && !crossing[i] && !(v->selective && n->n_params > 0) &&
+                    (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments);
+        s->recompute[i] = drop;
+        if (drop && s->segment[i] != counted) {
+            s->n_segments++;
+            counted = s->segment[i];
+        }
+    }
+    free(crossing);
+    return SNUG_OK;
+}
+
+void plan_segments_free(plan_segments *s) {
+    free(s->segment);
+    free(s->recompute);
+    memset(s, 0, sizeof *s);
+}
+
+double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s) {
+    double f = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (s->recompute[i] && g->nodes[i].op->flops) f += g->nodes[i].op->flops(g, &g->nodes[i]);
+    return f;
+}
+
+plan_variant plan_variant_of(snug_checkpoint_policy policy) {
+    return (plan_variant){.policy = policy, .selective = false, .recomputed_segments = -1};
+}

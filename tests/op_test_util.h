@@ -1,0 +1,76 @@
+/* Shared by the op gradient tests: bind one node of a tiny graph by hand and check its gradients against
+ * central finite differences.
+ *
+ * A fixture owns one buffer per distinct input tensor of the node (an op whose two inputs are one tensor, such
+ * as add(x, x), gets one buffer bound to both, and its gradient buffer bound to both din), the output, a random
+ * output weighting R, the parameters and their gradients, and the saved and workspace bytes sized exactly from
+ * the op table, so ASan catches an op that overruns them. The checked loss is L = sum(out * R); for a loss op,
+ * L = loss_scale * sum(out). */
+#ifndef SNUG_TESTS_OP_TEST_UTIL_H
+#define SNUG_TESTS_OP_TEST_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "ops/op.h"
+
+typedef enum fill_kind {
+    FILL_PLAIN,      /* uniform [-1, 1) */
+    FILL_AWAY_ZERO,  /* |x| in [0.1, 1): a step of 1e-2 never crosses relu's kink */
+    FILL_DISTINCT,   /* a shuffled ramp with gaps of 0.05: a step of 1e-2 never changes a max-pool argmax */
+} fill_kind;
+
+typedef struct op_fixture {
+    snug_graph *g;
+    const graph_node *node;
+    const op_desc *op;
+    size_t m_plan, out_n;
+    int n_in;                            /* the node's inputs */
+    int owner[NODE_MAX_INPUTS];          /* input i uses the buffers of input owner[i] (<= i) */
+    size_t in_n[NODE_MAX_INPUTS];        /* elements per sample of input i */
+    float *x[NODE_MAX_INPUTS], *dx[NODE_MAX_INPUTS];  /* (m_plan, in_n[i]), shared where owner[i] != i */
+    float *y, *r;                        /* (m_plan, out_n) */
+    float *w[NODE_MAX_PARAMS], *dw[NODE_MAX_PARAMS];
+    size_t wn[NODE_MAX_PARAMS];
+    int n_w;
+    int32_t *targets;                    /* (m_plan) */
+    void *saved, *work;
+    op_call c;
+} op_fixture;
+
+/* The next value of a splitmix64 sequence. */
+uint64_t op_test_rng_next(uint64_t *s);
+/* n values uniform in [-1, 1). */
+void op_test_fill_sym(float *v, size_t n, uint64_t *s);
+/* malloc that fails the test on NULL; never NULL for 0 bytes. */
+void *op_test_xmalloc(size_t bytes);
+
+/* Binds node `node` of g (which it takes over) for a planned micro-batch m_plan and `threads` threads; the call
+ * runs with c.m = m_plan until the test changes it. Inputs are filled per `kind`, R and the parameters
+ * uniformly, all from `seed`. */
+void op_fixture_init(op_fixture *f, snug_graph *g, int node, size_t m_plan, int threads, fill_kind kind,
+                     uint64_t seed);
+void op_fixture_free(op_fixture *f);
+
+/* L for the current inputs and parameters (runs forward), accumulated in double. */
+double op_fixture_loss(op_fixture *f);
+/* Zeroes every input and parameter gradient (all m_plan rows). */
+void op_fixture_zero_grads(op_fixture *f);
+/* Zeroed gradients, then forward and one backward. */
+void op_fixture_analytic(op_fixture *f);
+
+/* Compares grad (n values) with central differences of L in every element of v; the bound is tol relative to
+ * the element's finite difference plus the mean magnitude. */
+void op_check_fd(op_fixture *f, float *v, const float *grad, size_t n, float h, double tol, const char *what);
+/* Runs m_run samples and checks the gradient of every distinct input (and that rows past m_run stay zero) and
+ * of every parameter. */
+void op_check_all(op_fixture *f, size_t m_run, float h, double tol);
+/* Two backward calls without zeroing in between give twice the gradients of one. */
+void op_check_backward_adds(op_fixture *f);
+
+/* snug_graph_check(g) fails with `status` and a message that holds every string of the NULL-terminated list
+ * `needles`; frees g. */
+void op_expect_error(snug_graph *g, snug_status status, const char *const *needles);
+
+#endif

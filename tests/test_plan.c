@@ -1,0 +1,283 @@
+/* The planner: no two buffers live at the same step share bytes, for every model, micro-batch and policy;
+ * what a trainer reserves is the plan to the byte; checkpointing cuts memory on a deep chain; gradients are
+ * bitwise equal with and without recompute (dropout included); AUTO never exceeds its budget; an impossible
+ * budget is one message with the smallest budget that fits. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "plan/plan.h"
+#include "snug.h"
+
+static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
+                                    AUTO = {SNUG_CHECKPOINT_AUTO, 0};
+
+/* A residual chain with dropout, blocks x + dropout(fc2(relu(fc1(x)))) with a 4x wider hidden layer as in a
+ * transformer's MLP: what checkpointing must get exactly right (crossing tensors, replayed masks). */
+static snug_graph *residual_model(int blocks) {
+    snug_graph *g = snug_graph_new("residual");
+    snug_tensor x = snug_linear(g, "in", snug_flatten(g, "flat", snug_input(g, "input", 1, 6, 5)), 24);
+    for (int b = 0; b < blocks; b++) {
+        char name[5][32];
+        static const char *const part[5] = {"fc1", "relu", "fc2", "drop", "add"};
+        for (int i = 0; i < 5; i++) snprintf(name[i], 32, "b%d.%s", b, part[i]);
+        snug_tensor h = snug_relu(g, name[1], snug_linear(g, name[0], x, 96));
+        h = snug_dropout(g, name[3], snug_linear(g, name[2], h, 24), 0.25f);
+        x = snug_add(g, name[4], x, h);
+    }
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "out", x, 5));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+static snug_graph *model(int i) {
+    if (i == 2) return residual_model(7);
+    snug_graph *g = snug_model_builtin(i == 0 ? "mlp" : "cnn", NULL);
+    assert_non_null(g);
+    return g;
+}
+
+static void check_no_overlap(const plan *p, const char *what) {
+    int a, b;
+    if (plan_find_overlap(p, &a, &b))
+        fail_msg("%s: buffers %d and %d overlap (offsets %zu+%zu, %zu+%zu; steps %d-%d, %d-%d)", what, a, b,
+                 p->bufs[a].offset, p->bufs[a].bytes, p->bufs[b].offset, p->bufs[b].bytes, p->bufs[a].first,
+                 p->bufs[a].last, p->bufs[b].first, p->bufs[b].last);
+    assert_true(p->live_peak <= p->arena_bytes);
+}
+
+static void offsets_never_overlap(void **state) {
+    (void)state;
+    snug_optim_config optim = snug_train_config_default().optim;
+    for (int i = 0; i < 3; i++) {
+        snug_graph *g = model(i);
+        static const size_t ms[] = {1, 3, 8};
+        for (size_t k = 0; k < 3; k++)
+            for (size_t every = 0; every <= 5; every++)
+                for (int sel = 0; sel < 2; sel++) {
+                    plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
+                                      sel == 1, every == 4 ? 1 : -1};
+                    plan p;
+                    assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s m=%zu every=%zu selective=%d", snug_graph_name(g), ms[k], every, sel);
+                    check_no_overlap(&p, what);
+                    plan_free(&p);
+                }
+        snug_graph_free(g);
+    }
+}
+
+/* The trainer holds exactly what snug_plan_new predicts, for every model, policy and micro-batch. */
+static void reserved_equals_planned(void **state) {
+    (void)state;
+    static const snug_checkpoint_policy policies[] = {{SNUG_CHECKPOINT_NONE, 0}, {SNUG_CHECKPOINT_SQRT, 0},
+                                                      {SNUG_CHECKPOINT_EVERY, 2}};
+    for (int i = 0; i < 3; i++) {
+        snug_graph *g = model(i);
+        for (size_t m = 1; m <= 16; m *= 4)
+            for (int k = 0; k < 3; k++) {
+                snug_train_config cfg = snug_train_config_default();
+                cfg.batch = 16;
+                cfg.micro_batch = m;
+                cfg.checkpoint = policies[k];
+                snug_trainer *tr;
+                assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+                snug_plan *sp;
+                assert_int_equal(snug_plan_new(g, &cfg, m, policies[k], 0, &sp, NULL), SNUG_OK);
+                snug_plan_summary s;
+                snug_plan_summarize(sp, &s);
+                snug_mem_report rep;
+                snug_trainer_memory(tr, &rep);
+                assert_memory_equal(rep.in_use, s.bytes, sizeof rep.in_use);
+                assert_int_equal(rep.peak, s.total);
+                snug_plan_free(sp);
+                snug_trainer_free(tr);
+            }
+        snug_graph_free(g);
+    }
+}
+
+static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol, size_t budget,
+                      size_t m, float **out, size_t *n_out, double *loss) {
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 12;
+    cfg.micro_batch = m;
+    cfg.checkpoint = pol;
+    cfg.mem_budget = budget;
+    cfg.seed = 9;
+    snug_trainer *tr;
+    snug_error err;
+    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    size_t idx[12];
+    for (size_t i = 0; i < 12; i++) idx[i] = (i * 5) % 20;
+    /* Two optimizer steps first, so that the dropout key's step and the parameters have moved. */
+    snug_step_stats st;
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 12, &st, &err), SNUG_OK);
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 12, &st, &err), SNUG_OK);
+    assert_int_equal(snug_trainer_gradients(tr, ds, idx, 12, loss, &err), SNUG_OK);
+    size_t total = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        size_t n;
+        snug_trainer_param(tr, i, &n, NULL, NULL);
+        total += n;
+    }
+    *out = malloc(total * sizeof **out);
+    *n_out = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        size_t n;
+        float *gr;
+        snug_trainer_param(tr, i, &n, NULL, &gr);
+        memcpy(*out + *n_out, gr, n * sizeof *gr);
+        *n_out += n;
+    }
+    snug_trainer_free(tr);
+}
+
+static snug_dataset *random_data(size_t n) {
+    float *x = malloc(n * 30 * sizeof *x);
+    int32_t *y = malloc(n * sizeof *y);
+    for (size_t i = 0; i < n * 30; i++) x[i] = snug_rng_uniform(3, 1, i) * 2 - 1;
+    for (size_t i = 0; i < n; i++) y[i] = (int32_t)snug_rng_below(3, 2, i, 5);
+    snug_dataset *ds;
+    assert_int_equal(snug_dataset_from_memory(x, y, n, 1, 6, 5, 5, &ds, NULL), SNUG_OK);
+    free(x);
+    free(y);
+    return ds;
+}
+
+/* Recompute replays forward bit for bit, dropout masks included: every policy gives the same gradient bits. */
+static void recompute_is_bitwise_exact(void **state) {
+    (void)state;
+    snug_graph *g = residual_model(7);
+    snug_dataset *ds = random_data(20);
+    for (size_t m = 4; m <= 12; m += 8) {
+        float *ref;
+        size_t n;
+        double loss_ref;
+        gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
+        plan none;
+        plan_variant vn = plan_variant_of(NONE);
+        snug_optim_config optim = snug_train_config_default().optim;
+        assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
+        const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3}, AUTO};
+        for (int k = 0; k < 4; k++) {
+            float *gr;
+            size_t n2;
+            double loss;
+            /* AUTO under a budget a little below the plain plan, so that it must recompute something. */
+            size_t budget = k == 3 ? none.total - 1 : 0;
+            gradients(g, ds, policies[k], budget, m, &gr, &n2, &loss);
+            assert_int_equal(n, n2);
+            assert_memory_equal(gr, ref, n * sizeof *gr);
+            assert_true(loss == loss_ref);
+            free(gr);
+        }
+        plan_free(&none);
+        free(ref);
+    }
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* Checkpointing a deep chain: sqrt cuts the activation arena several fold at the cost of about one forward. */
+static void sqrt_cuts_deep_chain(void **state) {
+    (void)state;
+    snug_graph *g = residual_model(32);
+    snug_optim_config optim = snug_train_config_default().optim;
+    plan none, sq;
+    plan_variant vn = plan_variant_of(NONE), vs = plan_variant_of(SQRT);
+    assert_int_equal(plan_build(g, 64, 2, &optim, &vn, &none, NULL), SNUG_OK);
+    assert_int_equal(plan_build(g, 64, 2, &optim, &vs, &sq, NULL), SNUG_OK);
+    printf("# residual-32 m=64: activations none %zu, sqrt %zu (%.1fx), recompute %.0f%% of forward\n",
+           none.arena_bytes, sq.arena_bytes, (double)none.arena_bytes / (double)sq.arena_bytes,
+           100 * sq.recompute_flops / sq.fwd_flops);
+    assert_true(none.arena_bytes >= 4 * sq.arena_bytes);
+    assert_true(sq.recompute_flops <= sq.fwd_flops);
+    check_no_overlap(&sq, "sqrt");
+    plan_free(&none);
+    plan_free(&sq);
+    snug_graph_free(g);
+}
+
+/* AUTO, over random budgets and models: a plan it reports as fitting fits, it recomputes no more than sqrt
+ * whenever sqrt fits, and the trainer it builds stays inside the budget. */
+static void auto_respects_budgets(void **state) {
+    (void)state;
+    snug_optim_config optim = snug_train_config_default().optim;
+    for (int i = 0; i < 3; i++) {
+        snug_graph *g = model(i);
+        size_t m = 4;
+        plan none, lean, sq;
+        plan_variant vn = plan_variant_of(NONE), vs = plan_variant_of(SQRT);
+        assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
+        assert_int_equal(plan_build(g, m, 2, &optim, &vs, &sq, NULL), SNUG_OK);
+        assert_int_equal(plan_build_auto(g, m, 2, &optim, 1, &lean, NULL), SNUG_OK);
+        for (int r = 0; r < 12; r++) {
+            size_t budget = lean.total + (size_t)(snug_rng_uniform(11, (uint64_t)i, (uint64_t)r) *
+                                                 (double)(none.total - lean.total + 1));
+            plan a;
+            assert_int_equal(plan_build_auto(g, m, 2, &optim, budget, &a, NULL), SNUG_OK);
+            assert_true(a.total <= budget);
+            check_no_overlap(&a, "auto");
+            if (sq.total <= budget) assert_true(a.recompute_flops <= sq.recompute_flops);
+            plan_free(&a);
+        }
+        plan_free(&none);
+        plan_free(&lean);
+        plan_free(&sq);
+        snug_graph_free(g);
+    }
+}
+
+/* The automatic micro-batch: the trainer it configures fits, and k = ceil(B/m) keeps the batch exact. */
+static void choose_fits_or_explains(void **state) {
+    (void)state;
+    snug_graph *g = snug_model_builtin("cnn", NULL);
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 256;
+    static const size_t budgets[] = {6u << 20, 8u << 20, 24u << 20, 200u << 20};
+    for (int i = 0; i < 4; i++) {
+        size_t m;
+        snug_checkpoint_policy pol;
+        snug_error err;
+        assert_int_equal(snug_plan_choose(g, &cfg, budgets[i], &m, &pol, &err), SNUG_OK);
+        snug_train_config c = cfg;
+        c.mem_budget = budgets[i];
+        c.auto_fit = true;
+        snug_trainer *tr;
+        if (snug_trainer_new(g, &c, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+        snug_mem_report rep;
+        snug_trainer_memory(tr, &rep);
+        assert_true(rep.peak <= budgets[i]);
+        assert_int_equal(snug_trainer_micro_batch(tr), m);
+        printf("# cnn B=256 in %zu MiB: micro-batch %zu, checkpoint %s, %.2f MiB\n", budgets[i] >> 20, m,
+               pol.kind == SNUG_CHECKPOINT_AUTO ? "auto" : "none", (double)rep.peak / (1 << 20));
+        snug_trainer_free(tr);
+    }
+    size_t m;
+    snug_checkpoint_policy pol;
+    snug_error err;
+    assert_int_equal(snug_plan_choose(g, &cfg, 1u << 20, &m, &pol, &err), SNUG_E_OOM);
+    assert_non_null(strstr(err.message, "even at micro-batch 1"));
+    assert_non_null(strstr(err.message, "the smallest budget that fits is"));
+    assert_non_null(strstr(err.message, "params 1.6"));
+    snug_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(reserved_equals_planned),
+        cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(sqrt_cuts_deep_chain),
+        cmocka_unit_test(auto_respects_budgets),   cmocka_unit_test(choose_fits_or_explains),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
