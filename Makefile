@@ -23,7 +23,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data build build-asan demo test install clean distclean
+.PHONY: help deps data build build-asan demo test bench install clean distclean
 
 help:
 	@echo "snug targets:"
@@ -33,6 +33,7 @@ help:
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
 	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
 	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "  make bench       build, then run the benchmarks and write bench/results/ (run on a quiet machine)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
 	@echo "  make distclean   clean, and remove data/ (the MNIST files and the download cache)"
@@ -66,6 +67,12 @@ test: deps data build build-asan
 	SNUG_DATA_DIR="$(DATA_DIR)" $(ASAN_ENV) $(CTEST) --test-dir $(BUILD_ASAN) $(CTEST_ARGS) || status=1; \
 	if [ $$status -ne 0 ]; then echo "== make test: FAILED (see above)"; else echo "== make test: all passed"; fi; \
 	exit $$status
+
+# Benchmarks write Markdown tables to bench/results/; each reports the machine it ran on.
+bench: deps build
+	@mkdir -p bench/results
+	./$(BUILD)/bench/bench_checkpoint 20 bench/results/checkpointing.md
+	@cat bench/results/checkpointing.md
 
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"

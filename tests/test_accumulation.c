@@ -109,9 +109,19 @@ static void batch_indices(size_t step, size_t *idx) {
     for (size_t i = 0; i < BATCH; i++) idx[i] = (step * BATCH + i * 7) % SAMPLES;
 }
 
+/* A residual block with dropout: masks are keyed by each element's position in the global batch, so the split
+ * into micro-batches does not change them and accumulation stays exact. */
+static snug_graph *dropout_model(void) {
+    snug_graph *g = snug_graph_new("dropout");
+    snug_tensor x = snug_linear(g, "in", snug_flatten(g, "flat", snug_input(g, "input", 1, 28, 28)), 64);
+    snug_tensor h = snug_dropout(g, "drop", snug_relu(g, "relu", snug_linear(g, "fc", x, 64)), 0.3f);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "out", snug_add(g, "add", x, h), 10));
+    return g;
+}
+
 static void check_gradients(const snug_dataset *ds, const char *model) {
     static const size_t splits[] = {8, 4, 1, 5};
-    snug_graph *g = snug_model_builtin(model, NULL);
+    snug_graph *g = strcmp(model, "dropout") == 0 ? dropout_model() : snug_model_builtin(model, NULL);
     assert_non_null(g);
     size_t idx[BATCH];
     batch_indices(0, idx);
@@ -166,6 +176,7 @@ static void check_training(const snug_dataset *ds, const char *model, snug_optim
 
 static void mlp_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "mlp"); }
 static void cnn_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "cnn"); }
+static void dropout_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "dropout"); }
 static void mlp_sgd_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_SGD); }
 static void mlp_adamw_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_ADAMW); }
 static void cnn_sgd_steps(void **state) { check_training(((fixture *)*state)->ds, "cnn", SNUG_OPTIM_SGD); }
@@ -210,7 +221,8 @@ static void partial_sums(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(mlp_gradients),   cmocka_unit_test(cnn_gradients),   cmocka_unit_test(partial_sums),
+        cmocka_unit_test(mlp_gradients),   cmocka_unit_test(cnn_gradients),   cmocka_unit_test(dropout_gradients),
+        cmocka_unit_test(partial_sums),
         cmocka_unit_test(mlp_sgd_steps),   cmocka_unit_test(mlp_adamw_steps), cmocka_unit_test(cnn_sgd_steps),
         cmocka_unit_test(cnn_adamw_steps),
     };

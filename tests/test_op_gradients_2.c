@@ -231,8 +231,9 @@ static void test_dropout_gradients(void **state) {
     op_fixture_free(&f);
 }
 
-/* The mask is the documented function of the key: keep element i (sample * numel + j) iff
- * snug_rng_uniform(seed, snug_rng_bits(step, micro, node), i) >= p. A change here changes every resumed run. */
+/* The mask is the documented function of the key: keep element j of sample s iff
+ * snug_rng_uniform(seed, snug_rng_bits(step, node, "dropout"), (micro + s) * numel + j) >= p. A change here
+ * changes every resumed run. */
 static void test_dropout_mask_formula(void **state) {
     (void)state;
     op_fixture f;
@@ -241,9 +242,30 @@ static void test_dropout_mask_formula(void **state) {
     float *ones = op_test_xmalloc(len * sizeof(float)), *out = op_test_xmalloc(len * sizeof(float));
     unsigned char *mask = op_test_xmalloc(len);
     mask_of(&f.c, ones, out, mask, len);
-    const uint64_t stream = snug_rng_bits(17, 2, 1);
-    for (size_t i = 0; i < len; i++) assert_int_equal(mask[i], snug_rng_uniform(1234, stream, i) >= DROP_P);
+    const uint64_t stream = snug_rng_bits(17, 1, 0x64726f706f7574ULL);
+    for (size_t i = 0; i < len; i++)
+        assert_int_equal(mask[i], snug_rng_uniform(1234, stream, 2 * f.out_n + i) >= DROP_P);
     free(ones), free(out), free(mask);
+    op_fixture_free(&f);
+}
+
+/* Splitting a batch does not change its mask: the micro-batch that starts at sample 1 draws rows 1.. of the
+ * mask of the micro-batch that starts at sample 0, so accumulation stays exact with dropout. */
+static void test_dropout_mask_split_invariant(void **state) {
+    (void)state;
+    op_fixture f;
+    dropout_fixture(&f, 2, 3, 5, DROP_P, 3, FILL_PLAIN, 61);
+    const size_t len = 3 * f.out_n;
+    float *ones = op_test_xmalloc(len * sizeof(float)), *out = op_test_xmalloc(len * sizeof(float));
+    unsigned char *whole = op_test_xmalloc(len), *part = op_test_xmalloc(len);
+    op_call c = f.c;
+    c.micro = 0;
+    mask_of(&c, ones, out, whole, len);
+    c.micro = 1;
+    c.m = 2;
+    mask_of(&c, ones, out, part, 2 * f.out_n);
+    assert_memory_equal(whole + f.out_n, part, 2 * f.out_n);
+    free(ones), free(out), free(whole), free(part);
     op_fixture_free(&f);
 }
 
@@ -382,14 +404,15 @@ static void test_resmlp_builds(void **state) {
     snug_error err;
     snug_graph *g = snug_model_builtin("resmlp", &err);
     assert_non_null(g);
-    /* input, flatten, fc_in, 32 x (fc, relu, drop, add), fc_out, loss */
-    assert_int_equal(g->n_nodes, 3 + 32 * 4 + 2);
-    assert_int_equal(g->n_params, 2 * 34);
-    assert_int_equal(g->param_numel, 784 * 256 + 256 + 32 * (256 * 256 + 256) + 256 * 10 + 10);
+    /* input, flatten, fc_in, 32 x (fc1, relu, fc2, drop, add), fc_out, loss */
+    assert_int_equal(g->n_nodes, 3 + 32 * 5 + 2);
+    assert_int_equal(g->n_params, 2 * (2 + 2 * 32));
+    assert_int_equal(g->param_numel,
+                     784 * 256 + 256 + 32 * (256 * 1024 + 1024 + 1024 * 256 + 256) + 256 * 10 + 10);
     /* block i adds its input (the previous block's add) to its dropout */
     for (int i = 2; i <= 32; i++) {
-        const graph_node *add = &g->nodes[3 + 4 * (i - 1) + 3], *prev = &g->nodes[3 + 4 * (i - 2) + 3];
-        const graph_node *drop = &g->nodes[3 + 4 * (i - 1) + 2];
+        const graph_node *add = &g->nodes[3 + 5 * (i - 1) + 4], *prev = &g->nodes[3 + 5 * (i - 2) + 4];
+        const graph_node *drop = &g->nodes[3 + 5 * (i - 1) + 3];
         char name[32];
         snprintf(name, sizeof name, "block%d.add", i);
         assert_string_equal(add->name, name);
@@ -419,6 +442,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_table),
         cmocka_unit_test(test_dropout_gradients),
         cmocka_unit_test(test_dropout_mask_formula),
+        cmocka_unit_test(test_dropout_mask_split_invariant),
         cmocka_unit_test(test_dropout_mask_key),
         cmocka_unit_test(test_dropout_keep_rate_and_threads),
         cmocka_unit_test(test_dropout_identity),

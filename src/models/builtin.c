@@ -40,8 +40,9 @@ static snug_graph *build_cnn(void) {
 #define RESMLP_BLOCKS 32
 
 /* A deep chain for checkpointing: flatten, linear 784->256, then 32 residual blocks
- * x = x + dropout(relu(linear(x, 256)), 0.1), then linear 256->10. Every block's output feeds the next block
- * twice (its linear and its add), so the residuals cross any segment boundary a checkpoint policy draws. */
+ * x = x + dropout(fc2(relu(fc1(x))), 0.1) with fc1 256->1024 and fc2 1024->256 (a transformer's MLP), then
+ * linear 256->10. Every block's output feeds the next block twice (its fc1 and its add), so the residuals cross
+ * any segment boundary a checkpoint policy draws. */
 static snug_graph *build_resmlp(void) {
     snug_graph *g = snug_graph_new("resmlp");
     if (!g) return NULL;
@@ -49,14 +50,12 @@ static snug_graph *build_resmlp(void) {
     x = snug_flatten(g, "flatten", x);
     x = snug_linear(g, "fc_in", x, RESMLP_WIDTH);
     for (int i = 1; i <= RESMLP_BLOCKS; i++) {
-        char fc[32], relu[32], drop[32], add[32];
-        snprintf(fc, sizeof fc, "block%d.fc", i);
-        snprintf(relu, sizeof relu, "block%d.relu", i);
-        snprintf(drop, sizeof drop, "block%d.drop", i);
-        snprintf(add, sizeof add, "block%d.add", i);
-        snug_tensor h = snug_relu(g, relu, snug_linear(g, fc, x, RESMLP_WIDTH));
-        h = snug_dropout(g, drop, h, 0.1f);
-        x = snug_add(g, add, x, h);
+        char name[5][32];
+        static const char *const part[5] = {"fc1", "relu", "fc2", "drop", "add"};
+        for (int k = 0; k < 5; k++) snprintf(name[k], sizeof name[k], "block%d.%s", i, part[k]);
+        snug_tensor h = snug_relu(g, name[1], snug_linear(g, name[0], x, 4 * RESMLP_WIDTH));
+        h = snug_dropout(g, name[3], snug_linear(g, name[2], h, RESMLP_WIDTH), 0.1f);
+        x = snug_add(g, name[4], x, h);
     }
     x = snug_linear(g, "fc_out", x, 10);
     snug_softmax_cross_entropy(g, "loss", x);

@@ -1,15 +1,15 @@
 /* dropout: inverted dropout with drop probability p in [0, 1), any shape. In training each element is zeroed
  * with probability p and the others are scaled by 1/(1-p), so evaluation (and p = 0) is the identity.
  *
- * The mask is never stored: element i of the micro-batch (i = sample * numel + j) is kept iff
- * snug_rng_uniform(seed, stream, i) >= p, with
- *     stream = snug_rng_bits(step, micro, node index).
- * So the mask is a pure function of (seed, optimizer step, micro-batch, layer, element): backward, a recompute
- * of a checkpointed segment and a resumed run all regenerate it bit for bit, and it does not depend on the
- * thread count. snug_rng_bits (core/rng.c) is a chain of bijections in each of its arguments, so two keys that
- * differ in exactly one of (step, micro, node) never share a stream: two dropout layers of one micro-batch, or
- * one layer in two micro-batches, never share a mask. Keys that differ in two or more collide with probability
- * 2^-64, and a collision would only reuse a mask. The element index is the counter, which is exact. */
+ * The mask is never stored: element j of sample s of the micro-batch is kept iff
+ * snug_rng_uniform(seed, stream, (micro + s) * numel + j) >= p, with
+ *     stream = snug_rng_bits(step, node index, DROPOUT_TAG)
+ * and micro the micro-batch's first sample within the global batch. So the mask is a pure function of (seed,
+ * step, layer, the element's position in the whole global batch): backward, a recompute of a checkpointed
+ * segment and a resumed run regenerate it bit for bit, it does not depend on the thread count, and it does not
+ * depend on how the global batch is split into micro-batches (accumulation stays exact with dropout).
+ * snug_rng_bits (core/rng.c) is a chain of bijections in each of its arguments, so two keys that differ in
+ * exactly one of (step, node) never share a stream. */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,11 +37,16 @@ static bool dropout_infer(const graph_node *n, const snug_shape *in, int n_in, s
     return true;
 }
 
-/* The RNG stream of this call: one per (step, micro-batch, node); see the top of the file. */
+#define DROPOUT_TAG 0x64726f706f7574ULL /* "dropout" */
+
+/* The RNG stream of this call: one per (step, node); see the top of the file. */
 static uint64_t dropout_stream(const op_call *c) {
     const uint64_t node = (uint64_t)(c->node - c->g->nodes);
-    return snug_rng_bits(c->step, c->micro, node);
+    return snug_rng_bits(c->step, node, DROPOUT_TAG);
 }
+
+/* The counter of element i of this micro-batch: its index in the whole global batch. */
+static uint64_t dropout_counter(const op_call *c, size_t i) { return c->micro * op_in_numel(c, 0) + i; }
 
 /* Whether this call drops anything: only in training and with p > 0. */
 static bool dropout_active(const op_call *c) { return c->training && c->node->p.dropout.p > 0.0f; }
@@ -60,7 +65,8 @@ static void dropout_forward(const op_call *c) {
     const uint64_t seed = c->seed, stream = dropout_stream(c);
     const float p = c->node->p.dropout.p, scale = dropout_scale(c);
     #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
-    for (size_t i = 0; i < len; i++) y[i] = snug_rng_uniform(seed, stream, i) >= p ? x[i] * scale : 0.0f;
+    for (size_t i = 0; i < len; i++)
+        y[i] = snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p ? x[i] * scale : 0.0f;
 }
 
 static void dropout_backward(const op_call *c) {
@@ -77,7 +83,7 @@ static void dropout_backward(const op_call *c) {
     const float p = c->node->p.dropout.p, scale = dropout_scale(c);
     #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
     for (size_t i = 0; i < len; i++)
-        if (snug_rng_uniform(seed, stream, i) >= p) dx[i] += dy[i] * scale;
+        if (snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p) dx[i] += dy[i] * scale;
 }
 
 /* A compare and a multiply per element; the hashes behind the mask are not floating-point work. */
