@@ -1,9 +1,11 @@
-/* AUTO: the checkpoint set with the least recompute whose plan fits the budget. The candidates are segmentations
- * into runs of N layers (every N from 1 to the depth), each either dropping every output of a segment or only
- * the cheap element-wise ones (selective, Korthikanti et al. 2022), recomputing the first j segments (the
- * earliest activations live longest, so dropping them saves the most). Recompute FLOPs follow from the
- * segmentation alone, so candidates are sorted by them and planned in that order: the first that fits is the
- * cheapest that fits. */
+/* AUTO: the checkpoint set with the least recompute whose plan fits the budget. Candidates are segmentations into
+ * runs of N layers, each either dropping every output of a segment or only the cheap element-wise ones
+ * (selective, Korthikanti et al. 2022), recomputing the first j segments (the earliest activations live longest,
+ * so dropping them saves the most). For a given (N, selective), recompute grows with j and memory shrinks, so the
+ * smallest j that fits is found by bisection; the answer is the fitting candidate with the least recompute over
+ * all (N, selective). N runs over 1..8, powers of two and multiples of sqrt(depth): enough resolution for the
+ * trade-off at a few hundred plans, each a fraction of a millisecond. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,35 +13,16 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-typedef struct candidate {
-    plan_variant v;
-    double recompute;
-} candidate;
-
-typedef struct candidate_list {
-    candidate *c;
-    size_t n, cap;
-} candidate_list;
-
-static bool push(candidate_list *l, plan_variant v, double recompute) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        candidate *c = realloc(l->c, cap * sizeof *c);
-        if (!c) return false;
-        l->c = c;
-        l->cap = cap;
-    }
-    l->c[l->n++] = (candidate){v, recompute};
-    return true;
-}
-
-static int by_recompute(const void *a, const void *b) {
-    const candidate *x = a, *y = b;
-    if (x->recompute != y->recompute) return x->recompute < y->recompute ? -1 : 1;
-    /* Equal cost: prefer plain segments (fewer kept tensors to reason about), then longer ones. */
-    if (x->v.selective != y->v.selective) return x->v.selective ? 1 : -1;
-    return x->v.policy.every > y->v.policy.every ? -1 : x->v.policy.every < y->v.policy.every;
-}
+typedef struct search {
+    const snug_graph *g;
+    size_t m, budget;
+    int threads;
+    const snug_optim_config *optim;
+    plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
+    bool have, fits;
+    snug_status status;
+    snug_error *err;
+} search;
 
 static size_t layer_count(const snug_graph *g) {
     size_t n = 0;
@@ -47,57 +30,65 @@ static size_t layer_count(const snug_graph *g) {
     return n;
 }
 
-/* Every variant worth planning, with its recompute FLOPs per sample. */
-static bool list_candidates(const snug_graph *g, candidate_list *l) {
-    if (!push(l, plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0}), 0)) return false;
-    size_t layers = layer_count(g);
-    for (size_t every = 1; every < layers; every++) {
-        int segments = (int)((layers + every - 1) / every);
-        for (int sel = 0; sel < 2; sel++)
-            for (int j = 1; j < segments; j++) {
-                plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, j};
-                plan_segments s;
-                if (plan_segment(g, &v, &s) != SNUG_OK) return false;
-                double f = plan_segments_recompute_flops(g, &s);
-                bool any = s.n_segments > 0;
-                plan_segments_free(&s);
-                if (any && !push(l, v, f)) return false;
-            }
+/* Plans v; keeps it when it beats the best so far. Returns whether it fits. */
+static bool try_variant(search *s, const plan_variant *v) {
+    plan q;
+    if (s->status != SNUG_OK) return false;
+    if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK) return false;
+    bool fits = !s->budget || q.total <= s->budget;
+    bool better = !s->have || (fits && !s->fits) ||
+                  (fits && s->fits ? q.recompute_flops < s->best.recompute_flops ||
+                                         (q.recompute_flops == s->best.recompute_flops && q.total < s->best.total)
+                                   : !s->fits && q.total < s->best.total);
+    if (better) {
+        if (s->have) plan_free(&s->best);
+        s->best = q;
+        s->have = true;
+        s->fits = fits;
+    } else {
+        plan_free(&q);
     }
-    qsort(l->c, l->n, sizeof *l->c, by_recompute);
-    return true;
+    return fits;
+}
+
+/* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1]. */
+static void search_segments(search *s, size_t every, bool selective, size_t layers) {
+    int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
+    if (hi < 1) return;
+    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi};
+    if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
+    while (lo < hi && s->status == SNUG_OK) {
+        int mid = lo + (hi - lo) / 2;
+        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid};
+        if (try_variant(s, &v)) hi = mid;
+        else lo = mid + 1;
+    }
+}
+
+static bool wanted_length(size_t every, size_t layers) {
+    if (every <= 8) return true;
+    if ((every & (every - 1)) == 0) return true;
+    double r = (double)every / sqrt((double)layers);
+    static const double multiples[] = {0.5, 0.75, 1.0, 1.5, 2.0, 3.0};
+    for (size_t i = 0; i < sizeof multiples / sizeof multiples[0]; i++)
+        if (fabs(r - multiples[i]) * sqrt((double)layers) < 0.5) return true;
+    return false;
 }
 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             size_t budget, plan *p, snug_error *err) {
-    candidate_list l = {0};
-    if (!list_candidates(g, &l)) {
-        free(l.c);
-        return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
+    search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .err = err};
+    plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
+    if (!try_variant(&s, &none) && s.status == SNUG_OK) {
+        size_t layers = layer_count(g);
+        for (size_t every = 1; every < layers && s.status == SNUG_OK; every++)
+            if (wanted_length(every, layers))
+                for (int sel = 0; sel < 2; sel++) search_segments(&s, every, sel == 1, layers);
     }
-    /* Sorted by recompute: the first candidate that fits is the cheapest that fits. When none fits, the one
-     * with the least memory is the plan to report. */
-    plan best = {0};
-    bool have_best = false;
-    snug_status s = SNUG_OK;
-    for (size_t i = 0; i < l.n; i++) {
-        plan q;
-        if ((s = plan_build(g, m, threads, optim, &l.c[i].v, &q, err)) != SNUG_OK) break;
-        bool fits = !budget || q.total <= budget;
-        if (fits || !have_best || q.total < best.total) {
-            if (have_best) plan_free(&best);
-            best = q;
-            have_best = true;
-        } else {
-            plan_free(&q);
-        }
-        if (fits) break;
+    if (s.status != SNUG_OK) {
+        if (s.have) plan_free(&s.best);
+        return s.status;
     }
-    free(l.c);
-    if (s != SNUG_OK) {
-        if (have_best) plan_free(&best);
-        return s;
-    }
-    *p = best;
+    *p = s.best;
     return SNUG_OK;
 }

@@ -56,19 +56,28 @@ static bool plan_totals(plan *p) {
     return true;
 }
 
-/* The largest sum of live activation bytes over the schedule, and where it occurs. */
-static void plan_live_peak(plan *p) {
+/* The largest sum of live activation bytes over the schedule, and where it occurs: a sweep over lifetime
+ * starts and ends. */
+static bool plan_live_peak(plan *p) {
+    long long *delta = calloc((size_t)p->n_steps + 1, sizeof *delta);
+    if (!delta) return false;
+    for (int b = 0; b < p->n_bufs; b++) {
+        if (p->bufs[b].shares >= 0) continue;
+        delta[p->bufs[b].first] += (long long)p->bufs[b].bytes;
+        delta[p->bufs[b].last + 1] -= (long long)p->bufs[b].bytes;
+    }
+    long long live = 0;
     p->live_peak = 0;
     p->live_peak_step = 0;
     for (int s = 0; s < p->n_steps; s++) {
-        size_t live = 0;
-        for (int b = 0; b < p->n_bufs; b++)
-            if (p->bufs[b].shares < 0 && p->bufs[b].first <= s && s <= p->bufs[b].last) live += p->bufs[b].bytes;
-        if (live > p->live_peak) {
-            p->live_peak = live;
+        live += delta[s];
+        if ((size_t)live > p->live_peak) {
+            p->live_peak = (size_t)live;
             p->live_peak_step = s;
         }
     }
+    free(delta);
+    return true;
 }
 
 static void plan_flops(const snug_graph *g, plan *p) {
@@ -106,7 +115,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     bool ok = s == SNUG_OK && plan_tables(g, p) && plan_schedule(g, p);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && !plan_lifetimes(g, p)) s = SNUG_E_OVERFLOW, ok = false;
-    ok = ok && plan_assign_offsets(p);
+    ok = ok && plan_assign_offsets(p) && plan_live_peak(p);
     if (ok && !plan_totals(p)) s = SNUG_E_OVERFLOW, ok = false;
     if (!ok) {
         plan_free(p);
@@ -115,7 +124,6 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
                              "machine can address: lower --micro-batch", g->name, m);
         return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     }
-    plan_live_peak(p);
     plan_flops(g, p);
     return SNUG_OK;
 }
