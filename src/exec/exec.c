@@ -47,7 +47,8 @@ static void bind_step(exec *x, int s) {
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
 }
 
-/* Gradient buffers share memory with others over the step, so each is zeroed when its lifetime begins. */
+/* Gradient buffers share memory with others over the step, so each is zeroed when its lifetime begins; one that
+ * continues another's memory in place (a residual add's pass-through) starts with that gradient instead. */
 static bool bind_zeroing(exec *x) {
     const plan *p = x->p;
     x->zero_start = calloc((size_t)p->n_steps + 1, sizeof *x->zero_start);
@@ -57,7 +58,7 @@ static bool bind_zeroing(exec *x) {
     for (int s = 0; s < p->n_steps; s++) {
         x->zero_start[s] = n;
         for (int b = 0; b < p->n_bufs; b++)
-            if (p->bufs[b].kind == ACT_GRAD && p->bufs[b].first == s) x->zero_list[n++] = b;
+            if (p->bufs[b].kind == ACT_GRAD && p->bufs[b].first == s && p->bufs[b].shares < 0) x->zero_list[n++] = b;
     }
     x->zero_start[p->n_steps] = n;
     return true;

@@ -51,9 +51,10 @@ static void accumulate(float *din, const float *dy, size_t len) {
 
 static void add_backward(const op_call *c) {
     const size_t len = c->m * op_out_numel(c);
-    /* Two separate passes, so that din[0] == din[1] (add(x, x)) gets dy twice, as it must. */
-    if (c->din[0]) accumulate(c->din[0], c->dout, len);
-    if (c->din[1]) accumulate(c->din[1], c->dout, len);
+    /* Two separate passes, so that din[0] == din[1] (add(x, x)) gets dy twice, as it must. A gradient the planner
+     * placed on dout's own memory (OP_GRAD_PASSTHROUGH) already holds dy: adding would double it. */
+    if (c->din[0] && c->din[0] != c->dout) accumulate(c->din[0], c->dout, len);
+    if (c->din[1] && c->din[1] != c->dout) accumulate(c->din[1], c->dout, len);
 }
 
 static double add_flops(const snug_graph *g, const graph_node *n) {
@@ -72,7 +73,7 @@ static size_t add_workspace_bytes(const snug_graph *g, const graph_node *n, size
 
 const op_desc op_add = {
     .kind = "add",
-    .flags = OP_ELEMENTWISE,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,

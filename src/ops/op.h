@@ -21,6 +21,8 @@ enum {
     OP_IS_INPUT = 1u << 4,      /* the graph input: filled by the batcher */
     OP_ELEMENTWISE = 1u << 5,   /* out[i] depends on in[..][i] only: out may share in[0]'s buffer when in[0]
                                    has no later use (ReLU in place), and the op is cheap to recompute */
+    OP_GRAD_PASSTHROUGH = 1u << 6, /* backward's din[0] is dout itself (residual add): the planner may give
+                                      in[0]'s gradient dout's memory, and the op then skips din[i] == dout */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */

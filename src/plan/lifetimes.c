@@ -105,6 +105,26 @@ static void share_in_place(const snug_graph *g, plan *p) {
     }
 }
 
+/* A pass-through backward (the residual add) whose first input's gradient starts at this very step continues
+ * the output gradient's memory: dL/dx of a residual stream flows down the blocks without a copy. */
+static void share_gradients(const snug_graph *g, plan *p) {
+    for (int s = p->n_forward; s < p->n_steps; s++) {
+        const sched_step *st = &p->steps[s];
+        if (st->node < 0 || st->phase != SNUG_PHASE_BACKWARD) continue;
+        const graph_node *n = &g->nodes[st->node];
+        if (!(n->op->flags & OP_GRAD_PASSTHROUGH)) continue;
+        snug_tensor in0 = plan_base_tensor(g, n->inputs[0]);
+        bool repeated = false; /* add(x, x): x's gradient needs dy twice, so it cannot be dy's memory */
+        for (int i = 1; i < n->n_inputs; i++) repeated |= plan_base_tensor(g, n->inputs[i]) == in0;
+        int gin = p->grad[in0], gout = p->grad[n->output];
+        if (repeated || gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes)
+            continue;
+        int root = root_of(p, gout);
+        p->bufs[gin].shares = root;
+        if (p->bufs[gin].last > p->bufs[root].last) p->bufs[root].last = p->bufs[gin].last;
+    }
+}
+
 bool plan_lifetimes(const snug_graph *g, plan *p) {
     if (!create_buffers(g, p)) return false;
     for (int s = 0; s < p->n_steps; s++) walk_step(g, p, s);
@@ -114,5 +134,6 @@ bool plan_lifetimes(const snug_graph *g, plan *p) {
     for (int b = 0; b < p->n_bufs; b++)
         if (p->bufs[b].first < 0) p->bufs[b].first = p->bufs[b].last = 0; /* never touched: a dead end */
     share_in_place(g, p);
+    share_gradients(g, p);
     return true;
 }
