@@ -125,10 +125,11 @@ snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p
 
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
-/* Built-in models, all for 1x28x28 inputs and 10 classes: "mlp" (784-1024-1024-10), "cnn" (two conv3x3 + pool
+/* Built-in models; the first three for 1x28x28 inputs and 10 classes: "mlp" (784-1024-1024-10), "cnn" (two conv3x3 + pool
  * blocks, two linear) and "resmlp" (a deep chain for checkpointing: 784-256, then 32 residual blocks
  * x + dropout(fc2(relu(fc1(x))), 0.1) with a 1024-wide hidden layer, then 256-10; without normalisation its
- * residual stream grows with depth: train it with --clip or AdamW). Returns NULL and fills err for an unknown name. */
+ * residual stream grows with depth: train it with --clip or AdamW). And "vgg16" (3x224x224, 1000 classes, 138M
+ * parameters) for planning models larger than the machine. Returns NULL and fills err for an unknown name. */
 snug_graph *snug_model_builtin(const char *name, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);

@@ -62,13 +62,41 @@ static snug_graph *build_resmlp(void) {
     return g;
 }
 
+/* VGG-16 (Simonyan and Zisserman 2014) for 3x224x224 images and 1000 classes, 138M parameters: far larger than
+ * the machines snug's tests run on, for planning (snug plan) rather than training here. */
+static snug_graph *build_vgg16(void) {
+    static const int channels[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
+    snug_graph *g = snug_graph_new("vgg16");
+    if (!g) return NULL;
+    snug_tensor x = snug_input(g, "input", 3, 224, 224);
+    int conv = 0, pool = 0;
+    char name[32];
+    for (size_t i = 0; i < sizeof channels / sizeof channels[0]; i++) {
+        if (!channels[i]) {
+            snprintf(name, sizeof name, "pool%d", ++pool);
+            x = snug_maxpool2d(g, name, x, 2, 2);
+            continue;
+        }
+        snprintf(name, sizeof name, "conv%d", ++conv);
+        x = snug_conv2d(g, name, x, (size_t)channels[i], 3, 1, 1);
+        snprintf(name, sizeof name, "relu%d", conv);
+        x = snug_relu(g, name, x);
+    }
+    x = snug_flatten(g, "flatten", x);
+    x = snug_dropout(g, "drop1", snug_relu(g, "relu14", snug_linear(g, "fc1", x, 4096)), 0.5f);
+    x = snug_dropout(g, "drop2", snug_relu(g, "relu15", snug_linear(g, "fc2", x, 4096)), 0.5f);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc3", x, 1000));
+    return g;
+}
+
 typedef struct builtin_model {
     const char *name;
     snug_graph *(*build)(void);
 } builtin_model;
 
-static const builtin_model models[] = {{"mlp", build_mlp}, {"cnn", build_cnn}, {"resmlp", build_resmlp}};
-static const char *const model_names[] = {"mlp", "cnn", "resmlp", NULL};
+static const builtin_model models[] = {
+    {"mlp", build_mlp}, {"cnn", build_cnn}, {"resmlp", build_resmlp}, {"vgg16", build_vgg16}};
+static const char *const model_names[] = {"mlp", "cnn", "resmlp", "vgg16", NULL};
 
 const char *const *snug_model_names(void) { return model_names; }
 
@@ -82,6 +110,6 @@ snug_graph *snug_model_builtin(const char *name, snug_error *err) {
         }
         return g;
     }
-    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are mlp, cnn and resmlp", name ? name : "");
+    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are mlp, cnn, resmlp and vgg16", name ? name : "");
     return NULL;
 }
