@@ -1,6 +1,5 @@
 # Tests: every tests/test_*.c is one executable and one CTest test of the same name. Other tests/*.c files
-# (shared helpers) form a small library that every test links. tests/cli/test_cli.sh, when present, is the
-# test `cli`: it gets the built `snug` binary and the MNIST folder as arguments.
+# (shared helpers) form a small library that every test links. tests/cli/test_*.sh are the CLI tests (below).
 
 enable_testing()
 
@@ -47,15 +46,24 @@ foreach(_snug_src IN LISTS SNUG_TEST_SOURCES)
     set_tests_properties(${_snug_name} PROPERTIES ENVIRONMENT "${SNUG_TEST_ENVIRONMENT}" TIMEOUT ${SNUG_TEST_TIMEOUT})
 endforeach()
 
-set(_snug_cli_test "${PROJECT_SOURCE_DIR}/tests/cli/test_cli.sh")
-# Re-run the configure step when the script appears or disappears (the glob is the dependency).
-file(GLOB _snug_cli_test_glob CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/cli/test_cli.sh")
-if(_snug_cli_test_glob)
+# tests/cli/test_*.sh, when present, are the end-to-end tests of the command: test_cli.sh is the test `cli`,
+# test_NAME.sh the test `cli_NAME`; each gets the built `snug` binary and the MNIST folder as arguments.
+# (The glob is a configure dependency, so a script that appears or disappears re-runs the configure step.)
+file(GLOB _snug_cli_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/cli/test_*.sh")
+if(_snug_cli_tests)
     if(TARGET snug)
         find_program(SNUG_BASH bash REQUIRED)
-        add_test(NAME cli COMMAND "${SNUG_BASH}" "${_snug_cli_test}" $<TARGET_FILE:snug> "${SNUG_DATA_DIR}")
-        set_tests_properties(cli PROPERTIES ENVIRONMENT "${SNUG_TEST_ENVIRONMENT}" TIMEOUT ${SNUG_TEST_TIMEOUT})
+        foreach(_snug_script IN LISTS _snug_cli_tests)
+            get_filename_component(_snug_name "${_snug_script}" NAME_WE)
+            string(REGEX REPLACE "^test_" "" _snug_name "${_snug_name}")
+            if(NOT _snug_name STREQUAL "cli")
+                set(_snug_name "cli_${_snug_name}")
+            endif()
+            add_test(NAME ${_snug_name} COMMAND "${SNUG_BASH}" "${_snug_script}" $<TARGET_FILE:snug> "${SNUG_DATA_DIR}")
+            set_tests_properties(${_snug_name} PROPERTIES
+                ENVIRONMENT "${SNUG_TEST_ENVIRONMENT}" TIMEOUT ${SNUG_TEST_TIMEOUT})
+        endforeach()
     else()
-        message(WARNING "tests/cli/test_cli.sh exists but the `snug` command is not built (no src/cli/*.c): test `cli` skipped")
+        message(WARNING "tests/cli/ has test scripts but the `snug` command is not built (no src/cli/*.c): skipped")
     endif()
 endif()

@@ -1,5 +1,5 @@
-/* Flags of `snug train`: one table drives both the parser and the help, so they cannot drift apart.
- * Numbers are parsed strictly: the whole text must be a number, in range, without overflow. */
+/* Flags of `snug train` and `snug plan`: one table per command drives both the parser and the help, so they
+ * cannot drift apart. Numbers are parsed strictly: the whole text must be a number, in range, without overflow. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/args.h"
 
@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/commands.h"
+#include "cli/timeline.h"
+
 typedef enum flag_kind {
     F_GROUP,   /* not a flag: a heading in the help */
     F_SIZE,    /* size_t, a whole number in [min, max] */
@@ -24,13 +27,17 @@ typedef enum flag_kind {
     F_STRING,  /* const char *, any non-empty text */
     F_NAME,    /* const char *, one of names() */
     F_CHOICE,  /* int, the index of the value in choices */
+    F_CHECKPOINT, /* snug_checkpoint_policy, parsed by snug_parse_checkpoint; sets the bool at aux */
+    F_MICRO,   /* size_t in [min, max], or "auto": then the bool at aux (cfg.auto_fit) is set and the size is 0 */
+    F_TIMELINE, /* const char *, a path ending in .svg or .csv */
     F_HELP,    /* --help */
 } flag_kind;
 
 typedef struct flag {
     const char *name;                  /* without the leading "--"; the heading for F_GROUP */
     flag_kind kind;
-    size_t offset;                     /* of the field in cli_train_options */
+    size_t offset;                     /* of the field in the command's options struct */
+    size_t aux;                        /* F_CHECKPOINT, F_MICRO: offset of the companion bool */
     const char *metavar;
     const char *help;                  /* ends with the default in brackets */
     long min, max;                     /* F_SIZE, F_LONG */
@@ -64,13 +71,19 @@ static const flag train_flags[] = {
     GROUP("Batch and memory"),
     {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
      .max = LONG_MAX},
-    {FLAG("micro-batch", F_SIZE, cfg.micro_batch, "M",
+    {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
           "samples per forward/backward pass; the gradients of ceil(B/M) micro-batches add up to one step, "
-          "exactly as one batch of B [= B]"),
-     .min = 1, .max = LONG_MAX},
+          "exactly as one batch of B; auto: the micro-batch and checkpoint policy that fit --mem best "
+          "[auto with --mem, else = B]"),
+     .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
     {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
           "memory budget, e.g. 64MiB, 1.5GiB, 500MB; all memory is planned and reserved before the first "
           "step, and a plan over the budget stops at once, naming the micro-batch that fits [unlimited]")},
+    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|sqrt|every:N|auto",
+          "gradient checkpointing: keep only segment inputs in forward and recompute the rest in backward; "
+          "sqrt: about sqrt(n) segments, every:N: segments of N layers, auto: the least recompute that fits "
+          "--mem [none; under --micro-batch auto, chosen with the micro-batch unless given]"),
+     .aux = OPT(checkpoint_given)},
 
     GROUP("Epochs and data order"),
     {FLAG("epochs", F_LONG, cfg.epochs, "N", "passes over the training set [1]"), .min = 1, .max = LONG_MAX},
@@ -126,7 +139,57 @@ static const flag train_flags[] = {
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 
-#define NFLAGS (sizeof train_flags / sizeof train_flags[0])
+#define NTRAIN_FLAGS (sizeof train_flags / sizeof train_flags[0])
+
+#undef OPT
+#define OPT(field) offsetof(cli_plan_options, field)
+
+static const flag plan_flags[] = {
+    GROUP("Model"),
+    {FLAG("model", F_NAME, model, "NAME", "built-in model [cnn]"), .names = snug_model_names, .what = "model"},
+
+    GROUP("Batch and memory"),
+    {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
+     .max = LONG_MAX},
+    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+          "memory budget: adds the fits column and the auto policy, and chooses the plan [none]")},
+    {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
+          "the micro-batch of the chosen plan; auto: the one that fits --mem best [auto with --mem, else = B]"),
+     .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
+    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|sqrt|every:N|auto",
+          "the checkpoint policy of the chosen plan [none; under --micro-batch auto, chosen with the "
+          "micro-batch unless given]"),
+     .aux = OPT(checkpoint_given)},
+
+    GROUP("Optimizer (its state is planned memory)"),
+    {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),
+     .choices = optim_choices},
+    {FLAG("momentum", F_FLOAT, cfg.optim.momentum, "X", "SGD momentum; 0 also saves its buffer [0.9]"),
+     .fmin = 0, .fmax = 1, .fmax_open = true},
+
+    GROUP("Output"),
+    {FLAG("layers", F_SWITCH, layers, NULL,
+          "list every buffer of the chosen plan: layer, what, category, bytes, arena offset, lifetime [off]")},
+    {FLAG("json", F_SWITCH, json, NULL, "print one JSON document instead of the text report [off]")},
+    {FLAG("timeline", F_TIMELINE, timeline, "FILE.svg|FILE.csv",
+          "write the memory in use per category over one optimizer step, for the chosen plan and for the same "
+          "micro-batch without checkpointing, as a picture (.svg) or a table (.csv) [none]")},
+    {FLAG("threads", F_LONG, threads, "N", "threads the workspace is sized for [all cores]"), .min = 1,
+     .max = 4096},
+    {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
+};
+
+#define NPLAN_FLAGS (sizeof plan_flags / sizeof plan_flags[0])
+
+/* A command's flags: the table, and where its options struct keeps the --help switch. */
+typedef struct flag_table {
+    const flag *flags;
+    size_t n;
+    size_t help_offset;
+} flag_table;
+
+static const flag_table train_table = {train_flags, NTRAIN_FLAGS, offsetof(cli_train_options, help)};
+static const flag_table plan_table = {plan_flags, NPLAN_FLAGS, offsetof(cli_plan_options, help)};
 
 static bool failf(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -241,8 +304,45 @@ static bool set_name(const flag *f, void *field, const char *value, char *msg, s
     return true;
 }
 
-/* Stores value into the field of flag f; value is NULL only for flags that take none. */
-static bool set_flag(const flag *f, cli_train_options *opt, const char *value, char *msg, size_t len) {
+static bool set_checkpoint(const flag *f, void *opt, const char *value, char *msg, size_t len) {
+    snug_error err = {0};
+    if (snug_parse_checkpoint(value, (snug_checkpoint_policy *)((char *)opt + f->offset), &err) != SNUG_OK)
+        return failf(msg, len, "--%s: %s", f->name, err.message);
+    *(bool *)((char *)opt + f->aux) = true;
+    return true;
+}
+
+/* "auto" sets the companion switch (cfg.auto_fit) and clears the size; a number clears the switch, so the last
+ * --micro-batch given wins. */
+static bool set_micro(const flag *f, void *opt, const char *value, char *msg, size_t len) {
+    bool *is_auto = (bool *)((char *)opt + f->aux);
+    size_t *size = (size_t *)((char *)opt + f->offset);
+    if (strcmp(value, "auto") == 0) {
+        *is_auto = true;
+        *size = 0;
+        return true;
+    }
+    long v;
+    if (!parse_long(value, &v) || v < f->min || v > f->max) {
+        char range[96];
+        describe_int_range(f, range, sizeof range);
+        return failf(msg, len, "--%s must be %s or auto, got '%s'", f->name, range, value);
+    }
+    *size = (size_t)v;
+    *is_auto = false;
+    return true;
+}
+
+static bool set_timeline(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    if (cli_timeline_format_of(value) == CLI_TIMELINE_UNKNOWN)
+        return failf(msg, len, "--%s must name a .svg or a .csv file, got '%s'", f->name, value);
+    *(const char **)field = value;
+    return true;
+}
+
+/* Stores value into the field of flag f in the options struct opt; value is NULL only for flags that take
+ * none. */
+static bool set_flag(const flag *f, void *opt, const char *value, char *msg, size_t len) {
     void *field = (char *)opt + f->offset;
     char list[256];
     switch (f->kind) {
@@ -259,7 +359,8 @@ static bool set_flag(const flag *f, cli_train_options *opt, const char *value, c
         }
         return true;
     case F_BYTES: return set_bytes(f, field, value, msg, len);
-    case F_SWITCH: *(bool *)field = true; return true;
+    case F_SWITCH:
+    case F_HELP: *(bool *)field = true; return true;
     case F_STRING:
         if (value[0] == '\0') return failf(msg, len, "--%s needs a non-empty value", f->name);
         *(const char **)field = value;
@@ -274,21 +375,28 @@ static bool set_flag(const flag *f, cli_train_options *opt, const char *value, c
         *(int *)field = i;
         return true;
     }
-    case F_HELP: opt->help = true; return true;
+    case F_CHECKPOINT: return set_checkpoint(f, opt, value, msg, len);
+    case F_MICRO: return set_micro(f, opt, value, msg, len);
+    case F_TIMELINE: return set_timeline(f, field, value, msg, len);
     case F_GROUP: break;
     }
     return failf(msg, len, "internal error: flag --%s has no parser", f->name);
 }
 
-static const flag *find_flag(const char *name, size_t name_len) {
-    for (size_t i = 0; i < NFLAGS; i++) {
-        const flag *f = &train_flags[i];
+static const flag *find_flag(const flag_table *t, const char *name, size_t name_len) {
+    for (size_t i = 0; i < t->n; i++) {
+        const flag *f = &t->flags[i];
         if (f->kind != F_GROUP && strlen(f->name) == name_len && strncmp(f->name, name, name_len) == 0) return f;
     }
     return NULL;
 }
 
 static bool takes_value(const flag *f) { return f->kind != F_SWITCH && f->kind != F_HELP; }
+
+static snug_optim_config default_optim(void) {
+    return (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .nesterov = false,
+                               .weight_decay = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+}
 
 /* Sets every value the help documents, so the help and the behaviour agree whatever the library defaults. */
 static void set_defaults(cli_train_options *opt) {
@@ -303,10 +411,11 @@ static void set_defaults(cli_train_options *opt) {
     c->drop_last = false;
     c->seed = 1;
     c->clip_norm = 0;
-    c->optim = (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .nesterov = false,
-                                   .weight_decay = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    c->optim = default_optim();
     c->schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .warmup_steps = 0,
                                          .min_lr_ratio = 0, .linear_scaling = false, .reference_batch = 256};
+    c->checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
+    c->auto_fit = false;
     opt->model = "cnn";
     opt->data = "mnist";
     const char *env = getenv("SNUG_DATA_DIR");
@@ -314,12 +423,36 @@ static void set_defaults(cli_train_options *opt) {
     opt->progress = CLI_PROGRESS_AUTO;
 }
 
-/* Checks that need more than one flag, and maps the choices into the config. */
-static bool finish(cli_train_options *opt, char *msg, size_t len) {
-    snug_train_config *c = &opt->cfg;
+static void set_plan_defaults(cli_plan_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->cfg = snug_train_config_default();
+    opt->cfg.batch = 64;
+    opt->cfg.micro_batch = 0;
+    opt->cfg.mem_budget = 0;
+    opt->cfg.optim = default_optim();
+    opt->cfg.checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
+    opt->cfg.auto_fit = false;
+    opt->model = "cnn";
+}
+
+/* The batch flags both commands share: --micro-batch auto is the default with --mem, and needs it; a
+ * micro-batch of B is stored as 0 (m = B). */
+static bool finish_batching(snug_train_config *c, char *msg, size_t len) {
+    if (c->auto_fit && c->mem_budget == 0)
+        return failf(msg, len, "--micro-batch auto needs --mem: the budget to fit");
+    if (c->checkpoint.kind == SNUG_CHECKPOINT_AUTO && c->mem_budget == 0)
+        return failf(msg, len, "--checkpoint auto needs --mem: the budget to fit");
+    if (c->mem_budget > 0 && c->micro_batch == 0) c->auto_fit = true;
     if (c->micro_batch > c->batch)
         return failf(msg, len, "--micro-batch %zu is larger than --batch %zu", c->micro_batch, c->batch);
     if (c->micro_batch == c->batch) c->micro_batch = 0;
+    return true;
+}
+
+/* Checks that need more than one flag, and maps the choices into the config. */
+static bool finish(cli_train_options *opt, char *msg, size_t len) {
+    snug_train_config *c = &opt->cfg;
+    if (!finish_batching(c, msg, len)) return false;
     c->shuffle = opt->shuffle == 0;
     c->optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
     c->schedule.kind = opt->schedule == 1 ? SNUG_SCHEDULE_COSINE : SNUG_SCHEDULE_CONSTANT;
@@ -331,8 +464,14 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
     return true;
 }
 
+static bool finish_plan(cli_plan_options *opt, char *msg, size_t len) {
+    if (!finish_batching(&opt->cfg, msg, len)) return false;
+    opt->cfg.optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
+    return true;
+}
+
 /* One argument at argv[*i], and its value from "=value" or the next argument. */
-static bool parse_one(int argc, char **argv, int *i, cli_train_options *opt, char *msg, size_t len) {
+static bool parse_one(const flag_table *t, int argc, char **argv, int *i, void *opt, char *msg, size_t len) {
     const char *arg = argv[*i];
     if (strcmp(arg, "-h") == 0) arg = "--help";
     if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
@@ -340,7 +479,7 @@ static bool parse_one(int argc, char **argv, int *i, cli_train_options *opt, cha
     const char *name = arg + 2;
     const char *eq = strchr(name, '=');
     size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
-    const flag *f = find_flag(name, name_len);
+    const flag *f = find_flag(t, name, name_len);
     if (!f) return failf(msg, len, "unknown flag '--%.*s'", (int)name_len, name);
     const char *value = NULL;
     if (!takes_value(f)) {
@@ -357,13 +496,26 @@ static bool parse_one(int argc, char **argv, int *i, cli_train_options *opt, cha
     return set_flag(f, opt, value, msg, len);
 }
 
+/* Parses every flag into opt; true with *help set when --help came (help wins over whatever follows). */
+static bool parse_all(const flag_table *t, int argc, char **argv, void *opt, char *msg, size_t len) {
+    const bool *help = (const bool *)((const char *)opt + t->help_offset);
+    for (int i = 1; i < argc; i++) {
+        if (!parse_one(t, argc, argv, &i, opt, msg, len)) return false;
+        if (*help) return true;
+    }
+    return true;
+}
+
 bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len) {
     set_defaults(opt);
-    for (int i = 1; i < argc; i++) {
-        if (!parse_one(argc, argv, &i, opt, msg, len)) return false;
-        if (opt->help) return true;  /* help wins over whatever follows */
-    }
-    return finish(opt, msg, len);
+    if (!parse_all(&train_table, argc, argv, opt, msg, len)) return false;
+    return opt->help || finish(opt, msg, len);
+}
+
+bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, size_t len) {
+    set_plan_defaults(opt);
+    if (!parse_all(&plan_table, argc, argv, opt, msg, len)) return false;
+    return opt->help || finish_plan(opt, msg, len);
 }
 
 #define HELP_INDENT 28
@@ -404,21 +556,41 @@ static void print_flag_help(FILE *out, const flag *f) {
     print_wrapped(out, f->help, HELP_INDENT);
 }
 
+static void print_table_help(FILE *out, const flag_table *t) {
+    for (size_t i = 0; i < t->n; i++) {
+        const flag *f = &t->flags[i];
+        if (f->kind == F_GROUP) fprintf(out, "\n%s:\n", f->name);
+        else print_flag_help(out, f);
+    }
+}
+
 void cli_train_help(FILE *out) {
     fprintf(out,
             "usage: snug train [options]\n\n"
             "Train a model on a data set. The global batch B is split into micro-batches of M samples whose\n"
             "gradients are accumulated into one optimizer step; every byte is planned before the first step, so\n"
-            "--mem is a promise: a run that would not fit stops at once and says which --micro-batch fits.\n");
-    for (size_t i = 0; i < NFLAGS; i++) {
-        const flag *f = &train_flags[i];
-        if (f->kind == F_GROUP) fprintf(out, "\n%s:\n", f->name);
-        else print_flag_help(out, f);
-    }
+            "--mem is a promise: a run that would not fit stops at once and says which --micro-batch fits. With\n"
+            "--mem and no --micro-batch, snug chooses the micro-batch and the checkpointing that fit best;\n"
+            "`snug plan` shows every choice without training.\n");
+    print_table_help(out, &train_table);
     fprintf(out,
             "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (data file,\n"
             "memory budget, non-finite loss), 2 usage error.\n"
             "Example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n");
+}
+
+void cli_plan_help(FILE *out) {
+    fprintf(out,
+            "usage: snug plan [options]\n\n"
+            "Show what one optimizer step of a model needs, byte by byte, without training and without data: one\n"
+            "row per micro-batch m (1, 2, 4, ... up to B) and checkpoint policy, by memory category, with where the\n"
+            "activation peak falls and what recomputation costs. With --mem, the row that fits best is chosen\n"
+            "(the choice `snug train --mem` makes); it is marked with '*' and summarised.\n");
+    print_table_help(out, &plan_table);
+    fprintf(out,
+            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (nothing fits the\n"
+            "budget, the timeline file cannot be written), 2 usage error.\n"
+            "Example: snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n");
 }
 
 int cli_usage_error(const char *command, const char *usage, const char *message) {
@@ -426,4 +598,12 @@ int cli_usage_error(const char *command, const char *usage, const char *message)
     else fprintf(stderr, "snug: %s (see 'snug --help')\n", message);
     fprintf(stderr, "%s\n", usage);
     return CLI_EXIT_USAGE;
+}
+
+int cli_runtime_error(const snug_error *err) {
+    fflush(stdout);
+    const char *name = snug_status_name(err->status);
+    if (strncmp(err->message, name, strlen(name)) == 0) fprintf(stderr, "snug: %s\n", err->message);
+    else fprintf(stderr, "snug: %s: %s\n", name, err->message);
+    return CLI_EXIT_RUNTIME;
 }

@@ -1,5 +1,5 @@
-/* The command line of `snug`: the subcommands' entry points, the process-start hook, and the flags of
- * `snug train` parsed into a snug_train_config plus the options only the CLI uses.
+/* The command line of `snug`: the process-start hook, and the flags of `snug train` and `snug plan` parsed into a
+ * snug_train_config plus the options only the CLI uses. The entry points of the commands are in cli/commands.h.
  *
  * Exit statuses shared by every command: 0 done, 1 a runtime error (bad data file, out of memory, non-finite
  * loss), 2 a usage error (unknown command or flag, a missing or bad value). */
@@ -14,12 +14,12 @@
 
 enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };
 
-/* ---- commands: argv[0] is the command name ("train"), the flags follow ---- */
-int cmd_train(int argc, char **argv);
-
 /* Prints `snug: <message> (see 'snug <command> --help')` and a short usage line to stderr; returns
  * CLI_EXIT_USAGE. command may be NULL for errors before a command is known. */
 int cli_usage_error(const char *command, const char *usage, const char *message);
+/* Prints `snug: <status name>: <message>` to stderr (the name left out when the message starts with it), after
+ * flushing stdout; returns CLI_EXIT_RUNTIME. */
+int cli_runtime_error(const snug_error *err);
 
 /* ---- process start ---- */
 
@@ -41,6 +41,7 @@ typedef struct cli_train_options {
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */
     cli_progress_mode progress;
+    bool checkpoint_given;   /* --checkpoint appeared (else cfg.checkpoint is the default, none) */
     bool help;               /* --help seen: print the help and do nothing else */
     /* choices as indices into their name lists; cli_parse_train maps them into cfg */
     int optim, schedule, lr_scaling, shuffle;
@@ -51,8 +52,27 @@ typedef struct cli_train_options {
  * is wrong. Pointers in opt point into argv or static strings. */
 bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len);
 
-/* The full help of `snug train`, generated from the same flag table the parser reads. */
-void cli_train_help(FILE *out);
-#define CLI_TRAIN_USAGE "usage: snug train [--model NAME] [--batch B] [--micro-batch M] [--mem SIZE] [options]"
+/* The full help of `snug train` (declared in cli/commands.h) is generated from the same flag table. */
+#define CLI_TRAIN_USAGE "usage: snug train [--model NAME] [--batch B] [--micro-batch M|auto] [--mem SIZE] [options]"
+
+/* ---- `snug plan` ---- */
+typedef struct cli_plan_options {
+    snug_train_config cfg;   /* batch, micro-batch (or auto_fit), budget, checkpoint, optimizer */
+    const char *model;       /* a snug_model_builtin name */
+    long threads;            /* 0: all cores; the workspace is sized per thread */
+    bool layers;             /* list every buffer of the chosen plan */
+    bool json;               /* one JSON document on stdout instead of the text report */
+    const char *timeline;    /* NULL, or a .svg or .csv path for the memory timeline */
+    bool checkpoint_given;
+    bool help;
+    int optim;               /* index into the --optim choices */
+} cli_plan_options;
+
+/* Fills opt from the flags of `snug plan`, as cli_parse_train does. */
+bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, size_t len);
+/* The full help of `snug plan` is cli_plan_help in cli/commands.h. */
+#define CLI_PLAN_USAGE                                                                                      \
+    "usage: snug plan [--model NAME] [--batch B] [--mem SIZE] [--checkpoint P] [--micro-batch M|auto] "     \
+    "[--layers] [--json] [--timeline FILE.svg|FILE.csv]"
 
 #endif

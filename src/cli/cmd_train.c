@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/autofit.h"
+#include "cli/commands.h"
+#include "cli/plan_report.h"
 #include "cli/progress.h"
 
 typedef struct train_run {
@@ -18,21 +21,18 @@ typedef struct train_run {
     snug_dataset *train, *test;
     cli_progress progress;
     double train_seconds;
+    /* the plan the trainer runs, as summarised before it was made */
+    bool auto_chosen;          /* micro-batch and policy chosen for --mem */
+    size_t planned_total;      /* bytes */
+    char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
+    size_t segments;           /* recomputed in backward */
+    double recompute_percent;  /* of the FLOPs of a micro-batch's forward + backward + recompute */
 } train_run;
 
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* `snug: out of memory: <message>`; the status name is left out when the message already starts with it. */
-static int runtime_error(const snug_error *err) {
-    fflush(stdout);
-    const char *name = snug_status_name(err->status);
-    if (strncmp(err->message, name, strlen(name)) == 0) fprintf(stderr, "snug: %s\n", err->message);
-    else fprintf(stderr, "snug: %s: %s\n", name, err->message);
-    return CLI_EXIT_RUNTIME;
 }
 
 static void set_error(snug_error *err, snug_status status, const char *message) {
@@ -62,11 +62,37 @@ static snug_status open_split(const char *dir, bool train, snug_dataset **out, s
     return st;
 }
 
-/* Model, trainer (the plan and its memory), then both data splits: every failure before any output. */
+/* Fixes the micro-batch and the checkpoint policy (chosen for --mem with auto fit), and summarises the plan they
+ * make for the header: the trainer then runs exactly that plan. */
+static snug_status choose_plan(train_run *r, snug_error *err) {
+    snug_train_config *c = &r->opt.cfg;
+    size_t m = 0;
+    snug_checkpoint_policy policy;
+    snug_status st = cli_choose_plan(r->graph, c, r->opt.checkpoint_given, &m, &policy, err);
+    if (st != SNUG_OK) return st;
+    r->auto_chosen = c->auto_fit;
+    c->micro_batch = m;
+    c->checkpoint = policy;
+    c->auto_fit = false;
+    snug_plan *p = NULL;
+    st = snug_plan_new(r->graph, c, m, policy, c->mem_budget, &p, err);
+    if (st != SNUG_OK) return st;
+    snug_plan_summary s;
+    snug_plan_summarize(p, &s);
+    r->planned_total = s.total;
+    plan_policy_label(policy, &s, r->policy, sizeof r->policy);
+    r->segments = s.segments;
+    r->recompute_percent = plan_recompute_percent(&s);
+    snug_plan_free(p);
+    return SNUG_OK;
+}
+
+/* Model, plan, trainer (the plan's memory), then both data splits: every failure before any output. */
 static snug_status setup(train_run *r, snug_error *err) {
     r->graph = snug_model_builtin(r->opt.model, err);
     if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
     snug_status st = snug_graph_check(r->graph, err);
+    if (st == SNUG_OK) st = choose_plan(r, err);
     if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
     if (st == SNUG_OK) st = check_data_dir(r->opt.data_dir, err);
     if (st == SNUG_OK) st = open_split(r->opt.data_dir, true, &r->train, err);
@@ -147,6 +173,29 @@ static void print_batching(const train_run *r) {
            c->max_steps > 0 && total == c->max_steps ? " (--max-steps)" : "");
 }
 
+/* What auto fit chose for --mem, when it chose. */
+static void print_auto_fit(const train_run *r) {
+    const snug_train_config *c = &r->opt.cfg;
+    char planned[32], budget[32];
+    if (!r->auto_chosen) return;
+    size_t b = c->batch, m = c->micro_batch, k = cli_micro_batches(b, m);
+    printf("auto: micro-batch %zu (%zu micro-batch%s of %zu", m, k, k == 1 ? "" : "es", m);
+    if (b % m != 0) printf(", the last one %zu", b % m);
+    printf(") with checkpoint %s fits: planned %s of the %s budget\n", r->policy,
+           snug_format_bytes(r->planned_total, planned, sizeof planned),
+           snug_format_bytes(c->mem_budget, budget, sizeof budget));
+}
+
+/* The checkpoint policy, always, with what its recompute costs. */
+static void print_checkpoint(const train_run *r) {
+    const char *policy = r->policy;
+    if (r->segments == 0)
+        printf("checkpoint %s: every activation backward needs is kept, nothing is recomputed\n", policy);
+    else
+        printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch\n",
+               policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent);
+}
+
 static void print_optimizer(const train_run *r) {
     const snug_train_config *c = &r->opt.cfg;
     if (c->optim.kind == SNUG_OPTIM_ADAMW)
@@ -177,7 +226,9 @@ static void print_memory(const snug_mem_report *rep, const char *title, bool wit
 static void print_plan(const train_run *r) {
     print_header();
     print_model(r);
+    print_auto_fit(r);
     print_batching(r);
+    print_checkpoint(r);
     print_optimizer(r);
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
@@ -243,7 +294,7 @@ int cmd_train(int argc, char **argv) {
         st = train(&r, &err);
     }
     if (st == SNUG_OK) st = evaluate_and_report(&r, &err);
-    int rc = st == SNUG_OK ? CLI_EXIT_OK : runtime_error(&err);
+    int rc = st == SNUG_OK ? CLI_EXIT_OK : cli_runtime_error(&err);
     teardown(&r);
     return rc;
 }

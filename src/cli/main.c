@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/commands.h"
 
 typedef struct command {
     const char *name;
@@ -15,10 +16,12 @@ typedef struct command {
 
 static const command commands[] = {
     {"train", "train a model on a data set inside a memory budget", cmd_train, cli_train_help},
+    {"plan", "show the memory plans of a model per micro-batch and checkpoint policy, without training",
+     cmd_plan, cli_plan_help},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-#define TOP_USAGE "usage: snug <command> [options]   (commands: train; 'snug help' lists them)"
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan; 'snug help' lists them)"
 
 static const command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)
@@ -43,7 +46,8 @@ static void print_help(FILE *out) {
             "                      kernel, snug sets it for this CPU and restarts itself\n"
             "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n\n"
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
-            "example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n");
+            "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
+            "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n");
 }
 
 /* `snug help [command]` */

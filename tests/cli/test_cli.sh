@@ -5,106 +5,8 @@
 # usage: tests/cli/test_cli.sh SNUG_BINARY DATA_DIR
 set -u
 
-if [ $# -ne 2 ]; then
-    echo "usage: $0 SNUG_BINARY DATA_DIR" >&2
-    exit 2
-fi
-SNUG=$1
-DATA=$2
-if [ ! -x "$SNUG" ]; then
-    echo "test_cli: '$SNUG' is not an executable (build it first: make build)" >&2
-    exit 2
-fi
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/snug-cli.XXXXXX") || exit 2
-trap 'rm -rf "$TMP"' EXIT
-OUT=$TMP/stdout
-ERR=$TMP/stderr
-# The default data directory must not leak in from the caller's environment.
-unset SNUG_DATA_DIR
-
-PASS=0
-FAIL=0
-CASE=""
-CASE_OK=1
-RC=0
-
-# run NAME ARGS...: runs snug with ARGS, keeping stdout, stderr and the exit status for the checks that follow.
-run() {
-    finish_case
-    CASE=$1
-    shift
-    CASE_OK=1
-    "$SNUG" "$@" >"$OUT" 2>"$ERR"
-    RC=$?
-}
-
-# run_env NAME [-u VAR]... VAR=VALUE... -- ARGS...: the same through env(1): -u VAR unsets (options first).
-run_env() {
-    finish_case
-    CASE=$1
-    shift
-    local assigns=()
-    while [ "$1" != "--" ]; do
-        assigns+=("$1")
-        shift
-    done
-    shift
-    CASE_OK=1
-    env "${assigns[@]}" "$SNUG" "$@" >"$OUT" 2>"$ERR"
-    RC=$?
-}
-
-fail() {
-    if [ $CASE_OK -eq 1 ]; then
-        echo "FAIL: $CASE"
-    fi
-    CASE_OK=0
-    echo "      $*"
-}
-
-finish_case() {
-    [ -z "$CASE" ] && return
-    if [ $CASE_OK -eq 1 ]; then
-        PASS=$((PASS + 1))
-        echo "ok:   $CASE"
-    else
-        FAIL=$((FAIL + 1))
-        echo "      --- stdout (head) ---"
-        head -c 2000 "$OUT" | sed 's/^/      /'
-        echo "      --- stderr (head) ---"
-        head -c 2000 "$ERR" | sed 's/^/      /'
-    fi
-    CASE=""
-}
-
-expect_rc() {
-    [ "$RC" -eq "$1" ] || fail "exit status $RC, expected $1"
-}
-
-# expect_in FILE PHRASE: FILE ($OUT or $ERR) contains PHRASE (fixed string).
-expect_in() {
-    grep -qF -- "$2" "$1" || fail "$(basename "$1") lacks '$2'"
-}
-
-expect_not_in() {
-    if grep -qF -- "$2" "$1"; then fail "$(basename "$1") contains '$2'"; fi
-}
-
-expect_empty() {
-    [ ! -s "$1" ] || fail "$(basename "$1") is not empty"
-}
-
-# A usage error: exit 2, one line naming the problem, the usage line, nothing on stdout.
-usage_error() {
-    local name=$1 phrase=$2
-    shift 2
-    run "$name" "$@"
-    expect_rc 2
-    expect_in "$ERR" "$phrase"
-    expect_in "$ERR" "usage: snug"
-    expect_empty "$OUT"
-}
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
 
 # ---------------------------------------------------------------------------------------------------------
 # help and version
@@ -125,9 +27,9 @@ expect_in "$OUT" "commands:"
 
 run "train --help lists every flag group and key flags" train --help
 expect_rc 0
-for phrase in --micro-batch --mem --epochs --max-steps --drop-last --shuffle --seed --optim --lr --momentum \
-    --nesterov --weight-decay --beta1 --beta2 --eps --schedule --warmup --min-lr-ratio --lr-scaling \
-    --ref-batch --clip --threads --log-every --progress --data-dir mlp cnn; do
+for phrase in --micro-batch --mem --checkpoint every:N --epochs --max-steps --drop-last --shuffle --seed --optim \
+    --lr --momentum --nesterov --weight-decay --beta1 --beta2 --eps --schedule --warmup --min-lr-ratio \
+    --lr-scaling --ref-batch --clip --threads --log-every --progress --data-dir mlp cnn; do
     expect_in "$OUT" "$phrase"
 done
 expect_empty "$ERR"
@@ -202,11 +104,20 @@ usage_error "error points at the command's help" "(see 'snug train --help')" tra
 
 # ---------------------------------------------------------------------------------------------------------
 # runtime errors: exit 1, one message, nothing on stdout
-run "budget too small" train --model cnn --mem 1KiB --data-dir "$DATA" --progress off
+run "budget too small for the micro-batch given" train --model cnn --mem 1KiB --micro-batch 64 \
+    --data-dir "$DATA" --progress off
 expect_rc 1
 expect_in "$ERR" "out of memory"
 expect_in "$ERR" "budget"
 expect_in "$ERR" "--micro-batch"
+expect_empty "$OUT"
+
+# With --mem and no --micro-batch snug chooses the micro-batch itself; when nothing fits it says what would.
+run "budget too small for any micro-batch (auto fit)" train --model cnn --mem 1KiB --data-dir "$DATA" \
+    --progress off
+expect_rc 1
+expect_in "$ERR" "out of memory"
+expect_in "$ERR" "smallest budget"
 expect_empty "$OUT"
 
 run "budget too small, = form" train --model=mlp --mem=1KiB --data-dir="$DATA"
@@ -284,11 +195,6 @@ else
     echo "skip: no AVX2 CPU or no C compiler: the BLAS kernel re-exec cases are skipped"
 fi
 
-have_mnist() {
-    [ -f "$DATA/train-images-idx3-ubyte" ] && [ -f "$DATA/train-labels-idx1-ubyte" ] &&
-        [ -f "$DATA/t10k-images-idx3-ubyte" ] && [ -f "$DATA/t10k-labels-idx1-ubyte" ] &&
-        [ "$(stat -c %s "$DATA/train-images-idx3-ubyte")" -eq 47040016 ]
-}
 
 # accuracy_at_least FILE PERCENT: the "test accuracy X%" line of FILE shows at least PERCENT.
 accuracy_at_least() {
@@ -374,6 +280,4 @@ else
     echo "skip: no real MNIST in '$DATA' (make data): the truncated-file case and the real runs are skipped"
 fi
 
-finish_case
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+finish_tests

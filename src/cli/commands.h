@@ -1,0 +1,17 @@
+/* The subcommands of `snug`: one entry point and one help printer each. argv[0] is the command name ("train"),
+ * the flags follow; the return value is the exit status (CLI_EXIT_* in cli/args.h). main.c lists them in its
+ * command table. */
+#ifndef SNUG_CLI_COMMANDS_H
+#define SNUG_CLI_COMMANDS_H
+
+#include <stdio.h>
+
+/* `snug train`: plan, reserve, train, evaluate (cmd_train.c). */
+int cmd_train(int argc, char **argv);
+void cli_train_help(FILE *out);
+
+/* `snug plan`: what a run would need, per micro-batch and checkpoint policy, without training (cmd_plan.c). */
+int cmd_plan(int argc, char **argv);
+void cli_plan_help(FILE *out);
+
+#endif

@@ -1,0 +1,138 @@
+/* `snug plan --json`: the candidate plans, the chosen one with its baseline and (with --layers) its buffers, as
+ * one JSON document. Byte counts are JSON numbers (exact up to 2^53 bytes, 8 PiB). */
+#define _POSIX_C_SOURCE 200809L
+#include <cJSON.h>
+#include <stdlib.h>
+
+#include "cli/plan_report.h"
+
+/* cJSON's adders return NULL when out of memory; one flag collects every failure so the document is either
+ * whole or not printed at all. */
+typedef struct json_doc {
+    bool failed;
+} json_doc;
+
+static cJSON *check(json_doc *d, cJSON *item) {
+    if (!item) d->failed = true;
+    return item;
+}
+
+static void add_number(json_doc *d, cJSON *obj, const char *name, double v) {
+    check(d, cJSON_AddNumberToObject(obj, name, v));
+}
+
+static void add_string(json_doc *d, cJSON *obj, const char *name, const char *s) {
+    check(d, s ? cJSON_AddStringToObject(obj, name, s) : cJSON_AddNullToObject(obj, name));
+}
+
+static void add_bytes(json_doc *d, cJSON *obj, const size_t bytes[SNUG_MEM_NCATEGORIES]) {
+    cJSON *b = check(d, cJSON_AddObjectToObject(obj, "bytes"));
+    if (!b) return;
+    for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++)
+        add_number(d, b, snug_mem_category_name((snug_mem_category)i), (double)bytes[i]);
+}
+
+/* What a plan summary says, and the length of its schedule (the rows of the CSV timeline). */
+static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_plan_summary *s) {
+    char policy[32];
+    add_string(d, obj, "resolved_checkpoint", snug_format_checkpoint(s->policy, policy, sizeof policy));
+    check(d, cJSON_AddBoolToObject(obj, "selective", s->selective));
+    add_number(d, obj, "segments", (double)s->segments);
+    add_bytes(d, obj, s->bytes);
+    add_number(d, obj, "total", (double)s->total);
+    add_number(d, obj, "activation_arena", (double)s->activation_peak);
+    add_number(d, obj, "live_peak", (double)s->live_peak);
+    add_string(d, obj, "peak_op", s->peak_op);
+    add_string(d, obj, "peak_phase", snug_phase_name(s->peak_phase));
+    add_number(d, obj, "step_flops", s->step_flops);
+    add_number(d, obj, "recompute_flops", s->recompute_flops);
+    add_number(d, obj, "recompute_percent", plan_recompute_percent(s));
+    add_number(d, obj, "schedule_steps", (double)snug_plan_step_count(p));
+}
+
+static cJSON *row_object(json_doc *d, const plan_report *r, const plan_row *row) {
+    cJSON *o = check(d, cJSON_CreateObject());
+    if (!o) return NULL;
+    char policy[32];
+    add_number(d, o, "micro_batch", (double)row->m);
+    add_number(d, o, "micro_batches", (double)row->k);
+    add_string(d, o, "checkpoint", snug_format_checkpoint(row->requested, policy, sizeof policy));
+    add_summary(d, o, row->plan, &row->s);
+    check(d, r->cfg->mem_budget ? cJSON_AddBoolToObject(o, "fits", row->fits) : cJSON_AddNullToObject(o, "fits"));
+    check(d, cJSON_AddBoolToObject(o, "chosen", row->chosen));
+    return o;
+}
+
+static cJSON *buffer_object(json_doc *d, const snug_plan_buffer_info *b) {
+    cJSON *o = check(d, cJSON_CreateObject());
+    if (!o) return NULL;
+    add_string(d, o, "layer", b->layer);
+    add_string(d, o, "what", b->what);
+    add_string(d, o, "category", snug_mem_category_name(b->category));
+    add_number(d, o, "bytes", (double)b->bytes);
+    add_number(d, o, "offset", (double)b->offset);
+    add_number(d, o, "first_step", (double)b->first_step);
+    add_number(d, o, "last_step", (double)b->last_step);
+    check(d, cJSON_AddBoolToObject(o, "in_place", b->in_place));
+    return o;
+}
+
+static void add_to_array(json_doc *d, cJSON *array, cJSON *item) {
+    if (!item) return;
+    if (!array || !cJSON_AddItemToArray(array, item)) {
+        cJSON_Delete(item);
+        d->failed = true;
+    }
+}
+
+static void add_buffers(json_doc *d, cJSON *obj, const snug_plan *p) {
+    cJSON *a = check(d, cJSON_AddArrayToObject(obj, "buffers"));
+    for (size_t i = 0; a && i < snug_plan_buffer_count(p); i++) {
+        snug_plan_buffer_info b;
+        snug_plan_buffer(p, i, &b);
+        add_to_array(d, a, buffer_object(d, &b));
+    }
+}
+
+static void add_chosen(json_doc *d, cJSON *root, const plan_report *r, bool layers) {
+    const plan_row *c = &r->rows[r->chosen];
+    cJSON *o = row_object(d, r, c);
+    if (!o) return;
+    if (!cJSON_AddItemToObject(root, "chosen", o)) {
+        cJSON_Delete(o);
+        d->failed = true;
+        return;
+    }
+    add_string(d, o, "chosen_by", r->auto_chosen ? "budget" : "flags");
+    cJSON *base = check(d, cJSON_AddObjectToObject(o, "baseline"));
+    if (base) add_summary(d, base, r->baseline, &r->baseline_s);
+    if (layers) add_buffers(d, o, c->plan);
+}
+
+static cJSON *build(json_doc *d, const plan_report *r, bool layers) {
+    cJSON *root = check(d, cJSON_CreateObject());
+    if (!root) return NULL;
+    const snug_train_config *c = r->cfg;
+    add_string(d, root, "model", r->model);
+    add_number(d, root, "batch", (double)c->batch);
+    check(d, c->mem_budget ? cJSON_AddNumberToObject(root, "budget", (double)c->mem_budget)
+                           : cJSON_AddNullToObject(root, "budget"));
+    add_string(d, root, "optimizer", c->optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
+    if (c->optim.kind == SNUG_OPTIM_SGD) add_number(d, root, "momentum", c->optim.momentum);
+    add_number(d, root, "threads", r->threads);
+    cJSON *rows = check(d, cJSON_AddArrayToObject(root, "candidates"));
+    for (size_t i = 0; rows && i < r->n_rows; i++) add_to_array(d, rows, row_object(d, r, &r->rows[i]));
+    add_chosen(d, root, r, layers);
+    return root;
+}
+
+int plan_print_json(FILE *out, const plan_report *r, bool layers) {
+    json_doc d = {false};
+    cJSON *root = build(&d, r, layers);
+    char *text = root && !d.failed ? cJSON_Print(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) return -1;
+    int rc = fputs(text, out) < 0 || fputc('\n', out) == EOF ? -1 : 0;
+    cJSON_free(text);
+    return rc;
+}

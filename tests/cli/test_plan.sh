@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# End-to-end tests of `snug plan` (the plan table, --layers, --json, the memory timeline as SVG and CSV) and of the
+# `snug train` flags that choose plans (--checkpoint, --micro-batch auto, auto fit under --mem). Planning needs no
+# data, so those cases run against an empty data folder; the training runs need the real MNIST in DATA_DIR.
+#
+# usage: tests/cli/test_plan.sh SNUG_BINARY DATA_DIR
+set -u
+
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+EMPTY=$TMP/empty-data
+mkdir -p "$EMPTY"
+PY=$(command -v python3 || true)
+
+# plan NAME ARGS...: `snug plan ARGS` with SNUG_DATA_DIR on an empty folder, so any data access would fail.
+plan() {
+    local name=$1
+    shift
+    run_env "$name" "SNUG_DATA_DIR=$EMPTY" -- plan "$@"
+}
+
+# The rows of the plan table marked as chosen.
+starred_rows() { grep -c '^\* ' "$OUT"; }
+
+# py_check DESCRIPTION SCRIPT [ARGS...]: a python3 check that exits non-zero on failure (skipped without python3).
+py_check() {
+    local what=$1
+    shift
+    [ -z "$PY" ] && return
+    "$PY" - "$@" >"$TMP/py.log" 2>&1 || fail "$what: $(tail -n 3 "$TMP/py.log" | tr '\n' ' ')"
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# help
+run "plan --help lists every flag" plan --help
+expect_rc 0
+for phrase in "usage: snug plan" --model --batch --mem --micro-batch --checkpoint every:N --optim --momentum \
+    --layers --json --timeline FILE.svg --threads; do
+    expect_in "$OUT" "$phrase"
+done
+expect_empty "$ERR"
+
+run "help plan" help plan
+expect_rc 0
+expect_in "$OUT" "--timeline"
+
+run "the command list names plan" --help
+expect_rc 0
+expect_in "$OUT" "plan "
+
+# ---------------------------------------------------------------------------------------------------------
+# usage errors: exit 2, nothing on stdout
+usage_error "plan --checkpoint every:0" "--checkpoint" plan --checkpoint every:0
+usage_error "plan --checkpoint foo" "--checkpoint" plan --checkpoint foo
+usage_error "plan --checkpoint empty" "--checkpoint" plan --checkpoint=
+usage_error "plan --timeline x.png" "--timeline must name a .svg or a .csv file, got 'x.png'" plan --timeline x.png
+usage_error "plan --timeline without a name" "--timeline must name" plan --timeline .svg
+usage_error "plan --micro-batch auto without --mem" "--micro-batch auto needs --mem" plan --micro-batch auto
+usage_error "plan --checkpoint auto without --mem" "--checkpoint auto needs --mem" plan --checkpoint auto
+usage_error "plan --micro-batch > --batch" "--micro-batch 65 is larger than --batch 64" plan --micro-batch 65
+usage_error "plan --micro-batch abc" "--micro-batch must be a whole number >= 1 or auto, got 'abc'" \
+    plan --micro-batch abc
+usage_error "plan rejects train-only flags" "unknown flag '--epochs'" plan --epochs 2
+usage_error "plan --model unknown" "unknown model 'resnet9000'" plan --model resnet9000
+usage_error "plan --json takes no value" "--json takes no value" plan --json=yes
+usage_error "plan --mem 0" "--mem" plan --mem 0
+usage_error "plan points at its help" "(see 'snug plan --help')" plan --batch 0
+usage_error "train --checkpoint foo" "--checkpoint" train --checkpoint foo
+usage_error "train --checkpoint every:0" "--checkpoint" train --checkpoint every:0
+usage_error "train --micro-batch auto without --mem" "--micro-batch auto needs --mem" train --micro-batch auto
+usage_error "train --micro-batch abc" "or auto, got 'abc'" train --micro-batch abc
+
+# ---------------------------------------------------------------------------------------------------------
+# the plan table: no data needed
+for model in mlp cnn; do
+    plan "plan $model: table with one chosen row, no data read" --model "$model"
+    expect_rc 0
+    expect_in "$OUT" "plans for model $model, batch 64"
+    for phrase in checkpoint params grads optim activations workspace data total "activation peak at" \
+        recompute fits "chosen plan (*)" backward; do
+        expect_in "$OUT" "$phrase"
+    done
+    [ "$(starred_rows)" -eq 1 ] || fail "expected exactly one row marked '*'"
+    # without --mem the chosen plan is m = B without checkpointing
+    grep -qE '^\* +64 +1 +none ' "$OUT" || fail "the chosen row is not 'm 64, k 1, none'"
+    for m in 1 2 4 8 16 32 64; do
+        grep -qE "^[* ] +$m +[0-9]+ +none " "$OUT" || fail "no row for m = $m without checkpointing"
+        grep -qE "^[* ] +$m +[0-9]+ +sqrt " "$OUT" || fail "no row for m = $m with sqrt"
+    done
+    expect_not_in "$OUT" "auto:"
+    expect_empty "$ERR"
+done
+
+plan "plan with a budget: auto rows, fits column, the chosen row fits" --model cnn --batch 256 --mem 8MiB
+expect_rc 0
+expect_in "$OUT" "budget 8.00 MiB"
+expect_in "$OUT" "auto: "
+expect_in "$OUT" "of the 8.00 MiB budget"
+expect_in "$OUT" "as \`snug train --mem\` chooses"
+[ "$(starred_rows)" -eq 1 ] || fail "expected exactly one row marked '*'"
+grep -qE '^\* .* yes$' "$OUT" || fail "the chosen row does not fit"
+grep -qE ' no$' "$OUT" || fail "no row is over the budget at batch 256 in 8 MiB"
+expect_empty "$ERR"
+
+plan "plan: a chosen micro-batch that is no power of two gets its own row" --model cnn --batch 100 \
+    --micro-batch 24 --checkpoint every:2
+expect_rc 0
+[ "$(starred_rows)" -eq 1 ] || fail "expected exactly one row marked '*'"
+grep -qE '^\* +24 +5 +every:2 ' "$OUT" || fail "the chosen row is not 'm 24, k 5, every:2'"
+expect_in "$OUT" "5 micro-batches of 24 (the last one 4)"
+grep -qE '^  +100 +1 +none ' "$OUT" || fail "no row for m = B = 100"
+
+plan "plan --optim adamw doubles the optimizer state" --model mlp --optim adamw --json
+expect_rc 0
+py_check "adamw state is twice the params" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b = d["chosen"]["bytes"]
+assert d["optimizer"] == "adamw", d["optimizer"]
+assert b["optim"] == 2 * b["params"], (b["optim"], b["params"])
+PYEOF
+
+plan "plan --momentum 0 drops the momentum buffer" --model mlp --momentum 0 --json
+expect_rc 0
+py_check "no optimizer state without momentum" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["chosen"]["bytes"]["optim"] == 0, d["chosen"]["bytes"]
+PYEOF
+
+plan "plan --layers lists the buffers of the chosen plan" --model cnn --batch 32 --layers
+expect_rc 0
+expect_in "$OUT" "buffers of the chosen plan"
+for phrase in layer what category bytes offset steps conv1 conv2 output gradient activations; do
+    expect_in "$OUT" "$phrase"
+done
+
+plan "plan: too small a budget says the smallest that fits" --model cnn --mem 1MiB
+expect_rc 1
+expect_in "$ERR" "smallest budget"
+expect_in "$ERR" "--mem"
+expect_empty "$OUT"
+
+# ---------------------------------------------------------------------------------------------------------
+# --json
+plan "plan --json: one document with the chosen plan" --model cnn --batch 256 --mem 8MiB --json
+expect_rc 0
+expect_empty "$ERR"
+if [ -n "$PY" ]; then
+    "$PY" -c 'import json, sys; json.load(sys.stdin)' <"$OUT" || fail "stdout is not one JSON document"
+fi
+py_check "the JSON holds the chosen plan" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["model"] == "cnn" and d["batch"] == 256 and d["budget"] == 8 * 1024 * 1024, d
+c = d["chosen"]
+assert c["chosen_by"] == "budget", c["chosen_by"]
+assert isinstance(c["total"], (int, float)) and 0 < c["total"] <= d["budget"], c["total"]
+assert c["total"] == sum(c["bytes"].values()), (c["total"], c["bytes"])
+assert set(c["bytes"]) == {"params", "grads", "optim", "activations", "workspace", "data"}, c["bytes"]
+assert c["fits"] is True and c["chosen"] is True
+assert "buffers" not in c, "buffers without --layers"
+chosen = [r for r in d["candidates"] if r["chosen"]]
+assert len(chosen) == 1, len(chosen)
+assert chosen[0]["micro_batch"] == c["micro_batch"] and chosen[0]["total"] == c["total"]
+ms = sorted({r["micro_batch"] for r in d["candidates"]})
+assert {1, 2, 4, 8, 16, 32, 64, 128, 256} <= set(ms), ms
+for r in d["candidates"]:
+    assert r["fits"] == (r["total"] <= d["budget"]), r
+    assert r["micro_batches"] == -(-256 // r["micro_batch"]), r
+assert c["baseline"]["resolved_checkpoint"] == "none", c["baseline"]
+PYEOF
+
+plan "plan --json --layers adds the buffers" --model mlp --json --layers
+expect_rc 0
+py_check "the JSON lists buffers" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = d["chosen"]
+assert d["budget"] is None and c["fits"] is None and c["chosen_by"] == "flags", d
+bufs = c["buffers"]
+assert len(bufs) > 0
+for b in bufs:
+    assert b["first_step"] <= b["last_step"] < c["schedule_steps"], b
+    assert b["bytes"] > 0 and b["category"] == "activations", b
+owned = [b for b in bufs if not b["in_place"]]
+assert max(b["offset"] + b["bytes"] for b in owned) <= c["bytes"]["activations"], "a buffer outside the arena"
+PYEOF
+
+# ---------------------------------------------------------------------------------------------------------
+# the memory timeline
+xml_well_formed() {
+    if command -v xmllint >/dev/null 2>&1; then
+        xmllint --noout "$1" 2>"$TMP/xml.log" || fail "$1 is not well-formed XML: $(head -n 2 "$TMP/xml.log")"
+    elif [ -n "$PY" ]; then
+        "$PY" -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$1" 2>"$TMP/xml.log" ||
+            fail "$1 is not well-formed XML: $(tail -n 1 "$TMP/xml.log")"
+    fi
+}
+
+SVG=$TMP/timeline.svg
+plan "plan --timeline FILE.svg writes a well-formed SVG" --model cnn --batch 256 --mem 8MiB --timeline "$SVG"
+expect_rc 0
+expect_in "$OUT" "memory timeline written to $SVG"
+if [ ! -s "$SVG" ]; then
+    fail "no $SVG"
+else
+    [ "$(head -c 4 "$SVG")" = "<svg" ] || fail "the SVG does not start with <svg"
+    [ "$(tail -c 7 "$SVG" | tr -d '\n')" = "</svg>" ] || fail "the SVG does not end with </svg>"
+    xml_well_formed "$SVG"
+    for phrase in params grads optim activations workspace data "peak " forward backward update MiB \
+        "budget 8.00 MiB" "Chosen plan"; do
+        grep -qF -- "$phrase" "$SVG" || fail "the SVG lacks '$phrase'"
+    done
+    grep -qiF "no checkpointing" "$SVG" || fail "the SVG has no panel without checkpointing"
+fi
+[ ! -e "$SVG.tmp" ] || fail "$SVG.tmp was left behind"
+
+# check_csv CSV JSON: the header, then one row per schedule step of each plan, totals that add up.
+check_csv() {
+    py_check "the CSV timeline" "$1" "$2" <<'PYEOF'
+import csv, json, sys
+rows = list(csv.reader(open(sys.argv[1])))
+d = json.load(open(sys.argv[2]))["chosen"]
+header = ["plan", "step", "layer", "phase", "params", "grads", "optim", "activations", "workspace", "data", "total"]
+assert rows[0] == header, rows[0]
+for plan, steps in (("checkpointed", d["schedule_steps"]), ("baseline", d["baseline"]["schedule_steps"])):
+    mine = [r for r in rows[1:] if r[0] == plan]
+    assert len(mine) == steps, (plan, len(mine), steps)
+    assert [int(r[1]) for r in mine] == list(range(steps)), plan
+    for r in mine:
+        assert r[3] in ("forward", "recompute", "backward", "update"), r
+        assert int(r[10]) == sum(int(x) for x in r[4:10]), r
+    assert mine[0][3] == "forward" and mine[-1][3] == "update", plan
+    if plan == "baseline":
+        assert not any(r[3] == "recompute" for r in mine), "recompute in the baseline"
+    elif d["segments"] > 0:
+        assert any(r[3] == "recompute" for r in mine), "no recompute step in a checkpointed plan"
+assert len(rows) == 1 + d["schedule_steps"] + d["baseline"]["schedule_steps"], len(rows)
+PYEOF
+}
+
+CSV=$TMP/timeline.csv
+plan "plan --timeline FILE.csv (checkpointed): one row per step of each plan" --model cnn --batch 64 \
+    --micro-batch 16 --checkpoint every:2 --json --timeline "$CSV"
+expect_rc 0
+cp "$OUT" "$TMP/plan.json"
+[ -s "$CSV" ] || fail "no $CSV"
+check_csv "$CSV" "$TMP/plan.json"
+
+plan "plan --timeline FILE.CSV (upper-case extension, no checkpointing)" --model mlp --json --timeline "$TMP/t.CSV"
+expect_rc 0
+cp "$OUT" "$TMP/plan2.json"
+check_csv "$TMP/t.CSV" "$TMP/plan2.json"
+
+plan "plan --timeline into a missing folder: exit 1, the path named" --model mlp \
+    --timeline "$TMP/no-such-dir/t.svg"
+expect_rc 1
+expect_in "$ERR" "$TMP/no-such-dir/t.svg"
+expect_empty "$OUT"
+
+plan "plan --timeline over an existing file replaces it" --model mlp --timeline "$CSV"
+expect_rc 0
+grep -q '^baseline,' "$CSV" || fail "the CSV has no baseline rows"
+
+# ---------------------------------------------------------------------------------------------------------
+# resmlp, the deep residual model for checkpointing (when the build has it)
+HAVE_RESMLP=0
+plan "plan resmlp (or skip: unknown model)" --model resmlp --batch 64 --json
+if grep -qF "unknown model" "$ERR"; then
+    CASE_OK=1
+    echo "skip: no resmlp model in this build: its cases are skipped"
+else
+    HAVE_RESMLP=1
+    expect_rc 0
+    py_check "sqrt checkpointing saves activations on resmlp" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r["micro_batch"], r["checkpoint"]): r for r in d["candidates"]}
+none, sqrt = rows[(64, "none")], rows[(64, "sqrt")]
+assert sqrt["segments"] > 0 and sqrt["recompute_flops"] > 0, sqrt
+assert sqrt["bytes"]["activations"] < none["bytes"]["activations"], (sqrt["bytes"], none["bytes"])
+PYEOF
+fi
+
+# ---------------------------------------------------------------------------------------------------------
+# training with the chosen plans (needs MNIST)
+
+# to_bytes "7.91 MiB": bytes (as a float), for comparing the memory report's lines.
+to_bytes() {
+    awk -v v="$1" -v u="$2" 'BEGIN {
+        f["B"] = 1; f["KiB"] = 1024; f["MiB"] = 1048576; f["GiB"] = 1073741824
+        if (!(u in f)) exit 1
+        printf "%.0f\n", v * f[u] }'
+}
+
+# report_bytes NAME: the bytes of the line "  NAME  X UNIT" of the final memory report.
+report_bytes() {
+    local line
+    line=$(sed -n '/^memory by category:/,$p' "$OUT" | grep -E "^  $1 " | head -n 1)
+    # shellcheck disable=SC2086
+    to_bytes $(echo "$line" | awk '{ print $2, $3 }')
+}
+
+if have_mnist; then
+    run "train --mem, no --micro-batch: auto fit, peak within the budget" train --mem 8MiB --model cnn \
+        --batch 256 --max-steps 5 --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "auto: micro-batch "
+    expect_in "$OUT" "fits: planned "
+    expect_in "$OUT" "of the 8.00 MiB budget"
+    expect_in "$OUT" "checkpoint "
+    expect_in "$OUT" "step 5/5"
+    peak=$(report_bytes peak) budget=$(report_bytes budget)
+    if [ -z "$peak" ] || [ -z "$budget" ]; then
+        fail "no peak or budget line in the memory report"
+    elif [ "$budget" -ne 8388608 ] || [ "$peak" -gt "$budget" ]; then
+        fail "peak $peak bytes is over the budget $budget"
+    fi
+    expect_empty "$ERR"
+
+    # What `snug plan` predicts is what `snug train` reserves (same choice, same bytes).
+    plan "plan predicts the auto fit of train" --model cnn --batch 256 --mem 8MiB --json
+    cp "$OUT" "$TMP/predicted.json"
+    run "train reserves what plan predicted" train --mem 8MiB --model cnn --batch 256 --max-steps 1 \
+        --progress off --data-dir "$DATA"
+    expect_rc 0
+    py_check "train's reserved total equals plan's" "$TMP/predicted.json" "$OUT" <<'PYEOF'
+import json, re, sys
+c = json.load(open(sys.argv[1]))["chosen"]
+out = open(sys.argv[2]).read()
+m = re.search(r"^auto: micro-batch (\d+) ", out, re.M)
+assert m and int(m.group(1)) == c["micro_batch"], (m and m.group(0), c["micro_batch"])
+total = re.search(r"memory reserved before the first step:\n(?:  .*\n)*?  total +([0-9.]+) (B|KiB|MiB|GiB)", out)
+scale = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+mib = c["total"] / scale[total.group(2)]
+assert f"{mib:.2f}" == total.group(1), (total.group(1), c["total"])
+PYEOF
+
+    run "train --mem with a fixed policy: auto fit of the micro-batch under it" train --mem 8MiB \
+        --checkpoint every:2 --model cnn --batch 64 --max-steps 2 --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "with checkpoint every:2 fits"
+    expect_in "$OUT" "checkpoint every:2"
+
+    run "train --micro-batch auto --mem" train --micro-batch auto --mem 64MiB --model mlp --batch 32 \
+        --max-steps 2 --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "auto: micro-batch 32 (1 micro-batch of 32)"
+
+    run "train without --mem: checkpoint none in the header, no auto fit" train --model mlp --batch 32 \
+        --max-steps 2 --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "checkpoint none: every activation backward needs is kept"
+    expect_not_in "$OUT" "auto: "
+
+    if [ "$HAVE_RESMLP" -eq 1 ]; then
+        # a small lr and clipping: 32 residual blocks at SGD's default lr can diverge in a few steps
+        run "train --checkpoint sqrt on resmlp" train --checkpoint sqrt --model resmlp --batch 64 \
+            --micro-batch 32 --max-steps 5 --lr 0.01 --clip 1 --progress off --data-dir "$DATA"
+        expect_rc 0
+        expect_in "$OUT" "model resmlp:"
+        grep -qE '^checkpoint sqrt: [0-9]+ segments? recomputed in backward, [0-9.]+% of the FLOPs' "$OUT" ||
+            fail "no 'checkpoint sqrt: N segments recomputed' line"
+        expect_in "$OUT" "step 5/5"
+        expect_in "$OUT" "test accuracy"
+        expect_empty "$ERR"
+    fi
+else
+    echo "skip: no real MNIST in '$DATA' (make data): the training runs are skipped"
+fi
+
+finish_tests
