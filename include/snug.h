@@ -123,6 +123,10 @@ snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor
  * The identity in evaluation. */
 snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p);
 
+/* ---- Model-zoo layers: convolution family, pooling, concatenation, element-wise, embeddings ---- */
+
+/* ---- Model-zoo layers: normalisation, attention, sequence and pixel losses ---- */
+
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
 /* Built-in models; the first three for 1x28x28 inputs and 10 classes: "mlp" (784-1024-1024-10), "cnn" (two conv3x3 + pool
@@ -348,7 +352,8 @@ typedef struct snug_eval_result {
 snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
                                   snug_error *err);
 
-/* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). */
+/* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). Non-trainable
+ * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. */
 size_t snug_trainer_param_count(const snug_trainer *tr);
 const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads);
 

@@ -40,9 +40,14 @@ static void bind_step(exec *x, int s) {
                                                                                 : p->saved_fwd[st->node];
     c->saved = buf_ptr(x, saved);
     for (int i = 0; i < nd->n_params; i++) {
-        size_t off = g->params[nd->params[i]].offset;
-        c->w[i] = x->params + off;
-        c->dw[i] = x->grads + off;
+        const graph_param *gp = &g->params[nd->params[i]];
+        if (gp->buffer) {
+            c->state[i] = x->state + gp->offset;
+            c->w[i] = c->state[i];
+        } else {
+            c->w[i] = x->params + gp->offset;
+            c->dw[i] = x->grads + gp->offset;
+        }
     }
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
 }
@@ -71,6 +76,8 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     const sched_step *peak = &p->steps[p->live_peak_step];
     const char *peak_layer = peak->node >= 0 ? x->g->nodes[peak->node].name : "model";
     if (!(x->params = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->params_bytes, "model", err))) return SNUG_E_OOM;
+    if (p->state_bytes && !(x->state = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->state_bytes, "model", err)))
+        return SNUG_E_OOM;
     if (!(x->grads = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->params_bytes, "model", err))) return SNUG_E_OOM;
     if (p->optim_bytes && !(x->optim_state = snug_mem_alloc(mem, SNUG_MEM_OPTIM, p->optim_bytes, "optimizer", err)))
         return SNUG_E_OOM;
@@ -141,6 +148,7 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
         c.loss_scale = loss_scale;
         const op_desc *op = c.node->op;
         if (st->phase == SNUG_PHASE_RECOMPUTE) {
+            c.recompute = true;
             if (op->forward) op->forward(&c);
         } else if (op->backward) {
             op->backward(&c);

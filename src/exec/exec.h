@@ -19,6 +19,7 @@ typedef struct exec {
     const plan *p;
     char *arena;              /* activations, at the plan's offsets */
     float *params, *grads, *optim_state;
+    float *state;             /* non-trainable buffers (running statistics) */
     float *input;             /* (m, input shape): the batcher writes here */
     int32_t *targets;         /* (m, targets per sample) */
     void *workspace;

@@ -109,9 +109,11 @@ static bool add_params(snug_graph *g, int node, const param_decl *decl, int n) {
         memset(p, 0, sizeof *p);
         snprintf(p->name, sizeof p->name, "%s.%s", nd->name, decl[i].suffix);
         p->shape = decl[i].shape;
-        if (!shape_numel(&p->shape, &p->numel) || !size_add(g->param_numel, p->numel, &g->param_numel))
+        p->buffer = decl[i].buffer;
+        size_t *block = p->buffer ? &g->state_numel : &g->param_numel;
+        if (!shape_numel(&p->shape, &p->numel) || !size_add(*block, p->numel, block))
             return graph_error(g, SNUG_E_OVERFLOW, "%s: parameter size overflows", p->name), false;
-        p->offset = g->param_numel - p->numel;
+        p->offset = *block - p->numel;
         p->fan_in = decl[i].fan_in;
         p->init = decl[i].init;
         p->node = node;
@@ -120,7 +122,7 @@ static bool add_params(snug_graph *g, int node, const param_decl *decl, int n) {
     return true;
 }
 
-/* Appends a node of `op` over inputs, inferring its output shape. */
+/* Appends a node of `op` over inputs, inferring its output shape (or taking `declared`, for the input). */
 static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, const snug_tensor *in, int n_in,
                             op_params p, const snug_shape *declared) {
     if (!node_args_ok(g, op, name, in, n_in)) return -1;
@@ -150,6 +152,20 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
 
 static op_params no_params(void) { return (op_params){{0}}; }
 
+snug_tensor graph_add_node(snug_graph *g, const op_desc *op, const char *name, const snug_tensor *in, int n_in,
+                           op_params p) {
+    return add_node(g, op, name, in, n_in, p, NULL);
+}
+
+bool graph_share_param(snug_graph *g, int node, int param) {
+    if (g->err.status != SNUG_OK) return false;
+    graph_node *nd = &g->nodes[node];
+    if (param < 0 || param >= g->n_params || nd->n_params >= NODE_MAX_PARAMS)
+        return graph_error(g, SNUG_E_ARG, "%s '%s': cannot share parameter %d", nd->op->kind, nd->name, param), false;
+    nd->params[nd->n_params++] = param;
+    return true;
+}
+
 snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size_t w) {
     if (g->err.status == SNUG_OK && g->input_node >= 0)
         return graph_error(g, SNUG_E_ARG, "input '%s': the graph already has input '%s' (one input per graph)",
@@ -170,7 +186,8 @@ snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t o
 
 snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
                         size_t stride, size_t padding) {
-    op_params p = {.conv2d = {.out_channels = out_channels, .kernel = kernel, .stride = stride, .padding = padding}};
+    op_params p = {.conv2d = {.out_channels = out_channels, .kernel = kernel, .stride = stride, .padding = padding,
+                              .groups = 1}};
     return add_node(g, &op_conv2d, name, &x, 1, p, NULL);
 }
 

@@ -36,7 +36,9 @@ typedef struct op_call {
     float *din[NODE_MAX_INPUTS];       /* gradients of the inputs, or NULL when none is needed */
     const float *dout;                 /* gradient of out (NULL for a loss) */
     const float *w[NODE_MAX_PARAMS];   /* parameters, in the order the op declared them */
-    float *dw[NODE_MAX_PARAMS];        /* their gradients */
+    float *dw[NODE_MAX_PARAMS];        /* their gradients (NULL for a non-trainable buffer) */
+    float *state[NODE_MAX_PARAMS];     /* non-trainable buffers (BatchNorm's running statistics), writable;
+                                          NULL for trainable parameters. w[i] points to the same memory. */
     void *saved;                       /* op-private bytes kept from forward to backward: saved_bytes * m */
     void *work;                        /* scratch for this call only: workspace_bytes(node, m, threads) */
     /* Random ops (dropout): the counter-based RNG key. A draw is a function of (seed, step, node, and the
@@ -45,7 +47,11 @@ typedef struct op_call {
     uint64_t seed;
     uint64_t step;                     /* global batches processed (skipped steps included) */
     uint64_t micro;                    /* the micro-batch's first sample, counted within the global batch */
-    bool training;                     /* false in evaluation: dropout is the identity */
+    bool training;                     /* false in evaluation: dropout is the identity, BatchNorm uses its
+                                          running statistics */
+    bool recompute;                    /* this forward replays a checkpointed segment: it must write the same
+                                          output bits and change no state (BatchNorm reuses the statistics it
+                                          saved in the first forward and leaves its running statistics alone) */
     /* Loss ops only. */
     const int32_t *targets;            /* (m) class indices; SNUG_IGNORE_TARGET items count for nothing */
     float loss_scale;                  /* 1 / N, N the item count of the whole global batch */
@@ -67,6 +73,9 @@ typedef struct op_desc {
     double (*flops)(const snug_graph *g, const graph_node *n);
     /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, softmax probs). */
     size_t (*saved_bytes)(const snug_graph *g, const graph_node *n);
+    /* Bytes kept from forward for backward once per micro-batch, whatever m is (BatchNorm's batch mean and
+     * inverse deviation); NULL for none. c->saved holds saved_bytes * m bytes, then these. */
+    size_t (*saved_batch_bytes)(const snug_graph *g, const graph_node *n);
     /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
     size_t (*workspace_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
 } op_desc;

@@ -39,8 +39,13 @@ static bool create_buffers(const snug_graph *g, plan *p) {
         const graph_node *n = &g->nodes[i];
         if (n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)) continue;
         size_t value, saved = n->op->saved_bytes ? n->op->saved_bytes(g, n) : 0, saved_bytes = 0;
+        size_t per_batch = n->op->saved_batch_bytes ? n->op->saved_batch_bytes(g, n) : 0;
         if (!batch_bytes(g->tensors[n->output].numel, p->m, sizeof(float), &value)) return false;
-        if (saved && !batch_bytes(saved, p->m, 1, &saved_bytes)) return false;
+        if ((saved || per_batch) &&
+            (!size_mul(saved, p->m, &saved_bytes) || !size_add(saved_bytes, per_batch, &saved_bytes) ||
+             !size_align(saved_bytes, SNUG_MEM_ALIGN, &saved_bytes)))
+            return false;
+        saved = saved_bytes;
         bool rec = p->seg.recompute[i];
         p->value_fwd[n->output] = add_buf(p, i, ACT_VALUE, false, value);
         if (rec) p->value_rec[n->output] = add_buf(p, i, ACT_VALUE, true, value);

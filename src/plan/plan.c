@@ -26,7 +26,9 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     size_t slots = (size_t)optim_state_slots(optim), state, in_numel;
     const graph_node *in = &g->nodes[g->input_node], *loss = &g->nodes[g->loss_node];
     p->targets_per_sample = g->tensors[loss->output].numel;
+    p->state_bytes = 0;
     bool ok = aligned_bytes(g->param_numel, sizeof(float), &p->params_bytes) && size_mul(slots, g->param_numel, &state) &&
+              (!g->state_numel || aligned_bytes(g->state_numel, sizeof(float), &p->state_bytes)) &&
               aligned_bytes(state, sizeof(float), &p->optim_bytes) &&
               size_mul(g->tensors[in->output].numel, p->m, &in_numel) &&
               aligned_bytes(in_numel, sizeof(float), &p->input_bytes) &&
@@ -45,7 +47,8 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
 
 static bool plan_totals(plan *p) {
     size_t *b = p->bytes;
-    b[SNUG_MEM_PARAMS] = b[SNUG_MEM_GRADS] = p->params_bytes;
+    b[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes;
+    b[SNUG_MEM_GRADS] = p->params_bytes;
     b[SNUG_MEM_OPTIM] = p->optim_bytes;
     b[SNUG_MEM_ACTIVATIONS] = p->arena_bytes;
     b[SNUG_MEM_WORKSPACE] = p->workspace_bytes;

@@ -58,6 +58,7 @@ typedef struct plan {
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
     size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
+    size_t state_bytes;               /* non-trainable buffers (running statistics), counted as params */
     size_t targets_per_sample;
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;

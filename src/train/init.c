@@ -15,7 +15,7 @@ void trainer_init_params(snug_trainer *tr) {
     const snug_graph *g = tr->g;
     for (int i = 0; i < g->n_params; i++) {
         const graph_param *p = &g->params[i];
-        float *v = tr->x.params + p->offset;
+        float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
         float bound = init_bound(p);
         for (size_t j = 0; j < p->numel; j++) {
             switch (p->init) {

@@ -153,8 +153,8 @@ const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, 
     if (i >= (size_t)tr->g->n_params) return NULL;
     const graph_param *p = &tr->g->params[i];
     if (numel) *numel = p->numel;
-    if (values) *values = tr->x.params + p->offset;
-    if (grads) *grads = tr->x.grads + p->offset;
+    if (values) *values = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
+    if (grads) *grads = p->buffer ? NULL : tr->x.grads + p->offset;
     return p->name;
 }
 
