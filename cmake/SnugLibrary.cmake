@@ -3,6 +3,12 @@
 
 file(GLOB_RECURSE SNUG_LIB_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/src/*.c")
 list(FILTER SNUG_LIB_SOURCES EXCLUDE REGEX "^${PROJECT_SOURCE_DIR}/src/cli/")
+# src/dist/ has two implementations of one interface: MPI's, or the job of one rank.
+if(SNUG_WITH_MPI)
+    list(FILTER SNUG_LIB_SOURCES EXCLUDE REGEX "/src/dist/dist_none\\.c$")
+else()
+    list(FILTER SNUG_LIB_SOURCES EXCLUDE REGEX "/src/dist/dist_mpi\\.c$")
+endif()
 
 # While src/ is still empty a library must still build: one generated translation unit stands in for it
 # (ISO C forbids an empty one, hence the typedef).
@@ -18,22 +24,28 @@ set_target_properties(snug_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(snug_objects
     PUBLIC  "${PROJECT_SOURCE_DIR}/include"
     PRIVATE "${PROJECT_SOURCE_DIR}/src")
-target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS)
+target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG)
+if(SNUG_WITH_MPI)
+    target_link_libraries(snug_objects PRIVATE MPI::MPI_C)
+    set(SNUG_MPI_LINK MPI::MPI_C)
+else()
+    set(SNUG_MPI_LINK "")
+endif()
 
 # The static library carries its dependencies as PUBLIC usage requirements: whoever links libsnug.a must link
-# OpenBLAS, OpenMP and libm too, and tests may call cblas_* or omp_* themselves.
+# OpenBLAS, OpenMP, libpng and libm too, and tests may call cblas_* or omp_* themselves.
 add_library(snug_static STATIC $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_static PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS ${SNUG_LIBM_LINK})
+target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_static PROPERTIES OUTPUT_NAME snug)
 
 add_library(snug_shared SHARED $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_shared PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS ${SNUG_LIBM_LINK})
+target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_shared PROPERTIES
     OUTPUT_NAME snug
     VERSION ${PROJECT_VERSION}

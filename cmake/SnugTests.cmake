@@ -50,6 +50,14 @@ endforeach()
 # test_NAME.sh the test `cli_NAME`; each gets the built `snug` binary and the MNIST folder as arguments.
 # (The glob is a configure dependency, so a script that appears or disappears re-runs the configure step.)
 file(GLOB _snug_cli_tests CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/cli/test_*.sh")
+# Under ASan, Open MPI's runtime keeps allocations until exit that LeakSanitizer reports; tests/lsan-mpi.supp
+# suppresses frames inside Open MPI only, and the slow unwinder is needed to see those frames at all.
+set(SNUG_MPI_TEST_ENVIRONMENT "")
+if(SNUG_SANITIZE)
+    set(SNUG_MPI_TEST_ENVIRONMENT
+        "ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0"
+        "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-mpi.supp:print_suppressions=0")
+endif()
 if(_snug_cli_tests)
     if(TARGET snug)
         find_program(SNUG_BASH bash REQUIRED)
@@ -59,9 +67,16 @@ if(_snug_cli_tests)
             if(NOT _snug_name STREQUAL "cli")
                 set(_snug_name "cli_${_snug_name}")
             endif()
+            set(_snug_env ${SNUG_TEST_ENVIRONMENT})
+            # test_mpi.sh launches ranks with mpiexec: only in a build with MPI, told where mpiexec is.
+            if(_snug_name STREQUAL "cli_mpi")
+                if(NOT SNUG_WITH_MPI)
+                    continue()
+                endif()
+                list(APPEND _snug_env "SNUG_MPIEXEC=${MPIEXEC_EXECUTABLE}" ${SNUG_MPI_TEST_ENVIRONMENT})
+            endif()
             add_test(NAME ${_snug_name} COMMAND "${SNUG_BASH}" "${_snug_script}" $<TARGET_FILE:snug> "${SNUG_DATA_DIR}")
-            set_tests_properties(${_snug_name} PROPERTIES
-                ENVIRONMENT "${SNUG_TEST_ENVIRONMENT}" TIMEOUT ${SNUG_TEST_TIMEOUT})
+            set_tests_properties(${_snug_name} PROPERTIES ENVIRONMENT "${_snug_env}" TIMEOUT ${SNUG_TEST_TIMEOUT})
         endforeach()
     else()
         message(WARNING "tests/cli/ has test scripts but the `snug` command is not built (no src/cli/*.c): skipped")

@@ -102,6 +102,9 @@ snug_status snug_graph_check(const snug_graph *g, snug_error *err);
 
 /* Inputs: one image-like input per graph, (C, H, W) per sample; use h = w = 1 for vectors. */
 snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size_t w);
+/* A sequence input of `tokens` token ids per sample (stored as floats, exact below 2^24), shape (tokens): what a
+ * language model reads (snug_text_open's samples). One input per graph, like snug_input. */
+snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens);
 
 /* Layers. Every name must be unique in the graph; it names the parameters ("conv1.weight") and the messages. */
 snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
@@ -125,7 +128,78 @@ snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p
 
 /* ---- Model-zoo layers: convolution family, pooling, concatenation, element-wise, embeddings ---- */
 
+/* snug_conv2d with `groups` (PyTorch's Conv2d groups): input and output channels split into `groups` equal
+ * groups, each output group sees only its input group; both channel counts must be divisible by groups. Weight
+ * "<name>.weight" (out_channels, C/groups, kernel, kernel), bias (out_channels), initialised as PyTorch does
+ * (fan_in = C/groups * kernel^2). groups = 1 is snug_conv2d; groups = C is a depthwise convolution. */
+snug_tensor snug_conv2d_grouped(snug_graph *g, const char *name, snug_tensor x, size_t out_channels,
+                                size_t kernel, size_t stride, size_t padding, size_t groups);
+/* Transposed convolution of x (C, H, W), as torch.nn.ConvTranspose2d (no output padding): output (out_channels,
+ * Ho, Wo) with Ho = (H - 1) * stride - 2 * padding + kernel (likewise Wo), which must be at least 1. Weight
+ * "<name>.weight" (C, out_channels, kernel, kernel) in PyTorch's layout, bias (out_channels); PyTorch's init,
+ * whose fan_in for a transposed convolution is out_channels * kernel^2. kernel 2, stride 2, padding 0 doubles
+ * the plane (UNet's up-sampling). Keeps its input for backward, like conv2d. */
+snug_tensor snug_conv_transpose2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels,
+                                  size_t kernel, size_t stride, size_t padding);
+/* Concatenation along the first per-sample dimension (torch.cat(dim=1) on batched tensors): (C1, H, W) and
+ * (C2, H, W) give (C1 + C2, H, W), a's channels first (UNet's skips); (C1) + (C2) and (T1, D) + (T2, D) too.
+ * The ranks and every other dimension must match. Keeps nothing for backward. */
+snug_tensor snug_concat(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+/* Global average pooling: (C, H, W) -> (C), the mean of each plane (torch.nn.AdaptiveAvgPool2d(1) + flatten). */
+snug_tensor snug_global_avgpool(snug_graph *g, const char *name, snug_tensor x);
+/* GELU, the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (torch.nn.GELU() default, not the tanh
+ * approximation), any shape. Its backward reads its input, so the input is kept until backward and the op never
+ * runs in place (unlike ReLU, which keeps only its output). */
+snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x);
+/* Token embedding (torch.nn.Embedding): tokens (T) holds token ids as floats (exact integers below 2^24; each is
+ * rounded to the nearest integer), output (T, dim), the rows of "<name>.weight" (vocab, dim). An id outside
+ * [0, vocab) gives a zero row and no gradient (the data layer reports such ids; the layer never reads out of
+ * bounds). Init: GPT-2's N(0, 0.02) matched in standard deviation by a uniform U(-b, b), b = sqrt(3) * 0.02
+ * (PyTorch's nn.Embedding default would be N(0, 1)). Token ids have no gradient. 1 <= vocab <= 2^24. */
+snug_tensor snug_embedding(snug_graph *g, const char *name, snug_tensor tokens, size_t vocab, size_t dim);
+/* Learned positions (GPT-2): x (T, D) + P[0..T) with "<name>.weight" P (max_len, D), initialised like
+ * snug_embedding; T <= max_len. Element-wise: runs in place and keeps nothing for backward. */
+snug_tensor snug_position_embedding(snug_graph *g, const char *name, snug_tensor x, size_t max_len);
+/* The tied output head of a language model: logits = x W^T, no bias, with W (vocab, dim) the weight of the
+ * embedding layer named `embedding_layer` (built earlier in g): x (T, dim) -> (T, vocab), or (dim) -> (vocab).
+ * Declares no parameter: the embedding's gradient receives both layers' contributions. */
+snug_tensor snug_linear_tied(snug_graph *g, const char *name, snug_tensor x, const char *embedding_layer);
+/* snug_linear (above) also takes (tokens, features): it applies to the last dimension, (T, in) -> (T, out), as
+ * torch.nn.Linear does. A rank-3 input is refused with a hint to flatten it first. */
+
 /* ---- Model-zoo layers: normalisation, attention, sequence and pixel losses ---- */
+
+/* BatchNorm over the channels of x (C, H, W), as torch.nn.BatchNorm2d (PyTorch defaults: eps 1e-5, momentum
+ * 0.1). Parameters "<name>.weight" (C, ones) and "<name>.bias" (C, zeros); non-trainable buffers
+ * "<name>.running_mean" (C, zeros) and "<name>.running_var" (C, ones). Training normalises with the statistics
+ * of the micro-batch over (m, H, W) and updates the running ones (running = (1 - momentum) * running +
+ * momentum * batch, the unbiased variance), once per micro-batch; a recomputed forward (checkpointing) reuses
+ * the statistics of the first and leaves the running ones alone. Evaluation normalises with the running ones.
+ * NOTE: the statistics are those of each micro-batch, not of the global batch, so gradient accumulation with
+ * BatchNorm is NOT exactly large-batch training (it is with GroupNorm and LayerNorm); keep micro-batches large
+ * enough (>= 16 samples) for stable statistics. eps > 0, momentum in [0, 1]. */
+snug_tensor snug_batchnorm2d(snug_graph *g, const char *name, snug_tensor x, float eps, float momentum);
+/* GroupNorm of x (C, H, W) with `groups` groups of C/groups channels (C must be divisible by groups), as
+ * torch.nn.GroupNorm: per sample, statistics over (C/groups, H, W); per-channel "<name>.weight" (ones) and
+ * "<name>.bias" (zeros). Independent of the other samples, so accumulation stays exact. eps > 0 (PyTorch 1e-5). */
+snug_tensor snug_groupnorm(snug_graph *g, const char *name, snug_tensor x, size_t groups, float eps);
+/* LayerNorm over the last dimension of x (T, C) or (C), as torch.nn.LayerNorm(C): "<name>.weight" (C, ones),
+ * "<name>.bias" (C, zeros). eps > 0 (PyTorch 1e-5). */
+snug_tensor snug_layernorm(snug_graph *g, const char *name, snug_tensor x, float eps);
+/* Multi-head scaled dot-product self-attention without projections (put linear layers around it). qkv is
+ * (T, 3C): queries, keys and values concatenated along the last dimension, each (T, C); head h uses columns
+ * [h*C/heads, (h+1)*C/heads) of each (C divisible by heads). Output (T, C), the heads side by side. Scores are
+ * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps the
+ * attention probabilities (heads * T * T floats per sample) for backward. */
+snug_tensor snug_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads, bool causal);
+/* snug_self_attention with causal = true. */
+snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads);
+/* snug_softmax_cross_entropy (above) also takes per-token and per-pixel logits:
+ *   (classes)       one target per sample, loss output (1);
+ *   (T, classes)    one target per token (a language model), loss output (T);
+ *   (classes, H, W) one target per pixel, class first as in PyTorch's NCHW (segmentation), loss output (H, W).
+ * Targets equal to -1 are ignored (no loss, no gradient, not counted): the loss of a window is the sum over its
+ * counted items divided by the counted items of the whole global batch, and accuracy counts every counted item. */
 
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
@@ -153,6 +227,42 @@ snug_status snug_mnist_open_files(const char *images_path, const char *labels_pa
 /* A dataset over caller-owned arrays (copied): inputs (n, c, h, w) as floats, one class label per sample. */
 snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
                                      size_t w, size_t classes, snug_dataset **out, snug_error *err);
+/* MNIST centred in a larger frame: pad pixels on each side (pad 2 gives the 1x32x32 of ResNet-20), filled with
+ * the normalised value of a 0 pixel (the background). */
+snug_status snug_mnist_open_padded(const char *dir, bool train, size_t pad, snug_dataset **out, snug_error *err);
+/* Wraps an image dataset (samples (C, H, W)) so that every image is centred in a frame of pad_h rows above and
+ * below and pad_w columns left and right, filled with value. Per-sample labels pass through; per-pixel targets
+ * (one per pixel) are padded with -1 (ignored). Takes ownership of inner: it is freed with the result, or at
+ * once when this fails. */
+snug_status snug_dataset_pad(snug_dataset *inner, size_t pad_h, size_t pad_w, float value, snug_dataset **out,
+                             snug_error *err);
+
+/* Byte-level text for language models (vocabulary 256: a token is a byte), the file at path mapped read-only.
+ * The first 1 - holdout of the bytes are the training part, the last holdout the held-out part (heldout_part
+ * selects it; holdout in [0, 1), e.g. 0.1). Sample i of a part is the window starting at its byte i * context:
+ * inputs are bytes [s, s + context) as floats (token ids, exact), targets bytes [s + 1, s + context + 1), so
+ * context targets per sample and 256 classes. Windows do not cross parts; the last window of a part is padded
+ * (inputs 0, targets -1, ignored), so every byte after the first of a part is predicted once per epoch. The
+ * sample shape is (context), for snug_input_tokens. Fails for a missing or empty file, context 0, or a part
+ * shorter than one window (context + 1 bytes). */
+snug_status snug_text_open(const char *path, size_t context, double holdout, bool heldout_part,
+                           snug_dataset **out, snug_error *err);
+
+/* Synthetic segmentation, n samples of (1, height, width): random filled circles, rotated rectangles and
+ * triangles (1 to 6) on a noisy background ramp, each shape brighter or darker than its surroundings; 2 classes
+ * per pixel (1 inside a shape, 0 outside), height * width targets per sample. Sample i is a pure function of
+ * (seed, i), drawn on every fill: nothing is stored, any resolution works. */
+snug_status snug_shapes_new(size_t n, size_t height, size_t width, uint64_t seed, snug_dataset **out,
+                            snug_error *err);
+
+/* Segmentation from PNG files: dir/images/NAME.png and dir/masks/NAME.png (same names), samples in byte order of
+ * the names. Images: grayscale (1 channel) or colour (3; palette expanded, alpha dropped, 16 bits scaled to 8),
+ * all of one size and channel count, normalised as v / 127.5 - 1. Masks: 8-bit grayscale or palette PNGs of their
+ * image's size, a class index per pixel, 255 = ignore (-1); classes = the largest index + 1 (at least 2). Every
+ * file is decoded once here (one at a time), so a missing, corrupt or mismatched file is reported now, by name;
+ * samples are decoded again on demand, nothing is kept in memory. */
+snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_error *err);
+
 void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
@@ -361,6 +471,37 @@ void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep);
 size_t snug_trainer_micro_batch(const snug_trainer *tr);
 /* Forward + backward FLOPs of one sample. */
 double snug_trainer_flops_per_sample(const snug_trainer *tr);
+
+/* Writes the parameters, in graph order, to path: the 8 bytes "SNUGPAR1", the element count as a little-endian
+ * uint64, then that many little-endian float32 values. Atomic: written to path.tmp, flushed to disk, renamed;
+ * a failed save leaves an existing file untouched. */
+snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err);
+
+/* All-reduces of the gradients so far: one per window (snug_trainer_step, snug_trainer_gradients), whatever the
+ * number of micro-batches or ranks. Counted in a job of one rank too, where the reduction is the identity. */
+long snug_trainer_allreduce_count(const snug_trainer *tr);
+/* Seconds spent in those all-reduces, waiting for the slowest rank included (0 in a job of one). */
+double snug_trainer_allreduce_seconds(const snug_trainer *tr);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Distributed: data parallelism over MPI (`mpirun -np R snug train ...`). Every rank takes a contiguous shard of
+ * each global batch (rank r: samples [floor(r*B/R), floor((r+1)*B/R)) of the window), accumulates it in its own
+ * micro-batches, and the ranks sum their gradients with one all-reduce per optimizer step; the item count N is
+ * summed over the ranks before the first forward, so the gradient is the one of the whole global batch.
+ * Parameters start from rank 0's (broadcast by snug_trainer_new), and every rank applies the same update.
+ * Built without MPI, or outside an MPI launcher, a process is rank 0 of 1 and nothing here costs anything.
+ * ------------------------------------------------------------------------------------------------------- */
+/* Joins the job when an MPI launcher started this process (MPI_Init); otherwise MPI is not touched and the
+ * process is a job of one. Call it first, before creating trainers; every rank then runs the same calls, in the
+ * same order (trainer creation, steps, evaluation are collective). */
+snug_status snug_dist_init(int *argc, char ***argv, snug_error *err);
+/* Leaves the job (MPI_Finalize) when snug_dist_init joined one. */
+void snug_dist_finalize(void);
+int snug_dist_rank(void);  /* 0 .. size-1; 0 outside a job */
+int snug_dist_size(void);  /* 1 outside a job */
+/* A rank that cannot go on: writes message and a newline to stderr and ends the whole job with exit status 1
+ * (MPI_Abort), so that no rank is left waiting in a collective. */
+void snug_dist_abort(const char *message);  /* does not return */
 
 /* ---------------------------------------------------------------------------------------------------------
  * The machine

@@ -78,7 +78,8 @@ static const flag train_flags[] = {
      .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
     {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
           "memory budget, e.g. 64MiB, 1.5GiB, 500MB; all memory is planned and reserved before the first "
-          "step, and a plan over the budget stops at once, naming the micro-batch that fits [unlimited]")},
+          "step, and a plan over the budget stops at once, naming the micro-batch that fits; under mpirun it "
+          "is per rank (per process) [unlimited]")},
     {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|sqrt|every:N|auto",
           "gradient checkpointing: keep only segment inputs in forward and recompute the rest in backward; "
           "sqrt: about sqrt(n) segments, every:N: segments of N layers, auto: the least recompute that fits "
@@ -136,6 +137,12 @@ static const flag train_flags[] = {
      .min = 1, .max = LONG_MAX},
     {FLAG("progress", F_CHOICE, progress, "auto|on|off", "live progress line [auto: only when stdout is a terminal]"),
      .choices = progress_choices},
+    {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
+     .choices = on_off},
+    {FLAG("save", F_STRING, save, "FILE",
+          "after training, write the parameters to FILE: \"SNUGPAR1\", the count as uint64, then float32 values, "
+          "all little-endian, in graph order; written atomically (FILE.tmp, then renamed); under mpirun by rank 0 "
+          "[none]")},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 
@@ -152,7 +159,8 @@ static const flag plan_flags[] = {
     {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
      .max = LONG_MAX},
     {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
-          "memory budget: adds the fits column and the auto policy, and chooses the plan [none]")},
+          "memory budget (per rank, for a run under mpirun): adds the fits column and the auto policy, and "
+          "chooses the plan [none]")},
     {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
           "the micro-batch of the chosen plan; auto: the one that fits --mem best [auto with --mem, else = B]"),
      .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
@@ -571,12 +579,17 @@ void cli_train_help(FILE *out) {
             "gradients are accumulated into one optimizer step; every byte is planned before the first step, so\n"
             "--mem is a promise: a run that would not fit stops at once and says which --micro-batch fits. With\n"
             "--mem and no --micro-batch, snug chooses the micro-batch and the checkpointing that fit best;\n"
-            "`snug plan` shows every choice without training.\n");
+            "`snug plan` shows every choice without training.\n\n"
+            "Several processes or machines: `mpirun -np R snug train ...` runs R ranks; each takes a contiguous\n"
+            "share of every global batch (B stays the global batch), splits it into micro-batches of M, and one\n"
+            "all-reduce per optimizer step sums the gradients. Only rank 0 prints and saves; a failing rank ends\n"
+            "the job with 'snug: rank N: ...'. See docs/distributed.md.\n");
     print_table_help(out, &train_table);
     fprintf(out,
             "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (data file,\n"
             "memory budget, non-finite loss), 2 usage error.\n"
-            "Example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n");
+            "Example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
+            "         mpirun -np 4 snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB\n");
 }
 
 void cli_plan_help(FILE *out) {

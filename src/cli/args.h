@@ -41,6 +41,8 @@ typedef struct cli_train_options {
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */
     cli_progress_mode progress;
+    const char *save;        /* NULL, or where to write the final parameters (snug_trainer_save) */
+    int evaluate;            /* index into on|off: score the test set after training */
     bool checkpoint_given;   /* --checkpoint appeared (else cfg.checkpoint is the default, none) */
     bool help;               /* --help seen: print the help and do nothing else */
     /* choices as indices into their name lists; cli_parse_train maps them into cfg */

@@ -1,6 +1,10 @@
 /* `snug train`: parse the flags, build the model, plan and reserve memory, open the data, train, evaluate on the
  * test set, report. Nothing reaches stdout until every resource exists, so an error (a budget that is too
- * small, a missing data file) is the only thing a failed run prints. */
+ * small, a missing data file) is the only thing a failed run prints.
+ *
+ * Under mpirun every rank runs this same command; rank 0 alone prints and saves. A rank that fails cannot just
+ * return, since the others would wait for it in the next collective: it prints `snug: rank N: ...` and ends the
+ * whole job (snug_dist_abort). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +25,8 @@ typedef struct train_run {
     snug_dataset *train, *test;
     cli_progress progress;
     double train_seconds;
+    snug_eval_result eval;     /* on the test set, over every rank's share */
+    int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
     /* the plan the trainer runs, as summarised before it was made */
     bool auto_chosen;          /* micro-batch and policy chosen for --mem */
     size_t planned_total;      /* bytes */
@@ -148,12 +154,34 @@ static void print_model(const train_run *r) {
     printf("data %s: %s training and %s test samples from %s\n", r->opt.data, ntrain, ntest, r->opt.data_dir);
 }
 
-/* B, m, k = ceil(B/m) and the size of an uneven last micro-batch; steps per epoch and in all. */
+/* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
+ * all-reduce moves. */
+static void print_ranks(const train_run *r) {
+    size_t b = r->opt.cfg.batch, ranks = (size_t)r->ranks, params = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
+        size_t numel = 0;
+        snug_trainer_param(r->trainer, i, &numel, NULL, NULL);
+        params += numel;
+    }
+    char bytes[32];
+    printf("data parallel: %d ranks (MPI), each takes %zu", r->ranks, b / ranks);
+    if (b % ranks != 0) printf(" or %zu", b / ranks + 1);
+    printf(" samples of every batch of %zu; one all-reduce of the %s gradient block per optimizer step; --mem "
+           "is per rank\n", b, snug_format_bytes(params * sizeof(float), bytes, sizeof bytes));
+}
+
+/* B, m, k = ceil(B/m) and the size of an uneven last micro-batch; steps per epoch and in all. Over several
+ * ranks, k is the micro-batches of a rank's share. */
 static void print_batching(const train_run *r) {
     const snug_train_config *c = &r->opt.cfg;
     size_t b = c->batch, m = snug_trainer_micro_batch(r->trainer);
+    if (r->ranks > 1) {
+        print_ranks(r);
+        b = (b + (size_t)r->ranks - 1) / (size_t)r->ranks;
+    }
     if (m == 0 || m > b) m = b;
     size_t k = b / m + (b % m != 0);
+    if (r->ranks > 1) printf("per rank: ");
     if (k == 1) {
         printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", b);
     } else {
@@ -161,6 +189,7 @@ static void print_batching(const train_run *r) {
         if (b % m != 0) printf(" (the last one %zu)", b % m);
         printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", k);
     }
+    b = c->batch;
     size_t n = snug_dataset_size(r->train);
     long spe = cli_steps_per_epoch(n, b, c->drop_last);
     long total = cli_total_steps(n, b, c->drop_last, c->epochs, c->max_steps);
@@ -232,7 +261,8 @@ static void print_plan(const train_run *r) {
     print_optimizer(r);
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
-    print_memory(&rep, "memory reserved before the first step:", false);
+    print_memory(&rep, r->ranks > 1 ? "memory reserved before the first step (per rank):"
+                                     : "memory reserved before the first step:", false);
     fflush(stdout);
 }
 
@@ -244,13 +274,12 @@ static snug_status train(train_run *r, snug_error *err) {
     return st;
 }
 
-static snug_status evaluate_and_report(train_run *r, snug_error *err) {
-    snug_eval_result res;
-    snug_status st = snug_trainer_evaluate(r->trainer, r->test, &res, err);
-    if (st != SNUG_OK) return st;
+/* The results, on rank 0: test accuracy (every rank evaluated its share), speed, all-reduces, memory. */
+static void report(const train_run *r, bool evaluated) {
+    const snug_eval_result res = r->eval;
     char items[32], speed[32], samples[32], took[32];
     cli_format_count((double)res.items, items, sizeof items);
-    printf("test accuracy %.2f%% (loss %.4f) on %s images\n", 100.0 * res.accuracy, res.loss, items);
+    if (evaluated) printf("test accuracy %.2f%% (loss %.4f) on %s images\n", 100.0 * res.accuracy, res.loss, items);
     const cli_progress *p = &r->progress;
     double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
     cli_format_count((double)p->samples, samples, sizeof samples);
@@ -259,10 +288,33 @@ static snug_status evaluate_and_report(train_run *r, snug_error *err) {
            cli_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
     if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
     printf("\n");
+    if (r->ranks > 1)
+        printf("gradient all-reduces: %ld (one per optimizer step), %.3f s in all (waiting for the slowest rank "
+               "included)\n", snug_trainer_allreduce_count(r->trainer), snug_trainer_allreduce_seconds(r->trainer));
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
-    print_memory(&rep, "memory by category:", true);
-    return SNUG_OK;
+    print_memory(&rep, r->ranks > 1 ? "memory by category (per rank):" : "memory by category:", true);
+}
+
+/* --save: rank 0 writes; every rank holds the same parameters. */
+static snug_status save_params(const train_run *r, snug_error *err) {
+    if (!r->opt.save || r->rank != 0) return SNUG_OK;
+    snug_status st = snug_trainer_save(r->trainer, r->opt.save, err);
+    if (st == SNUG_OK) printf("parameters saved to %s\n", r->opt.save);
+    return st;
+}
+
+/* A runtime error: alone, the usual message and exit status 1; in a job of several ranks, the rank's message
+ * and the end of the whole job (this does not return). */
+static int fail_run(const train_run *r, const snug_error *err) {
+    if (r->ranks <= 1) return cli_runtime_error(err);
+    char line[sizeof err->message + 64];
+    const char *name = snug_status_name(err->status);
+    if (strncmp(err->message, name, strlen(name)) == 0)
+        snprintf(line, sizeof line, "snug: rank %d: %s", r->rank, err->message);
+    else snprintf(line, sizeof line, "snug: rank %d: %s: %s", r->rank, name, err->message);
+    snug_dist_abort(line);
+    return CLI_EXIT_RUNTIME;
 }
 
 static bool live_progress(cli_progress_mode mode) {
@@ -271,30 +323,54 @@ static bool live_progress(cli_progress_mode mode) {
     return isatty(fileno(stdout));
 }
 
+/* Flags and --help: the same on every rank (the same command line), so every rank stops alike and only rank 0
+ * speaks. Returns -1 to go on, else the exit status. */
+static int parse(train_run *r, int argc, char **argv) {
+    char msg[512];
+    if (!cli_parse_train(argc, argv, &r->opt, msg, sizeof msg))
+        return r->rank == 0 ? cli_usage_error("train", CLI_TRAIN_USAGE, msg) : CLI_EXIT_USAGE;
+    if (r->opt.help) {
+        if (r->rank == 0) cli_train_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    return -1;
+}
+
+/* Rank 0 reports progress; the others train silently. */
+static void start_progress(train_run *r) {
+    cli_progress_init(&r->progress, stdout, live_progress(r->opt.progress), r->opt.log_every, r->opt.cfg.epochs);
+    if (r->rank != 0) return;
+    r->opt.cfg.progress = cli_progress_step;
+    r->opt.cfg.progress_user = &r->progress;
+}
+
+static snug_status run(train_run *r, snug_error *err) {
+    snug_status st = setup(r, err);
+    if (st != SNUG_OK) return st;
+    r->progress.tr = r->trainer;
+    if (r->rank == 0) print_plan(r);
+    if ((st = train(r, err)) != SNUG_OK) return st;
+    bool evaluate = r->opt.evaluate == 0;
+    if (evaluate && (st = snug_trainer_evaluate(r->trainer, r->test, &r->eval, err)) != SNUG_OK) return st;
+    if (r->rank == 0) report(r, evaluate);
+    return save_params(r, err);
+}
+
 int cmd_train(int argc, char **argv) {
     train_run r;
     memset(&r, 0, sizeof r);
-    char msg[512];
-    if (!cli_parse_train(argc, argv, &r.opt, msg, sizeof msg))
-        return cli_usage_error("train", CLI_TRAIN_USAGE, msg);
-    if (r.opt.help) {
-        cli_train_help(stdout);
-        return CLI_EXIT_OK;
-    }
-    if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
-    cli_progress_init(&r.progress, stdout, live_progress(r.opt.progress), r.opt.log_every, r.opt.cfg.epochs);
-    r.opt.cfg.progress = cli_progress_step;
-    r.opt.cfg.progress_user = &r.progress;
-
     snug_error err = {0};
-    snug_status st = setup(&r, &err);
-    if (st == SNUG_OK) {
-        r.progress.tr = r.trainer;
-        print_plan(&r);
-        st = train(&r, &err);
+    if (snug_dist_init(&argc, &argv, &err) != SNUG_OK) return cli_runtime_error(&err);
+    r.rank = snug_dist_rank();
+    r.ranks = snug_dist_size();
+    int rc = parse(&r, argc, argv);
+    if (rc < 0) {
+        if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
+        start_progress(&r);
+        snug_status st = run(&r, &err);
+        rc = st == SNUG_OK ? CLI_EXIT_OK : fail_run(&r, &err);
+        teardown(&r);
     }
-    if (st == SNUG_OK) st = evaluate_and_report(&r, &err);
-    int rc = st == SNUG_OK ? CLI_EXIT_OK : cli_runtime_error(&err);
-    teardown(&r);
+    snug_dist_finalize();
     return rc;
 }

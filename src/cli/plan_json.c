@@ -104,6 +104,13 @@ static void add_chosen(json_doc *d, cJSON *root, const plan_report *r, bool laye
         return;
     }
     add_string(d, o, "chosen_by", r->auto_chosen ? "budget" : "flags");
+    /* Data parallelism adds no buffer: the all-reduce works in place on the gradient block. */
+    cJSON *comm = check(d, cJSON_AddObjectToObject(o, "communication"));
+    if (comm) {
+        add_number(d, comm, "extra_bytes", 0);
+        add_number(d, comm, "allreduce_bytes_per_step", (double)c->s.bytes[SNUG_MEM_GRADS]);
+        add_string(d, comm, "note", "all-reduce in place on the gradients: no extra buffer; the plan is per rank");
+    }
     cJSON *base = check(d, cJSON_AddObjectToObject(o, "baseline"));
     if (base) add_summary(d, base, r->baseline, &r->baseline_s);
     if (layers) add_buffers(d, o, c->plan);

@@ -94,13 +94,16 @@ static void print_against_baseline(FILE *out, const plan_report *r, const plan_r
 
 void plan_print_summary(FILE *out, const plan_report *r) {
     const plan_row *c = &r->rows[r->chosen];
-    char policy[64], resolved[48], arena[32], live[32];
+    char policy[64], resolved[48], arena[32], live[32], buf_comm[32];
     fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->m);
     print_split(out, r->cfg->batch, c->m, c->k);
     fprintf(out, ", checkpoint %s (%s)\n", plan_policy_label(c->requested, &c->s, policy, sizeof policy),
             r->auto_chosen ? "the best fit for the budget, as `snug train --mem` chooses"
                            : "as given by --micro-batch and --checkpoint");
     print_reserved(out, r, c);
+    fprintf(out, "  communication: under mpirun, all-reduce in place on the gradients: no extra buffer (%s summed "
+                 "over the ranks once per optimizer step); the plan and --mem are per rank\n",
+            snug_format_bytes(c->s.bytes[SNUG_MEM_GRADS], buf_comm, sizeof buf_comm));
     fprintf(out, "  activations: arena %s, live peak %s at %s %s\n",
             snug_format_bytes(c->s.activation_peak, arena, sizeof arena),
             snug_format_bytes(c->s.live_peak, live, sizeof live), c->s.peak_op ? c->s.peak_op : "-",

@@ -132,3 +132,13 @@ snug_status snug_mnist_open(const char *dir, bool train, snug_dataset **out, snu
                          strlen(dir));
     return snug_mnist_open_files(images, labels, out, err);
 }
+
+snug_status snug_mnist_open_padded(const char *dir, bool train, size_t pad, snug_dataset **out, snug_error *err) {
+    if (out) *out = NULL;
+    snug_dataset *ds = NULL;
+    snug_status s = snug_mnist_open(dir, train, &ds, err);
+    if (s != SNUG_OK) return s;
+    /* The frame is background: what a 0 pixel becomes after normalisation, exactly as inside the image. */
+    const float background = ((mnist_impl *)ds->impl)->table[0];
+    return snug_dataset_pad(ds, pad, pad, background, out, err);
+}

@@ -26,8 +26,9 @@ dist dist_get(void);
 snug_status dist_init(int *argc, char ***argv, snug_error *err);
 /* Leaves the job (MPI_Finalize) if dist_init joined one. */
 void dist_finalize(void);
-/* Ends every rank of the job with exit status 1 (MPI_Abort); in a job of one, exits with status 1. */
-_Noreturn void dist_abort(void);
+/* Writes message (if not NULL) and a newline to stderr, then ends every rank of the job with exit status 1
+ * (MPI_Abort); in a job of one, exits with status 1. */
+_Noreturn void dist_abort(const char *message);
 
 /* What a reduction computes, element by element over the ranks. */
 typedef enum dist_op { DIST_SUM = 0, DIST_MAX } dist_op;

@@ -179,6 +179,18 @@ snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size
     return t;
 }
 
+snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens) {
+    if (g->err.status == SNUG_OK && g->input_node >= 0)
+        return graph_error(g, SNUG_E_ARG, "input '%s': the graph already has input '%s' (one input per graph)",
+                           name ? name : "?", g->nodes[g->input_node].name);
+    if (g->err.status == SNUG_OK && !tokens)
+        return graph_error(g, SNUG_E_SHAPE, "input '%s': a sequence needs at least 1 token", name ? name : "?");
+    snug_shape s = {.rank = 1, .dims = {tokens}};
+    snug_tensor t = add_node(g, &op_input, name, NULL, 0, no_params(), &s);
+    if (t >= 0) g->input_node = g->n_nodes - 1;
+    return t;
+}
+
 snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features) {
     op_params p = {.linear = {.out_features = out_features}};
     return add_node(g, &op_linear, name, &x, 1, p, NULL);

@@ -1,4 +1,9 @@
-/* conv2d: im2col per sample into a per-thread column buffer, then one GEMM per sample.
+/* conv2d: im2col per sample into a per-thread column buffer, then one GEMM per sample and group.
+ *
+ * Groups (PyTorch's `groups`): input channels and output channels split into G equal groups, group j's outputs
+ * see only group j's inputs; weight (Co, C/G, k, k). The column matrix of the whole input holds the groups' rows
+ * one block after another, so one im2col serves all groups and group j is one GEMM over its block. G = 1 is
+ * the plain convolution, one GEMM per sample, with no extra work.
  *
  * Threads: with at least as many samples as threads, an OpenMP loop runs one sample per thread at a time (the
  * OpenMP OpenBLAS runs single-threaded inside a parallel region); with fewer, a plain loop over samples lets
@@ -6,7 +11,7 @@
  * that are reduced in thread order, so a given thread count always gives the same bits.
  *
  * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
- *   T x [ column buffer (C*k*k, Ho*Wo) floats | partial dW (Co, C*k*k) + db (Co) floats, only when T > 1 ].
+ *   T x [ column buffer (C*k*k, Ho*Wo) floats | partial dW (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. */
 #include <cblas.h>
 #include <limits.h>
@@ -25,7 +30,9 @@
 typedef struct conv_ctx {
     im2col_geom g;
     size_t co;          /* output channels */
-    size_t kdim;        /* C*k*k: the GEMM's inner dimension */
+    size_t groups;      /* G */
+    size_t cog;         /* Co/G: output channels per group, the rows of one group's GEMM */
+    size_t kdim;        /* C/G*k*k: the GEMM's inner dimension (one group's rows of the column matrix) */
     size_t npix;        /* Ho*Wo */
     bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
 } conv_ctx;
@@ -35,24 +42,21 @@ static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
     const conv2d_params *p = &n->p.conv2d;
     conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
                         .pad = p->padding},
-                  .co = p->out_channels};
+                  .co = p->out_channels, .groups = p->groups};
     k.g.ho = (k.g.h + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
     k.g.wo = (k.g.w + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
-    k.kdim = k.g.c * k.g.k * k.g.k;
+    k.cog = k.co / k.groups;
+    k.kdim = k.g.c / k.groups * k.g.k * k.g.k;
     k.npix = k.g.ho * k.g.wo;
     k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
     return k;
-}
-
-static size_t threads_used(size_t m, int threads) {
-    return threads > 1 && m >= (size_t)threads ? (size_t)threads : 1;
 }
 
 /* Bytes of one thread's column buffer and of its partial gradients; false on overflow. */
 static bool conv_slot_parts(const conv_ctx *k, size_t *col_bytes, size_t *part_bytes) {
     size_t cols = 0, wn, pn;
     *col_bytes = *part_bytes = 0;
-    if (!k->pointwise && !size_mul(k->kdim, k->npix, &cols)) return false;
+    if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) return false;
     if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONV_ALIGN, col_bytes)) return false;
     if (!size_mul(k->co, k->kdim, &wn) || !size_add(wn, k->co, &pn)) return false;
     return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONV_ALIGN, part_bytes);
@@ -71,9 +75,14 @@ static bool conv_check_sizes(const conv2d_params *p, const snug_shape *in, char 
         snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
         return false;
     }
-    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0) {
-        snprintf(msg, msg_len, "needs out_channels, kernel and stride >= 1, got out_channels %zu, "
-                 "kernel %zu, stride %zu", p->out_channels, p->kernel, p->stride);
+    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0 || p->groups == 0) {
+        snprintf(msg, msg_len, "needs out_channels, kernel, stride and groups >= 1, got out_channels %zu, "
+                 "kernel %zu, stride %zu, groups %zu", p->out_channels, p->kernel, p->stride, p->groups);
+        return false;
+    }
+    if (in->dims[0] % p->groups || p->out_channels % p->groups) {
+        snprintf(msg, msg_len, "groups %zu must divide both the input channels %zu (input %s) and the output "
+                 "channels %zu", p->groups, in->dims[0], snug_shape_format(in, s, sizeof s), p->out_channels);
         return false;
     }
     size_t ph, pw;
@@ -99,12 +108,12 @@ static bool conv_infer(const graph_node *n, const snug_shape *in, int n_in, snug
         return false;
     }
     if (!conv_check_sizes(p, &in[0], msg, msg_len)) return false;
-    size_t c = in[0].dims[0], k = p->kernel, co = p->out_channels;
+    size_t c = in[0].dims[0], cg = c / p->groups, k = p->kernel, co = p->out_channels;
     size_t ho = (in[0].dims[1] + 2 * p->padding - k) / p->stride + 1;
     size_t wo = (in[0].dims[2] + 2 * p->padding - k) / p->stride + 1;
     size_t kdim, npix, wn, on, cols;
     const size_t f[] = {c, k, k};
-    /* Every GEMM dimension is an int for the BLAS; the products must address. */
+    /* Every GEMM dimension is an int for the BLAS; the products must address. kdim: all groups' rows. */
     if (!size_prod(f, 3, &kdim) || !size_mul(ho, wo, &npix) || !size_mul(co, kdim, &wn) ||
         !size_mul(co, npix, &on) || !size_mul(kdim, npix, &cols) || cols > SIZE_MAX / sizeof(float) ||
         kdim > INT_MAX || npix > INT_MAX || co > INT_MAX) {
@@ -114,9 +123,10 @@ static bool conv_infer(const graph_node *n, const snug_shape *in, int n_in, snug
         return false;
     }
     *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
-    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {co, c, k, k}}, .fan_in = kdim,
-                             .init = INIT_KAIMING_UNIFORM};
-    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = kdim,
+    /* PyTorch's fan_in: weight.size(1) * k * k, the inputs one output sees. */
+    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {co, cg, k, k}},
+                             .fan_in = cg * k * k, .init = INIT_KAIMING_UNIFORM};
+    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = cg * k * k,
                              .init = INIT_BIAS_UNIFORM};
     *n_params = 2;
     return true;
@@ -124,12 +134,12 @@ static bool conv_infer(const graph_node *n, const snug_shape *in, int n_in, snug
 
 /* ---- forward -------------------------------------------------------------------------------------------- */
 
-/* y_n = W col(x_n) + b for one sample. */
+/* y_n = W col(x_n) + b for one sample; group j: rows j*cog.. of y and W, rows j*kdim.. of col. */
 static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
                                 const float *x,              // (c, h, w)
                                 const float *w,              // (co, kdim)
                                 const float *b,              // (co)
-                                float *col) {                // (kdim, npix) scratch
+                                float *col) {                // (G*kdim, npix) scratch
     for (size_t o = 0; o < k->co; o++)
         for (size_t j = 0; j < k->npix; j++) y[o * k->npix + j] = b[o];
     const float *cols = x;
@@ -137,13 +147,16 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
         im2col(col, x, &k->g);
         cols = col;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)k->co, (int)k->npix, (int)k->kdim, 1.0f, w,
-                (int)k->kdim, cols, (int)k->npix, 1.0f, y, (int)k->npix);
+    const int cog = (int)k->cog, kd = (int)k->kdim, np = (int)k->npix;
+    for (size_t j = 0; j < k->groups; j++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cog, np, kd, 1.0f, w + j * k->cog * k->kdim, kd,
+                    cols + j * k->kdim * k->npix, np, 1.0f, y + j * k->cog * k->npix, np);
 }
 
 static void conv_forward(const op_call *c) {
     const conv_ctx k = conv_ctx_of(c->g, c->node);
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), T = threads_used(m, c->threads);
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t T = lowering_threads(m, c->threads);
     size_t col_bytes = 0, part_bytes = 0;
     conv_slot_parts(&k, &col_bytes, &part_bytes); /* cannot overflow: the planner sized the same numbers */
     const size_t slot = T > 1 ? col_bytes + part_bytes : col_bytes;
@@ -162,23 +175,27 @@ static void conv_forward(const op_call *c) {
 
 /* ---- backward ------------------------------------------------------------------------------------------- */
 
-/* One sample: dw += dy_n col_n^T, db += row sums of dy_n, din_n += col2im(W^T dy_n). col is reused: first the
- * columns of x_n for dW, then the column gradient for din. dw, db or din may be NULL. */
+/* One sample: dw += dy_n col_n^T, db += row sums of dy_n, din_n += col2im(W^T dy_n), each group over its
+ * blocks. col is reused: first the columns of x_n for dW, then the column gradient for din. dw, db or din may
+ * be NULL. */
 static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or NULL
                                  float *dw,                     // (co, kdim) or NULL
                                  float *db,                     // (co) or NULL
                                  const float *dy,               // (co, npix)
                                  const float *x,                // (c, h, w)
                                  const float *w,                // (co, kdim)
-                                 float *col) {                  // (kdim, npix) scratch
-    const int co = (int)k->co, kd = (int)k->kdim, np = (int)k->npix;
+                                 float *col) {                  // (G*kdim, npix) scratch
+    const int cog = (int)k->cog, kd = (int)k->kdim, np = (int)k->npix;
+    const size_t wstep = k->cog * k->kdim, ystep = k->cog * k->npix, cstep = k->kdim * k->npix;
     if (dw) {
         const float *cols = x;
         if (!k->pointwise) {
             im2col(col, x, &k->g);
             cols = col;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, co, kd, np, 1.0f, dy, np, cols, np, 1.0f, dw, kd);
+        for (size_t j = 0; j < k->groups; j++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cog, kd, np, 1.0f, dy + j * ystep, np,
+                        cols + j * cstep, np, 1.0f, dw + j * wstep, kd);
     }
     if (db) {
         for (size_t o = 0; o < k->co; o++) {
@@ -188,29 +205,20 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
         }
     }
     if (din) {
-        if (k->pointwise) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, co, 1.0f, w, kd, dy, np, 1.0f, din, np);
-        } else {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, co, 1.0f, w, kd, dy, np, 0.0f, col, np);
-            col2im_add(din, col, &k->g);
-        }
-    }
-}
-
-/* dst += the T partial buffers, added in thread order for every element: deterministic for a given T. */
-static void reduce_partials(float *dst, const char *work, size_t slot, size_t offset, size_t len, size_t T) {
-    #pragma omp parallel for schedule(static) if (len * T >= ((size_t)1 << 15))
-    for (size_t i = 0; i < len; i++) {
-        float s = 0.0f;
-        for (size_t t = 0; t < T; t++) s += ((const float *)(const void *)(work + t * slot + offset))[i];
-        dst[i] += s;
+        /* pointwise: the column gradient is din itself, so add straight into it */
+        float *dcols = k->pointwise ? din : col;
+        const float beta = k->pointwise ? 1.0f : 0.0f;
+        for (size_t j = 0; j < k->groups; j++)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, cog, 1.0f, w + j * wstep, kd,
+                        dy + j * ystep, np, beta, dcols + j * cstep, np);
+        if (!k->pointwise) col2im_add(din, col, &k->g);
     }
 }
 
 static void conv_backward(const op_call *c) {
     const conv_ctx k = conv_ctx_of(c->g, c->node);
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), T = threads_used(m, c->threads);
-    const size_t wn = k.co * k.kdim;
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t T = lowering_threads(m, c->threads), wn = k.co * k.kdim;
     if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
             conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
@@ -234,8 +242,8 @@ static void conv_backward(const op_call *c) {
                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
                                  (float *)(void *)mine);
     }
-    if (c->dw[0]) reduce_partials(c->dw[0], work, slot, col_bytes, wn, T);
-    if (c->dw[1]) reduce_partials(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.co, T);
+    if (c->dw[0]) lowering_reduce(c->dw[0], work, slot, col_bytes, wn, T);
+    if (c->dw[1]) lowering_reduce(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.co, T);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -254,7 +262,7 @@ static size_t conv_saved_bytes(const snug_graph *g, const graph_node *n) {
  * the size overflows, which no budget fits. */
 static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const conv_ctx k = conv_ctx_of(g, n);
-    const size_t T = threads_used(m, threads);
+    const size_t T = lowering_threads(m, threads);
     size_t col_bytes, part_bytes, slot, total;
     if (!conv_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;
     if (T == 1) return col_bytes;

@@ -4,6 +4,7 @@
 #include "ops/im2col.h"
 
 #include <omp.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Below this many column elements the threads cost more than they save. */
@@ -63,11 +64,60 @@ static void col2im_row(float *plane,      // (h, w) of channel c
     }
 }
 
+/* The patches tile the image exactly: kernel = stride, no padding, h = ho k, w = wo k (a transposed
+ * convolution's 2x2 stride-2 up-sampling). Then every pixel belongs to one patch, and a channel is best walked
+ * image row by image row, each row interleaving (col2im) or de-interleaving (im2col) k column rows while it sits
+ * in L1, instead of k*k strided passes over the whole plane. */
+static bool tiles(const im2col_geom *g) {
+    return g->k == g->stride && g->pad == 0 && g->h == g->ho * g->k && g->w == g->wo * g->k;
+}
+
+/* One channel of a tiled im2col. */
+static void im2col_tiled(float *col,         // (k*k, ho*wo) of channel c
+                         const float *plane, // (h, w) of channel c
+                         const im2col_geom *g) {
+    const size_t k = g->k, n = g->ho * g->wo;
+    for (size_t oh = 0; oh < g->ho; oh++)
+        for (size_t ki = 0; ki < k; ki++) {
+            const float *src = plane + (oh * k + ki) * g->w;
+            for (size_t kj = 0; kj < k; kj++) {
+                float *dst = col + (ki * k + kj) * n + oh * g->wo;
+                for (size_t ow = 0; ow < g->wo; ow++) dst[ow] = src[ow * k + kj];
+            }
+        }
+}
+
+/* One channel of a tiled col2im_add. */
+static void col2im_tiled(float *plane,      // (h, w) of channel c
+                         const float *col,  // (k*k, ho*wo) of channel c
+                         const im2col_geom *g) {
+    const size_t k = g->k, n = g->ho * g->wo;
+    for (size_t oh = 0; oh < g->ho; oh++)
+        for (size_t ki = 0; ki < k; ki++) {
+            float *dst = plane + (oh * k + ki) * g->w;
+            const float *src = col + ki * k * n + oh * g->wo;
+            if (k == 2) { /* the common case, one interleaving pass */
+                for (size_t ow = 0; ow < g->wo; ow++) {
+                    dst[2 * ow] += src[ow];
+                    dst[2 * ow + 1] += src[n + ow];
+                }
+                continue;
+            }
+            for (size_t kj = 0; kj < k; kj++)
+                for (size_t ow = 0; ow < g->wo; ow++) dst[ow * k + kj] += src[kj * n + ow];
+        }
+}
+
 void im2col(float *col, const float *x, const im2col_geom *g) {
     const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    const bool tiled = tiles(g);
     /* Channels write disjoint rows: parallel over them when nobody above us already runs in parallel. */
     #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
     for (size_t c = 0; c < g->c; c++) {
+        if (tiled) {
+            im2col_tiled(col + c * kk * n, x + c * plane, g);
+            continue;
+        }
         for (size_t r = 0; r < kk; r++)
             im2col_row(col + (c * kk + r) * n, x + c * plane, g, r / g->k, r % g->k);
     }
@@ -75,10 +125,28 @@ void im2col(float *col, const float *x, const im2col_geom *g) {
 
 void col2im_add(float *x, const float *col, const im2col_geom *g) {
     const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    const bool tiled = tiles(g);
     /* Rows of one channel overlap in x, so only channels run in parallel (each owns its plane). */
     #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
     for (size_t c = 0; c < g->c; c++) {
+        if (tiled) {
+            col2im_tiled(x + c * plane, col + c * kk * n, g);
+            continue;
+        }
         for (size_t r = 0; r < kk; r++)
             col2im_row(x + c * plane, col + (c * kk + r) * n, g, r / g->k, r % g->k);
+    }
+}
+
+size_t lowering_threads(size_t m, int threads) {
+    return threads > 1 && m >= (size_t)threads ? (size_t)threads : 1;
+}
+
+void lowering_reduce(float *dst, const char *work, size_t slot, size_t offset, size_t len, size_t T) {
+    #pragma omp parallel for schedule(static) if (len * T >= IM2COL_PAR_MIN)
+    for (size_t i = 0; i < len; i++) {
+        float s = 0.0f;
+        for (size_t t = 0; t < T; t++) s += ((const float *)(const void *)(work + t * slot + offset))[i];
+        dst[i] += s;
     }
 }

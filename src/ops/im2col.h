@@ -1,6 +1,12 @@
 /* im2col / col2im for one sample: the lowering that turns a 2-D convolution into one GEMM. The column matrix
  * has one row per (channel, kernel row, kernel column) and one column per output pixel, so
- * out (Co, Ho*Wo) = weight (Co, C*k*k) x col (C*k*k, Ho*Wo). */
+ * out (Co, Ho*Wo) = weight (Co, C*k*k) x col (C*k*k, Ho*Wo). A transposed convolution is the adjoint:
+ * col = weight^T x, then col2im.
+ *
+ * Also the thread scheme every lowered op (conv2d, conv_transpose2d) shares: with at least as many samples as
+ * threads, one sample per thread at a time, each with its own column buffer and partial parameter gradients,
+ * reduced in thread order (deterministic for a given thread count); with fewer, one thread and a threaded
+ * BLAS inside each GEMM. */
 #ifndef SNUG_OPS_IM2COL_H
 #define SNUG_OPS_IM2COL_H
 
@@ -23,5 +29,14 @@ void im2col(float *col,     // (c*k*k, ho*wo)
 void col2im_add(float *x,         // (c, h, w)
                 const float *col, // (c*k*k, ho*wo)
                 const im2col_geom *g);
+
+/* Threads a lowered op runs samples on: `threads` when m >= threads > 1, else 1. */
+size_t lowering_threads(size_t m, int threads);
+
+/* dst += the T per-thread partial buffers (the floats at byte `offset` of each `slot`-byte slot of work),
+ * added in thread order for every element: deterministic for a given T. */
+void lowering_reduce(float *dst,       // (len)
+                     const char *work, // T slots of `slot` bytes
+                     size_t slot, size_t offset, size_t len, size_t T);
 
 #endif

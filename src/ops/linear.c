@@ -1,5 +1,14 @@
-/* linear: y = x W^T + b over the whole micro-batch as one GEMM (the BLAS spreads it over the threads).
- * Input (in) per sample, rank 1: a CNN puts a flatten first, so shapes never get reinterpreted silently. */
+/* linear: y = x W^T + b over the last dimension, (in) -> (out) and (tokens, in) -> (tokens, out): one GEMM over
+ * all m * tokens rows (the BLAS spreads it over the threads). A rank-3 input is refused with a hint: an image
+ * into a linear layer is almost always a forgotten flatten, and shapes never get reinterpreted silently.
+ *
+ * linear_tied: y = x W^T with no bias, W (vocab, dim) the weight of an embedding layer (GPT's tied output head,
+ * built by snug_linear_tied). The node declares no parameter of its own: the builder shares the embedding's
+ * weight with it (graph_share_param), so w[0] and dw[0] are the embedding's, and backward adds into the same
+ * gradient the embedding's backward adds into. Its shape comes from params.embedding = {vocab, dim}, which the
+ * builder copies from the embedding (shape inference cannot see other nodes).
+ *
+ * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
@@ -8,32 +17,59 @@
 #include "core/checked.h"
 #include "ops/op.h"
 
+/* Below this many elements the bias loops stay serial. */
+#define LINEAR_PAR_MIN ((size_t)1 << 15)
+/* Bias-gradient columns per task: 64 floats, a cache line apart from the next task's. */
+#define LINEAR_DB_BLOCK ((size_t)64)
+
+/* ---- shape inference ------------------------------------------------------------------------------------ */
+
+/* x must be (features) or (tokens, features) with no zero dimension. */
+static bool linear_input_ok(const snug_shape *in, char *msg, size_t msg_len) {
+    char s[96];
+    if (in->rank != 1 && in->rank != 2) {
+        snprintf(msg, msg_len, "expects (features) or (tokens, features), got %s: add a flatten",
+                 snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    for (int i = 0; i < in->rank; i++)
+        if (in->dims[i] == 0) {
+            snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
+            return false;
+        }
+    return true;
+}
+
+/* in with its last dimension replaced by fo; false (and a message) when a BLAS dimension would not fit. */
+static bool linear_out_shape(const snug_shape *in, size_t fo, snug_shape *out, char *msg, size_t msg_len) {
+    size_t fi = in->dims[in->rank - 1], wn;
+    /* The BLAS takes int dimensions; rows are split into int-sized GEMMs at run time. */
+    if (fi > INT_MAX || fo > INT_MAX || !size_mul(fi, fo, &wn) || wn > SIZE_MAX / sizeof(float)) {
+        snprintf(msg, msg_len, "weight (%zu, %zu) is too large: each dimension must stay below %d", fo, fi,
+                 INT_MAX);
+        return false;
+    }
+    *out = *in;
+    out->dims[in->rank - 1] = fo;
+    return true;
+}
+
 static bool linear_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                          int *n_params, char *msg, size_t msg_len) {
-    char s[96];
-    size_t fo = n->p.linear.out_features, wn;
+    size_t fo = n->p.linear.out_features;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
         return false;
     }
-    if (in[0].rank != 1) {
-        snprintf(msg, msg_len, "expects a flat input (features), got %s: add a flatten",
-                 snug_shape_format(&in[0], s, sizeof s));
-        return false;
-    }
-    size_t fi = in[0].dims[0];
-    if (fi == 0 || fo == 0) {
-        snprintf(msg, msg_len, "needs in and out features >= 1, got input %s and out_features %zu",
+    if (!linear_input_ok(&in[0], msg, msg_len)) return false;
+    size_t fi = in[0].dims[in[0].rank - 1];
+    if (fo == 0) {
+        char s[96];
+        snprintf(msg, msg_len, "needs out_features >= 1, got input %s and out_features %zu",
                  snug_shape_format(&in[0], s, sizeof s), fo);
         return false;
     }
-    /* The BLAS takes int dimensions. */
-    if (fi > INT_MAX || fo > INT_MAX || !size_mul(fi, fo, &wn) || wn > SIZE_MAX / sizeof(float)) {
-        snprintf(msg, msg_len, "weight (%zu, %zu) is too large: each dimension must stay below %d", fo,
-                 fi, INT_MAX);
-        return false;
-    }
-    *out = (snug_shape){.rank = 1, .dims = {fo}};
+    if (!linear_out_shape(&in[0], fo, out, msg, msg_len)) return false;
     params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 2, .dims = {fo, fi}}, .fan_in = fi,
                              .init = INIT_KAIMING_UNIFORM};
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {fo}}, .fan_in = fi,
@@ -42,42 +78,130 @@ static bool linear_infer(const graph_node *n, const snug_shape *in, int n_in, sn
     return true;
 }
 
-static void linear_forward(const op_call *c) {
-    const size_t m = c->m, fi = op_in_numel(c, 0), fo = op_out_numel(c);
-    const float *x = c->in[0];  // (m, fi)
-    const float *w = c->w[0];   // (fo, fi)
-    const float *b = c->w[1];   // (fo)
-    float *y = c->out;          // (m, fo)
-    if (m == 0) return;
-    /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
-    for (size_t i = 0; i < m; i++)
-        for (size_t j = 0; j < fo; j++) y[i * fo + j] = b[j];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)fo, (int)fi, 1.0f, x, (int)fi, w, (int)fi,
-                1.0f, y, (int)fo);
+static bool tied_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                       int *n_params, char *msg, size_t msg_len) {
+    (void)params;
+    const size_t vocab = n->p.embedding.vocab, dim = n->p.embedding.dim;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (!linear_input_ok(&in[0], msg, msg_len)) return false;
+    if (in[0].dims[in[0].rank - 1] != dim || vocab == 0) {
+        char s[96];
+        snprintf(msg, msg_len, "input %s does not end in %zu, the dimension of the tied weight (%zu, %zu)",
+                 snug_shape_format(&in[0], s, sizeof s), dim, vocab, dim);
+        return false;
+    }
+    *n_params = 0; /* the weight is the embedding's, shared by the builder */
+    return linear_out_shape(&in[0], vocab, out, msg, msg_len);
 }
 
-static void linear_backward(const op_call *c) {
-    const size_t m = c->m, fi = op_in_numel(c, 0), fo = op_out_numel(c);
-    const float *x = c->in[0];  // (m, fi)
-    const float *w = c->w[0];   // (fo, fi)
-    const float *dy = c->dout;  // (m, fo)
-    if (m == 0) return;
-    if (c->din[0]) /* din (m, fi) += dy (m, fo) W (fo, fi) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)fi, (int)fo, 1.0f, dy, (int)fo, w,
-                    (int)fi, 1.0f, c->din[0], (int)fi);
-    if (c->dw[0]) /* dW (fo, fi) += dy^T (fo, m) x (m, fi) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)m, 1.0f, dy, (int)fo, x,
-                    (int)fi, 1.0f, c->dw[0], (int)fi);
-    if (c->dw[1]) { /* db += column sums of dy, rows in order: deterministic and O(m fo), next to the GEMMs */
-        float *db = c->dw[1];
-        for (size_t i = 0; i < m; i++)
-            for (size_t j = 0; j < fo; j++) db[j] += dy[i * fo + j];
+/* ---- kernels -------------------------------------------------------------------------------------------- */
+
+/* GEMMs over at most INT_MAX rows at a time: the BLAS takes int dimensions. */
+static size_t rows_chunk(size_t rows, size_t r0) { return rows - r0 < (size_t)INT_MAX ? rows - r0 : INT_MAX; }
+
+/* y = beta y + x W^T. */
+static void xwt(float *y,       // (rows, fo)
+                const float *x, // (rows, fi)
+                const float *w, // (fo, fi)
+                size_t rows, size_t fi, size_t fo, float beta) {
+    for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0))
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows_chunk(rows, r0), (int)fo, (int)fi, 1.0f,
+                    x + r0 * fi, (int)fi, w, (int)fi, beta, y + r0 * fo, (int)fo);
+}
+
+/* din += dy W and dW += dy^T x; either may be NULL. */
+static void xwt_backward(float *din,      // (rows, fi) or NULL
+                         float *dw,       // (fo, fi) or NULL
+                         const float *dy, // (rows, fo)
+                         const float *x,  // (rows, fi)
+                         const float *w,  // (fo, fi)
+                         size_t rows, size_t fi, size_t fo) {
+    for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0)) {
+        const int nr = (int)rows_chunk(rows, r0);
+        if (din)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, (int)fi, (int)fo, 1.0f, dy + r0 * fo,
+                        (int)fo, w, (int)fi, 1.0f, din + r0 * fi, (int)fi);
+        if (dw)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, nr, 1.0f, dy + r0 * fo, (int)fo,
+                        x + r0 * fi, (int)fi, 1.0f, dw, (int)fi);
     }
 }
 
+/* Every row of y = b. */
+static void seed_bias(float *y,       // (rows, fo)
+                      const float *b, // (fo)
+                      size_t rows, size_t fo) {
+    #pragma omp parallel for schedule(static) if (rows > 1 && rows * fo >= LINEAR_PAR_MIN)
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < fo; j++) y[i * fo + j] = b[j];
+}
+
+/* db += the column sums of dy. Threads own blocks of columns and add rows in order, so every element sees the
+ * same additions in the same order whatever the thread count: deterministic. */
+static void bias_grad(float *db,       // (fo)
+                      const float *dy, // (rows, fo)
+                      size_t rows, size_t fo) {
+    const size_t nblk = (fo + LINEAR_DB_BLOCK - 1) / LINEAR_DB_BLOCK;
+    #pragma omp parallel for schedule(static) if (nblk > 1 && rows * fo >= LINEAR_PAR_MIN)
+    for (size_t k = 0; k < nblk; k++) {
+        const size_t lo = k * LINEAR_DB_BLOCK, hi = lo + LINEAR_DB_BLOCK < fo ? lo + LINEAR_DB_BLOCK : fo;
+        for (size_t i = 0; i < rows; i++) {
+            const float *d = dy + i * fo;
+            #pragma omp simd
+            for (size_t j = lo; j < hi; j++) db[j] += d[j];
+        }
+    }
+}
+
+/* The GEMM sizes of a call: rows = m * tokens, fi and fo the last dimensions. */
+static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
+    const snug_shape *in = op_in_shape(c, 0), *out = op_out_shape(c);
+    *fi = in->dims[in->rank - 1];
+    *fo = out->dims[out->rank - 1];
+    *rows = c->m * (op_in_numel(c, 0) / *fi);
+}
+
+static void linear_forward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
+    seed_bias(c->out, c->w[1], rows, fo);
+    xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 1.0f);
+}
+
+static void linear_backward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo);
+    if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
+}
+
+static void tied_forward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 0.0f);
+}
+
+static void tied_backward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo);
+}
+
+/* ---- costs ---------------------------------------------------------------------------------------------- */
+
+/* 2 * rows * fi * fo = 2 * (input numel) * fo. */
 static double linear_flops(const snug_graph *g, const graph_node *n) {
-    double fi = (double)g->tensors[n->inputs[0]].numel, fo = (double)n->p.linear.out_features;
-    return 2.0 * fi * fo;
+    const graph_tensor *out = &g->tensors[n->output];
+    double fo = (double)out->shape.dims[out->shape.rank - 1];
+    return 2.0 * (double)g->tensors[n->inputs[0]].numel * fo;
 }
 
 static size_t linear_saved_bytes(const snug_graph *g, const graph_node *n) {
@@ -96,6 +220,17 @@ const op_desc op_linear = {
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
+    .flops = linear_flops,
+    .saved_bytes = linear_saved_bytes,
+    .workspace_bytes = linear_workspace_bytes,
+};
+
+const op_desc op_linear_tied = {
+    .kind = "linear_tied",
+    .flags = OP_KEEPS_INPUT,
+    .infer = tied_infer,
+    .forward = tied_forward,
+    .backward = tied_backward,
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .workspace_bytes = linear_workspace_bytes,

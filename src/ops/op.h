@@ -71,10 +71,14 @@ typedef struct op_desc {
     /* Forward FLOPs per sample (a multiply-add counts 2); backward is counted by the planner as 2x for ops
      * with parameters and 1x otherwise. */
     double (*flops)(const snug_graph *g, const graph_node *n);
+    /* Backward FLOPs per sample when the rule above is wrong for the op (attention: about 2x forward without
+     * parameters); NULL to use the rule. */
+    double (*backward_flops)(const snug_graph *g, const graph_node *n);
     /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, softmax probs). */
     size_t (*saved_bytes)(const snug_graph *g, const graph_node *n);
     /* Bytes kept from forward for backward once per micro-batch, whatever m is (BatchNorm's batch mean and
-     * inverse deviation); NULL for none. c->saved holds saved_bytes * m bytes, then these. */
+     * inverse deviation); NULL for none. c->saved holds these first, then saved_bytes * m. A recompute sees the
+     * bytes its first forward saved here (and must reuse them, not recompute them). */
     size_t (*saved_batch_bytes)(const snug_graph *g, const graph_node *n);
     /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
     size_t (*workspace_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
@@ -89,6 +93,17 @@ extern const op_desc op_flatten;
 extern const op_desc op_softmax_xent;
 extern const op_desc op_add;
 extern const op_desc op_dropout;
+extern const op_desc op_conv_transpose2d;
+extern const op_desc op_concat;
+extern const op_desc op_global_avgpool;
+extern const op_desc op_gelu;
+extern const op_desc op_embedding;
+extern const op_desc op_position_embedding;
+extern const op_desc op_linear_tied;
+extern const op_desc op_batchnorm2d;
+extern const op_desc op_groupnorm;
+extern const op_desc op_layernorm;
+extern const op_desc op_attention;
 
 /* Shape helpers for op implementations. */
 static inline const snug_shape *op_in_shape(const op_call *c, int i) {

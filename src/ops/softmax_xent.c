@@ -1,6 +1,14 @@
-/* softmax_xent (OP_IS_LOSS): softmax cross-entropy over logits (classes). Output per sample, shape (1): the item
- * loss -log p[target], 0 for an ignored item. Forward saves the probabilities (classes floats per sample) for
- * backward, which adds (p - onehot(target)) * loss_scale to the logits' gradient of every counted item.
+/* softmax_xent (OP_IS_LOSS): softmax cross-entropy over the classes of logits, one item per target:
+ *   (classes)        one item per sample,        output (1);
+ *   (T, classes)     one item per token,         output (T);
+ *   (classes, H, W)  one item per pixel (NCHW),  output (H, W).
+ * The output has the targets' shape and holds the item losses -log p[target], 0 for an ignored item. Forward
+ * saves the probabilities (the logits' shape) for backward, which adds (p - onehot(target)) * loss_scale to the
+ * logits' gradient of every counted item.
+ *
+ * Per sample the logits are (outer, classes, inner): item (o, i) has its classes inner apart. Contiguous items
+ * (inner = 1) go one by one; per-pixel items go in blocks of pixels with the class loop outside, so every pass
+ * reads rows of contiguous pixels.
  *
  * A target outside [0, classes) counts as ignored (SNUG_IGNORE_TARGET): the data layer validates labels, this
  * only keeps a bad one from reading out of bounds. NULL targets (prediction only) ignore every item. */
@@ -12,6 +20,20 @@
 
 /* Below this many logits a parallel loop costs more than it saves. */
 #define XENT_PAR_MIN ((size_t)1 << 15)
+/* Pixels per block of the per-pixel path: the block's max and sum live on the stack. */
+#define XENT_BLOCK 64
+
+typedef struct xent_layout {
+    size_t classes, outer, inner; /* per sample: (outer, classes, inner); items = outer * inner */
+} xent_layout;
+
+static xent_layout xent_layout_of(const snug_shape *s) {
+    switch (s->rank) {
+    case 1: return (xent_layout){.classes = s->dims[0], .outer = 1, .inner = 1};
+    case 2: return (xent_layout){.classes = s->dims[1], .outer = s->dims[0], .inner = 1};
+    default: return (xent_layout){.classes = s->dims[0], .outer = 1, .inner = s->dims[1] * s->dims[2]};
+    }
+}
 
 static bool xent_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
@@ -21,17 +43,29 @@ static bool xent_infer(const graph_node *n, const snug_shape *in, int n_in, snug
         snprintf(msg, msg_len, "takes one input (the logits), got %d", n_in);
         return false;
     }
-    if (in[0].rank != 1 || in[0].dims[0] == 0) {
-        snprintf(msg, msg_len, "expects flat logits (classes), got %s: add a flatten or a linear layer before it",
-                 snug_shape_format(&in[0], s, sizeof s));
+    const snug_shape *x = &in[0];
+    if (x->rank == 3 && x->dims[1] * x->dims[2] == 1) { /* almost surely a forgotten flatten, not 1x1 pixels */
+        snprintf(msg, msg_len, "got logits %s: add a flatten for one class per sample, or give per-pixel logits "
+                 "(classes, H, W) with more than one pixel", snug_shape_format(x, s, sizeof s));
         return false;
     }
-    if (in[0].dims[0] > INT32_MAX) { /* targets are int32 class indices */
-        snprintf(msg, msg_len, "logits %s have more than %d classes", snug_shape_format(&in[0], s, sizeof s),
-                 INT32_MAX);
+    if (x->rank < 1 || x->rank > 3) {
+        snprintf(msg, msg_len, "expects logits (classes), (T, classes) or (classes, H, W), got %s: add a flatten "
+                 "or a linear layer before it", snug_shape_format(x, s, sizeof s));
         return false;
     }
-    *out = (snug_shape){.rank = 1, .dims = {1}};
+    const xent_layout l = xent_layout_of(x);
+    if (l.classes == 0 || l.outer == 0 || l.inner == 0) {
+        snprintf(msg, msg_len, "got empty logits %s", snug_shape_format(x, s, sizeof s));
+        return false;
+    }
+    if (l.classes > INT32_MAX) { /* targets are int32 class indices */
+        snprintf(msg, msg_len, "logits %s have more than %d classes", snug_shape_format(x, s, sizeof s), INT32_MAX);
+        return false;
+    }
+    if (x->rank == 1) *out = (snug_shape){.rank = 1, .dims = {1}};
+    else if (x->rank == 2) *out = (snug_shape){.rank = 1, .dims = {x->dims[0]}};
+    else *out = (snug_shape){.rank = 2, .dims = {x->dims[1], x->dims[2]}};
     *n_params = 0;
     return true;
 }
@@ -41,9 +75,9 @@ static bool counted(const op_call *c, size_t i, size_t classes) {
 }
 
 /* Numerically stable: p = exp(x - max) / sum, -log p[t] = log(sum) - (x[t] - max). */
-static float xent_sample(float *p,        // (classes) probabilities out
-                         const float *x,  // (classes) logits
-                         size_t classes, int32_t t, bool count) {
+static float xent_item(float *p,        // (classes) probabilities out
+                       const float *x,  // (classes) logits
+                       size_t classes, int32_t t, bool count) {
     float mx = x[0];
     for (size_t j = 1; j < classes; j++) mx = x[j] > mx ? x[j] : mx;
     double sum = 0.0;
@@ -56,31 +90,69 @@ static float xent_sample(float *p,        // (classes) probabilities out
     return count ? (float)(log(sum) - (double)(x[t] - mx)) : 0.0f;
 }
 
+/* One block of len <= XENT_BLOCK pixels of one sample: x and p point at the block's first pixel of class 0,
+ * classes are `stride` apart; item is the block's first item index in the micro-batch. */
+static void xent_pixels(const op_call *c, const float *x, float *p, float *loss, size_t item, size_t len,
+                        size_t classes, size_t stride) {
+    float mx[XENT_BLOCK];
+    double sum[XENT_BLOCK];
+    for (size_t k = 0; k < len; k++) mx[k] = x[k], sum[k] = 0.0;
+    for (size_t j = 1; j < classes; j++)
+        for (size_t k = 0; k < len; k++) mx[k] = x[j * stride + k] > mx[k] ? x[j * stride + k] : mx[k];
+    for (size_t j = 0; j < classes; j++)
+        for (size_t k = 0; k < len; k++) {
+            p[j * stride + k] = expf(x[j * stride + k] - mx[k]);
+            sum[k] += p[j * stride + k];
+        }
+    for (size_t k = 0; k < len; k++) {
+        const bool count = counted(c, item + k, classes);
+        const size_t t = count ? (size_t)c->targets[item + k] : 0;
+        loss[k] = count ? (float)(log(sum[k]) - (double)(x[t * stride + k] - mx[k])) : 0.0f;
+        sum[k] = 1.0 / sum[k];
+    }
+    for (size_t j = 0; j < classes; j++)
+        for (size_t k = 0; k < len; k++) p[j * stride + k] *= (float)sum[k];
+}
+
 static void xent_forward(const op_call *c) {
-    const size_t m = c->m, classes = op_in_numel(c, 0);
-    const float *x = c->in[0]; // (m, classes)
-    float *loss = c->out;      // (m)
-    float *p = c->saved;       // (m, classes)
-    #pragma omp parallel for schedule(static) if (m * classes >= XENT_PAR_MIN)
-    for (size_t i = 0; i < m; i++) {
-        bool count = counted(c, i, classes);
-        loss[i] = xent_sample(p + i * classes, x + i * classes, classes, count ? c->targets[i] : 0, count);
+    const xent_layout l = xent_layout_of(op_in_shape(c, 0));
+    const size_t m = c->m, classes = l.classes, numel = op_in_numel(c, 0);
+    const float *x = c->in[0]; // (m, outer, classes, inner)
+    float *loss = c->out;      // (m, outer, inner)
+    float *p = c->saved;       // (m, outer, classes, inner)
+    if (l.inner == 1) {
+        const size_t items = m * l.outer;
+        #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
+        for (size_t i = 0; i < items; i++) {
+            bool count = counted(c, i, classes);
+            loss[i] = xent_item(p + i * classes, x + i * classes, classes, count ? c->targets[i] : 0, count);
+        }
+        return;
+    }
+    const size_t hw = l.inner, nb = (hw + XENT_BLOCK - 1) / XENT_BLOCK, tasks = m * nb;
+    #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
+    for (size_t task = 0; task < tasks; task++) {
+        const size_t n = task / nb, k0 = (task % nb) * XENT_BLOCK, len = hw - k0 < XENT_BLOCK ? hw - k0 : XENT_BLOCK;
+        const size_t off = n * numel + k0;
+        xent_pixels(c, x + off, p + off, loss + n * hw + k0, n * hw + k0, len, classes, hw);
     }
 }
 
 static void xent_backward(const op_call *c) {
-    const size_t m = c->m, classes = op_in_numel(c, 0);
-    const float *p = c->saved; // (m, classes)
-    float *dx = c->din[0];     // (m, classes)
+    const xent_layout l = xent_layout_of(op_in_shape(c, 0));
+    const size_t m = c->m, classes = l.classes, numel = op_in_numel(c, 0), inner = l.inner;
+    const size_t items = m * l.outer * inner;
+    const float *p = c->saved; // (m, outer, classes, inner)
+    float *dx = c->din[0];     // (m, outer, classes, inner)
     const float scale = c->loss_scale;
     if (!dx) return;
-    #pragma omp parallel for schedule(static) if (m * classes >= XENT_PAR_MIN)
-    for (size_t i = 0; i < m; i++) {
+    /* Item i: sample-and-outer row r = i / inner, pixel k = i % inner; its classes are inner apart. */
+    #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
+    for (size_t i = 0; i < items; i++) {
         if (!counted(c, i, classes)) continue;
-        const float *pi = p + i * classes;
-        float *di = dx + i * classes;
-        const size_t t = (size_t)c->targets[i];
-        for (size_t j = 0; j < classes; j++) di[j] += (pi[j] - (j == t ? 1.0f : 0.0f)) * scale;
+        const size_t base = (i / inner) * classes * inner + i % inner, t = (size_t)c->targets[i];
+        for (size_t j = 0; j < classes; j++)
+            dx[base + j * inner] += (p[base + j * inner] - (j == t ? 1.0f : 0.0f)) * scale;
     }
 }
 

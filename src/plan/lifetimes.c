@@ -50,7 +50,9 @@ static bool create_buffers(const snug_graph *g, plan *p) {
         p->value_fwd[n->output] = add_buf(p, i, ACT_VALUE, false, value);
         if (rec) p->value_rec[n->output] = add_buf(p, i, ACT_VALUE, true, value);
         if (saved) p->saved_fwd[i] = add_buf(p, i, ACT_SAVED, false, saved_bytes);
-        if (saved && rec) p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
+        /* An op that saves per-micro-batch state (BatchNorm's batch statistics) replays from what its first
+         * forward saved: one saved buffer, kept from forward to backward, read by the recompute. */
+        if (saved && rec && !per_batch) p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
         if (needs_grad(g, i)) p->grad[n->output] = add_buf(p, i, ACT_GRAD, false, value);
         if (p->n_bufs > 0 && p->bufs == NULL) return false;
     }
@@ -78,7 +80,8 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
     if (st->phase != SNUG_PHASE_BACKWARD) {
         for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), after), s);
         touch(p, st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output], s);
-        touch(p, st->phase == SNUG_PHASE_FORWARD ? p->saved_fwd[st->node] : p->saved_rec[st->node], s);
+        touch(p, st->phase == SNUG_PHASE_FORWARD || p->saved_rec[st->node] < 0 ? p->saved_fwd[st->node]
+                                                                               : p->saved_rec[st->node], s);
         return;
     }
     if (flags & OP_KEEPS_INPUT)

@@ -83,13 +83,19 @@ static bool plan_live_peak(plan *p) {
     return true;
 }
 
+double plan_backward_flops(const snug_graph *g, const graph_node *n) {
+    if (n->op->backward_flops) return n->op->backward_flops(g, n);
+    double f = n->op->flops ? n->op->flops(g, n) : 0;
+    /* Ops with parameters compute two products in backward (input and parameter gradients). */
+    return n->n_params ? 2 * f : f;
+}
+
 static void plan_flops(const snug_graph *g, plan *p) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *nd = &g->nodes[i];
         double f = (nd->op->flops ? nd->op->flops(g, nd) : 0) * (double)p->m;
         p->fwd_flops += f;
-        /* Ops with parameters compute two products in backward (input and parameter gradients). */
-        p->bwd_flops += nd->n_params ? 2 * f : f;
+        p->bwd_flops += plan_backward_flops(g, nd) * (double)p->m;
         if (p->seg.recompute[i]) p->recompute_flops += f;
     }
 }

@@ -91,6 +91,9 @@ bool plan_assign_offsets(plan *p);                    /* greedy by size into one
  * indices in *a, *b, or false when there is none. Used by the tests on every plan they make. */
 bool plan_find_overlap(const plan *p, int *a, int *b);
 
+/* Backward FLOPs per sample of one node: the op's own count, or 2x forward with parameters and 1x without. */
+double plan_backward_flops(const snug_graph *g, const graph_node *n);
+
 /* The tensor whose buffer holds t's value: views resolve to the tensor they alias. */
 snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t);
 

@@ -138,7 +138,7 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     const graph_node *n = &g->nodes[st->node];
     if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] = n->op->workspace_bytes(g, n, p->m, p->threads);
     double f = (n->op->flops ? n->op->flops(g, n) : 0) * (double)p->m;
-    s->flops = st->phase == SNUG_PHASE_BACKWARD && n->n_params ? 2 * f : f;
+    s->flops = st->phase == SNUG_PHASE_BACKWARD ? plan_backward_flops(g, n) * (double)p->m : f;
 }
 
 /* Predicted throughput, relative: small micro-batches run GEMMs far below peak (about half at 8 samples), and

@@ -1,7 +1,9 @@
 /* One optimizer step over a global batch split into micro-batches. The loss gradient of every micro-batch is
  * scaled by 1/N, N the items of the WHOLE global batch, counted before the first forward; so the accumulated
  * gradient equals the large-batch gradient whatever the split, uneven and last micro-batches included.
- * Clipping, weight decay, the optimizer's counters and the LR schedule act once, after the window. */
+ * Clipping, weight decay, the optimizer's counters and the LR schedule act once, after the window.
+ * Over several ranks each accumulates its contiguous shard of the window, N is summed over the ranks first, and
+ * one all-reduce of the gradient block per window makes the sum the whole batch's gradient on every rank. */
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -17,7 +19,7 @@ static size_t count_items(const int32_t *targets, size_t n) {
     return items;
 }
 
-/* Reads only the targets of the window, chunk by chunk through the targets buffer, to count its items. */
+/* Reads only the targets of this rank's shard, chunk by chunk through the targets buffer, to count its items. */
 static size_t count_window_items(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n) {
     size_t m = tr->plan.m, per = tr->plan.targets_per_sample, items = 0;
     for (size_t start = 0; start < n; start += m) {
@@ -34,27 +36,57 @@ static double sum_item_losses(const float *loss, size_t n) {
     return s;
 }
 
-void trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n, size_t *items,
-                        double *loss, size_t *micro_batches) {
-    size_t m = tr->plan.m, per = tr->plan.targets_per_sample;
-    size_t N = count_window_items(tr, ds, indices, n);
+/* This rank's micro-batches over its shard: indices[0..len) are the window's samples [begin, begin + len). Each
+ * micro-batch is keyed by its first sample's position in the global batch, so dropout draws the masks a run of
+ * one rank draws. Returns the sum of the item losses. */
+static double run_shard(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t begin, size_t len,
+                        size_t N, size_t *micro_batches) {
+    size_t m = tr->plan.m, per = tr->plan.targets_per_sample, k = 0;
     double total = 0;
-    size_t k = 0;
-    /* A window without any counted item has no loss to differentiate: it contributes nothing. */
-    for (size_t start = 0; N > 0 && start < n; start += m, k++) {
-        size_t len = n - start < m ? n - start : m;
-        exec_key key = {.seed = tr->cfg.seed, .step = tr->windows, .micro = start, .training = true};
-        ds->ops->fill_inputs(ds, indices + start, len, tr->x.input);
-        ds->ops->fill_targets(ds, indices + start, len, tr->x.targets);
-        exec_forward(&tr->x, len, &key);
-        total += sum_item_losses(tr->x.item_loss, len * per);
-        exec_backward(&tr->x, len, (float)(1.0 / (double)N), &key);
+    for (size_t start = 0; start < len; start += m, k++) {
+        size_t part = len - start < m ? len - start : m;
+        exec_key key = {.seed = tr->cfg.seed, .step = tr->windows, .micro = begin + start, .training = true};
+        ds->ops->fill_inputs(ds, indices + start, part, tr->x.input);
+        ds->ops->fill_targets(ds, indices + start, part, tr->x.targets);
+        exec_forward(&tr->x, part, &key);
+        total += sum_item_losses(tr->x.item_loss, part * per);
+        exec_backward(&tr->x, part, (float)(1.0 / (double)N), &key);
     }
+    *micro_batches = k;
+    return total;
+}
+
+/* The ranks' partial sums become the window's: the loss sum, then the whole gradient block in one all-reduce
+ * (in place: no buffer beyond the gradients themselves). In a job of one both are the identity, but the
+ * all-reduce is still counted, so a test on one process sees how often a job of many would reduce. */
+static snug_status reduce_window(snug_trainer *tr, double *loss_sum, snug_error *err) {
+    snug_status s = dist_allreduce_doubles(loss_sum, 1, err);
+    if (s != SNUG_OK) return s;
+    tr->grad_allreduces++;
+    double t0 = omp_get_wtime();
+    s = dist_allreduce_floats(tr->x.grads, tr->g->param_numel, err);
+    tr->allreduce_s += omp_get_wtime() - t0;
+    return s;
+}
+
+snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
+                               size_t *items, double *loss, size_t *micro_batches, snug_error *err) {
+    size_t begin, len, k = 0;
+    dist_shard(n, tr->dist.rank, tr->dist.size, &begin, &len);
+    /* N is summed over the ranks before the first forward, so that every rank scales by the same 1/N. */
+    size_t N = count_window_items(tr, ds, indices + begin, len);
+    snug_status s = dist_allreduce_sizes(&N, 1, DIST_SUM, err);
+    if (s != SNUG_OK) return s;
+    /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
+     * (B < R) contributes zeros, and its rank still joins the reductions. */
+    double total = N > 0 ? run_shard(tr, ds, indices + begin, begin, len, N, &k) : 0.0;
+    if ((s = reduce_window(tr, &total, err)) != SNUG_OK) return s;
     tr->windows++;
     tr->samples_seen += n;
     *items = N;
     *loss = N ? total / (double)N : 0.0;
     *micro_batches = k;
+    return SNUG_OK;
 }
 
 static void zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
@@ -78,8 +110,7 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
     if (s != SNUG_OK) return s;
     size_t items, k;
     zero_grads(tr);
-    trainer_accumulate(tr, ds, indices, n, &items, loss, &k);
-    return SNUG_OK;
+    return trainer_accumulate(tr, ds, indices, n, &items, loss, &k, err);
 }
 
 /* Applies the window's gradients: skip on non-finite values (schedule held), else clip, update, advance. */
@@ -107,7 +138,10 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     if (s != SNUG_OK) return s;
     memset(st, 0, sizeof *st);
     if (tr->start_time == 0) tr->start_time = omp_get_wtime();
-    trainer_accumulate(tr, ds, indices, n, &st->items, &st->loss, &st->micro_batches);
+    s = trainer_accumulate(tr, ds, indices, n, &st->items, &st->loss, &st->micro_batches, err);
+    if (s != SNUG_OK) return s;
+    /* Every rank holds the same gradients and loss now, so each takes the same decision and the same update:
+     * the parameters stay identical without being sent again. */
     apply_window(tr, st);
     st->step = tr->step;
     st->total_steps = tr->total_steps;

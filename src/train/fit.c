@@ -1,5 +1,8 @@
 /* The epoch loop: a seeded order per epoch, cut into global batches of B samples. An epoch's last window holds
- * fewer than B samples unless --drop-last drops it; it is normalised by its real item count. */
+ * fewer than B samples unless --drop-last drops it; it is normalised by its real item count. Over several ranks
+ * every rank runs this same loop over the same order (a pure function of seed and epoch, whatever the number of
+ * ranks); snug_trainer_step takes each rank's shard of each window. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -37,8 +40,27 @@ static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *o
     return SNUG_OK;
 }
 
+/* Ranks that cut different windows would wait for each other forever in the reductions: check once that every
+ * rank has the same number of samples and the same global batch (a maximum of each value and of its complement
+ * gives the largest and the smallest over the ranks). */
+static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_error *err) {
+    if (tr->dist.size == 1) return SNUG_OK;
+    size_t b = tr->cfg.batch, v[4] = {n, SIZE_MAX - n, b, SIZE_MAX - b};
+    snug_status s = dist_allreduce_sizes(v, 4, DIST_MAX, err);
+    if (s != SNUG_OK) return s;
+    if (v[0] != SIZE_MAX - v[1])
+        return snug_fail(err, SNUG_E_ARG, "the ranks' training sets differ in size (between %zu and %zu samples; "
+                         "rank %d has %zu): every rank must read the same data", SIZE_MAX - v[1], v[0],
+                         tr->dist.rank, n);
+    if (v[2] != SIZE_MAX - v[3])
+        return snug_fail(err, SNUG_E_ARG, "the ranks were given different global batches (between %zu and %zu): "
+                         "give every rank the same --batch", SIZE_MAX - v[3], v[2]);
+    return SNUG_OK;
+}
+
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     snug_status s = trainer_check_dataset(tr, ds, err);
+    if (s == SNUG_OK) s = check_same_windows(tr, snug_dataset_size(ds), err);
     if (s != SNUG_OK) return s;
     const snug_train_config *c = &tr->cfg;
     size_t n = snug_dataset_size(ds);

@@ -1,5 +1,6 @@
 /* Creating a trainer: validate the configuration, plan, check the plan against the budget, reserve every
- * byte, initialise the parameters. After this, training allocates no engine memory. */
+ * byte, initialise the parameters (and, over several ranks, take rank 0's). After this, training allocates no
+ * engine memory. */
 #include "train/trainer.h"
 
 #include <omp.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "data/dataset.h"
 
 snug_train_config snug_train_config_default(void) {
     return (snug_train_config){
@@ -134,7 +136,14 @@ snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_t
     }
     tr->opt = (optim_state){.cfg = tr->cfg.optim, .state = tr->x.optim_state, .n = g->param_numel};
     tr->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 1;
+    tr->dist = dist_get();
     trainer_init_params(tr);
+    /* The ranks start from rank 0's parameters: the initialisation is a pure function of the seed, but a rank
+     * given another seed (or a future checkpoint) must not start elsewhere. */
+    if ((s = dist_broadcast_floats(tr->x.params, g->param_numel, err)) != SNUG_OK) {
+        snug_trainer_free(tr);
+        return s;
+    }
     *out = tr;
     return SNUG_OK;
 }
@@ -158,6 +167,10 @@ const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, 
     return p->name;
 }
 
+long snug_trainer_allreduce_count(const snug_trainer *tr) { return tr->grad_allreduces; }
+
+double snug_trainer_allreduce_seconds(const snug_trainer *tr) { return tr->allreduce_s; }
+
 void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep) { snug_mem_report_get(&tr->mem, rep); }
 
 size_t snug_trainer_micro_batch(const snug_trainer *tr) { return tr->plan.m; }
@@ -168,6 +181,12 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr) {
     return (tr->plan.fwd_flops + tr->plan.bwd_flops + tr->plan.recompute_flops) / (double)tr->plan.m;
 }
 
+/* The class count of the loss's logits: (classes), (tokens, classes) or (classes, H, W). */
+static size_t loss_classes(const snug_graph *g) {
+    const snug_shape *s = &g->tensors[g->nodes[g->loss_node].inputs[0]].shape;
+    return s->rank == 2 ? s->dims[1] : s->dims[0];
+}
+
 snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     const snug_graph *g = tr->g;
     snug_shape want = g->tensors[g->nodes[g->input_node].output].shape, have = snug_dataset_sample_shape(ds);
@@ -175,10 +194,13 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
     if (memcmp(&want, &have, sizeof want) != 0)
         return snug_fail(err, SNUG_E_SHAPE, "the data has samples of shape %s but model '%s' takes %s",
                          snug_shape_format(&have, a, sizeof a), g->name, snug_shape_format(&want, b, sizeof b));
-    size_t classes = g->tensors[g->nodes[g->loss_node].inputs[0]].numel;
+    size_t classes = loss_classes(g), targets = g->tensors[g->nodes[g->loss_node].output].numel;
     if (snug_dataset_classes(ds) != classes)
         return snug_fail(err, SNUG_E_SHAPE, "the data has %zu classes but model '%s' predicts %zu",
                          snug_dataset_classes(ds), g->name, classes);
+    if (ds->targets_per_sample != targets)
+        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu targets per sample but model '%s' scores %zu",
+                         ds->targets_per_sample, g->name, targets);
     if (snug_dataset_size(ds) == 0) return snug_fail(err, SNUG_E_ARG, "the data set is empty");
     return SNUG_OK;
 }

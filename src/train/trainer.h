@@ -4,6 +4,7 @@
 #define SNUG_TRAIN_TRAINER_H
 
 #include "core/mem.h"
+#include "dist/dist.h"
 #include "exec/exec.h"
 #include "optim/optim.h"
 #include "plan/plan.h"
@@ -20,8 +21,11 @@ struct snug_trainer {
     uint64_t windows;      /* global batches processed, skipped ones included: the dropout key's step */
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
     int nonfinite_run;     /* consecutive skipped steps */
-    size_t samples_seen;
+    size_t samples_seen;   /* of every window, over all ranks */
     double start_time;
+    dist dist;             /* this process's rank in the job: it takes its shard of every window */
+    long grad_allreduces;  /* all-reduces of the gradient block: one per window */
+    double allreduce_s;    /* time in them */
 };
 
 /* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
@@ -30,9 +34,11 @@ void trainer_init_params(snug_trainer *tr);
 /* Checks that a dataset's samples and classes fit the model's input and loss. */
 snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err);
 
-/* Adds the gradient of one global batch (indices[0..n)) into the gradient buffers, micro-batch by micro-batch,
- * each scaled by 1/N with N the items of the whole batch. Sets *items = N and *loss = sum of item losses / N. */
-void trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
-                        size_t *items, double *loss, size_t *micro_batches);
+/* Adds the gradient of one global batch (indices[0..n)) into the gradient buffers: this rank's shard,
+ * micro-batch by micro-batch, each scaled by 1/N with N the items of the whole batch over all ranks; then one
+ * all-reduce sums the ranks' gradients. Sets *items = N, *loss = sum of item losses over all ranks / N, and
+ * *micro_batches = this rank's k. Collective: every rank calls it with the same window. */
+snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
+                               size_t *items, double *loss, size_t *micro_batches, snug_error *err);
 
 #endif

@@ -1,0 +1,150 @@
+/* libpng behind a status: every libpng call runs inside decode_guarded, the one function that calls setjmp, and
+ * all state that must survive a longjmp lives in a png_reader owned by the caller (so no local of the setjmp
+ * frame is read after the jump). libpng's error text is kept and appended to a message that names the file. */
+#define _POSIX_C_SOURCE 200809L
+
+#include "data/png_read.h"
+
+#include <errno.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/checked.h"
+#include "core/error.h"
+
+typedef struct png_reader {
+    const char *path;
+    png_purpose purpose;
+    FILE *file;
+    png_structp png;
+    png_infop info;
+    uint8_t *pixels;        /* (height, width, channels) */
+    png_bytep *rows;        /* (height) pointers into pixels */
+    png_header header;
+    snug_status status;     /* a failure found by our own checks (the message is in err) */
+    char libpng_message[256];
+} png_reader;
+
+static void on_error(png_structp png, png_const_charp message) {
+    png_reader *r = png_get_error_ptr(png);
+    snprintf(r->libpng_message, sizeof r->libpng_message, "%s", message);
+    png_longjmp(png, 1);
+}
+
+/* Warnings (an odd colour profile, a bad ancillary chunk) do not make the pixels wrong. */
+static void on_warning(png_structp png, png_const_charp message) {
+    (void)png;
+    (void)message;
+}
+
+static const char *color_name(int color_type) {
+    switch (color_type) {
+    case PNG_COLOR_TYPE_GRAY: return "grayscale";
+    case PNG_COLOR_TYPE_GRAY_ALPHA: return "grayscale+alpha";
+    case PNG_COLOR_TYPE_RGB: return "RGB";
+    case PNG_COLOR_TYPE_RGB_ALPHA: return "RGBA";
+    case PNG_COLOR_TYPE_PALETTE: return "palette";
+    default: return "unknown";
+    }
+}
+
+/* Sets the transforms that deliver the purpose's pixel format; false (and r->status) when the file has a
+ * format the purpose does not accept. */
+static bool set_transforms(png_reader *r, int color_type, int bit_depth, snug_error *err) {
+    if (r->purpose == PNG_AS_MASK) {
+        if (bit_depth == 8 && (color_type == PNG_COLOR_TYPE_GRAY || color_type == PNG_COLOR_TYPE_PALETTE))
+            return true;
+        r->status = snug_fail(err, SNUG_E_FORMAT, "%s: a mask must be an 8-bit grayscale or palette PNG whose "
+                              "values are class indices, this one is %d-bit %s", r->path, bit_depth,
+                              color_name(color_type));
+        return false;
+    }
+    if (color_type == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(r->png);
+    if (color_type == PNG_COLOR_TYPE_GRAY && bit_depth < 8) png_set_expand_gray_1_2_4_to_8(r->png);
+    if (bit_depth == 16) png_set_scale_16(r->png);
+    if (color_type & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(r->png);
+    return true;
+}
+
+/* Reads the header, checks it against the purpose, and sizes the pixel buffer. */
+static bool read_header(png_reader *r, snug_error *err) {
+    png_read_info(r->png, r->info);
+    const int color_type = png_get_color_type(r->png, r->info), bit_depth = png_get_bit_depth(r->png, r->info);
+    if (!set_transforms(r, color_type, bit_depth, err)) return false;
+    png_set_interlace_handling(r->png);  /* png_read_image then runs every pass */
+    png_read_update_info(r->png, r->info);
+    r->header.height = png_get_image_height(r->png, r->info);
+    r->header.width = png_get_image_width(r->png, r->info);
+    r->header.channels = png_get_channels(r->png, r->info);
+    size_t row_bytes, total;
+    if (!size_mul(r->header.width, r->header.channels, &row_bytes) ||
+        !size_mul(row_bytes, r->header.height, &total) || row_bytes != png_get_rowbytes(r->png, r->info)) {
+        r->status = snug_fail(err, SNUG_E_FORMAT, "%s: %zu x %zu pixels of %zu channels do not fit in memory",
+                              r->path, r->header.height, r->header.width, r->header.channels);
+        return false;
+    }
+    r->pixels = malloc(total);
+    r->rows = malloc(r->header.height * sizeof *r->rows);
+    if (!r->pixels || !r->rows) {
+        r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->path,
+                              total);
+        return false;
+    }
+    for (size_t y = 0; y < r->header.height; y++) r->rows[y] = r->pixels + y * row_bytes;
+    return true;
+}
+
+/* Every libpng call; false on any failure (a longjmp from libpng, or our own check). */
+static bool decode_guarded(png_reader *r, snug_error *err) {
+    if (setjmp(png_jmpbuf(r->png))) return false;
+    png_init_io(r->png, r->file);
+    if (!read_header(r, err)) return false;
+    png_read_image(r->png, r->rows);
+    png_read_end(r->png, NULL);  /* the chunks after the pixels, so a truncated file fails here */
+    return true;
+}
+
+/* Opens path and checks the signature, so that "not a PNG" is said plainly rather than by libpng. */
+static snug_status open_png(png_reader *r, snug_error *err) {
+    r->file = fopen(r->path, "rb");
+    if (!r->file) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", r->path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(r->file), &st) != 0 || !S_ISREG(st.st_mode))
+        return snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a PNG", r->path);
+    png_byte signature[8];
+    size_t got = fread(signature, 1, sizeof signature, r->file);
+    if (got != sizeof signature || png_sig_cmp(signature, 0, sizeof signature) != 0)
+        return snug_fail(err, SNUG_E_FORMAT, "%s is not a PNG file (%s)", r->path,
+                         got < sizeof signature ? "shorter than the 8-byte PNG signature" : "bad signature");
+    r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, on_error, on_warning);
+    if (r->png) r->info = png_create_info_struct(r->png);
+    if (!r->png || !r->info) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for libpng", r->path);
+    png_set_sig_bytes(r->png, sizeof signature);
+    return SNUG_OK;
+}
+
+static void close_png(png_reader *r) {
+    if (r->png) png_destroy_read_struct(&r->png, r->info ? &r->info : NULL, NULL);
+    if (r->file) fclose(r->file);
+    free(r->rows);
+    free(r->pixels);
+}
+
+snug_status png_decode(const char *path, png_purpose purpose, png_header *h, png_pixels_fn fn, void *ctx,
+                       snug_error *err) {
+    png_reader r = {.path = path, .purpose = purpose, .status = SNUG_OK};
+    snug_status s = open_png(&r, err);
+    if (s == SNUG_OK && !decode_guarded(&r, err))
+        s = r.status != SNUG_OK ? r.status
+                                : snug_fail(err, SNUG_E_FORMAT, "%s: corrupt PNG: %s", path, r.libpng_message);
+    if (s == SNUG_OK) {
+        *h = r.header;
+        if (fn) s = fn(ctx, r.pixels, &r.header, err);
+    }
+    close_png(&r);
+    return s;
+}

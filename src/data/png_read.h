@@ -1,0 +1,33 @@
+/* Decoding one PNG file with libpng, its errors turned into a snug_status that names the file (libpng reports
+ * errors by longjmp; nothing of that leaks out of png_read.c). Two readings of a file:
+ *   PNG_AS_IMAGE: any PNG, delivered as 8-bit gray (1 channel) or 8-bit RGB (3 channels): gray of 1, 2, 4 or
+ *                 16 bits is scaled to 8 bits, a palette is expanded to RGB, an alpha channel is dropped;
+ *   PNG_AS_MASK:  an 8-bit grayscale or 8-bit palette PNG, delivered as its raw values (palette indices are not
+ *                 expanded: a palette mask, as in Pascal VOC, holds class indices), 1 channel. */
+#ifndef SNUG_DATA_PNG_READ_H
+#define SNUG_DATA_PNG_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snug.h"
+
+typedef enum png_purpose { PNG_AS_IMAGE = 0, PNG_AS_MASK } png_purpose;
+
+typedef struct png_header {
+    size_t height, width;
+    size_t channels;  /* as delivered: 1 or 3 */
+} png_header;
+
+/* Receives the decoded pixels, (height, width, channels) bytes interleaved; a status other than SNUG_OK (with
+ * err filled) rejects them, and png_decode returns it. */
+typedef snug_status (*png_pixels_fn)(void *ctx, const uint8_t *pixels, const png_header *h, snug_error *err);
+
+/* Decodes the whole file at path (every chunk, CRCs checked) into a temporary buffer, fills *h and calls fn
+ * (when not NULL) once with the pixels. Fails with SNUG_E_IO (cannot open or read), SNUG_E_FORMAT (not a PNG,
+ * corrupt, or a kind the purpose does not accept) or SNUG_E_OOM; the message names path. */
+snug_status png_decode(const char *path, png_purpose purpose, png_header *h, png_pixels_fn fn, void *ctx,
+                       snug_error *err);
+
+#endif

@@ -1,0 +1,188 @@
+/* attention: multi-head scaled dot-product self-attention over qkv (T, 3C) = [Q | K | V], output (T, C).
+ * Head h of width D = C/H uses columns [hD, (h+1)D) of Q, K and V, and writes the same columns of the output:
+ *   S = Q_h K_h^T / sqrt(D), P = softmax over each row (causal: row t over columns 0..t, the rest 0),
+ *   O_h = P V_h.
+ * Forward saves P (H T T floats per sample) and backward reads Q, K, V from the kept input:
+ *   dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D), dQ = dS K, dK = dS^T Q.
+ * Each (sample, head) is one task of a few GEMMs (the BLAS runs single-threaded inside the parallel loop); the
+ * tasks write disjoint columns, so they run in parallel without races. Backward's dP is per-thread scratch. */
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+
+#include "core/checked.h"
+#include "ops/op.h"
+
+/* Below this many multiply-adds a parallel loop costs more than it saves. */
+#define ATTN_PAR_MIN ((size_t)1 << 15)
+
+typedef struct attn_dims {
+    size_t T, C, H, D;
+    bool causal;
+} attn_dims;
+
+static attn_dims attn_dims_of(const snug_graph *g, const graph_node *n) {
+    const snug_shape *s = &g->tensors[n->inputs[0]].shape;
+    const size_t H = n->p.attention.heads, C = s->dims[1] / 3;
+    return (attn_dims){.T = s->dims[0], .C = C, .H = H, .D = C / H, .causal = n->p.attention.causal};
+}
+
+static bool attn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                       int *n_params, char *msg, size_t msg_len) {
+    (void)params;
+    const size_t H = n->p.attention.heads;
+    char s[96];
+    size_t tt;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input (q, k, v concatenated), got %d", n_in);
+        return false;
+    }
+    if (in[0].rank != 2 || in[0].dims[1] % 3 != 0) {
+        snprintf(msg, msg_len, "expects (T, 3C): queries, keys and values side by side, got %s",
+                 snug_shape_format(&in[0], s, sizeof s));
+        return false;
+    }
+    const size_t T = in[0].dims[0], C = in[0].dims[1] / 3;
+    if (H == 0 || C % H != 0) {
+        snprintf(msg, msg_len, "%zu heads do not divide the model width C = %zu of input %s: choose a divisor of %zu",
+                 H, C, snug_shape_format(&in[0], s, sizeof s), C);
+        return false;
+    }
+    /* The BLAS takes int dimensions; the scores are T x T per head. */
+    if (T > INT_MAX || in[0].dims[1] > INT_MAX || !size_mul(T, T, &tt) || !size_mul(tt, H, &tt) ||
+        tt > SIZE_MAX / sizeof(float)) {
+        snprintf(msg, msg_len, "input %s is too large for %zu heads of T x T scores",
+                 snug_shape_format(&in[0], s, sizeof s), H);
+        return false;
+    }
+    *out = (snug_shape){.rank = 2, .dims = {T, C}};
+    *n_params = 0;
+    return true;
+}
+
+/* Row t of the scores into probabilities, in place: numerically stable (shifted by the row's max), the masked
+ * columns set to 0. */
+static void attn_softmax_row(float *row, size_t len, size_t T) {
+    float mx = row[0];
+    for (size_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+    double sum = 0.0;
+    for (size_t j = 0; j < len; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (size_t j = 0; j < len; j++) row[j] *= inv;
+    for (size_t j = len; j < T; j++) row[j] = 0.0f;
+}
+
+static int attn_team(const op_call *c, size_t tasks) {
+    size_t nt = c->threads > 0 ? (size_t)c->threads : 1;
+    return (int)(nt < tasks ? nt : tasks);
+}
+
+static void attn_forward(const op_call *c) {
+    const attn_dims d = attn_dims_of(c->g, c->node);
+    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
+    const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const float *qkv = c->in[0]; // (m, T, 3C)
+    float *out = c->out;         // (m, T, C)
+    float *probs = c->saved;     // (m, H, T, T)
+    if (tasks == 0) return;
+    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) if (tasks * T * T * D >= ATTN_PAR_MIN)
+    for (size_t task = 0; task < tasks; task++) {
+        const size_t n = task / H, h = task % H;
+        const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
+        float *p = probs + task * T * T; // (T, T)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iD, scale, q, ld, k, ld, 0.0f, p, iT);
+        for (size_t t = 0; t < T; t++) attn_softmax_row(p + t * T, d.causal ? t + 1 : T, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iT, iD, iT, 1.0f, p, iT, v, ld, 0.0f,
+                    out + n * T * C + h * D, ldo);
+    }
+}
+
+/* dP (T, T) into dS in place: dS = P (dP - sum_j P dP) * scale, row by row; masked entries get 0. */
+static void attn_softmax_backward(float *ds, const float *p, size_t T, bool causal, float scale) {
+    for (size_t t = 0; t < T; t++) {
+        const size_t len = causal ? t + 1 : T;
+        float *r = ds + t * T;
+        const float *pr = p + t * T;
+        double dot = 0.0;
+        for (size_t j = 0; j < len; j++) dot += (double)pr[j] * r[j];
+        const float fdot = (float)dot;
+        for (size_t j = 0; j < len; j++) r[j] = pr[j] * (r[j] - fdot) * scale;
+        for (size_t j = len; j < T; j++) r[j] = 0.0f;
+    }
+}
+
+static void attn_backward(const op_call *c) {
+    const attn_dims d = attn_dims_of(c->g, c->node);
+    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
+    const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const float *qkv = c->in[0];   // (m, T, 3C)
+    const float *dout = c->dout;   // (m, T, C)
+    const float *probs = c->saved; // (m, H, T, T)
+    float *din = c->din[0];        // (m, T, 3C)
+    float *work = c->work;         // (threads, T, T): dP, then dS
+    if (!din || tasks == 0) return;
+    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) if (tasks * T * T * D >= ATTN_PAR_MIN)
+    for (size_t task = 0; task < tasks; task++) {
+        const size_t n = task / H, h = task % H;
+        const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
+        const float *p = probs + task * T * T, *dO = dout + n * T * C + h * D;
+        float *dq = din + n * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
+        float *ds = work + (size_t)omp_get_thread_num() * T * T;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iD, iT, 1.0f, p, iT, dO, ldo, 1.0f, dv, ld);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iD, 1.0f, dO, ldo, v, ld, 0.0f, ds, iT);
+        attn_softmax_backward(ds, p, T, d.causal, scale);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iT, iD, iT, 1.0f, ds, iT, k, ld, 1.0f, dq, ld);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iD, iT, 1.0f, ds, iT, q, ld, 1.0f, dk, ld);
+    }
+}
+
+static double attn_flops(const snug_graph *g, const graph_node *n) {
+    const attn_dims d = attn_dims_of(g, n);
+    const double tt = (double)d.T * (double)d.T;
+    return 4.0 * tt * (double)d.C + 5.0 * tt * (double)d.H; /* Q K^T and P V, and the softmax */
+}
+
+/* Backward: dV = P^T dO and dP = dO V^T, then dQ = dS K and dK = dS^T Q: four (T, T, D) products. */
+static double attn_backward_flops(const snug_graph *g, const graph_node *n) {
+    const attn_dims d = attn_dims_of(g, n);
+    const double tt = (double)d.T * (double)d.T;
+    return 8.0 * tt * (double)d.C + 5.0 * tt * (double)d.H;
+}
+
+static size_t attn_saved_bytes(const snug_graph *g, const graph_node *n) {
+    const attn_dims d = attn_dims_of(g, n);
+    size_t bytes;
+    return size_mul(d.T, d.T, &bytes) && size_mul(bytes, d.H, &bytes) && size_mul(bytes, sizeof(float), &bytes)
+               ? bytes
+               : SIZE_MAX;
+}
+
+/* One (T, T) scratch per thread that can run a task: min(threads, m H). */
+static size_t attn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    const attn_dims d = attn_dims_of(g, n);
+    size_t tasks, bytes;
+    if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
+    const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;
+    return size_mul(d.T, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, sizeof(float), &bytes)
+               ? bytes
+               : SIZE_MAX;
+}
+
+const op_desc op_attention = {
+    .kind = "attention",
+    .flags = OP_KEEPS_INPUT,
+    .infer = attn_infer,
+    .forward = attn_forward,
+    .backward = attn_backward,
+    .flops = attn_flops,
+    .backward_flops = attn_backward_flops,
+    .saved_bytes = attn_saved_bytes,
+    .workspace_bytes = attn_workspace_bytes,
+};

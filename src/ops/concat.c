@@ -1,0 +1,105 @@
+/* concat: joins two tensors along their first per-sample dimension: (C1, H, W) and (C2, H, W) -> (C1 + C2, H, W)
+ * (UNet's skip connections, channels first as in torch.cat(dim=1)); ranks 1 and 2 too, (C1) + (C2) and
+ * (T1, D) + (T2, D). Row-major and first-dimension-major, so per sample the output is a's elements followed by
+ * b's: forward is two copies and backward two adds, reading only dout. Keeps nothing. The two inputs may be one
+ * tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "ops/op.h"
+
+/* Below this many elements per call a parallel loop costs more than it saves. */
+#define CONCAT_PAR_MIN ((size_t)1 << 15)
+
+static bool concat_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                         int *n_params, char *msg, size_t msg_len) {
+    (void)n, (void)params;
+    char a[96], b[96];
+    if (n_in != 2) {
+        snprintf(msg, msg_len, "takes two inputs, got %d", n_in);
+        return false;
+    }
+    bool fits = in[0].rank == in[1].rank && in[0].rank >= 1;
+    for (int i = 1; fits && i < in[0].rank; i++) fits = in[0].dims[i] == in[1].dims[i];
+    if (!fits) {
+        snprintf(msg, msg_len, "inputs %s and %s do not fit: concat joins along the first dimension and needs "
+                 "the same rank and the same other dimensions", snug_shape_format(&in[0], a, sizeof a),
+                 snug_shape_format(&in[1], b, sizeof b));
+        return false;
+    }
+    *out = in[0];
+    if (!size_add(in[0].dims[0], in[1].dims[0], &out->dims[0])) {
+        snprintf(msg, msg_len, "inputs %s and %s: the joined dimension overflows",
+                 snug_shape_format(&in[0], a, sizeof a), snug_shape_format(&in[1], b, sizeof b));
+        return false;
+    }
+    *n_params = 0;
+    return true;
+}
+
+/* Rows are split into blocks so that one large sample (m = 1 on a big image) still spreads over the threads. */
+#define CONCAT_BLOCK ((size_t)4096)
+
+/* The columns [off, off + len) of y (m, stride) = x (m, len). */
+static void copy_part(float *y, const float *x, size_t m, size_t len, size_t off, size_t stride) {
+    const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
+    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN)
+    for (size_t n = 0; n < m; n++)
+        for (size_t k = 0; k < nblk; k++) {
+            const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
+            memcpy(y + n * stride + off + lo, x + n * len + lo, (hi - lo) * sizeof(float));
+        }
+}
+
+/* din (m, len) += the columns [off, off + len) of dy (m, stride). */
+static void add_part(float *din, const float *dy, size_t m, size_t len, size_t off, size_t stride) {
+    const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
+    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN)
+    for (size_t n = 0; n < m; n++)
+        for (size_t k = 0; k < nblk; k++) {
+            const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
+            float *d = din + n * len;
+            const float *s = dy + n * stride + off;
+            #pragma omp simd
+            for (size_t i = lo; i < hi; i++) d[i] += s[i];
+        }
+}
+
+static void concat_forward(const op_call *c) {
+    const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
+    copy_part(c->out, c->in[0], m, an, 0, an + bn);  /* out (m, an + bn), in[0] (m, an) */
+    copy_part(c->out, c->in[1], m, bn, an, an + bn); /* in[1] (m, bn) */
+}
+
+static void concat_backward(const op_call *c) {
+    const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
+    /* Two passes, so that concat(x, x) gets both halves added into its one gradient. */
+    if (c->din[0]) add_part(c->din[0], c->dout, m, an, 0, an + bn);
+    if (c->din[1]) add_part(c->din[1], c->dout, m, bn, an, an + bn);
+}
+
+static double concat_flops(const snug_graph *g, const graph_node *n) {
+    return (double)g->tensors[n->output].numel; /* copies: one per element written, as relu counts */
+}
+
+static size_t concat_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward reads only dout */
+}
+
+static size_t concat_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)g, (void)n, (void)m, (void)threads;
+    return 0;
+}
+
+const op_desc op_concat = {
+    .kind = "concat",
+    .flags = 0,
+    .infer = concat_infer,
+    .forward = concat_forward,
+    .backward = concat_backward,
+    .flops = concat_flops,
+    .saved_bytes = concat_saved_bytes,
+    .workspace_bytes = concat_workspace_bytes,
+};

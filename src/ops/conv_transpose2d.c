@@ -1,0 +1,264 @@
+/* conv_transpose2d: the adjoint of conv2d, as torch.nn.ConvTranspose2d (no output padding, no groups).
+ * Input (C, H, W), weight (C, Co, k, k), bias (Co), output (Co, Ho, Wo) with Ho = (H - 1) s - 2p + k.
+ *
+ * Lowering: the convolution that maps (Co, Ho, Wo) back to (C, H, W) with the same k, s, p has exactly this
+ * geometry, and the transposed convolution is its adjoint. So per sample:
+ *   forward:  col (Co*k*k, H*W) = W^T x;  y = b + col2im(col)
+ *   backward: col = im2col(dy);  dW (C, Co*k*k) += x col^T;  din += W col;  db += row sums of dy
+ * Backward lowers dy once for both GEMMs. With k = s and p = 0 (UNet's 2x2 stride-2 up-sampling) the patches do
+ * not overlap: col2im is a strided copy-add and im2col a strided gather, both one pass over the output.
+ *
+ * Threads and workspace follow conv2d (im2col.h): T = lowering_threads(m, threads) slots, each part rounded up
+ * to 64 bytes: [ column buffer (Co*k*k, H*W) floats | partial dW (C, Co*k*k) + db (Co) floats, only when
+ * T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output. */
+#include <cblas.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "ops/im2col.h"
+#include "ops/op.h"
+
+#define CONVT_ALIGN ((size_t)64)
+
+/* Everything a sample's kernels need, derived once per call. */
+typedef struct convt_ctx {
+    im2col_geom g;      /* the adjoint convolution: (Co, Ho, Wo) -> (C, H, W) */
+    size_t ci;          /* input channels C */
+    size_t kdim;        /* Co*k*k: the rows of the column matrix */
+    size_t npix;        /* H*W: the input's pixels, the columns of the column matrix */
+    size_t opix;        /* Ho*Wo */
+    bool pointwise;     /* 1x1, stride 1, no padding: the output is its own column matrix */
+} convt_ctx;
+
+static convt_ctx convt_ctx_of(const snug_graph *gr, const graph_node *n) {
+    const snug_shape *in = &gr->tensors[n->inputs[0]].shape, *out = &gr->tensors[n->output].shape;
+    const conv2d_params *p = &n->p.conv2d;
+    convt_ctx k = {.g = {.c = out->dims[0], .h = out->dims[1], .w = out->dims[2], .k = p->kernel,
+                         .stride = p->stride, .pad = p->padding, .ho = in->dims[1], .wo = in->dims[2]},
+                   .ci = in->dims[0]};
+    k.kdim = k.g.c * k.g.k * k.g.k;
+    k.npix = k.g.ho * k.g.wo;
+    k.opix = k.g.h * k.g.w;
+    k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
+    return k;
+}
+
+/* Bytes of one thread's column buffer and of its partial gradients; false on overflow. */
+static bool convt_slot_parts(const convt_ctx *k, size_t *col_bytes, size_t *part_bytes) {
+    size_t cols = 0, wn, pn;
+    *col_bytes = *part_bytes = 0;
+    if (!k->pointwise && !size_mul(k->kdim, k->npix, &cols)) return false;
+    if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONVT_ALIGN, col_bytes)) return false;
+    if (!size_mul(k->ci, k->kdim, &wn) || !size_add(wn, k->g.c, &pn)) return false;
+    return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONVT_ALIGN, part_bytes);
+}
+
+/* ---- shape inference ------------------------------------------------------------------------------------ */
+
+static bool convt_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
+    char s[96];
+    if (in->rank != 3) {
+        snprintf(msg, msg_len, "expects an input (channels, height, width), got %s",
+                 snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    if (in->dims[0] == 0 || in->dims[1] == 0 || in->dims[2] == 0) {
+        snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
+        return false;
+    }
+    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0) {
+        snprintf(msg, msg_len, "needs out_channels, kernel and stride >= 1, got out_channels %zu, "
+                 "kernel %zu, stride %zu", p->out_channels, p->kernel, p->stride);
+        return false;
+    }
+    return true;
+}
+
+/* One output side, (n - 1) s - 2p + k; false (and a message) when it is not at least 1 or overflows. */
+static bool convt_side(const conv2d_params *p, const snug_shape *in, size_t n, size_t *out, char *msg,
+                       size_t msg_len) {
+    size_t full, pad2;
+    char s[96];
+    if (!size_mul(n - 1, p->stride, &full) || !size_add(full, p->kernel, &full) ||
+        !size_mul(p->padding, 2, &pad2) || pad2 >= full) {
+        snprintf(msg, msg_len, "padding %zu leaves no output for input %s with kernel %zu and stride %zu: "
+                 "the output side (n - 1) * stride - 2 * padding + kernel must be at least 1", p->padding,
+                 snug_shape_format(in, s, sizeof s), p->kernel, p->stride);
+        return false;
+    }
+    *out = full - pad2;
+    return true;
+}
+
+static bool convt_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                        int *n_params, char *msg, size_t msg_len) {
+    const conv2d_params *p = &n->p.conv2d;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (!convt_check_sizes(p, &in[0], msg, msg_len)) return false;
+    size_t c = in[0].dims[0], k = p->kernel, co = p->out_channels, ho, wo;
+    if (!convt_side(p, &in[0], in[0].dims[1], &ho, msg, msg_len) ||
+        !convt_side(p, &in[0], in[0].dims[2], &wo, msg, msg_len))
+        return false;
+    size_t kdim, npix, opix, wn, on, cols;
+    const size_t f[] = {co, k, k};
+    /* Every GEMM dimension is an int for the BLAS; the products must address. */
+    if (!size_prod(f, 3, &kdim) || !size_mul(in[0].dims[1], in[0].dims[2], &npix) || !size_mul(ho, wo, &opix) ||
+        !size_mul(c, kdim, &wn) || !size_mul(co, opix, &on) || !size_mul(kdim, npix, &cols) ||
+        cols > SIZE_MAX / sizeof(float) || kdim > INT_MAX || npix > INT_MAX || c > INT_MAX) {
+        char s[96];
+        snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zu is too large: "
+                 "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, INT_MAX);
+        return false;
+    }
+    *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
+    /* PyTorch's fan_in: weight.size(1) * k * k, which for a transposed convolution is Co * k * k. */
+    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {c, co, k, k}}, .fan_in = kdim,
+                             .init = INIT_KAIMING_UNIFORM};
+    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = kdim,
+                             .init = INIT_BIAS_UNIFORM};
+    *n_params = 2;
+    return true;
+}
+
+/* ---- forward -------------------------------------------------------------------------------------------- */
+
+/* y_n = b + col2im(W^T x_n) for one sample. */
+static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
+                                 const float *x,               // (ci, npix)
+                                 const float *w,               // (ci, kdim)
+                                 const float *b,               // (co)
+                                 float *col) {                 // (kdim, npix) scratch
+    for (size_t o = 0; o < k->g.c; o++)
+        for (size_t j = 0; j < k->opix; j++) y[o * k->opix + j] = b[o];
+    const int ci = (int)k->ci, kd = (int)k->kdim, np = (int)k->npix;
+    if (k->pointwise) { /* y (co, npix) += W^T (co, ci) x (ci, npix) */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, ci, 1.0f, w, kd, x, np, 1.0f, y, np);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, ci, 1.0f, w, kd, x, np, 0.0f, col, np);
+    col2im_add(y, col, &k->g);
+}
+
+static void convt_forward(const op_call *c) {
+    const convt_ctx k = convt_ctx_of(c->g, c->node);
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t T = lowering_threads(m, c->threads);
+    size_t col_bytes = 0, part_bytes = 0;
+    convt_slot_parts(&k, &col_bytes, &part_bytes); /* cannot overflow: the planner sized the same numbers */
+    const size_t slot = T > 1 ? col_bytes + part_bytes : col_bytes;
+    char *work = c->work;
+    if (T > 1) {
+        #pragma omp parallel for num_threads((int)T) schedule(static)
+        for (size_t n = 0; n < m; n++) {
+            float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * slot);
+            convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
+        }
+    } else {
+        for (size_t n = 0; n < m; n++)
+            convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work);
+    }
+}
+
+/* ---- backward ------------------------------------------------------------------------------------------- */
+
+/* One sample: col = im2col(dy_n), dw += x_n col^T, din_n += W col, db += row sums of dy_n. dw, db or din may be
+ * NULL. */
+static void convt_backward_sample(const convt_ctx *k, float *din, // (ci, npix) or NULL
+                                  float *dw,                      // (ci, kdim) or NULL
+                                  float *db,                      // (co) or NULL
+                                  const float *dy,                // (co, opix)
+                                  const float *x,                 // (ci, npix)
+                                  const float *w,                 // (ci, kdim)
+                                  float *col) {                   // (kdim, npix) scratch
+    const int ci = (int)k->ci, kd = (int)k->kdim, np = (int)k->npix;
+    if (dw || din) {
+        const float *cols = dy;
+        if (!k->pointwise) {
+            im2col(col, dy, &k->g);
+            cols = col;
+        }
+        if (dw) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ci, kd, np, 1.0f, x, np, cols, np, 1.0f, dw, kd);
+        if (din)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ci, np, kd, 1.0f, w, kd, cols, np, 1.0f, din, np);
+    }
+    if (db) {
+        for (size_t o = 0; o < k->g.c; o++) {
+            double s = 0.0; /* an up-sampled plane can hold 65536 pixels: sum in double */
+            for (size_t j = 0; j < k->opix; j++) s += dy[o * k->opix + j];
+            db[o] += (float)s;
+        }
+    }
+}
+
+static void convt_backward(const op_call *c) {
+    const convt_ctx k = convt_ctx_of(c->g, c->node);
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t T = lowering_threads(m, c->threads), wn = k.ci * k.kdim;
+    if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
+        for (size_t n = 0; n < m; n++)
+            convt_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+                                  c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
+        return;
+    }
+    size_t col_bytes = 0, part_bytes = 0;
+    convt_slot_parts(&k, &col_bytes, &part_bytes);
+    const size_t slot = col_bytes + part_bytes;
+    char *work = c->work;
+    #pragma omp parallel num_threads((int)T)
+    {
+        /* Zero every partial, including those of threads the runtime may not have started. */
+        #pragma omp for schedule(static)
+        for (size_t t = 0; t < T; t++) memset(work + t * slot + col_bytes, 0, (wn + k.g.c) * sizeof(float));
+        char *mine = work + (size_t)omp_get_thread_num() * slot;
+        float *pdw = (float *)(void *)(mine + col_bytes);
+        #pragma omp for schedule(static)
+        for (size_t n = 0; n < m; n++)
+            convt_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
+                                  (float *)(void *)mine);
+    }
+    if (c->dw[0]) lowering_reduce(c->dw[0], work, slot, col_bytes, wn, T);
+    if (c->dw[1]) lowering_reduce(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.g.c, T);
+}
+
+/* ---- costs ---------------------------------------------------------------------------------------------- */
+
+static double convt_flops(const snug_graph *g, const graph_node *n) {
+    const convt_ctx k = convt_ctx_of(g, n);
+    return 2.0 * (double)k.ci * (double)k.kdim * (double)k.npix;
+}
+
+static size_t convt_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward reads its kept input (OP_KEEPS_INPUT) for dW */
+}
+
+/* Forward and backward use the same column buffer, plus partials when T > 1. SIZE_MAX when the size overflows,
+ * which no budget fits. */
+static size_t convt_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    const convt_ctx k = convt_ctx_of(g, n);
+    const size_t T = lowering_threads(m, threads);
+    size_t col_bytes, part_bytes, slot, total;
+    if (!convt_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;
+    if (T == 1) return col_bytes;
+    if (!size_add(col_bytes, part_bytes, &slot) || !size_mul(slot, T, &total)) return SIZE_MAX;
+    return total;
+}
+
+const op_desc op_conv_transpose2d = {
+    .kind = "conv_transpose2d",
+    .flags = OP_KEEPS_INPUT,
+    .infer = convt_infer,
+    .forward = convt_forward,
+    .backward = convt_backward,
+    .flops = convt_flops,
+    .saved_bytes = convt_saved_bytes,
+    .workspace_bytes = convt_workspace_bytes,
+};

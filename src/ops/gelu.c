@@ -1,0 +1,77 @@
+/* gelu: y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)), the exact form (torch.nn.GELU() default, not the tanh
+ * approximation), any shape. Backward needs Phi(x) + x phi(x), a function of the input that the output alone does
+ * not determine (GELU is not monotonic below about -0.75), so the op keeps its INPUT (OP_KEEPS_INPUT). That also
+ * rules out running in place: the planner only writes an element-wise output over an input that dies at this
+ * step, and a kept input lives on until backward. Recompute (OP_ELEMENTWISE) is still cheap. */
+#include <math.h>
+#include <stdio.h>
+
+#include "ops/op.h"
+
+/* Below this many elements a parallel loop costs more than it saves. */
+#define GELU_PAR_MIN ((size_t)1 << 14)
+
+#define GELU_INV_SQRT2 0.70710678118654752440f    /* 1 / sqrt(2) */
+#define GELU_INV_SQRT2PI 0.39894228040143267794f  /* 1 / sqrt(2 pi) */
+
+static bool gelu_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                       int *n_params, char *msg, size_t msg_len) {
+    (void)n, (void)params;
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    *out = in[0];
+    *n_params = 0;
+    return true;
+}
+
+static void gelu_forward(const op_call *c) {
+    const size_t len = c->m * op_in_numel(c, 0);
+    const float *x = c->in[0]; // (m, numel)
+    float *y = c->out;         // (m, numel)
+    #pragma omp parallel for schedule(static) if (len >= GELU_PAR_MIN)
+    for (size_t i = 0; i < len; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * GELU_INV_SQRT2));
+}
+
+static void gelu_backward(const op_call *c) {
+    const size_t len = c->m * op_in_numel(c, 0);
+    const float *x = c->in[0];  // (m, numel)
+    const float *dy = c->dout;  // (m, numel)
+    float *dx = c->din[0];      // (m, numel)
+    if (!dx) return;
+    #pragma omp parallel for schedule(static) if (len >= GELU_PAR_MIN)
+    for (size_t i = 0; i < len; i++) {
+        const float v = x[i];
+        const float cdf = 0.5f * (1.0f + erff(v * GELU_INV_SQRT2));
+        const float pdf = GELU_INV_SQRT2PI * expf(-0.5f * v * v);
+        dx[i] += dy[i] * (cdf + v * pdf);
+    }
+}
+
+static double gelu_flops(const snug_graph *g, const graph_node *n) {
+    /* A nominal 8 per element (an erf and a few multiplies): element-wise work is memory-bound, and this only
+     * ranks recompute costs against the GEMMs, which dwarf it either way. */
+    return 8.0 * (double)g->tensors[n->output].numel;
+}
+
+static size_t gelu_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g, (void)n;
+    return 0; /* backward reads the kept input (OP_KEEPS_INPUT) */
+}
+
+static size_t gelu_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)g, (void)n, (void)m, (void)threads;
+    return 0;
+}
+
+const op_desc op_gelu = {
+    .kind = "gelu",
+    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE,
+    .infer = gelu_infer,
+    .forward = gelu_forward,
+    .backward = gelu_backward,
+    .flops = gelu_flops,
+    .saved_bytes = gelu_saved_bytes,
+    .workspace_bytes = gelu_workspace_bytes,
+};

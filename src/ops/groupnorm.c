@@ -1,0 +1,164 @@
+/* groupnorm: per sample, the C channels of x (C, H, W) fall into G groups of C/G channels; each group is
+ * normalised with its own mean and biased variance over (C/G, H, W), then scaled and shifted per channel
+ * (weight ones, bias zeros), as torch.nn.GroupNorm. Statistics never mix samples, so accumulation is exact and a
+ * recompute writes the same bits. Forward saves each group's mean and inverse deviation (2G floats per sample);
+ * backward recomputes x_hat from the kept input. */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/checked.h"
+#include "ops/op.h"
+
+/* Below this many elements a parallel loop costs more than it saves. */
+#define GN_PAR_MIN ((size_t)1 << 15)
+
+static bool gn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                     int *n_params, char *msg, size_t msg_len) {
+    const norm_params *p = &n->p.norm;
+    char s[96];
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (in[0].rank != 3) {
+        snprintf(msg, msg_len, "expects an image-like input (C, H, W), got %s",
+                 snug_shape_format(&in[0], s, sizeof s));
+        return false;
+    }
+    const size_t C = in[0].dims[0];
+    if (p->groups == 0 || C % p->groups != 0) {
+        snprintf(msg, msg_len, "%zu groups do not divide the %zu channels of input %s: choose a divisor of %zu",
+                 p->groups, C, snug_shape_format(&in[0], s, sizeof s), C);
+        return false;
+    }
+    if (!(p->eps > 0.0f) || !isfinite(p->eps)) {
+        snprintf(msg, msg_len, "eps must be positive and finite, got %g (PyTorch's default is 1e-5)", (double)p->eps);
+        return false;
+    }
+    const snug_shape cs = {.rank = 1, .dims = {C}};
+    *out = in[0];
+    params[0] = (param_decl){.suffix = "weight", .shape = cs, .fan_in = C, .init = INIT_ONES};
+    params[1] = (param_decl){.suffix = "bias", .shape = cs, .fan_in = C, .init = INIT_ZEROS};
+    *n_params = 2;
+    return true;
+}
+
+/* Mean and biased variance of n contiguous values in double, shifted by the first value so that a large mean
+ * does not cancel the variance in the one-pass sums. */
+static double gn_stats(const float *x, size_t n, double *var) {
+    const double shift = x[0];
+    double s1 = 0.0, s2 = 0.0;
+    for (size_t k = 0; k < n; k++) {
+        const double d = (double)x[k] - shift;
+        s1 += d;
+        s2 += d * d;
+    }
+    const double dm = s1 / (double)n, v = s2 / (double)n - dm * dm;
+    *var = v > 0.0 ? v : 0.0;
+    return shift + dm;
+}
+
+static void gn_forward(const op_call *c) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
+    const double eps = c->node->p.norm.eps;
+    const float *x = c->in[0];     // (m, C, hw)
+    const float *gamma = c->w[0], *beta = c->w[1];
+    float *y = c->out;             // (m, C, hw)
+    float *stat = c->saved;        // (m, G, 2): mean, invstd
+    const size_t blocks = c->m * G;
+    #pragma omp parallel for schedule(static) if (blocks * cg * hw >= GN_PAR_MIN)
+    for (size_t b = 0; b < blocks; b++) {
+        const size_t c0 = (b % G) * cg;
+        const float *xb = x + b * cg * hw;
+        float *yb = y + b * cg * hw;
+        double var, mu = gn_stats(xb, cg * hw, &var);
+        const float mean = (float)mu, invstd = (float)(1.0 / sqrt(var + eps));
+        stat[2 * b] = mean;
+        stat[2 * b + 1] = invstd;
+        for (size_t j = 0; j < cg; j++) {
+            const float a = gamma[c0 + j] * invstd, b0 = beta[c0 + j];
+            /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
+            for (size_t k = 0; k < hw; k++) yb[j * hw + k] = (xb[j * hw + k] - mean) * a + b0;
+        }
+    }
+}
+
+/* Per (sample, group) with K = cg * hw, x_hat = (x - mean) invstd and g = gamma dy:
+ * dx = invstd (g - mean(g) - x_hat mean(g x_hat)). The per-(sample, channel) sums of dy and dy x_hat go to the
+ * workspace and are reduced over samples in order afterwards: dgamma and dbeta without races, and the same bits
+ * whatever the thread count. */
+static void gn_backward(const op_call *c) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t m = c->m, G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
+    const float *x = c->in[0], *dy = c->dout; // (m, C, hw)
+    const float *stat = c->saved;             // (m, G, 2)
+    const float *gamma = c->w[0];
+    float *dx = c->din[0];
+    double *sums = c->work;                   // (m, C, 2): sum dy, sum dy x_hat
+    const size_t blocks = m * G;
+    #pragma omp parallel for schedule(static) if (blocks * cg * hw >= GN_PAR_MIN)
+    for (size_t b = 0; b < blocks; b++) {
+        const size_t c0 = (b % G) * cg, base = b * cg * hw;
+        const float mean = stat[2 * b], invstd = stat[2 * b + 1];
+        double sg = 0.0, sgx = 0.0;
+        for (size_t j = 0; j < cg; j++) {
+            double sdy = 0.0, sdyx = 0.0;
+            for (size_t k = 0; k < hw; k++) {
+                const size_t i = base + j * hw + k;
+                sdy += dy[i];
+                sdyx += (double)dy[i] * ((x[i] - mean) * invstd);
+            }
+            sums[2 * (b * cg + j)] = sdy;
+            sums[2 * (b * cg + j) + 1] = sdyx;
+            sg += gamma[c0 + j] * sdy;
+            sgx += gamma[c0 + j] * sdyx;
+        }
+        if (!dx) continue;
+        const double K = (double)(cg * hw);
+        const float mg = (float)(sg / K), mgx = (float)(sgx / K);
+        for (size_t j = 0; j < cg; j++)
+            for (size_t k = 0; k < hw; k++) {
+                const size_t i = base + j * hw + k;
+                dx[i] += invstd * (gamma[c0 + j] * dy[i] - mg - (x[i] - mean) * invstd * mgx);
+            }
+    }
+    float *dgamma = c->dw[0], *dbeta = c->dw[1];
+    for (size_t ch = 0; ch < C; ch++) {
+        double sdy = 0.0, sdyx = 0.0;
+        for (size_t i = 0; i < m; i++) {
+            sdy += sums[2 * (i * C + ch)];
+            sdyx += sums[2 * (i * C + ch) + 1];
+        }
+        if (dgamma) dgamma[ch] += (float)sdyx;
+        if (dbeta) dbeta[ch] += (float)sdy;
+    }
+}
+
+static double gn_flops(const snug_graph *g, const graph_node *n) {
+    return 4.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + scale and shift (2) */
+}
+
+static size_t gn_saved_bytes(const snug_graph *g, const graph_node *n) {
+    (void)g;
+    size_t bytes;
+    return size_mul(n->p.norm.groups, 2 * sizeof(float), &bytes) ? bytes : SIZE_MAX;
+}
+
+static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)threads;
+    size_t bytes;
+    const size_t C = g->tensors[n->inputs[0]].shape.dims[0];
+    return size_mul(m, C, &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
+}
+
+const op_desc op_groupnorm = {
+    .kind = "groupnorm",
+    .flags = OP_KEEPS_INPUT,
+    .infer = gn_infer,
+    .forward = gn_forward,
+    .backward = gn_backward,
+    .flops = gn_flops,
+    .saved_bytes = gn_saved_bytes,
+    .workspace_bytes = gn_workspace_bytes,
+};

@@ -1,0 +1,149 @@
+/* layernorm: each row of the last dimension of x (T, C) or (C) is normalised with its own mean and biased
+ * variance, then scaled and shifted per column (weight ones, bias zeros), as torch.nn.LayerNorm(C). Forward
+ * saves each row's mean and inverse deviation (2T floats per sample); backward recomputes x_hat from the kept
+ * input. Rows never mix samples, so accumulation is exact and a recompute writes the same bits. */
+#include <math.h>
+#include <stdio.h>
+
+#include "core/checked.h"
+#include "ops/op.h"
+
+/* Below this many elements a parallel loop costs more than it saves. */
+#define LN_PAR_MIN ((size_t)1 << 15)
+/* Backward sums dgamma and dbeta over blocks of this many rows, one partial per block in the workspace, then
+ * over the blocks in order: no races, and the same bits whatever the thread count. */
+#define LN_BLOCK_ROWS ((size_t)32)
+
+static bool ln_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                     int *n_params, char *msg, size_t msg_len) {
+    const norm_params *p = &n->p.norm;
+    char s[96];
+    if (n_in != 1) {
+        snprintf(msg, msg_len, "takes one input, got %d", n_in);
+        return false;
+    }
+    if (in[0].rank != 1 && in[0].rank != 2) {
+        snprintf(msg, msg_len, "normalises the last dimension of (T, C) or (C), got %s",
+                 snug_shape_format(&in[0], s, sizeof s));
+        return false;
+    }
+    if (!(p->eps > 0.0f) || !isfinite(p->eps)) {
+        snprintf(msg, msg_len, "eps must be positive and finite, got %g (PyTorch's default is 1e-5)", (double)p->eps);
+        return false;
+    }
+    const size_t C = in[0].dims[in[0].rank - 1];
+    const snug_shape cs = {.rank = 1, .dims = {C}};
+    *out = in[0];
+    params[0] = (param_decl){.suffix = "weight", .shape = cs, .fan_in = C, .init = INIT_ONES};
+    params[1] = (param_decl){.suffix = "bias", .shape = cs, .fan_in = C, .init = INIT_ZEROS};
+    *n_params = 2;
+    return true;
+}
+
+static size_t ln_width(const snug_shape *s) { return s->dims[s->rank - 1]; }
+static size_t ln_rows_per_sample(const snug_shape *s) { return s->rank == 2 ? s->dims[0] : 1; }
+
+static void ln_forward(const op_call *c) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t C = ln_width(s), rows = c->m * ln_rows_per_sample(s);
+    const double eps = c->node->p.norm.eps;
+    const float *x = c->in[0];     // (rows, C)
+    const float *gamma = c->w[0], *beta = c->w[1];
+    float *y = c->out;             // (rows, C)
+    float *stat = c->saved;        // (rows, 2): mean, invstd
+    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        /* shifted by the first value so that a large mean does not cancel the variance in the one-pass sums */
+        const double shift = xr[0];
+        double s1 = 0.0, s2 = 0.0;
+        for (size_t j = 0; j < C; j++) {
+            const double d = (double)xr[j] - shift;
+            s1 += d;
+            s2 += d * d;
+        }
+        const double dm = s1 / (double)C, v = s2 / (double)C - dm * dm;
+        const float mean = (float)(shift + dm), invstd = (float)(1.0 / sqrt((v > 0.0 ? v : 0.0) + eps));
+        stat[2 * r] = mean;
+        stat[2 * r + 1] = invstd;
+        for (size_t j = 0; j < C; j++) yr[j] = (xr[j] - mean) * invstd * gamma[j] + beta[j];
+    }
+}
+
+/* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
+ * row's dy x_hat and dy go into the block partials pg, pb. */
+static void ln_backward_row(const float *x, const float *dy, const float *gamma, float mean, float invstd,
+                            size_t C, float *dx, double *pg, double *pb) {
+    double sg = 0.0, sgx = 0.0;
+    for (size_t j = 0; j < C; j++) {
+        const float xh = (x[j] - mean) * invstd, g = gamma[j] * dy[j];
+        sg += g;
+        sgx += (double)g * xh;
+        pg[j] += (double)dy[j] * xh;
+        pb[j] += dy[j];
+    }
+    if (!dx) return;
+    const float mg = (float)(sg / (double)C), mgx = (float)(sgx / (double)C);
+    for (size_t j = 0; j < C; j++) dx[j] += invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
+}
+
+static void ln_backward(const op_call *c) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t C = ln_width(s), rows = c->m * ln_rows_per_sample(s);
+    const size_t blocks = (rows + LN_BLOCK_ROWS - 1) / LN_BLOCK_ROWS;
+    const float *x = c->in[0], *dy = c->dout; // (rows, C)
+    const float *stat = c->saved;             // (rows, 2)
+    float *dx = c->din[0];
+    double *part = c->work;                   // (blocks, 2, C): dgamma, dbeta partials
+    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
+    for (size_t b = 0; b < blocks; b++) {
+        double *pg = part + 2 * b * C, *pb = pg + C;
+        for (size_t j = 0; j < 2 * C; j++) pg[j] = 0.0;
+        const size_t end = (b + 1) * LN_BLOCK_ROWS < rows ? (b + 1) * LN_BLOCK_ROWS : rows;
+        for (size_t r = b * LN_BLOCK_ROWS; r < end; r++)
+            ln_backward_row(x + r * C, dy + r * C, c->w[0], stat[2 * r], stat[2 * r + 1], C,
+                            dx ? dx + r * C : NULL, pg, pb);
+    }
+    float *dgamma = c->dw[0], *dbeta = c->dw[1];
+    #pragma omp parallel for schedule(static) if (blocks * C >= LN_PAR_MIN)
+    for (size_t j = 0; j < C; j++) {
+        double sg = 0.0, sb = 0.0;
+        for (size_t b = 0; b < blocks; b++) {
+            sg += part[2 * b * C + j];
+            sb += part[(2 * b + 1) * C + j];
+        }
+        if (dgamma) dgamma[j] += (float)sg;
+        if (dbeta) dbeta[j] += (float)sb;
+    }
+}
+
+static double ln_flops(const snug_graph *g, const graph_node *n) {
+    return 5.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + normalise, scale, shift (3) */
+}
+
+static size_t ln_saved_bytes(const snug_graph *g, const graph_node *n) {
+    size_t bytes;
+    const size_t rows = ln_rows_per_sample(&g->tensors[n->inputs[0]].shape);
+    return size_mul(rows, 2 * sizeof(float), &bytes) ? bytes : SIZE_MAX;
+}
+
+static size_t ln_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)threads;
+    const snug_shape *s = &g->tensors[n->inputs[0]].shape;
+    size_t rows, bytes;
+    if (!size_mul(m, ln_rows_per_sample(s), &rows)) return SIZE_MAX;
+    const size_t blocks = rows / LN_BLOCK_ROWS + (rows % LN_BLOCK_ROWS != 0);
+    return size_mul(blocks, ln_width(s), &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
+}
+
+const op_desc op_layernorm = {
+    .kind = "layernorm",
+    .flags = OP_KEEPS_INPUT,
+    .infer = ln_infer,
+    .forward = ln_forward,
+    .backward = ln_backward,
+    .flops = ln_flops,
+    .saved_bytes = ln_saved_bytes,
+    .workspace_bytes = ln_workspace_bytes,
+};

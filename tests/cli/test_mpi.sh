@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Data parallelism end to end, with real ranks on this machine (oversubscribed: 2 cores are enough). Registered
+# by CMake only in a build with MPI; SNUG_MPIEXEC names the launcher (else mpiexec from PATH). One thread a rank.
+#   - R = 1, 2, 4 ranks give the parameters of the single-process run after 20 steps (max |a-b| / max |a| <= 1e-5;
+#     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp);
+#   - exactly one gradient all-reduce per optimizer step; only rank 0 prints;
+#   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
+#   - a usage error under mpirun is reported once.
+#
+# usage: tests/cli/test_mpi.sh SNUG_BINARY DATA_DIR
+set -u
+
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+MPIEXEC=${SNUG_MPIEXEC:-mpiexec}
+if ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+    echo "test_mpi: no MPI launcher '$MPIEXEC' (install openmpi-bin, or set SNUG_MPIEXEC)" >&2
+    exit 1
+fi
+if ! have_mnist; then
+    echo "test_mpi: needs the MNIST files in '$DATA' (make data)" >&2
+    exit 1
+fi
+# Open MPI refuses root without consent and more ranks than cores without --oversubscribe.
+MPI_FLAGS=()
+if "$MPIEXEC" --version 2>&1 | grep -qE "Open MPI|OpenRTE"; then
+    MPI_FLAGS=(--oversubscribe)
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+export OMP_NUM_THREADS=1
+
+# run_mpi NAME R ARGS...: R ranks of snug ARGS, as run does for one process.
+run_mpi() {
+    finish_case
+    CASE=$1
+    local ranks=$2
+    shift 2
+    CASE_OK=1
+    "$MPIEXEC" "${MPI_FLAGS[@]}" -np "$ranks" "$SNUG" "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+}
+
+# relative_differences A B: over every float after the 16-byte header, "MAX L2": the largest difference relative
+# to the largest magnitude, and the relative L2 error ||a - b|| / ||a|| (od prints each float with enough digits
+# to tell neighbouring floats apart).
+relative_differences() {
+    paste <(od -An -v -w4 -t f4 -j 16 "$1") <(od -An -v -w4 -t f4 -j 16 "$2") | awk '
+        { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (d > md) md = d; if (a > ma) ma = a
+          dd += d * d; aa += a * a }
+        END { if (NR == 0 || ma == 0) print "nan nan"; else printf "%.3g %.3g\n", md / ma, sqrt(dd / aa) }'
+}
+
+# expect_close A B [MAX_REL [L2_REL]]: B's parameters within MAX_REL (default 1e-5) of A's, largest difference
+# over largest magnitude, and within L2_REL (default: no check) in relative L2.
+expect_close() {
+    local a=$1 b=$2 max_bound=${3:-1e-5} l2_bound=${4:-inf}
+    if [ ! -s "$b" ]; then
+        fail "no parameter file $b"
+        return
+    fi
+    [ "$(stat -c %s "$a")" -eq "$(stat -c %s "$b")" ] || { fail "$a and $b differ in size"; return; }
+    local rel l2
+    read -r rel l2 < <(relative_differences "$a" "$b")
+    echo "      max |a-b| / max |a| = $rel, ||a-b|| / ||a|| = $l2 ($(cmp -s "$a" "$b" && echo bitwise equal || echo not bitwise))"
+    awk -v r="$rel" -v b="$max_bound" 'BEGIN { exit !(r != "nan" && r + 0 <= b + 0) }' ||
+        fail "largest relative difference $rel > $max_bound"
+    [ "$l2_bound" = inf ] || awk -v r="$l2" -v b="$l2_bound" 'BEGIN { exit !(r != "nan" && r + 0 <= b + 0) }' ||
+        fail "relative L2 difference $l2 > $l2_bound"
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# The same global batch and seed over 1, 2, 4 ranks. B = 50 in micro-batches of 8: over 4 ranks the shards are
+# 12, 13, 12, 13 samples (k = 2, the last micro-batch short); the epoch order is the same for every R.
+# Only the MLP runs evaluate (each rank its share of the test set); the others skip it, which would dominate.
+COMMON=(train --data-dir "$DATA" --seed 7 --max-steps 20 --progress off --threads 1)
+MLP=("${COMMON[@]}" --model mlp --batch 50 --micro-batch 8 --optim sgd --momentum 0.9 --lr 0.05)
+
+run "mlp, one process (the reference)" "${MLP[@]}" --save "$TMP/mlp_1p.bin"
+expect_rc 0
+expect_in "$OUT" "parameters saved to $TMP/mlp_1p.bin"
+expect_not_in "$OUT" "data parallel"
+
+run_mpi "mlp, 1 rank under mpirun: bitwise the single process" 1 "${MLP[@]}" --save "$TMP/mlp_r1.bin"
+expect_rc 0
+cmp -s "$TMP/mlp_1p.bin" "$TMP/mlp_r1.bin" || fail "1 rank differs from the single process"
+
+for R in 2 4; do
+    run_mpi "mlp, $R ranks: the single process's parameters after 20 steps" "$R" "${MLP[@]}" --save "$TMP/mlp_r$R.bin"
+    expect_rc 0
+    expect_in "$OUT" "data parallel: $R ranks"
+    expect_in "$OUT" "gradient all-reduces: 20 (one per optimizer step)"
+    [ "$(grep -c '^test accuracy' "$OUT")" -eq 1 ] || fail "the results are printed more than once (not rank 0 only)"
+    [ "$(grep -c '^snug 0' "$OUT")" -eq 1 ] || fail "the header is printed more than once"
+    expect_close "$TMP/mlp_1p.bin" "$TMP/mlp_r$R.bin"
+done
+
+# B = 3 over 4 ranks: rank 0's shard is empty; it contributes zeros and still joins every reduction.
+TINY=("${COMMON[@]}" --evaluate off --model mlp --batch 3 --micro-batch 1)
+run "mlp, B = 3, one process" "${TINY[@]}" --save "$TMP/tiny_1p.bin"
+expect_rc 0
+run_mpi "mlp, B = 3 over 4 ranks (an empty shard)" 4 "${TINY[@]}" --save "$TMP/tiny_r4.bin"
+expect_rc 0
+expect_in "$OUT" "each takes 0 or 1 samples"
+expect_close "$TMP/tiny_1p.bin" "$TMP/tiny_r4.bin"
+
+# The CNN (conv2d's per-thread partial sums) and a model with dropout, whose masks are keyed by the position in
+# the global batch: the same masks whatever the shard.
+CNN=("${COMMON[@]}" --evaluate off --model cnn --batch 24 --micro-batch 5 --optim sgd --lr 0.05)
+run "cnn, one process" "${CNN[@]}" --save "$TMP/cnn_1p.bin"
+expect_rc 0
+run_mpi "cnn, 2 ranks" 2 "${CNN[@]}" --save "$TMP/cnn_r2.bin"
+expect_rc 0
+expect_close "$TMP/cnn_1p.bin" "$TMP/cnn_r2.bin"
+
+RESMLP=("${COMMON[@]}" --evaluate off --model resmlp --batch 10 --micro-batch 3 --clip 1 --max-steps 5)
+run "resmlp (dropout), one process" "${RESMLP[@]}" --save "$TMP/res_1p.bin"
+expect_rc 0
+run_mpi "resmlp (dropout), 2 ranks" 2 "${RESMLP[@]}" --save "$TMP/res_r2.bin"
+expect_rc 0
+expect_in "$OUT" "gradient all-reduces: 5 (one per optimizer step)"
+expect_close "$TMP/res_1p.bin" "$TMP/res_r2.bin"
+
+# AdamW divides by sqrt(v): where a gradient is nearly 0 the rounding of the sum decides the sign of a step of
+# size lr, so its largest elementwise difference is bound by lr, not by the rounding. Checked in relative L2, as
+# tests/test_accumulation.c checks the split of one process.
+ADAMW=("${COMMON[@]}" --evaluate off --model mlp --batch 50 --micro-batch 8 --optim adamw --lr 0.001)
+run "mlp + AdamW, one process" "${ADAMW[@]}" --save "$TMP/adamw_1p.bin"
+expect_rc 0
+run_mpi "mlp + AdamW, 2 ranks (relative L2 <= 1e-4)" 2 "${ADAMW[@]}" --save "$TMP/adamw_r2.bin"
+expect_rc 0
+expect_close "$TMP/adamw_1p.bin" "$TMP/adamw_r2.bin" 1e-2 1e-4
+
+# ---------------------------------------------------------------------------------------------------------
+# A corrupt data file on rank 1 only (MPMD: one command line per rank): the whole job ends with rank 1's message
+# instead of rank 0 waiting for it forever.
+mkdir -p "$TMP/bad"
+for f in train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do ln -s "$DATA/$f" "$TMP/bad/$f"; done
+head -c 100000 "$DATA/train-images-idx3-ubyte" >"$TMP/bad/train-images-idx3-ubyte"
+finish_case
+CASE="a corrupt data file on rank 1 ends the job within seconds, with rank 1's message"
+CASE_OK=1
+LONG=(train --model mlp --batch 64 --max-steps 100000 --progress off --threads 1)
+start=$(date +%s)
+timeout 60 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$SNUG" "${LONG[@]}" --data-dir "$DATA" : \
+    -np 1 "$SNUG" "${LONG[@]}" --data-dir "$TMP/bad" >"$OUT" 2>"$ERR"
+RC=$?
+took=$(($(date +%s) - start))
+echo "      exit status $RC after $took s"
+[ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exit status $RC: expected a failure, not success or a timeout"
+[ "$took" -le 10 ] || fail "took $took s (more than 10)"
+expect_in "$ERR" "snug: rank 1: bad format: $TMP/bad/train-images-idx3-ubyte: truncated"
+expect_not_in "$OUT" "test accuracy"
+
+# A usage error is the same on every rank: exit 2, said once.
+run_mpi "a usage error under mpirun is reported once" 2 train --frobnicate
+expect_rc 2
+[ "$(grep -c "unknown flag '--frobnicate'" "$ERR")" -eq 1 ] || fail "the usage error is not printed exactly once"
+
+run_mpi "--help under mpirun is printed once" 2 train --help
+expect_rc 0
+[ "$(grep -c '^usage: snug train' "$OUT")" -eq 1 ] || fail "the help is not printed exactly once"
+
+finish_tests
