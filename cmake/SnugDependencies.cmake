@@ -1,5 +1,5 @@
 # Third-party libraries: OpenMP, OpenBLAS (its OpenMP build, so that BLAS and snug share one thread runtime),
-# libpng and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
+# libpng, libinih and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
 
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(PkgConfig REQUIRED)
@@ -29,6 +29,15 @@ if(NOT LIBPNG_FOUND)
         "libpng not found through pkg-config (module 'libpng').\n"
         "HINT: run `make deps` (Debian/Ubuntu: apt-get install libpng-dev), or set PKG_CONFIG_PATH to the folder "
         "that holds libpng.pc.")
+endif()
+
+# libinih: src/graph/model_file.c parses model files (models/*.ini and the user's) with it.
+pkg_check_modules(INIH IMPORTED_TARGET inih)
+if(NOT INIH_FOUND)
+    message(FATAL_ERROR
+        "libinih not found through pkg-config (module 'inih'); snug reads its model files with it.\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libinih-dev), or set PKG_CONFIG_PATH to the folder "
+        "that holds inih.pc.")
 endif()
 
 # Installed binaries keep the non-system library folders they were linked against (Debian's

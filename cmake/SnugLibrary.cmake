@@ -19,12 +19,20 @@ if(NOT SNUG_LIB_SOURCES)
     set(SNUG_LIB_SOURCES "${_snug_placeholder}")
 endif()
 
+# cJSON: src/train/save.c and load.c write and read the JSON header of safetensors weight files.
+pkg_check_modules(CJSON IMPORTED_TARGET libcjson)
+if(NOT CJSON_FOUND)
+    message(FATAL_ERROR
+        "cJSON not found through pkg-config (module 'libcjson'); snug writes and reads safetensors headers with it.\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libcjson-dev).")
+endif()
+
 add_library(snug_objects OBJECT ${SNUG_LIB_SOURCES})
 set_target_properties(snug_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(snug_objects
     PUBLIC  "${PROJECT_SOURCE_DIR}/include"
     PRIVATE "${PROJECT_SOURCE_DIR}/src")
-target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG)
+target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON)
 if(SNUG_WITH_MPI)
     target_link_libraries(snug_objects PRIVATE MPI::MPI_C)
     set(SNUG_MPI_LINK MPI::MPI_C)
@@ -33,19 +41,19 @@ else()
 endif()
 
 # The static library carries its dependencies as PUBLIC usage requirements: whoever links libsnug.a must link
-# OpenBLAS, OpenMP, libpng and libm too, and tests may call cblas_* or omp_* themselves.
+# OpenBLAS, OpenMP, libpng, libinih, cJSON and libm too, and tests may call cblas_* or omp_* themselves.
 add_library(snug_static STATIC $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_static PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_static PROPERTIES OUTPUT_NAME snug)
 
 add_library(snug_shared SHARED $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_shared PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_shared PROPERTIES
     OUTPUT_NAME snug
     VERSION ${PROJECT_VERSION}

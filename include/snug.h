@@ -2,8 +2,9 @@
  * snug.h — the whole public API of snug, a training engine for the batch you want in the memory you have.
  *
  * The flow of one run:
- *   1. build a static graph (snug_graph_new, snug_input, snug_conv2d, ...) or take a built-in one
- *      (snug_model_builtin); shapes are per sample, the batch dimension is implicit and set by the plan;
+ *   1. build a static graph (snug_graph_new, snug_input, snug_conv2d, ...), read one from a model file
+ *      (snug_model_load) or take a built-in one (snug_model_builtin); shapes are per sample, the batch dimension
+ *      is implicit and set by the plan;
  *   2. open a dataset (snug_mnist_open, or snug_dataset_from_memory);
  *   3. create a trainer (snug_trainer_new): it plans every buffer for the micro-batch size, checks the plan
  *      against the memory budget and reserves all memory before the first step — a step allocates nothing;
@@ -203,11 +204,32 @@ snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_ten
 
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
-/* Built-in models; the first three for 1x28x28 inputs and 10 classes: "mlp" (784-1024-1024-10), "cnn" (two conv3x3 + pool
- * blocks, two linear) and "resmlp" (a deep chain for checkpointing: 784-256, then 32 residual blocks
+/* Model files (docs/model-files.md): a network as an INI-like layer list, parsed with libinih. A [model] section
+ * gives the input (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per
+ * layer in execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, global_avgpool,
+ * flatten, dropout, add, concat, batchnorm2d, groupnorm, layernorm, embedding, position_embedding, linear_tied,
+ * self_attention, softmax_cross_entropy) and that type's keys, which are the builder arguments above. A layer reads
+ * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
+ * `inputs = A, B`. The last layer is the loss. Every problem is reported as
+ * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),
+ * missing keys, bad numbers, inputs that name no layer above (a cycle or a forward reference), duplicate names,
+ * shape mismatches (the builder's message), a missing loss or layers after it.
+ * snug_model_load reads the file at path (SNUG_E_IO when it cannot be opened); snug_model_parse reads a
+ * NUL-terminated text and names it name_for_messages in messages. Both return NULL and fill err on failure; the
+ * graph is named by [model] `name`, else by the file name without its folder and ".ini". */
+snug_graph *snug_model_load(const char *path, snug_error *err);
+snug_graph *snug_model_parse(const char *text, const char *name_for_messages, snug_error *err);
+
+/* Built-in models: the model files of the project's models/ folder, compiled into the library (so a name needs
+ * no install path). Trainable here: "mlp" (MNIST 1x28x28, 784-1024-1024-10), "cnn" (two conv3x3 + pool blocks,
+ * two linear), "resmlp" (a deep chain for checkpointing: 784-256, then 32 residual blocks
  * x + dropout(fc2(relu(fc1(x))), 0.1) with a 1024-wide hidden layer, then 256-10; without normalisation its
- * residual stream grows with depth: train it with --clip or AdamW). And "vgg16" (3x224x224, 1000 classes, 138M
- * parameters) for planning models larger than the machine. Returns NULL and fills err for an unknown name. */
+ * residual stream grows with depth: train it with --clip or AdamW), "resnet20" (CIFAR ResNet-20 with BatchNorm
+ * for 1x32x32 padded MNIST, 10 classes), "resnet20-gn" (the same with GroupNorm), "unet" (1x256x256, 2 classes per
+ * pixel) and "gpt" (bytes, context 256, 4 layers, d_model 256). For planning models larger than the machine:
+ * "vgg16" (3x224x224, 1000 classes, 138M parameters), "resnet50" (3x224x224, 1000 classes) and "unet-hires" (the
+ * unet for 1x1408x2112 inputs). A name that contains '/' or ends in ".ini" is read as a model file instead
+ * (snug_model_load), so a command line's --model takes either. Returns NULL and fills err for an unknown name. */
 snug_graph *snug_model_builtin(const char *name, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);
@@ -453,14 +475,41 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
 snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                               snug_step_stats *st, snug_error *err);
 
+/* What an evaluation counts as one item, from the shape of the loss's logits. */
+typedef enum snug_eval_kind {
+    SNUG_EVAL_SAMPLES = 0, /* logits (classes): one label per sample (classification) */
+    SNUG_EVAL_TOKENS,      /* logits (T, classes): one target per token (a language model; a byte for byte-level
+                              text) */
+    SNUG_EVAL_PIXELS,      /* logits (classes, H, W): one target per pixel (segmentation) */
+} snug_eval_kind;
+
+/* The scores of a data set: every item whose target is not ignored (-1) counts once. */
 typedef struct snug_eval_result {
-    size_t items;
-    double loss;       /* mean loss per item */
-    double accuracy;   /* fraction of items whose argmax equals the label */
+    size_t items;          /* counted items: samples, tokens or pixels */
+    double loss;           /* mean cross-entropy per item, in nats; for byte-level text, nats per byte */
+    double accuracy;       /* fraction of items whose argmax over the classes equals the target: classification
+                              accuracy, next-token accuracy, or pixel accuracy */
+    snug_eval_kind kind;
+    size_t classes;        /* the logits' class count */
+    double bits;           /* loss / ln 2: bits per item (bits per byte for byte-level text) */
+    double mean_iou;       /* SNUG_EVAL_PIXELS: the mean over classes of IoU = TP / (TP + FP + FN), counted over
+                              every pixel of the set (not per image); a class that neither occurs nor is predicted
+                              is left out of the mean. 0 for the other kinds */
+    double foreground_iou; /* SNUG_EVAL_PIXELS with 2 classes: the IoU of class 1 (0 when class 1 neither occurs
+                              nor is predicted); 0 otherwise */
 } snug_eval_result;
 
+/* Scores ds with the current parameters: forward only, micro-batch by micro-batch through the trainer's own
+ * buffers (no memory beyond the plan; the per-class counts of mean_iou are a small host array of 3 x classes
+ * sizes). Dropout is the identity and BatchNorm uses its running statistics. Over several ranks each scores
+ * its contiguous share and the sums are all-reduced, so every rank returns the result over the whole set. */
 snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
                                   snug_error *err);
+
+/* Checks that ds fits the trainer's model: sample shape = the input's, class count = the loss's, targets per
+ * sample = the items the loss scores, at least one sample. fit and evaluate check this too; call it to fail
+ * before any work. The message names both shapes. */
+snug_status snug_trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err);
 
 /* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). Non-trainable
  * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. */
@@ -472,10 +521,27 @@ size_t snug_trainer_micro_batch(const snug_trainer *tr);
 /* Forward + backward FLOPs of one sample. */
 double snug_trainer_flops_per_sample(const snug_trainer *tr);
 
-/* Writes the parameters, in graph order, to path: the 8 bytes "SNUGPAR1", the element count as a little-endian
- * uint64, then that many little-endian float32 values. Atomic: written to path.tmp, flushed to disk, renamed;
- * a failed save leaves an existing file untouched. */
+/* Writes the weights to path as safetensors (https://github.com/huggingface/safetensors), readable by
+ * safetensors.torch.load_file: an 8-byte little-endian header length n; n bytes of JSON, one entry per tensor
+ * {"<name>": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}} and "__metadata__" (format "pt",
+ * producer, model, steps), padded with spaces so that the data starts 8-byte aligned; then the tensors,
+ * contiguous, little-endian float32, in graph order. Every parameter and every non-trainable buffer (BatchNorm's
+ * running statistics) is written under its snug name, which follows PyTorch's state_dict ("conv1.weight",
+ * "bn1.running_mean"); a tied weight is written once, under the name of the layer that owns it. Atomic: written
+ * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only
+ * rank 0 writes (every rank holds the same parameters); the others return SNUG_OK at once. */
 snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err);
+
+/* Reads every parameter and buffer of the model from the safetensors file at path (snug_trainer_save's, or one
+ * written from a PyTorch state_dict with the same names), replacing the initialisation; nothing else of the
+ * trainer changes. Every name of the model must be in the file as F32 with the model's shape, and the file must
+ * hold no other tensor (PyTorch's "<bn>.num_batches_tracked" counters excepted: snug keeps none, they are
+ * skipped). A malformed file (shorter than its header says, a bad header length, JSON that does not parse or is
+ * not a table of tensors, offsets out of range, overlapping or leaving gaps), missing or extra names (the first
+ * few listed), another dtype or shape: each is an error that says which, and the parameters are left as they
+ * were (only an I/O error while reading the values, after every check passed, leaves them partly loaded). Every
+ * rank reads the file itself (like the data, it must be on every machine). */
+snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err);
 
 /* All-reduces of the gradients so far: one per window (snug_trainer_step, snug_trainer_gradients), whatever the
  * number of micro-batches or ranks. Counted in a job of one rank too, where the reduction is the identity. */

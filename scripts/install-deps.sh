@@ -5,7 +5,7 @@
 #   usage: scripts/install-deps.sh [--check]     --check: report only, never install
 set -euo pipefail
 
-readonly PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libpng-dev npm libopenmpi-dev openmpi-bin)
+readonly PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin)
 
 check_only=0
 case "${1:-}" in
@@ -27,6 +27,7 @@ check_without_dpkg() {
         pkg-config --exists cmocka || missing+=("cmocka (pkg-config module cmocka)")
         pkg-config --exists libcjson || missing+=("cJSON (pkg-config module libcjson)")
         pkg-config --exists libpng || missing+=("libpng (pkg-config module libpng)")
+        pkg-config --exists inih || missing+=("libinih (pkg-config module inih)")
     fi
     if ((${#missing[@]})); then
         echo "install-deps: not a Debian-like system (no dpkg-query); install these with your package manager:" >&2

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/data_sets.h"
 #include "cli/timeline.h"
+#include "graph/model_file.h"
 
 typedef enum flag_kind {
     F_GROUP,   /* not a flag: a heading in the help */
@@ -46,10 +48,8 @@ typedef struct flag {
     const char *const *choices;        /* F_CHOICE, NULL-terminated */
     const char *const *(*names)(void); /* F_NAME: the valid names, NULL-terminated */
     const char *what;                  /* F_NAME: what a name names, for messages */
+    bool files;                        /* F_NAME: a value with a '/' or ending in .ini is a file path instead */
 } flag;
-
-static const char *const data_names_list[] = {"mnist", NULL};
-static const char *const *data_names(void) { return data_names_list; }
 
 static const char *const on_off[] = {"on", "off", NULL};
 static const char *const optim_choices[] = {"sgd", "adamw", NULL};
@@ -61,12 +61,26 @@ static const char *const progress_choices[] = {"auto", "on", "off", NULL};
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
 #define GROUP(title) {.name = (title), .kind = F_GROUP}
 #define UNBOUNDED HUGE_VAL
+#define MODEL_HELP                                                                                              \
+    "a built-in model, or a model file: a path that contains '/' or ends in .ini, e.g. ./my.ini (the format: "  \
+    "docs/model-files.md; the built-in models are such files, in models/) [cnn]"
 
 static const flag train_flags[] = {
     GROUP("Model and data"),
-    {FLAG("model", F_NAME, model, "NAME", "built-in model [cnn]"), .names = snug_model_names, .what = "model"},
-    {FLAG("data", F_NAME, data, "NAME", "data set [mnist]"), .names = data_names, .what = "data set"},
-    {FLAG("data-dir", F_STRING, data_dir, "DIR", "directory with the data files [$SNUG_DATA_DIR, else data/mnist]")},
+    {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
+    {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
+          "data set: mnist (28x28), mnist32 (MNIST padded to 32x32, for resnet20), brown (the Brown corpus, "
+          "byte-level, the last 10% held out; context = the model's input length), text:FILE (any file, the same "
+          "way), shapes (synthetic shapes segmentation at the model's H x W), segmentation:DIR (PNGs in DIR/images "
+          "and DIR/masks, evaluated on DIR/val if it exists) [mnist]")},
+    {FLAG("data-dir", F_STRING, data_dir, "DIR",
+          "where the data set's files are: mnist, mnist32: the IDX files [$SNUG_DATA_DIR, else data/mnist]; brown: "
+          "brown.txt [data/brown]")},
+    {FLAG("train-samples", F_SIZE, train_samples, "N", "shapes: training samples to draw [2000]"), .min = 1,
+     .max = LONG_MAX},
+    {FLAG("init", F_STRING, init, "FILE",
+          "start from the weights in a safetensors file (a --save of the same model) instead of the seeded "
+          "initialisation; every tensor of the model must be in it, with its shape [none]")},
 
     GROUP("Batch and memory"),
     {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
@@ -140,9 +154,9 @@ static const flag train_flags[] = {
     {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
      .choices = on_off},
     {FLAG("save", F_STRING, save, "FILE",
-          "after training, write the parameters to FILE: \"SNUGPAR1\", the count as uint64, then float32 values, "
-          "all little-endian, in graph order; written atomically (FILE.tmp, then renamed); under mpirun by rank 0 "
-          "[none]")},
+          "after training, write the weights (parameters and BatchNorm running statistics) to FILE as "
+          "safetensors, under PyTorch state_dict names; written atomically (FILE.tmp, then renamed); under mpirun "
+          "by rank 0 [none]")},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 
@@ -153,7 +167,7 @@ static const flag train_flags[] = {
 
 static const flag plan_flags[] = {
     GROUP("Model"),
-    {FLAG("model", F_NAME, model, "NAME", "built-in model [cnn]"), .names = snug_model_names, .what = "model"},
+    {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
 
     GROUP("Batch and memory"),
     {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
@@ -189,6 +203,35 @@ static const flag plan_flags[] = {
 
 #define NPLAN_FLAGS (sizeof plan_flags / sizeof plan_flags[0])
 
+#undef OPT
+#define OPT(field) offsetof(cli_eval_options, field)
+
+static const flag eval_flags[] = {
+    GROUP("Model, weights and data"),
+    {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
+    {FLAG("weights", F_STRING, weights, "FILE",
+          "the safetensors file to score, e.g. what `snug train --save` wrote for the same model [required]")},
+    {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
+          "data set, as for snug train; its evaluation part is scored: MNIST's test set, the held-out 10% of a "
+          "text, the 500 evaluation shapes, DIR/val (else DIR itself) [mnist]")},
+    {FLAG("data-dir", F_STRING, data_dir, "DIR",
+          "where the data set's files are: mnist, mnist32: the IDX files [$SNUG_DATA_DIR, else data/mnist]; brown: "
+          "brown.txt [data/brown]")},
+
+    GROUP("Batch and memory"),
+    {FLAG("batch", F_SIZE, cfg.batch, "B", "samples per forward pass [64]"), .min = 1, .max = LONG_MAX},
+    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+          "memory budget; with it, the largest batch up to B whose plan fits (a training plan without optimizer "
+          "state, whose buffers the evaluation reuses) [unlimited]")},
+
+    GROUP("Run"),
+    {FLAG("threads", F_LONG, threads, "N", "threads for the engine and the BLAS [all cores]"), .min = 1,
+     .max = 4096},
+    {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
+};
+
+#define NEVAL_FLAGS (sizeof eval_flags / sizeof eval_flags[0])
+
 /* A command's flags: the table, and where its options struct keeps the --help switch. */
 typedef struct flag_table {
     const flag *flags;
@@ -198,6 +241,7 @@ typedef struct flag_table {
 
 static const flag_table train_table = {train_flags, NTRAIN_FLAGS, offsetof(cli_train_options, help)};
 static const flag_table plan_table = {plan_flags, NPLAN_FLAGS, offsetof(cli_plan_options, help)};
+static const flag_table eval_table = {eval_flags, NEVAL_FLAGS, offsetof(cli_eval_options, help)};
 
 static bool failf(char *msg, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -301,12 +345,17 @@ static bool set_bytes(const flag *f, void *field, const char *value, char *msg, 
 }
 
 static bool set_name(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    if (f->files && mf_is_path(value)) { /* read (and checked) when the command loads it */
+        *(const char **)field = value;
+        return true;
+    }
     const char *const *names = f->names();
     int i = find_name(names, value);
     if (i < 0) {
         char list[256];
         join_names(names, ", ", list, sizeof list);
-        return failf(msg, len, "unknown %s '%s' for --%s (choose from %s)", f->what, value, f->name, list);
+        return failf(msg, len, "unknown %s '%s' for --%s (choose from %s%s)", f->what, value, f->name, list,
+                     f->files ? ", or give a file: a path with a '/' or ending in .ini" : "");
     }
     *(const char **)field = names[i];
     return true;
@@ -426,8 +475,8 @@ static void set_defaults(cli_train_options *opt) {
     c->auto_fit = false;
     opt->model = "cnn";
     opt->data = "mnist";
-    const char *env = getenv("SNUG_DATA_DIR");
-    opt->data_dir = env && env[0] ? env : "data/mnist";
+    opt->data_dir = NULL; /* the data set's own default (cli/data_sets.h) */
+    opt->train_samples = 2000;
     opt->progress = CLI_PROGRESS_AUTO;
 }
 
@@ -441,6 +490,21 @@ static void set_plan_defaults(cli_plan_options *opt) {
     opt->cfg.checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
     opt->cfg.auto_fit = false;
     opt->model = "cnn";
+}
+
+/* Evaluation plans as training would, with plain SGD: momentum 0 keeps no optimizer state. */
+static void set_eval_defaults(cli_eval_options *opt) {
+    memset(opt, 0, sizeof *opt);
+    opt->cfg = snug_train_config_default();
+    opt->cfg.batch = 64;
+    opt->cfg.micro_batch = 0;
+    opt->cfg.mem_budget = 0;
+    opt->cfg.optim = default_optim();
+    opt->cfg.optim.momentum = 0;
+    opt->cfg.checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
+    opt->cfg.auto_fit = false;
+    opt->model = "cnn";
+    opt->data = "mnist";
 }
 
 /* The batch flags both commands share: --micro-batch auto is the default with --mem, and needs it; a
@@ -461,6 +525,7 @@ static bool finish_batching(snug_train_config *c, char *msg, size_t len) {
 static bool finish(cli_train_options *opt, char *msg, size_t len) {
     snug_train_config *c = &opt->cfg;
     if (!finish_batching(c, msg, len)) return false;
+    if (!cli_data_valid(opt->data, msg, len)) return false;
     c->shuffle = opt->shuffle == 0;
     c->optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
     c->schedule.kind = opt->schedule == 1 ? SNUG_SCHEDULE_COSINE : SNUG_SCHEDULE_CONSTANT;
@@ -514,10 +579,22 @@ static bool parse_all(const flag_table *t, int argc, char **argv, void *opt, cha
     return true;
 }
 
+static bool finish_eval(cli_eval_options *opt, char *msg, size_t len) {
+    if (!opt->weights)
+        return failf(msg, len, "--weights FILE is required: the safetensors file to score (snug train --save)");
+    return finish_batching(&opt->cfg, msg, len) && cli_data_valid(opt->data, msg, len);
+}
+
 bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len) {
     set_defaults(opt);
     if (!parse_all(&train_table, argc, argv, opt, msg, len)) return false;
     return opt->help || finish(opt, msg, len);
+}
+
+bool cli_parse_eval(int argc, char **argv, cli_eval_options *opt, char *msg, size_t len) {
+    set_eval_defaults(opt);
+    if (!parse_all(&eval_table, argc, argv, opt, msg, len)) return false;
+    return opt->help || finish_eval(opt, msg, len);
 }
 
 bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, size_t len) {
@@ -553,6 +630,7 @@ static void print_flag_help(FILE *out, const flag *f) {
     const char *metavar = f->metavar;
     if (f->kind == F_NAME) {
         join_names(f->names(), "|", names, sizeof names);
+        if (f->files) snprintf(names + strlen(names), sizeof names - strlen(names), "|FILE");
         metavar = names;
     }
     int col = fprintf(out, "  --%s%s%s", f->name, metavar ? " " : "", metavar ? metavar : "");
@@ -604,6 +682,22 @@ void cli_plan_help(FILE *out) {
             "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (nothing fits the\n"
             "budget, the timeline file cannot be written), 2 usage error.\n"
             "Example: snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n");
+}
+
+void cli_eval_help(FILE *out) {
+    fprintf(out,
+            "usage: snug eval [options]\n\n"
+            "Score saved weights on the evaluation part of a data set, without training: classification accuracy;\n"
+            "for a language model the loss in nats and bits per byte; for segmentation the pixel accuracy and the\n"
+            "mean IoU over classes (and the foreground IoU of two classes). The weights file must hold every\n"
+            "tensor of the model with its shape (a --save of snug train for the same model). Memory is planned\n"
+            "as for training, without optimizer state, and reserved before the first sample.\n");
+    print_table_help(out, &eval_table);
+    fprintf(out,
+            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (weights or data\n"
+            "file, memory budget), 2 usage error.\n"
+            "Example: snug train --model cnn --max-steps 200 --save cnn.safetensors\n"
+            "         snug eval --model cnn --data mnist --weights cnn.safetensors\n");
 }
 
 int cli_usage_error(const char *command, const char *usage, const char *message) {

@@ -36,12 +36,14 @@ typedef enum cli_progress_mode { CLI_PROGRESS_AUTO = 0, CLI_PROGRESS_ON, CLI_PRO
 typedef struct cli_train_options {
     snug_train_config cfg;   /* everything the trainer sees (progress callback set later) */
     const char *model;       /* a snug_model_builtin name */
-    const char *data;        /* data set name: "mnist" */
-    const char *data_dir;    /* directory with the IDX files */
+    const char *data;        /* a --data value (cli/data_sets.h): "mnist", "brown", "text:FILE", ... */
+    const char *data_dir;    /* where the data set's files are; NULL: the data set's default */
+    size_t train_samples;    /* shapes: training samples to draw */
+    const char *init;        /* NULL, or a safetensors file to start from (snug_trainer_load) */
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */
     cli_progress_mode progress;
-    const char *save;        /* NULL, or where to write the final parameters (snug_trainer_save) */
+    const char *save;        /* NULL, or where to write the final weights as safetensors (snug_trainer_save) */
     int evaluate;            /* index into on|off: score the test set after training */
     bool checkpoint_given;   /* --checkpoint appeared (else cfg.checkpoint is the default, none) */
     bool help;               /* --help seen: print the help and do nothing else */
@@ -76,5 +78,20 @@ bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, siz
 #define CLI_PLAN_USAGE                                                                                      \
     "usage: snug plan [--model NAME] [--batch B] [--mem SIZE] [--checkpoint P] [--micro-batch M|auto] "     \
     "[--layers] [--json] [--timeline FILE.svg|FILE.csv]"
+
+/* ---- `snug eval` ---- */
+typedef struct cli_eval_options {
+    snug_train_config cfg;   /* batch (samples per forward pass), budget; SGD without momentum: no optimizer state */
+    const char *model;       /* a built-in name or a model file */
+    const char *data;        /* a --data value */
+    const char *data_dir;    /* NULL: the data set's default */
+    const char *weights;     /* the safetensors file to evaluate (required) */
+    long threads;            /* 0: all cores */
+    bool help;
+} cli_eval_options;
+
+/* Fills opt from the flags of `snug eval`, as cli_parse_train does. */
+bool cli_parse_eval(int argc, char **argv, cli_eval_options *opt, char *msg, size_t len);
+#define CLI_EVAL_USAGE "usage: snug eval --model NAME --data D --weights FILE [--batch B] [--mem SIZE]"
 
 #endif

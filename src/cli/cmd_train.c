@@ -1,6 +1,6 @@
-/* `snug train`: parse the flags, build the model, plan and reserve memory, open the data, train, evaluate on the
- * test set, report. Nothing reaches stdout until every resource exists, so an error (a budget that is too
- * small, a missing data file) is the only thing a failed run prints.
+/* `snug train`: parse the flags, build the model, plan and reserve memory, load --init weights, open the data,
+ * train, evaluate on the data set's evaluation part, report, save. Nothing reaches stdout until every resource
+ * exists, so an error (a budget that is too small, a missing data file) is the only thing a failed run prints.
  *
  * Under mpirun every rank runs this same command; rank 0 alone prints and saves. A rank that fails cannot just
  * return, since the others would wait for it in the next collective: it prints `snug: rank N: ...` and ends the
@@ -15,6 +15,7 @@
 #include "cli/args.h"
 #include "cli/autofit.h"
 #include "cli/commands.h"
+#include "cli/data_sets.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
 
@@ -22,10 +23,11 @@ typedef struct train_run {
     cli_train_options opt;
     snug_graph *graph;
     snug_trainer *trainer;
-    snug_dataset *train, *test;
+    cli_data data;             /* the training and evaluation parts of --data */
     cli_progress progress;
     double train_seconds;
-    snug_eval_result eval;     /* on the test set, over every rank's share */
+    snug_eval_result eval;     /* on the evaluation part, over every rank's share */
+    size_t batchnorm_layers;   /* BatchNorm layers of the model: their statistics are per micro-batch */
     int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
     /* the plan the trainer runs, as summarised before it was made */
     bool auto_chosen;          /* micro-batch and policy chosen for --mem */
@@ -39,33 +41,6 @@ static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void set_error(snug_error *err, snug_status status, const char *message) {
-    err->status = status;
-    snprintf(err->message, sizeof err->message, "%s", message);
-}
-
-/* A missing directory is the usual first-run problem: say where snug looked and how to get the data. */
-static snug_status check_data_dir(const char *dir, snug_error *err) {
-    struct stat sb;
-    if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return SNUG_OK;
-    char msg[sizeof err->message];
-    snprintf(msg, sizeof msg,
-             "data directory '%s' does not exist; run `make data` to download MNIST into data/mnist, or point "
-             "--data-dir (or SNUG_DATA_DIR) at a directory with the MNIST IDX files",
-             dir);
-    set_error(err, SNUG_E_IO, msg);
-    return SNUG_E_IO;
-}
-
-static snug_status open_split(const char *dir, bool train, snug_dataset **out, snug_error *err) {
-    snug_status st = snug_mnist_open(dir, train, out, err);
-    if (st == SNUG_E_IO && !strstr(err->message, "make data")) {
-        size_t used = strlen(err->message);
-        snprintf(err->message + used, sizeof err->message - used, " (run `make data` to download MNIST)");
-    }
-    return st;
 }
 
 /* Fixes the micro-batch and the checkpoint policy (chosen for --mem with auto fit), and summarises the plan they
@@ -93,23 +68,38 @@ static snug_status choose_plan(train_run *r, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Model, plan, trainer (the plan's memory), then both data splits: every failure before any output. */
+/* BatchNorm layers, known by their running statistics: the only non-trainable buffers (snug.h). */
+static size_t count_batchnorm(const snug_trainer *tr) {
+    static const char suffix[] = ".running_mean";
+    size_t n = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        float *grads = NULL;
+        const char *name = snug_trainer_param(tr, i, NULL, NULL, &grads);
+        size_t len = strlen(name);
+        n += !grads && len >= sizeof suffix - 1 && strcmp(name + len - (sizeof suffix - 1), suffix) == 0;
+    }
+    return n;
+}
+
+/* Model, plan, trainer (the plan's memory), --init, then both data parts, checked against the model: every
+ * failure before any output. */
 static snug_status setup(train_run *r, snug_error *err) {
     r->graph = snug_model_builtin(r->opt.model, err);
     if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
     snug_status st = snug_graph_check(r->graph, err);
     if (st == SNUG_OK) st = choose_plan(r, err);
     if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
-    if (st == SNUG_OK) st = check_data_dir(r->opt.data_dir, err);
-    if (st == SNUG_OK) st = open_split(r->opt.data_dir, true, &r->train, err);
-    if (st == SNUG_OK) st = open_split(r->opt.data_dir, false, &r->test, err);
+    if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
+    if (st == SNUG_OK)
+        st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
+    if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
+    if (st == SNUG_OK) r->batchnorm_layers = count_batchnorm(r->trainer);
     return st;
 }
 
 static void teardown(train_run *r) {
     /* the trainer points into the graph, so it goes first */
-    if (r->test) snug_dataset_free(r->test);
-    if (r->train) snug_dataset_free(r->train);
+    cli_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     if (r->graph) snug_graph_free(r->graph);
 }
@@ -147,11 +137,20 @@ static void print_model(const train_run *r) {
     char count[32], flops[32];
     cli_format_count((double)params, count, sizeof count);
     format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
-    printf("model %s: %s parameters, %s per sample (forward + backward)\n", r->opt.model, count, flops);
-    char ntrain[32], ntest[32];
-    cli_format_count((double)snug_dataset_size(r->train), ntrain, sizeof ntrain);
-    cli_format_count((double)snug_dataset_size(r->test), ntest, sizeof ntest);
-    printf("data %s: %s training and %s test samples from %s\n", r->opt.data, ntrain, ntest, r->opt.data_dir);
+    const char *name = snug_graph_name(r->graph);
+    printf("model %s: %s parameters, %s per sample (forward + backward)", name, count, flops);
+    if (strcmp(name, r->opt.model) != 0) printf(", from %s", r->opt.model);  /* a model file */
+    printf("\n");
+    const cli_data *d = &r->data;
+    char ntrain[32], neval[32];
+    cli_format_count((double)snug_dataset_size(d->train), ntrain, sizeof ntrain);
+    if (d->eval) {
+        cli_format_count((double)snug_dataset_size(d->eval), neval, sizeof neval);
+        printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
+    } else {
+        printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
+    }
+    if (r->opt.init) printf("initial weights from %s\n", r->opt.init);
 }
 
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
@@ -190,7 +189,7 @@ static void print_batching(const train_run *r) {
         printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", k);
     }
     b = c->batch;
-    size_t n = snug_dataset_size(r->train);
+    size_t n = snug_dataset_size(r->data.train);
     long spe = cli_steps_per_epoch(n, b, c->drop_last);
     long total = cli_total_steps(n, b, c->drop_last, c->epochs, c->max_steps);
     printf("%ld steps per epoch", spe);
@@ -252,11 +251,31 @@ static void print_memory(const snug_mem_report *rep, const char *title, bool wit
     printf("  %-12s %12s\n", "budget", rep->budget ? snug_format_bytes(rep->budget, buf, sizeof buf) : "unlimited");
 }
 
+/* BatchNorm under accumulation (or over ranks) is not large-batch training: said once, before training. */
+static void print_batchnorm_warning(const train_run *r) {
+    const snug_train_config *c = &r->opt.cfg;
+    size_t ranks = (size_t)r->ranks, b = (c->batch + ranks - 1) / ranks, m = snug_trainer_micro_batch(r->trainer);
+    if (m == 0 || m > b) m = b;
+    size_t k = cli_micro_batches(b, m);
+    if (r->batchnorm_layers == 0 || (k == 1 && r->ranks == 1)) return;
+    const char *name = snug_graph_name(r->graph);
+    bool resnet20 = strcmp(name, "resnet20") == 0;
+    printf("WARNING: model %s has %zu BatchNorm layer%s, and this run computes each step's gradient from %zu "
+           "micro-batch%s of %zu%s: BatchNorm normalises with the statistics of each micro-batch of %zu samples "
+           "(and updates its running statistics once per micro-batch), so this is not exactly training with batch "
+           "%zu. Use the GroupNorm variant of the model (%s), whose statistics are per sample and exact under "
+           "accumulation, or a larger --micro-batch (16 samples or more keep the statistics stable). See "
+           "docs/accumulation.md.\n",
+           name, r->batchnorm_layers, r->batchnorm_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
+           r->ranks > 1 ? " on each rank" : "", m, c->batch, resnet20 ? "--model resnet20-gn" : "e.g. resnet20-gn");
+}
+
 static void print_plan(const train_run *r) {
     print_header();
     print_model(r);
     print_auto_fit(r);
     print_batching(r);
+    print_batchnorm_warning(r);
     print_checkpoint(r);
     print_optimizer(r);
     snug_mem_report rep;
@@ -268,18 +287,19 @@ static void print_plan(const train_run *r) {
 
 static snug_status train(train_run *r, snug_error *err) {
     double t0 = now_seconds();
-    snug_status st = snug_trainer_fit(r->trainer, r->train, err);
+    snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
     r->train_seconds = now_seconds() - t0;
     cli_progress_finish(&r->progress);
     return st;
 }
 
-/* The results, on rank 0: test accuracy (every rank evaluated its share), speed, all-reduces, memory. */
+/* The results, on rank 0: the evaluation (every rank scored its share), speed, all-reduces, memory. */
 static void report(const train_run *r, bool evaluated) {
     const snug_eval_result res = r->eval;
-    char items[32], speed[32], samples[32], took[32];
-    cli_format_count((double)res.items, items, sizeof items);
-    if (evaluated) printf("test accuracy %.2f%% (loss %.4f) on %s images\n", 100.0 * res.accuracy, res.loss, items);
+    char speed[32], samples[32], took[32];
+    if (evaluated) cli_print_eval(stdout, &res, r->data.eval_name);
+    else if (r->opt.evaluate == 0)
+        printf("not evaluated: --data %s has no evaluation part (a val/ folder)\n", r->opt.data);
     const cli_progress *p = &r->progress;
     double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
     cli_format_count((double)p->samples, samples, sizeof samples);
@@ -296,11 +316,13 @@ static void report(const train_run *r, bool evaluated) {
     print_memory(&rep, r->ranks > 1 ? "memory by category (per rank):" : "memory by category:", true);
 }
 
-/* --save: rank 0 writes; every rank holds the same parameters. */
+/* --save: rank 0 writes the safetensors file; every rank holds the same parameters. */
 static snug_status save_params(const train_run *r, snug_error *err) {
     if (!r->opt.save || r->rank != 0) return SNUG_OK;
     snug_status st = snug_trainer_save(r->trainer, r->opt.save, err);
-    if (st == SNUG_OK) printf("parameters saved to %s\n", r->opt.save);
+    if (st == SNUG_OK)
+        printf("parameters saved to %s (safetensors, %zu tensors)\n", r->opt.save,
+               snug_trainer_param_count(r->trainer));
     return st;
 }
 
@@ -348,10 +370,12 @@ static snug_status run(train_run *r, snug_error *err) {
     snug_status st = setup(r, err);
     if (st != SNUG_OK) return st;
     r->progress.tr = r->trainer;
+    r->progress.batch = r->opt.cfg.batch;
+    r->progress.dataset_samples = snug_dataset_size(r->data.train);
     if (r->rank == 0) print_plan(r);
     if ((st = train(r, err)) != SNUG_OK) return st;
-    bool evaluate = r->opt.evaluate == 0;
-    if (evaluate && (st = snug_trainer_evaluate(r->trainer, r->test, &r->eval, err)) != SNUG_OK) return st;
+    bool evaluate = r->opt.evaluate == 0 && r->data.eval;
+    if (evaluate && (st = snug_trainer_evaluate(r->trainer, r->data.eval, &r->eval, err)) != SNUG_OK) return st;
     if (r->rank == 0) report(r, evaluate);
     return save_params(r, err);
 }

@@ -14,4 +14,8 @@ void cli_train_help(FILE *out);
 int cmd_plan(int argc, char **argv);
 void cli_plan_help(FILE *out);
 
+/* `snug eval`: load saved weights and score a data set's evaluation part, without training (cmd_eval.c). */
+int cmd_eval(int argc, char **argv);
+void cli_eval_help(FILE *out);
+
 #endif

@@ -18,10 +18,11 @@ static const command commands[] = {
     {"train", "train a model on a data set inside a memory budget", cmd_train, cli_train_help},
     {"plan", "show the memory plans of a model per micro-batch and checkpoint policy, without training",
      cmd_plan, cli_plan_help},
+    {"eval", "score saved weights on a data set's evaluation part, without training", cmd_eval, cli_eval_help},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan; 'snug help' lists them)"
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval; 'snug help' lists them)"
 
 static const command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)
@@ -47,7 +48,8 @@ static void print_help(FILE *out) {
             "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n\n"
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
-            "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n");
+            "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n"
+            "          snug eval --model cnn --data mnist --weights cnn.safetensors\n");
 }
 
 /* `snug help [command]` */

@@ -18,6 +18,7 @@ void cli_progress_init(cli_progress *p, FILE *out, bool live, long log_every, lo
     p->live = live;
     p->log_every = log_every;
     p->epochs = epochs;
+    p->epoch_at = -1;
 }
 
 char *cli_format_count(double value, char *buf, size_t len) {
@@ -137,9 +138,21 @@ static void report_skipped(cli_progress *p, const snug_step_stats *st) {
             st->step, st->epoch + 1, st->loss, (double)st->grad_norm, p->skipped);
 }
 
+/* The samples of the window just done: B, or what is left of the epoch (the trainer cuts windows so). Without
+ * the sizes, the items (a sample each, for classification). */
+static size_t window_samples(cli_progress *p, const snug_step_stats *st) {
+    if (p->batch == 0 || p->dataset_samples == 0) return st->items;
+    if (st->epoch != p->epoch_at) {
+        p->epoch_at = st->epoch;
+        p->window = 0;
+    }
+    size_t start = p->window++ * p->batch, left = p->dataset_samples > start ? p->dataset_samples - start : 0;
+    return left < p->batch ? left : p->batch;
+}
+
 bool cli_progress_step(const snug_step_stats *st, void *user) {
     cli_progress *p = user;
-    p->samples += st->items;
+    p->samples += window_samples(p, st);
     p->last = *st;
     p->any = true;
     if (st->skipped) {
@@ -151,6 +164,23 @@ bool cli_progress_step(const snug_step_stats *st, void *user) {
     if (p->live) draw_live(p, st, last);
     else write_log(p, st, last);
     return true;
+}
+
+void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split) {
+    char items[32];
+    cli_format_count((double)res->items, items, sizeof items);
+    if (res->kind == SNUG_EVAL_TOKENS) {
+        bool bytes = res->classes == 256;  /* byte-level text: a token is a byte */
+        const char *unit = bytes ? "byte" : "token";
+        fprintf(out, "%s loss %.4f nats/%s (%.4f bits/%s), next-%s accuracy %.2f%% on %s %ss\n", split, res->loss,
+                unit, res->bits, unit, unit, 100.0 * res->accuracy, items, unit);
+    } else if (res->kind == SNUG_EVAL_PIXELS) {
+        fprintf(out, "%s pixel accuracy %.2f%%, mean IoU %.4f", split, 100.0 * res->accuracy, res->mean_iou);
+        if (res->classes == 2) fprintf(out, ", foreground IoU %.4f", res->foreground_iou);
+        fprintf(out, " (loss %.4f) on %s pixels\n", res->loss, items);
+    } else {
+        fprintf(out, "%s accuracy %.2f%% (loss %.4f) on %s images\n", split, 100.0 * res->accuracy, res->loss, items);
+    }
 }
 
 void cli_progress_finish(cli_progress *p) {

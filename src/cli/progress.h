@@ -15,10 +15,14 @@ typedef struct cli_progress {
     long log_every;            /* log lines: every this many steps, and the last; 0: auto */
     long epochs;               /* for "epoch e/E" */
     const snug_trainer *tr;    /* for the memory figures; set once the trainer exists */
+    size_t batch;              /* B and the training set's size, set once the data is open: a window's samples */
+    size_t dataset_samples;    /* (an item is a token or a pixel for some models, so items are not samples) */
     /* state */
     bool line_open;            /* a live line is on screen without its newline */
     double last_draw_s;        /* elapsed time of the last live redraw */
-    size_t samples;            /* items of every window so far, skipped ones included */
+    size_t samples;            /* samples of every window so far, skipped ones included */
+    long epoch_at;             /* the epoch of the latest window, and the windows seen in it */
+    size_t window;
     long skipped;              /* skipped steps so far */
     snug_step_stats last;      /* the latest stats */
     bool any;                  /* last is set */
@@ -32,6 +36,14 @@ bool cli_progress_step(const snug_step_stats *st, void *user);
 
 /* Ends a live line with a newline, so that what follows starts on a fresh line. */
 void cli_progress_finish(cli_progress *p);
+
+/* One line of evaluation results on out, named after the part scored (split: "test", "held-out", ...):
+ *   classification   "test accuracy 98.97% (loss 0.0336) on 10,000 images"
+ *   tokens           "held-out loss 1.8234 nats/byte (2.6307 bits/byte), next-byte accuracy 45.12% on 123,456 bytes"
+ *                    (per token instead of per byte unless the vocabulary is 256 bytes)
+ *   pixels           "evaluation pixel accuracy 97.10%, mean IoU 0.9012, foreground IoU 0.8523 (loss 0.0812) on
+ *                    2,048,000 pixels" (the foreground IoU with 2 classes only) */
+void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split);
 
 /* "1,234,567" */
 char *cli_format_count(double value, char *buf, size_t len);

@@ -29,12 +29,12 @@ typedef struct mf_section {
 typedef struct mf_doc {
     const char *file;      /* the name messages start with */
     mf_section *sections;
-    int n_sections;
+    int n_sections, cap_sections;
     int last_line;         /* the file's last line, for messages about what is missing at the end */
 } mf_doc;
 
-/* Every message reads "FILE:LINE: layer 'NAME': problem (what to do)"; layer NULL leaves the layer part out.
- * Returns status. */
+/* Every message reads "FILE:LINE: layer 'NAME': problem (what to do)"; layer NULL leaves the layer part out,
+ * layer "model" (a reserved name) writes "[model]" instead. Returns status. */
 snug_status mf_fail(snug_error *err, snug_status status, const mf_doc *d, int line, const char *layer,
                     const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 

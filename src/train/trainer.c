@@ -204,3 +204,7 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
     if (snug_dataset_size(ds) == 0) return snug_fail(err, SNUG_E_ARG, "the data set is empty");
     return SNUG_OK;
 }
+
+snug_status snug_trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
+    return trainer_check_dataset(tr, ds, err);
+}

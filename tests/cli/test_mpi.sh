@@ -41,11 +41,14 @@ run_mpi() {
     RC=$?
 }
 
-# relative_differences A B: over every float after the 16-byte header, "MAX L2": the largest difference relative
+# data_offset FILE: where the tensors of a safetensors file start: after the 8-byte length and the header.
+data_offset() { echo $((8 + $(od -An -t u8 -N 8 "$1"))); }
+
+# relative_differences A B: over every float after the header, "MAX L2": the largest difference relative
 # to the largest magnitude, and the relative L2 error ||a - b|| / ||a|| (od prints each float with enough digits
 # to tell neighbouring floats apart).
 relative_differences() {
-    paste <(od -An -v -w4 -t f4 -j 16 "$1") <(od -An -v -w4 -t f4 -j 16 "$2") | awk '
+    paste <(od -An -v -w4 -t f4 -j "$(data_offset "$1")" "$1") <(od -An -v -w4 -t f4 -j "$(data_offset "$2")" "$2") | awk '
         { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (d > md) md = d; if (a > ma) ma = a
           dd += d * d; aa += a * a }
         END { if (NR == 0 || ma == 0) print "nan nan"; else printf "%.3g %.3g\n", md / ma, sqrt(dd / aa) }'

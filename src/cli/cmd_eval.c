@@ -1,0 +1,127 @@
+/* `snug eval`: build the model, plan and reserve its memory as for training but without optimizer state (plain
+ * SGD), load the weights, open the data set's evaluation part, score it, report. Nothing reaches stdout until
+ * every resource exists, so an error (a weights file of another model, a missing data file) is the only thing
+ * a failed run prints. Under mpirun every rank scores its share and rank 0 prints. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/args.h"
+#include "cli/autofit.h"
+#include "cli/commands.h"
+#include "cli/data_sets.h"
+#include "cli/progress.h"
+
+typedef struct eval_run {
+    cli_eval_options opt;
+    snug_graph *graph;
+    snug_trainer *trainer;
+    cli_data data;             /* its evaluation part only */
+    snug_eval_result res;
+    double seconds;
+    int rank, ranks;
+} eval_run;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The batch (or, with --mem, the largest that fits) is the micro-batch of a training plan; evaluation runs
+ * forward passes of that many samples through its buffers. */
+static snug_status plan_batch(eval_run *r, snug_error *err) {
+    snug_train_config *c = &r->opt.cfg;
+    size_t m = 0;
+    snug_checkpoint_policy policy;
+    snug_status st = cli_choose_plan(r->graph, c, false, &m, &policy, err);
+    if (st != SNUG_OK) return st;
+    c->micro_batch = m;
+    c->checkpoint = policy;
+    c->auto_fit = false;
+    return SNUG_OK;
+}
+
+static snug_status setup(eval_run *r, snug_error *err) {
+    r->graph = snug_model_builtin(r->opt.model, err);
+    if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
+    snug_status st = snug_graph_check(r->graph, err);
+    if (st == SNUG_OK) st = plan_batch(r, err);
+    if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
+    if (st == SNUG_OK) st = snug_trainer_load(r->trainer, r->opt.weights, err);
+    if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
+    if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
+    return st;
+}
+
+static void teardown(eval_run *r) {
+    cli_data_close(&r->data);
+    if (r->trainer) snug_trainer_free(r->trainer);
+    if (r->graph) snug_graph_free(r->graph);
+}
+
+static void report(const eval_run *r) {
+    size_t params = 0, n = snug_dataset_size(r->data.eval);
+    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
+        size_t numel = 0;
+        snug_trainer_param(r->trainer, i, &numel, NULL, NULL);
+        params += numel;
+    }
+    char count[32], samples[32], mem[32], budget[32], speed[32];
+    cli_format_count((double)params, count, sizeof count);
+    cli_format_count((double)n, samples, sizeof samples);
+    printf("model %s: %s parameters, weights from %s\n", snug_graph_name(r->graph), count, r->opt.weights);
+    printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);
+    snug_mem_report rep;
+    snug_trainer_memory(r->trainer, &rep);
+    printf("batch %zu per forward pass; memory reserved %s (budget %s)\n", snug_trainer_micro_batch(r->trainer),
+           snug_format_bytes(rep.total, mem, sizeof mem),
+           rep.budget ? snug_format_bytes(rep.budget, budget, sizeof budget) : "unlimited");
+    cli_print_eval(stdout, &r->res, r->data.eval_name);
+    cli_format_count(r->seconds > 0 ? (double)n / r->seconds : 0, speed, sizeof speed);
+    printf("evaluated in %.2f s, %s samples/s\n", r->seconds, speed);
+}
+
+static snug_status run(eval_run *r, snug_error *err) {
+    snug_status st = setup(r, err);
+    if (st != SNUG_OK) return st;
+    double t0 = now_seconds();
+    st = snug_trainer_evaluate(r->trainer, r->data.eval, &r->res, err);
+    r->seconds = now_seconds() - t0;
+    if (st == SNUG_OK && r->rank == 0) report(r);
+    return st;
+}
+
+/* As in `snug train`: alone, the usual message; over several ranks, the rank's message ends the whole job. */
+static int fail_run(const eval_run *r, const snug_error *err) {
+    if (r->ranks <= 1) return cli_runtime_error(err);
+    char line[sizeof err->message + 64];
+    snprintf(line, sizeof line, "snug: rank %d: %s: %s", r->rank, snug_status_name(err->status), err->message);
+    snug_dist_abort(line);
+    return CLI_EXIT_RUNTIME;
+}
+
+int cmd_eval(int argc, char **argv) {
+    eval_run r;
+    memset(&r, 0, sizeof r);
+    snug_error err = {0};
+    if (snug_dist_init(&argc, &argv, &err) != SNUG_OK) return cli_runtime_error(&err);
+    r.rank = snug_dist_rank();
+    r.ranks = snug_dist_size();
+    char msg[512];
+    int rc = -1;
+    if (!cli_parse_eval(argc, argv, &r.opt, msg, sizeof msg)) {
+        rc = r.rank == 0 ? cli_usage_error("eval", CLI_EVAL_USAGE, msg) : CLI_EXIT_USAGE;
+    } else if (r.opt.help) {
+        if (r.rank == 0) cli_eval_help(stdout);
+        rc = CLI_EXIT_OK;
+    }
+    if (rc < 0) {
+        if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
+        rc = run(&r, &err) == SNUG_OK ? CLI_EXIT_OK : fail_run(&r, &err);
+        teardown(&r);
+    }
+    snug_dist_finalize();
+    return rc;
+}

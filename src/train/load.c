@@ -1,0 +1,364 @@
+/* Loading weights from a safetensors file (the layout is in save.c). The file is untrusted input: every number
+ * in it is checked before it is used, every check has its own message, and the parameters change only after
+ * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
+ * offsets inside the data), the entries together (no overlap, no gap, the data fully covered), then the names
+ * against the model (none missing, none extra) and each tensor's dtype and shape. */
+#define _POSIX_C_SOURCE 200809L
+#include <cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+#define HEADER_MAX ((uint64_t)100 << 20) /* the limit the safetensors library itself enforces */
+#define MAX_JSON_INT 9007199254740992.0  /* 2^53: every whole number below is exact in cJSON's double */
+#define NAMES_LISTED 4                   /* missing or extra names named in a message; the rest counted */
+#define SKIPPED_SUFFIX ".num_batches_tracked"
+
+/* One tensor entry of the header, checked. */
+typedef struct st_entry {
+    const char *name;
+    const cJSON *json;
+    uint64_t begin, end;   /* byte range in the data section */
+} st_entry;
+
+typedef struct st_file {
+    const char *path;
+    FILE *f;
+    uint64_t size, header_len, data_len;
+    cJSON *root;
+    st_entry *entries;
+    size_t n;
+} st_file;
+
+static uint64_t get_u64_le(const unsigned char b[8]) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+static snug_status open_file(st_file *sf, snug_error *err) {
+    sf->f = fopen(sf->path, "rb");
+    if (!sf->f)
+        return snug_fail(err, SNUG_E_IO, "cannot open the weights file '%s': %s", sf->path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(sf->f), &st) != 0)
+        return snug_fail(err, SNUG_E_IO, "cannot stat '%s': %s", sf->path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return snug_fail(err, SNUG_E_IO, "'%s' is not a regular file; expected a .safetensors weights file",
+                         sf->path);
+    sf->size = (uint64_t)st.st_size;
+    return SNUG_OK;
+}
+
+/* The 8-byte length and its sanity: at least "{}", at most the limit, inside the file. */
+static snug_status read_header_len(st_file *sf, snug_error *err) {
+    unsigned char b[8];
+    if (sf->size < 8 || fread(b, 1, 8, sf->f) != 8)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s' is %ju bytes, shorter than the 8-byte header length of a "
+                         "safetensors file: truncated, or not a weights file", sf->path, (uintmax_t)sf->size);
+    sf->header_len = get_u64_le(b);
+    if (sf->header_len < 2 || sf->header_len > HEADER_MAX)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': header length %ju is out of range (2 to %ju bytes): not a "
+                         "safetensors file", sf->path, (uintmax_t)sf->header_len, (uintmax_t)HEADER_MAX);
+    if (sf->header_len > sf->size - 8)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': the header length says %ju bytes but only %ju follow the "
+                         "length: the file is truncated", sf->path, (uintmax_t)sf->header_len,
+                         (uintmax_t)(sf->size - 8));
+    sf->data_len = sf->size - 8 - sf->header_len;
+    return SNUG_OK;
+}
+
+/* A few characters of text around a parse error, printable only, for the message. */
+static void excerpt(const char *at, char *buf, size_t len) {
+    size_t o = 0;
+    for (; at && *at && o + 1 < len && o < 24; at++) buf[o++] = isprint((unsigned char)*at) ? *at : '?';
+    buf[o] = '\0';
+}
+
+/* The JSON text: one object, nothing but spaces after it, no NUL inside. */
+static snug_status parse_header(st_file *sf, snug_error *err) {
+    char *text = malloc((size_t)sf->header_len + 1);
+    if (!text) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused %ju bytes for the header of "
+                                "'%s'", (uintmax_t)sf->header_len, sf->path);
+    snug_status s = SNUG_OK;
+    if (fread(text, 1, (size_t)sf->header_len, sf->f) != (size_t)sf->header_len) {
+        s = snug_fail(err, SNUG_E_IO, "cannot read the header of '%s': %s", sf->path,
+                      ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+    } else {
+        text[sf->header_len] = '\0';
+        const char *end = NULL;
+        if (strlen(text) != (size_t)sf->header_len)
+            s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header holds a NUL byte at %zu: not a safetensors file",
+                          sf->path, strlen(text));
+        else if (!(sf->root = cJSON_ParseWithOpts(text, &end, true))) {
+            char near[32];
+            excerpt(end ? end : cJSON_GetErrorPtr(), near, sizeof near);
+            s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is not valid JSON (at byte %td of %ju: '%s')",
+                          sf->path, end ? end - text : 0, (uintmax_t)sf->header_len, near);
+        } else if (!cJSON_IsObject(sf->root))
+            s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is JSON but not an object of tensors", sf->path);
+    }
+    free(text);
+    return s;
+}
+
+/* A whole number in [0, 2^53). */
+static bool json_whole(const cJSON *v, uint64_t *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!(d >= 0 && d < MAX_JSON_INT) || d != (double)(uint64_t)d) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+/* Bytes per element of a safetensors dtype; 0 when unknown. */
+static size_t dtype_size(const char *dtype) {
+    static const struct { const char *name; size_t size; } table[] = {
+        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+        {"U64", 8}, {"U32", 4}, {"U16", 2}, {"U8", 1}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, dtype) == 0) return table[i].size;
+    return 0;
+}
+
+/* The element count of a "shape" array; false (with the message) when it is not a list of whole numbers. */
+static snug_status shape_numel(const st_file *sf, const char *name, const cJSON *shape, uint64_t *numel,
+                               snug_error *err) {
+    if (!cJSON_IsArray(shape))
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no \"shape\" list", sf->path, name);
+    uint64_t n = 1;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, shape) {
+        uint64_t v;
+        if (!json_whole(d, &v))
+            return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has a shape entry that is not a whole number "
+                             ">= 0", sf->path, name);
+        if (v != 0 && n > UINT64_MAX / v)
+            return snug_fail(err, SNUG_E_OVERFLOW, "'%s': the shape of tensor '%s' overflows", sf->path, name);
+        n *= v;
+    }
+    *numel = n;
+    return SNUG_OK;
+}
+
+/* One entry: dtype known, shape whole numbers, offsets [begin, end] inside the data and matching the size. */
+static snug_status check_entry(const st_file *sf, const cJSON *t, st_entry *e, snug_error *err) {
+    e->name = t->string;
+    e->json = t;
+    if (!cJSON_IsObject(t))
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': entry '%s' is not an object with dtype, shape and "
+                         "data_offsets", sf->path, e->name);
+    const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+    const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+    size_t esize = cJSON_IsString(dtype) ? dtype_size(dtype->valuestring) : 0;
+    if (esize == 0)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has %s dtype%s%s", sf->path, e->name,
+                         cJSON_IsString(dtype) ? "the unknown" : "no", cJSON_IsString(dtype) ? " " : "",
+                         cJSON_IsString(dtype) ? dtype->valuestring : "");
+    uint64_t numel = 0;
+    snug_status s = shape_numel(sf, e->name, cJSON_GetObjectItemCaseSensitive(t, "shape"), &numel, err);
+    if (s != SNUG_OK) return s;
+    if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
+        !json_whole(cJSON_GetArrayItem(offsets, 0), &e->begin) || !json_whole(cJSON_GetArrayItem(offsets, 1), &e->end))
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' needs \"data_offsets\": [begin, end], two whole "
+                         "numbers", sf->path, e->name);
+    if (e->begin > e->end || e->end > sf->data_len)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has data offsets [%ju, %ju] outside the %ju data "
+                         "bytes of the file (truncated?)", sf->path, e->name, (uintmax_t)e->begin,
+                         (uintmax_t)e->end, (uintmax_t)sf->data_len);
+    if (numel > UINT64_MAX / esize || e->end - e->begin != numel * esize)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' spans %ju bytes but its shape and dtype %s need "
+                         "%ju", sf->path, e->name, (uintmax_t)(e->end - e->begin), dtype->valuestring,
+                         (uintmax_t)(numel * esize));
+    return SNUG_OK;
+}
+
+static int by_begin(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return (x->end > y->end) - (x->end < y->end);
+}
+
+/* The entries sorted by offset tile the data exactly: no overlap, no gap, nothing left over. */
+static snug_status check_tiling(st_file *sf, snug_error *err) {
+    qsort(sf->entries, sf->n, sizeof *sf->entries, by_begin);
+    uint64_t at = 0;
+    for (size_t i = 0; i < sf->n; i++) {
+        const st_entry *e = &sf->entries[i];
+        if (e->begin < at)
+            return snug_fail(err, SNUG_E_FORMAT, "'%s': tensors '%s' and '%s' overlap (bytes %ju and on)", sf->path,
+                             sf->entries[i - 1].name, e->name, (uintmax_t)e->begin);
+        if (e->begin > at)
+            return snug_fail(err, SNUG_E_FORMAT, "'%s': bytes %ju to %ju of the data belong to no tensor (a gap "
+                             "before '%s')", sf->path, (uintmax_t)at, (uintmax_t)e->begin, e->name);
+        at = e->end;
+    }
+    if (at != sf->data_len)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': the tensors cover %ju data bytes but the file holds %ju after "
+                         "the header", sf->path, (uintmax_t)at, (uintmax_t)sf->data_len);
+    return SNUG_OK;
+}
+
+/* Every entry but __metadata__ checked, then their tiling. */
+static snug_status check_entries(st_file *sf, snug_error *err) {
+    size_t count = (size_t)cJSON_GetArraySize(sf->root);
+    sf->entries = calloc(count ? count : 1, sizeof *sf->entries);
+    if (!sf->entries) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the tensor list");
+    const cJSON *t;
+    cJSON_ArrayForEach(t, sf->root) {
+        if (strcmp(t->string, "__metadata__") == 0) {
+            if (!cJSON_IsObject(t))
+                return snug_fail(err, SNUG_E_FORMAT, "'%s': \"__metadata__\" is not an object", sf->path);
+            continue;
+        }
+        for (size_t i = 0; i < sf->n; i++)
+            if (strcmp(sf->entries[i].name, t->string) == 0)
+                return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' appears twice", sf->path, t->string);
+        snug_status s = check_entry(sf, t, &sf->entries[sf->n], err);
+        if (s != SNUG_OK) return s;
+        sf->n++;
+    }
+    return check_tiling(sf, err);
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static bool model_has(const snug_graph *g, const char *name) {
+    for (int i = 0; i < g->n_params; i++)
+        if (strcmp(g->params[i].name, name) == 0) return true;
+    return false;
+}
+
+/* "'a', 'b', 'c', 'd' and 3 more" into buf; *count is the total. */
+typedef struct name_list {
+    char text[384];
+    size_t count;
+} name_list;
+
+static void list_add(name_list *l, const char *name) {
+    size_t used = strlen(l->text);
+    if (l->count < NAMES_LISTED)
+        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", name);
+    l->count++;
+}
+
+static void list_finish(name_list *l) {
+    size_t used = strlen(l->text);
+    if (l->count > NAMES_LISTED)
+        snprintf(l->text + used, sizeof l->text - used, " and %zu more", l->count - NAMES_LISTED);
+}
+
+/* The model's names and the file's, both ways. */
+static snug_status match_names(const st_file *sf, const snug_graph *g, snug_error *err) {
+    name_list missing = {0}, extra = {0};
+    for (int i = 0; i < g->n_params; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(sf->root, g->params[i].name)) list_add(&missing, g->params[i].name);
+    for (size_t i = 0; i < sf->n; i++)
+        if (!model_has(g, sf->entries[i].name) && !ends_with(sf->entries[i].name, SKIPPED_SUFFIX))
+            list_add(&extra, sf->entries[i].name);
+    if (missing.count == 0 && extra.count == 0) return SNUG_OK;
+    list_finish(&missing);
+    list_finish(&extra);
+    snug_fail(err, SNUG_E_FORMAT, "'%s' does not hold the weights of model '%s':", sf->path, g->name);
+    if (missing.count)
+        snug_error_append(err, " %zu missing (%s)%s", missing.count, missing.text, extra.count ? ";" : "");
+    if (extra.count) snug_error_append(err, " %zu not in the model (%s)", extra.count, extra.text);
+    snug_error_append(err, ". Was it saved from another model or version of the model file?");
+    return SNUG_E_FORMAT;
+}
+
+/* "[32, 1, 3, 3]" */
+static void format_dims(const size_t *dims, int rank, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "", dims[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+/* The file's dtype and shape of parameter p, which exists in the file. */
+static snug_status check_tensor(const st_file *sf, const snug_graph *g, const graph_param *p, snug_error *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
+    const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
+    if (strcmp(dtype, "F32") != 0)
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' is %s; snug loads F32 only (convert with "
+                         "tensor.float() before saving)", sf->path, p->name, dtype);
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    size_t dims[SNUG_MAX_DIMS + 1] = {0};
+    int rank = cJSON_GetArraySize(shape);
+    bool same = rank == p->shape.rank;
+    for (int i = 0; i < rank && i <= SNUG_MAX_DIMS; i++) {
+        dims[i] = (size_t)cJSON_GetArrayItem(shape, i)->valuedouble;
+        same = same && dims[i] == p->shape.dims[i];
+    }
+    if (same) return SNUG_OK;
+    char have[96], want[96];
+    format_dims(dims, rank <= SNUG_MAX_DIMS ? rank : SNUG_MAX_DIMS + 1, have, sizeof have);
+    format_dims(p->shape.dims, p->shape.rank, want, sizeof want);
+    return snug_fail(err, SNUG_E_SHAPE, "'%s': tensor '%s' has shape %s%s in the file but %s in model '%s'",
+                     sf->path, p->name, have, rank > SNUG_MAX_DIMS ? "..." : "", want, g->name);
+}
+
+/* numel little-endian floats at data offset `begin` into v. */
+static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) {
+    uint64_t at = 8 + sf->header_len + begin;
+    if (at > (uint64_t)INT64_MAX || fseeko(sf->f, (off_t)at, SEEK_SET) != 0) return false;
+    unsigned char buf[4096];
+    for (size_t done = 0; done < numel;) {
+        size_t chunk = numel - done < sizeof buf / 4 ? numel - done : sizeof buf / 4;
+        if (fread(buf, 4, chunk, sf->f) != chunk) return false;
+        for (size_t i = 0; i < chunk; i++) {
+            uint32_t bits = 0;
+            for (int b = 0; b < 4; b++) bits |= (uint32_t)buf[4 * i + (size_t)b] << (8 * b);
+            memcpy(&v[done + i], &bits, sizeof bits);
+        }
+        done += chunk;
+    }
+    return true;
+}
+
+static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
+    for (int i = 0; i < tr->g->n_params; i++) {
+        const graph_param *p = &tr->g->params[i];
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
+        uint64_t begin = 0;
+        json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
+        float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
+        if (!read_floats_le(sf, begin, v, p->numel))
+            return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are partly "
+                             "loaded", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+    }
+    return SNUG_OK;
+}
+
+/* Everything up to the values: the file, then the model. */
+static snug_status check_file(st_file *sf, const snug_graph *g, snug_error *err) {
+    snug_status s = open_file(sf, err);
+    if (s == SNUG_OK) s = read_header_len(sf, err);
+    if (s == SNUG_OK) s = parse_header(sf, err);
+    if (s == SNUG_OK) s = check_entries(sf, err);
+    if (s == SNUG_OK) s = match_names(sf, g, err);
+    for (int i = 0; s == SNUG_OK && i < g->n_params; i++) s = check_tensor(sf, g, &g->params[i], err);
+    return s;
+}
+
+snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err) {
+    st_file sf = {.path = path};
+    snug_status s = check_file(&sf, tr->g, err);
+    if (s == SNUG_OK) s = read_values(&sf, tr, err);
+    if (sf.f) fclose(sf.f);
+    cJSON_Delete(sf.root);
+    free(sf.entries);
+    return s;
+}
