@@ -193,6 +193,12 @@ snug_tensor snug_layernorm(snug_graph *g, const char *name, snug_tensor x, float
  * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps the
  * attention probabilities (heads * T * T floats per sample) for backward. */
 snug_tensor snug_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads, bool causal);
+/* Scales the initial values of layer `layer`'s weight (its first own trainable parameter: a linear or conv
+ * weight, an embedding table, a norm's gain) by `scale` >= 0; biases keep theirs. Two uses: 0 on the last norm
+ * of a residual branch starts each block as the identity ("zero-init residual", Goyal et al. 2017), which lets
+ * deep GroupNorm ResNets train from the first step; 1/sqrt(2 * layers) on a transformer's residual projections
+ * (GPT-2). Sticky error (snug_graph_check) for an unknown layer, a layer without a weight, or a bad scale. */
+void snug_init_scale(snug_graph *g, const char *layer, float scale);
 /* snug_self_attention with causal = true. */
 snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads);
 /* snug_softmax_cross_entropy (above) also takes per-token and per-pixel logits:

@@ -93,11 +93,11 @@ def vgg16():
     return m
 
 
-def norm(m, name, kind, input=None):
+def norm(m, name, kind, input=None, **keys):
     """BatchNorm (PyTorch's defaults) or GroupNorm with 8 groups."""
     if kind == "bn":
-        return m.layer(name, "batchnorm2d", input=input, eps="1e-5", momentum=0.1)
-    return m.layer(name, "groupnorm", input=input, groups=8, eps="1e-5")
+        return m.layer(name, "batchnorm2d", input=input, eps="1e-5", momentum=0.1, **keys)
+    return m.layer(name, "groupnorm", input=input, groups=8, eps="1e-5", **keys)
 
 
 def resnet20(kind):
@@ -115,7 +115,9 @@ def resnet20(kind):
             "resnet20-gn: resnet20 with GroupNorm in place of every BatchNorm, so that gradient accumulation is",
             "exact (GroupNorm's statistics are per sample): 8 groups everywhere, i.e. groups of 2 channels at 16",
             "channels, 4 at 32 and 8 at 64 (8 divides every width; Wu and He's 32 groups would leave single-channel",
-            "groups at 16, which is InstanceNorm). Otherwise as resnet20: 1x32x32 inputs, 10 classes, 272,970",
+            "groups at 16, which is InstanceNorm). The last GroupNorm of each residual branch starts with gain 0",
+            "(init_scale = 0, Goyal et al. 2017), so every block starts as the identity: without it this network",
+            "sat near chance for its first ~100 steps. Otherwise as resnet20: 1x32x32 inputs, 10 classes, 272,970",
             "parameters.",
         ]
     m = Model("resnet20" if kind == "bn" else "resnet20-gn", about, "image 1 32 32")
@@ -131,7 +133,8 @@ def resnet20(kind):
             norm(m, p + n + "1", kind)
             m.layer(p + "relu1", "relu")
             m.layer(p + "conv2", "conv2d", out_channels=width, kernel=3, stride=1, padding=1)
-            h = norm(m, p + n + "2", kind)
+            # GroupNorm: the branch's last gain starts at 0, so each block starts as the identity (see about).
+            h = norm(m, p + n + "2", kind, **({"init_scale": 0} if kind == "gn" else {}))
             shortcut = x
             if stride != 1:
                 m.layer(p + "down", "conv2d", input=x, out_channels=width, kernel=1, stride=stride, padding=0)

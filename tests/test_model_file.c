@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,9 +438,61 @@ static void test_load_from_file(void **state) {
     assert_non_null(strstr(err.message, "resnet20-gn"));
 }
 
-/* ---- bad files: one message each, at the right line -------------------------------------------------------- */
-
 #define HEAD "[model]\ninput = image 1 4 4\n" /* lines 1-2 */
+
+/* ---- init_scale: scales the layer's weight, refused where there is none ----------------------------------- */
+
+static void test_init_scale(void **state) {
+    (void)state;
+    snug_graph *g = parse_ok("[model]\ninput = image 1 4 4\n[f]\ntype = flatten\n[l]\ntype = linear\nout = 3\n"
+                             "init_scale = 0.25\n[n]\ntype = layernorm\ninit_scale = 0\n"
+                             "[loss]\ntype = softmax_cross_entropy\n");
+    float want[] = {0.25f, 1.0f, 0.0f, 1.0f}; /* l.weight, l.bias, n.weight, n.bias */
+    assert_int_equal(g->n_params, 4);
+    for (int i = 0; i < 4; i++) assert_true(g->params[i].init_scale == want[i]);
+    /* the trainer's initial values: layernorm's gain starts at 0, the linear weight within 0.25 of its bound */
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 1;
+    snug_error err = {0};
+    snug_trainer *tr = NULL;
+    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) print_error("%s\n", err.message);
+    assert_non_null(tr);
+    size_t numel;
+    float *v, *grad;
+    assert_string_equal(snug_trainer_param(tr, 2, &numel, &v, &grad), "n.weight");
+    for (size_t j = 0; j < numel; j++) assert_true(v[j] == 0.0f);
+    assert_string_equal(snug_trainer_param(tr, 0, &numel, &v, &grad), "l.weight");
+    float bound = 0.25f / 4.0f, biggest = 0.0f; /* 1/sqrt(fan_in 16) = 0.25, scaled by 0.25 */
+    for (size_t j = 0; j < numel; j++) biggest = fabsf(v[j]) > biggest ? fabsf(v[j]) : biggest;
+    assert_true(biggest <= bound && biggest > 0.5f * bound);
+    snug_trainer_free(tr);
+    snug_graph_free(g);
+
+    expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = -1\n", SNUG_E_FORMAT,
+                 "bad.ini:8: layer 'l':", "init_scale = '-1' is not a finite number >= 0");
+    expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = nan\n", SNUG_E_FORMAT,
+                 "bad.ini:8: layer 'l':", "init_scale = 'nan' is not a finite number >= 0");
+    expect_error(HEAD "[r]\ntype = relu\ninit_scale = 0\n", SNUG_E_ARG, "bad.ini:5: layer 'r':",
+                 "a relu layer has no weight of its own to scale");
+    expect_error(HEAD "[r]\ntype = relu\nint_scale = 0\n", SNUG_E_FORMAT, "bad.ini:5: layer 'r':",
+                 "unknown key 'int_scale' for type relu (it takes: type, input; and any layer with a weight: "
+                 "init_scale)");
+    /* the C API: unknown layer, bad scale */
+    snug_graph *c = snug_graph_new("c");
+    snug_init_scale(c, "nope", 1.0f);
+    assert_int_equal(snug_graph_check(c, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "there is no layer 'nope'"));
+    snug_graph_free(c);
+    c = snug_graph_new("c");
+    snug_tensor x = snug_input(c, "x", 1, 2, 2);
+    snug_linear(c, "l", snug_flatten(c, "f", x), 2);
+    snug_init_scale(c, "l", -0.5f);
+    assert_int_equal(snug_graph_check(c, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "expected a finite number >= 0"));
+    snug_graph_free(c);
+}
+
+/* ---- bad files: one message each, at the right line -------------------------------------------------------- */
 
 static void test_errors_types_and_keys(void **state) {
     (void)state;
@@ -448,9 +501,9 @@ static void test_errors_types_and_keys(void **state) {
     expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\nstrides = 2\n", SNUG_E_FORMAT,
                  "bad.ini:7: layer 'c':",
                  "unknown key 'strides' for type conv2d (it takes: type, input, out_channels, kernel, stride, "
-                 "padding, groups)");
+                 "padding, groups; and any layer with a weight: init_scale)");
     expect_error(HEAD "[a]\ntype = add\ninput = input\n", SNUG_E_FORMAT, "bad.ini:5: layer 'a':",
-                 "unknown key 'input' for type add (it takes: type, inputs)");
+                 "unknown key 'input' for type add (it takes: type, inputs;");
     expect_error(HEAD "[c]\ntype = conv2d\nkernel = 3\n", SNUG_E_FORMAT, "bad.ini:3: layer 'c':",
                  "type conv2d needs 'out_channels' (add out_channels = a whole number");
     expect_error(HEAD "[a]\ninput = input\n", SNUG_E_FORMAT, "bad.ini:3: layer 'a':", "no 'type' (add type = ");
@@ -565,6 +618,7 @@ int main(void) {
         cmocka_unit_test(test_docs_list_every_type),
         cmocka_unit_test(test_keys_and_defaults),
         cmocka_unit_test(test_load_from_file),
+        cmocka_unit_test(test_init_scale),
         cmocka_unit_test(test_errors_types_and_keys),
         cmocka_unit_test(test_errors_numbers),
         cmocka_unit_test(test_errors_references),

@@ -116,6 +116,7 @@ static bool add_params(snug_graph *g, int node, const param_decl *decl, int n) {
         p->offset = *block - p->numel;
         p->fan_in = decl[i].fan_in;
         p->init = decl[i].init;
+        p->init_scale = 1.0f;
         p->node = node;
         nd->params[nd->n_params++] = g->n_params++;
     }
@@ -164,6 +165,32 @@ bool graph_share_param(snug_graph *g, int node, int param) {
         return graph_error(g, SNUG_E_ARG, "%s '%s': cannot share parameter %d", nd->op->kind, nd->name, param), false;
     nd->params[nd->n_params++] = param;
     return true;
+}
+
+void snug_init_scale(snug_graph *g, const char *layer, float scale) {
+    if (!g || g->err.status != SNUG_OK) return;
+    if (!(scale >= 0.0f && scale <= 1e6f)) { /* also refuses NaN */
+        graph_error(g, SNUG_E_ARG, "init scale %g for layer '%s': expected a finite number >= 0 (0 starts the "
+                    "weight at zero, 1 keeps the default)", (double)scale, layer ? layer : "?");
+        return;
+    }
+    for (int i = 0; layer && i < g->n_nodes; i++) {
+        const graph_node *nd = &g->nodes[i];
+        if (strcmp(nd->name, layer) != 0) continue;
+        /* The layer's own first trainable parameter: a weight, or a norm's gain. A tied head owns none. */
+        for (int k = 0; k < nd->n_params; k++) {
+            graph_param *p = &g->params[nd->params[k]];
+            if (p->node == i && !p->buffer) {
+                p->init_scale = scale;
+                return;
+            }
+        }
+        graph_error(g, SNUG_E_ARG, "init scale for layer '%s': a %s layer has no weight of its own to scale",
+                    layer, nd->op->kind);
+        return;
+    }
+    graph_error(g, SNUG_E_ARG, "init scale: there is no layer '%s' in the graph (build the layer first)",
+                layer ? layer : "(null)");
 }
 
 snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size_t w) {

@@ -56,6 +56,7 @@ typedef struct graph_param {
     size_t offset;        /* element offset in the parameter (and gradient) block, or in the state block */
     size_t fan_in;
     param_init init;
+    float init_scale;     /* multiplies the initial values (1 by default; snug_init_scale) */
     bool buffer;          /* lives in the state block: no gradient, untouched by the optimizer */
     int node;
 } graph_param;

@@ -16,6 +16,7 @@
 
 #define MODEL_INPUT "input" /* the name of the model input's node: what `input = input` reads */
 #define MAX_KEYS 5
+#define INIT_SCALE_KEY "init_scale"
 
 typedef enum value_kind { V_SIZE, V_FLOAT, V_BOOL, V_LAYER } value_kind;
 
@@ -307,15 +308,31 @@ static bool layer_values(builder *b, const mf_section *s, const layer_type *t, c
 
 /* Takes the entries the type knows; a key left over is unknown. Unknown keys are refused before missing ones,
  * since a misspelt key also shows up as a missing one. */
-static bool take_keys(builder *b, mf_section *s, const layer_type *t, const mf_entry **in, const mf_entry **given) {
+static bool take_keys(builder *b, mf_section *s, const layer_type *t, const mf_entry **in, const mf_entry **given,
+                      const mf_entry **scale) {
     *in = mf_take(s, t->n_inputs == 2 ? "inputs" : "input");
+    *scale = mf_take(s, INIT_SCALE_KEY);
     for (int i = 0; t->keys[i].name; i++) given[i] = mf_take(s, t->keys[i].name);
     const mf_entry *extra = first_unused(s);
     if (!extra) return true;
     char keys[256];
     list_keys(t, keys, sizeof keys);
     return mf_fail(b->err, SNUG_E_FORMAT, b->doc, extra->line, s->name, "unknown key '%s' for type %s (it takes: "
-                   "%s)", extra->key, t->name, keys), false;
+                   "%s; and any layer with a weight: " INIT_SCALE_KEY ")", extra->key, t->name, keys), false;
+}
+
+/* `init_scale = X`, a key of every layer with a weight: scales its initial values (snug_init_scale). */
+static bool apply_init_scale(builder *b, const mf_section *s, const mf_entry *e) {
+    if (!e) return true;
+    value v;
+    if (!parse_value(V_FLOAT, e->value, &v) || v.f < 0.0f)
+        return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' is not a finite "
+                       "number >= 0 (0 starts the weight at zero, 1 keeps the default)", e->value), false;
+    snug_init_scale(b->g, s->name, v.f);
+    snug_error ge;
+    if (snug_graph_check(b->g, &ge) != SNUG_OK)
+        return mf_fail(b->err, ge.status, b->doc, e->line, s->name, "%s", ge.message), false;
+    return true;
 }
 
 /* A builder's message starts "<kind> '<name>': "; the file's prefix names the layer already. */
@@ -346,10 +363,10 @@ static bool build_layer(builder *b, int index) {
     if (!t)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, te->line, s->name, "unknown layer type '%s' (choose from: "
                        "%s)", te->value, list), false;
-    const mf_entry *in_entry, *given[MAX_KEYS];
+    const mf_entry *in_entry, *given[MAX_KEYS], *scale;
     snug_tensor in[2];
     value v[MAX_KEYS];
-    if (!take_keys(b, s, t, &in_entry, given) || !layer_inputs(b, s, t, in_entry, in) ||
+    if (!take_keys(b, s, t, &in_entry, given, &scale) || !layer_inputs(b, s, t, in_entry, in) ||
         !layer_values(b, s, t, given, v))
         return false;
     snug_tensor out = t->build(b->g, s->name, in, v);
@@ -359,6 +376,7 @@ static bool build_layer(builder *b, int index) {
         return mf_fail(b->err, e.status, b->doc, s->line, s->name, "%s", strip_layer_prefix(e.message, s->name)),
                false;
     }
+    if (!apply_init_scale(b, s, scale)) return false;
     if (b->g->loss_node >= 0) b->loss_section = index;
     b->last = out;
     return true;

@@ -26,6 +26,7 @@ void trainer_init_params(snug_trainer *tr) {
             case INIT_ZEROS: v[j] = 0.0f; break;
             case INIT_ONES: v[j] = 1.0f; break;
             }
+            v[j] *= p->init_scale;
         }
     }
 }
