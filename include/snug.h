@@ -291,6 +291,11 @@ snug_status snug_shapes_new(size_t n, size_t height, size_t width, uint64_t seed
  * samples are decoded again on demand, nothing is kept in memory. */
 snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_error *err);
 
+/* A view of count samples of inner (1 <= count <= its size), evenly spaced: sample i of the view is sample
+ * floor(i * n / count) of inner. Borrows inner, which must outlive the view; free the view with
+ * snug_dataset_free (inner stays). For cheap periodic evaluation on a representative part of a held-out set. */
+snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err);
+
 void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
@@ -358,7 +363,8 @@ typedef struct snug_step_stats {
     float grad_norm;        /* before clipping */
     bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
     double samples_per_s;   /* over the run so far */
-    double elapsed_s;
+    double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
+                               progress callback) are left out */
 } snug_step_stats;
 
 /* Called after every optimizer step; return false to stop the run early. */

@@ -153,6 +153,14 @@ static const flag train_flags[] = {
      .choices = progress_choices},
     {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
      .choices = on_off},
+    {FLAG("eval-every", F_LONG, eval_every, "N",
+          "also score the evaluation part every N optimizer steps, a line each (a held-out curve); the time it "
+          "takes is left out of the training time [0 = only after training]"),
+     .min = 0, .max = LONG_MAX},
+    {FLAG("eval-samples", F_SIZE, eval_samples, "N",
+          "--eval-every scores N evenly spaced samples of the evaluation part, to keep each score cheap; the "
+          "final score uses all [0 = all]"),
+     .min = 0, .max = LONG_MAX},
     {FLAG("save", F_STRING, save, "FILE",
           "after training, write the weights (parameters and BatchNorm running statistics) to FILE as "
           "safetensors, under PyTorch state_dict names; written atomically (FILE.tmp, then renamed); under mpirun "

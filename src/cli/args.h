@@ -45,6 +45,8 @@ typedef struct cli_train_options {
     cli_progress_mode progress;
     const char *save;        /* NULL, or where to write the final weights as safetensors (snug_trainer_save) */
     int evaluate;            /* index into on|off: score the test set after training */
+    long eval_every;         /* also score it every this many optimizer steps; 0: only at the end */
+    size_t eval_samples;     /* periodic evaluations score this many evenly spaced samples; 0: all */
     bool checkpoint_given;   /* --checkpoint appeared (else cfg.checkpoint is the default, none) */
     bool help;               /* --help seen: print the help and do nothing else */
     /* choices as indices into their name lists; cli_parse_train maps them into cfg */

@@ -16,6 +16,7 @@
 #include "cli/autofit.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
+#include "cli/periodic_eval.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
 
@@ -25,6 +26,7 @@ typedef struct train_run {
     snug_trainer *trainer;
     cli_data data;             /* the training and evaluation parts of --data */
     cli_progress progress;
+    cli_periodic_eval periodic;  /* --eval-every: scores between steps (their time is not training time) */
     double train_seconds;
     snug_eval_result eval;     /* on the evaluation part, over every rank's share */
     size_t batchnorm_layers;   /* BatchNorm layers of the model: their statistics are per micro-batch */
@@ -98,7 +100,8 @@ static snug_status setup(train_run *r, snug_error *err) {
 }
 
 static void teardown(train_run *r) {
-    /* the trainer points into the graph, so it goes first */
+    /* the trainer points into the graph, so it goes first; the evaluation view borrows the data */
+    cli_periodic_eval_free(&r->periodic);
     cli_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     if (r->graph) snug_graph_free(r->graph);
@@ -288,8 +291,12 @@ static void print_plan(const train_run *r) {
 static snug_status train(train_run *r, snug_error *err) {
     double t0 = now_seconds();
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
-    r->train_seconds = now_seconds() - t0;
+    r->train_seconds = now_seconds() - t0 - r->periodic.seconds;
     cli_progress_finish(&r->progress);
+    if (st == SNUG_OK && r->periodic.status != SNUG_OK) {
+        st = r->periodic.status;
+        if (err) *err = r->periodic.err;
+    }
     return st;
 }
 
@@ -358,9 +365,16 @@ static int parse(train_run *r, int argc, char **argv) {
     return -1;
 }
 
-/* Rank 0 reports progress; the others train silently. */
+/* Rank 0 reports progress; the others train silently. With --eval-every every rank takes part in the scores
+ * (an evaluation over ranks is a collective), through r->periodic, which run() fills once the trainer exists
+ * and which chains rank 0's display. */
 static void start_progress(train_run *r) {
     cli_progress_init(&r->progress, stdout, live_progress(r->opt.progress), r->opt.log_every, r->opt.cfg.epochs);
+    if (r->opt.eval_every > 0) {
+        r->opt.cfg.progress = cli_periodic_eval_step;
+        r->opt.cfg.progress_user = &r->periodic;
+        return;
+    }
     if (r->rank != 0) return;
     r->opt.cfg.progress = cli_progress_step;
     r->opt.cfg.progress_user = &r->progress;
@@ -372,6 +386,10 @@ static snug_status run(train_run *r, snug_error *err) {
     r->progress.tr = r->trainer;
     r->progress.batch = r->opt.cfg.batch;
     r->progress.dataset_samples = snug_dataset_size(r->data.train);
+    st = cli_periodic_eval_init(&r->periodic, r->rank == 0 ? &r->progress : NULL, r->trainer,
+                                r->opt.evaluate == 0 ? r->data.eval : NULL, r->data.eval_name, r->opt.eval_every,
+                                r->opt.eval_samples, err);
+    if (st != SNUG_OK) return st;
     if (r->rank == 0) print_plan(r);
     if ((st = train(r, err)) != SNUG_OK) return st;
     bool evaluate = r->opt.evaluate == 0 && r->data.eval;

@@ -180,8 +180,15 @@ expect_empty "$OUT"
 # same under snug eval; --init starts from them.
 run "text:FILE, tiny GPT: held-out nats and bits per byte, --save" train --model "$TMP/tinygpt.ini" \
     --data "text:$TMP/corpus.txt" --batch 16 --micro-batch 4 --max-steps 30 --optim adamw --lr 3e-3 \
-    --save "$TMP/gpt.safetensors" "${FAST[@]}"
+    --eval-every 10 --eval-samples 50 --save "$TMP/gpt.safetensors" "${FAST[@]}"
 expect_rc 0
+# --eval-every: a held-out score at steps 10 and 20 on 50 evenly spaced windows (all full: 800 bytes); the last
+# step is scored once, on the whole part, below
+expect_in "$OUT" "step 10: held-out loss "
+expect_in "$OUT" "step 20: held-out loss "
+expect_not_in "$OUT" "step 30: held-out"
+[ "$(grep -c '^step [12]0: held-out loss .* on 800 bytes$' "$OUT")" = 2 ] || fail "periodic scores not on 800 bytes"
+
 expect_in "$OUT" "model tinygpt: 5,504 parameters"
 # 35,492 bytes: windows of 16 over the first 31,942 and the last 3,550 (the last window of each part short)
 expect_in "$OUT" "data text: 1,997 training and 222 held-out windows of 16 bytes from $TMP/corpus.txt"

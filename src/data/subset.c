@@ -1,0 +1,78 @@
+/* A view of `count` samples of another dataset, evenly spaced over it: sample i of the view is sample
+ * floor(i * n / count) of the inner one. Periodic evaluation during training scores such a view, so that each
+ * evaluation costs a fixed, small share of a step budget while still sampling the whole held-out part (the
+ * first `count` windows of a text would all come from its first pages). The view borrows the inner dataset. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "data/dataset.h"
+
+/* Indices are mapped in chunks on the stack: the view allocates nothing per call. */
+#define SUBSET_CHUNK 256
+
+typedef struct subset_impl {
+    const snug_dataset *inner;
+} subset_impl;
+
+static size_t inner_index(const snug_dataset *view, size_t i) {
+    const subset_impl *s = view->impl;
+    /* i < count <= n, so i * n fits unless n is beyond 2^32: then divide first (spacing off by < 1) */
+    const size_t n = s->inner->n, count = view->n;
+    if (n <= UINT32_MAX) return i * n / count;
+    return (size_t)((double)i * ((double)n / (double)count));
+}
+
+static void subset_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n, float *x) {
+    const subset_impl *s = ds->impl;
+    size_t map[SUBSET_CHUNK];
+    for (size_t at = 0; at < n; at += SUBSET_CHUNK) {
+        size_t len = n - at < SUBSET_CHUNK ? n - at : SUBSET_CHUNK;
+        for (size_t j = 0; j < len; j++) map[j] = inner_index(ds, idx[at + j]);
+        s->inner->ops->fill_inputs(s->inner, map, len, x + at * ds->sample_numel);
+    }
+}
+
+static void subset_fill_targets(const snug_dataset *ds, const size_t *idx, size_t n, int32_t *y) {
+    const subset_impl *s = ds->impl;
+    size_t map[SUBSET_CHUNK];
+    for (size_t at = 0; at < n; at += SUBSET_CHUNK) {
+        size_t len = n - at < SUBSET_CHUNK ? n - at : SUBSET_CHUNK;
+        for (size_t j = 0; j < len; j++) map[j] = inner_index(ds, idx[at + j]);
+        s->inner->ops->fill_targets(s->inner, map, len, y + at * ds->targets_per_sample);
+    }
+}
+
+static void subset_destroy(snug_dataset *ds) {
+    free(ds->impl);
+    ds->impl = NULL;
+}
+
+static const dataset_ops subset_ops = {
+    .fill_inputs = subset_fill_inputs,
+    .fill_targets = subset_fill_targets,
+    .destroy = subset_destroy,
+};
+
+snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err) {
+    if (!out) return snug_fail(err, SNUG_E_ARG, "snug_dataset_subset: out is NULL");
+    *out = NULL;
+    if (!inner) return snug_fail(err, SNUG_E_ARG, "snug_dataset_subset: the dataset is NULL");
+    if (count == 0 || count > inner->n)
+        return snug_fail(err, SNUG_E_ARG, "a subset of %zu samples of a dataset of %zu: choose between 1 and %zu",
+                         count, inner->n, inner->n);
+    snug_dataset *ds = malloc(sizeof *ds);
+    subset_impl *s = malloc(sizeof *s);
+    if (!ds || !s) {
+        free(ds);
+        free(s);
+        return snug_fail(err, SNUG_E_OOM, "snug_dataset_subset: out of host memory for the view");
+    }
+    *ds = *inner;
+    ds->ops = &subset_ops;
+    ds->n = count;
+    s->inner = inner;
+    ds->impl = s;
+    *out = ds;
+    return SNUG_OK;
+}
