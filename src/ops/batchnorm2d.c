@@ -52,19 +52,25 @@ static bool bn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
     return true;
 }
 
-/* Batch statistics of channel ch over (m, hw) in double, shifted by the first value so that a large mean does
- * not cancel the variance in the one-pass sums. Returns the mean; *var is the biased variance. */
+/* Batch statistics of channel ch over (m, hw), shifted by the first value so that a large mean does not
+ * cancel the variance in the one-pass sums. Returns the mean; *var is the biased variance. */
 static double bn_channel_stats(const float *x, // (m, C, hw)
                                size_t m, size_t C, size_t hw, size_t ch, double *var) {
-    const double shift = x[ch * hw];
+    const float shift = x[ch * hw];
     double s1 = 0.0, s2 = 0.0;
     for (size_t i = 0; i < m; i++) {
+        /* one plane in vector float partial sums (a double accumulator does not vectorise), the planes in
+         * double: the same order every run */
         const float *xc = x + (i * C + ch) * hw;
+        float p1 = 0.0f, p2 = 0.0f;
+        #pragma omp simd reduction(+ : p1, p2)
         for (size_t k = 0; k < hw; k++) {
-            const double d = (double)xc[k] - shift;
-            s1 += d;
-            s2 += d * d;
+            const float d = xc[k] - shift;
+            p1 += d;
+            p2 += d * d;
         }
+        s1 += p1;
+        s2 += p2;
     }
     const double n = (double)(m * hw), dm = s1 / n, v = s2 / n - dm * dm;
     *var = v > 0.0 ? v : 0.0;
@@ -140,12 +146,16 @@ static void bn_backward(const op_call *c) {
     for (size_t ch = 0; ch < C; ch++) {
         const float mu = mean[ch], is = invstd[ch];
         double sdy = 0.0, sdyx = 0.0;
-        for (size_t i = 0; i < m; i++) {
-            const size_t base = (i * C + ch) * hw;
+        for (size_t i = 0; i < m; i++) { /* float vector sums per plane, double over planes, as the statistics */
+            const float *dyp = dy + (i * C + ch) * hw, *xp = x + (i * C + ch) * hw;
+            float p1 = 0.0f, p2 = 0.0f;
+            #pragma omp simd reduction(+ : p1, p2)
             for (size_t k = 0; k < hw; k++) {
-                sdy += dy[base + k];
-                sdyx += (double)dy[base + k] * ((x[base + k] - mu) * is);
+                p1 += dyp[k];
+                p2 += dyp[k] * ((xp[k] - mu) * is);
             }
+            sdy += p1;
+            sdyx += p2;
         }
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
@@ -153,9 +163,10 @@ static void bn_backward(const op_call *c) {
         const double n = (double)(m * hw);
         const float k0 = gamma[ch] * is, mdy = (float)(sdy / n), mdyx = (float)(sdyx / n);
         for (size_t i = 0; i < m; i++) {
-            const size_t base = (i * C + ch) * hw;
-            for (size_t k = 0; k < hw; k++)
-                dx[base + k] += k0 * (dy[base + k] - mdy - (x[base + k] - mu) * is * mdyx);
+            const float *dyp = dy + (i * C + ch) * hw, *xp = x + (i * C + ch) * hw;
+            float *dxp = dx + (i * C + ch) * hw;
+            #pragma omp simd
+            for (size_t k = 0; k < hw; k++) dxp[k] += k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
         }
     }
 }

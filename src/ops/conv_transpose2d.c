@@ -8,10 +8,9 @@
  * Backward lowers dy once for both GEMMs. With k = s and p = 0 (UNet's 2x2 stride-2 up-sampling) the patches do
  * not overlap: col2im is a strided copy-add and im2col a strided gather, both one pass over the output.
  *
- * Threads and workspace follow conv2d (im2col.h): T = lowering_threads(m, threads) slots, each part rounded up
+ * The GEMMs are gemm_direct's, as in conv2d. Threads and workspace follow conv2d (im2col.h): T = lowering_threads(m, threads) slots, each part rounded up
  * to 64 bytes: [ column buffer (Co*k*k, H*W) floats | partial dW (C, Co*k*k) + db (Co) floats, only when
  * T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output. */
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <stdint.h>
@@ -19,6 +18,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "ops/gemm_direct.h"
 #include "ops/im2col.h"
 #include "ops/op.h"
 
@@ -135,14 +135,14 @@ static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
                                  const float *w,               // (ci, kdim)
                                  const float *b,               // (co)
                                  float *col) {                 // (kdim, npix) scratch
-    for (size_t o = 0; o < k->g.c; o++)
-        for (size_t j = 0; j < k->opix; j++) y[o * k->opix + j] = b[o];
-    const int ci = (int)k->ci, kd = (int)k->kdim, np = (int)k->npix;
-    if (k->pointwise) { /* y (co, npix) += W^T (co, ci) x (ci, npix) */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, ci, 1.0f, w, kd, x, np, 1.0f, y, np);
+    /* W^T through strides: A(i, p) = W[p, i] */
+    if (k->pointwise) { /* y (co, npix) = b + W^T (co, ci) x (ci, npix) */
+        gemm_direct(k->kdim, k->npix, k->ci, w, 1, k->kdim, x, k->npix, y, k->npix, b, false);
         return;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kd, np, ci, 1.0f, w, kd, x, np, 0.0f, col, np);
+    for (size_t o = 0; o < k->g.c; o++)
+        for (size_t j = 0; j < k->opix; j++) y[o * k->opix + j] = b[o];
+    gemm_direct(k->kdim, k->npix, k->ci, w, 1, k->kdim, x, k->npix, col, k->npix, NULL, false);
     col2im_add(y, col, &k->g);
 }
 
@@ -177,16 +177,14 @@ static void convt_backward_sample(const convt_ctx *k, float *din, // (ci, npix) 
                                   const float *x,                 // (ci, npix)
                                   const float *w,                 // (ci, kdim)
                                   float *col) {                   // (kdim, npix) scratch
-    const int ci = (int)k->ci, kd = (int)k->kdim, np = (int)k->npix;
     if (dw || din) {
         const float *cols = dy;
         if (!k->pointwise) {
             im2col(col, dy, &k->g);
             cols = col;
         }
-        if (dw) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ci, kd, np, 1.0f, x, np, cols, np, 1.0f, dw, kd);
-        if (din)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ci, np, kd, 1.0f, w, kd, cols, np, 1.0f, din, np);
+        if (dw) gemm_direct_nt(k->ci, k->kdim, k->npix, x, k->npix, cols, k->npix, dw, k->kdim);
+        if (din) gemm_direct(k->ci, k->npix, k->kdim, w, k->kdim, 1, cols, k->npix, din, k->npix, NULL, true);
     }
     if (db) {
         for (size_t o = 0; o < k->g.c; o++) {

@@ -43,15 +43,24 @@ static bool gn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
     return true;
 }
 
-/* Mean and biased variance of n contiguous values in double, shifted by the first value so that a large mean
- * does not cancel the variance in the one-pass sums. */
-static double gn_stats(const float *x, size_t n, double *var) {
-    const double shift = x[0];
+/* Mean and biased variance of `planes` contiguous planes of hw values, shifted by the first value so that a
+ * large mean does not cancel the variance in the one-pass sums. Each plane in vector float partial sums (a
+ * double accumulator does not vectorise), the planes in double: the same order every run. */
+static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
+    const float shift = x[0];
+    const size_t n = planes * hw;
     double s1 = 0.0, s2 = 0.0;
-    for (size_t k = 0; k < n; k++) {
-        const double d = (double)x[k] - shift;
-        s1 += d;
-        s2 += d * d;
+    for (size_t j = 0; j < planes; j++) {
+        const float *xp = x + j * hw;
+        float p1 = 0.0f, p2 = 0.0f;
+        #pragma omp simd reduction(+ : p1, p2)
+        for (size_t k = 0; k < hw; k++) {
+            const float d = xp[k] - shift;
+            p1 += d;
+            p2 += d * d;
+        }
+        s1 += p1;
+        s2 += p2;
     }
     const double dm = s1 / (double)n, v = s2 / (double)n - dm * dm;
     *var = v > 0.0 ? v : 0.0;
@@ -72,14 +81,17 @@ static void gn_forward(const op_call *c) {
         const size_t c0 = (b % G) * cg;
         const float *xb = x + b * cg * hw;
         float *yb = y + b * cg * hw;
-        double var, mu = gn_stats(xb, cg * hw, &var);
+        double var, mu = gn_stats(xb, cg, hw, &var);
         const float mean = (float)mu, invstd = (float)(1.0 / sqrt(var + eps));
         stat[2 * b] = mean;
         stat[2 * b + 1] = invstd;
         for (size_t j = 0; j < cg; j++) {
             const float a = gamma[c0 + j] * invstd, b0 = beta[c0 + j];
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
-            for (size_t k = 0; k < hw; k++) yb[j * hw + k] = (xb[j * hw + k] - mean) * a + b0;
+            const float *xp = xb + j * hw;
+            float *yp = yb + j * hw;
+            #pragma omp simd
+            for (size_t k = 0; k < hw; k++) yp[k] = (xp[k] - mean) * a + b0;
         }
     }
 }
@@ -103,12 +115,14 @@ static void gn_backward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         double sg = 0.0, sgx = 0.0;
         for (size_t j = 0; j < cg; j++) {
-            double sdy = 0.0, sdyx = 0.0;
+            const float *dyp = dy + base + j * hw, *xp = x + base + j * hw;
+            float p1 = 0.0f, p2 = 0.0f; /* vector float sums over a plane, as the statistics */
+            #pragma omp simd reduction(+ : p1, p2)
             for (size_t k = 0; k < hw; k++) {
-                const size_t i = base + j * hw + k;
-                sdy += dy[i];
-                sdyx += (double)dy[i] * ((x[i] - mean) * invstd);
+                p1 += dyp[k];
+                p2 += dyp[k] * ((xp[k] - mean) * invstd);
             }
+            const double sdy = p1, sdyx = p2;
             sums[2 * (b * cg + j)] = sdy;
             sums[2 * (b * cg + j) + 1] = sdyx;
             sg += gamma[c0 + j] * sdy;
@@ -117,11 +131,12 @@ static void gn_backward(const op_call *c) {
         if (!dx) continue;
         const double K = (double)(cg * hw);
         const float mg = (float)(sg / K), mgx = (float)(sgx / K);
-        for (size_t j = 0; j < cg; j++)
-            for (size_t k = 0; k < hw; k++) {
-                const size_t i = base + j * hw + k;
-                dx[i] += invstd * (gamma[c0 + j] * dy[i] - mg - (x[i] - mean) * invstd * mgx);
-            }
+        for (size_t j = 0; j < cg; j++) {
+            const float *dyp = dy + base + j * hw, *xp = x + base + j * hw, gj = gamma[c0 + j];
+            float *dxp = dx + base + j * hw;
+            #pragma omp simd
+            for (size_t k = 0; k < hw; k++) dxp[k] += invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
+        }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
     for (size_t ch = 0; ch < C; ch++) {
