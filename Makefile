@@ -35,11 +35,11 @@ help:
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
 	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
 	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/"
-	@echo "  make bench       build, then run the benchmarks and write bench/results/ (run on a quiet machine)"
+	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
 	@echo "  make distclean   clean, and remove data/ (MNIST, the Brown corpus and the download cache)"
-	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)'"
+	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)' BENCH_ARGS='...'"
 
 deps:
 	@scripts/install-deps.sh
@@ -76,10 +76,16 @@ test: deps data build build-asan
 	exit $$status
 
 # Benchmarks write Markdown tables to bench/results/; each reports the machine it ran on.
+# Then the five workloads in snug and in PyTorch (Debian's python3-torch, installed by `install-deps.sh --bench`),
+# interleaved per workload and variant in one run: bench/results/workloads.{csv,md} (docs/performance.md).
+BENCH_ARGS ?=
 bench: deps build
 	@mkdir -p bench/results
 	./$(BUILD)/bench/bench_checkpoint 20 bench/results/checkpointing.md
 	@cat bench/results/checkpointing.md
+	@scripts/install-deps.sh --bench
+	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
+	python3 bench/compare.py run --snug ./$(BUILD)/snug --out bench/results $(BENCH_ARGS)
 
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"

@@ -2,18 +2,25 @@
 # Checks the system packages snug needs to build, test and fetch data, and installs the missing ones.
 # Debian/Ubuntu: as root it runs apt-get; otherwise it prints the exact command to run and exits 1.
 # With everything present it is a quick no-op (one dpkg-query call, no apt-get update).
-#   usage: scripts/install-deps.sh [--check]     --check: report only, never install
+#   usage: scripts/install-deps.sh [--check] [--bench]
+#     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch)
 set -euo pipefail
 
-readonly PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin)
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin)
+# make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
+BENCH_PACKAGES=(python3 python3-torch)
 
 check_only=0
-case "${1:-}" in
-    "") ;;
-    --check) check_only=1 ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps: unknown option '$1' (expected --check or nothing)" >&2; exit 2 ;;
-esac
+PACKAGES=("${BUILD_PACKAGES[@]}")
+for arg in "$@"; do
+    case "$arg" in
+        --check) check_only=1 ;;
+        --bench) PACKAGES=("${BENCH_PACKAGES[@]}") ;;
+        -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown option '$arg' (expected --check, --bench or nothing)" >&2; exit 2 ;;
+    esac
+done
+readonly PACKAGES
 
 # Without dpkg there is no package database to ask: check the tools and pkg-config modules themselves.
 check_without_dpkg() {

@@ -19,10 +19,11 @@ static const command commands[] = {
     {"plan", "show the memory plans of a model per micro-batch and checkpoint policy, without training",
      cmd_plan, cli_plan_help},
     {"eval", "score saved weights on a data set's evaluation part, without training", cmd_eval, cli_eval_help},
+    {"bench", "time the benchmark workloads per variant: ms per step, GFLOP/s, memory", cmd_bench, cli_bench_help},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval; 'snug help' lists them)"
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval, bench; 'snug help' lists them)"
 
 static const command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)
@@ -49,7 +50,8 @@ static void print_help(FILE *out) {
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
             "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n"
-            "          snug eval --model cnn --data mnist --weights cnn.safetensors\n");
+            "          snug eval --model cnn --data mnist --weights cnn.safetensors\n"
+            "          snug bench --workload cnn --variant full\n");
 }
 
 /* `snug help [command]` */

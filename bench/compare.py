@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Runs the benchmark workloads in snug and in PyTorch in the same run, interleaved (snug, PyTorch, snug, ...
+per workload and variant, so that drift in the machine's load hits both), and writes
+bench/results/workloads.csv and workloads.md: snug's figures with their PyTorch ratios, the machine, the SGEMM
+rate, the geometric mean of the full-batch ratios and the must-shows, met or not. Standard library only.
+
+    python3 bench/compare.py run --snug build/snug --out bench/results       # what `make bench` does
+    python3 bench/compare.py merge SNUG.csv TORCH.csv --out DIR               # only merge two CSV files
+
+Every measurement is a fresh process (snug bench --workload W --variant V; pytorch_bench.py the same), so no
+measurement's resident memory includes another's. Both run under the same OMP_WAIT_POLICY (passive by
+default: on a shared machine, spinning OpenMP threads made PyTorch's linear layers 4x slower here).
+"""
+import argparse
+import csv
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
+VARIANTS = ("full", "accum4", "sqrt", "micro1")
+TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, whatever python3 is first on PATH
+MIB = 1024.0 * 1024.0
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run(args):
+    env = dict(os.environ, OMP_WAIT_POLICY=args.wait_policy)
+    common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
+    snug_rows, torch_rows = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for w in args.workloads:
+            config = subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--choose-config",
+                                     "--workload", w, "--threads", str(args.threads)], env=env, check=True,
+                                    stdout=subprocess.PIPE, text=True).stdout.strip()
+            for v in args.variants:
+                out = os.path.join(tmp, "snug.csv")
+                subprocess.run([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
+                               env=env, check=True, stdout=subprocess.DEVNULL)
+                snug_rows += read_rows(out)
+                out = os.path.join(tmp, "torch.csv")
+                subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload", w,
+                                "--variant", v, "--config", config, "--csv", out] + common, env=env, check=True)
+                torch_rows += read_rows(out)
+                s, t = snug_rows[-1], torch_rows[-1]
+                print("%-9s %-7s snug %10.1f samples/s   pytorch %10.1f samples/s   ratio %.2f" % (
+                    w, v, float(s["samples_per_s"]), float(t["samples_per_s"]),
+                    float(s["samples_per_s"]) / float(t["samples_per_s"])), flush=True)
+    return snug_rows, torch_rows
+
+
+def f(row, key):
+    return float(row[key]) if row and row.get(key) not in (None, "") else float("nan")
+
+
+def merge(snug_rows, torch_rows):
+    torch_by = {(r["workload"], r["variant"]): r for r in torch_rows}
+    merged = []
+    for s in snug_rows:
+        t = torch_by.get((s["workload"], s["variant"]))
+        if t and t["params"] != s["params"]:
+            print("compare: %s has %s parameters in snug and %s in PyTorch: the models differ" % (
+                s["workload"], s["params"], t["params"]), file=sys.stderr)
+        merged.append({
+            "workload": s["workload"], "variant": s["variant"], "batch": s["batch"], "micro_batch": s["micro_batch"],
+            "ms_per_step": f(s, "ms_per_step"), "samples_per_s": f(s, "samples_per_s"), "gflops": f(s, "gflops"),
+            "sgemm_fraction": f(s, "sgemm_fraction"), "planned_mib": f(s, "planned_total_bytes") / MIB,
+            "planned_activation_mib": f(s, "planned_activation_bytes") / MIB,
+            "rss_before_mib": f(s, "rss_before_bytes") / MIB, "rss_peak_mib": f(s, "rss_peak_bytes") / MIB,
+            "activation_rss_mib": f(s, "activation_rss_bytes") / MIB,
+            "torch_ms_per_step": f(t, "ms_per_step"), "torch_samples_per_s": f(t, "samples_per_s"),
+            "torch_activation_rss_mib": f(t, "activation_rss_bytes") / MIB,
+            "speed_ratio": f(s, "samples_per_s") / f(t, "samples_per_s"),
+            "activation_rss_ratio": f(s, "activation_rss_bytes") / f(t, "activation_rss_bytes")
+            if f(t, "activation_rss_bytes") > 0 else float("nan"),
+            "torch_config": t["config"] if t else "",
+        })
+    return merged
+
+
+def must_shows(rows):
+    """(text, met) per must-show of the issue, each with its numbers."""
+    by = {(r["workload"], r["variant"]): r for r in rows}
+
+    def get(w, v, key):
+        r = by.get((w, v))
+        return r[key] if r else float("nan")
+
+    out = []
+    ratios = [get(w, "full", "speed_ratio") for w in WORKLOADS]
+    gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if all(x > 0 for x in ratios) else float("nan")
+    out.append(("full-batch geometric mean of snug/PyTorch samples/s over the five workloads: %.2f" % gm,
+                gm >= 1.0 if gm == gm else False))
+    frac = get("mlp", "full", "sgemm_fraction")
+    out.append(("GEMM-shaped work (mlp, full batch: only matrix products) at %.0f%% of the SGEMM rate (>= 70%%)"
+                % (100 * frac), frac >= 0.70))
+
+    def per_workload(title, workloads, value, ok):
+        vals = [(w, value(w)) for w in workloads]
+        met = all(ok(x) for _, x in vals)
+        out.append(("%s: %s" % (title, ", ".join("%s %.2f" % wv for wv in vals)), met))
+
+    per_workload("4 micro-batches keep >= 0.95 of full-batch samples/s", WORKLOADS,
+                 lambda w: get(w, "accum4", "samples_per_s") / get(w, "full", "samples_per_s"), lambda x: x >= 0.95)
+    per_workload("micro-batch 1 keeps >= 0.50 of full-batch samples/s (cnn, unet, gpt)", ("cnn", "unet", "gpt"),
+                 lambda w: get(w, "micro1", "samples_per_s") / get(w, "full", "samples_per_s"), lambda x: x >= 0.50)
+    per_workload("sqrt checkpointing step time / full <= 1.35", WORKLOADS,
+                 lambda w: get(w, "sqrt", "ms_per_step") / get(w, "full", "ms_per_step"), lambda x: x <= 1.35)
+    per_workload("activation RSS snug/PyTorch at the full batch <= 0.60", WORKLOADS,
+                 lambda w: get(w, "full", "activation_rss_ratio"), lambda x: x <= 0.60)
+    # the geometric mean is a figure to report, not a threshold
+    out[0] = (out[0][0], None)
+    return out
+
+
+COLUMNS = ("workload", "variant", "batch", "micro_batch", "ms_per_step", "samples_per_s", "gflops",
+           "sgemm_fraction", "planned_mib", "planned_activation_mib", "rss_before_mib", "rss_peak_mib",
+           "activation_rss_mib", "torch_ms_per_step", "torch_samples_per_s", "torch_activation_rss_mib",
+           "speed_ratio", "activation_rss_ratio", "torch_config")
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def write_markdown(path, rows, snug_rows, torch_rows):
+    sgemm = statistics.median(float(r["sgemm_gflops"]) for r in snug_rows)
+    torch_sgemm = statistics.median(float(r["sgemm_gflops"]) for r in torch_rows) if torch_rows else float("nan")
+    lines = ["# Benchmark workloads: snug and PyTorch", "",
+             "Machine: %s." % snug_rows[0]["machine"], "",
+             "PyTorch: %s." % (torch_rows[0]["config"].split(",")[0] if torch_rows else "not run"), "",
+             "SGEMM 2048x2048 measured in this run: %.1f GFLOP/s through snug's OpenBLAS (median over the snug "
+             "processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm), "",
+             "Medians of %s repeats per process; every (workload, variant) is a fresh snug process and a fresh "
+             "PyTorch process, run one after the other. Ratios are snug / PyTorch." % snug_rows[0]["repeats"], "",
+             "| workload | variant | B | m | ms/step | samples/s | GFLOP/s | of SGEMM | planned MiB | planned act. MiB "
+             "| peak RSS MiB | act. RSS MiB | PyTorch samples/s | speed ratio | PyTorch act. RSS MiB | act. RSS "
+             "ratio |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        lines.append("| %s | %s | %s | %s | %.1f | %.1f | %.1f | %.0f%% | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | "
+                     "%.1f | %.2f |" % (r["workload"], r["variant"], r["batch"], r["micro_batch"], r["ms_per_step"],
+                                         r["samples_per_s"], r["gflops"], 100 * r["sgemm_fraction"],
+                                         r["planned_mib"], r["planned_activation_mib"], r["rss_peak_mib"],
+                                         r["activation_rss_mib"], r["torch_samples_per_s"], r["speed_ratio"],
+                                         r["torch_activation_rss_mib"], r["activation_rss_ratio"]))
+    lines += ["", "PyTorch configurations: " + "; ".join(
+        sorted({"%s: %s" % (r["workload"], r["torch_config"].split(", ")[1]) for r in rows if r["torch_config"]})),
+        "", "## Must-shows", ""]
+    for text, met in must_shows(rows):
+        lines.append("- %s%s" % (text, "" if met is None else (": **met**" if met else ": **not met**")))
+    lines += ["", "Activation RSS: peak RSS over the timed steps minus the memory the model keeps between steps; "
+              "for both, minus the RSS once the data existed but not the model, and minus the parameters, "
+              "gradients and optimizer state (snug reserves and touches all its planned memory before the first "
+              "step, PyTorch creates gradients and optimizer state during it, so the RSS just before the first "
+              "step does not compare).", ""]
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="measure both, interleaved, then merge")
+    r.add_argument("--snug", default="build/snug")
+    r.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    r.add_argument("--repeats", type=int, default=3)
+    r.add_argument("--steps", type=int, default=0)
+    r.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
+    r.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    r.add_argument("--wait-policy", default="passive", choices=("passive", "active"))
+    r.add_argument("--out", default=os.path.join(HERE, "results"))
+    m = sub.add_parser("merge", help="merge a snug CSV and a PyTorch CSV")
+    m.add_argument("snug_csv")
+    m.add_argument("torch_csv")
+    m.add_argument("--out", default=os.path.join(HERE, "results"))
+    args = p.parse_args()
+    if args.cmd == "run":
+        snug_rows, torch_rows = run(args)
+    else:
+        snug_rows, torch_rows = read_rows(args.snug_csv), read_rows(args.torch_csv)
+    if not snug_rows:
+        p.error("no snug results to report")
+    os.makedirs(args.out, exist_ok=True)
+    rows = merge(snug_rows, torch_rows)
+    write_csv(os.path.join(args.out, "workloads.csv"), rows)
+    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows)
+    with open(os.path.join(args.out, "workloads.md")) as fh:
+        print(fh.read())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+/* `snug bench`: the five benchmark workloads of bench/ (mlp, cnn, resnet20, unet, gpt) in four variants, timed
+ * through the public trainer API on synthetic in-memory data. The parts, one concern per file:
+ *   bench_args.c       the flags (the same messages and exit status as the other commands)
+ *   bench_workloads.c  the workload table, the graphs, the variants' configurations
+ *   bench_data.c       the synthetic data set of a workload (random inputs, random valid targets)
+ *   bench_sgemm.c      the SGEMM rate of this machine, measured in the same run
+ *   bench_rss.c        resident memory from /proc/self/status, and resetting its high-water mark
+ *   bench_machine.c    the machine's description (CPU, cores, threads, BLAS and its kernel)
+ *   bench_report.c     the table on stdout, the CSV and the Markdown files
+ *   cmd_bench.c        one measurement per (workload, variant), and the command itself
+ * bench/pytorch_bench.py measures the same workloads in PyTorch with the same method and CSV columns;
+ * bench/compare.py merges both into bench/results/ (make bench). */
+#ifndef SNUG_CLI_BENCH_H
+#define SNUG_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "snug.h"
+
+/* ---- workloads and variants ---- */
+typedef enum bench_variant {
+    BENCH_FULL = 0,  /* the whole batch in one forward/backward pass */
+    BENCH_ACCUM4,    /* the same global batch as 4 micro-batches */
+    BENCH_SQRT,      /* the whole batch with sqrt checkpointing */
+    BENCH_MICRO1,    /* the same global batch as B micro-batches of 1 */
+    BENCH_NVARIANTS
+} bench_variant;
+
+typedef struct bench_workload {
+    const char *name;        /* "resnet20" */
+    const char *model;       /* the built-in model file it is built from */
+    const char *input;       /* NULL, or the value that replaces the file's [model] `input` ("image 3 32 32") */
+    size_t batch;            /* the global batch of every variant */
+    snug_optim_kind optim;   /* SGD with momentum 0.9, or AdamW */
+    size_t classes;          /* of the loss */
+    size_t targets;          /* targets per sample: 1, one per pixel, one per token */
+    bool tokens;             /* the inputs are token ids in [0, classes) rather than U(-1, 1) values */
+    const char *about;       /* one line for the report */
+} bench_workload;
+
+/* The five workloads, in the order the reports list them. */
+const bench_workload *bench_workloads(size_t *n);
+/* The workload called name, or NULL. */
+const bench_workload *bench_find_workload(const char *name);
+/* "full", "accum4", "sqrt", "micro1". */
+const char *bench_variant_name(bench_variant v);
+/* The graph of w: its built-in model file, with the [model] input replaced when w->input is set. */
+snug_graph *bench_build_graph(const bench_workload *w, snug_error *err);
+/* The trainer configuration of w in variant v (batch, micro-batch, checkpoint policy, optimizer). */
+snug_train_config bench_config(const bench_workload *w, bench_variant v);
+/* Micro-batch size of variant v for a global batch b: b, b/4 (rounded up), or 1. */
+size_t bench_micro_batch(bench_variant v, size_t b);
+
+/* A data set of n samples for w in memory: inputs U(-1, 1) (token ids for w->tokens), targets uniform in
+ * [0, classes), drawn from the counter-based RNG with seed. Its shape is the input's of g. */
+snug_status bench_dataset_new(const bench_workload *w, const snug_graph *g, size_t n, uint64_t seed,
+                              snug_dataset **out, snug_error *err);
+
+/* ---- the machine ---- */
+/* The best GFLOP/s of `tries` cblas_sgemm calls on n x n matrices with the current thread count. */
+double bench_sgemm_gflops(size_t n, int tries);
+
+/* Resident memory of this process in bytes: now (VmRSS) and the high-water mark (VmHWM). False when
+ * /proc/self/status cannot be read. */
+bool bench_rss_read(size_t *rss, size_t *hwm);
+/* Sets the high-water mark back to the current RSS; false when the kernel does not allow it. */
+bool bench_rss_reset_peak(void);
+
+typedef struct bench_machine {
+    char cpu[128];           /* model name from /proc/cpuinfo */
+    int cores;               /* online processors */
+    int threads;             /* the engine's and the BLAS's */
+    const char *simd, *blas, *blas_kernel;
+    bool blas_kernel_slow;
+    size_t sgemm_n;
+    double sgemm_gflops;     /* measured in this run */
+} bench_machine;
+
+void bench_machine_describe(bench_machine *m);
+/* "AMD EPYC, 2 cores, 2 threads, AVX-512, OpenBLAS ... (kernel SkylakeX)" */
+void bench_machine_line(const bench_machine *m, char *buf, size_t len);
+
+/* ---- one measurement ---- */
+typedef struct bench_result {
+    const bench_workload *w;
+    bench_variant v;
+    size_t micro_batch, micro_batches;
+    size_t params;             /* trainable elements */
+    int steps, repeats;        /* timed steps per repeat */
+    double ms_per_step;        /* median over the repeats */
+    double samples_per_s;
+    double step_flops;         /* the plan's forward + backward + recompute FLOPs of one optimizer step */
+    double gflops;             /* step_flops / time */
+    double sgemm_fraction;     /* gflops / the SGEMM rate of this run */
+    size_t planned_total, planned_activations, planned_workspace;
+    size_t persistent;         /* params + grads + optimizer state, planned */
+    size_t rss_start;          /* before the trainer existed: the graph and the data only */
+    size_t rss_before;         /* just before the first step */
+    size_t rss_peak;           /* the high-water mark over the timed steps */
+    size_t activation_rss;     /* rss_peak - rss_start - persistent: see cmd_bench.c */
+} bench_result;
+
+/* ---- reports ---- */
+void bench_print_header(FILE *out, const bench_machine *m);
+void bench_print_row(FILE *out, const bench_result *r);
+/* CSV: a header line, then one row per result; the columns are pytorch_bench.py's. */
+snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
+                            snug_error *err);
+snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
+                                 snug_error *err);
+
+/* ---- flags ---- */
+typedef struct bench_options {
+    const char *workload;    /* a workload name or "all" */
+    int variant;             /* a bench_variant, or BENCH_NVARIANTS for all */
+    long steps;              /* timed steps per repeat; 0: about one second's worth, at least 3 */
+    long warmup;             /* untimed steps first */
+    long repeats;
+    long threads;            /* 0: every core */
+    long sgemm_n;
+    const char *csv, *markdown;
+    bool help;
+} bench_options;
+
+/* Fills opt from argv[1..argc); false with one line in msg on a usage error. */
+bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
+#define CLI_BENCH_USAGE                                                                                          \
+    "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|accum4|sqrt|micro1|all] "     \
+    "[--steps N] [--repeats R] [--threads N] [--csv FILE] [--markdown FILE]"
+
+#endif

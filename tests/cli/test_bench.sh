@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# End-to-end tests of `snug bench`: a short run of the smallest workload writes a well-formed CSV and Markdown
+# table, and bad flags are usage errors. No timing is checked: the figures depend on the machine.
+#
+# usage: tests/cli/test_bench.sh SNUG_BINARY DATA_DIR
+set -u
+
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+run "bench --help lists every flag" bench --help
+expect_rc 0
+for phrase in "usage: snug bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
+    --markdown; do
+    expect_in "$OUT" "$phrase"
+done
+
+run "snug --help lists bench" --help
+expect_in "$OUT" "bench"
+
+CSV=$TMP/mlp.csv
+MD=$TMP/mlp.md
+run "bench mlp, 2 steps, 1 repeat, CSV and Markdown" bench --workload mlp --steps 2 --repeats 1 --warmup 1 \
+    --threads 2 --sgemm-size 256 --csv "$CSV" --markdown "$MD"
+expect_rc 0
+expect_in "$OUT" "SGEMM"
+expect_in "$OUT" "micro1"
+# the CSV: the header, then one row per variant in order, every row as many fields as the header, the
+# numbers positive where they must be
+if [ -f "$CSV" ]; then
+    awk -F, '
+        NR == 1 { n = NF; if ($1 != "framework" || $2 != "workload" || $NF != "machine") bad = "header: " $0; next }
+        {
+            want[2] = "full"; want[3] = "accum4"; want[4] = "sqrt"; want[5] = "micro1"
+            if ($1 != "snug" || $2 != "mlp" || $3 != want[NR]) bad = "row " NR ": " $1 "," $2 "," $3
+            # the machine field is quoted and holds commas: count the fields before it
+            split($0, parts, ",\"")
+            if (split(parts[1], f, ",") != n - 1) bad = "row " NR " has " length(f) " fields before the machine"
+            if ($4 != 256) bad = "row " NR ": batch " $4
+            if (!($11 > 0 && $12 > 0 && $14 > 0 && $15 > 0)) bad = "row " NR ": a time or rate is not positive"
+            if (!($17 > 0 && $22 > 0)) bad = "row " NR ": planned bytes or peak RSS missing"
+        }
+        END { if (NR != 5) bad = bad " rows: " NR; if (bad) { print bad; exit 1 } }' "$CSV" >"$TMP/awk.log" ||
+        fail "malformed CSV: $(cat "$TMP/awk.log")"
+    # micro-batch per variant: 256, 64, 256, 1
+    [ "$(cut -d, -f5 "$CSV" | tail -n +2 | tr '\n' ' ')" = "256 64 256 1 " ] || fail "micro-batches: $(cut -d, -f5 "$CSV" | tr '\n' ' ')"
+else
+    fail "no CSV written"
+fi
+[ -f "$MD" ] && expect_in "$MD" "| mlp | micro1 |" || fail "no Markdown table"
+
+run "bench one variant" bench --workload cnn --variant sqrt --steps 1 --repeats 1 --warmup 0 --sgemm-size 128
+expect_rc 0
+expect_in "$OUT" "cnn"
+expect_not_in "$OUT" "accum4"
+
+usage_error "unknown workload" "unknown workload 'vgg'" bench --workload vgg
+usage_error "unknown variant" "--variant must be one of full, accum4, sqrt, micro1, all" bench --variant half
+usage_error "steps not a number" "--steps must be a whole number" bench --steps x
+usage_error "repeats zero" "--repeats must be a whole number from 1" bench --repeats 0
+usage_error "threads negative" "--threads must be a whole number" bench --threads -1
+usage_error "unknown flag" "unknown flag '--batch'" bench --batch 4
+usage_error "missing value" "--csv needs a value" bench --csv
+usage_error "stray argument" "unexpected argument 'mlp'" bench mlp
+
+run "CSV into a missing folder is a runtime error" bench --workload mlp --variant full --steps 1 --repeats 1 \
+    --warmup 0 --sgemm-size 128 --csv "$TMP/no/such/dir/x.csv"
+expect_rc 1
+expect_in "$ERR" "cannot create"
+
+finish_tests
