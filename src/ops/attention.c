@@ -2,21 +2,31 @@
  * Head h of width D = C/H uses columns [hD, (h+1)D) of Q, K and V, and writes the same columns of the output:
  *   S = Q_h K_h^T / sqrt(D), P = softmax over each row (causal: row t over columns 0..t, the rest 0),
  *   O_h = P V_h.
- * Forward saves P (H T T floats per sample) and backward reads Q, K, V from the kept input:
+ * Forward saves P (H T T floats per sample, the masked entries 0) and backward reads Q, K, V from the kept input:
  *   dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D), dQ = dS K, dK = dS^T Q.
  * Each (sample, head) is one task of a few GEMMs (the BLAS runs single-threaded inside the parallel loop); the
- * tasks write disjoint columns, so they run in parallel without races. Backward's dP is per-thread scratch. */
+ * tasks write disjoint columns, so they run in parallel without races, and each task's sums run in one fixed
+ * order: the same bits for any thread count. Backward's dP is per-thread scratch.
+ *
+ * The rows go in blocks of ATTN_BLOCK queries. A causal block of rows [r0, r1) sees keys [0, r1) only, so every
+ * product runs over those keys: the masked upper triangle is neither multiplied nor exponentiated, beyond the
+ * corner of the diagonal block (about 56% of the full work at T = 256). The FLOP counts count exactly this. */
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/checked.h"
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* Below this many multiply-adds a parallel loop costs more than it saves. */
 #define ATTN_PAR_MIN ((size_t)1 << 15)
+/* Query rows per block: large enough for the BLAS to run near its peak on (block, keys, D) products, small
+ * enough that a causal block skips most of the masked triangle. */
+#define ATTN_BLOCK ((size_t)32)
 
 typedef struct attn_dims {
     size_t T, C, H, D;
@@ -62,19 +72,42 @@ static bool attn_infer(const graph_node *n, const snug_shape *in, int n_in, snug
     return true;
 }
 
-/* Row t of the scores into probabilities, in place: numerically stable (shifted by the row's max), the masked
- * columns set to 0. */
-static void attn_softmax_row(float *row, size_t len, size_t T) {
-    float mx = row[0];
-    for (size_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
-    double sum = 0.0;
-    for (size_t j = 0; j < len; j++) {
-        row[j] = expf(row[j] - mx);
-        sum += row[j];
+/* Rows [r0, r0 + nr) of the scores into probabilities, in place, row t at p + t T: numerically stable (shifted
+ * by the row's max); the masked columns [len, T) set to 0, so the saved P is whole. */
+VM_KERNEL static void attn_softmax_rows(float *p, size_t r0, size_t nr, size_t T, bool causal) {
+    for (size_t t = r0; t < r0 + nr; t++) {
+        float *row = p + t * T;
+        const size_t len = causal ? t + 1 : T;
+        float mx = row[0];
+        #pragma omp simd reduction(max : mx)
+        for (size_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+        float sum = 0.0f;
+        #pragma omp simd reduction(+ : sum)
+        for (size_t j = 0; j < len; j++) {
+            row[j] = vm_expf(row[j] - mx);
+            sum += row[j];
+        }
+        const float inv = 1.0f / sum;
+        #pragma omp simd
+        for (size_t j = 0; j < len; j++) row[j] *= inv;
+        if (len < T) memset(row + len, 0, (T - len) * sizeof *row);
     }
-    const float inv = (float)(1.0 / sum);
-    for (size_t j = 0; j < len; j++) row[j] *= inv;
-    for (size_t j = len; j < T; j++) row[j] = 0.0f;
+}
+
+/* The keys that query block [r0, r0 + ATTN_BLOCK) sees: all T, or [0, r1) when causal. */
+static size_t attn_keys(const attn_dims *d, size_t r0) {
+    const size_t r1 = r0 + ATTN_BLOCK < d->T ? r0 + ATTN_BLOCK : d->T;
+    return d->causal ? r1 : d->T;
+}
+
+/* Score entries computed per head: the sum over row blocks of rows x keys (T^2 when not causal). */
+static double attn_area(const attn_dims *d) {
+    double area = 0.0;
+    for (size_t r0 = 0; r0 < d->T; r0 += ATTN_BLOCK) {
+        const size_t nr = d->T - r0 < ATTN_BLOCK ? d->T - r0 : ATTN_BLOCK;
+        area += (double)nr * (double)attn_keys(d, r0);
+    }
+    return area;
 }
 
 static int attn_team(const op_call *c, size_t tasks) {
@@ -96,37 +129,45 @@ static void attn_forward(const op_call *c) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
         float *p = probs + task * T * T; // (T, T)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iD, scale, q, ld, k, ld, 0.0f, p, iT);
-        for (size_t t = 0; t < T; t++) attn_softmax_row(p + t * T, d.causal ? t + 1 : T, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iT, iD, iT, 1.0f, p, iT, v, ld, 0.0f,
-                    out + n * T * C + h * D, ldo);
+        for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+            const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
+            float *pb = p + r0 * T; // (nr, T): this block's rows, keys [0, nk) computed
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, iD, scale, q + r0 * 3 * C, ld,
+                        k, ld, 0.0f, pb, iT);
+            attn_softmax_rows(p, r0, nr, T, d.causal);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, iD, (int)nk, 1.0f, pb, iT, v, ld, 0.0f,
+                        out + (n * T + r0) * C + h * D, ldo);
+        }
     }
 }
 
-/* dP (T, T) into dS in place: dS = P (dP - sum_j P dP) * scale, row by row; masked entries get 0. */
-static void attn_softmax_backward(float *ds, const float *p, size_t T, bool causal, float scale) {
-    for (size_t t = 0; t < T; t++) {
+/* dP of rows [r0, r0 + nr) into dS in place: dS = P (dP - sum_j P dP) * scale, row by row over the nk keys
+ * the block computed; the masked entries get 0. Rows are T apart, row t of the block at ds + (t - r0) T. */
+VM_KERNEL static void attn_softmax_backward(float *ds, const float *p, size_t r0, size_t nr, size_t nk, size_t T,
+                                  bool causal, float scale) {
+    for (size_t t = r0; t < r0 + nr; t++) {
         const size_t len = causal ? t + 1 : T;
-        float *r = ds + t * T;
+        float *r = ds + (t - r0) * T;
         const float *pr = p + t * T;
-        double dot = 0.0;
-        for (size_t j = 0; j < len; j++) dot += (double)pr[j] * r[j];
-        const float fdot = (float)dot;
-        for (size_t j = 0; j < len; j++) r[j] = pr[j] * (r[j] - fdot) * scale;
-        for (size_t j = len; j < T; j++) r[j] = 0.0f;
+        float dot = 0.0f;
+        #pragma omp simd reduction(+ : dot)
+        for (size_t j = 0; j < len; j++) dot += pr[j] * r[j];
+        #pragma omp simd
+        for (size_t j = 0; j < len; j++) r[j] = pr[j] * (r[j] - dot) * scale;
+        for (size_t j = len; j < nk; j++) r[j] = 0.0f;
     }
 }
 
 static void attn_backward(const op_call *c) {
     const attn_dims d = attn_dims_of(c->g, c->node);
-    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
+    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H, bt = T < ATTN_BLOCK ? T : ATTN_BLOCK;
     const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
     const float scale = (float)(1.0 / sqrt((double)D));
     const float *qkv = c->in[0];   // (m, T, 3C)
     const float *dout = c->dout;   // (m, T, C)
     const float *probs = c->saved; // (m, H, T, T)
     float *din = c->din[0];        // (m, T, 3C)
-    float *work = c->work;         // (threads, T, T): dP, then dS
+    float *work = c->work;         // (threads, min(ATTN_BLOCK, T), T): one block of dP, then dS
     if (!din || tasks == 0) return;
     #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) if (tasks * T * T * D >= ATTN_PAR_MIN)
     for (size_t task = 0; task < tasks; task++) {
@@ -134,26 +175,35 @@ static void attn_backward(const op_call *c) {
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
         const float *p = probs + task * T * T, *dO = dout + n * T * C + h * D;
         float *dq = din + n * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
-        float *ds = work + (size_t)omp_get_thread_num() * T * T;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iD, iT, 1.0f, p, iT, dO, ldo, 1.0f, dv, ld);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, iT, iT, iD, 1.0f, dO, ldo, v, ld, 0.0f, ds, iT);
-        attn_softmax_backward(ds, p, T, d.causal, scale);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, iT, iD, iT, 1.0f, ds, iT, k, ld, 1.0f, dq, ld);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, iT, iD, iT, 1.0f, ds, iT, q, ld, 1.0f, dk, ld);
+        float *ds = work + (size_t)omp_get_thread_num() * bt * T; // (nr, T)
+        for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
+            /* rows [r0, r0 + nr) against keys [0, nk): dV[keys] += P_b^T dO_b, dP_b = dO_b V[keys]^T,
+             * dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b */
+            const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
+            const int inr = (int)nr, ink = (int)nk;
+            const float *pb = p + r0 * T, *dOb = dO + r0 * C, *qb = q + r0 * 3 * C;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, pb, iT, dOb, ldo, 1.0f, dv, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, inr, ink, iD, 1.0f, dOb, ldo, v, ld, 0.0f, ds, iT);
+            attn_softmax_backward(ds, p, r0, nr, nk, T, d.causal, scale);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, inr, iD, ink, 1.0f, ds, iT, k, ld, 1.0f,
+                        dq + r0 * 3 * C, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, ds, iT, qb, ld, 1.0f, dk, ld);
+        }
     }
 }
 
+/* Forward: Q K^T and P V over the score entries computed (attn_area), and the softmax. */
 static double attn_flops(const snug_graph *g, const graph_node *n) {
     const attn_dims d = attn_dims_of(g, n);
-    const double tt = (double)d.T * (double)d.T;
-    return 4.0 * tt * (double)d.C + 5.0 * tt * (double)d.H; /* Q K^T and P V, and the softmax */
+    const double area = attn_area(&d);
+    return 4.0 * area * (double)d.C + 5.0 * area * (double)d.H;
 }
 
-/* Backward: dV = P^T dO and dP = dO V^T, then dQ = dS K and dK = dS^T Q: four (T, T, D) products. */
+/* Backward: dV = P^T dO and dP = dO V^T, then dQ = dS K and dK = dS^T Q: four products over the same entries. */
 static double attn_backward_flops(const snug_graph *g, const graph_node *n) {
     const attn_dims d = attn_dims_of(g, n);
-    const double tt = (double)d.T * (double)d.T;
-    return 8.0 * tt * (double)d.C + 5.0 * tt * (double)d.H;
+    const double area = attn_area(&d);
+    return 8.0 * area * (double)d.C + 5.0 * area * (double)d.H;
 }
 
 static size_t attn_saved_bytes(const snug_graph *g, const graph_node *n) {
@@ -164,13 +214,14 @@ static size_t attn_saved_bytes(const snug_graph *g, const graph_node *n) {
                : SIZE_MAX;
 }
 
-/* One (T, T) scratch per thread that can run a task: min(threads, m H). */
+/* One (min(ATTN_BLOCK, T), T) block of scores per thread that can run a task: min(threads, m H). */
 static size_t attn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const attn_dims d = attn_dims_of(g, n);
     size_t tasks, bytes;
     if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
     const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;
-    return size_mul(d.T, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, sizeof(float), &bytes)
+    const size_t bt = d.T < ATTN_BLOCK ? d.T : ATTN_BLOCK;
+    return size_mul(bt, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, sizeof(float), &bytes)
                ? bytes
                : SIZE_MAX;
 }

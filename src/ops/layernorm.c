@@ -1,12 +1,14 @@
 /* layernorm: each row of the last dimension of x (T, C) or (C) is normalised with its own mean and biased
  * variance, then scaled and shifted per column (weight ones, bias zeros), as torch.nn.LayerNorm(C). Forward
  * saves each row's mean and inverse deviation (2T floats per sample); backward recomputes x_hat from the kept
- * input. Rows never mix samples, so accumulation is exact and a recompute writes the same bits. */
+ * input. Rows never mix samples, so accumulation is exact and a recompute writes the same bits. The row loops
+ * are `omp simd`: their sums run in an order fixed at compile time, the same for any thread count. */
 #include <math.h>
 #include <stdio.h>
 
 #include "core/checked.h"
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define LN_PAR_MIN ((size_t)1 << 15)
@@ -43,39 +45,43 @@ static bool ln_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
 static size_t ln_width(const snug_shape *s) { return s->dims[s->rank - 1]; }
 static size_t ln_rows_per_sample(const snug_shape *s) { return s->rank == 2 ? s->dims[0] : 1; }
 
+/* One row: its mean and inverse deviation into stat, y = (x - mean) invstd gamma + beta. */
+VM_KERNEL static void ln_forward_row(float *y, float *stat, const float *x, const float *gamma, const float *beta,
+                                     size_t C, double eps) {
+    /* shifted by the first value so that a large mean does not cancel the variance in the one-pass sums */
+    const double shift = x[0];
+    double s1 = 0.0, s2 = 0.0;
+    #pragma omp simd reduction(+ : s1, s2)
+    for (size_t j = 0; j < C; j++) {
+        const double d = (double)x[j] - shift;
+        s1 += d;
+        s2 += d * d;
+    }
+    const double dm = s1 / (double)C, v = s2 / (double)C - dm * dm;
+    const float mean = (float)(shift + dm), invstd = (float)(1.0 / sqrt((v > 0.0 ? v : 0.0) + eps));
+    stat[0] = mean;
+    stat[1] = invstd;
+    #pragma omp simd
+    for (size_t j = 0; j < C; j++) y[j] = (x[j] - mean) * invstd * gamma[j] + beta[j];
+}
+
 static void ln_forward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t C = ln_width(s), rows = c->m * ln_rows_per_sample(s);
     const double eps = c->node->p.norm.eps;
     const float *x = c->in[0];     // (rows, C)
-    const float *gamma = c->w[0], *beta = c->w[1];
     float *y = c->out;             // (rows, C)
     float *stat = c->saved;        // (rows, 2): mean, invstd
     #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
-    for (size_t r = 0; r < rows; r++) {
-        const float *xr = x + r * C;
-        float *yr = y + r * C;
-        /* shifted by the first value so that a large mean does not cancel the variance in the one-pass sums */
-        const double shift = xr[0];
-        double s1 = 0.0, s2 = 0.0;
-        for (size_t j = 0; j < C; j++) {
-            const double d = (double)xr[j] - shift;
-            s1 += d;
-            s2 += d * d;
-        }
-        const double dm = s1 / (double)C, v = s2 / (double)C - dm * dm;
-        const float mean = (float)(shift + dm), invstd = (float)(1.0 / sqrt((v > 0.0 ? v : 0.0) + eps));
-        stat[2 * r] = mean;
-        stat[2 * r + 1] = invstd;
-        for (size_t j = 0; j < C; j++) yr[j] = (xr[j] - mean) * invstd * gamma[j] + beta[j];
-    }
+    for (size_t r = 0; r < rows; r++) ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps);
 }
 
 /* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
  * row's dy x_hat and dy go into the block partials pg, pb. */
-static void ln_backward_row(const float *x, const float *dy, const float *gamma, float mean, float invstd,
+VM_KERNEL static void ln_backward_row(const float *x, const float *dy, const float *gamma, float mean, float invstd,
                             size_t C, float *dx, double *pg, double *pb) {
     double sg = 0.0, sgx = 0.0;
+    #pragma omp simd reduction(+ : sg, sgx)
     for (size_t j = 0; j < C; j++) {
         const float xh = (x[j] - mean) * invstd, g = gamma[j] * dy[j];
         sg += g;
@@ -85,6 +91,7 @@ static void ln_backward_row(const float *x, const float *dy, const float *gamma,
     }
     if (!dx) return;
     const float mg = (float)(sg / (double)C), mgx = (float)(sgx / (double)C);
+    #pragma omp simd
     for (size_t j = 0; j < C; j++) dx[j] += invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
 }
 
