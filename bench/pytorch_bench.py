@@ -84,6 +84,18 @@ def cpu_model():
 
 
 # ---- resident memory, as src/cli/bench_rss.c ----
+def release_freed():
+    """glibc's malloc_trim(0), as snug's bench_rss_release_freed: memory the SGEMM probe and the data generation
+    freed must not sit in the baseline RSS, where the step would reuse it unseen."""
+    import ctypes
+    import gc
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def rss():
     """(VmRSS, VmHWM) in bytes."""
     out = {}
@@ -324,6 +336,7 @@ def measure(args):
     m = {"full": batch, "sqrt": batch, "accum4": math.ceil(batch / 4), "micro1": 1}[variant]
     sgemm = sgemm_gflops(args.sgemm_size)  # also starts the BLAS's threads and buffers, as snug's probe does
     x, y = synthetic(name, batch)
+    release_freed()
     rss_start, _ = rss()  # as snug's: the data exist, the model does not
     torch.manual_seed(1)
     model = build(name)

@@ -68,6 +68,8 @@ double bench_sgemm_gflops(size_t n, int tries);
 bool bench_rss_read(size_t *rss, size_t *hwm);
 /* Sets the high-water mark back to the current RSS; false when the kernel does not allow it. */
 bool bench_rss_reset_peak(void);
+/* Returns freed heap memory to the system (glibc's malloc_trim), so that a baseline RSS counts live memory only. */
+void bench_rss_release_freed(void);
 
 typedef struct bench_machine {
     char cpu[128];           /* model name from /proc/cpuinfo */

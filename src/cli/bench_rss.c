@@ -2,9 +2,12 @@
  * allocators do: VmRSS (now) and VmHWM (the high-water mark) from /proc/self/status. Writing "5" to
  * /proc/self/clear_refs sets VmHWM back to the current RSS (Linux >= 4.0, proc(5)), so the peak of one
  * measurement is not the peak of whatever ran before it in the same process. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* malloc_trim */
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "cli/bench.h"
 
@@ -35,4 +38,13 @@ bool bench_rss_reset_peak(void) {
     if (!f) return false;
     bool ok = fputs("5", f) >= 0;
     return fclose(f) == 0 && ok;
+}
+
+/* Freed heap memory stays resident until the allocator gives it back; memory the probe or the data generation
+ * freed would otherwise count in the baseline and be reused by the step unseen, making activations look
+ * smaller than they are (PyTorch's side calls the same function through ctypes). */
+void bench_rss_release_freed(void) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
 }

@@ -151,7 +151,10 @@ static snug_status measure(bench_case *c, bench_result *r, snug_error *err) {
     c->indices = st == SNUG_OK ? malloc(w->batch * sizeof *c->indices) : NULL;
     if (st == SNUG_OK && !c->indices) st = snug_fail(err, SNUG_E_OOM, "cannot hold %zu sample indices", w->batch);
     for (size_t i = 0; st == SNUG_OK && i < w->batch; i++) c->indices[i] = i;
-    if (st == SNUG_OK) bench_rss_read(&r->rss_start, &hwm);
+    if (st == SNUG_OK) {
+        bench_rss_release_freed();
+        bench_rss_read(&r->rss_start, &hwm);
+    }
     if (st == SNUG_OK) st = snug_trainer_new(c->graph, &cfg, &c->trainer, err);
     if (st == SNUG_OK) st = snug_trainer_check_dataset(c->trainer, c->data, err);
     if (st == SNUG_OK) {
