@@ -192,13 +192,18 @@ UNET_HIRES_ABOUT = [
 ]
 
 
+RESIDUAL_SCALE = "0.354"  # 1 / sqrt(2 * layers), layers = 4
+
+
 def gpt():
     m = Model("gpt", [
         "gpt: a GPT-2-style byte-level language model: context 256 tokens, vocabulary 256 (a token is a byte),",
         "4 layers, 4 heads, d_model 256, MLP 4x with GELU, pre-LayerNorm, learned positions, causal attention,",
         "the output head tied to the token embedding, a per-token cross-entropy. 3,290,624 parameters (the tied",
         "head adds none). Each block: qkv = linear(layernorm(x), 768) -> self_attention -> linear(256) -> add",
-        "residual; linear(layernorm(x), 1024) -> GELU -> linear(256) -> add residual.",
+        "residual; linear(layernorm(x), 1024) -> GELU -> linear(256) -> add residual. The two projections that",
+        "write into the residual stream start scaled by 1/sqrt(2 * 4 layers) = 0.354 (init_scale, GPT-2's rule),",
+        "so the stream's variance does not grow with depth at the start.",
     ], "tokens 256")
     m.layer("wte", "embedding", vocab=256, dim=256)
     x = m.layer("wpe", "position_embedding", max_len=256)
@@ -207,12 +212,12 @@ def gpt():
         m.layer(b + "ln1", "layernorm", input=x, eps="1e-5")
         m.layer(b + "qkv", "linear", out=768)
         m.layer(b + "attn", "self_attention", heads=4, causal=True)
-        h = m.layer(b + "proj", "linear", out=256)
+        h = m.layer(b + "proj", "linear", out=256, init_scale=RESIDUAL_SCALE)
         x = m.layer(b + "add1", "add", inputs=(x, h))
         m.layer(b + "ln2", "layernorm", eps="1e-5")
         m.layer(b + "fc", "linear", out=1024)
         m.layer(b + "gelu", "gelu")
-        h = m.layer(b + "fc2", "linear", out=256)
+        h = m.layer(b + "fc2", "linear", out=256, init_scale=RESIDUAL_SCALE)
         x = m.layer(b + "add2", "add", inputs=(x, h))
     m.layer("ln_f", "layernorm", input=x, eps="1e-5")
     m.layer("head", "linear_tied", embedding="wte")
