@@ -255,6 +255,12 @@ snug_status snug_mnist_open_files(const char *images_path, const char *labels_pa
 /* A dataset over caller-owned arrays (copied): inputs (n, c, h, w) as floats, one class label per sample. */
 snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
                                      size_t w, size_t classes, snug_dataset **out, snug_error *err);
+/* The general form: inputs (n, sample_shape) floats (any shape: (C, H, W) images, (T) token ids), targets
+ * (n, targets_per_sample) class indices in [0, classes) or -1 (ignored): one per sample for classification,
+ * one per token (T) or pixel (H * W) for sequence and segmentation models. Both arrays are copied. */
+snug_status snug_dataset_from_arrays(const float *inputs, snug_shape sample_shape, const int32_t *targets,
+                                     size_t targets_per_sample, size_t n, size_t classes, snug_dataset **out,
+                                     snug_error *err);
 /* MNIST centred in a larger frame: pad pixels on each side (pad 2 gives the 1x32x32 of ResNet-20), filled with
  * the normalised value of a 0 pixel (the background). */
 snug_status snug_mnist_open_padded(const char *dir, bool train, size_t pad, snug_dataset **out, snug_error *err);
