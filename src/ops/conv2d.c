@@ -12,8 +12,14 @@
  * the BLAS use the threads inside each GEMM. Backward then accumulates dW and db into per-thread partial buffers
  * that are reduced in thread order, so a given thread count always gives the same bits.
  *
+ * 3x3 stride-1 padding-1 convolutions with one group (most of every CNN here) take the direct path of
+ * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
+ * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
+ * (its tiles split between them), so micro-batches of 1 use every core too.
+ *
  * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
- *   T x [ column buffer (C*k*k, Ho*Wo) floats | partial dW (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
+ *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
+ *         floats) | partial dW (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. */
 #include <limits.h>
 #include <omp.h>
@@ -22,6 +28,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "ops/conv3x3_direct.h"
 #include "ops/gemm_direct.h"
 #include "ops/im2col.h"
 #include "ops/op.h"
@@ -37,6 +44,7 @@ typedef struct conv_ctx {
     size_t kdim;        /* C/G*k*k: the GEMM's inner dimension (one group's rows of the column matrix) */
     size_t npix;        /* Ho*Wo */
     bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
+    bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
 } conv_ctx;
 
 static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
@@ -51,17 +59,35 @@ static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
     k.kdim = k.g.c / k.groups * k.g.k * k.g.k;
     k.npix = k.g.ho * k.g.wo;
     k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
+    k.direct = k.g.k == 3 && k.g.stride == 1 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
     return k;
 }
 
-/* Bytes of one thread's column buffer and of its partial gradients; false on overflow. */
-static bool conv_slot_parts(const conv_ctx *k, size_t *col_bytes, size_t *part_bytes) {
+/* Where everything lives in the workspace, for m samples and the plan's threads; false on overflow. */
+typedef struct conv_layout {
+    size_t T;      /* sample threads: lowering_threads(m, threads) */
+    size_t col;    /* per slot: the column buffer, or the direct path's scratch */
+    size_t part;   /* per slot when T > 1: partial dW (co, kdim) then db (co) */
+    size_t slot;   /* bytes from one slot to the next */
+} conv_layout;
+
+static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
-    *col_bytes = *part_bytes = 0;
-    if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) return false;
-    if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONV_ALIGN, col_bytes)) return false;
+    *l = (conv_layout){.T = lowering_threads(m, threads)};
+    if (k->direct) {
+        const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+        if (!conv3x3_scratch_floats(&s, &cols)) return false;
+    } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
+        return false;
+    }
+    if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
+    if (l->T == 1) {
+        l->slot = l->col;
+        return true;
+    }
     if (!size_mul(k->co, k->kdim, &wn) || !size_add(wn, k->co, &pn)) return false;
-    return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONV_ALIGN, part_bytes);
+    return size_mul(pn, sizeof(float), &l->part) && size_align(l->part, CONV_ALIGN, &l->part) &&
+           size_add(l->col, l->part, &l->slot);
 }
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
@@ -153,18 +179,50 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
                     k->npix, y + j * k->cog * k->npix, k->npix, b + j * k->cog, false);
 }
 
+/* Below this many multiply-adds per sample the direct path runs a sample on one thread: waking the others
+ * costs more than they save. */
+#define CONV_DIRECT_PAR_MIN ((size_t)1 << 20)
+
+/* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
+static int conv_direct_inner(const conv_ctx *k, const op_call *c) {
+    return c->threads > 1 && k->co * k->kdim * k->npix >= CONV_DIRECT_PAR_MIN ? c->threads : 1;
+}
+
+/* The direct path: one sample per thread, each with its own scratch, or all threads on each sample in turn
+ * (conv3x3_direct splits it). Either way every output is computed whole by one thread. */
+static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
+    const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    char *work = c->work;
+    if (l->T > 1) {
+        #pragma omp parallel for num_threads((int)l->T) schedule(static)
+        for (size_t n = 0; n < m; n++)
+            conv3x3_forward(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1],
+                            (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot), 0, 1);
+        return;
+    }
+    #pragma omp parallel num_threads(conv_direct_inner(k, c))
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        for (size_t n = 0; n < m; n++)
+            conv3x3_forward(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work, t, T);
+    }
+}
+
 static void conv_forward(const op_call *c) {
     const conv_ctx k = conv_ctx_of(c->g, c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    const size_t T = lowering_threads(m, c->threads);
-    size_t col_bytes = 0, part_bytes = 0;
-    conv_slot_parts(&k, &col_bytes, &part_bytes); /* cannot overflow: the planner sized the same numbers */
-    const size_t slot = T > 1 ? col_bytes + part_bytes : col_bytes;
+    conv_layout l;
+    conv_layout_of(&k, m, c->threads, &l); /* cannot overflow: the planner sized the same numbers */
+    if (k.direct) {
+        conv_forward_direct(c, &k, &l);
+        return;
+    }
     char *work = c->work;
-    if (T > 1) {
-        #pragma omp parallel for num_threads((int)T) schedule(static)
+    if (l.T > 1) {
+        #pragma omp parallel for num_threads((int)l.T) schedule(static)
         for (size_t n = 0; n < m; n++) {
-            float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * slot);
+            float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * l.slot);
             conv_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
         }
     } else {
@@ -174,6 +232,19 @@ static void conv_forward(const op_call *c) {
 }
 
 /* ---- backward ------------------------------------------------------------------------------------------- */
+
+/* The sum of a plane of dy: 16 float partial sums (a loop the compiler vectorises, where a double accumulator
+ * would not), combined in double with the tail. */
+static float conv_plane_sum(const float *v, size_t n) {
+    float lane[16] = {0};
+    size_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (size_t l = 0; l < 16; l++) lane[l] += v[j + l];
+    double s = 0.0;
+    for (size_t l = 0; l < 16; l++) s += lane[l];
+    for (; j < n; j++) s += v[j];
+    return (float)s;
+}
 
 /* One sample: dw += dy_n col_n^T, db += row sums of dy_n, din_n += col2im(W^T dy_n), each group over its
  * blocks. col is reused: first the columns of x_n for dW, then the column gradient for din. dw, db or din may
@@ -196,13 +267,8 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
             gemm_direct_nt(k->cog, k->kdim, k->npix, dy + j * ystep, k->npix, cols + j * cstep, k->npix,
                            dw + j * wstep, k->kdim);
     }
-    if (db) {
-        for (size_t o = 0; o < k->co; o++) {
-            double s = 0.0; /* a plane can hold 65536 pixels: sum in double */
-            for (size_t j = 0; j < k->npix; j++) s += dy[o * k->npix + j];
-            db[o] += (float)s;
-        }
-    }
+    if (db)
+        for (size_t o = 0; o < k->co; o++) db[o] += conv_plane_sum(dy + o * k->npix, k->npix);
     if (din) {
         /* pointwise: the column gradient is din itself, so add straight into it */
         float *dcols = k->pointwise ? din : col;
@@ -213,35 +279,69 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
     }
 }
 
+/* The direct path's backward, threads as its forward; with T > 1 sample threads, dW and db go to per-thread
+ * partials reduced in thread order. */
+static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
+    const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
+    char *slots = c->work;
+    if (l->T > 1) {
+        #pragma omp parallel num_threads((int)l->T)
+        {
+            #pragma omp for schedule(static)
+            for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->part);
+            char *mine = slots + (size_t)omp_get_thread_num() * l->slot;
+            float *pdw = (float *)(void *)(mine + l->col);
+            #pragma omp for schedule(static)
+            for (size_t n = 0; n < m; n++)
+                conv3x3_backward(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+                                 c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n,
+                                 c->w[0], (float *)(void *)mine, 0, 1);
+        }
+        if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
+        if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
+        return;
+    }
+    #pragma omp parallel num_threads(conv_direct_inner(k, c))
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        for (size_t n = 0; n < m; n++)
+            conv3x3_backward(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1], c->dout + n * out_n,
+                             c->in[0] + n * in_n, c->w[0], (float *)(void *)slots, t, T);
+    }
+}
+
 static void conv_backward(const op_call *c) {
     const conv_ctx k = conv_ctx_of(c->g, c->node);
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    const size_t T = lowering_threads(m, c->threads), wn = k.co * k.kdim;
-    if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
+    conv_layout l;
+    conv_layout_of(&k, m, c->threads, &l);
+    if (k.direct) {
+        conv_backward_direct(c, &k, &l);
+        return;
+    }
+    if (l.T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
             conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
                                  c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
         return;
     }
-    size_t col_bytes = 0, part_bytes = 0;
-    conv_slot_parts(&k, &col_bytes, &part_bytes);
-    const size_t slot = col_bytes + part_bytes;
     char *work = c->work;
-    #pragma omp parallel num_threads((int)T)
+    #pragma omp parallel num_threads((int)l.T)
     {
         /* Zero every partial, including those of threads the runtime may not have started. */
         #pragma omp for schedule(static)
-        for (size_t t = 0; t < T; t++) memset(work + t * slot + col_bytes, 0, (wn + k.co) * sizeof(float));
-        char *mine = work + (size_t)omp_get_thread_num() * slot;
-        float *pdw = (float *)(void *)(mine + col_bytes);
+        for (size_t t = 0; t < l.T; t++) memset(work + t * l.slot + l.col, 0, l.part);
+        char *mine = work + (size_t)omp_get_thread_num() * l.slot;
+        float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++)
             conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
                                  (float *)(void *)mine);
     }
-    if (c->dw[0]) lowering_reduce(c->dw[0], work, slot, col_bytes, wn, T);
-    if (c->dw[1]) lowering_reduce(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.co, T);
+    if (c->dw[0]) lowering_reduce(c->dw[0], work, l.slot, l.col, wn, l.T);
+    if (c->dw[1]) lowering_reduce(c->dw[1], work, l.slot, l.col + wn * sizeof(float), k.co, l.T);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -256,15 +356,13 @@ static size_t conv_saved_bytes(const snug_graph *g, const graph_node *n) {
     return 0; /* backward re-lowers its kept input instead of keeping the (k*k times larger) columns */
 }
 
-/* Backward needs at least what forward does (the same column buffer, plus partials when T > 1). SIZE_MAX when
- * the size overflows, which no budget fits. */
+/* Backward needs at least what forward does (the same slots, plus partials when T > 1). SIZE_MAX when the size
+ * overflows, which no budget fits. */
 static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const conv_ctx k = conv_ctx_of(g, n);
-    const size_t T = lowering_threads(m, threads);
-    size_t col_bytes, part_bytes, slot, total;
-    if (!conv_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;
-    if (T == 1) return col_bytes;
-    if (!size_add(col_bytes, part_bytes, &slot) || !size_mul(slot, T, &total)) return SIZE_MAX;
+    conv_layout l;
+    size_t total;
+    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.T, &total)) return SIZE_MAX;
     return total;
 }
 

@@ -137,15 +137,20 @@ static AVX512 void gemm_nt_avx512(size_t M, size_t N, size_t K, const float *a, 
     }
 }
 
-static bool have_avx512(void) {
+#endif
+
+bool gemm_direct_has_avx512(void) {
+#ifdef GEMM_DIRECT_AVX512
     static int known = -1; /* a benign race: every thread computes the same answer */
     if (known < 0) {
         __builtin_cpu_init();
         known = __builtin_cpu_supports("avx512f") ? 1 : 0;
     }
     return known == 1;
-}
+#else
+    return false;
 #endif
+}
 
 /* The same product through the BLAS: one of A's strides must be 1 (a row-major A or its transpose). */
 static void gemm_blas(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size_t a_cs, const float *b,
@@ -163,7 +168,7 @@ void gemm_direct(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size
                  float *c, size_t ldc, const float *bias, bool accumulate) {
     if (M == 0 || N == 0) return;
 #ifdef GEMM_DIRECT_AVX512
-    if (have_avx512()) {
+    if (gemm_direct_has_avx512()) {
         const size_t blocks = (N + NR - 1) / NR;
         const bool par = !omp_in_parallel() && omp_get_max_threads() > 1 && blocks > 1 && M * N * K >= GEMM_PAR_MIN;
         if (!par) {
@@ -188,7 +193,7 @@ void gemm_direct_nt(size_t M, size_t N, size_t K, const float *a, size_t lda, co
 #ifdef GEMM_DIRECT_AVX512
     /* Measured against OpenBLAS on AVX-512: 2x faster with 16 rows or a long inner dimension (its packing
      * dominates), up to 2x slower with 32 to 64 rows and a short one (ResNet-20's last stage). */
-    if (have_avx512() && (M <= 16 || K >= 4096)) {
+    if (gemm_direct_has_avx512() && (M <= 16 || K >= 4096)) {
         const size_t blocks = (N + 3) / 4;
         const bool par = !omp_in_parallel() && omp_get_max_threads() > 1 && blocks > 1 && M * N * K >= GEMM_PAR_MIN;
         if (!par) {

@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* Whether this build and CPU run the AVX-512 kernels (checked once; the build itself has no -march). */
+bool gemm_direct_has_avx512(void);
+
 /* C = A B (accumulate false), C = bias + A B (bias[i] added to row i; accumulate false), or C += A B
  * (accumulate true, bias NULL). Splits the columns over the OpenMP threads when
  * called outside a parallel region and the product is large enough; inside one it runs on the calling thread. */

@@ -1,0 +1,447 @@
+/* conv3x3_direct: the padded-grid convolution of conv3x3_direct.h. Compiled for AVX-512 through a function
+ * attribute (the build has no -march), like gemm_direct; conv3x3_direct_available says whether to call it. */
+#include "ops/conv3x3_direct.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/checked.h"
+#include "ops/gemm_direct.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CONV3_AVX512 1
+#define AVX512 __attribute__((target("avx512f")))
+#else
+#define AVX512
+#endif
+
+/* Output planes of one register tile, and its 16-lane vectors along the grid. */
+#define MR 8
+#define NV 3
+/* Output channels of one weight-gradient tile (x 9 taps = 27 accumulators). */
+#define MW 3
+/* Grid vectors the weight gradient sums before reducing its partial sums: a chunk of every padded plane then
+ * stays in L2 while all tiles read it. */
+#define WG_CHUNK ((size_t)128)
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+bool conv3x3_direct_available(void) {
+#ifdef CONV3_AVX512
+    return gemm_direct_has_avx512();
+#else
+    return false;
+#endif
+}
+
+/* The largest grid index a vector reads is (h + 2)(w + 1) + 16 (the last vector's 15 lanes past the grid,
+ * plus the tap 2 wp + 2): one float more, rounded to a cache line. Only called once conv3x3_scratch_floats
+ * has checked that the sizes fit. */
+static size_t conv3x3_plane_floats(size_t h, size_t w) { return round_up((h + 2) * (w + 1) + 17, 16); }
+
+/* The pixels up to which the weight gradient takes the transposed form (wgrad_small_run): measured, the
+ * lane reductions of the grid form cost more than the transposition up to 16x16 planes, less from 28x28. */
+#define WG_SMALL_NPIX ((size_t)256)
+
+static bool wgrad_small(const conv3x3_shape *s) { return s->h * s->w <= WG_SMALL_NPIX; }
+
+bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    size_t plane, rows, chans, dt = 0;
+    if (!size_add(s->h, 2, &rows) || !size_add(s->w, 1, &plane) || !size_mul(rows, plane, &plane) ||
+        !size_add(plane, 17 + 15, &plane))
+        return false;
+    plane = plane / 16 * 16; /* conv3x3_plane_floats, checked */
+    if (wgrad_small(s) && !size_mul(s->h * s->w, round_up(s->co, 16), &dt)) return false;
+    return size_add(s->c, s->co, &chans) && size_mul(chans, plane, n) && size_add(*n, dt, n);
+}
+
+#ifdef CONV3_AVX512
+
+/* The contiguous range [*lo, *hi) of n items that part t of T owns. */
+static void part_range(size_t n, size_t t, size_t T, size_t *lo, size_t *hi) {
+    *lo = n * t / T;
+    *hi = n * (t + 1) / T;
+}
+
+/* The lanes [0, n) of a vector, n <= 16. */
+static inline AVX512 __mmask16 lanes(size_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
+
+/* p[0, n) = 0. */
+static inline AVX512 void zero_floats(float *p, size_t n) {
+    for (size_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(p + i, lanes(n - i), _mm512_setzero_ps());
+}
+
+/* pad[ch] = the padded copy of plane ch of x, for the channels of part t of T: the top row and the first
+ * zero column, then each row copied with the next row's zero column after it, then the bottom row and the tail.
+ * Masked vector copies: rows are short (8 to 32 floats in ResNet-20), too short for a vectorised loop's
+ * prologue and epilogue to pay off. */
+static AVX512 void conv3x3_pad(float *pad,     // (n, conv3x3_plane_floats(h, w))
+                               const float *x, // (n, h, w)
+                               size_t n, size_t h, size_t w, size_t t, size_t T) {
+    const size_t wp = w + 1, plane = conv3x3_plane_floats(h, w);
+    size_t lo, hi;
+    part_range(n, t, T, &lo, &hi);
+    for (size_t ch = lo; ch < hi; ch++) {
+        float *p = pad + ch * plane;
+        const float *src = x + ch * h * w;
+        zero_floats(p, wp + 1);
+        for (size_t r = 1; r <= h; r++, src += w) {
+            float *row = p + r * wp + 1;
+            for (size_t i = 0; i < w; i += 16) {
+                const __mmask16 m = lanes(w - i);
+                _mm512_mask_storeu_ps(row + i, m, _mm512_maskz_loadu_ps(m, src + i));
+            }
+            row[w] = 0.0f; /* the zero column in front of the next row */
+        }
+        zero_floats(p + (h + 1) * wp + 1, plane - (h + 1) * wp - 1);
+    }
+}
+
+/* Where the vector of grid lanes [q0, q0 + 16) lands in an output plane: its valid lanes (inside the grid and
+ * not a row's spare lane x = w) go, in order, to the pixels from pos on. */
+typedef struct grid_vec {
+    size_t pos;
+    __mmask16 valid; /* lanes to keep */
+    __mmask16 run;   /* the low popcount(valid) lanes: the contiguous run they compress into */
+} grid_vec;
+
+static grid_vec grid_vec_at(size_t q0, size_t h, size_t w) {
+    const size_t wp = w + 1, y = q0 / wp, x = q0 % wp, end = h * wp;
+    unsigned valid = lanes(end - q0);
+    for (size_t i = w - x; i < 16; i += wp) valid &= ~(1u << i); /* x <= w always: the spare lanes */
+    return (grid_vec){.pos = y * w + (x < w ? x : w), .valid = (__mmask16)valid,
+                      .run = (__mmask16)((1u << __builtin_popcount(valid)) - 1u)};
+}
+
+/* ---- forward and input gradient: out[i] (+)= sum over channels k and taps of w * src[k][q + tap] ---- */
+
+typedef struct dprod {
+    size_t planes, chans;  /* output planes, input channels (padded planes of src) */
+    size_t h, w, stride;   /* the plane, and the floats between padded planes */
+    const float *src;      /* (chans, stride) padded */
+    const float *wt;       /* the weights (co, c, 3, 3): forward, planes = co; flipped, planes = c */
+    size_t rs;             /* forward: the floats between two output planes' weights (c * 9) */
+    bool flip;             /* the input gradient: W^T with every kernel rotated by 180 degrees */
+    float *dst;            /* (planes, h, w) */
+    const float *bias;     /* (planes) or NULL */
+    bool accumulate;       /* dst += (else dst = bias + ...) */
+} dprod;
+
+/* One tile's accumulators: named variables, not an array (which GCC keeps spilling), for rows [0, mr) and
+ * vectors [0, nv); mr and nv are constants at every call site, so the branches fold away. */
+#define D_INIT1(I, J)                                                                                         \
+    __m512 r##I##J = _mm512_setzero_ps();                                                                     \
+    if (mr > I && nv > J) {                                                                                   \
+        if (p->bias) r##I##J = _mm512_set1_ps(p->bias[o0 + I]);                                               \
+        else if (p->accumulate)                                                                               \
+            r##I##J = _mm512_maskz_expand_ps(gv[J].valid,                                                     \
+                                             _mm512_maskz_loadu_ps(gv[J].run, dst + I * npix + gv[J].pos));   \
+    }
+#define D_INIT(I) D_INIT1(I, 0) D_INIT1(I, 1) D_INIT1(I, 2)
+#define D_FMA(I, T)                                                                                           \
+    if (mr > I) {                                                                                             \
+        const __m512 a = _mm512_set1_ps(ak[(I) * rs + (flip ? 8 - (T) : (T))]);                              \
+        r##I##0 = _mm512_fmadd_ps(a, b0, r##I##0);                                                            \
+        if (nv > 1) r##I##1 = _mm512_fmadd_ps(a, b1, r##I##1);                                                \
+        if (nv > 2) r##I##2 = _mm512_fmadd_ps(a, b2, r##I##2);                                                \
+    }
+#define D_TAP(ROW, OFF, T)                                                                                    \
+    {                                                                                                         \
+        const __m512 b0 = _mm512_loadu_ps(ROW + OFF);                                                         \
+        const __m512 b1 = nv > 1 ? _mm512_loadu_ps(ROW + OFF + 16) : b0;                                      \
+        const __m512 b2 = nv > 2 ? _mm512_loadu_ps(ROW + OFF + 32) : b0;                                      \
+        D_FMA(0, T) D_FMA(1, T) D_FMA(2, T) D_FMA(3, T) D_FMA(4, T) D_FMA(5, T) D_FMA(6, T) D_FMA(7, T)       \
+    }
+#define D_STORE1(I, J)                                                                                        \
+    if (mr > I && nv > J)                                                                                     \
+        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, gv[J].run, _mm512_maskz_compress_ps(gv[J].valid, r##I##J));
+#define D_STORE(I) D_STORE1(I, 0) D_STORE1(I, 1) D_STORE1(I, 2)
+
+/* Planes [o0, o0 + mr) over the grid vectors gv[0..nv) starting at q0. The weights are read in place, as
+ * broadcasts at fixed offsets from one pointer per input channel: forward, plane I's tap T of channel k is
+ * w[(o0 + I) c 9 + 9 k + T], rows rs = 9 c apart; flipped (the input gradient: plane = input channel i,
+ * channel = output channel k, the kernel rotated), it is w[k c 9 + 9 (o0 + I) + 8 - T], rows 9 apart, so
+ * every offset is a constant. */
+static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t nv, bool flip, const dprod *p,
+                                                               size_t o0, size_t q0, const grid_vec *gv) {
+    const size_t npix = p->h * p->w, wp = p->w + 1, rs = flip ? 9 : p->rs, kstep = flip ? p->planes * 9 : 9;
+    float *dst = p->dst + o0 * npix;
+    D_INIT(0) D_INIT(1) D_INIT(2) D_INIT(3) D_INIT(4) D_INIT(5) D_INIT(6) D_INIT(7)
+    const float *ak = p->wt + o0 * rs;
+    const float *r0 = p->src + q0;
+    for (size_t k = 0; k < p->chans; k++, ak += kstep, r0 += p->stride) {
+        const float *r1 = r0 + wp, *r2 = r1 + wp;
+        D_TAP(r0, 0, 0) D_TAP(r0, 1, 1) D_TAP(r0, 2, 2)
+        D_TAP(r1, 0, 3) D_TAP(r1, 1, 4) D_TAP(r1, 2, 5)
+        D_TAP(r2, 0, 6) D_TAP(r2, 1, 7) D_TAP(r2, 2, 8)
+    }
+    D_STORE(0) D_STORE(1) D_STORE(2) D_STORE(3) D_STORE(4) D_STORE(5) D_STORE(6) D_STORE(7)
+}
+
+#define DTILE_NV(R, FLIP)                                                                                     \
+    if (nv == 3) dtile(R, 3, FLIP, p, o0, q0, gv);                                                            \
+    else if (nv == 2) dtile(R, 2, FLIP, p, o0, q0, gv);                                                       \
+    else dtile(R, 1, FLIP, p, o0, q0, gv);
+#define DTILE_ROWS(R)                                                                                         \
+    if (p->flip) {                                                                                            \
+        DTILE_NV(R, true)                                                                                     \
+    } else {                                                                                                  \
+        DTILE_NV(R, false)                                                                                    \
+    }
+
+/* Planes [o0, o0 + mr): a full tile of MR, or the last planes as tiles of 4, 2 and 1 (fewer versions of the
+ * kernel than one per count). */
+static AVX512 void dtile_any(size_t mr, size_t nv, const dprod *p, size_t o0, size_t q0, const grid_vec *gv) {
+    if (mr == MR) {
+        DTILE_ROWS(8)
+        return;
+    }
+    if (mr & 4) {
+        DTILE_ROWS(4)
+        o0 += 4;
+    }
+    if (mr & 2) {
+        DTILE_ROWS(2)
+        o0 += 2;
+    }
+    if (mr & 1) {
+        DTILE_ROWS(1)
+    }
+}
+
+/* Tiles f in part t of T, f = grid block * plane blocks + plane block: the plane blocks of one grid block run
+ * one after another while its input rows sit in cache. */
+static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
+    const size_t wp = p->w + 1, nq = (p->h * wp + 15) / 16, nqb = (nq + NV - 1) / NV;
+    const size_t nob = (p->planes + MR - 1) / MR;
+    size_t lo, hi, cur = SIZE_MAX, nv = 0;
+    grid_vec gv[NV];
+    part_range(nqb * nob, t, T, &lo, &hi);
+    for (size_t f = lo; f < hi; f++) {
+        const size_t qb = f / nob, o0 = f % nob * MR, q0 = qb * NV * 16;
+        if (qb != cur) {
+            cur = qb;
+            nv = nq - qb * NV < NV ? nq - qb * NV : NV;
+            for (size_t j = 0; j < nv; j++) gv[j] = grid_vec_at(q0 + 16 * j, p->h, p->w);
+        }
+        dtile_any(p->planes - o0 < MR ? p->planes - o0 : MR, nv, p, o0, q0, gv);
+    }
+}
+
+/* ---- weight gradient: dW[o][k][tap] += sum over q of dy[o][q] * x[k][q + tap] -------------------------- */
+
+#define W_INIT(I, T) __m512 s##I##T = _mm512_setzero_ps();
+#define W_STORE(I, T)                                                                                         \
+    if (mr > I) dw[I * cstride + T] += _mm512_reduce_add_ps(s##I##T);
+#define W_LOADA(I) const __m512 a##I = mr > I ? _mm512_loadu_ps(dy + I * stride + q) : _mm512_setzero_ps();
+#define W_TAPS(X, I) X(I, 0) X(I, 1) X(I, 2) X(I, 3) X(I, 4) X(I, 5) X(I, 6) X(I, 7) X(I, 8)
+#define W_ALL(X) W_TAPS(X, 0) W_TAPS(X, 1) W_TAPS(X, 2)
+/* One tap's input vector, loaded once and used by every row. The empty asm pins it in a register: GCC would
+ * otherwise fold the load into each row's multiply-add, tripling the (mostly cache-line-splitting) loads,
+ * which then bound the loop. */
+#define W_TAP(ROW, OFF, T)                                                                                    \
+    {                                                                                                         \
+        __m512 b = _mm512_loadu_ps(ROW + OFF);                                                                \
+        __asm__("" : "+v"(b));                                                                                \
+        s0##T = _mm512_fmadd_ps(a0, b, s0##T);                                                                \
+        if (mr > 1) s1##T = _mm512_fmadd_ps(a1, b, s1##T);                                                    \
+        if (mr > 2) s2##T = _mm512_fmadd_ps(a2, b, s2##T);                                                    \
+    }
+
+/* One tile: output channels [0, mr) of dy x the 9 taps of one input channel, over grid lanes [q0, q1). dy is
+ * read through its padded copy shifted by wp + 1, whose spare lanes are the zero padding, so no lane needs a
+ * mask; dw rows are cstride = c * 9 apart. */
+static inline __attribute__((always_inline)) AVX512 void
+wtile(size_t mr, float *dw, size_t cstride, const float *dy, // (mr, stride) padded, shifted to the grid
+      const float *x,                                         // (stride) one padded input plane
+      size_t stride, size_t wp, size_t q0, size_t q1) {
+    W_ALL(W_INIT)
+    for (size_t q = q0; q < q1; q += 16) {
+        W_LOADA(0) W_LOADA(1) W_LOADA(2)
+        const float *x0 = x + q, *x1 = x0 + wp, *x2 = x1 + wp;
+        W_TAP(x0, 0, 0) W_TAP(x0, 1, 1) W_TAP(x0, 2, 2)
+        W_TAP(x1, 0, 3) W_TAP(x1, 1, 4) W_TAP(x1, 2, 5)
+        W_TAP(x2, 0, 6) W_TAP(x2, 1, 7) W_TAP(x2, 2, 8)
+    }
+    W_ALL(W_STORE)
+}
+
+static AVX512 void wtile_any(size_t mr, float *dw, size_t cstride, const float *dy, const float *x, size_t stride,
+                             size_t wp, size_t q0, size_t q1) {
+    if (mr == 3) wtile(3, dw, cstride, dy, x, stride, wp, q0, q1);
+    else if (mr == 2) wtile(2, dw, cstride, dy, x, stride, wp, q0, q1);
+    else wtile(1, dw, cstride, dy, x, stride, wp, q0, q1);
+}
+
+static AVX512 void wgrad_run(const conv3x3_shape *s, float *dw, const float *dypad, const float *xpad, size_t t,
+                             size_t T) {
+    const size_t wp = s->w + 1, stride = conv3x3_plane_floats(s->h, s->w), nq = (s->h * wp + 15) / 16;
+    const size_t nob = (s->co + MW - 1) / MW;
+    size_t lo, hi;
+    part_range(nob * s->c, t, T, &lo, &hi);
+    for (size_t v0 = 0; v0 < nq; v0 += WG_CHUNK) {
+        const size_t q0 = 16 * v0, q1 = 16 * (nq - v0 < WG_CHUNK ? nq : v0 + WG_CHUNK);
+        for (size_t f = lo; f < hi; f++) { /* f = plane block * c + input channel */
+            const size_t o0 = f / s->c * MW, k = f % s->c, mr = s->co - o0 < MW ? s->co - o0 : MW;
+            wtile_any(mr, dw + (o0 * s->c + k) * 9, s->c * 9, dypad + o0 * stride + wp + 1, xpad + k * stride,
+                      stride, wp, q0, q1);
+        }
+    }
+}
+
+/* ---- weight gradient of small planes: dW^T (c*9, co) += X (c*9, npix) dy^T (npix, co) -------------------
+ * With few grid vectors the lane reductions above cost as much as the products. Here the vectors run along the
+ * output channels instead: dy transposed once into dt (npix, ldt), a row of X is one tap of one padded input
+ * plane (broadcast), and each accumulator is 16 finished sums, added into dW (16 channels apart) at the end. */
+
+#define U_INIT(C, T, J) __m512 u##C##T##J = _mm512_setzero_ps();
+#define U_FMA(C, T, J)                                                                                        \
+    if (mc > C && nv > J) u##C##T##J = _mm512_fmadd_ps(a, d##J, u##C##T##J);
+#define U_TAP(C, T, OFF)                                                                                      \
+    if (mc > C) {                                                                                             \
+        const __m512 a = _mm512_set1_ps(px[(C) * stride + (OFF)]);                                            \
+        U_FMA(C, T, 0) U_FMA(C, T, 1) U_FMA(C, T, 2)                                                          \
+    }
+#define U_TAPS(C)                                                                                             \
+    U_TAP(C, 0, 0) U_TAP(C, 1, 1) U_TAP(C, 2, 2) U_TAP(C, 3, wp) U_TAP(C, 4, wp + 1) U_TAP(C, 5, wp + 2)     \
+    U_TAP(C, 6, 2 * wp) U_TAP(C, 7, 2 * wp + 1) U_TAP(C, 8, 2 * wp + 2)
+#define U_STORE(C, T, J)                                                                                      \
+    if (mc > C && nv > J) {                                                                                   \
+        _mm512_storeu_ps(sums, u##C##T##J);                                                                   \
+        const size_t n = nco - 16 * (J) < 16 ? nco - 16 * (J) : 16;                                           \
+        float *d = dw + (16 * (J)) * cs + (C) * 9 + (T);                                                      \
+        for (size_t l = 0; l < n; l++) d[l * cs] += sums[l];                                                  \
+    }
+#define U_EACH(X, C, J)                                                                                       \
+    X(C, 0, J) X(C, 1, J) X(C, 2, J) X(C, 3, J) X(C, 4, J) X(C, 5, J) X(C, 6, J) X(C, 7, J) X(C, 8, J)
+#define U_ALL(X) U_EACH(X, 0, 0) U_EACH(X, 0, 1) U_EACH(X, 0, 2) U_EACH(X, 1, 0) U_EACH(X, 1, 1) U_EACH(X, 1, 2)
+
+/* Input channels [0, mc) x 9 taps x output channels [0, nco) (nco <= 16 nv): the pixels in order, each a
+ * multiply-add of its 9 mc tap values by nv vectors of its dt row. dw is (nco, cs) at this tile's first row. */
+static inline __attribute__((always_inline)) AVX512 void
+utile(size_t mc, size_t nv, float *dw, size_t cs, const float *xpad, // (mc, stride) padded input planes
+      size_t stride, const float *dt, size_t ldt,                     // (npix, ldt) at this tile's first column
+      size_t h, size_t w, size_t nco) {
+    const size_t wp = w + 1;
+    float sums[16];
+    U_ALL(U_INIT)
+    for (size_t y = 0; y < h; y++)
+        for (size_t x = 0; x < w; x++) {
+            const float *px = xpad + y * wp + x, *dr = dt + (y * w + x) * ldt;
+            const __m512 d0 = _mm512_loadu_ps(dr);
+            const __m512 d1 = nv > 1 ? _mm512_loadu_ps(dr + 16) : d0;
+            const __m512 d2 = nv > 2 ? _mm512_loadu_ps(dr + 32) : d0;
+            U_TAPS(0) U_TAPS(1)
+        }
+    U_ALL(U_STORE)
+}
+
+static AVX512 void utile_any(size_t mc, size_t nv, float *dw, size_t cs, const float *xpad, size_t stride,
+                             const float *dt, size_t ldt, size_t h, size_t w, size_t nco) {
+    if (mc == 2) utile(2, 1, dw, cs, xpad, stride, dt, ldt, h, w, nco);
+    else if (nv == 3) utile(1, 3, dw, cs, xpad, stride, dt, ldt, h, w, nco);
+    else if (nv == 2) utile(1, 2, dw, cs, xpad, stride, dt, ldt, h, w, nco);
+    else utile(1, 1, dw, cs, xpad, stride, dt, ldt, h, w, nco);
+}
+
+/* Tiles f in part t of T, f = channel block * output blocks + output block. One 16-channel output block
+ * (co <= 16) takes two input channels per tile, more take one and up to 48 output channels. */
+static AVX512 void wgrad_small_run(const conv3x3_shape *s, float *dw, const float *dt, const float *xpad, size_t t,
+                                   size_t T) {
+    const size_t stride = conv3x3_plane_floats(s->h, s->w), ldt = round_up(s->co, 16), cs = s->c * 9;
+    const size_t mc = s->co <= 16 ? 2 : 1, ncb = (s->c + mc - 1) / mc, nob = (s->co + 47) / 48;
+    size_t lo, hi;
+    part_range(ncb * nob, t, T, &lo, &hi);
+    for (size_t f = lo; f < hi; f++) {
+        const size_t k = f / nob * mc, o0 = f % nob * 48, nco = s->co - o0 < 48 ? s->co - o0 : 48;
+        utile_any(s->c - k < mc ? s->c - k : mc, (nco + 15) / 16, dw + o0 * cs + k * 9, cs, xpad + k * stride,
+                  stride, dt + o0, ldt, s->h, s->w, nco);
+    }
+}
+
+/* dt (npix, ldt) = dy^T for the pixels of part t of T; columns past co are zero. */
+static void transpose_dy(float *dt, const float *dy, size_t co, size_t npix, size_t ldt, size_t t, size_t T) {
+    size_t lo, hi;
+    part_range(npix, t, T, &lo, &hi);
+    for (size_t p = lo; p < hi; p++) {
+        float *row = dt + p * ldt;
+        for (size_t o = 0; o < co; o++) row[o] = dy[o * npix + p];
+        for (size_t o = co; o < ldt; o++) row[o] = 0.0f;
+    }
+}
+
+/* db[o] += the sum of plane o of dy: 16-lane float partial sums over the plane, the lanes in double. */
+static AVX512 void bias_run(float *db, const float *dy, size_t co, size_t npix, size_t t, size_t T) {
+    size_t lo, hi;
+    part_range(co, t, T, &lo, &hi);
+    for (size_t o = lo; o < hi; o++) {
+        const float *plane = dy + o * npix;
+        __m512 acc = _mm512_setzero_ps();
+        for (size_t i = 0; i < npix; i += 16)
+            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(npix - i), plane + i));
+        float part[16];
+        _mm512_storeu_ps(part, acc);
+        double sum = 0.0;
+        for (int l = 0; l < 16; l++) sum += part[l];
+        db[o] += (float)sum;
+    }
+}
+
+static void part_barrier(size_t T) {
+    if (T > 1) {
+        #pragma omp barrier
+    }
+}
+
+static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                                  float *scratch, size_t t, size_t T) {
+    conv3x3_pad(scratch, x, s->c, s->h, s->w, t, T);
+    part_barrier(T);
+    const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .stride = conv3x3_plane_floats(s->h, s->w),
+                     .src = scratch, .wt = w, .rs = s->c * 9, .flip = false, .dst = y, .bias = b,
+                     .accumulate = false};
+    dprod_run(&p, t, T);
+    part_barrier(T); /* the caller may overwrite the scratch next */
+}
+
+static AVX512 void backward_avx512(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy,
+                                   const float *x, const float *w, float *scratch, size_t t, size_t T) {
+    const size_t plane = conv3x3_plane_floats(s->h, s->w), npix = s->h * s->w;
+    float *xpad = scratch, *dypad = scratch + s->c * plane, *dt = dypad + s->co * plane;
+    const bool small = wgrad_small(s);
+    if (dw) conv3x3_pad(xpad, x, s->c, s->h, s->w, t, T);
+    if (dx || (dw && !small)) conv3x3_pad(dypad, dy, s->co, s->h, s->w, t, T);
+    if (dw && small) transpose_dy(dt, dy, s->co, npix, round_up(s->co, 16), t, T);
+    part_barrier(T);
+    if (dw && small) wgrad_small_run(s, dw, dt, xpad, t, T);
+    else if (dw) wgrad_run(s, dw, dypad, xpad, t, T);
+    if (db) bias_run(db, dy, s->co, npix, t, T);
+    if (dx) {
+        const dprod p = {.planes = s->c, .chans = s->co, .h = s->h, .w = s->w, .stride = plane, .src = dypad,
+                         .wt = w, .rs = 9, .flip = true, .dst = dx, .bias = NULL, .accumulate = true};
+        dprod_run(&p, t, T);
+    }
+    part_barrier(T);
+}
+#endif
+
+void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                     float *scratch, size_t t, size_t T) {
+#ifdef CONV3_AVX512
+    forward_avx512(s, y, x, w, b, scratch, t, T);
+#else
+    (void)s, (void)y, (void)x, (void)w, (void)b, (void)scratch, (void)t, (void)T;
+    abort(); /* unreachable: conv3x3_direct_available() is false in this build */
+#endif
+}
+
+void conv3x3_backward(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy, const float *x,
+                      const float *w, float *scratch, size_t t, size_t T) {
+#ifdef CONV3_AVX512
+    backward_avx512(s, dx, dw, db, dy, x, w, scratch, t, T);
+#else
+    (void)s, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)scratch, (void)t, (void)T;
+    abort(); /* unreachable: conv3x3_direct_available() is false in this build */
+#endif
+}

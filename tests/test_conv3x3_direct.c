@@ -1,0 +1,271 @@
+/* The direct 3x3 convolution (ops/conv3x3_direct.h) against a double-precision reference, over shapes that hit
+ * every edge: one channel, odd widths and widths that are no multiple of 16 (so grid vectors span rows and end
+ * inside one), planes smaller than a vector, the small-plane and the large-plane weight gradient, channel
+ * counts that leave partial register tiles (output planes not a multiple of 8, 3 or 48). Backward must ADD to
+ * what the gradients held, and skip what is NULL. The scratch starts full of NaN, so a read of anything the
+ * kernels did not write shows. And the same bits whatever the thread count, which run-to-run determinism needs;
+ * then the conv2d op on the direct path: the same bits at micro-batch 1 for 1, 2 and 3 threads, and a
+ * workspace smaller than the column buffer it replaces. Skipped on CPUs without AVX-512 (the op lowers there,
+ * and the op tests cover that). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_test_util.h"
+#include "ops/conv3x3_direct.h"
+#include "ops/op.h"
+#include "snug.h"
+
+/* c, co, h, w */
+static const size_t shapes[][4] = {
+    {1, 1, 1, 1},    {1, 3, 5, 7},    {2, 5, 3, 17},   {3, 8, 9, 16},   {16, 16, 8, 8},  {5, 17, 13, 31},
+    {1, 32, 28, 28}, {7, 20, 4, 40},  {9, 50, 16, 16}, {11, 12, 14, 14}, {4, 9, 33, 15}, {2, 3, 2, 100},
+    {3, 64, 6, 6},   {8, 49, 10, 10}, {1, 2, 17, 1},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+/* Everything one check needs: inputs, the gradients before and after, and the reference. */
+typedef struct conv_data {
+    conv3x3_shape s;
+    size_t xn, yn, wn;
+    float *x, *w, *b, *dy;       /* inputs */
+    float *y, *dx, *dw, *db;     /* outputs (the gradients start from dx0, dw0, db0) */
+    float *dx0, *dw0, *db0;
+    float *scratch;
+    size_t scratch_n;
+} conv_data;
+
+static void data_init(conv_data *d, const size_t *sh, uint64_t seed) {
+    d->s = (conv3x3_shape){.c = sh[0], .co = sh[1], .h = sh[2], .w = sh[3]};
+    d->xn = d->s.c * d->s.h * d->s.w, d->yn = d->s.co * d->s.h * d->s.w, d->wn = d->s.co * d->s.c * 9;
+    float **bufs[] = {&d->x, &d->dx, &d->dx0, &d->y, &d->dy, &d->w, &d->dw, &d->dw0, &d->b, &d->db, &d->db0};
+    const size_t lens[] = {d->xn, d->xn, d->xn, d->yn, d->yn, d->wn, d->wn, d->wn, d->s.co, d->s.co, d->s.co};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        *bufs[i] = op_test_xmalloc(lens[i] * sizeof(float));
+        op_test_fill_sym(*bufs[i], lens[i], &seed);
+    }
+    assert_true(conv3x3_scratch_floats(&d->s, &d->scratch_n));
+    d->scratch = op_test_xmalloc(d->scratch_n * sizeof(float));
+}
+
+static void data_free(conv_data *d) {
+    float *bufs[] = {d->x, d->dx, d->dx0, d->y, d->dy, d->w, d->dw, d->dw0, d->b, d->db, d->db0,
+                     d->scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+}
+
+/* The gradients back to their starting values, the scratch to NaN. */
+static void data_reset(conv_data *d) {
+    memcpy(d->dx, d->dx0, d->xn * sizeof(float));
+    memcpy(d->dw, d->dw0, d->wn * sizeof(float));
+    memcpy(d->db, d->db0, d->s.co * sizeof(float));
+    for (size_t i = 0; i < d->scratch_n; i++) d->scratch[i] = NAN;
+}
+
+/* x[ch][i][j] with zero padding. */
+static double at(const float *x, const conv3x3_shape *s, size_t ch, long i, long j) {
+    if (i < 0 || j < 0 || i >= (long)s->h || j >= (long)s->w) return 0.0;
+    return x[(ch * s->h + (size_t)i) * s->w + (size_t)j];
+}
+
+/* got within 2e-6 of the sum of the terms' magnitudes (a misplaced term is off by a whole term). */
+static void expect(float got, double want, double mag, const char *what, size_t i) {
+    if (!(fabs((double)got - want) <= 2e-6 * (1.0 + mag)))
+        fail_msg("%s[%zu]: got %.9g, want %.9g", what, i, (double)got, want);
+}
+
+static void check_forward(const conv_data *d) {
+    const conv3x3_shape *s = &d->s;
+    for (size_t o = 0; o < s->co; o++)
+        for (size_t i = 0; i < s->h; i++)
+            for (size_t j = 0; j < s->w; j++) {
+                double sum = d->b[o], mag = fabs(sum);
+                for (size_t c = 0; c < s->c; c++)
+                    for (long a = 0; a < 3; a++)
+                        for (long b = 0; b < 3; b++) {
+                            const double v = d->w[(o * s->c + c) * 9 + (size_t)(a * 3 + b)] *
+                                             at(d->x, s, c, (long)i + a - 1, (long)j + b - 1);
+                            sum += v, mag += fabs(v);
+                        }
+                const size_t k = (o * s->h + i) * s->w + j;
+                expect(d->y[k], sum, mag, "y", k);
+            }
+}
+
+static void check_backward(const conv_data *d) {
+    const conv3x3_shape *s = &d->s;
+    for (size_t c = 0; c < s->c; c++) /* dx[c][i][j] = sum of w[o][c][a][b] dy[o][i - a + 1][j - b + 1] */
+        for (size_t i = 0; i < s->h; i++)
+            for (size_t j = 0; j < s->w; j++) {
+                const size_t k = (c * s->h + i) * s->w + j;
+                double sum = d->dx0[k], mag = fabs(sum);
+                for (size_t o = 0; o < s->co; o++)
+                    for (long a = 0; a < 3; a++)
+                        for (long b = 0; b < 3; b++) {
+                            const double v = d->w[(o * s->c + c) * 9 + (size_t)(a * 3 + b)] *
+                                             at(d->dy, s, o, (long)i - a + 1, (long)j - b + 1);
+                            sum += v, mag += fabs(v);
+                        }
+                expect(d->dx[k], sum, mag, "dx", k);
+            }
+    for (size_t o = 0; o < s->co; o++) {
+        for (size_t c = 0; c < s->c; c++)
+            for (long a = 0; a < 3; a++)
+                for (long b = 0; b < 3; b++) {
+                    const size_t k = (o * s->c + c) * 9 + (size_t)(a * 3 + b);
+                    double sum = d->dw0[k], mag = fabs(sum);
+                    for (size_t i = 0; i < s->h; i++)
+                        for (size_t j = 0; j < s->w; j++) {
+                            const double v = d->dy[(o * s->h + i) * s->w + j] *
+                                             at(d->x, s, c, (long)i + a - 1, (long)j + b - 1);
+                            sum += v, mag += fabs(v);
+                        }
+                    expect(d->dw[k], sum, mag, "dw", k);
+                }
+        const float *plane = d->dy + o * s->h * s->w;
+        double sum = d->db0[o], mag = fabs(sum);
+        for (size_t p = 0; p < s->h * s->w; p++) sum += plane[p], mag += fabs(plane[p]);
+        expect(d->db[o], sum, mag, "db", o);
+    }
+}
+
+/* Forward and backward on T threads of one parallel region (T = 1: no region). */
+static void run(conv_data *d, int T, bool dx, bool dw, bool db) {
+    data_reset(d);
+    if (T == 1) {
+        conv3x3_forward(&d->s, d->y, d->x, d->w, d->b, d->scratch, 0, 1);
+        conv3x3_backward(&d->s, dx ? d->dx : NULL, dw ? d->dw : NULL, db ? d->db : NULL, d->dy, d->x, d->w,
+                         d->scratch, 0, 1);
+        return;
+    }
+    #pragma omp parallel num_threads(T)
+    {
+        const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+        conv3x3_forward(&d->s, d->y, d->x, d->w, d->b, d->scratch, t, n);
+        conv3x3_backward(&d->s, dx ? d->dx : NULL, dw ? d->dw : NULL, db ? d->db : NULL, d->dy, d->x, d->w,
+                         d->scratch, t, n);
+    }
+}
+
+static void test_matches_reference(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        conv_data d;
+        data_init(&d, shapes[i], 11 + i);
+        run(&d, 1, true, true, true);
+        check_forward(&d);
+        check_backward(&d);
+        data_free(&d);
+    }
+}
+
+/* A NULL gradient is left alone and does not disturb the others. */
+static void test_null_gradients_skipped(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    const size_t sh[][4] = {{5, 17, 13, 31}, {9, 50, 16, 16}};
+    for (size_t i = 0; i < 2; i++) {
+        conv_data d;
+        data_init(&d, sh[i], 5 + i);
+        float *full_dx = op_test_xmalloc(d.xn * sizeof(float)), *full_dw = op_test_xmalloc(d.wn * sizeof(float));
+        run(&d, 1, true, true, true);
+        memcpy(full_dx, d.dx, d.xn * sizeof(float));
+        memcpy(full_dw, d.dw, d.wn * sizeof(float));
+        run(&d, 1, true, false, false);
+        assert_memory_equal(d.dx, full_dx, d.xn * sizeof(float));
+        assert_memory_equal(d.dw, d.dw0, d.wn * sizeof(float));
+        assert_memory_equal(d.db, d.db0, d.s.co * sizeof(float));
+        run(&d, 1, false, true, false);
+        assert_memory_equal(d.dw, full_dw, d.wn * sizeof(float));
+        assert_memory_equal(d.dx, d.dx0, d.xn * sizeof(float));
+        free(full_dx), free(full_dw);
+        data_free(&d);
+    }
+}
+
+/* 1, 2 and 3 threads on one sample: the same bits. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        conv_data d;
+        data_init(&d, shapes[i], 40 + i);
+        run(&d, 1, true, true, true);
+        float *y = op_test_xmalloc(d.yn * sizeof(float)), *dx = op_test_xmalloc(d.xn * sizeof(float));
+        float *dw = op_test_xmalloc(d.wn * sizeof(float)), *db = op_test_xmalloc(d.s.co * sizeof(float));
+        memcpy(y, d.y, d.yn * sizeof(float)), memcpy(dx, d.dx, d.xn * sizeof(float));
+        memcpy(dw, d.dw, d.wn * sizeof(float)), memcpy(db, d.db, d.s.co * sizeof(float));
+        for (int T = 2; T <= 3; T++) {
+            run(&d, T, true, true, true);
+            assert_memory_equal(d.y, y, d.yn * sizeof(float));
+            assert_memory_equal(d.dx, dx, d.xn * sizeof(float));
+            assert_memory_equal(d.dw, dw, d.wn * sizeof(float));
+            assert_memory_equal(d.db, db, d.s.co * sizeof(float));
+        }
+        free(y), free(dx), free(dw), free(db);
+        data_free(&d);
+    }
+}
+
+static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co) {
+    snug_graph *g = snug_graph_new("t");
+    snug_conv2d(g, "conv", snug_input(g, "x", c, h, w), co, 3, 1, 1);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+/* The op at micro-batch 1 splits each sample over its threads (large enough to do so): the bits of the
+ * output and of every gradient do not depend on how many. */
+static void test_op_micro_batch_one_same_bits(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    op_fixture f[3];
+    for (int t = 0; t < 3; t++) {
+        op_fixture_init(&f[t], conv_graph(24, 20, 21, 40), 1, 1, t + 1, FILL_PLAIN, 3);
+        op_fixture_analytic(&f[t]);
+    }
+    for (int t = 1; t < 3; t++) {
+        assert_memory_equal(f[t].y, f[0].y, f[0].out_n * sizeof(float));
+        assert_memory_equal(f[t].dx[0], f[0].dx[0], f[0].in_n[0] * sizeof(float));
+        for (int p = 0; p < 2; p++) assert_memory_equal(f[t].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
+    }
+    for (int t = 0; t < 3; t++) op_fixture_free(&f[t]);
+}
+
+/* The direct path needs the padded planes, not the column matrix: less workspace (one thread, and two with
+ * their partial dW and db). */
+static void test_op_workspace_below_lowering(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    const size_t sh[][4] = {{16, 32, 32, 16}, {32, 16, 16, 32}, {64, 8, 8, 64}, {16, 256, 256, 16}};
+    for (size_t i = 0; i < 4; i++) {
+        snug_graph *g = conv_graph(sh[i][0], sh[i][1], sh[i][2], sh[i][3]);
+        const size_t cols = sh[i][0] * 9 * sh[i][1] * sh[i][2] * sizeof(float);
+        const size_t part = (sh[i][3] * sh[i][0] * 9 + sh[i][3]) * sizeof(float); /* dW and db */
+        const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 1);
+        const size_t two = op_conv2d.workspace_bytes(g, &g->nodes[1], 8, 2);
+        if (one >= cols || two >= 2 * (cols + part))
+            fail_msg("shape %zu: %zu and %zu bytes, lowering %zu and %zu", i, one, two, cols, 2 * (cols + part));
+        snug_graph_free(g);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_reference),
+        cmocka_unit_test(test_null_gradients_skipped),
+        cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_op_micro_batch_one_same_bits),
+        cmocka_unit_test(test_op_workspace_below_lowering),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
