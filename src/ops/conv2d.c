@@ -180,8 +180,10 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
 }
 
 /* Below this many multiply-adds per sample the direct path runs a sample on one thread: waking the others
- * costs more than they save. */
-#define CONV_DIRECT_PAR_MIN ((size_t)1 << 20)
+ * costs more than they save. At 1 << 20, splitting the MNIST CNN's second conv (3.6M) and ResNet-20's convs
+ * (2.4M each) over 2 threads at micro-batch 1 made those steps 12% and about 10% slower on a 2-core machine
+ * with a passive wait policy, and many times slower with a spinning one when other work shares the cores. */
+#define CONV_DIRECT_PAR_MIN ((size_t)1 << 22)
 
 /* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
 static int conv_direct_inner(const conv_ctx *k, const op_call *c) {

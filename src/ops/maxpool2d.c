@@ -3,12 +3,24 @@
  *
  * Saved for backward: per output element, the int32 index of its maximum within the sample, c*H*W + ih*W + iw
  * (infer rejects samples of more than INT32_MAX elements). Ties go to the first maximum in row-major window
- * order and a NaN counts as the maximum (the first NaN wins), both as in PyTorch. */
+ * order and a NaN counts as the maximum (the first NaN wins), both as in PyTorch.
+ *
+ * The 2x2 stride-2 pool of every CNN here has an AVX-512 path (a function attribute: the build has no -march),
+ * 16 outputs of a row at once, with the same comparisons in the same order as the generic window loop, so it
+ * writes the same values and the same argmax bits. */
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "core/checked.h"
+#include "ops/gemm_direct.h"
 #include "ops/op.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define POOL_AVX512 1
+#define AVX512 __attribute__((target("avx512f")))
+#endif
 
 /* Below this many output elements a parallel loop costs more than it saves. */
 #define POOL_PAR_MIN ((size_t)1 << 14)
@@ -78,37 +90,138 @@ static float window_max(const float *plane, // (h, w)
     return best;
 }
 
-static void pool_forward(const op_call *c) {
-    const pool_geom p = pool_geom_of(c->g, c->node);
-    const size_t planes = c->m * p.c, in_plane = p.h * p.w, out_plane = p.ho * p.wo;
-    const float *x = c->in[0];    // (m, c, h, w)
-    float *y = c->out;            // (m, c, ho, wo)
-    int32_t *arg = c->saved;      // (m, c, ho, wo): index within the sample
-    #pragma omp parallel for schedule(static) if (planes * out_plane >= POOL_PAR_MIN)
-    for (size_t pl = 0; pl < planes; pl++) {
+/* Output planes [lo, hi) of the generic pool: every window through window_max. */
+static void pool_planes_generic(const pool_geom *p, float *y, // (planes, ho, wo)
+                                int32_t *arg,                 // (planes, ho, wo): index within the sample
+                                const float *x,               // (planes, h, w)
+                                size_t lo, size_t hi) {
+    const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
+    for (size_t pl = lo; pl < hi; pl++) {
         const float *xp = x + pl * in_plane;
-        const size_t base = (pl % p.c) * in_plane; /* the plane's offset within its sample */
-        for (size_t oh = 0; oh < p.ho; oh++)
-            for (size_t ow = 0; ow < p.wo; ow++) {
-                size_t where, o = pl * out_plane + oh * p.wo + ow;
-                y[o] = window_max(xp, &p, oh, ow, &where);
+        const size_t base = (pl % p->c) * in_plane; /* the plane's offset within its sample */
+        for (size_t oh = 0; oh < p->ho; oh++)
+            for (size_t ow = 0; ow < p->wo; ow++) {
+                size_t where, o = pl * out_plane + oh * p->wo + ow;
+                y[o] = window_max(xp, p, oh, ow, &where);
                 arg[o] = (int32_t)(base + where);
             }
     }
 }
 
-/* Each plane's gradient lands only in its own input plane, so planes run in parallel without races. */
+#ifdef POOL_AVX512
+/* The lanes [0, n) of a vector, n <= 16. */
+static inline AVX512 __mmask16 pool_lanes(size_t n) {
+    return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+}
+
+/* The window loop's step for one more element v at index iv: v replaces the best when greater, or when it is
+ * NaN and the best is not (the first NaN wins), as in window_max. */
+static inline AVX512 void pool_take(__m512 *best, __m512i *idx, __m512 v, __m512i iv) {
+    const __mmask16 t = _mm512_cmp_ps_mask(v, *best, _CMP_GT_OQ) |
+                        (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(*best, *best, _CMP_ORD_Q));
+    *best = _mm512_mask_mov_ps(*best, t, v);
+    *idx = _mm512_mask_mov_epi32(*idx, t, iv);
+}
+
+/* One output row of a 2x2 stride-2 pool: wo outputs from the input rows r0 and r0 + w; i0 is r0's index within
+ * the sample. Two 16-float loads per input row deinterleave into the even and odd columns. */
+static AVX512 void pool22_row(float *y,        // (wo)
+                              int32_t *arg,    // (wo)
+                              const float *r0, // (2, w)
+                              size_t w, size_t wo, int32_t i0) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i one = _mm512_set1_epi32(1), down = _mm512_set1_epi32((int32_t)w);
+    for (size_t o = 0; o < wo; o += 16) {
+        const size_t n = wo - o < 16 ? wo - o : 16;
+        const __mmask16 lo = pool_lanes(2 * n), hi = pool_lanes(2 * n > 16 ? 2 * n - 16 : 0);
+        const float *p0 = r0 + 2 * o, *p1 = p0 + w;
+        const __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+        const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+        const __m512i ia = _mm512_add_epi32(_mm512_set1_epi32(i0 + (int32_t)(2 * o)), even);
+        __m512 best = _mm512_permutex2var_ps(a0, even, a1);
+        __m512i idx = ia;
+        pool_take(&best, &idx, _mm512_permutex2var_ps(a0, odd, a1), _mm512_add_epi32(ia, one));
+        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_add_epi32(ia, down));
+        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1),
+                  _mm512_add_epi32(_mm512_add_epi32(ia, down), one));
+        _mm512_mask_storeu_ps(y + o, pool_lanes(n), best);
+        _mm512_mask_storeu_epi32(arg + o, pool_lanes(n), idx);
+    }
+}
+
+/* Output planes [lo, hi) of a 2x2 stride-2 pool, row by row. */
+static AVX512 void pool_planes_22(const pool_geom *p, float *y, // (planes, ho, wo)
+                                  int32_t *arg,                 // (planes, ho, wo)
+                                  const float *x,               // (planes, h, w)
+                                  size_t lo, size_t hi) {
+    const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
+    for (size_t pl = lo; pl < hi; pl++) {
+        const size_t base = (pl % p->c) * in_plane;
+        for (size_t oh = 0; oh < p->ho; oh++)
+            pool22_row(y + pl * out_plane + oh * p->wo, arg + pl * out_plane + oh * p->wo,
+                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, (int32_t)(base + 2 * oh * p->w));
+    }
+}
+#endif
+
+static void pool_planes(const pool_geom *p, bool fast, float *y, int32_t *arg, const float *x, size_t lo,
+                        size_t hi) {
+#ifdef POOL_AVX512
+    if (fast) {
+        pool_planes_22(p, y, arg, x, lo, hi);
+        return;
+    }
+#endif
+    (void)fast;
+    pool_planes_generic(p, y, arg, x, lo, hi);
+}
+
+/* Small calls (one sample of a micro-batch of 1) run without an OpenMP region: starting one costs more than
+ * the pool itself. Planes are independent, so the bits do not depend on the split. */
+static void pool_forward(const op_call *c) {
+    const pool_geom p = pool_geom_of(c->g, c->node);
+    const size_t planes = c->m * p.c;
+    bool fast = false;
+#ifdef POOL_AVX512
+    fast = p.k == 2 && p.s == 2 && gemm_direct_has_avx512();
+#endif
+    if (planes * p.ho * p.wo < POOL_PAR_MIN) {
+        pool_planes(&p, fast, c->out, c->saved, c->in[0], 0, planes);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        pool_planes(&p, fast, c->out, c->saved, c->in[0], planes * t / T, planes * (t + 1) / T);
+    }
+}
+
+/* dx += dy at each output's argmax, planes [lo, hi). Each plane's gradient lands only in its own input plane, so
+ * planes run in parallel without races. */
+static void pool_backward_planes(const pool_geom *p, float *dx, // (m, c, h, w)
+                                 const float *dy,               // (m, c, ho, wo)
+                                 const int32_t *arg,            // (m, c, ho, wo)
+                                 size_t lo, size_t hi) {
+    const size_t in_numel = p->c * p->h * p->w, out_plane = p->ho * p->wo;
+    for (size_t pl = lo; pl < hi; pl++) {
+        float *dxs = dx + (pl / p->c) * in_numel;
+        for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) dxs[arg[o]] += dy[o];
+    }
+}
+
 static void pool_backward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->g, c->node);
-    const size_t planes = c->m * p.c, in_numel = p.c * p.h * p.w, out_plane = p.ho * p.wo;
-    const float *dy = c->dout;    // (m, c, ho, wo)
-    const int32_t *arg = c->saved; // (m, c, ho, wo)
-    float *dx = c->din[0];        // (m, c, h, w)
-    if (!dx) return;
-    #pragma omp parallel for schedule(static) if (planes * out_plane >= POOL_PAR_MIN)
-    for (size_t pl = 0; pl < planes; pl++) {
-        float *dxs = dx + (pl / p.c) * in_numel;
-        for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) dxs[arg[o]] += dy[o];
+    const size_t planes = c->m * p.c;
+    if (!c->din[0]) return;
+    if (planes * p.ho * p.wo < POOL_PAR_MIN) {
+        pool_backward_planes(&p, c->din[0], c->dout, c->saved, 0, planes);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        pool_backward_planes(&p, c->din[0], c->dout, c->saved, planes * t / T, planes * (t + 1) / T);
     }
 }
 
