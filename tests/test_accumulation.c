@@ -1,6 +1,7 @@
 /* Gradient accumulation is exact: for mlp and cnn at global batch 32, every split into micro-batches
  * (32x1, 8x4, 4x8, 1x32 and the uneven 5+5+5+5+5+5+2) gives the full-batch gradient, and 20 optimizer steps
- * (SGD with momentum, AdamW) give the full-batch parameters.
+ * (SGD with momentum, AdamW) give the full-batch parameters. A small GPT over padded sequences of different
+ * lengths (ragged token counts across micro-batches) gives the full-batch gradient and counts only real tokens.
  *
  * Error measures, the worst over all parameter tensors: for gradients, max_i |a_i - b_i| / max_i |b_i| (the
  * infinity-norm relative error) <= 1e-5; for parameters after 20 steps, ||a - b||_2 / ||b||_2 <= 1e-4 (and
@@ -8,6 +9,7 @@
  * rounding (a cancellation leaves 1e-12 in one order of summation and -3e-12 in another). */
 #include <math.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -143,6 +145,75 @@ static void check_gradients(const snug_dataset *ds, const char *model) {
     snug_graph_free(g);
 }
 
+/* A small GPT (the gpt model's layers at context 16, d 32, 2 heads) over padded sequences of different lengths:
+ * sample i holds 1 + 5i mod 16 real tokens, the rest is padding (input 0, target -1, ignored). The micro-batches
+ * of a split then hold very different token counts; the loss must still be the mean over all real tokens of the
+ * global batch (N counted before the first forward), never a mean of per-micro-batch means. */
+#define SEQ 16
+static snug_graph *small_gpt(void) {
+    snug_graph *g = snug_graph_new("small-gpt");
+    snug_tensor x = snug_input_tokens(g, "input", SEQ);
+    x = snug_position_embedding(g, "wpe", snug_embedding(g, "wte", x, 256, 32), SEQ);
+    snug_tensor h = snug_linear(g, "qkv", snug_layernorm(g, "ln1", x, 1e-5f), 96);
+    x = snug_add(g, "add1", x, snug_linear(g, "proj", snug_causal_self_attention(g, "attn", h, 2), 32));
+    h = snug_gelu(g, "gelu", snug_linear(g, "fc", snug_layernorm(g, "ln2", x, 1e-5f), 128));
+    x = snug_add(g, "add2", x, snug_linear(g, "fc2", h, 32));
+    snug_softmax_cross_entropy(g, "loss", snug_linear_tied(g, "head", snug_layernorm(g, "ln_f", x, 1e-5f), "wte"));
+    return g;
+}
+
+static snug_dataset *padded_sequences(size_t *real_tokens) {
+    float x[BATCH * SEQ];
+    int32_t y[BATCH * SEQ];
+    *real_tokens = 0;
+    for (size_t i = 0; i < BATCH; i++) {
+        const size_t len = 1 + (5 * i) % SEQ;
+        for (size_t t = 0; t < SEQ; t++) {
+            const bool real = t < len;
+            x[i * SEQ + t] = real ? (float)(snug_rng_bits(11, 1, i * SEQ + t) % 256) : 0.0f;
+            y[i * SEQ + t] = real ? (int32_t)(snug_rng_bits(11, 2, i * SEQ + t) % 256) : -1;
+            *real_tokens += real;
+        }
+    }
+    snug_dataset *ds = NULL;
+    snug_error err;
+    const snug_shape tokens = {.rank = 1, .dims = {SEQ}};
+    assert_int_equal(snug_dataset_from_arrays(x, tokens, y, SEQ, BATCH, 256, &ds, &err), SNUG_OK);
+    return ds;
+}
+
+static void gpt_padded_sequences(void **state) {
+    (void)state;
+    static const size_t splits[] = {8, 5, 3, 1};
+    size_t real;
+    snug_dataset *ds = padded_sequences(&real);
+    snug_graph *g = small_gpt();
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    size_t idx[BATCH];
+    for (size_t i = 0; i < BATCH; i++) idx[i] = i;
+    snug_trainer *full = new_trainer(g, BATCH, SNUG_OPTIM_ADAMW);
+    snug_step_stats st;
+    snug_error err;
+    double loss_full, loss;
+    assert_int_equal(snug_trainer_gradients(full, ds, idx, BATCH, &loss_full, &err), SNUG_OK);
+    for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        snug_trainer *tr = new_trainer(g, splits[s], SNUG_OPTIM_ADAMW);
+        assert_int_equal(snug_trainer_gradients(tr, ds, idx, BATCH, &loss, &err), SNUG_OK);
+        rel_error e = max_rel_error(tr, full, true);
+        printf("# small gpt, %zu real tokens of %d, micro-batch %zu: gradient max rel error %.3g, loss %.9f vs "
+               "%.9f\n", real, BATCH * SEQ, splits[s], e.inf, loss, loss_full);
+        assert_true(e.inf <= 1e-5);
+        assert_true(fabs(loss - loss_full) <= 1e-6 * fabs(loss_full));
+        /* one step: the window's item count is the real tokens of the whole batch */
+        assert_int_equal(snug_trainer_step(tr, ds, idx, BATCH, &st, &err), SNUG_OK);
+        assert_int_equal(st.items, real);
+        snug_trainer_free(tr);
+    }
+    snug_trainer_free(full);
+    snug_graph_free(g);
+    snug_dataset_free(ds);
+}
+
 static void check_training(const snug_dataset *ds, const char *model, snug_optim_kind kind) {
     static const size_t splits[] = {8, 5, 1};
     snug_graph *g = snug_model_builtin(model, NULL);
@@ -222,7 +293,7 @@ static void partial_sums(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_gradients),   cmocka_unit_test(cnn_gradients),   cmocka_unit_test(dropout_gradients),
-        cmocka_unit_test(partial_sums),
+        cmocka_unit_test(partial_sums),      cmocka_unit_test(gpt_padded_sequences),
         cmocka_unit_test(mlp_sgd_steps),   cmocka_unit_test(mlp_adamw_steps), cmocka_unit_test(cnn_sgd_steps),
         cmocka_unit_test(cnn_adamw_steps),
     };
