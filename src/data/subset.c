@@ -23,23 +23,28 @@ static size_t inner_index(const snug_dataset *view, size_t i) {
     return (size_t)((double)i * ((double)n / (double)count));
 }
 
+/* Maps the chunk of idx starting at `at` into map (at most SUBSET_CHUNK); returns its length. */
+static size_t map_chunk(const snug_dataset *view, const size_t *idx, size_t at, size_t n, size_t *map) {
+    size_t len = n - at < SUBSET_CHUNK ? n - at : SUBSET_CHUNK;
+    for (size_t j = 0; j < len; j++) map[j] = inner_index(view, idx[at + j]);
+    return len;
+}
+
 static void subset_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n, float *x) {
-    const subset_impl *s = ds->impl;
+    const snug_dataset *inner = ((const subset_impl *)ds->impl)->inner;
     size_t map[SUBSET_CHUNK];
-    for (size_t at = 0; at < n; at += SUBSET_CHUNK) {
-        size_t len = n - at < SUBSET_CHUNK ? n - at : SUBSET_CHUNK;
-        for (size_t j = 0; j < len; j++) map[j] = inner_index(ds, idx[at + j]);
-        s->inner->ops->fill_inputs(s->inner, map, len, x + at * ds->sample_numel);
+    for (size_t at = 0, len; at < n; at += len) {
+        len = map_chunk(ds, idx, at, n, map);
+        inner->ops->fill_inputs(inner, map, len, x + at * ds->sample_numel);
     }
 }
 
 static void subset_fill_targets(const snug_dataset *ds, const size_t *idx, size_t n, int32_t *y) {
-    const subset_impl *s = ds->impl;
+    const snug_dataset *inner = ((const subset_impl *)ds->impl)->inner;
     size_t map[SUBSET_CHUNK];
-    for (size_t at = 0; at < n; at += SUBSET_CHUNK) {
-        size_t len = n - at < SUBSET_CHUNK ? n - at : SUBSET_CHUNK;
-        for (size_t j = 0; j < len; j++) map[j] = inner_index(ds, idx[at + j]);
-        s->inner->ops->fill_targets(s->inner, map, len, y + at * ds->targets_per_sample);
+    for (size_t at = 0, len; at < n; at += len) {
+        len = map_chunk(ds, idx, at, n, map);
+        inner->ops->fill_targets(inner, map, len, y + at * ds->targets_per_sample);
     }
 }
 
