@@ -7,12 +7,13 @@
  * every element is computed alone, so the bits do not depend on the thread count. */
 #include <stdio.h>
 
+#include "ops/elementwise.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GELU_PAR_MIN ((size_t)1 << 14)
-/* Elements per task of the parallel loops: each task is one vectorised loop. */
+/* Elements per task of the parallel loops (ops/elementwise.h): each task is one vectorised loop. */
 #define GELU_CHUNK ((size_t)4096)
 
 #define GELU_INV_SQRT2 0.70710678118654752440f    /* 1 / sqrt(2) */
@@ -52,28 +53,15 @@ VM_KERNEL static void gelu_backward_span(float *dx,       // (n)
     }
 }
 
+static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
+
 static void gelu_forward(const op_call *c) {
-    const size_t len = c->m * op_in_numel(c, 0), chunks = (len + GELU_CHUNK - 1) / GELU_CHUNK;
-    const float *x = c->in[0]; // (m, numel)
-    float *y = c->out;         // (m, numel)
-    #pragma omp parallel for schedule(static) if (len >= GELU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t lo = k * GELU_CHUNK, n = len - lo < GELU_CHUNK ? len - lo : GELU_CHUNK;
-        gelu_span(y + lo, x + lo, n);
-    }
+    ew_apply_unary(gelu_split, gelu_span, c->out, c->in[0], c->m * op_in_numel(c, 0));
 }
 
 static void gelu_backward(const op_call *c) {
-    const size_t len = c->m * op_in_numel(c, 0), chunks = (len + GELU_CHUNK - 1) / GELU_CHUNK;
-    const float *x = c->in[0];  // (m, numel)
-    const float *dy = c->dout;  // (m, numel)
-    float *dx = c->din[0];      // (m, numel)
-    if (!dx) return;
-    #pragma omp parallel for schedule(static) if (len >= GELU_PAR_MIN)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t lo = k * GELU_CHUNK, n = len - lo < GELU_CHUNK ? len - lo : GELU_CHUNK;
-        gelu_backward_span(dx + lo, x + lo, dy + lo, n);
-    }
+    if (c->din[0]) ew_apply_binary(gelu_split, gelu_backward_span, c->din[0], c->in[0], c->dout,
+                                   c->m * op_in_numel(c, 0));
 }
 
 static double gelu_flops(const snug_graph *g, const graph_node *n) {

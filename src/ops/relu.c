@@ -2,6 +2,7 @@
  * freed after forward and an in-place relu stays correct. NaN passes through, as in PyTorch. */
 #include <stdio.h>
 
+#include "ops/elementwise.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -47,38 +48,15 @@ VM_KERNEL static void relu_backward_span(float *dx,       // (n)
     }
 }
 
-/* Splits [0, len) into RELU_CHUNK spans, in parallel when there are enough elements. Every element is computed
- * the same way wherever a span starts, so the bits do not depend on the thread count. */
+static const ew_split relu_split = {.par_min = RELU_PAR_MIN, .chunk = RELU_CHUNK};
+
 static void relu_forward(const op_call *c) {
-    const size_t len = c->m * op_in_numel(c, 0), chunks = (len + RELU_CHUNK - 1) / RELU_CHUNK;
-    const float *x = c->in[0]; // (m, numel)
-    float *y = c->out;         // (m, numel)
-    if (len < RELU_PAR_MIN) {
-        relu_span(y, x, len);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t lo = k * RELU_CHUNK, n = len - lo < RELU_CHUNK ? len - lo : RELU_CHUNK;
-        relu_span(y + lo, x + lo, n);
-    }
+    ew_apply_unary(relu_split, relu_span, c->out, c->in[0], c->m * op_in_numel(c, 0));
 }
 
 static void relu_backward(const op_call *c) {
-    const size_t len = c->m * op_out_numel(c), chunks = (len + RELU_CHUNK - 1) / RELU_CHUNK;
-    const float *y = c->out;   // (m, numel)
-    const float *dy = c->dout; // (m, numel)
-    float *dx = c->din[0];     // (m, numel)
-    if (!dx) return;
-    if (len < RELU_PAR_MIN) {
-        relu_backward_span(dx, y, dy, len);
-        return;
-    }
-    #pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        const size_t lo = k * RELU_CHUNK, n = len - lo < RELU_CHUNK ? len - lo : RELU_CHUNK;
-        relu_backward_span(dx + lo, y + lo, dy + lo, n);
-    }
+    if (c->din[0]) ew_apply_binary(relu_split, relu_backward_span, c->din[0], c->out, c->dout,
+                                   c->m * op_out_numel(c));
 }
 
 static double relu_flops(const snug_graph *g, const graph_node *n) {

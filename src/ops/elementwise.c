@@ -1,0 +1,30 @@
+/* Chunked, optionally parallel application of span kernels (elementwise.h). */
+#include "ops/elementwise.h"
+
+static size_t span_len(size_t len, size_t lo, size_t chunk) { return len - lo < chunk ? len - lo : chunk; }
+
+void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len) {
+    if (len < s.par_min) {
+        f(y, x, len);
+        return;
+    }
+    const size_t chunks = (len + s.chunk - 1) / s.chunk;
+    #pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t lo = k * s.chunk;
+        f(y + lo, x + lo, span_len(len, lo, s.chunk));
+    }
+}
+
+void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len) {
+    if (len < s.par_min) {
+        f(out, a, b, len);
+        return;
+    }
+    const size_t chunks = (len + s.chunk - 1) / s.chunk;
+    #pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t lo = k * s.chunk;
+        f(out + lo, a + lo, b + lo, span_len(len, lo, s.chunk));
+    }
+}

@@ -1,0 +1,24 @@
+/* The driver of element-wise kernels (ReLU, GELU): a kernel over one contiguous span is applied to [0, len) in
+ * chunks, in parallel once there are enough elements, and called directly below that, so that a small call
+ * never enters the OpenMP runtime. Every element is computed the same way wherever its chunk starts, so the bits
+ * do not depend on the thread count. */
+#ifndef SNUG_OPS_ELEMENTWISE_H
+#define SNUG_OPS_ELEMENTWISE_H
+
+#include <stddef.h>
+
+/* The sizes one op tunes: below par_min elements one direct call; above, chunks of `chunk` elements. */
+typedef struct ew_split {
+    size_t par_min;
+    size_t chunk;
+} ew_split;
+
+/* y = f(x) over n elements (y may be x). */
+typedef void (*ew_unary_fn)(float *y, const float *x, size_t n);
+/* out += f(a, b) over n elements (a backward: dx += g(kept, dy)). */
+typedef void (*ew_binary_fn)(float *out, const float *a, const float *b, size_t n);
+
+void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len);
+void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len);
+
+#endif
