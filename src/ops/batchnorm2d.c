@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "ops/norm_stats.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -52,29 +53,11 @@ static bool bn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
     return true;
 }
 
-/* Batch statistics of channel ch over (m, hw), shifted by the first value so that a large mean does not
- * cancel the variance in the one-pass sums. Returns the mean; *var is the biased variance. */
+/* Batch statistics of channel ch over (m, hw): its m planes, C planes apart (ops/norm_stats.h). Returns the
+ * mean; *var is the biased variance. */
 static double bn_channel_stats(const float *x, // (m, C, hw)
                                size_t m, size_t C, size_t hw, size_t ch, double *var) {
-    const float shift = x[ch * hw];
-    double s1 = 0.0, s2 = 0.0;
-    for (size_t i = 0; i < m; i++) {
-        /* one plane in vector float partial sums (a double accumulator does not vectorise), the planes in
-         * double: the same order every run */
-        const float *xc = x + (i * C + ch) * hw;
-        float p1 = 0.0f, p2 = 0.0f;
-        #pragma omp simd reduction(+ : p1, p2)
-        for (size_t k = 0; k < hw; k++) {
-            const float d = xc[k] - shift;
-            p1 += d;
-            p2 += d * d;
-        }
-        s1 += p1;
-        s2 += p2;
-    }
-    const double n = (double)(m * hw), dm = s1 / n, v = s2 / n - dm * dm;
-    *var = v > 0.0 ? v : 0.0;
-    return shift + dm;
+    return norm_plane_moments(x + ch * hw, m, C * hw, hw, var);
 }
 
 /* Training forward, first pass only: the micro-batch's mean and inverse deviation into saved, and the running

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "core/checked.h"
+#include "ops/norm_stats.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -43,28 +44,9 @@ static bool gn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
     return true;
 }
 
-/* Mean and biased variance of `planes` contiguous planes of hw values, shifted by the first value so that a
- * large mean does not cancel the variance in the one-pass sums. Each plane in vector float partial sums (a
- * double accumulator does not vectorise), the planes in double: the same order every run. */
+/* Mean and biased variance of `planes` contiguous planes of hw values (ops/norm_stats.h). */
 static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
-    const float shift = x[0];
-    const size_t n = planes * hw;
-    double s1 = 0.0, s2 = 0.0;
-    for (size_t j = 0; j < planes; j++) {
-        const float *xp = x + j * hw;
-        float p1 = 0.0f, p2 = 0.0f;
-        #pragma omp simd reduction(+ : p1, p2)
-        for (size_t k = 0; k < hw; k++) {
-            const float d = xp[k] - shift;
-            p1 += d;
-            p2 += d * d;
-        }
-        s1 += p1;
-        s2 += p2;
-    }
-    const double dm = s1 / (double)n, v = s2 / (double)n - dm * dm;
-    *var = v > 0.0 ? v : 0.0;
-    return shift + dm;
+    return norm_plane_moments(x, planes, hw, hw, var);
 }
 
 static void gn_forward(const op_call *c) {
