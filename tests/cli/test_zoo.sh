@@ -126,6 +126,8 @@ done
 
 usage_error "--data unknown" "unknown data set 'cifar' for --data (choose from mnist, mnist32, brown" \
     train --data cifar
+usage_error "--eval-every negative" "--eval-every must be a whole number >= 0, got '-1'" train --eval-every -1
+usage_error "--eval-samples not a number" "--eval-samples must be a whole number" train --eval-samples many
 usage_error "--data text: without a file" "--data text: needs a path after the colon (text:FILE)" train --data text:
 usage_error "--data segmentation: without a folder" "needs a path after the colon (segmentation:DIR)" \
     train --data segmentation:
