@@ -72,7 +72,7 @@ static int run(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol
     r->recompute_pct = 100.0 * s.recompute_flops / s.step_flops;
     char pb[32];
     snprintf(r->resolved, sizeof r->resolved, "%s%s, %zu segments", snug_format_checkpoint(s.policy, pb, sizeof pb),
-             s.selective ? " selective" : "", s.segments);
+             s.selective && s.policy.kind != SNUG_CHECKPOINT_CHEAP ? " selective" : "", s.segments);
     size_t idx[BATCH];
     double *t = malloc((size_t)steps * sizeof *t);
     snug_step_stats st;

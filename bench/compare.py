@@ -22,7 +22,10 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
-VARIANTS = ("full", "accum4", "sqrt", "micro1")
+VARIANTS = ("full", "cheap", "accum4", "sqrt", "micro1")
+# PyTorch has no counterpart of snug's cheap policy (replaying norms and element-wise layers): its row there is
+# PyTorch's full batch, measured again right after snug's.
+TORCH_VARIANT = {"cheap": "full"}
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, whatever python3 is first on PATH
 MIB = 1024.0 * 1024.0
 
@@ -48,8 +51,9 @@ def run(args):
                 snug_rows += read_rows(out)
                 out = os.path.join(tmp, "torch.csv")
                 subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload", w,
-                                "--variant", v, "--config", config, "--csv", out] + common, env=env, check=True)
-                torch_rows += read_rows(out)
+                                "--variant", TORCH_VARIANT.get(v, v), "--config", config, "--csv", out] + common,
+                               env=env, check=True)
+                torch_rows += [dict(r, variant=v) for r in read_rows(out)]
                 s, t = snug_rows[-1], torch_rows[-1]
                 print("%-9s %-7s snug %10.1f samples/s   pytorch %10.1f samples/s   ratio %.2f" % (
                     w, v, float(s["samples_per_s"]), float(t["samples_per_s"]),
@@ -114,8 +118,14 @@ def must_shows(rows):
                  lambda w: get(w, "micro1", "samples_per_s") / get(w, "full", "samples_per_s"), lambda x: x >= 0.50)
     per_workload("sqrt checkpointing step time / full <= 1.35", WORKLOADS,
                  lambda w: get(w, "sqrt", "ms_per_step") / get(w, "full", "ms_per_step"), lambda x: x <= 1.35)
-    per_workload("activation RSS snug/PyTorch at the full batch <= 0.60", WORKLOADS,
+    per_workload("activation RSS snug/PyTorch at the full batch, cheap policy (norms and element-wise layers "
+                 "replayed) <= 0.60", WORKLOADS, lambda w: get(w, "cheap", "activation_rss_ratio"),
+                 lambda x: x <= 0.60)
+    per_workload("activation RSS snug/PyTorch at the full batch, nothing replayed <= 0.60", WORKLOADS,
                  lambda w: get(w, "full", "activation_rss_ratio"), lambda x: x <= 0.60)
+    per_workload("cheap policy step time / full (its price; no threshold)", WORKLOADS,
+                 lambda w: get(w, "cheap", "ms_per_step") / get(w, "full", "ms_per_step"), lambda x: True)
+    out[-1] = (out[-1][0], None)
     # the geometric mean is a figure to report, not a threshold
     out[0] = (out[0][0], None)
     return out

@@ -345,6 +345,11 @@ typedef enum snug_checkpoint_kind {
     SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward */
     SNUG_CHECKPOINT_EVERY,    /* segments of `every` layers */
     SNUG_CHECKPOINT_AUTO,     /* the least recompute whose plan fits the budget */
+    SNUG_CHECKPOINT_CHEAP,    /* recompute only cheap layers (element-wise ops, normalisations, pooling: under 16
+                                 FLOPs per output element) whose inputs backward keeps anyway, just before the
+                                 backward that needs them; every convolution and matrix product output is kept.
+                                 conv-norm-ReLU stacks keep one tensor per layer instead of two for one extra
+                                 element-wise pass; a no-op where nothing cheap is worth dropping (an MLP). */
 } snug_checkpoint_kind;
 
 typedef struct snug_checkpoint_policy {
@@ -352,9 +357,9 @@ typedef struct snug_checkpoint_policy {
     size_t every;             /* SNUG_CHECKPOINT_EVERY: layers per segment */
 } snug_checkpoint_policy;
 
-/* Parses "none", "sqrt", "every:N", "auto". */
+/* Parses "none", "cheap", "sqrt", "every:N", "auto". */
 snug_status snug_parse_checkpoint(const char *text, snug_checkpoint_policy *out, snug_error *err);
-/* Writes "none", "sqrt", "every:4", "auto" into buf. */
+/* Writes "none", "cheap", "sqrt", "every:4", "auto" into buf. */
 char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len);
 
 typedef struct snug_step_stats {
@@ -431,7 +436,7 @@ const char *snug_phase_name(snug_phase p);
 typedef struct snug_plan_summary {
     size_t micro_batch;
     snug_checkpoint_policy policy;   /* as resolved: AUTO becomes the segmentation it chose (every:N) */
-    bool selective;                  /* only cheap element-wise outputs are recomputed (AUTO may choose this) */
+    bool selective;                  /* only cheap outputs are recomputed (CHEAP, or a choice of AUTO) */
     size_t segments;                 /* recomputed segments (0 without checkpointing) */
     size_t bytes[SNUG_MEM_NCATEGORIES];  /* reserved per category */
     size_t total;                    /* everything reserved: the run's memory to the byte */

@@ -1,7 +1,8 @@
 /* The planner: no two buffers live at the same step share bytes, for every model, micro-batch and policy;
  * what a trainer reserves is the plan to the byte; checkpointing cuts memory on a deep chain; gradients are
- * bitwise equal with and without recompute (dropout included); AUTO never exceeds its budget; an impossible
- * budget is one message with the smallest budget that fits. */
+ * bitwise equal with and without recompute (dropout and normalisations included); the cheap policy replays only
+ * cheap layers and saves memory where it can; AUTO never exceeds its budget; an impossible budget is one message
+ * with the smallest budget that fits. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,11 +15,12 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "ops/op.h"
 #include "plan/plan.h"
 #include "snug.h"
 
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
-                                    AUTO = {SNUG_CHECKPOINT_AUTO, 0};
+                                    AUTO = {SNUG_CHECKPOINT_AUTO, 0}, CHEAP = {SNUG_CHECKPOINT_CHEAP, 0};
 
 /* A residual chain with dropout, blocks x + dropout(fc2(relu(fc1(x)))) with a 4x wider hidden layer as in a
  * transformer's MLP: what checkpointing must get exactly right (crossing tensors, replayed masks). */
@@ -38,8 +40,27 @@ static snug_graph *residual_model(int blocks) {
     return g;
 }
 
+/* Convolutions with BatchNorm, GroupNorm, ReLU, dropout, a residual add and max-pooling, then LayerNorm and GELU
+ * between linear layers: every layer the cheap policy may replay, next to the ones it must keep. */
+static snug_graph *norm_model(void) {
+    snug_graph *g = snug_graph_new("norms");
+    snug_tensor a = snug_relu(g, "relu1", snug_batchnorm2d(g, "bn1", snug_conv2d(g, "conv1", snug_input(g, "input", 1, 6, 5), 4, 3, 1, 1), 1e-5f, 0.1f));
+    snug_tensor b = snug_relu(g, "relu2", snug_groupnorm(g, "gn2", snug_conv2d(g, "conv2", a, 4, 3, 1, 1), 2, 1e-5f));
+    b = snug_add(g, "add", a, snug_dropout(g, "drop", b, 0.25f));
+    b = snug_maxpool2d(g, "pool", b, 2, 2);
+    b = snug_relu(g, "relu3", snug_batchnorm2d(g, "bn3", snug_conv2d(g, "conv3", b, 6, 3, 1, 1), 1e-5f, 0.1f));
+    snug_tensor h = snug_layernorm(g, "ln", snug_linear(g, "fc1", snug_flatten(g, "flat", b), 12), 1e-5f);
+    h = snug_gelu(g, "gelu", snug_linear(g, "fc2", h, 16));
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "out", h, 5));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+#define N_MODELS 4
+
 static snug_graph *model(int i) {
     if (i == 2) return residual_model(7);
+    if (i == 3) return norm_model();
     snug_graph *g = snug_model_builtin(i == 0 ? "mlp" : "cnn", NULL);
     assert_non_null(g);
     return g;
@@ -57,7 +78,7 @@ static void check_no_overlap(const plan *p, const char *what) {
 static void offsets_never_overlap(void **state) {
     (void)state;
     snug_optim_config optim = snug_train_config_default().optim;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_MODELS; i++) {
         snug_graph *g = model(i);
         static const size_t ms[] = {1, 3, 8};
         for (size_t k = 0; k < 3; k++)
@@ -72,6 +93,13 @@ static void offsets_never_overlap(void **state) {
                     check_no_overlap(&p, what);
                     plan_free(&p);
                 }
+        for (size_t k = 0; k < 3; k++) {
+            plan p;
+            plan_variant v = plan_variant_of(CHEAP);
+            assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
+            check_no_overlap(&p, "cheap");
+            plan_free(&p);
+        }
         snug_graph_free(g);
     }
 }
@@ -80,11 +108,11 @@ static void offsets_never_overlap(void **state) {
 static void reserved_equals_planned(void **state) {
     (void)state;
     static const snug_checkpoint_policy policies[] = {{SNUG_CHECKPOINT_NONE, 0}, {SNUG_CHECKPOINT_SQRT, 0},
-                                                      {SNUG_CHECKPOINT_EVERY, 2}};
-    for (int i = 0; i < 3; i++) {
+                                                      {SNUG_CHECKPOINT_EVERY, 2}, {SNUG_CHECKPOINT_CHEAP, 0}};
+    for (int i = 0; i < N_MODELS; i++) {
         snug_graph *g = model(i);
         for (size_t m = 1; m <= 16; m *= 4)
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 4; k++) {
                 snug_train_config cfg = snug_train_config_default();
                 cfg.batch = 16;
                 cfg.micro_batch = m;
@@ -134,9 +162,10 @@ static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_pol
     *n_out = 0;
     for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
         size_t n;
-        float *gr;
-        snug_trainer_param(tr, i, &n, NULL, &gr);
-        memcpy(*out + *n_out, gr, n * sizeof *gr);
+        float *val, *gr;
+        snug_trainer_param(tr, i, &n, &val, &gr);
+        /* BatchNorm's running statistics have no gradient; their values show a recompute left them alone. */
+        memcpy(*out + *n_out, gr ? gr : val, n * sizeof *gr);
         *n_out += n;
     }
     snug_trainer_free(tr);
@@ -154,38 +183,83 @@ static snug_dataset *random_data(size_t n) {
     return ds;
 }
 
-/* Recompute replays forward bit for bit, dropout masks included: every policy gives the same gradient bits. */
+/* Recompute replays forward bit for bit, dropout masks and normalisation statistics included: every policy gives
+ * the same gradient bits. */
 static void recompute_is_bitwise_exact(void **state) {
     (void)state;
-    snug_graph *g = residual_model(7);
     snug_dataset *ds = random_data(20);
-    for (size_t m = 4; m <= 12; m += 8) {
-        float *ref;
-        size_t n;
-        double loss_ref;
-        gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
-        plan none;
-        plan_variant vn = plan_variant_of(NONE);
-        snug_optim_config optim = snug_train_config_default().optim;
-        assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
-        const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3}, AUTO};
-        for (int k = 0; k < 4; k++) {
-            float *gr;
-            size_t n2;
-            double loss;
-            /* AUTO under a budget a little below the plain plan, so that it must recompute something. */
-            size_t budget = k == 3 ? none.total - 1 : 0;
-            gradients(g, ds, policies[k], budget, m, &gr, &n2, &loss);
-            assert_int_equal(n, n2);
-            assert_memory_equal(gr, ref, n * sizeof *gr);
-            assert_true(loss == loss_ref);
-            free(gr);
+    for (int model_i = 2; model_i < N_MODELS; model_i++) {
+        snug_graph *g = model(model_i);
+        for (size_t m = 4; m <= 12; m += 8) {
+            float *ref;
+            size_t n;
+            double loss_ref;
+            gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
+            plan none;
+            plan_variant vn = plan_variant_of(NONE);
+            snug_optim_config optim = snug_train_config_default().optim;
+            assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
+            if (model_i == 3) { /* cheap replays GroupNorm to pooling, BatchNorm + ReLU, LayerNorm, GELU */
+                plan cheap;
+                plan_variant vc = plan_variant_of(CHEAP);
+                assert_int_equal(plan_build(g, m, 2, &optim, &vc, &cheap, NULL), SNUG_OK);
+                assert_int_equal(cheap.seg.n_segments, 4);
+                plan_free(&cheap);
+            }
+            const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3},
+                                                       CHEAP, AUTO};
+            for (int k = 0; k < 5; k++) {
+                float *gr;
+                size_t n2;
+                double loss;
+                /* AUTO under a budget a little below the plain plan, so that it must recompute something. */
+                size_t budget = k == 4 ? none.total - 1 : 0;
+                gradients(g, ds, policies[k], budget, m, &gr, &n2, &loss);
+                assert_int_equal(n, n2);
+                assert_memory_equal(gr, ref, n * sizeof *gr);
+                assert_true(loss == loss_ref);
+                free(gr);
+            }
+            plan_free(&none);
+            free(ref);
         }
-        plan_free(&none);
-        free(ref);
+        snug_graph_free(g);
     }
     snug_dataset_free(ds);
-    snug_graph_free(g);
+}
+
+/* The cheap policy replays normalisations and element-wise layers from the tensors backward keeps anyway: on
+ * ResNet-20 one tensor per conv-BN-ReLU instead of two, on the GPT the GELU and LayerNorm outputs, for well under
+ * 1% of the FLOPs; on an MLP (ReLU already in place over a product nobody else keeps) it changes nothing. */
+static void cheap_replays_only_cheap_layers(void **state) {
+    (void)state;
+    static const char *const names[] = {"resnet20", "gpt", "unet", "mlp"};
+    static const double most[] = {0.80, 0.80, 0.80, 1.0}; /* cheap arena / plain arena at most */
+    snug_optim_config optim = snug_train_config_default().optim;
+    for (int i = 0; i < 4; i++) {
+        snug_graph *g = snug_model_builtin(names[i], NULL);
+        assert_non_null(g);
+        plan none, cheap;
+        plan_variant vn = plan_variant_of(NONE), vc = plan_variant_of(CHEAP);
+        assert_int_equal(plan_build(g, 2, 2, &optim, &vn, &none, NULL), SNUG_OK);
+        assert_int_equal(plan_build(g, 2, 2, &optim, &vc, &cheap, NULL), SNUG_OK);
+        double ratio = (double)cheap.arena_bytes / (double)none.arena_bytes;
+        printf("# %s m=2: activations none %zu, cheap %zu (%.2f), recompute %.3f%% of the step's FLOPs\n", names[i],
+               none.arena_bytes, cheap.arena_bytes, ratio,
+               100 * cheap.recompute_flops / (cheap.fwd_flops + cheap.bwd_flops));
+        assert_true(ratio <= most[i]);
+        assert_true(cheap.recompute_flops < 0.01 * (cheap.fwd_flops + cheap.bwd_flops));
+        for (int n = 0; n < g->n_nodes; n++)
+            if (cheap.seg.recompute[n]) {
+                const graph_node *nd = &g->nodes[n];
+                assert_true(nd->op->flops(g, nd) < 16.0 * (double)g->tensors[nd->output].numel);
+            }
+        if (i == 3) assert_int_equal(cheap.seg.n_segments, 0);
+        check_no_overlap(&cheap, names[i]);
+        plan_free(&none);
+        plan_free(&cheap);
+        snug_graph_free(g);
+    }
 }
 
 /* Checkpointing a deep chain: sqrt cuts the activation arena several fold at the cost of about one forward. */
@@ -213,7 +287,7 @@ static void sqrt_cuts_deep_chain(void **state) {
 static void auto_respects_budgets(void **state) {
     (void)state;
     snug_optim_config optim = snug_train_config_default().optim;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < N_MODELS; i++) {
         snug_graph *g = model(i);
         size_t m = 4;
         plan none, lean, sq;
@@ -276,7 +350,8 @@ static void choose_fits_or_explains(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(reserved_equals_planned),
-        cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(sqrt_cuts_deep_chain),
+        cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(cheap_replays_only_cheap_layers),
+        cmocka_unit_test(sqrt_cuts_deep_chain),
         cmocka_unit_test(auto_respects_budgets),   cmocka_unit_test(choose_fits_or_explains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

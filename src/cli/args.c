@@ -94,9 +94,11 @@ static const flag train_flags[] = {
           "memory budget, e.g. 64MiB, 1.5GiB, 500MB; all memory is planned and reserved before the first "
           "step, and a plan over the budget stops at once, naming the micro-batch that fits; under mpirun it "
           "is per rank (per process) [unlimited]")},
-    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|sqrt|every:N|auto",
+    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|cheap|sqrt|every:N|auto",
           "gradient checkpointing: keep only segment inputs in forward and recompute the rest in backward; "
-          "sqrt: about sqrt(n) segments, every:N: segments of N layers, auto: the least recompute that fits "
+          "cheap: replay only element-wise and normalisation layers (one extra memory pass, a quarter to a "
+          "third fewer activations in conv-norm-ReLU stacks), sqrt: about sqrt(n) segments, every:N: "
+          "segments of N layers, auto: the least recompute that fits "
           "--mem [none; under --micro-batch auto, chosen with the micro-batch unless given]"),
      .aux = OPT(checkpoint_given)},
 
@@ -186,7 +188,7 @@ static const flag plan_flags[] = {
     {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
           "the micro-batch of the chosen plan; auto: the one that fits --mem best [auto with --mem, else = B]"),
      .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
-    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|sqrt|every:N|auto",
+    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|cheap|sqrt|every:N|auto",
           "the checkpoint policy of the chosen plan [none; under --micro-batch auto, chosen with the "
           "micro-batch unless given]"),
      .aux = OPT(checkpoint_given)},

@@ -23,6 +23,7 @@
 /* ---- workloads and variants ---- */
 typedef enum bench_variant {
     BENCH_FULL = 0,  /* the whole batch in one forward/backward pass */
+    BENCH_CHEAP,     /* the whole batch with the cheap policy: norms and element-wise layers replayed */
     BENCH_ACCUM4,    /* the same global batch as 4 micro-batches */
     BENCH_SQRT,      /* the whole batch with sqrt checkpointing */
     BENCH_MICRO1,    /* the same global batch as B micro-batches of 1 */
@@ -45,7 +46,7 @@ typedef struct bench_workload {
 const bench_workload *bench_workloads(size_t *n);
 /* The workload called name, or NULL. */
 const bench_workload *bench_find_workload(const char *name);
-/* "full", "accum4", "sqrt", "micro1". */
+/* "full", "cheap", "accum4", "sqrt", "micro1". */
 const char *bench_variant_name(bench_variant v);
 /* The graph of w: its built-in model file, with the [model] input replaced when w->input is set. */
 snug_graph *bench_build_graph(const bench_workload *w, snug_error *err);
@@ -130,7 +131,7 @@ typedef struct bench_options {
 /* Fills opt from argv[1..argc); false with one line in msg on a usage error. */
 bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
 #define CLI_BENCH_USAGE                                                                                          \
-    "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|accum4|sqrt|micro1|all] "     \
+    "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
     "[--steps N] [--repeats R] [--threads N] [--csv FILE] [--markdown FILE]"
 
 #endif

@@ -39,7 +39,9 @@ static void csv_row(FILE *f, const bench_machine *m, const char *machine, const 
             r->w->name, bench_variant_name(r->v), r->w->batch, r->micro_batch, r->micro_batches, m->threads,
             r->params, r->steps, r->repeats, r->ms_per_step, r->samples_per_s, r->step_flops * 1e-9, r->gflops,
             m->sgemm_gflops, r->sgemm_fraction, r->planned_total, r->planned_activations, r->persistent,
-            r->rss_start, r->rss_before, r->rss_peak, r->activation_rss, r->v == BENCH_SQRT ? "checkpoint sqrt" : "-",
+            r->rss_start, r->rss_before, r->rss_peak, r->activation_rss, r->v == BENCH_SQRT    ? "checkpoint sqrt"
+            : r->v == BENCH_CHEAP ? "checkpoint cheap"
+                                  : "-",
             machine);
 }
 

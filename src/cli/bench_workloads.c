@@ -24,7 +24,7 @@ static const bench_workload workloads[] = {
 
 #define NWORKLOADS (sizeof workloads / sizeof workloads[0])
 
-static const char *const variant_names[BENCH_NVARIANTS] = {"full", "accum4", "sqrt", "micro1"};
+static const char *const variant_names[BENCH_NVARIANTS] = {"full", "cheap", "accum4", "sqrt", "micro1"};
 
 const bench_workload *bench_workloads(size_t *n) {
     *n = NWORKLOADS;
@@ -113,7 +113,9 @@ snug_train_config bench_config(const bench_workload *w, bench_variant v) {
     c.shuffle = false;
     c.seed = 1;
     c.clip_norm = 0;
-    c.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT ? SNUG_CHECKPOINT_SQRT : SNUG_CHECKPOINT_NONE};
+    c.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT    ? SNUG_CHECKPOINT_SQRT
+                                                    : v == BENCH_CHEAP ? SNUG_CHECKPOINT_CHEAP
+                                                                       : SNUG_CHECKPOINT_NONE};
     c.auto_fit = false;
     c.optim = (snug_optim_config){.kind = w->optim, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f,
                                   .beta2 = 0.999f, .eps = 1e-8f};

@@ -22,7 +22,7 @@ typedef struct plan_report {
     const char *model;
     const snug_train_config *cfg;      /* batch, mem_budget (0: none), optimizer */
     int threads;                       /* the workspace is sized for these */
-    plan_row *rows;                    /* by m, then by policy: none, sqrt, auto, then any other */
+    plan_row *rows;                    /* by m, then by policy: none, cheap, sqrt, auto, then any other */
     size_t n_rows;
     size_t chosen;                     /* index of the chosen row */
     bool auto_chosen;                  /* chosen by snug_plan_choose for the budget, not given by flags */

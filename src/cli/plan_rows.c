@@ -19,7 +19,7 @@ double plan_recompute_percent(const snug_plan_summary *s) {
 char *plan_resolved_label(const snug_plan_summary *s, char *buf, size_t len) {
     char policy[32];
     snug_format_checkpoint(s->policy, policy, sizeof policy);
-    snprintf(buf, len, "%s%s", policy, s->selective ? " selective" : "");
+    snprintf(buf, len, "%s%s", policy, s->selective && s->policy.kind != SNUG_CHECKPOINT_CHEAP ? " selective" : "");
     return buf;
 }
 
@@ -88,8 +88,9 @@ snug_status plan_report_build(plan_report *r, const snug_graph *g, const char *m
     r->cfg = cfg;
     r->threads = threads;
     r->auto_chosen = auto_chosen;
-    snug_checkpoint_policy policies[4] = {{SNUG_CHECKPOINT_NONE, 0}, {SNUG_CHECKPOINT_SQRT, 0}};
-    size_t n_policies = 2;
+    snug_checkpoint_policy policies[4] = {{SNUG_CHECKPOINT_NONE, 0}, {SNUG_CHECKPOINT_CHEAP, 0},
+                                          {SNUG_CHECKPOINT_SQRT, 0}};
+    size_t n_policies = 3;
     if (cfg->mem_budget > 0) policies[n_policies++] = (snug_checkpoint_policy){SNUG_CHECKPOINT_AUTO, 0};
     size_t ms[MAX_SIZES];
     size_t n_sizes = candidate_sizes(cfg->batch, chosen_m, ms, MAX_SIZES);

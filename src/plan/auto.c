@@ -1,4 +1,5 @@
-/* AUTO: the checkpoint set with the least recompute whose plan fits the budget. Candidates are segmentations into
+/* AUTO: the checkpoint set with the least recompute whose plan fits the budget. Candidates are the `cheap` policy
+ * (only element-wise and normalisation layers replayed) and segmentations into
  * runs of N layers, each either dropping every output of a segment or only the cheap element-wise ones
  * (selective, Korthikanti et al. 2022), recomputing the first j segments (the earliest activations live longest,
  * so dropping them saves the most). For a given (N, selective), recompute grows with j and memory shrinks, so the
@@ -79,7 +80,9 @@ snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const sn
                             size_t budget, plan *p, snug_error *err) {
     search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .err = err};
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
+    plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
     if (!try_variant(&s, &none) && s.status == SNUG_OK) {
+        try_variant(&s, &cheap);
         size_t layers = layer_count(g);
         for (size_t every = 1; every < layers && s.status == SNUG_OK; every++)
             if (wanted_length(every, layers))

@@ -24,6 +24,7 @@ snug_status snug_parse_checkpoint(const char *text, snug_checkpoint_policy *out,
     *out = (snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0};
     if (text && strcmp(text, "none") == 0) return SNUG_OK;
     if (text && strcmp(text, "sqrt") == 0) return out->kind = SNUG_CHECKPOINT_SQRT, SNUG_OK;
+    if (text && strcmp(text, "cheap") == 0) return out->kind = SNUG_CHECKPOINT_CHEAP, SNUG_OK;
     if (text && strcmp(text, "auto") == 0) return out->kind = SNUG_CHECKPOINT_AUTO, SNUG_OK;
     if (text && strncmp(text, "every:", 6) == 0) {
         char *end;
@@ -33,13 +34,14 @@ snug_status snug_parse_checkpoint(const char *text, snug_checkpoint_policy *out,
             return SNUG_OK;
         }
     }
-    return snug_fail(err, SNUG_E_ARG, "bad checkpoint policy '%s': use none, sqrt, every:N (N >= 1 layers) or auto",
+    return snug_fail(err, SNUG_E_ARG, "bad checkpoint policy '%s': use none, cheap, sqrt, every:N (N >= 1 layers) or auto",
                      text ? text : "");
 }
 
 char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len) {
     switch (p.kind) {
     case SNUG_CHECKPOINT_SQRT: snprintf(buf, len, "sqrt"); break;
+    case SNUG_CHECKPOINT_CHEAP: snprintf(buf, len, "cheap"); break;
     case SNUG_CHECKPOINT_EVERY: snprintf(buf, len, "every:%zu", p.every); break;
     case SNUG_CHECKPOINT_AUTO: snprintf(buf, len, "auto"); break;
     default: snprintf(buf, len, "none"); break;

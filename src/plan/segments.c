@@ -1,8 +1,14 @@
 /* Checkpoint policies as segments. Layers (nodes that are neither the input nor a view) are cut into runs of N;
  * in every segment but the last, a layer's output is dropped after forward and recomputed in backward, unless
  * a layer of another segment reads it (a segment boundary, a residual or a skip crossing segments): those are
- * kept, which keeps every policy correct for any graph. `selective` also keeps the outputs of layers with
- * parameters (GEMMs, convolutions: expensive to recompute) and drops only the cheap element-wise ones. */
+ * kept, which keeps every policy correct for any graph.
+ *
+ * `selective` drops only outputs that are cheap to recompute (element-wise ops, normalisations, pooling), and
+ * only where dropping saves memory: their inputs must be kept for backward anyway, so the replay costs one pass
+ * over memory and no tensor. The `cheap` policy is selective over segments that end at every expensive layer
+ * (a convolution, a matrix product): conv -> BatchNorm -> ReLU -> conv then keeps the first convolution's output
+ * (BatchNorm reads it in backward) and replays BatchNorm and ReLU from it just before the second convolution's
+ * backward, instead of keeping both. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,32 @@ snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t) {
 }
 
 static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)); }
+
+/* Cheap to recompute: fewer forward FLOPs per output element than this. Element-wise ops, normalisations (which
+ * replay from their saved statistics), pooling and copies cost 1 to 9; a convolution or a matrix product costs
+ * 2 per multiply-add of its inner dimension, 16 already for a 1x1 convolution over 8 channels. */
+#define CHEAP_FLOPS_PER_ELEMENT 16.0
+
+static bool is_cheap(const snug_graph *g, const graph_node *n) {
+    if (!is_layer(n) || (n->op->flags & OP_IS_LOSS)) return false;
+    double f = n->op->flops ? n->op->flops(g, n) : 0;
+    return f < CHEAP_FLOPS_PER_ELEMENT * (double)g->tensors[n->output].numel;
+}
+
+/* Whether backward reads tensor t whatever the policy: a reader keeps its input (a convolution, a normalisation),
+ * or its producer keeps its output (ReLU), or it is the graph input (always resident). Readers through views
+ * (flatten) count. */
+static bool kept_anyway(const snug_graph *g, snug_tensor t) {
+    const graph_node *producer = &g->nodes[g->tensors[t].producer];
+    if (producer->op->flags & (OP_IS_INPUT | OP_KEEPS_OUTPUT)) return true;
+    for (int c = 0; c < g->n_nodes; c++) {
+        const graph_node *n = &g->nodes[c];
+        if (!is_layer(n) || !(n->op->flags & OP_KEEPS_INPUT)) continue;
+        for (int i = 0; i < n->n_inputs; i++)
+            if (plan_base_tensor(g, n->inputs[i]) == t) return true;
+    }
+    return false;
+}
 
 static size_t layer_count(const snug_graph *g) {
     size_t n = 0;
@@ -46,10 +78,24 @@ static void mark_crossing(const snug_graph *g, const int *segment, bool *crossin
     }
 }
 
+/* CHEAP: a segment ends at every layer that is not cheap, so it holds the cheap layers between two expensive
+ * ones and the second: their outputs replay just before its backward, the first one that needs them. */
+static void cut_after_expensive(const snug_graph *g, int *segment) {
+    int seg = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        segment[i] = seg;
+        if (is_layer(&g->nodes[i]) && !is_cheap(g, &g->nodes[i])) seg++;
+    }
+}
+
 /* Cuts layers into segments of `len`. For sqrt, each cut snaps to the layer with the smallest output within
  * half a segment of the nominal cut: a segment boundary is a tensor kept for the whole step, so it should be a
  * narrow one (a residual stream, not an MLP's 4x hidden layer). */
 static void assign_segments(const snug_graph *g, snug_checkpoint_policy policy, int *segment) {
+    if (policy.kind == SNUG_CHECKPOINT_CHEAP) {
+        cut_after_expensive(g, segment);
+        return;
+    }
     size_t len = segment_length(g, policy), n = 0;
     int *layers = malloc(((size_t)g->n_nodes + 1) * sizeof *layers);
     int *seg_of_layer = calloc((size_t)g->n_nodes + 1, sizeof *seg_of_layer);
@@ -79,6 +125,37 @@ static void assign_segments(const snug_graph *g, snug_checkpoint_policy policy, 
     free(seg_of_layer);
 }
 
+static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
+    for (int i = 0; i < n->n_inputs; i++)
+        if (plan_base_tensor(g, n->inputs[i]) == t) return true;
+    return false;
+}
+
+/* Selective: of the droppable layers, keeps dropped only the cheap ones that replay from what backward keeps
+ * anyway (or from other dropped layers), and of those only the ones whose output backward reads or another
+ * dropped layer replays from: dropping the rest would save nothing and cost a pass. */
+static bool select_cheap(const snug_graph *g, bool *drop) {
+    bool *candidate = calloc((size_t)g->n_nodes, sizeof *candidate);
+    if (!candidate) return false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        candidate[i] = drop[i] && is_cheap(g, n);
+        for (int k = 0; candidate[i] && k < n->n_inputs; k++) {
+            snug_tensor t = plan_base_tensor(g, n->inputs[k]);
+            candidate[i] = candidate[g->tensors[t].producer] || kept_anyway(g, t);
+        }
+    }
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        snug_tensor out = g->nodes[i].output;
+        bool useful = candidate[i] && kept_anyway(g, out);
+        for (int c = i + 1; candidate[i] && !useful && c < g->n_nodes; c++)
+            useful = drop[c] && reads(g, &g->nodes[c], out);
+        drop[i] = candidate[i] && useful;
+    }
+    free(candidate);
+    return true;
+}
+
 snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s) {
     memset(s, 0, sizeof *s);
     size_t nn = (size_t)g->n_nodes;
@@ -95,18 +172,23 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
     for (int i = 0; i < g->n_nodes; i++)
         if (s->segment[i] > last) last = s->segment[i];
     mark_crossing(g, s->segment, crossing);
-    int counted = -1;
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
         /* The last segment is never dropped: its backward comes right after its forward. */
-        bool drop = is_layer(n) && s->segment[i] < last && !crossing[i] && !(v->selective && n->n_params > 0) &&
-                    (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments);
-        s->recompute[i] = drop;
-        if (drop && s->segment[i] != counted) {
+        s->recompute[i] = is_layer(n) && s->segment[i] < last && !crossing[i] &&
+                          (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments);
+    }
+    if (v->selective && !select_cheap(g, s->recompute)) {
+        free(crossing);
+        plan_segments_free(s);
+        return SNUG_E_OOM;
+    }
+    int counted = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (s->recompute[i] && s->segment[i] != counted) {
             s->n_segments++;
             counted = s->segment[i];
         }
-    }
     free(crossing);
     return SNUG_OK;
 }
@@ -125,5 +207,6 @@ double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s
 }
 
 plan_variant plan_variant_of(snug_checkpoint_policy policy) {
-    return (plan_variant){.policy = policy, .selective = false, .recomputed_segments = -1};
+    return (plan_variant){.policy = policy, .selective = policy.kind == SNUG_CHECKPOINT_CHEAP,
+                          .recomputed_segments = -1};
 }

@@ -31,7 +31,7 @@ if [ -f "$CSV" ]; then
     awk -F, '
         NR == 1 { n = NF; if ($1 != "framework" || $2 != "workload" || $NF != "machine") bad = "header: " $0; next }
         {
-            want[2] = "full"; want[3] = "accum4"; want[4] = "sqrt"; want[5] = "micro1"
+            want[2] = "full"; want[3] = "cheap"; want[4] = "accum4"; want[5] = "sqrt"; want[6] = "micro1"
             if ($1 != "snug" || $2 != "mlp" || $3 != want[NR]) bad = "row " NR ": " $1 "," $2 "," $3
             # the machine field is quoted and holds commas: count the fields before it
             split($0, parts, ",\"")
@@ -40,10 +40,10 @@ if [ -f "$CSV" ]; then
             if (!($11 > 0 && $12 > 0 && $14 > 0 && $15 > 0)) bad = "row " NR ": a time or rate is not positive"
             if (!($17 > 0 && $22 > 0)) bad = "row " NR ": planned bytes or peak RSS missing"
         }
-        END { if (NR != 5) bad = bad " rows: " NR; if (bad) { print bad; exit 1 } }' "$CSV" >"$TMP/awk.log" ||
+        END { if (NR != 6) bad = bad " rows: " NR; if (bad) { print bad; exit 1 } }' "$CSV" >"$TMP/awk.log" ||
         fail "malformed CSV: $(cat "$TMP/awk.log")"
-    # micro-batch per variant: 256, 64, 256, 1
-    [ "$(cut -d, -f5 "$CSV" | tail -n +2 | tr '\n' ' ')" = "256 64 256 1 " ] || fail "micro-batches: $(cut -d, -f5 "$CSV" | tr '\n' ' ')"
+    # micro-batch per variant: 256, 256, 64, 256, 1
+    [ "$(cut -d, -f5 "$CSV" | tail -n +2 | tr '\n' ' ')" = "256 256 64 256 1 " ] || fail "micro-batches: $(cut -d, -f5 "$CSV" | tr '\n' ' ')"
 else
     fail "no CSV written"
 fi
@@ -55,7 +55,7 @@ expect_in "$OUT" "cnn"
 expect_not_in "$OUT" "accum4"
 
 usage_error "unknown workload" "unknown workload 'vgg'" bench --workload vgg
-usage_error "unknown variant" "--variant must be one of full, accum4, sqrt, micro1, all" bench --variant half
+usage_error "unknown variant" "--variant must be one of full, cheap, accum4, sqrt, micro1, all" bench --variant half
 usage_error "steps not a number" "--steps must be a whole number" bench --steps x
 usage_error "repeats zero" "--repeats must be a whole number from 1" bench --repeats 0
 usage_error "threads negative" "--threads must be a whole number" bench --threads -1
