@@ -3,9 +3,10 @@
  * a layer of another segment reads it (a segment boundary, a residual or a skip crossing segments): those are
  * kept, which keeps every policy correct for any graph.
  *
- * `selective` drops only outputs that are cheap to recompute (element-wise ops, normalisations, pooling), and
- * only where dropping saves memory: their inputs must be kept for backward anyway, so the replay costs one pass
- * over memory and no tensor. The `cheap` policy is selective over segments that end at every expensive layer
+ * Under every policy a layer is dropped only if backward reads its output or another dropped layer replays from
+ * it: replaying a normalisation whose only reader is a kept ReLU would cost time and save nothing.
+ * `selective` drops only outputs that are cheap to recompute (element-wise ops, normalisations, pooling) and
+ * whose inputs backward keeps anyway, so the replay costs one pass over memory and no tensor. The `cheap` policy is selective over segments that end at every expensive layer
  * (a convolution, a matrix product): conv -> BatchNorm -> ReLU -> conv then keeps the first convolution's output
  * (BatchNorm reads it in backward) and replays BatchNorm and ReLU from it just before the second convolution's
  * backward, instead of keeping both. */
@@ -131,29 +132,29 @@ static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
     return false;
 }
 
-/* Selective: of the droppable layers, keeps dropped only the cheap ones that replay from what backward keeps
- * anyway (or from other dropped layers), and of those only the ones whose output backward reads or another
- * dropped layer replays from: dropping the rest would save nothing and cost a pass. */
-static bool select_cheap(const snug_graph *g, bool *drop) {
-    bool *candidate = calloc((size_t)g->n_nodes, sizeof *candidate);
-    if (!candidate) return false;
+/* Selective: of the droppable layers, keeps droppable only the cheap ones that replay from what backward keeps
+ * anyway (or from other droppable layers). */
+static void keep_cheap_only(const snug_graph *g, bool *drop) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
-        candidate[i] = drop[i] && is_cheap(g, n);
-        for (int k = 0; candidate[i] && k < n->n_inputs; k++) {
+        drop[i] = drop[i] && is_cheap(g, n);
+        for (int k = 0; drop[i] && k < n->n_inputs; k++) {
             snug_tensor t = plan_base_tensor(g, n->inputs[k]);
-            candidate[i] = candidate[g->tensors[t].producer] || kept_anyway(g, t);
+            drop[i] = drop[g->tensors[t].producer] || kept_anyway(g, t);
         }
     }
+}
+
+/* Of the droppable layers, drops only those whose output backward reads or another dropped layer replays from:
+ * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU). */
+static void drop_only_useful(const snug_graph *g, bool *drop) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         snug_tensor out = g->nodes[i].output;
-        bool useful = candidate[i] && kept_anyway(g, out);
-        for (int c = i + 1; candidate[i] && !useful && c < g->n_nodes; c++)
+        bool useful = drop[i] && kept_anyway(g, out);
+        for (int c = i + 1; drop[i] && !useful && c < g->n_nodes; c++)
             useful = drop[c] && reads(g, &g->nodes[c], out);
-        drop[i] = candidate[i] && useful;
+        drop[i] = drop[i] && useful;
     }
-    free(candidate);
-    return true;
 }
 
 snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s) {
@@ -178,11 +179,8 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
         s->recompute[i] = is_layer(n) && s->segment[i] < last && !crossing[i] &&
                           (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments);
     }
-    if (v->selective && !select_cheap(g, s->recompute)) {
-        free(crossing);
-        plan_segments_free(s);
-        return SNUG_E_OOM;
-    }
+    if (v->selective) keep_cheap_only(g, s->recompute);
+    drop_only_useful(g, s->recompute);
     int counted = -1;
     for (int i = 0; i < g->n_nodes; i++)
         if (s->recompute[i] && s->segment[i] != counted) {
