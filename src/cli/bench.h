@@ -46,6 +46,8 @@ typedef struct bench_workload {
 const bench_workload *bench_workloads(size_t *n);
 /* The workload called name, or NULL. */
 const bench_workload *bench_find_workload(const char *name);
+/* The variants' names in enum order, then "all", then NULL: the --variant choices. */
+extern const char *const bench_variant_choices[BENCH_NVARIANTS + 2];
 /* "full", "cheap", "accum4", "sqrt", "micro1". */
 const char *bench_variant_name(bench_variant v);
 /* The graph of w: its built-in model file, with the [model] input replaced when w->input is set. */

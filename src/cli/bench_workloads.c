@@ -24,7 +24,9 @@ static const bench_workload workloads[] = {
 
 #define NWORKLOADS (sizeof workloads / sizeof workloads[0])
 
-static const char *const variant_names[BENCH_NVARIANTS] = {"full", "cheap", "accum4", "sqrt", "micro1"};
+/* In bench_variant order, then "all" (BENCH_NVARIANTS) for --variant. */
+const char *const bench_variant_choices[BENCH_NVARIANTS + 2] = {"full", "cheap", "accum4", "sqrt", "micro1", "all",
+                                                                NULL};
 
 const bench_workload *bench_workloads(size_t *n) {
     *n = NWORKLOADS;
@@ -38,7 +40,7 @@ const bench_workload *bench_find_workload(const char *name) {
 }
 
 const char *bench_variant_name(bench_variant v) {
-    return (unsigned)v < BENCH_NVARIANTS ? variant_names[v] : "?";
+    return (unsigned)v < BENCH_NVARIANTS ? bench_variant_choices[v] : "?";
 }
 
 static const mf_embedded *find_embedded(const char *name) {
