@@ -216,6 +216,54 @@ static void test_same_bits_any_thread_count(void **state) {
     }
 }
 
+/* Stride 2 (conv3x3_s2_forward): against the double-precision reference over odd and even planes, planes of
+ * one row or column, channel counts that leave partial tiles; the scratch starts full of NaN; 1, 2 and 3
+ * threads give the same bits. */
+static void test_s2_forward_matches_reference(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    const size_t sh[][4] = {{1, 1, 1, 1},  {1, 3, 5, 7},   {2, 5, 3, 17},  {3, 8, 9, 16}, {16, 32, 32, 32},
+                            {5, 17, 13, 31}, {32, 64, 16, 16}, {7, 20, 4, 40}, {3, 9, 33, 15}, {2, 1, 2, 100},
+                            {4, 12, 1, 9}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        const conv3x3_shape s = {.c = sh[i][0], .co = sh[i][1], .h = sh[i][2], .w = sh[i][3]};
+        const size_t ho = (s.h + 1) / 2, wo = (s.w + 1) / 2, xn = s.c * s.h * s.w, yn = s.co * ho * wo;
+        size_t sn;
+        assert_true(conv3x3_s2_scratch_floats(&s, &sn));
+        uint64_t seed = 70 + i;
+        float *x = op_test_xmalloc(xn * sizeof(float)), *w = op_test_xmalloc(s.co * s.c * 9 * sizeof(float));
+        float *b = op_test_xmalloc(s.co * sizeof(float)), *y = op_test_xmalloc(yn * sizeof(float));
+        float *y1 = op_test_xmalloc(yn * sizeof(float)), *scratch = op_test_xmalloc(sn * sizeof(float));
+        op_test_fill_sym(x, xn, &seed), op_test_fill_sym(w, s.co * s.c * 9, &seed), op_test_fill_sym(b, s.co, &seed);
+        for (int T = 1; T <= 3; T++) {
+            for (size_t k = 0; k < sn; k++) scratch[k] = NAN;
+            #pragma omp parallel num_threads(T)
+            conv3x3_s2_forward(&s, y, x, w, b, scratch, (size_t)omp_get_thread_num(),
+                               (size_t)omp_get_num_threads());
+            if (T > 1) {
+                assert_memory_equal(y, y1, yn * sizeof(float));
+                continue;
+            }
+            memcpy(y1, y, yn * sizeof(float));
+            for (size_t o = 0; o < s.co; o++)
+                for (size_t r = 0; r < ho; r++)
+                    for (size_t q = 0; q < wo; q++) {
+                        double sum = b[o], mag = fabs(sum);
+                        for (size_t c = 0; c < s.c; c++)
+                            for (long a = 0; a < 3; a++)
+                                for (long e = 0; e < 3; e++) {
+                                    const double v = w[(o * s.c + c) * 9 + (size_t)(a * 3 + e)] *
+                                                     at(x, &s, c, 2 * (long)r + a - 1, 2 * (long)q + e - 1);
+                                    sum += v, mag += fabs(v);
+                                }
+                        const size_t k = (o * ho + r) * wo + q;
+                        expect(y[k], sum, mag, "y (stride 2)", k);
+                    }
+        }
+        free(x), free(w), free(b), free(y), free(y1), free(scratch);
+    }
+}
+
 static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co) {
     snug_graph *g = snug_graph_new("t");
     snug_conv2d(g, "conv", snug_input(g, "x", c, h, w), co, 3, 1, 1);
@@ -264,6 +312,7 @@ int main(void) {
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_null_gradients_skipped),
         cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_s2_forward_matches_reference),
         cmocka_unit_test(test_op_micro_batch_one_same_bits),
         cmocka_unit_test(test_op_workspace_below_lowering),
     };

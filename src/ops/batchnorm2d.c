@@ -7,12 +7,16 @@
  * (checkpointing) skips the statistics and applies the saved floats through the same code as the first forward,
  * so it writes bit-identical output and leaves the running statistics alone.
  *
+ * Forward and backward each make one parallel loop over channels and two passes over a channel (statistics
+ * then apply; the two gradient sums together, then dx), the second while the channel is still in cache.
+ *
  * Statistics are per micro-batch: with gradient accumulation this is NOT exactly large-batch BatchNorm. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "ops/norm_stats.h"
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define BN_PAR_MIN ((size_t)1 << 15)
@@ -53,70 +57,174 @@ static bool bn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
     return true;
 }
 
-/* Batch statistics of channel ch over (m, hw): its m planes, C planes apart (ops/norm_stats.h). Returns the
- * mean; *var is the biased variance. */
-static double bn_channel_stats(const float *x, // (m, C, hw)
-                               size_t m, size_t C, size_t hw, size_t ch, double *var) {
-    return norm_plane_moments(x + ch * hw, m, C * hw, hw, var);
+/* ---- per-channel kernels --------------------------------------------------------------------------------
+ * A channel's m planes lie C planes apart; one thread does a whole channel (statistics, then the apply that
+ * reads the planes again while they are still in its cache), so the bits do not depend on the thread count.
+ * Sums run in 16 float lanes (element k of a plane into lane k mod 16), which the compiler keeps in one
+ * AVX-512 vector or two AVX2 or four SSE vectors alike: the same order, so the same bits, on every CPU. The
+ * lanes go into double totals every BN_FLUSH elements, which bounds the float error whatever m and hw are. */
+
+#define BN_LANES 16
+#define BN_FLUSH ((size_t)1 << 12)
+
+/* The double totals of two lane sets, and the lanes back to zero. */
+static inline void bn_flush(float *l1, float *l2, double *s1, double *s2) {
+    for (int l = 0; l < BN_LANES; l++) {
+        *s1 += l1[l];
+        *s2 += l2[l];
+        l1[l] = l2[l] = 0.0f;
+    }
 }
 
-/* Training forward, first pass only: the micro-batch's mean and inverse deviation into saved, and the running
- * statistics updated as PyTorch does (unbiased variance). */
-static void bn_batch_stats(const op_call *c, size_t C, size_t hw, float *mean, float *invstd) {
-    const float eps = c->node->p.norm.eps;
-    const double mom = c->node->p.norm.momentum, count = (double)(c->m * hw);
-    const double unbias = count > 1.0 ? count / (count - 1.0) : 1.0;
-    float *rmean = c->state[BN_RUNNING_MEAN], *rvar = c->state[BN_RUNNING_VAR];
-    #pragma omp parallel for schedule(static) if (c->m * C * hw >= BN_PAR_MIN)
-    for (size_t ch = 0; ch < C; ch++) {
-        double var, mu = bn_channel_stats(c->in[0], c->m, C, hw, ch, &var);
+/* Mean and biased variance (*var) of m planes of hw values, `stride` apart. Shifted by the first value so that
+ * a large mean does not cancel the variance in the one-pass sums (as ops/norm_stats.h). */
+VM_KERNEL static double bn_moments(const float *x, // (m, stride), the first hw of each
+                                   size_t m, size_t stride, size_t hw, double *var) {
+    const float shift = x[0];
+    float l1[BN_LANES] = {0}, l2[BN_LANES] = {0};
+    double s1 = 0.0, s2 = 0.0;
+    size_t pending = 0;
+    for (size_t j = 0; j < m; j++) {
+        const float *xp = x + j * stride;
+        size_t k = 0;
+        for (; k + BN_LANES <= hw; k += BN_LANES)
+            #pragma omp simd
+            for (int l = 0; l < BN_LANES; l++) {
+                const float d = xp[k + l] - shift;
+                l1[l] += d;
+                l2[l] += d * d;
+            }
+        if (k < hw) { /* the tail, through a copy: lanes past it add zero */
+            float t[BN_LANES] = {0};
+            memcpy(t, xp + k, (hw - k) * sizeof(float));
+            #pragma omp simd
+            for (int l = 0; l < BN_LANES; l++) {
+                const float d = (size_t)l < hw - k ? t[l] - shift : 0.0f;
+                l1[l] += d;
+                l2[l] += d * d;
+            }
+        }
+        if ((pending += hw) >= BN_FLUSH) {
+            bn_flush(l1, l2, &s1, &s2);
+            pending = 0;
+        }
+    }
+    bn_flush(l1, l2, &s1, &s2);
+    const double n = (double)(m * hw), dm = s1 / n, v = s2 / n - dm * dm;
+    *var = v > 0.0 ? v : 0.0;
+    return shift + dm;
+}
+
+/* y = (x - mu) a + b over m planes of hw values. (Subtracting the mean first: with a large mean,
+ * x a + (b - mu a) would cancel.) */
+VM_KERNEL static void bn_apply_channel(float *y,       // (m, stride)
+                                       const float *x, // (m, stride)
+                                       size_t m, size_t stride, size_t hw, float mu, float a, float b) {
+    for (size_t j = 0; j < m; j++) {
+        const float *xp = x + j * stride;
+        float *yp = y + j * stride;
+        #pragma omp simd
+        for (size_t k = 0; k < hw; k++) yp[k] = (xp[k] - mu) * a + b;
+    }
+}
+
+/* sum dy (*sdy) and sum dy x_hat (*sdyx) over m planes, x_hat = (x - mu) is. */
+VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, stride) each
+                                   size_t m, size_t stride, size_t hw, float mu, float is, double *sdy,
+                                   double *sdyx) {
+    float l1[BN_LANES] = {0}, l2[BN_LANES] = {0};
+    double s1 = 0.0, s2 = 0.0;
+    size_t pending = 0;
+    for (size_t j = 0; j < m; j++) {
+        const float *dyp = dy + j * stride, *xp = x + j * stride;
+        size_t k = 0;
+        for (; k + BN_LANES <= hw; k += BN_LANES)
+            #pragma omp simd
+            for (int l = 0; l < BN_LANES; l++) {
+                const float d = dyp[k + l];
+                l1[l] += d;
+                l2[l] += d * ((xp[k + l] - mu) * is);
+            }
+        if (k < hw) { /* the tail, through copies: zero dy adds zero */
+            float td[BN_LANES] = {0}, tx[BN_LANES] = {0};
+            memcpy(td, dyp + k, (hw - k) * sizeof(float));
+            memcpy(tx, xp + k, (hw - k) * sizeof(float));
+            #pragma omp simd
+            for (int l = 0; l < BN_LANES; l++) {
+                l1[l] += td[l];
+                l2[l] += td[l] * ((tx[l] - mu) * is);
+            }
+        }
+        if ((pending += hw) >= BN_FLUSH) {
+            bn_flush(l1, l2, &s1, &s2);
+            pending = 0;
+        }
+    }
+    bn_flush(l1, l2, &s1, &s2);
+    *sdy = s1;
+    *sdyx = s2;
+}
+
+/* dx += k0 (dy - mdy - x_hat mdyx) over m planes. */
+VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, stride)
+                                    const float *dy, const float *x,  // (m, stride) each
+                                    size_t m, size_t stride, size_t hw, float mu, float is, float k0, float mdy,
+                                    float mdyx) {
+    for (size_t j = 0; j < m; j++) {
+        const float *dyp = dy + j * stride, *xp = x + j * stride;
+        float *dxp = dx + j * stride;
+        #pragma omp simd
+        for (size_t k = 0; k < hw; k++) dxp[k] += k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
+    }
+}
+
+/* ---- forward and backward --------------------------------------------------------------------------------- */
+
+/* Channel ch: in training (not a recompute) first the micro-batch's mean and inverse deviation into mean and
+ * invstd, and the running statistics updated as PyTorch does (unbiased variance); then y from mean and invstd,
+ * one code path for every mode. */
+static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch, bool stats, float *mean,
+                               float *invstd) {
+    const float *x = c->in[0] + ch * hw; // (m, C, hw) at channel ch
+    float *y = c->out + ch * hw;
+    if (stats) {
+        const double mom = c->node->p.norm.momentum, count = (double)(c->m * hw);
+        const double unbias = count > 1.0 ? count / (count - 1.0) : 1.0;
+        float *rmean = c->state[BN_RUNNING_MEAN], *rvar = c->state[BN_RUNNING_VAR];
+        double var, mu = bn_moments(x, c->m, C * hw, hw, &var);
         mean[ch] = (float)mu;
-        invstd[ch] = (float)(1.0 / sqrt(var + (double)eps));
+        invstd[ch] = (float)(1.0 / sqrt(var + (double)c->node->p.norm.eps));
         rmean[ch] = (float)((1.0 - mom) * rmean[ch] + mom * mu);
         rvar[ch] = (float)((1.0 - mom) * rvar[ch] + mom * var * unbias);
     }
-}
-
-/* y = (x - mean) a + beta per channel, a = gamma invstd: one code path for every mode. (Subtracting the mean
- * first: with a large mean, x a + (beta - mean a) would cancel.) */
-static void bn_apply(const op_call *c, size_t C, size_t hw, const float *mean, const float *invstd) {
-    const float *x = c->in[0];     // (m, C, hw)
-    const float *gamma = c->w[BN_GAMMA], *beta = c->w[BN_BETA];
-    float *y = c->out;             // (m, C, hw)
-    const size_t planes = c->m * C;
-    #pragma omp parallel for schedule(static) if (planes * hw >= BN_PAR_MIN)
-    for (size_t pl = 0; pl < planes; pl++) {
-        const size_t ch = pl % C;
-        const float a = gamma[ch] * invstd[ch], mu = mean[ch], b = beta[ch];
-        const float *xp = x + pl * hw;
-        float *yp = y + pl * hw;
-        for (size_t k = 0; k < hw; k++) yp[k] = (xp[k] - mu) * a + b;
-    }
+    bn_apply_channel(y, x, c->m, C * hw, hw, mean[ch], c->w[BN_GAMMA][ch] * invstd[ch], c->w[BN_BETA][ch]);
 }
 
 static void bn_forward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t C = s->dims[0], hw = s->dims[1] * s->dims[2];
     if (c->m == 0) return;
+    float *mean, *invstd; // (C) each
+    const bool stats = c->training && !c->recompute;
     if (c->training) {
-        float *mean = c->saved, *invstd = mean + C; // (C) each: this micro-batch's statistics
-        if (!c->recompute) bn_batch_stats(c, C, hw, mean, invstd);
-        bn_apply(c, C, hw, mean, invstd);
-        return;
+        mean = c->saved, invstd = mean + C; /* this micro-batch's statistics, kept for backward */
+    } else {
+        /* Evaluation: the running statistics, converted into the same (mean, invstd) form; C is small. */
+        const float eps = c->node->p.norm.eps;
+        const float *rmean = c->w[BN_RUNNING_MEAN], *rvar = c->w[BN_RUNNING_VAR];
+        mean = c->work, invstd = mean + C;
+        for (size_t ch = 0; ch < C; ch++) {
+            mean[ch] = rmean[ch];
+            invstd[ch] = (float)(1.0 / sqrt((double)rvar[ch] + (double)eps));
+        }
     }
-    /* Evaluation: the running statistics, converted into the same (mean, invstd) form; C is small. */
-    const float eps = c->node->p.norm.eps;
-    const float *rmean = c->w[BN_RUNNING_MEAN], *rvar = c->w[BN_RUNNING_VAR];
-    float *mean = c->work, *invstd = mean + C; // (C) each
-    for (size_t ch = 0; ch < C; ch++) {
-        mean[ch] = rmean[ch];
-        invstd[ch] = (float)(1.0 / sqrt((double)rvar[ch] + (double)eps));
-    }
-    bn_apply(c, C, hw, mean, invstd);
+    #pragma omp parallel for schedule(static) if (c->m * C * hw >= BN_PAR_MIN)
+    for (size_t ch = 0; ch < C; ch++) bn_forward_channel(c, C, hw, ch, stats, mean, invstd);
 }
 
 /* With x_hat = (x - mean) * invstd and N = m * hw per channel:
- * dbeta = sum dy, dgamma = sum dy x_hat, dx = gamma invstd (dy - dbeta / N - x_hat dgamma / N). */
+ * dbeta = sum dy, dgamma = sum dy x_hat, dx = gamma invstd (dy - dbeta / N - x_hat dgamma / N).
+ * Per channel two passes: the two sums together, then dx. */
 static void bn_backward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t m = c->m, C = s->dims[0], hw = s->dims[1] * s->dims[2];
@@ -128,29 +236,14 @@ static void bn_backward(const op_call *c) {
     #pragma omp parallel for schedule(static) if (m * C * hw >= BN_PAR_MIN)
     for (size_t ch = 0; ch < C; ch++) {
         const float mu = mean[ch], is = invstd[ch];
-        double sdy = 0.0, sdyx = 0.0;
-        for (size_t i = 0; i < m; i++) { /* float vector sums per plane, double over planes, as the statistics */
-            const float *dyp = dy + (i * C + ch) * hw, *xp = x + (i * C + ch) * hw;
-            float p1 = 0.0f, p2 = 0.0f;
-            #pragma omp simd reduction(+ : p1, p2)
-            for (size_t k = 0; k < hw; k++) {
-                p1 += dyp[k];
-                p2 += dyp[k] * ((xp[k] - mu) * is);
-            }
-            sdy += p1;
-            sdyx += p2;
-        }
+        double sdy, sdyx;
+        bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, mu, is, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
         if (!dx) continue;
         const double n = (double)(m * hw);
-        const float k0 = gamma[ch] * is, mdy = (float)(sdy / n), mdyx = (float)(sdyx / n);
-        for (size_t i = 0; i < m; i++) {
-            const float *dyp = dy + (i * C + ch) * hw, *xp = x + (i * C + ch) * hw;
-            float *dxp = dx + (i * C + ch) * hw;
-            #pragma omp simd
-            for (size_t k = 0; k < hw; k++) dxp[k] += k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
-        }
+        bn_grad_apply(dx + ch * hw, dy + ch * hw, x + ch * hw, m, C * hw, hw, mu, is, gamma[ch] * is,
+                      (float)(sdy / n), (float)(sdyx / n));
     }
 }
 

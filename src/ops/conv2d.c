@@ -15,7 +15,9 @@
  * 3x3 stride-1 padding-1 convolutions with one group (most of every CNN here) take the direct path of
  * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
  * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
- * (its tiles split between them), so micro-batches of 1 use every core too.
+ * (its tiles split between them), so micro-batches of 1 use every core too. With stride 2 (the downsampling
+ * convolutions of a ResNet) forward takes the direct path too, through the phase planes of
+ * conv3x3_s2_forward, and backward the lowering; the slots hold the larger of the two scratches.
  *
  * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
@@ -45,6 +47,7 @@ typedef struct conv_ctx {
     size_t npix;        /* Ho*Wo */
     bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
     bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
+    bool direct_s2;     /* the same with stride 2: forward direct (conv3x3_s2_forward), backward lowered */
 } conv_ctx;
 
 static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
@@ -59,7 +62,9 @@ static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
     k.kdim = k.g.c / k.groups * k.g.k * k.g.k;
     k.npix = k.g.ho * k.g.wo;
     k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
-    k.direct = k.g.k == 3 && k.g.stride == 1 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
+    const bool d3 = k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
+    k.direct = d3 && k.g.stride == 1;
+    k.direct_s2 = d3 && k.g.stride == 2;
     return k;
 }
 
@@ -79,6 +84,12 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
         if (!conv3x3_scratch_floats(&s, &cols)) return false;
     } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
         return false;
+    }
+    if (k->direct_s2) { /* forward's phase planes or backward's column buffer, whichever is larger */
+        const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+        size_t ph;
+        if (!conv3x3_s2_scratch_floats(&s, &ph)) return false;
+        cols = ph > cols ? ph : cols;
     }
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
     if (l->T == 1) {
@@ -194,20 +205,22 @@ static int conv_direct_inner(const conv_ctx *k, const op_call *c) {
  * (conv3x3_direct splits it). Either way every output is computed whole by one thread. */
 static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+    void (*const fwd)(const conv3x3_shape *, float *, const float *, const float *, const float *, float *, size_t,
+                      size_t) = k->direct_s2 ? conv3x3_s2_forward : conv3x3_forward;
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     char *work = c->work;
     if (l->T > 1) {
         #pragma omp parallel for num_threads((int)l->T) schedule(static)
         for (size_t n = 0; n < m; n++)
-            conv3x3_forward(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1],
-                            (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot), 0, 1);
+            fwd(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1],
+                (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot), 0, 1);
         return;
     }
     #pragma omp parallel num_threads(conv_direct_inner(k, c))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
         for (size_t n = 0; n < m; n++)
-            conv3x3_forward(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work, t, T);
+            fwd(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work, t, T);
     }
 }
 
@@ -216,7 +229,7 @@ static void conv_forward(const op_call *c) {
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l); /* cannot overflow: the planner sized the same numbers */
-    if (k.direct) {
+    if (k.direct || k.direct_s2) {
         conv_forward_direct(c, &k, &l);
         return;
     }

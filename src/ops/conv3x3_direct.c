@@ -40,6 +40,11 @@ bool conv3x3_direct_available(void) {
  * has checked that the sizes fit. */
 static size_t conv3x3_plane_floats(size_t h, size_t w) { return round_up((h + 2) * (w + 1) + 17, 16); }
 
+/* Stride 2: one phase plane of an (h, w) input, for the output grid (ho, wo) = ((h + 1) / 2, (w + 1) / 2) on
+ * rows of wo + 1. The largest index a vector reads is ho (wo + 1) + 15 plus the tap wp + 1, and the phase
+ * split writes ho + 1 rows: (ho + 1)(wo + 1) + 17 floats, rounded to a cache line. */
+static size_t conv3x3_phase_floats(size_t h, size_t w) { return round_up(((h + 1) / 2 + 1) * ((w + 1) / 2 + 1) + 17, 16); }
+
 /* The pixels up to which the weight gradient takes the transposed form (wgrad_small_run): measured, the
  * lane reductions of the grid form cost more than the transposition up to 16x16 planes, less from 28x28. */
 #define WG_SMALL_NPIX ((size_t)256)
@@ -126,6 +131,7 @@ typedef struct dprod {
     float *dst;            /* (planes, h, w) */
     const float *bias;     /* (planes) or NULL */
     bool accumulate;       /* dst += (else dst = bias + ...) */
+    size_t phase;          /* stride 2 (forward only): the floats between a channel's phase planes, else 0 */
 } dprod;
 
 /* One tile's accumulators: named variables, not an array (which GCC keeps spilling), for rows [0, mr) and
@@ -163,14 +169,22 @@ typedef struct dprod {
  * w[(o0 + I) c 9 + 9 k + T], rows rs = 9 c apart; flipped (the input gradient: plane = input channel i,
  * channel = output channel k, the kernel rotated), it is w[k c 9 + 9 (o0 + I) + 8 - T], rows 9 apart, so
  * every offset is a constant. */
-static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t nv, bool flip, const dprod *p,
-                                                               size_t o0, size_t q0, const grid_vec *gv) {
+static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t nv, bool flip, bool s2,
+                                                               const dprod *p, size_t o0, size_t q0,
+                                                               const grid_vec *gv) {
     const size_t npix = p->h * p->w, wp = p->w + 1, rs = flip ? 9 : p->rs, kstep = flip ? p->planes * 9 : 9;
     float *dst = p->dst + o0 * npix;
     D_INIT(0) D_INIT(1) D_INIT(2) D_INIT(3) D_INIT(4) D_INIT(5) D_INIT(6) D_INIT(7)
     const float *ak = p->wt + o0 * rs;
     const float *r0 = p->src + q0;
     for (size_t k = 0; k < p->chans; k++, ak += kstep, r0 += p->stride) {
+        if (s2) { /* tap (kh, kw) reads phase (kh % 2, kw % 2) at (kh / 2) wp + kw / 2 */
+            const float *p01 = r0 + p->phase, *p10 = p01 + p->phase, *p11 = p10 + p->phase;
+            D_TAP(r0, 0, 0) D_TAP(p01, 0, 1) D_TAP(r0, 1, 2)
+            D_TAP(p10, 0, 3) D_TAP(p11, 0, 4) D_TAP(p10, 1, 5)
+            D_TAP(r0, wp, 6) D_TAP(p01, wp, 7) D_TAP(r0, wp + 1, 8)
+            continue;
+        }
         const float *r1 = r0 + wp, *r2 = r1 + wp;
         D_TAP(r0, 0, 0) D_TAP(r0, 1, 1) D_TAP(r0, 2, 2)
         D_TAP(r1, 0, 3) D_TAP(r1, 1, 4) D_TAP(r1, 2, 5)
@@ -179,15 +193,17 @@ static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t
     D_STORE(0) D_STORE(1) D_STORE(2) D_STORE(3) D_STORE(4) D_STORE(5) D_STORE(6) D_STORE(7)
 }
 
-#define DTILE_NV(R, FLIP)                                                                                     \
-    if (nv == 3) dtile(R, 3, FLIP, p, o0, q0, gv);                                                            \
-    else if (nv == 2) dtile(R, 2, FLIP, p, o0, q0, gv);                                                       \
-    else dtile(R, 1, FLIP, p, o0, q0, gv);
+#define DTILE_NV(R, FLIP, S2)                                                                                 \
+    if (nv == 3) dtile(R, 3, FLIP, S2, p, o0, q0, gv);                                                        \
+    else if (nv == 2) dtile(R, 2, FLIP, S2, p, o0, q0, gv);                                                   \
+    else dtile(R, 1, FLIP, S2, p, o0, q0, gv);
 #define DTILE_ROWS(R)                                                                                         \
     if (p->flip) {                                                                                            \
-        DTILE_NV(R, true)                                                                                     \
+        DTILE_NV(R, true, false)                                                                              \
+    } else if (p->phase) {                                                                                    \
+        DTILE_NV(R, false, true)                                                                              \
     } else {                                                                                                  \
-        DTILE_NV(R, false)                                                                                    \
+        DTILE_NV(R, false, false)                                                                             \
     }
 
 /* Planes [o0, o0 + mr): a full tile of MR, or the last planes as tiles of 4, 2 and 1 (fewer versions of the
@@ -424,7 +440,88 @@ static AVX512 void backward_avx512(const conv3x3_shape *s, float *dx, float *dw,
     }
     part_barrier(T);
 }
+
+/* ---- stride 2: the polyphase split ----------------------------------------------------------------------- */
+
+/* One row's even and odd elements: even[j] = row[2 j] for 2 j < w, odd[j] = row[2 j + 1] for 2 j + 1 < w, two
+ * 16-lane vectors at a time (a permutation of the pair picks each half). */
+static AVX512 void deinterleave_row(float *even, float *odd, const float *row, size_t w) {
+    const __m512i ie = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    for (size_t i = 0; i < w; i += 32) {
+        const size_t n = w - i < 32 ? w - i : 32, ne = (n + 1) / 2, no = n / 2;
+        const __m512 a = _mm512_maskz_loadu_ps(lanes(n), row + i);
+        const __m512 b = _mm512_maskz_loadu_ps(lanes(n > 16 ? n - 16 : 0), row + i + 16);
+        _mm512_mask_storeu_ps(even + i / 2, lanes(ne), _mm512_permutex2var_ps(a, ie, b));
+        _mm512_mask_storeu_ps(odd + i / 2, lanes(no), _mm512_permutex2var_ps(a, io, b));
+    }
+}
+
+/* The four phase planes of every channel of part t of T: channel ch's phase (a, b) at
+ * ph + (4 ch + 2 a + b) plane2 is, on rows of wp = wo + 1,
+ *     P_ab[i][j] = x[2 i + a - 1][2 j + b - 1] (zero outside x), 0 <= i <= ho, 0 <= j <= wo,
+ * and zero after its last row up to plane2. Row i of phase (a, 1) is then the even elements of x's row
+ * 2 i + a - 1 and a zero, row i of phase (a, 0) a zero and the odd elements (and a zero when w is odd). */
+static AVX512 void conv3x3_phase_split(float *ph, const float *x, size_t n, size_t h, size_t w, size_t t,
+                                       size_t T) {
+    const size_t ho = (h + 1) / 2, wo = (w + 1) / 2, wp = wo + 1, plane2 = conv3x3_phase_floats(h, w);
+    size_t lo, hi;
+    part_range(n, t, T, &lo, &hi);
+    for (size_t ch = lo; ch < hi; ch++) {
+        const float *src = x + ch * h * w;
+        for (size_t a = 0; a < 2; a++) {
+            float *p0 = ph + (4 * ch + 2 * a) * plane2, *p1 = p0 + plane2; /* phases (a, 0) and (a, 1) */
+            for (size_t i = 0; i <= ho; i++) {
+                float *r0 = p0 + i * wp, *r1 = p1 + i * wp;
+                const size_t r = 2 * i + a; /* x's row r - 1 */
+                if (r == 0 || r > h) {
+                    zero_floats(r0, wp);
+                    zero_floats(r1, wp);
+                    continue;
+                }
+                deinterleave_row(r1, r0 + 1, src + (r - 1) * w, w);
+                r0[0] = 0.0f;
+                r1[wo] = 0.0f;
+                if (w % 2) r0[wo] = 0.0f;
+            }
+            zero_floats(p0 + (ho + 1) * wp, plane2 - (ho + 1) * wp);
+            zero_floats(p1 + (ho + 1) * wp, plane2 - (ho + 1) * wp);
+        }
+    }
+}
+
+static AVX512 void forward_s2_avx512(const conv3x3_shape *s, float *y, const float *x, const float *w,
+                                     const float *b, float *scratch, size_t t, size_t T) {
+    const size_t plane2 = conv3x3_phase_floats(s->h, s->w);
+    conv3x3_phase_split(scratch, x, s->c, s->h, s->w, t, T);
+    part_barrier(T);
+    const dprod p = {.planes = s->co, .chans = s->c, .h = (s->h + 1) / 2, .w = (s->w + 1) / 2,
+                     .stride = 4 * plane2, .src = scratch, .wt = w, .rs = s->c * 9, .flip = false, .dst = y,
+                     .bias = b, .accumulate = false, .phase = plane2};
+    dprod_run(&p, t, T);
+    part_barrier(T);
+}
 #endif
+
+bool conv3x3_s2_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    size_t plane, rows;
+    /* conv3x3_phase_floats, checked: (ho + 1)(wo + 1) + 17, rounded up to 16 */
+    if (!size_add(s->h / 2 + s->h % 2, 1, &rows) || !size_mul(rows, s->w / 2 + s->w % 2 + 1, &plane) ||
+        !size_add(plane, 17 + 15, &plane))
+        return false;
+    plane = plane / 16 * 16;
+    return size_mul(s->c, 4, n) && size_mul(*n, plane, n);
+}
+
+void conv3x3_s2_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                        float *scratch, size_t t, size_t T) {
+#ifdef CONV3_AVX512
+    forward_s2_avx512(s, y, x, w, b, scratch, t, T);
+#else
+    (void)s, (void)y, (void)x, (void)w, (void)b, (void)scratch, (void)t, (void)T;
+    abort(); /* unreachable: conv3x3_direct_available() is false in this build */
+#endif
+}
 
 void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
                      float *scratch, size_t t, size_t T) {

@@ -54,6 +54,19 @@ void conv3x3_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                      float *scratch,                   // (conv3x3_scratch_floats)
                      size_t t, size_t T);
 
+/* Stride 2 (padding 1), forward only: the output plane is ((h + 1) / 2, (w + 1) / 2). Each input plane is
+ * split once into its four phases (even or odd rows x even or odd columns, zero-padded), after which every tap
+ * (kh, kw) is a plain shift of phase (kh % 2, kw % 2) on the output grid, and the stride-1 tiles above run
+ * unchanged over 9 taps of 4 planes: no column matrix, and a scratch of about (h + 2)(w + 2) floats per input
+ * channel. The gradients of a stride-2 convolution take the lowering. */
+bool conv3x3_s2_scratch_floats(const conv3x3_shape *s, size_t *n);
+void conv3x3_s2_forward(const conv3x3_shape *s, float *y, // (co, (h + 1) / 2, (w + 1) / 2)
+                        const float *x,                   // (c, h, w)
+                        const float *w,                   // (co, c, 3, 3)
+                        const float *b,                   // (co)
+                        float *scratch,                   // (conv3x3_s2_scratch_floats)
+                        size_t t, size_t T);
+
 /* One sample's gradients, each ADDED and skipped where NULL: dx += conv(dy, W^T rotated), dW += the
  * correlation of dy with x, db += the plane sums of dy (16-lane float partial sums, combined in double).
  * Threads as conv3x3_forward. */
