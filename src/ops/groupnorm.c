@@ -2,7 +2,7 @@
  * normalised with its own mean and biased variance over (C/G, H, W), then scaled and shifted per channel
  * (weight ones, bias zeros), as torch.nn.GroupNorm. Statistics never mix samples, so accumulation is exact and a
  * recompute writes the same bits. Forward saves each group's mean and inverse deviation (2G floats per sample);
- * backward recomputes x_hat from the kept input. */
+ * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input. */
 #include <math.h>
 #include <stdio.h>
 
@@ -63,10 +63,12 @@ static void gn_forward(const op_call *c) {
         const size_t c0 = (b % G) * cg;
         const float *xb = x + b * cg * hw;
         float *yb = y + b * cg * hw;
-        double var, mu = gn_stats(xb, cg, hw, &var);
-        const float mean = (float)mu, invstd = (float)(1.0 / sqrt(var + eps));
-        stat[2 * b] = mean;
-        stat[2 * b + 1] = invstd;
+        if (!c->recompute) { /* a replay reads what this forward saved: the same bits, one pass less */
+            double var, mu = gn_stats(xb, cg, hw, &var);
+            stat[2 * b] = (float)mu;
+            stat[2 * b + 1] = (float)(1.0 / sqrt(var + eps));
+        }
+        const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         for (size_t j = 0; j < cg; j++) {
             const float a = gamma[c0 + j] * invstd, b0 = beta[c0 + j];
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
@@ -151,7 +153,7 @@ static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
 
 const op_desc op_groupnorm = {
     .kind = "groupnorm",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED,
     .infer = gn_infer,
     .forward = gn_forward,
     .backward = gn_backward,

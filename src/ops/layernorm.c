@@ -1,8 +1,9 @@
 /* layernorm: each row of the last dimension of x (T, C) or (C) is normalised with its own mean and biased
  * variance, then scaled and shifted per column (weight ones, bias zeros), as torch.nn.LayerNorm(C). Forward
- * saves each row's mean and inverse deviation (2T floats per sample); backward recomputes x_hat from the kept
- * input. Rows never mix samples, so accumulation is exact and a recompute writes the same bits. The row loops
- * are `omp simd`: their sums run in an order fixed at compile time, the same for any thread count. */
+ * saves each row's mean and inverse deviation (2T floats per sample), which a recompute reuses
+ * (OP_REPLAYS_SAVED); backward recomputes x_hat from the kept input. Rows never mix samples, so accumulation is
+ * exact and a recompute writes the same bits. The row loops are `omp simd`: their sums run in an order fixed at
+ * compile time, the same for any thread count. */
 #include <math.h>
 #include <stdio.h>
 
@@ -45,9 +46,8 @@ static bool ln_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
 static size_t ln_width(const snug_shape *s) { return s->dims[s->rank - 1]; }
 static size_t ln_rows_per_sample(const snug_shape *s) { return s->rank == 2 ? s->dims[0] : 1; }
 
-/* One row: its mean and inverse deviation into stat, y = (x - mean) invstd gamma + beta. */
-VM_KERNEL static void ln_forward_row(float *y, float *stat, const float *x, const float *gamma, const float *beta,
-                                     size_t C, double eps) {
+/* One row's mean and inverse deviation into stat[0], stat[1]. */
+VM_KERNEL static void ln_row_stats(float *stat, const float *x, size_t C, double eps) {
     /* shifted by the first value so that a large mean does not cancel the variance in the one-pass sums */
     const double shift = x[0];
     double s1 = 0.0, s2 = 0.0;
@@ -58,9 +58,16 @@ VM_KERNEL static void ln_forward_row(float *y, float *stat, const float *x, cons
         s2 += d * d;
     }
     const double dm = s1 / (double)C, v = s2 / (double)C - dm * dm;
-    const float mean = (float)(shift + dm), invstd = (float)(1.0 / sqrt((v > 0.0 ? v : 0.0) + eps));
-    stat[0] = mean;
-    stat[1] = invstd;
+    stat[0] = (float)(shift + dm);
+    stat[1] = (float)(1.0 / sqrt((v > 0.0 ? v : 0.0) + eps));
+}
+
+/* One row: its mean and inverse deviation into stat, unless `replay` (a recompute reads the saved ones: the same
+ * bits, without the statistics' pass); then y = (x - mean) invstd gamma + beta. */
+VM_KERNEL static void ln_forward_row(float *y, float *stat, const float *x, const float *gamma, const float *beta,
+                                     size_t C, double eps, bool replay) {
+    if (!replay) ln_row_stats(stat, x, C, eps);
+    const float mean = stat[0], invstd = stat[1];
     #pragma omp simd
     for (size_t j = 0; j < C; j++) y[j] = (x[j] - mean) * invstd * gamma[j] + beta[j];
 }
@@ -73,7 +80,8 @@ static void ln_forward(const op_call *c) {
     float *y = c->out;             // (rows, C)
     float *stat = c->saved;        // (rows, 2): mean, invstd
     #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
-    for (size_t r = 0; r < rows; r++) ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps);
+    for (size_t r = 0; r < rows; r++)
+        ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps, c->recompute);
 }
 
 /* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
@@ -146,7 +154,7 @@ static size_t ln_workspace_bytes(const snug_graph *g, const graph_node *n, size_
 
 const op_desc op_layernorm = {
     .kind = "layernorm",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED,
     .infer = ln_infer,
     .forward = ln_forward,
     .backward = ln_backward,

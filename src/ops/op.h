@@ -23,6 +23,9 @@ enum {
                                    has no later use (ReLU in place), and the op is cheap to recompute */
     OP_GRAD_PASSTHROUGH = 1u << 6, /* backward's din[0] is dout itself (residual add): the planner may give
                                       in[0]'s gradient dout's memory, and the op then skips din[i] == dout */
+    OP_REPLAYS_SAVED = 1u << 7, /* a recompute reads the per-sample saved bytes its first forward wrote instead of
+                                   writing them again (a normalisation's statistics): the planner keeps that one
+                                   buffer from forward to backward, and the replay skips a pass over its input */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */

@@ -50,9 +50,11 @@ static bool create_buffers(const snug_graph *g, plan *p) {
         p->value_fwd[n->output] = add_buf(p, i, ACT_VALUE, false, value);
         if (rec) p->value_rec[n->output] = add_buf(p, i, ACT_VALUE, true, value);
         if (saved) p->saved_fwd[i] = add_buf(p, i, ACT_SAVED, false, saved_bytes);
-        /* An op that saves per-micro-batch state (BatchNorm's batch statistics) replays from what its first
-         * forward saved: one saved buffer, kept from forward to backward, read by the recompute. */
-        if (saved && rec && !per_batch) p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
+        /* An op that saves per-micro-batch state (BatchNorm's batch statistics), or says it replays from its
+         * saved bytes (GroupNorm's and LayerNorm's statistics), replays from what its first forward saved: one
+         * saved buffer, kept from forward to backward, read by the recompute. */
+        if (saved && rec && !per_batch && !(n->op->flags & OP_REPLAYS_SAVED))
+            p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
         if (needs_grad(g, i)) p->grad[n->output] = add_buf(p, i, ACT_GRAD, false, value);
         if (p->n_bufs > 0 && p->bufs == NULL) return false;
     }
