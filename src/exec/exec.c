@@ -9,6 +9,23 @@
 
 static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
 
+/* Zeroing a gradient buffer is a pass over memory like any element-wise op (2-3% of a UNet step on one thread):
+ * large ones are split over the threads in chunks, small ones stay on the calling thread (no OpenMP team). */
+#define ZERO_CHUNK ((size_t)1 << 16)  /* floats: 256 KiB */
+
+static void zero_floats(float *p, size_t n) {
+    if (n < 4 * ZERO_CHUNK) {
+        memset(p, 0, n * sizeof *p);
+        return;
+    }
+    const size_t chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
+    #pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        size_t start = k * ZERO_CHUNK, len = n - start < ZERO_CHUNK ? n - start : ZERO_CHUNK;
+        memset(p + start, 0, len * sizeof *p);
+    }
+}
+
 /* The memory of tensor t's value as step s sees it: the data buffer for the graph input, else the forward
  * instance, or the recomputed one once forward is over. */
 static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
@@ -141,7 +158,7 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
         if (st->node < 0) continue; /* the update belongs to the trainer */
         for (int z = x->zero_start[s]; z < x->zero_start[s + 1]; z++) {
             const act_buffer *b = &p->bufs[x->zero_list[z]];
-            memset(buf_ptr(x, x->zero_list[z]), 0, x->g->tensors[x->g->nodes[b->node].output].numel * m * sizeof(float));
+            zero_floats(buf_ptr(x, x->zero_list[z]), x->g->tensors[x->g->nodes[b->node].output].numel * m);
         }
         op_call c = x->calls[s];
         set_run(&c, m, key);
