@@ -8,19 +8,46 @@
  * gradient the embedding's backward adds into. Its shape comes from params.embedding = {vocab, dim}, which the
  * builder copies from the embedding (shape inference cannot see other nodes).
  *
- * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else. */
+ * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else.
+ *
+ * Few rows (a micro-batch of up to 16 samples, as CNN's accum4) and a wide layer: OpenBLAS packs the whole weight
+ * into panels on every call, which costs more than the product itself when so few rows multiply it, and
+ * accumulation paid for it once per micro-batch (a forward of 16 rows ran at 40% of the packed rate; at 64 rows,
+ * MLP's accum4, the unpacked products measured no faster and stay with the BLAS).
+ * There the three products go through gemm_direct (no packing): forward as dot products (gemm_direct_nt),
+ * din and dW with its broadcast kernel. Each element is a sum in a fixed order, so the bits
+ * do not depend on the thread count, and a sample's output and din do not depend on how many rows share its
+ * call: from 1 row up, so that a short last micro-batch (or a rank's shard) computes its samples as a full one
+ * does, and splitting a batch differently changes only the order of the dW and db sums (an AdamW run over 2
+ * ranks drifted 3e-3 from one process when short micro-batches took the BLAS instead). dW keeps the BLAS
+ * below 4 rows (a rank-1 update, faster there). More than 16 rows, and outputs narrower than 32 (too short
+ * an inner dimension for din), keep the BLAS throughout. The bias passes are plain loops below LINEAR_PAR_MIN,
+ * so a micro-batch's call never enters the OpenMP runtime for them. */
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/checked.h"
+#include "ops/gemm_direct.h"
 #include "ops/op.h"
 
-/* Below this many elements the bias loops stay serial. */
-#define LINEAR_PAR_MIN ((size_t)1 << 15)
+/* Below this many elements the bias loops stay serial: a plain loop over 1 MiB costs about what an OpenMP
+ * region's start and barrier do. */
+#define LINEAR_PAR_MIN ((size_t)1 << 18)
 /* Bias-gradient columns per task: 64 floats, a cache line apart from the next task's. */
 #define LINEAR_DB_BLOCK ((size_t)64)
+/* The most rows (and the least output width) that take the unpacked products; dW from MIN_DW_ROWS rows. */
+#define LINEAR_DIRECT_MAX_ROWS ((size_t)16)
+#define LINEAR_DIRECT_MIN_DW_ROWS ((size_t)4)
+#define LINEAR_DIRECT_MIN_OUT ((size_t)32)
+/* The forward's unpacked product: rows of y per gemm_direct_nt call (its fast case) and weight rows per
+ * task (a multiple of its 4-column tiles; 64 rows of a 3136-wide weight are 800 KB, read from L2). Below LINEAR_GEMM_PAR_MIN multiply-adds it runs on the calling thread. */
+#define LINEAR_NT_ROWS ((size_t)16)
+#define LINEAR_NT_COLS ((size_t)64)
+#define LINEAR_GEMM_PAR_MIN ((size_t)1 << 20)
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
@@ -102,11 +129,49 @@ static bool tied_infer(const graph_node *n, const snug_shape *in, int n_in, snug
 /* GEMMs over at most INT_MAX rows at a time: the BLAS takes int dimensions. */
 static size_t rows_chunk(size_t rows, size_t r0) { return rows - r0 < (size_t)INT_MAX ? rows - r0 : INT_MAX; }
 
-/* y = beta y + x W^T. */
+/* Whether a call of `rows` rows and `fo` outputs takes the unpacked products (see the top of the file). */
+static bool use_direct(size_t rows, size_t fo) {
+    return rows <= LINEAR_DIRECT_MAX_ROWS && fo >= LINEAR_DIRECT_MIN_OUT && gemm_direct_has_avx512();
+}
+
+/* y += x W^T for the weight rows (columns of y) in blocks [b0, b1) of LINEAR_NT_COLS, 16 rows of y at a time;
+ * inside a parallel region gemm_direct_nt runs on the calling thread. */
+static void xwt_direct_blocks(float *y,       // (rows, fo)
+                              const float *x, // (rows, fi)
+                              const float *w, // (fo, fi)
+                              size_t rows, size_t fi, size_t fo, size_t b0, size_t b1) {
+    for (size_t b = b0; b < b1; b++) {
+        const size_t j0 = b * LINEAR_NT_COLS, nc = fo - j0 < LINEAR_NT_COLS ? fo - j0 : LINEAR_NT_COLS;
+        for (size_t r0 = 0; r0 < rows; r0 += LINEAR_NT_ROWS)
+            gemm_direct_nt(rows - r0 < LINEAR_NT_ROWS ? rows - r0 : LINEAR_NT_ROWS, nc, fi, x + r0 * fi, fi,
+                           w + j0 * fi, fi, y + r0 * fo + j0, fo);
+    }
+}
+
+/* y += x W^T without packing: threads own blocks of weight rows. */
+static void xwt_direct(float *y, const float *x, const float *w, size_t rows, size_t fi, size_t fo) {
+    const size_t blocks = (fo + LINEAR_NT_COLS - 1) / LINEAR_NT_COLS;
+    if (blocks < 2 || omp_in_parallel() || omp_get_max_threads() < 2 || fi * fo < LINEAR_GEMM_PAR_MIN / rows) {
+        xwt_direct_blocks(y, x, w, rows, fi, fo, 0, blocks);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        xwt_direct_blocks(y, x, w, rows, fi, fo, blocks * t / T, blocks * (t + 1) / T);
+    }
+}
+
+/* y = beta y + x W^T (beta 0 or 1). */
 static void xwt(float *y,       // (rows, fo)
                 const float *x, // (rows, fi)
                 const float *w, // (fo, fi)
                 size_t rows, size_t fi, size_t fo, float beta) {
+    if (use_direct(rows, fo)) {
+        if (beta == 0.0f) memset(y, 0, rows * fo * sizeof *y);
+        xwt_direct(y, x, w, rows, fi, fo);
+        return;
+    }
     for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0))
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows_chunk(rows, r0), (int)fo, (int)fi, 1.0f,
                     x + r0 * fi, (int)fi, w, (int)fi, beta, y + r0 * fo, (int)fo);
@@ -119,6 +184,15 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
                          size_t rows, size_t fi, size_t fo) {
+    if (use_direct(rows, fo)) {
+        /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
+         * through its strides */
+        if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
+        if (dw && rows >= LINEAR_DIRECT_MIN_DW_ROWS) gemm_direct(fo, fi, rows, dy, 1, fo, x, fi, dw, fi, NULL, true);
+        else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
+                                 (int)fo, x, (int)fi, 1.0f, dw, (int)fi);
+        return;
+    }
     for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0)) {
         const int nr = (int)rows_chunk(rows, r0);
         if (din)
@@ -130,29 +204,49 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
     }
 }
 
-/* Every row of y = b. */
-static void seed_bias(float *y,       // (rows, fo)
+/* Rows [lo, hi) of y = b. */
+static void seed_rows(float *y,       // (rows, fo)
                       const float *b, // (fo)
-                      size_t rows, size_t fo) {
-    #pragma omp parallel for schedule(static) if (rows > 1 && rows * fo >= LINEAR_PAR_MIN)
-    for (size_t i = 0; i < rows; i++)
-        for (size_t j = 0; j < fo; j++) y[i * fo + j] = b[j];
+                      size_t fo, size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i++) memcpy(y + i * fo, b, fo * sizeof *y);
 }
 
-/* db += the column sums of dy. Threads own blocks of columns and add rows in order, so every element sees the
- * same additions in the same order whatever the thread count: deterministic. */
-static void bias_grad(float *db,       // (fo)
-                      const float *dy, // (rows, fo)
-                      size_t rows, size_t fo) {
+/* Every row of y = b. */
+static void seed_bias(float *y, const float *b, size_t rows, size_t fo) {
+    if (rows < 2 || rows * fo < LINEAR_PAR_MIN) {
+        seed_rows(y, b, fo, 0, rows);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        seed_rows(y, b, fo, rows * t / T, rows * (t + 1) / T);
+    }
+}
+
+/* db[lo, hi) += the column sums of dy over those columns, rows in order. */
+static void bias_grad_cols(float *db,       // (fo)
+                           const float *dy, // (rows, fo)
+                           size_t rows, size_t fo, size_t lo, size_t hi) {
+    for (size_t i = 0; i < rows; i++) {
+        const float *d = dy + i * fo;
+        #pragma omp simd
+        for (size_t j = lo; j < hi; j++) db[j] += d[j];
+    }
+}
+
+/* db += the column sums of dy. Every element adds the rows in order, whoever owns its block of columns, so the
+ * bits are the same whatever the thread count: deterministic. */
+static void bias_grad(float *db, const float *dy, size_t rows, size_t fo) {
     const size_t nblk = (fo + LINEAR_DB_BLOCK - 1) / LINEAR_DB_BLOCK;
-    #pragma omp parallel for schedule(static) if (nblk > 1 && rows * fo >= LINEAR_PAR_MIN)
+    if (nblk < 2 || rows * fo < LINEAR_PAR_MIN) {
+        bias_grad_cols(db, dy, rows, fo, 0, fo);
+        return;
+    }
+    #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < nblk; k++) {
         const size_t lo = k * LINEAR_DB_BLOCK, hi = lo + LINEAR_DB_BLOCK < fo ? lo + LINEAR_DB_BLOCK : fo;
-        for (size_t i = 0; i < rows; i++) {
-            const float *d = dy + i * fo;
-            #pragma omp simd
-            for (size_t j = lo; j < hi; j++) db[j] += d[j];
-        }
+        bias_grad_cols(db, dy, rows, fo, lo, hi);
     }
 }
 

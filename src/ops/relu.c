@@ -7,7 +7,7 @@
 #include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
-#define RELU_PAR_MIN ((size_t)1 << 15)
+#define RELU_PAR_MIN ((size_t)1 << 17)
 /* Elements per parallel work item: a multiple of every vector width, so spans start aligned to each other. */
 #define RELU_CHUNK ((size_t)1 << 13)
 

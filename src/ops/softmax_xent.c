@@ -15,13 +15,14 @@
  * exp is ops/vmath.h's (within 1 ulp of libm's), so the class loops vectorise; their sums run in an order fixed
  * at compile time, the same for any thread count. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 
 #include "core/checked.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
-/* Below this many logits a parallel loop costs more than it saves. */
+/* Below this many logits a parallel loop costs more than it saves: the kernels are then called directly. */
 #define XENT_PAR_MIN ((size_t)1 << 15)
 /* Pixels per block of the per-pixel path: the block's max and sum live on the stack. */
 #define XENT_BLOCK 64
@@ -120,45 +121,79 @@ VM_KERNEL static void xent_pixels(const op_call *c, const float *x, float *p, fl
         for (size_t k = 0; k < len; k++) p[j * stride + k] *= (float)sum[k];
 }
 
-static void xent_forward(const op_call *c) {
-    const xent_layout l = xent_layout_of(op_in_shape(c, 0));
-    const size_t m = c->m, classes = l.classes, numel = op_in_numel(c, 0);
-    const float *x = c->in[0]; // (m, outer, classes, inner)
-    float *loss = c->out;      // (m, outer, inner)
-    float *p = c->saved;       // (m, outer, classes, inner)
-    if (l.inner == 1) {
-        const size_t items = m * l.outer;
-        #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
-        for (size_t i = 0; i < items; i++) {
-            bool count = counted(c, i, classes);
-            loss[i] = xent_item(p + i * classes, x + i * classes, classes, count ? c->targets[i] : 0, count);
-        }
-        return;
+/* Items [lo, hi) of one item per row (inner = 1): the classes of item i are the row x[i]. */
+static void xent_rows(const op_call *c, size_t classes, size_t lo, size_t hi) {
+    const float *x = c->in[0]; // (items, classes)
+    float *p = c->saved;       // (items, classes)
+    for (size_t i = lo; i < hi; i++) {
+        const bool count = counted(c, i, classes);
+        c->out[i] = xent_item(p + i * classes, x + i * classes, classes, count ? c->targets[i] : 0, count);
     }
-    const size_t hw = l.inner, nb = (hw + XENT_BLOCK - 1) / XENT_BLOCK, tasks = m * nb;
-    #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
-    for (size_t task = 0; task < tasks; task++) {
+}
+
+/* Tasks [lo, hi) of the per-pixel path: task = (sample, block of XENT_BLOCK pixels). */
+static void xent_pixel_tasks(const op_call *c, const xent_layout *l, size_t numel, size_t lo, size_t hi) {
+    const size_t hw = l->inner, nb = (hw + XENT_BLOCK - 1) / XENT_BLOCK;
+    for (size_t task = lo; task < hi; task++) {
         const size_t n = task / nb, k0 = (task % nb) * XENT_BLOCK, len = hw - k0 < XENT_BLOCK ? hw - k0 : XENT_BLOCK;
         const size_t off = n * numel + k0;
-        xent_pixels(c, x + off, p + off, loss + n * hw + k0, n * hw + k0, len, classes, hw);
+        xent_pixels(c, c->in[0] + off, (float *)c->saved + off, c->out + n * hw + k0, n * hw + k0, len,
+                    l->classes, hw);
+    }
+}
+
+/* Items [lo, hi) of backward: item i is sample-and-outer row i / inner, pixel i % inner; its classes are inner
+ * apart. */
+static void xent_backward_items(const op_call *c, const xent_layout *l, size_t lo, size_t hi) {
+    const size_t classes = l->classes, inner = l->inner;
+    const float *p = c->saved; // (m, outer, classes, inner)
+    float *dx = c->din[0];     // (m, outer, classes, inner)
+    const float scale = c->loss_scale;
+    for (size_t i = lo; i < hi; i++) {
+        if (!counted(c, i, classes)) continue;
+        const size_t base = (i / inner) * classes * inner + i % inner, t = (size_t)c->targets[i];
+        for (size_t j = 0; j < classes; j++)
+            dx[base + j * inner] += (p[base + j * inner] - (j == t ? 1.0f : 0.0f)) * scale;
+    }
+}
+
+/* Whether a call over `logits` values is worth the threads. Below, the kernels are called directly: a small
+ * loss (a micro-batch of 64 samples has 640 logits) never enters the OpenMP runtime. */
+static bool xent_parallel(size_t logits) { return logits >= XENT_PAR_MIN && omp_get_max_threads() > 1; }
+
+static void xent_forward(const op_call *c) {
+    const xent_layout l = xent_layout_of(op_in_shape(c, 0));
+    const size_t m = c->m, numel = op_in_numel(c, 0);
+    const bool rows = l.inner == 1;
+    const size_t tasks = rows ? m * l.outer : m * ((l.inner + XENT_BLOCK - 1) / XENT_BLOCK);
+    if (!xent_parallel(m * numel)) {
+        if (rows) xent_rows(c, l.classes, 0, tasks);
+        else xent_pixel_tasks(c, &l, numel, 0, tasks);
+        return;
+    }
+    /* contiguous static shares, as schedule(static): every item is computed alone, so any split gives the
+     * same bits */
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        const size_t lo = tasks * t / T, hi = tasks * (t + 1) / T;
+        if (rows) xent_rows(c, l.classes, lo, hi);
+        else xent_pixel_tasks(c, &l, numel, lo, hi);
     }
 }
 
 static void xent_backward(const op_call *c) {
     const xent_layout l = xent_layout_of(op_in_shape(c, 0));
-    const size_t m = c->m, classes = l.classes, numel = op_in_numel(c, 0), inner = l.inner;
-    const size_t items = m * l.outer * inner;
-    const float *p = c->saved; // (m, outer, classes, inner)
-    float *dx = c->din[0];     // (m, outer, classes, inner)
-    const float scale = c->loss_scale;
-    if (!dx) return;
-    /* Item i: sample-and-outer row r = i / inner, pixel k = i % inner; its classes are inner apart. */
-    #pragma omp parallel for schedule(static) if (m * numel >= XENT_PAR_MIN)
-    for (size_t i = 0; i < items; i++) {
-        if (!counted(c, i, classes)) continue;
-        const size_t base = (i / inner) * classes * inner + i % inner, t = (size_t)c->targets[i];
-        for (size_t j = 0; j < classes; j++)
-            dx[base + j * inner] += (p[base + j * inner] - (j == t ? 1.0f : 0.0f)) * scale;
+    const size_t m = c->m, items = m * l.outer * l.inner;
+    if (!c->din[0]) return;
+    if (!xent_parallel(m * op_in_numel(c, 0))) {
+        xent_backward_items(c, &l, 0, items);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        xent_backward_items(c, &l, items * t / T, items * (t + 1) / T);
     }
 }
 

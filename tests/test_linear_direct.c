@@ -1,0 +1,110 @@
+/* linear's unpacked products (a micro-batch of at most 16 rows and 32 or more outputs, on AVX-512): gradients
+ * against finite differences on shapes that take them (weight-row blocks of 64 with a remainder, widths that are
+ * not a multiple of 4); every sample's output and input gradient are the
+ * same bits whatever the micro-batch it is part of (so splitting a batch differently, over ranks or
+ * micro-batches, changes only the order in which dW and db are summed); and the same bits for any thread count.
+ * Without AVX-512 the products are the BLAS's and the checks still hold. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "op_test_util.h"
+#include "ops/op.h"
+#include "snug.h"
+
+/* See test_op_gradients.c: linear ops differ from central differences by float rounding only. */
+#define TOL_LINEAR 2e-4
+
+static snug_graph *linear_graph(size_t in, size_t out) {
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", in, 1, 1);
+    snug_linear(g, "fc", snug_flatten(g, "flat", x), out);
+    return g; /* node 2 */
+}
+
+static int threads(void) { return omp_get_max_threads(); }
+
+static void test_direct_gradients(void **state) {
+    (void)state;
+    const size_t shapes[][3] = {{1, 5, 40}, {6, 5, 40}, {13, 7, 70}}; /* m, in, out */
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const size_t m = shapes[k][0], in = shapes[k][1], out = shapes[k][2];
+        op_fixture f;
+        op_fixture_init(&f, linear_graph(in, out), 2, m, threads(), FILL_PLAIN, 31 + k);
+        f.op->forward(&f.c);
+        for (size_t i = 0; i < m; i++)
+            for (size_t o = 0; o < out; o++) {
+                double want = f.w[1][o];
+                for (size_t j = 0; j < in; j++) want += (double)f.w[0][o * in + j] * f.x[0][i * in + j];
+                assert_float_equal(f.y[i * out + o], want, 1e-5);
+            }
+        op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+        op_check_backward_adds(&f);
+        op_fixture_free(&f);
+    }
+}
+
+/* Forward and backward of the first m rows; copies of y and din's first m rows. */
+static void run_rows(op_fixture *f, size_t m, size_t in, size_t out, float *y, float *dx) {
+    f->c.m = m;
+    op_fixture_analytic(f);
+    memcpy(y, f->y, m * out * sizeof *y);
+    memcpy(dx, f->dx[0], m * in * sizeof *dx);
+}
+
+/* A sample's output and input-gradient bits do not depend on how many samples share its micro-batch. */
+static void test_rows_same_bits_in_any_micro_batch(void **state) {
+    (void)state;
+    const size_t M = 16, in = 330, out = 250; /* 16 * 330 * 250 multiply-adds: the threaded forward */
+    op_fixture f;
+    op_fixture_init(&f, linear_graph(in, out), 2, M, threads(), FILL_PLAIN, 7);
+    float *y = op_test_xmalloc(M * out * sizeof *y), *dx = op_test_xmalloc(M * in * sizeof *dx);
+    float *y1 = op_test_xmalloc(M * out * sizeof *y1), *dx1 = op_test_xmalloc(M * in * sizeof *dx1);
+    run_rows(&f, M, in, out, y, dx);
+    const size_t parts[] = {1, 2, 3, 5, 8, 15};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+        run_rows(&f, parts[k], in, out, y1, dx1);
+        assert_memory_equal(y1, y, parts[k] * out * sizeof *y);
+        assert_memory_equal(dx1, dx, parts[k] * in * sizeof *dx);
+    }
+    free(y), free(dx), free(y1), free(dx1);
+    op_fixture_free(&f);
+}
+
+/* Every output and gradient is the same bits with one thread as with several. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    const size_t ms[] = {4, 16};
+    const size_t in = 400, out = 180; /* 16 rows: every product threaded */
+    for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+        op_fixture a, b;
+        op_fixture_init(&a, linear_graph(in, out), 2, ms[k], threads(), FILL_PLAIN, 3);
+        op_fixture_init(&b, linear_graph(in, out), 2, ms[k], 1, FILL_PLAIN, 3);
+        const int saved = omp_get_max_threads();
+        op_fixture_analytic(&a);
+        omp_set_num_threads(1);
+        op_fixture_analytic(&b);
+        omp_set_num_threads(saved);
+        assert_memory_equal(a.y, b.y, ms[k] * out * sizeof(float));
+        assert_memory_equal(a.dx[0], b.dx[0], ms[k] * in * sizeof(float));
+        for (int p = 0; p < a.n_w; p++) assert_memory_equal(a.dw[p], b.dw[p], a.wn[p] * sizeof(float));
+        op_fixture_free(&a);
+        op_fixture_free(&b);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_direct_gradients),
+        cmocka_unit_test(test_rows_same_bits_in_any_micro_batch),
+        cmocka_unit_test(test_same_bits_any_thread_count),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
