@@ -111,6 +111,19 @@ grep -qE '^\* +24 +5 +every:2 ' "$OUT" || fail "the chosen row is not 'm 24, k 5
 expect_in "$OUT" "5 micro-batches of 24 (the last one 4)"
 grep -qE '^  +100 +1 +none ' "$OUT" || fail "no row for m = B = 100"
 
+plan "plan --checkpoint cheap: a quarter fewer activations for resnet20, replaying only cheap layers" \
+    --model resnet20 --batch 16 --micro-batch 16 --checkpoint cheap --json
+expect_rc 0
+py_check "cheap saves activations at almost no recompute" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r["micro_batch"], r["checkpoint"]): r for r in d["candidates"]}
+none, cheap = rows[(16, "none")], rows[(16, "cheap")]
+assert d["chosen"]["checkpoint"] == "cheap", d["chosen"]["checkpoint"]
+assert cheap["bytes"]["activations"] <= 0.8 * none["bytes"]["activations"], (cheap["bytes"], none["bytes"])
+assert 0 < cheap["recompute_percent"] < 1, cheap["recompute_percent"]
+PYEOF
+
 plan "plan --optim adamw doubles the optimizer state" --model mlp --optim adamw --json
 expect_rc 0
 py_check "adamw state is twice the params" "$OUT" <<'PYEOF'
