@@ -4,7 +4,7 @@
  * counts that leave partial register tiles (output planes not a multiple of 8, 3 or 48). Backward must ADD to
  * what the gradients held, and skip what is NULL. The scratch starts full of NaN, so a read of anything the
  * kernels did not write shows. And the same bits whatever the thread count, which run-to-run determinism needs;
- * then the conv2d op on the direct path: the same bits at micro-batch 1 for 1, 2 and 3 threads, and a
+ * the same for stride 2 (forward, and backward over the phase planes); then the conv2d op on the direct path: the same bits at micro-batch 1 for 1, 2 and 3 threads, and a
  * workspace smaller than the column buffer it replaces. Skipped on CPUs without AVX-512 (the op lowers there,
  * and the op tests cover that). */
 #include <stdarg.h>
@@ -264,6 +264,98 @@ static void test_s2_forward_matches_reference(void **state) {
     }
 }
 
+/* Stride-2 backward (conv3x3_s2_backward): dx, dW and db against the double-precision reference, added to
+ * what they held, over odd and even planes, planes of one row or column, output planes on both sides of the
+ * small-plane weight gradient, channel counts that leave partial tiles; the scratch starts full of NaN; a
+ * NULL gradient is skipped; 1, 2 and 3 threads give the same bits. */
+static void s2_backward_run(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy,
+                            const float *x, const float *w, float *scratch, size_t sn, int T) {
+    for (size_t k = 0; k < sn; k++) scratch[k] = NAN;
+    #pragma omp parallel num_threads(T)
+    conv3x3_s2_backward(s, dx, dw, db, dy, x, w, scratch, (size_t)omp_get_thread_num(),
+                        (size_t)omp_get_num_threads());
+}
+
+static void s2_backward_check(const conv3x3_shape *s, const float *dx, const float *dw, const float *db,
+                              const float *dx0, const float *dw0, const float *db0, const float *dy,
+                              const float *x, const float *w) {
+    const long ho = (long)(s->h + 1) / 2, wo = (long)(s->w + 1) / 2;
+    for (size_t c = 0; c < s->c; c++) /* dx[c][i][j] = sum of w[o][c][a][e] dy[o][r][q], 2 r + a - 1 = i, ... */
+        for (long i = 0; i < (long)s->h; i++)
+            for (long j = 0; j < (long)s->w; j++) {
+                const size_t k = (c * s->h + (size_t)i) * s->w + (size_t)j;
+                double sum = dx0[k], mag = fabs(sum);
+                for (size_t o = 0; o < s->co; o++)
+                    for (long a = 0; a < 3; a++)
+                        for (long e = 0; e < 3; e++) {
+                            const long r2 = i + 1 - a, q2 = j + 1 - e;
+                            if (r2 % 2 || q2 % 2 || r2 < 0 || q2 < 0 || r2 / 2 >= ho || q2 / 2 >= wo) continue;
+                            const double v = w[(o * s->c + c) * 9 + (size_t)(a * 3 + e)] *
+                                             dy[((long)o * ho + r2 / 2) * wo + q2 / 2];
+                            sum += v, mag += fabs(v);
+                        }
+                expect(dx[k], sum, mag, "dx (stride 2)", k);
+            }
+    for (size_t o = 0; o < s->co; o++) {
+        for (size_t c = 0; c < s->c; c++)
+            for (long a = 0; a < 3; a++)
+                for (long e = 0; e < 3; e++) {
+                    const size_t k = (o * s->c + c) * 9 + (size_t)(a * 3 + e);
+                    double sum = dw0[k], mag = fabs(sum);
+                    for (long r = 0; r < ho; r++)
+                        for (long q = 0; q < wo; q++) {
+                            const double v = dy[((long)o * ho + r) * wo + q] * at(x, s, c, 2 * r + a - 1, 2 * q + e - 1);
+                            sum += v, mag += fabs(v);
+                        }
+                    expect(dw[k], sum, mag, "dw (stride 2)", k);
+                }
+        double sum = db0[o], mag = fabs(sum);
+        for (long p = 0; p < ho * wo; p++) sum += dy[(long)o * ho * wo + p], mag += fabs(dy[(long)o * ho * wo + p]);
+        expect(db[o], sum, mag, "db (stride 2)", o);
+    }
+}
+
+static void test_s2_backward_matches_reference(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    const size_t sh[][4] = {{1, 1, 1, 1},   {1, 3, 5, 7},    {2, 5, 3, 17},   {3, 8, 9, 16},  {16, 32, 32, 32},
+                            {5, 17, 13, 31}, {32, 64, 16, 16}, {7, 20, 4, 40},  {3, 9, 33, 15}, {2, 1, 2, 100},
+                            {4, 12, 1, 9},   {9, 50, 41, 37},  {11, 2, 36, 36}, {1, 16, 7, 1}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        const conv3x3_shape s = {.c = sh[i][0], .co = sh[i][1], .h = sh[i][2], .w = sh[i][3]};
+        const size_t xn = s.c * s.h * s.w, yn = s.co * ((s.h + 1) / 2) * ((s.w + 1) / 2), wn = s.co * s.c * 9;
+        size_t sn;
+        assert_true(conv3x3_s2_scratch_floats(&s, &sn));
+        uint64_t seed = 90 + i;
+        float *x = op_test_xmalloc(xn * sizeof(float)), *w = op_test_xmalloc(wn * sizeof(float));
+        float *dy = op_test_xmalloc(yn * sizeof(float)), *scratch = op_test_xmalloc(sn * sizeof(float));
+        float *g0 = op_test_xmalloc((xn + wn + s.co) * sizeof(float)), *g = op_test_xmalloc((xn + wn + s.co) * sizeof(float));
+        float *g1 = op_test_xmalloc((xn + wn + s.co) * sizeof(float));
+        op_test_fill_sym(x, xn, &seed), op_test_fill_sym(w, wn, &seed), op_test_fill_sym(dy, yn, &seed);
+        op_test_fill_sym(g0, xn + wn + s.co, &seed);
+        const size_t gn = (xn + wn + s.co) * sizeof(float);
+        for (int T = 1; T <= 3; T++) {
+            memcpy(g, g0, gn);
+            s2_backward_run(&s, g, g + xn, g + xn + wn, dy, x, w, scratch, sn, T);
+            if (T == 1) {
+                s2_backward_check(&s, g, g + xn, g + xn + wn, g0, g0 + xn, g0 + xn + wn, dy, x, w);
+                memcpy(g1, g, gn);
+            } else {
+                assert_memory_equal(g, g1, gn);
+            }
+        }
+        memcpy(g, g0, gn); /* dx alone, then dW alone: the same bits, the others untouched */
+        s2_backward_run(&s, g, NULL, NULL, dy, x, w, scratch, sn, 1);
+        assert_memory_equal(g, g1, xn * sizeof(float));
+        assert_memory_equal(g + xn, g0 + xn, (wn + s.co) * sizeof(float));
+        memcpy(g, g0, gn);
+        s2_backward_run(&s, NULL, g + xn, NULL, dy, x, w, scratch, sn, 2);
+        assert_memory_equal(g + xn, g1 + xn, wn * sizeof(float));
+        assert_memory_equal(g, g0, xn * sizeof(float));
+        free(x), free(w), free(dy), free(scratch), free(g0), free(g), free(g1);
+    }
+}
+
 static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co) {
     snug_graph *g = snug_graph_new("t");
     snug_conv2d(g, "conv", snug_input(g, "x", c, h, w), co, 3, 1, 1);
@@ -313,6 +405,7 @@ int main(void) {
         cmocka_unit_test(test_null_gradients_skipped),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_s2_forward_matches_reference),
+        cmocka_unit_test(test_s2_backward_matches_reference),
         cmocka_unit_test(test_op_micro_batch_one_same_bits),
         cmocka_unit_test(test_op_workspace_below_lowering),
     };

@@ -184,9 +184,10 @@ static void test_conv2d_shapes_and_costs(void **state) {
     assert_int_equal(g->params[n->params[1]].fan_in, 27);
     assert_true(op_conv2d.flops(g, n) == 2.0 * 27 * 4 * 12);
     /* One thread: one column buffer (27 x 12 floats, rounded to 64 bytes); four threads and enough samples:
-     * four of them plus four partial dW + db (4 x 27 + 4 floats, rounded). On AVX-512 the stride-2 forward's
-     * phase planes are larger here: 3 channels x 4 phases x 48 floats (5 rows of 4, + 17, rounded to 16). */
-    const size_t slot = conv3x3_direct_available() ? 3 * 4 * 48 * sizeof(float) : 1344;
+     * four of them plus four partial dW + db (4 x 27 + 4 floats, rounded). On AVX-512 the stride-2 direct
+     * path's scratch is larger here: 3 channels x 4 phases x 48 floats (5 rows of 4, + 17, rounded to 16),
+     * then dy padded on the 4x3 output grid, 4 planes of 48 floats (6 rows of 4, + 17, rounded). */
+    const size_t slot = conv3x3_direct_available() ? (3 * 4 * 48 + 4 * 48) * sizeof(float) : 1344;
     assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 1), slot);
     assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 4), slot);
     assert_int_equal(op_conv2d.workspace_bytes(g, n, 8, 4), 4 * (slot + 448));

@@ -16,13 +16,15 @@
  * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
  * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
  * (its tiles split between them), so micro-batches of 1 use every core too. With stride 2 (the downsampling
- * convolutions of a ResNet) forward takes the direct path too, through the phase planes of
- * conv3x3_s2_forward, and backward the lowering; the slots hold the larger of the two scratches.
+ * convolutions of a ResNet) both directions take the direct path too, through the phase planes of
+ * conv3x3_s2_forward and conv3x3_s2_backward.
  *
  * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
- *         floats) | partial dW (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
- * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. */
+ *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2) | partial dW (Co, C/G*k*k) +
+ *         db (Co) floats, only when T > 1 ].
+ * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
+ * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (ops/im2col.c). */
 #include <limits.h>
 #include <omp.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ typedef struct conv_ctx {
     size_t npix;        /* Ho*Wo */
     bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
     bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
-    bool direct_s2;     /* the same with stride 2: forward direct (conv3x3_s2_forward), backward lowered */
+    bool direct_s2;     /* the same with stride 2: conv3x3_s2_forward and conv3x3_s2_backward */
 } conv_ctx;
 
 static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
@@ -79,17 +81,13 @@ typedef struct conv_layout {
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     *l = (conv_layout){.T = lowering_threads(m, threads)};
+    const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
-        const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
         if (!conv3x3_scratch_floats(&s, &cols)) return false;
+    } else if (k->direct_s2) {
+        if (!conv3x3_s2_scratch_floats(&s, &cols)) return false;
     } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
         return false;
-    }
-    if (k->direct_s2) { /* forward's phase planes or backward's column buffer, whichever is larger */
-        const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
-        size_t ph;
-        if (!conv3x3_s2_scratch_floats(&s, &ph)) return false;
-        cols = ph > cols ? ph : cols;
     }
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
     if (l->T == 1) {
@@ -298,6 +296,8 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
  * partials reduced in thread order. */
 static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+    void (*const bwd)(const conv3x3_shape *, float *, float *, float *, const float *, const float *, const float *,
+                      float *, size_t, size_t) = k->direct_s2 ? conv3x3_s2_backward : conv3x3_backward;
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
     char *slots = c->work;
     if (l->T > 1) {
@@ -309,9 +309,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
             float *pdw = (float *)(void *)(mine + l->col);
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
-                conv3x3_backward(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
-                                 c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n,
-                                 c->w[0], (float *)(void *)mine, 0, 1);
+                bwd(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL, c->dw[1] ? pdw + wn : NULL,
+                    c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)(void *)mine, 0, 1);
         }
         if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
@@ -321,8 +320,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
         for (size_t n = 0; n < m; n++)
-            conv3x3_backward(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1], c->dout + n * out_n,
-                             c->in[0] + n * in_n, c->w[0], (float *)(void *)slots, t, T);
+            bwd(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1], c->dout + n * out_n,
+                c->in[0] + n * in_n, c->w[0], (float *)(void *)slots, t, T);
     }
 }
 
@@ -331,7 +330,7 @@ static void conv_backward(const op_call *c) {
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l);
-    if (k.direct) {
+    if (k.direct || k.direct_s2) {
         conv_backward_direct(c, &k, &l);
         return;
     }

@@ -131,8 +131,16 @@ typedef struct dprod {
     float *dst;            /* (planes, h, w) */
     const float *bias;     /* (planes) or NULL */
     bool accumulate;       /* dst += (else dst = bias + ...) */
-    size_t phase;          /* stride 2 (forward only): the floats between a channel's phase planes, else 0 */
+    size_t phase;          /* stride 2 forward: the floats between a channel's phase planes, else 0 */
+    /* Stride-2 input gradient, one phase of dx (ntaps > 0): plane I gets sum over channels k and taps j of
+     * w[k][o0 + I][tap_w[j]] src[k][q + tap_off[j]] on h rows of wp lanes, all kept (no spare lane). */
+    size_t ntaps, tap_w[4], tap_off[4];
+    size_t ostride;        /* the floats between output planes: h w, or a phase plane's stride */
 } dprod;
+
+/* The products dtile specialises on: stride-1 forward, stride-1 input gradient (flipped), stride-2 forward
+ * (phase planes), and a runtime list of taps (one phase of the stride-2 input gradient). */
+enum { DM_FWD, DM_FLIP, DM_S2, DM_TAPS };
 
 /* One tile's accumulators: named variables, not an array (which GCC keeps spilling), for rows [0, mr) and
  * vectors [0, nv); mr and nv are constants at every call site, so the branches fold away. */
@@ -168,11 +176,12 @@ typedef struct dprod {
  * broadcasts at fixed offsets from one pointer per input channel: forward, plane I's tap T of channel k is
  * w[(o0 + I) c 9 + 9 k + T], rows rs = 9 c apart; flipped (the input gradient: plane = input channel i,
  * channel = output channel k, the kernel rotated), it is w[k c 9 + 9 (o0 + I) + 8 - T], rows 9 apart, so
- * every offset is a constant. */
-static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t nv, bool flip, bool s2,
-                                                               const dprod *p, size_t o0, size_t q0,
-                                                               const grid_vec *gv) {
-    const size_t npix = p->h * p->w, wp = p->w + 1, rs = flip ? 9 : p->rs, kstep = flip ? p->planes * 9 : 9;
+ * every offset is a constant. A list of taps (DM_TAPS) reads the weights as the flipped case, unrotated, and
+ * stores every lane (its grid has no spare lane to drop). */
+static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t nv, int mode, const dprod *p,
+                                                               size_t o0, size_t q0, const grid_vec *gv) {
+    const bool flip = mode == DM_FLIP, s2 = mode == DM_S2, trans = flip || mode == DM_TAPS;
+    const size_t npix = p->ostride, wp = p->w + 1, rs = trans ? 9 : p->rs, kstep = trans ? p->planes * 9 : 9;
     float *dst = p->dst + o0 * npix;
     D_INIT(0) D_INIT(1) D_INIT(2) D_INIT(3) D_INIT(4) D_INIT(5) D_INIT(6) D_INIT(7)
     const float *ak = p->wt + o0 * rs;
@@ -185,6 +194,10 @@ static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t
             D_TAP(r0, wp, 6) D_TAP(p01, wp, 7) D_TAP(r0, wp + 1, 8)
             continue;
         }
+        if (mode == DM_TAPS) {
+            for (size_t j = 0; j < p->ntaps; j++) D_TAP(r0, p->tap_off[j], p->tap_w[j])
+            continue;
+        }
         const float *r1 = r0 + wp, *r2 = r1 + wp;
         D_TAP(r0, 0, 0) D_TAP(r0, 1, 1) D_TAP(r0, 2, 2)
         D_TAP(r1, 0, 3) D_TAP(r1, 1, 4) D_TAP(r1, 2, 5)
@@ -193,17 +206,19 @@ static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t
     D_STORE(0) D_STORE(1) D_STORE(2) D_STORE(3) D_STORE(4) D_STORE(5) D_STORE(6) D_STORE(7)
 }
 
-#define DTILE_NV(R, FLIP, S2)                                                                                 \
-    if (nv == 3) dtile(R, 3, FLIP, S2, p, o0, q0, gv);                                                        \
-    else if (nv == 2) dtile(R, 2, FLIP, S2, p, o0, q0, gv);                                                   \
-    else dtile(R, 1, FLIP, S2, p, o0, q0, gv);
+#define DTILE_NV(R, MODE)                                                                                     \
+    if (nv == 3) dtile(R, 3, MODE, p, o0, q0, gv);                                                            \
+    else if (nv == 2) dtile(R, 2, MODE, p, o0, q0, gv);                                                       \
+    else dtile(R, 1, MODE, p, o0, q0, gv);
 #define DTILE_ROWS(R)                                                                                         \
     if (p->flip) {                                                                                            \
-        DTILE_NV(R, true, false)                                                                              \
+        DTILE_NV(R, DM_FLIP)                                                                                  \
     } else if (p->phase) {                                                                                    \
-        DTILE_NV(R, false, true)                                                                              \
+        DTILE_NV(R, DM_S2)                                                                                    \
+    } else if (p->ntaps) {                                                                                    \
+        DTILE_NV(R, DM_TAPS)                                                                                  \
     } else {                                                                                                  \
-        DTILE_NV(R, false, false)                                                                             \
+        DTILE_NV(R, DM_FWD)                                                                                   \
     }
 
 /* Planes [o0, o0 + mr): a full tile of MR, or the last planes as tiles of 4, 2 and 1 (fewer versions of the
@@ -239,7 +254,9 @@ static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
         if (qb != cur) {
             cur = qb;
             nv = nq - qb * NV < NV ? nq - qb * NV : NV;
-            for (size_t j = 0; j < nv; j++) gv[j] = grid_vec_at(q0 + 16 * j, p->h, p->w);
+            for (size_t j = 0; j < nv; j++)
+                gv[j] = p->ntaps ? (grid_vec){.pos = q0 + 16 * j, .valid = 0xFFFF, .run = 0xFFFF}
+                                 : grid_vec_at(q0 + 16 * j, p->h, p->w);
         }
         dtile_any(p->planes - o0 < MR ? p->planes - o0 : MR, nv, p, o0, q0, gv);
     }
@@ -265,16 +282,33 @@ static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
         if (mr > 2) s2##T = _mm512_fmadd_ps(a2, b, s2##T);                                                    \
     }
 
+/* Where one weight-gradient product finds its operands: dy padded on the output grid (h, w) (planes
+ * conv3x3_plane_floats(h, w) apart), and the input channels xstride apart, either padded planes (phase 0) or,
+ * for stride 2, each channel's four phase planes `phase` apart (tap (kh, kw) reads phase (kh % 2, kw % 2) at
+ * (kh / 2) wp + kw / 2, as the stride-2 forward). */
+typedef struct wprod {
+    size_t c, co, h, w;
+    const float *dypad, *x;
+    size_t xstride, phase;
+} wprod;
+
 /* One tile: output channels [0, mr) of dy x the 9 taps of one input channel, over grid lanes [q0, q1). dy is
  * read through its padded copy shifted by wp + 1, whose spare lanes are the zero padding, so no lane needs a
  * mask; dw rows are cstride = c * 9 apart. */
 static inline __attribute__((always_inline)) AVX512 void
-wtile(size_t mr, float *dw, size_t cstride, const float *dy, // (mr, stride) padded, shifted to the grid
-      const float *x,                                         // (stride) one padded input plane
-      size_t stride, size_t wp, size_t q0, size_t q1) {
+wtile(size_t mr, bool s2, float *dw, size_t cstride, const float *dy, // (mr, stride) padded, shifted to the grid
+      const float *x,    // one padded input plane, or (4, phase) its phase planes
+      size_t stride, size_t wp, size_t phase, size_t q0, size_t q1) {
     W_ALL(W_INIT)
     for (size_t q = q0; q < q1; q += 16) {
         W_LOADA(0) W_LOADA(1) W_LOADA(2)
+        if (s2) {
+            const float *x0 = x + q, *p1 = x0 + phase, *p2 = p1 + phase, *p3 = p2 + phase;
+            W_TAP(x0, 0, 0) W_TAP(p1, 0, 1) W_TAP(x0, 1, 2)
+            W_TAP(p2, 0, 3) W_TAP(p3, 0, 4) W_TAP(p2, 1, 5)
+            W_TAP(x0, wp, 6) W_TAP(p1, wp, 7) W_TAP(x0, wp + 1, 8)
+            continue;
+        }
         const float *x0 = x + q, *x1 = x0 + wp, *x2 = x1 + wp;
         W_TAP(x0, 0, 0) W_TAP(x0, 1, 1) W_TAP(x0, 2, 2)
         W_TAP(x1, 0, 3) W_TAP(x1, 1, 4) W_TAP(x1, 2, 5)
@@ -283,25 +317,31 @@ wtile(size_t mr, float *dw, size_t cstride, const float *dy, // (mr, stride) pad
     W_ALL(W_STORE)
 }
 
+#define WTILE_MR(S2)                                                                                          \
+    if (mr == 3) wtile(3, S2, dw, cstride, dy, x, stride, wp, phase, q0, q1);                                 \
+    else if (mr == 2) wtile(2, S2, dw, cstride, dy, x, stride, wp, phase, q0, q1);                            \
+    else wtile(1, S2, dw, cstride, dy, x, stride, wp, phase, q0, q1);
+
 static AVX512 void wtile_any(size_t mr, float *dw, size_t cstride, const float *dy, const float *x, size_t stride,
-                             size_t wp, size_t q0, size_t q1) {
-    if (mr == 3) wtile(3, dw, cstride, dy, x, stride, wp, q0, q1);
-    else if (mr == 2) wtile(2, dw, cstride, dy, x, stride, wp, q0, q1);
-    else wtile(1, dw, cstride, dy, x, stride, wp, q0, q1);
+                             size_t wp, size_t phase, size_t q0, size_t q1) {
+    if (phase) {
+        WTILE_MR(true)
+    } else {
+        WTILE_MR(false)
+    }
 }
 
-static AVX512 void wgrad_run(const conv3x3_shape *s, float *dw, const float *dypad, const float *xpad, size_t t,
-                             size_t T) {
-    const size_t wp = s->w + 1, stride = conv3x3_plane_floats(s->h, s->w), nq = (s->h * wp + 15) / 16;
-    const size_t nob = (s->co + MW - 1) / MW;
+static AVX512 void wgrad_run(const wprod *p, float *dw, size_t t, size_t T) {
+    const size_t wp = p->w + 1, stride = conv3x3_plane_floats(p->h, p->w), nq = (p->h * wp + 15) / 16;
+    const size_t nob = (p->co + MW - 1) / MW;
     size_t lo, hi;
-    part_range(nob * s->c, t, T, &lo, &hi);
+    part_range(nob * p->c, t, T, &lo, &hi);
     for (size_t v0 = 0; v0 < nq; v0 += WG_CHUNK) {
         const size_t q0 = 16 * v0, q1 = 16 * (nq - v0 < WG_CHUNK ? nq : v0 + WG_CHUNK);
         for (size_t f = lo; f < hi; f++) { /* f = plane block * c + input channel */
-            const size_t o0 = f / s->c * MW, k = f % s->c, mr = s->co - o0 < MW ? s->co - o0 : MW;
-            wtile_any(mr, dw + (o0 * s->c + k) * 9, s->c * 9, dypad + o0 * stride + wp + 1, xpad + k * stride,
-                      stride, wp, q0, q1);
+            const size_t o0 = f / p->c * MW, k = f % p->c, mr = p->co - o0 < MW ? p->co - o0 : MW;
+            wtile_any(mr, dw + (o0 * p->c + k) * 9, p->c * 9, p->dypad + o0 * stride + wp + 1,
+                      p->x + k * p->xstride, stride, wp, p->phase, q0, q1);
         }
     }
 }
@@ -322,6 +362,10 @@ static AVX512 void wgrad_run(const conv3x3_shape *s, float *dw, const float *dyp
 #define U_TAPS(C)                                                                                             \
     U_TAP(C, 0, 0) U_TAP(C, 1, 1) U_TAP(C, 2, 2) U_TAP(C, 3, wp) U_TAP(C, 4, wp + 1) U_TAP(C, 5, wp + 2)     \
     U_TAP(C, 6, 2 * wp) U_TAP(C, 7, 2 * wp + 1) U_TAP(C, 8, 2 * wp + 2)
+/* Stride 2: tap (kh, kw) of phase (kh % 2, kw % 2), `phase` floats apart, at (kh / 2) wp + kw / 2. */
+#define U_TAPS2(C)                                                                                            \
+    U_TAP(C, 0, 0) U_TAP(C, 1, phase) U_TAP(C, 2, 1) U_TAP(C, 3, 2 * phase) U_TAP(C, 4, 3 * phase)            \
+    U_TAP(C, 5, 2 * phase + 1) U_TAP(C, 6, wp) U_TAP(C, 7, phase + wp) U_TAP(C, 8, wp + 1)
 #define U_STORE(C, T, J)                                                                                      \
     if (mc > C && nv > J) {                                                                                   \
         _mm512_storeu_ps(sums, u##C##T##J);                                                                   \
@@ -332,6 +376,16 @@ static AVX512 void wgrad_run(const conv3x3_shape *s, float *dw, const float *dyp
 #define U_EACH(X, C, J)                                                                                       \
     X(C, 0, J) X(C, 1, J) X(C, 2, J) X(C, 3, J) X(C, 4, J) X(C, 5, J) X(C, 6, J) X(C, 7, J) X(C, 8, J)
 #define U_ALL(X) U_EACH(X, 0, 0) U_EACH(X, 0, 1) U_EACH(X, 0, 2) U_EACH(X, 1, 0) U_EACH(X, 1, 1) U_EACH(X, 1, 2)
+/* The pixel loop of a tile, TAPS the taps of one input channel. */
+#define U_LOOP(TAPS)                                                                                          \
+    for (size_t y = 0; y < h; y++)                                                                            \
+        for (size_t x = 0; x < w; x++) {                                                                      \
+            const float *px = xpad + y * wp + x, *dr = dt + (y * w + x) * ldt;                                \
+            const __m512 d0 = _mm512_loadu_ps(dr);                                                            \
+            const __m512 d1 = nv > 1 ? _mm512_loadu_ps(dr + 16) : d0;                                         \
+            const __m512 d2 = nv > 2 ? _mm512_loadu_ps(dr + 32) : d0;                                         \
+            TAPS(0) TAPS(1)                                                                                   \
+        }
 
 /* Input channels [0, mc) x 9 taps x output channels [0, nco) (nco <= 16 nv): the pixels in order, each a
  * multiply-add of its 9 mc tap values by nv vectors of its dt row. dw is (nco, cs) at this tile's first row. */
@@ -342,14 +396,20 @@ utile(size_t mc, size_t nv, float *dw, size_t cs, const float *xpad, // (mc, str
     const size_t wp = w + 1;
     float sums[16];
     U_ALL(U_INIT)
-    for (size_t y = 0; y < h; y++)
-        for (size_t x = 0; x < w; x++) {
-            const float *px = xpad + y * wp + x, *dr = dt + (y * w + x) * ldt;
-            const __m512 d0 = _mm512_loadu_ps(dr);
-            const __m512 d1 = nv > 1 ? _mm512_loadu_ps(dr + 16) : d0;
-            const __m512 d2 = nv > 2 ? _mm512_loadu_ps(dr + 32) : d0;
-            U_TAPS(0) U_TAPS(1)
-        }
+    U_LOOP(U_TAPS)
+    U_ALL(U_STORE)
+}
+
+/* The same over the phase planes of stride 2 (stride: between channels; phase: between a channel's phases),
+ * on the output grid (h, w). A function of its own: sharing one with the stride-1 tiles, GCC spilled
+ * accumulators of those (8x8 planes of 64 channels 6% slower). */
+static inline __attribute__((always_inline)) AVX512 void
+utile2(size_t mc, size_t nv, float *dw, size_t cs, const float *xpad, size_t stride, size_t phase,
+       const float *dt, size_t ldt, size_t h, size_t w, size_t nco) {
+    const size_t wp = w + 1;
+    float sums[16];
+    U_ALL(U_INIT)
+    U_LOOP(U_TAPS2)
     U_ALL(U_STORE)
 }
 
@@ -361,18 +421,30 @@ static AVX512 void utile_any(size_t mc, size_t nv, float *dw, size_t cs, const f
     else utile(1, 1, dw, cs, xpad, stride, dt, ldt, h, w, nco);
 }
 
+static AVX512 void utile2_any(size_t mc, size_t nv, float *dw, size_t cs, const float *xpad, size_t stride,
+                              size_t phase, const float *dt, size_t ldt, size_t h, size_t w, size_t nco) {
+    if (mc == 2) utile2(2, 1, dw, cs, xpad, stride, phase, dt, ldt, h, w, nco);
+    else if (nv == 3) utile2(1, 3, dw, cs, xpad, stride, phase, dt, ldt, h, w, nco);
+    else if (nv == 2) utile2(1, 2, dw, cs, xpad, stride, phase, dt, ldt, h, w, nco);
+    else utile2(1, 1, dw, cs, xpad, stride, phase, dt, ldt, h, w, nco);
+}
+
 /* Tiles f in part t of T, f = channel block * output blocks + output block. One 16-channel output block
- * (co <= 16) takes two input channels per tile, more take one and up to 48 output channels. */
-static AVX512 void wgrad_small_run(const conv3x3_shape *s, float *dw, const float *dt, const float *xpad, size_t t,
-                                   size_t T) {
-    const size_t stride = conv3x3_plane_floats(s->h, s->w), ldt = round_up(s->co, 16), cs = s->c * 9;
-    const size_t mc = s->co <= 16 ? 2 : 1, ncb = (s->c + mc - 1) / mc, nob = (s->co + 47) / 48;
+ * (co <= 16) takes two input channels per tile, more take one and up to 48 output channels. The dypad of p
+ * is not read: dt is dy transposed. */
+static AVX512 void wgrad_small_run(const wprod *p, float *dw, const float *dt, size_t t, size_t T) {
+    const size_t ldt = round_up(p->co, 16), cs = p->c * 9;
+    const size_t mc = p->co <= 16 ? 2 : 1, ncb = (p->c + mc - 1) / mc, nob = (p->co + 47) / 48;
     size_t lo, hi;
     part_range(ncb * nob, t, T, &lo, &hi);
     for (size_t f = lo; f < hi; f++) {
-        const size_t k = f / nob * mc, o0 = f % nob * 48, nco = s->co - o0 < 48 ? s->co - o0 : 48;
-        utile_any(s->c - k < mc ? s->c - k : mc, (nco + 15) / 16, dw + o0 * cs + k * 9, cs, xpad + k * stride,
-                  stride, dt + o0, ldt, s->h, s->w, nco);
+        const size_t k = f / nob * mc, o0 = f % nob * 48, nco = p->co - o0 < 48 ? p->co - o0 : 48;
+        const size_t mck = p->c - k < mc ? p->c - k : mc, nv = (nco + 15) / 16;
+        float *d = dw + o0 * cs + k * 9;
+        if (p->phase)
+            utile2_any(mck, nv, d, cs, p->x + k * p->xstride, p->xstride, p->phase, dt + o0, ldt, p->h, p->w, nco);
+        else
+            utile_any(mck, nv, d, cs, p->x + k * p->xstride, p->xstride, dt + o0, ldt, p->h, p->w, nco);
     }
 }
 
@@ -416,7 +488,7 @@ static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float 
     part_barrier(T);
     const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .stride = conv3x3_plane_floats(s->h, s->w),
                      .src = scratch, .wt = w, .rs = s->c * 9, .flip = false, .dst = y, .bias = b,
-                     .accumulate = false};
+                     .accumulate = false, .ostride = s->h * s->w};
     dprod_run(&p, t, T);
     part_barrier(T); /* the caller may overwrite the scratch next */
 }
@@ -430,12 +502,14 @@ static AVX512 void backward_avx512(const conv3x3_shape *s, float *dx, float *dw,
     if (dx || (dw && !small)) conv3x3_pad(dypad, dy, s->co, s->h, s->w, t, T);
     if (dw && small) transpose_dy(dt, dy, s->co, npix, round_up(s->co, 16), t, T);
     part_barrier(T);
-    if (dw && small) wgrad_small_run(s, dw, dt, xpad, t, T);
-    else if (dw) wgrad_run(s, dw, dypad, xpad, t, T);
+    const wprod wp = {.c = s->c, .co = s->co, .h = s->h, .w = s->w, .dypad = dypad, .x = xpad, .xstride = plane};
+    if (dw && small) wgrad_small_run(&wp, dw, dt, t, T);
+    else if (dw) wgrad_run(&wp, dw, t, T);
     if (db) bias_run(db, dy, s->co, npix, t, T);
     if (dx) {
         const dprod p = {.planes = s->c, .chans = s->co, .h = s->h, .w = s->w, .stride = plane, .src = dypad,
-                         .wt = w, .rs = 9, .flip = true, .dst = dx, .bias = NULL, .accumulate = true};
+                         .wt = w, .rs = 9, .flip = true, .dst = dx, .bias = NULL, .accumulate = true,
+                         .ostride = npix};
         dprod_run(&p, t, T);
     }
     part_barrier(T);
@@ -497,20 +571,133 @@ static AVX512 void forward_s2_avx512(const conv3x3_shape *s, float *y, const flo
     part_barrier(T);
     const dprod p = {.planes = s->co, .chans = s->c, .h = (s->h + 1) / 2, .w = (s->w + 1) / 2,
                      .stride = 4 * plane2, .src = scratch, .wt = w, .rs = s->c * 9, .flip = false, .dst = y,
-                     .bias = b, .accumulate = false, .phase = plane2};
+                     .bias = b, .accumulate = false, .phase = plane2,
+                     .ostride = ((s->h + 1) / 2) * ((s->w + 1) / 2)};
     dprod_run(&p, t, T);
+    part_barrier(T);
+}
+
+/* ---- stride 2, backward: the weight gradient over the phase planes, the input gradient by phases ---------
+ * Phase (a, b) of dx, D_ab[i][j] = dx[2 i + a - 1][2 j + b - 1] on the grid 0 <= i <= ho, 0 <= j <= wo (rows
+ * wp = wo + 1, every lane a pixel of D, whose border pixels fall outside dx), receives the taps
+ * kh = a + 2 dh, kw = b + 2 dw (dh, dw in {0, 1}, 0 only for an odd phase): dy[i - dh][j - dw], which in dy's
+ * padded plane lies at q + (1 - dh) wp + 1 - dw (the zero column in front of a row is the one after the row
+ * before, so j - dw = wo and j - dw = -1 both read zero). Four products of 4, 2, 2 and 1 taps, the tiles of
+ * the stride-1 kernel, into D planes laid out as the phase planes of x; then one pass interleaves them into dx. */
+
+/* row[0, w) += the interleaving of even[] (the even elements) and odd[] (the odd ones): deinterleave_row's
+ * inverse, 32 elements at a time. */
+static AVX512 void interleave_add_row(float *row, const float *even, const float *odd, size_t w) {
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    for (size_t i = 0; i < w; i += 32) {
+        const size_t n = w - i < 32 ? w - i : 32;
+        const __m512 e = _mm512_maskz_loadu_ps(lanes((n + 1) / 2), even + i / 2);
+        const __m512 o = _mm512_maskz_loadu_ps(lanes(n / 2), odd + i / 2);
+        const __mmask16 m0 = lanes(n), m1 = lanes(n > 16 ? n - 16 : 0);
+        float *r = row + i;
+        _mm512_mask_storeu_ps(r, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, r), _mm512_permutex2var_ps(e, lo, o)));
+        _mm512_mask_storeu_ps(r + 16, m1,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, r + 16), _mm512_permutex2var_ps(e, hi, o)));
+    }
+}
+
+/* dx += the phases D_ab of every channel of part t of T (at d + (4 ch + 2 a + b) plane2): row y of dx is row
+ * (y + 1) / 2 of phases (a, .), a = 1 for even y; its even elements come from phase (a, 1), from column 0, its
+ * odd ones from phase (a, 0), from column 1. */
+static AVX512 void conv3x3_phase_merge_add(float *dx, const float *d, size_t n, size_t h, size_t w, size_t t,
+                                           size_t T) {
+    const size_t wp = (w + 1) / 2 + 1, plane2 = conv3x3_phase_floats(h, w);
+    size_t lo, hi;
+    part_range(n, t, T, &lo, &hi);
+    for (size_t ch = lo; ch < hi; ch++)
+        for (size_t y = 0; y < h; y++) {
+            const float *a0 = d + (4 * ch + (y % 2 ? 0 : 2)) * plane2 + (y + 1) / 2 * wp; /* phase (a, 0) */
+            interleave_add_row(dx + (ch * h + y) * w, a0 + plane2, a0 + 1, w);
+        }
+}
+
+/* The product of phase (a, b) of dx over the rows of D_ab that fall inside dx: i from 1 - a, h / 2 of them
+ * (a = 0) or (h + 1) / 2 (a = 1). */
+static dprod dx_phase_prod(const conv3x3_shape *s, size_t a, size_t b, const float *dypad, const float *w,
+                           float *d) {
+    const size_t ho = (s->h + 1) / 2, wo = (s->w + 1) / 2, wp = wo + 1, plane2 = conv3x3_phase_floats(s->h, s->w);
+    const size_t i0 = (1 - a) * wp; /* the first row's offset, in dy's padded plane as in D_ab */
+    dprod p = {.planes = s->c, .chans = s->co, .h = (s->h + a) / 2, .w = wo, .stride = conv3x3_plane_floats(ho, wo),
+               .src = dypad + i0, .wt = w, .rs = 9, .dst = d + (2 * a + b) * plane2 + i0, .ostride = 4 * plane2};
+    for (size_t dh = 0; dh < 2 - a; dh++)
+        for (size_t dw = 0; dw < 2 - b; dw++) {
+            p.tap_w[p.ntaps] = (a + 2 * dh) * 3 + b + 2 * dw;
+            p.tap_off[p.ntaps++] = (1 - dh) * wp + 1 - dw;
+        }
+    return p;
+}
+
+/* Scratch, as conv3x3_s2_scratch_floats: the phase planes of x, later those of dx, then dy padded on the
+ * output grid, or first dy transposed (small output planes) and then dy padded in its place. */
+static AVX512 void backward_s2_avx512(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w, float *scratch, size_t t, size_t T) {
+    const conv3x3_shape so = {.c = s->c, .co = s->co, .h = (s->h + 1) / 2, .w = (s->w + 1) / 2};
+    const size_t plane2 = conv3x3_phase_floats(s->h, s->w), npix = so.h * so.w;
+    float *ph = scratch, *dypad = ph + 4 * s->c * plane2, *dt = dypad;
+    const bool small = wgrad_small(&so);
+    if (dw) conv3x3_phase_split(ph, x, s->c, s->h, s->w, t, T);
+    if (dw && small) transpose_dy(dt, dy, s->co, npix, round_up(s->co, 16), t, T);
+    else conv3x3_pad(dypad, dy, s->co, so.h, so.w, t, T);
+    part_barrier(T);
+    const wprod p = {.c = s->c, .co = s->co, .h = so.h, .w = so.w, .dypad = dypad, .x = ph, .xstride = 4 * plane2,
+                     .phase = plane2};
+    if (dw && small) wgrad_small_run(&p, dw, dt, t, T);
+    else if (dw) wgrad_run(&p, dw, t, T);
+    if (db) bias_run(db, dy, s->co, npix, t, T);
+    if (dx) {
+        if (dw) part_barrier(T); /* the phases of dx overwrite those of x, dy padded its transposition */
+        if (dw && small) {
+            conv3x3_pad(dypad, dy, s->co, so.h, so.w, t, T);
+            part_barrier(T);
+        }
+        for (size_t a = 0; a < 2; a++)
+            for (size_t b = 0; b < 2; b++) {
+                const dprod q = dx_phase_prod(s, a, b, dypad, w, ph);
+                dprod_run(&q, t, T);
+            }
+        part_barrier(T);
+        conv3x3_phase_merge_add(dx, ph, s->c, s->h, s->w, t, T);
+    }
     part_barrier(T);
 }
 #endif
 
 bool conv3x3_s2_scratch_floats(const conv3x3_shape *s, size_t *n) {
-    size_t plane, rows;
+    size_t plane, rows, back;
     /* conv3x3_phase_floats, checked: (ho + 1)(wo + 1) + 17, rounded up to 16 */
     if (!size_add(s->h / 2 + s->h % 2, 1, &rows) || !size_mul(rows, s->w / 2 + s->w % 2 + 1, &plane) ||
         !size_add(plane, 17 + 15, &plane))
         return false;
     plane = plane / 16 * 16;
-    return size_mul(s->c, 4, n) && size_mul(*n, plane, n);
+    /* then dy padded on the output grid, or transposed (the same place, one after the other) */
+    const size_t ho = s->h / 2 + s->h % 2, wo = s->w / 2 + s->w % 2;
+    const conv3x3_shape so = {.c = 0, .co = s->co, .h = ho, .w = wo};
+    size_t dyplane; /* conv3x3_plane_floats(ho, wo), checked */
+    if (!size_mul(s->c, 4, n) || !size_mul(*n, plane, n) || !size_mul(ho + 2, wo + 1, &dyplane) ||
+        !size_add(dyplane, 17 + 15, &dyplane) || !size_mul(s->co, dyplane / 16 * 16, &back))
+        return false;
+    size_t dt;
+    if (wgrad_small(&so)) {
+        if (!size_mul(ho * wo, round_up(s->co, 16), &dt)) return false;
+        back = dt > back ? dt : back;
+    }
+    return size_add(*n, back, n);
+}
+
+void conv3x3_s2_backward(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, float *scratch, size_t t, size_t T) {
+#ifdef CONV3_AVX512
+    backward_s2_avx512(s, dx, dw, db, dy, x, w, scratch, t, T);
+#else
+    (void)s, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)scratch, (void)t, (void)T;
+    abort(); /* unreachable: conv3x3_direct_available() is false in this build */
+#endif
 }
 
 void conv3x3_s2_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,

@@ -54,11 +54,14 @@ void conv3x3_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                      float *scratch,                   // (conv3x3_scratch_floats)
                      size_t t, size_t T);
 
-/* Stride 2 (padding 1), forward only: the output plane is ((h + 1) / 2, (w + 1) / 2). Each input plane is
- * split once into its four phases (even or odd rows x even or odd columns, zero-padded), after which every tap
- * (kh, kw) is a plain shift of phase (kh % 2, kw % 2) on the output grid, and the stride-1 tiles above run
- * unchanged over 9 taps of 4 planes: no column matrix, and a scratch of about (h + 2)(w + 2) floats per input
- * channel. The gradients of a stride-2 convolution take the lowering. */
+/* Stride 2 (padding 1): the output plane is ((h + 1) / 2, (w + 1) / 2). Each input plane is split once into
+ * its four phases (even or odd rows x even or odd columns, zero-padded), after which every tap (kh, kw) is a
+ * plain shift of phase (kh % 2, kw % 2) on the output grid, and the stride-1 tiles above run unchanged over
+ * 9 taps of 4 planes: no column matrix, and a scratch of about (h + 2)(w + 2) floats per input channel.
+ * Backward likewise: dW correlates padded dy with the phase planes (9 phase offsets), and each phase of dx is
+ * a sum of 4, 2, 2 or 1 shifted taps of padded dy, computed into phase planes that one pass interleaves into
+ * dx. The sums run in orders fixed by the shape, as at stride 1. *n = the floats of one sample's scratch for
+ * forward and backward (forward uses a prefix). */
 bool conv3x3_s2_scratch_floats(const conv3x3_shape *s, size_t *n);
 void conv3x3_s2_forward(const conv3x3_shape *s, float *y, // (co, (h + 1) / 2, (w + 1) / 2)
                         const float *x,                   // (c, h, w)
@@ -78,5 +81,15 @@ void conv3x3_backward(const conv3x3_shape *s, float *dx, // (c, h, w) or NULL
                       const float *w,                    // (co, c, 3, 3)
                       float *scratch,                    // (conv3x3_scratch_floats)
                       size_t t, size_t T);
+
+/* Stride 2, one sample's gradients: as conv3x3_backward, dy (co, (h + 1) / 2, (w + 1) / 2). */
+void conv3x3_s2_backward(const conv3x3_shape *s, float *dx, // (c, h, w) or NULL
+                         float *dw,                         // (co, c, 3, 3) or NULL
+                         float *db,                         // (co) or NULL
+                         const float *dy,                   // (co, (h + 1) / 2, (w + 1) / 2)
+                         const float *x,                    // (c, h, w)
+                         const float *w,                    // (co, c, 3, 3)
+                         float *scratch,                    // (conv3x3_s2_scratch_floats)
+                         size_t t, size_t T);
 
 #endif

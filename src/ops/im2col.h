@@ -1,7 +1,8 @@
 /* im2col / col2im for one sample: the lowering that turns a 2-D convolution into one GEMM. The column matrix
  * has one row per (channel, kernel row, kernel column) and one column per output pixel, so
  * out (Co, Ho*Wo) = weight (Co, C*k*k) x col (C*k*k, Ho*Wo). A transposed convolution is the adjoint:
- * col = weight^T x, then col2im.
+ * col = weight^T x, then col2im. A 1x1 unpadded kernel with stride > 1 takes a short path: the column matrix
+ * is x subsampled, and col2im scatters it back.
  *
  * Also the thread scheme every lowered op (conv2d, conv_transpose2d) shares: with at least as many samples as
  * threads, one sample per thread at a time, each with its own column buffer and partial parameter gradients,
