@@ -345,11 +345,12 @@ typedef enum snug_checkpoint_kind {
     SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward */
     SNUG_CHECKPOINT_EVERY,    /* segments of `every` layers */
     SNUG_CHECKPOINT_AUTO,     /* the least recompute whose plan fits the budget */
-    SNUG_CHECKPOINT_CHEAP,    /* recompute only cheap layers (element-wise ops, normalisations, pooling: under 16
-                                 FLOPs per output element) whose inputs backward keeps anyway, just before the
-                                 backward that needs them; every convolution and matrix product output is kept.
-                                 conv-norm-ReLU stacks keep one tensor per layer instead of two for one extra
-                                 element-wise pass; a no-op where nothing cheap is worth dropping (an MLP). */
+    SNUG_CHECKPOINT_CHEAP,    /* recompute only cheap layers (element-wise ops, normalisations, copies: under 16
+                                 FLOPs per output element, not shrinking their input as pooling does) whose
+                                 inputs backward keeps anyway, just before the backward that needs them; every
+                                 convolution and matrix product output is kept. conv-norm-ReLU stacks keep one
+                                 tensor per layer instead of two for one extra element-wise pass; a no-op where
+                                 nothing cheap is worth dropping (an MLP, a plain CNN). */
 } snug_checkpoint_kind;
 
 typedef struct snug_checkpoint_policy {
