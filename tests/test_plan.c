@@ -40,8 +40,9 @@ static snug_graph *residual_model(int blocks) {
     return g;
 }
 
-/* Convolutions with BatchNorm, GroupNorm, ReLU, dropout, a residual add and max-pooling, then LayerNorm and GELU
- * between linear layers: every layer the cheap policy may replay, next to the ones it must keep. */
+/* Convolutions with BatchNorm, GroupNorm, ReLU, dropout, a residual add, max-pooling and a concatenation, then
+ * LayerNorm and GELU between linear layers: every layer the cheap policy may replay, next to the ones it must
+ * keep. */
 static snug_graph *norm_model(void) {
     snug_graph *g = snug_graph_new("norms");
     snug_tensor a = snug_relu(g, "relu1", snug_batchnorm2d(g, "bn1", snug_conv2d(g, "conv1", snug_input(g, "input", 1, 6, 5), 4, 3, 1, 1), 1e-5f, 0.1f));
@@ -49,6 +50,8 @@ static snug_graph *norm_model(void) {
     b = snug_add(g, "add", a, snug_dropout(g, "drop", b, 0.25f));
     b = snug_maxpool2d(g, "pool", b, 2, 2);
     b = snug_relu(g, "relu3", snug_batchnorm2d(g, "bn3", snug_conv2d(g, "conv3", b, 6, 3, 1, 1), 1e-5f, 0.1f));
+    /* a UNet-style concatenation: replayed from conv4's output, which is then kept instead of the whole */
+    b = snug_concat(g, "cat", snug_conv2d(g, "conv4", b, 2, 3, 1, 1), b);
     snug_tensor h = snug_layernorm(g, "ln", snug_linear(g, "fc1", snug_flatten(g, "flat", b), 12), 1e-5f);
     h = snug_gelu(g, "gelu", snug_linear(g, "fc2", h, 16));
     snug_softmax_cross_entropy(g, "loss", snug_linear(g, "out", h, 5));
@@ -199,11 +202,13 @@ static void recompute_is_bitwise_exact(void **state) {
             plan_variant vn = plan_variant_of(NONE);
             snug_optim_config optim = snug_train_config_default().optim;
             assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
-            if (model_i == 3) { /* cheap replays GroupNorm to pooling, BatchNorm + ReLU, LayerNorm, GELU */
+            if (model_i == 3) { /* cheap replays GroupNorm to the add, the concatenation, LayerNorm, GELU */
                 plan cheap;
                 plan_variant vc = plan_variant_of(CHEAP);
                 assert_int_equal(plan_build(g, m, 2, &optim, &vc, &cheap, NULL), SNUG_OK);
                 assert_int_equal(cheap.seg.n_segments, 4);
+                for (int i = 0; i < g->n_nodes; i++) /* the concatenation replays from conv4's output */
+                    if (strcmp(g->nodes[i].name, "cat") == 0) assert_true(cheap.seg.recompute[i]);
                 plan_free(&cheap);
             }
             const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3},

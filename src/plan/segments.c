@@ -136,15 +136,21 @@ static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
 }
 
 /* Selective: of the droppable layers, keeps droppable only the cheap ones that replay from what backward keeps
- * anyway (or from other droppable layers). */
+ * anyway (or from other droppable layers), or from inputs smaller than their output: a UNet's concatenation of
+ * an upsampled tensor and a skip (kept anyway) is replayed from the upsampled half, which is then kept instead
+ * of the whole. */
 static void keep_cheap_only(const snug_graph *g, bool *drop) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
         drop[i] = drop[i] && is_cheap(g, n);
+        size_t kept_for_replay = 0; /* elements per sample kept only so that this layer can replay */
         for (int k = 0; drop[i] && k < n->n_inputs; k++) {
             snug_tensor t = plan_base_tensor(g, n->inputs[k]);
-            drop[i] = drop[g->tensors[t].producer] || kept_anyway(g, t);
+            bool repeated = false;
+            for (int j = 0; j < k; j++) repeated |= plan_base_tensor(g, n->inputs[j]) == t;
+            if (!repeated && !drop[g->tensors[t].producer] && !kept_anyway(g, t)) kept_for_replay += g->tensors[t].numel;
         }
+        drop[i] = drop[i] && kept_for_replay < g->tensors[n->output].numel;
     }
 }
 
