@@ -10,11 +10,14 @@
 static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
 
 /* Zeroing a gradient buffer is a pass over memory like any element-wise op (2-3% of a UNet step on one thread):
- * large ones are split over the threads in chunks, small ones stay on the calling thread (no OpenMP team). */
-#define ZERO_CHUNK ((size_t)1 << 16)  /* floats: 256 KiB */
+ * large ones are split over the threads in chunks, the rest stay on the calling thread: waking a sleeping
+ * OpenMP worker costs about what zeroing a few MiB does (cnn's micro-batches of 16 opened two teams per pass
+ * for 1.6 MiB buffers). */
+#define ZERO_CHUNK ((size_t)1 << 16)   /* floats: 256 KiB */
+#define ZERO_PAR_MIN ((size_t)1 << 20) /* floats: 4 MiB */
 
 static void zero_floats(float *p, size_t n) {
-    if (n < 4 * ZERO_CHUNK) {
+    if (n < ZERO_PAR_MIN) {
         memset(p, 0, n * sizeof *p);
         return;
     }
