@@ -6,28 +6,22 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/elementwise.h"
 
 static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
 
-/* Zeroing a gradient buffer is a pass over memory like any element-wise op (2-3% of a UNet step on one thread):
- * large ones are split over the threads in chunks, the rest stay on the calling thread: waking a sleeping
- * OpenMP worker costs about what zeroing a few MiB does (cnn's micro-batches of 16 opened two teams per pass
- * for 1.6 MiB buffers). */
-#define ZERO_CHUNK ((size_t)1 << 16)   /* floats: 256 KiB */
-#define ZERO_PAR_MIN ((size_t)1 << 20) /* floats: 4 MiB */
+/* Zeroing a gradient buffer is a pass over memory like any element-wise op (2-3% of a UNet step on one thread),
+ * so it goes through the element-wise driver: from 4 MiB in 256 KiB chunks over the threads, below that on the
+ * calling thread, since waking a sleeping OpenMP worker costs about what zeroing a few MiB does (cnn's
+ * micro-batches of 16 opened two teams per pass for 1.6 MiB buffers). */
+static const ew_split zero_split = {.par_min = (size_t)1 << 20, .chunk = (size_t)1 << 16};
 
-static void zero_floats(float *p, size_t n) {
-    if (n < ZERO_PAR_MIN) {
-        memset(p, 0, n * sizeof *p);
-        return;
-    }
-    const size_t chunks = (n + ZERO_CHUNK - 1) / ZERO_CHUNK;
-    #pragma omp parallel for schedule(static)
-    for (size_t k = 0; k < chunks; k++) {
-        size_t start = k * ZERO_CHUNK, len = n - start < ZERO_CHUNK ? n - start : ZERO_CHUNK;
-        memset(p + start, 0, len * sizeof *p);
-    }
+static void zero_span(float *y, const float *x, size_t n) {
+    (void)x;
+    memset(y, 0, n * sizeof *y);
 }
+
+static void zero_floats(float *p, size_t n) { ew_apply_unary(zero_split, zero_span, p, p, n); }
 
 /* The memory of tensor t's value as step s sees it: the data buffer for the graph input, else the forward
  * instance, or the recomputed one once forward is over. */

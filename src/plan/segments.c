@@ -40,6 +40,13 @@ static bool is_cheap(const snug_graph *g, const graph_node *n) {
     return f < CHEAP_FLOPS_PER_ELEMENT * out && out >= (double)g->tensors[n->inputs[0]].numel;
 }
 
+/* Whether node n reads tensor t (through views). */
+static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
+    for (int i = 0; i < n->n_inputs; i++)
+        if (plan_base_tensor(g, n->inputs[i]) == t) return true;
+    return false;
+}
+
 /* Whether backward reads tensor t whatever the policy: a reader keeps its input (a convolution, a normalisation),
  * or its producer keeps its output (ReLU), or it is the graph input (always resident). Readers through views
  * (flatten) count. */
@@ -48,9 +55,7 @@ static bool kept_anyway(const snug_graph *g, snug_tensor t) {
     if (producer->op->flags & (OP_IS_INPUT | OP_KEEPS_OUTPUT)) return true;
     for (int c = 0; c < g->n_nodes; c++) {
         const graph_node *n = &g->nodes[c];
-        if (!is_layer(n) || !(n->op->flags & OP_KEEPS_INPUT)) continue;
-        for (int i = 0; i < n->n_inputs; i++)
-            if (plan_base_tensor(g, n->inputs[i]) == t) return true;
+        if (is_layer(n) && (n->op->flags & OP_KEEPS_INPUT) && reads(g, n, t)) return true;
     }
     return false;
 }
@@ -127,12 +132,6 @@ static void assign_segments(const snug_graph *g, snug_checkpoint_policy policy, 
     }
     free(layers);
     free(seg_of_layer);
-}
-
-static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
-    for (int i = 0; i < n->n_inputs; i++)
-        if (plan_base_tensor(g, n->inputs[i]) == t) return true;
-    return false;
 }
 
 /* Selective: of the droppable layers, keeps droppable only the cheap ones that replay from what backward keeps
