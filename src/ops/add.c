@@ -4,6 +4,7 @@
  * the gradient 2 dy. */
 #include <stdio.h>
 
+#include "core/parallel.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -39,13 +40,13 @@ static void add_forward(const op_call *c) {
     const float *a = c->in[0]; // (m, numel)
     const float *b = c->in[1]; // (m, numel)
     float *y = c->out;         // (m, numel), may be a itself (in place)
-    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN)
+    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
     for (size_t i = 0; i < len; i++) y[i] = a[i] + b[i];
 }
 
 /* din += dy over len elements. */
 static void accumulate(float *din, const float *dy, size_t len) {
-    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN)
+    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
     for (size_t i = 0; i < len; i++) din[i] += dy[i];
 }
 

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -124,7 +125,8 @@ static void attn_forward(const op_call *c) {
     float *out = c->out;         // (m, T, C)
     float *probs = c->saved;     // (m, H, T, T)
     if (tasks == 0) return;
-    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) if (tasks * T * T * D >= ATTN_PAR_MIN)
+    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) \
+        if (tasks * T * T * D >= ATTN_PAR_MIN && par_pays_macs(tasks * T * T * D))
     for (size_t task = 0; task < tasks; task++) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
@@ -169,7 +171,8 @@ static void attn_backward(const op_call *c) {
     float *din = c->din[0];        // (m, T, 3C)
     float *work = c->work;         // (threads, min(ATTN_BLOCK, T), T): one block of dP, then dS
     if (!din || tasks == 0) return;
-    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) if (tasks * T * T * D >= ATTN_PAR_MIN)
+    #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) \
+        if (tasks * T * T * D >= ATTN_PAR_MIN && par_pays_macs(tasks * T * T * D))
     for (size_t task = 0; task < tasks; task++) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;

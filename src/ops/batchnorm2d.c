@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -218,7 +219,7 @@ static void bn_forward(const op_call *c) {
             invstd[ch] = (float)(1.0 / sqrt((double)rvar[ch] + (double)eps));
         }
     }
-    #pragma omp parallel for schedule(static) if (c->m * C * hw >= BN_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (c->m * C * hw >= BN_PAR_MIN && par_pays_floats(4 * c->m * C * hw))
     for (size_t ch = 0; ch < C; ch++) bn_forward_channel(c, C, hw, ch, stats, mean, invstd);
 }
 
@@ -233,7 +234,7 @@ static void bn_backward(const op_call *c) {
     const float *gamma = c->w[BN_GAMMA];
     float *dx = c->din[0], *dgamma = c->dw[BN_GAMMA], *dbeta = c->dw[BN_BETA];
     if (m == 0) return;
-    #pragma omp parallel for schedule(static) if (m * C * hw >= BN_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (m * C * hw >= BN_PAR_MIN && par_pays_floats(4 * m * C * hw))
     for (size_t ch = 0; ch < C; ch++) {
         const float mu = mean[ch], is = invstd[ch];
         double sdy, sdyx;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/op.h"
 
 /* Below this many elements per call a parallel loop costs more than it saves. */
@@ -44,7 +45,7 @@ static bool concat_infer(const graph_node *n, const snug_shape *in, int n_in, sn
 /* The columns [off, off + len) of y (m, stride) = x (m, len). */
 static void copy_part(float *y, const float *x, size_t m, size_t len, size_t off, size_t stride) {
     const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
-    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN)
+    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN && par_pays_floats(2 * m * len))
     for (size_t n = 0; n < m; n++)
         for (size_t k = 0; k < nblk; k++) {
             const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
@@ -55,7 +56,7 @@ static void copy_part(float *y, const float *x, size_t m, size_t len, size_t off
 /* din (m, len) += the columns [off, off + len) of dy (m, stride). */
 static void add_part(float *din, const float *dy, size_t m, size_t len, size_t off, size_t stride) {
     const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
-    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN)
+    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN && par_pays_floats(2 * m * len))
     for (size_t n = 0; n < m; n++)
         for (size_t k = 0; k < nblk; k++) {
             const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;

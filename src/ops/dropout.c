@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "core/parallel.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */
@@ -64,7 +65,7 @@ static void dropout_forward(const op_call *c) {
     }
     const uint64_t seed = c->seed, stream = dropout_stream(c);
     const float p = c->node->p.dropout.p, scale = dropout_scale(c);
-    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
     for (size_t i = 0; i < len; i++)
         y[i] = snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p ? x[i] * scale : 0.0f;
 }
@@ -75,13 +76,13 @@ static void dropout_backward(const op_call *c) {
     float *dx = c->din[0];     // (m, numel)
     if (!dx) return;
     if (!dropout_active(c)) {
-        #pragma omp parallel for simd schedule(static) if (len >= DROPOUT_PAR_MIN)
+        #pragma omp parallel for simd schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
         for (size_t i = 0; i < len; i++) dx[i] += dy[i];
         return;
     }
     const uint64_t seed = c->seed, stream = dropout_stream(c);
     const float p = c->node->p.dropout.p, scale = dropout_scale(c);
-    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
     for (size_t i = 0; i < len; i++)
         if (snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p) dx[i] += dy[i] * scale;
 }

@@ -1,10 +1,12 @@
 /* Chunked, optionally parallel application of span kernels (elementwise.h). */
 #include "ops/elementwise.h"
 
+#include "core/parallel.h"
+
 static size_t span_len(size_t len, size_t lo, size_t chunk) { return len - lo < chunk ? len - lo : chunk; }
 
 void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len) {
-    if (len < s.par_min) {
+    if (len < s.par_min || !par_pays_floats(2 * len)) { /* one read, one write */
         f(y, x, len);
         return;
     }
@@ -17,7 +19,7 @@ void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t 
 }
 
 void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len) {
-    if (len < s.par_min) {
+    if (len < s.par_min || !par_pays_floats(4 * len)) { /* three reads, one write */
         f(out, a, b, len);
         return;
     }

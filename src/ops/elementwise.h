@@ -1,7 +1,7 @@
 /* The driver of element-wise kernels (ReLU, GELU): a kernel over one contiguous span is applied to [0, len) in
- * chunks, in parallel once there are enough elements, and called directly below that, so that a small call
- * never enters the OpenMP runtime. Every element is computed the same way wherever its chunk starts, so the bits
- * do not depend on the thread count. */
+ * chunks, in parallel once there are enough elements and the work outweighs opening a team (core/parallel.h),
+ * and called directly below that, so that a small call never enters the OpenMP runtime. Every element is
+ * computed the same way wherever its chunk starts, so the bits do not depend on the thread count. */
 #ifndef SNUG_OPS_ELEMENTWISE_H
 #define SNUG_OPS_ELEMENTWISE_H
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -106,7 +107,8 @@ static void emb_forward(const op_call *c) {
     const float *ids = c->in[0]; // (m*T)
     const float *w = c->w[0];    // (vocab, dim)
     float *y = c->out;           // (m*T, dim)
-    #pragma omp parallel for schedule(static) if (rows > 1 && rows * dim >= EMB_PAR_MIN)
+    #pragma omp parallel for schedule(static) \
+        if (rows > 1 && rows * dim >= EMB_PAR_MIN && par_pays_floats(2 * rows * dim))
     for (size_t r = 0; r < rows; r++) {
         const size_t id = token_row(ids[r], vocab);
         if (id == SIZE_MAX) memset(y + r * dim, 0, dim * sizeof(float));
@@ -134,7 +136,7 @@ static void emb_backward(const op_call *c) {
     const size_t rows = c->m * op_in_numel(c, 0), vocab = c->node->p.embedding.vocab;
     const size_t dim = c->node->p.embedding.dim, nblk = (dim + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
     if (!c->dw[0]) return;
-    #pragma omp parallel if (nblk > 1 && rows * dim >= EMB_PAR_MIN)
+    #pragma omp parallel if (nblk > 1 && rows * dim >= EMB_PAR_MIN && par_pays_floats(2 * rows * dim))
     {
         const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
         const size_t lo = nblk * t / nt * EMB_COL_BLOCK, hi_blk = nblk * (t + 1) / nt * EMB_COL_BLOCK;
@@ -150,7 +152,7 @@ static void pos_forward(const op_call *c) {
     const float *x = c->in[0]; // (m, T*D)
     const float *p = c->w[0];  // (max_len, D), first T*D used
     float *y = c->out;         // (m, T*D), may be x itself (in place)
-    #pragma omp parallel for collapse(2) schedule(static) if (m * n >= EMB_PAR_MIN)
+    #pragma omp parallel for collapse(2) schedule(static) if (m * n >= EMB_PAR_MIN && par_pays_floats(2 * m * n))
     for (size_t s = 0; s < m; s++)
         for (size_t i = 0; i < n; i++) y[s * n + i] = x[s * n + i] + p[i];
 }
@@ -161,14 +163,14 @@ static void pos_backward(const op_call *c) {
     float *dx = c->din[0];     // (m, T*D) or NULL; dout itself when the planner passed it through
     float *dp = c->dw[0];      // (max_len, D), first T*D used
     if (dx && dx != c->dout) {
-        #pragma omp parallel for simd schedule(static) if (m * n >= EMB_PAR_MIN)
+        #pragma omp parallel for simd schedule(static) if (m * n >= EMB_PAR_MIN && par_pays_floats(2 * m * n))
         for (size_t i = 0; i < m * n; i++) dx[i] += dy[i];
     }
     if (!dp) return;
     /* Blocks of columns, samples in order inside each: contiguous reads, and every element sums its samples in
      * the same order whatever the thread count. */
     const size_t nblk = (n + EMB_POS_BLOCK - 1) / EMB_POS_BLOCK;
-    #pragma omp parallel for schedule(static) if (nblk > 1 && m * n >= EMB_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (nblk > 1 && m * n >= EMB_PAR_MIN && par_pays_floats(2 * m * n))
     for (size_t b = 0; b < nblk; b++) {
         const size_t lo = b * EMB_POS_BLOCK, len = lo + EMB_POS_BLOCK < n ? EMB_POS_BLOCK : n - lo;
         float acc[EMB_POS_BLOCK] = {0};

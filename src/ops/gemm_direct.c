@@ -7,6 +7,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "core/parallel.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define GEMM_DIRECT_AVX512 1
@@ -170,7 +172,7 @@ void gemm_direct(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size
 #ifdef GEMM_DIRECT_AVX512
     if (gemm_direct_has_avx512()) {
         const size_t blocks = (N + NR - 1) / NR;
-        const bool par = !omp_in_parallel() && omp_get_max_threads() > 1 && blocks > 1 && M * N * K >= GEMM_PAR_MIN;
+        const bool par = blocks > 1 && M * N * K >= GEMM_PAR_MIN && par_pays_macs(M * N * K);
         if (!par) {
             gemm_avx512(M, N, K, a, a_rs, a_cs, b, ldb, c, ldc, bias, accumulate, 0, blocks);
             return;
@@ -195,7 +197,7 @@ void gemm_direct_nt(size_t M, size_t N, size_t K, const float *a, size_t lda, co
      * dominates), up to 2x slower with 32 to 64 rows and a short one (ResNet-20's last stage). */
     if (gemm_direct_has_avx512() && (M <= 16 || K >= 4096)) {
         const size_t blocks = (N + 3) / 4;
-        const bool par = !omp_in_parallel() && omp_get_max_threads() > 1 && blocks > 1 && M * N * K >= GEMM_PAR_MIN;
+        const bool par = blocks > 1 && M * N * K >= GEMM_PAR_MIN && par_pays_macs(M * N * K);
         if (!par) {
             gemm_nt_avx512(M, N, K, a, lda, b, ldb, c, ldc, 0, blocks);
             return;

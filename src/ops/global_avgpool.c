@@ -3,6 +3,7 @@
  * nothing. Planes are summed in double: a plane can hold 65536 pixels. */
 #include <stdio.h>
 
+#include "core/parallel.h"
 #include "ops/op.h"
 
 /* Below this many input elements a parallel loop costs more than it saves. */
@@ -33,7 +34,8 @@ static void gap_forward(const op_call *c) {
     const size_t planes = c->m * op_out_numel(c), hw = plane_of(c);
     const float *x = c->in[0]; // (m*C, hw)
     float *y = c->out;         // (m*C)
-    #pragma omp parallel for schedule(static) if (planes > 1 && planes * hw >= GAP_PAR_MIN)
+    #pragma omp parallel for schedule(static) \
+        if (planes > 1 && planes * hw >= GAP_PAR_MIN && par_pays_floats(planes * hw))
     for (size_t p = 0; p < planes; p++) {
         const float *v = x + p * hw;
         double s = 0.0;
@@ -48,7 +50,8 @@ static void gap_backward(const op_call *c) {
     float *dx = c->din[0];     // (m*C, hw)
     if (!dx) return;
     const float inv = 1.0f / (float)hw;
-    #pragma omp parallel for schedule(static) if (planes > 1 && planes * hw >= GAP_PAR_MIN)
+    #pragma omp parallel for schedule(static) \
+        if (planes > 1 && planes * hw >= GAP_PAR_MIN && par_pays_floats(planes * hw))
     for (size_t p = 0; p < planes; p++) {
         const float g = dy[p] * inv;
         float *d = dx + p * hw;

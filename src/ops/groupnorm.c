@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/norm_stats.h"
 #include "ops/op.h"
 
@@ -58,7 +59,8 @@ static void gn_forward(const op_call *c) {
     float *y = c->out;             // (m, C, hw)
     float *stat = c->saved;        // (m, G, 2): mean, invstd
     const size_t blocks = c->m * G;
-    #pragma omp parallel for schedule(static) if (blocks * cg * hw >= GN_PAR_MIN)
+    #pragma omp parallel for schedule(static) \
+        if (blocks * cg * hw >= GN_PAR_MIN && par_pays_floats(4 * blocks * cg * hw))
     for (size_t b = 0; b < blocks; b++) {
         const size_t c0 = (b % G) * cg;
         const float *xb = x + b * cg * hw;
@@ -93,7 +95,8 @@ static void gn_backward(const op_call *c) {
     float *dx = c->din[0];
     double *sums = c->work;                   // (m, C, 2): sum dy, sum dy x_hat
     const size_t blocks = m * G;
-    #pragma omp parallel for schedule(static) if (blocks * cg * hw >= GN_PAR_MIN)
+    #pragma omp parallel for schedule(static) \
+        if (blocks * cg * hw >= GN_PAR_MIN && par_pays_floats(4 * blocks * cg * hw))
     for (size_t b = 0; b < blocks; b++) {
         const size_t c0 = (b % G) * cg, base = b * cg * hw;
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];

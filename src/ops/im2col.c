@@ -6,6 +6,8 @@
 #include <omp.h>
 #include <stdbool.h>
 
+#include "core/parallel.h"
+
 /* Below this many column elements the threads cost more than they save. */
 #define IM2COL_PAR_MIN ((size_t)1 << 15)
 
@@ -199,7 +201,7 @@ size_t lowering_threads(size_t m, int threads) {
 }
 
 void lowering_reduce(float *dst, const char *work, size_t slot, size_t offset, size_t len, size_t T) {
-    #pragma omp parallel for schedule(static) if (len * T >= IM2COL_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (len * T >= IM2COL_PAR_MIN && par_pays_floats(len * (T + 2)))
     for (size_t i = 0; i < len; i++) {
         float s = 0.0f;
         for (size_t t = 0; t < T; t++) s += ((const float *)(const void *)(work + t * slot + offset))[i];

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -79,7 +80,7 @@ static void ln_forward(const op_call *c) {
     const float *x = c->in[0];     // (rows, C)
     float *y = c->out;             // (rows, C)
     float *stat = c->saved;        // (rows, 2): mean, invstd
-    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN && par_pays_floats(4 * rows * C))
     for (size_t r = 0; r < rows; r++)
         ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps, c->recompute);
 }
@@ -111,7 +112,7 @@ static void ln_backward(const op_call *c) {
     const float *stat = c->saved;             // (rows, 2)
     float *dx = c->din[0];
     double *part = c->work;                   // (blocks, 2, C): dgamma, dbeta partials
-    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN && par_pays_floats(4 * rows * C))
     for (size_t b = 0; b < blocks; b++) {
         double *pg = part + 2 * b * C, *pb = pg + C;
         for (size_t j = 0; j < 2 * C; j++) pg[j] = 0.0;
@@ -121,7 +122,7 @@ static void ln_backward(const op_call *c) {
                             dx ? dx + r * C : NULL, pg, pb);
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
-    #pragma omp parallel for schedule(static) if (blocks * C >= LN_PAR_MIN)
+    #pragma omp parallel for schedule(static) if (blocks * C >= LN_PAR_MIN && par_pays_floats(4 * blocks * C))
     for (size_t j = 0; j < C; j++) {
         double sg = 0.0, sb = 0.0;
         for (size_t b = 0; b < blocks; b++) {

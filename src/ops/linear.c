@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
 
@@ -151,7 +152,7 @@ static void xwt_direct_blocks(float *y,       // (rows, fo)
 /* y += x W^T without packing: threads own blocks of weight rows. */
 static void xwt_direct(float *y, const float *x, const float *w, size_t rows, size_t fi, size_t fo) {
     const size_t blocks = (fo + LINEAR_NT_COLS - 1) / LINEAR_NT_COLS;
-    if (blocks < 2 || omp_in_parallel() || omp_get_max_threads() < 2 || fi * fo < LINEAR_GEMM_PAR_MIN / rows) {
+    if (blocks < 2 || fi * fo < LINEAR_GEMM_PAR_MIN / rows || !par_pays_macs(rows * fi * fo)) {
         xwt_direct_blocks(y, x, w, rows, fi, fo, 0, blocks);
         return;
     }
@@ -213,7 +214,7 @@ static void seed_rows(float *y,       // (rows, fo)
 
 /* Every row of y = b. */
 static void seed_bias(float *y, const float *b, size_t rows, size_t fo) {
-    if (rows < 2 || rows * fo < LINEAR_PAR_MIN) {
+    if (rows < 2 || rows * fo < LINEAR_PAR_MIN || !par_pays_floats(rows * fo)) {
         seed_rows(y, b, fo, 0, rows);
         return;
     }
@@ -239,7 +240,7 @@ static void bias_grad_cols(float *db,       // (fo)
  * bits are the same whatever the thread count: deterministic. */
 static void bias_grad(float *db, const float *dy, size_t rows, size_t fo) {
     const size_t nblk = (fo + LINEAR_DB_BLOCK - 1) / LINEAR_DB_BLOCK;
-    if (nblk < 2 || rows * fo < LINEAR_PAR_MIN) {
+    if (nblk < 2 || rows * fo < LINEAR_PAR_MIN || !par_pays_floats(2 * rows * fo)) {
         bias_grad_cols(db, dy, rows, fo, 0, fo);
         return;
     }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
 
@@ -186,7 +187,7 @@ static void pool_forward(const op_call *c) {
 #ifdef POOL_AVX512
     fast = p.k == 2 && p.s == 2 && gemm_direct_has_avx512();
 #endif
-    if (planes * p.ho * p.wo < POOL_PAR_MIN) {
+    if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {
         pool_planes(&p, fast, c->out, c->saved, c->in[0], 0, planes);
         return;
     }
@@ -214,7 +215,7 @@ static void pool_backward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->g, c->node);
     const size_t planes = c->m * p.c;
     if (!c->din[0]) return;
-    if (planes * p.ho * p.wo < POOL_PAR_MIN) {
+    if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * 4)) {
         pool_backward_planes(&p, c->din[0], c->dout, c->saved, 0, planes);
         return;
     }

@@ -18,6 +18,7 @@
 #include <omp.h>
 #include <stdio.h>
 
+#include "core/parallel.h"
 #include "core/checked.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
@@ -157,9 +158,10 @@ static void xent_backward_items(const op_call *c, const xent_layout *l, size_t l
     }
 }
 
-/* Whether a call over `logits` values is worth the threads. Below, the kernels are called directly: a small
- * loss (a micro-batch of 64 samples has 640 logits) never enters the OpenMP runtime. */
-static bool xent_parallel(size_t logits) { return logits >= XENT_PAR_MIN && omp_get_max_threads() > 1; }
+/* Whether a call over `logits` values is worth the threads (an exponential and a few passes each). Below, the
+ * kernels are called directly: a small loss (a micro-batch of 64 samples has 640 logits) never enters the
+ * OpenMP runtime. */
+static bool xent_parallel(size_t logits) { return logits >= XENT_PAR_MIN && par_pays_floats(4 * logits); }
 
 static void xent_forward(const op_call *c) {
     const xent_layout l = xent_layout_of(op_in_shape(c, 0));

@@ -10,6 +10,7 @@
  * PyTorch rounds its Python-float scalars when it hands them to a float kernel. */
 #include <math.h>
 
+#include "core/parallel.h"
 #include "optim/optim_impl.h"
 
 /* The per-step scalars, rounded to float once. */
@@ -50,7 +51,7 @@ static inline float adamw_param(float p, float g, float m, float *v, const adamw
  * vectorizing at -O2. The usual b1 >= 0.5 takes the first. */
 static void adamw_small_weight(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                                size_t n, const adamw_scalars *k) {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(7 * n))
     for (size_t i = 0; i < n; i++) {
         const float mi = m[i] + k->w1 * (g[i] - m[i]);
         m[i] = mi;
@@ -60,7 +61,7 @@ static void adamw_small_weight(float *restrict p, const float *restrict g, float
 
 static void adamw_large_weight(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                                size_t n, const adamw_scalars *k) {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(7 * n))
     for (size_t i = 0; i < n; i++) {
         const float mi = g[i] - (g[i] - m[i]) * k->w1c;
         m[i] = mi;

@@ -2,6 +2,7 @@
  * (the gradients are one contiguous block). */
 #include <math.h>
 
+#include "core/parallel.h"
 #include "optim/optim.h"
 #include "optim/optim_impl.h"
 
@@ -20,7 +21,7 @@ double grad_global_norm(const float *grads,  // (n)
     const int nblocks = (int)(n / block + (n % block != 0));  /* <= NORM_BLOCKS */
     double part[NORM_BLOCKS];
 
-#pragma omp parallel for schedule(static) if (nblocks > 1)
+#pragma omp parallel for schedule(static) if (nblocks > 1 && par_pays_floats(n))
     for (int b = 0; b < nblocks; b++) {
         const size_t lo = (size_t)b * block;
         const size_t hi = n - lo < block ? n : lo + block;
@@ -45,7 +46,7 @@ float grad_clip(float *grads,  // (n)
     const double factor = (double)max_norm / (norm + 1e-6);
     if (!(factor < 1.0)) return 1.0f;
     const float f = (float)factor;
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(2 * n))
     for (size_t i = 0; i < n; i++) grads[i] *= f;
     return f;
 }

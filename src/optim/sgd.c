@@ -9,6 +9,7 @@
  * and adding a zero to d returns d (only d = -0 turns into +0, which changes no later value). So one formula
  * serves every step, and no first-step flag has to survive a save/resume. tests/test_optim.c checks this
  * against a reference that copies d on the first step as PyTorch does. */
+#include "core/parallel.h"
 #include "optim/optim_impl.h"
 
 /* momentum == 0: no buffer, no state. */
@@ -16,7 +17,7 @@ static void sgd_plain(float *restrict p,        // (n)
                       const float *restrict g,  // (n)
                       size_t n, float lr, float wd) {
     const float nlr = -lr;
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(5 * n))
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] + wd * p[i];
         p[i] = p[i] + nlr * d;
@@ -29,7 +30,7 @@ static void sgd_momentum(float *restrict p,        // (n)
                          float *restrict buf,      // (n) momentum buffer
                          size_t n, float lr, float wd, float mom) {
     const float nlr = -lr;
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(5 * n))
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] + wd * p[i];
         const float b = buf[i] * mom + d;
@@ -45,7 +46,7 @@ static void sgd_nesterov(float *restrict p,        // (n)
                          float *restrict buf,      // (n) momentum buffer
                          size_t n, float lr, float wd, float mom) {
     const float nlr = -lr;
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN)
+#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(5 * n))
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] + wd * p[i];
         const float b = buf[i] * mom + d;
