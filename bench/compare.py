@@ -8,8 +8,10 @@ rate, the geometric mean of the full-batch ratios and the must-shows, met or not
     python3 bench/compare.py merge SNUG.csv TORCH.csv --out DIR               # only merge two CSV files
 
 Every measurement is a fresh process (snug bench --workload W --variant V; pytorch_bench.py the same), so no
-measurement's resident memory includes another's. Both run under the same OMP_WAIT_POLICY (passive by
-default: on a shared machine, spinning OpenMP threads made PyTorch's linear layers 4x slower here).
+measurement's resident memory includes another's. Both run under the same OMP_WAIT_POLICY: by default the
+variable is unset, so the OpenMP runtime spins briefly between parallel regions and then sleeps (what a user
+gets, and PyTorch's fastest setting on a quiet machine); `--wait-policy passive` (threads sleep at once, kinder
+to a shared machine) is the second configuration docs/performance.md reports.
 """
 import argparse
 import csv
@@ -36,7 +38,11 @@ def read_rows(path):
 
 
 def run(args):
-    env = dict(os.environ, OMP_WAIT_POLICY=args.wait_policy)
+    env = dict(os.environ)
+    if args.wait_policy == "default":
+        env.pop("OMP_WAIT_POLICY", None)
+    else:
+        env["OMP_WAIT_POLICY"] = args.wait_policy
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
     snug_rows, torch_rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,7 +151,7 @@ def write_csv(path, rows):
             w.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in r.items()})
 
 
-def write_markdown(path, rows, snug_rows, torch_rows):
+def write_markdown(path, rows, snug_rows, torch_rows, wait_policy):
     sgemm = statistics.median(float(r["sgemm_gflops"]) for r in snug_rows)
     torch_sgemm = statistics.median(float(r["sgemm_gflops"]) for r in torch_rows) if torch_rows else float("nan")
     lines = ["# Benchmark workloads: snug and PyTorch", "",
@@ -155,6 +161,7 @@ def write_markdown(path, rows, snug_rows, torch_rows):
              "processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm), "",
              "Medians of %s repeats per process; every (workload, variant) is a fresh snug process and a fresh "
              "PyTorch process, run one after the other. Ratios are snug / PyTorch." % snug_rows[0]["repeats"], "",
+             "OpenMP wait policy, the same for both: %s." % wait_policy, "",
              "| workload | variant | B | m | ms/step | samples/s | GFLOP/s | of SGEMM | planned MiB | planned act. MiB "
              "| peak RSS MiB | act. RSS MiB | PyTorch samples/s | speed ratio | PyTorch act. RSS MiB | act. RSS "
              "ratio |",
@@ -190,7 +197,8 @@ def main():
     r.add_argument("--steps", type=int, default=0)
     r.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     r.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    r.add_argument("--wait-policy", default="passive", choices=("passive", "active"))
+    r.add_argument("--wait-policy", default="default", choices=("default", "passive", "active"),
+                   help="OMP_WAIT_POLICY for both frameworks; default: unset (the OpenMP runtime's own spin-then-sleep)")
     r.add_argument("--out", default=os.path.join(HERE, "results"))
     m = sub.add_parser("merge", help="merge a snug CSV and a PyTorch CSV")
     m.add_argument("snug_csv")
@@ -206,7 +214,9 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     rows = merge(snug_rows, torch_rows)
     write_csv(os.path.join(args.out, "workloads.csv"), rows)
-    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows)
+    policy = ("OMP_WAIT_POLICY unset (the runtime's spin-then-sleep)" if args.wait_policy == "default" else
+              "OMP_WAIT_POLICY=" + args.wait_policy) if args.cmd == "run" else "not recorded (merged files)"
+    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy)
     with open(os.path.join(args.out, "workloads.md")) as fh:
         print(fh.read())
     return 0

@@ -1,4 +1,5 @@
-/* linear's unpacked products (a micro-batch of at most 16 rows and 32 or more outputs, on AVX-512): gradients
+/* linear's unpacked products (a micro-batch of at most 16 rows and 32 or more outputs, on AVX-512; from 17 to 64
+ * rows the transposed forward and the unpacked din, with the workspace they need planned): gradients
  * against finite differences on shapes that take them (weight-row blocks of 64 with a remainder, widths that are
  * not a multiple of 4); every sample's output and input gradient are the
  * same bits whatever the micro-batch it is part of (so splitting a batch differently, over ranks or
@@ -33,7 +34,7 @@ static int threads(void) { return omp_get_max_threads(); }
 
 static void test_direct_gradients(void **state) {
     (void)state;
-    const size_t shapes[][3] = {{1, 5, 40}, {6, 5, 40}, {13, 7, 70}}; /* m, in, out */
+    const size_t shapes[][3] = {{1, 5, 40}, {6, 5, 40}, {13, 7, 70}, {17, 5, 40}, {40, 33, 70}, {64, 20, 48}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         const size_t m = shapes[k][0], in = shapes[k][1], out = shapes[k][2];
         op_fixture f;
@@ -47,6 +48,27 @@ static void test_direct_gradients(void **state) {
             }
         op_check_all(&f, m, 1e-2f, TOL_LINEAR);
         op_check_backward_adds(&f);
+        op_fixture_free(&f);
+    }
+}
+
+/* A plan for more than 64 rows still runs a shorter last micro-batch of 17 to 64 rows through the transposed
+ * forward, inside the workspace planned for it (ASan checks the bounds), with the gradients right. */
+static void test_mid_rows_in_a_larger_plan(void **state) {
+    (void)state;
+    const size_t in = 37, out = 90, runs[] = {17, 50, 64, 65};
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        op_fixture f;
+        op_fixture_init(&f, linear_graph(in, out), 2, 100, threads(), FILL_PLAIN, 11 + k);
+        f.c.m = runs[k];
+        f.op->forward(&f.c);
+        for (size_t i = 0; i < runs[k]; i++)
+            for (size_t o = 0; o < out; o++) {
+                double want = f.w[1][o];
+                for (size_t j = 0; j < in; j++) want += (double)f.w[0][o * in + j] * f.x[0][i * in + j];
+                assert_float_equal(f.y[i * out + o], want, 1e-5);
+            }
+        op_check_all(&f, runs[k], 1e-2f, TOL_LINEAR);
         op_fixture_free(&f);
     }
 }
@@ -81,8 +103,8 @@ static void test_rows_same_bits_in_any_micro_batch(void **state) {
 /* Every output and gradient is the same bits with one thread as with several. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    const size_t ms[] = {4, 16};
-    const size_t in = 400, out = 180; /* 16 rows: every product threaded */
+    const size_t ms[] = {4, 16, 64};
+    const size_t in = 400, out = 180; /* 16 and 64 rows: every product threaded */
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
         op_fixture a, b;
         op_fixture_init(&a, linear_graph(in, out), 2, ms[k], threads(), FILL_PLAIN, 3);
@@ -103,6 +125,7 @@ static void test_same_bits_any_thread_count(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_gradients),
+        cmocka_unit_test(test_mid_rows_in_a_larger_plan),
         cmocka_unit_test(test_rows_same_bits_in_any_micro_batch),
         cmocka_unit_test(test_same_bits_any_thread_count),
     };
