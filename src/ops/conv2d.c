@@ -19,10 +19,16 @@
  * convolutions of a ResNet) both directions take the direct path too, through the phase planes of
  * conv3x3_s2_forward and conv3x3_s2_backward.
  *
+ * Where it measures faster (conv_wino_pays), the stride-1 forward and input gradient take Winograd F(2x2, 3x3)
+ * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies. Its transformed weights are computed once per call,
+ * by all threads, into the front of the workspace; dW and db stay on the direct kernel.
+ *
  * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
+ *   [ Winograd's transformed weights, 16 C Co floats, only on that path ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
- *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2) | partial dW (Co, C/G*k*k) +
- *         db (Co) floats, only when T > 1 ].
+ *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd the larger of
+ *         that and its blocks for the threads sharing a sample) | partial dW (Co, C/G*k*k) + db (Co) floats,
+ *         only when T > 1 ].
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
  * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (ops/im2col.c). */
 #include <limits.h>
@@ -33,6 +39,7 @@
 
 #include "core/checked.h"
 #include "ops/conv3x3_direct.h"
+#include "ops/conv3x3_winograd.h"
 #include "ops/gemm_direct.h"
 #include "ops/im2col.h"
 #include "ops/op.h"
@@ -50,7 +57,18 @@ typedef struct conv_ctx {
     bool pointwise;     /* 1x1, stride 1, no padding: the input is its own column matrix */
     bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
     bool direct_s2;     /* the same with stride 2: conv3x3_s2_forward and conv3x3_s2_backward */
+    bool wino;          /* direct, and its forward and input gradient by Winograd (conv_wino_pays) */
 } conv_ctx;
+
+/* Where Winograd beats the direct kernel, measured on one core (both directions, forward and input gradient,
+ * 1.2x to 2x from 16 channels on 8x8 to 256x256 planes): at least 16 input and 16 output channels (with 1
+ * input channel it is 2x slower: its transforms then cost as much as the products) and planes of at least
+ * 8x8. Its transformed weights (16 C Co floats, once per op) can exceed the column matrix lowering would need
+ * on small planes with many channels (8x8 with 64: 256 KiB; 16x16 with 256: 4 MiB), where it is 1.6x to 1.9x
+ * faster: a price in workspace worth paying, and planned like every other byte. */
+static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
+    return c >= 16 && co >= 16 && h >= 8 && w >= 8;
+}
 
 static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
     const snug_shape *in = &gr->tensors[n->inputs[0]].shape;
@@ -67,16 +85,41 @@ static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
     const bool d3 = k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
     k.direct = d3 && k.g.stride == 1;
     k.direct_s2 = d3 && k.g.stride == 2;
+    k.wino = k.direct && conv3x3_winograd_available() && conv_wino_pays(k.g.c, k.co, k.g.h, k.g.w);
     return k;
 }
 
 /* Where everything lives in the workspace, for m samples and the plan's threads; false on overflow. */
 typedef struct conv_layout {
+    size_t pre;    /* bytes before the first slot: Winograd's transformed weights, else 0 */
     size_t T;      /* sample threads: lowering_threads(m, threads) */
     size_t col;    /* per slot: the column buffer, or the direct path's scratch */
     size_t part;   /* per slot when T > 1: partial dW (co, kdim) then db (co) */
     size_t slot;   /* bytes from one slot to the next */
 } conv_layout;
+
+/* Below this many multiply-adds per sample the direct path runs a sample on one thread: waking the others
+ * costs more than they save. At 1 << 20, splitting the MNIST CNN's second conv (3.6M) and ResNet-20's convs
+ * (2.4M each) over 2 threads at micro-batch 1 made those steps 12% and about 10% slower on a 2-core machine
+ * with a passive wait policy, and many times slower with a spinning one when other work shares the cores. */
+#define CONV_DIRECT_PAR_MIN ((size_t)1 << 22)
+
+/* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
+static int conv_direct_inner(const conv_ctx *k, int threads) {
+    return threads > 1 && k->co * k->kdim * k->npix >= CONV_DIRECT_PAR_MIN ? threads : 1;
+}
+
+/* The floats of Winograd's transformed weights (*u) and of one slot's scratch for Ts threads sharing a
+ * sample (*n: forward and input gradient, whichever is larger). */
+static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_t *n) {
+    const conv3x3_shape sw = {.c = s->co, .co = s->c, .h = s->h, .w = s->w};
+    size_t f, b;
+    if (!conv3x3_winograd_weights_floats(s, u) || !conv3x3_winograd_scratch_floats(s, Ts, &f) ||
+        !conv3x3_winograd_scratch_floats(&sw, Ts, &b))
+        return false;
+    *n = f > b ? f : b;
+    return true;
+}
 
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
@@ -84,6 +127,14 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
         if (!conv3x3_scratch_floats(&s, &cols)) return false;
+        size_t un, wsn;
+        if (k->wino) {
+            const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
+            if (!conv_wino_floats(&s, Ts, &un, &wsn) || !size_mul(un, sizeof(float), &l->pre) ||
+                !size_align(l->pre, CONV_ALIGN, &l->pre))
+                return false;
+            cols = wsn > cols ? wsn : cols;
+        }
     } else if (k->direct_s2) {
         if (!conv3x3_s2_scratch_floats(&s, &cols)) return false;
     } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
@@ -188,37 +239,48 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
                     k->npix, y + j * k->cog * k->npix, k->npix, b + j * k->cog, false);
 }
 
-/* Below this many multiply-adds per sample the direct path runs a sample on one thread: waking the others
- * costs more than they save. At 1 << 20, splitting the MNIST CNN's second conv (3.6M) and ResNet-20's convs
- * (2.4M each) over 2 threads at micro-batch 1 made those steps 12% and about 10% slower on a 2-core machine
- * with a passive wait policy, and many times slower with a spinning one when other work shares the cores. */
-#define CONV_DIRECT_PAR_MIN ((size_t)1 << 22)
+/* Winograd's transformed weights for the forward (dx false) or the input gradient, by part t of T of the
+ * threads of the enclosing region; the barrier makes them whole before any thread reads them. */
+static void conv_wino_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
+    conv3x3_winograd_weights(s, u, w, dx, t, T);
+    if (T > 1) {
+        #pragma omp barrier
+    }
+}
 
-/* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
-static int conv_direct_inner(const conv_ctx *k, const op_call *c) {
-    return c->threads > 1 && k->co * k->kdim * k->npix >= CONV_DIRECT_PAR_MIN ? c->threads : 1;
+/* One sample's forward on the direct path, Winograd's or the direct kernel's. */
+static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, const float *x, const float *w,
+                             const float *b, const float *u, float *scratch, size_t t, size_t T) {
+    if (k->wino) conv3x3_winograd_forward(s, y, x, u, b, scratch, t, T);
+    else if (k->direct_s2) conv3x3_s2_forward(s, y, x, w, b, scratch, t, T);
+    else conv3x3_forward(s, y, x, w, b, scratch, t, T);
 }
 
 /* The direct path: one sample per thread, each with its own scratch, or all threads on each sample in turn
- * (conv3x3_direct splits it). Either way every output is computed whole by one thread. */
+ * (conv3x3_direct and conv3x3_winograd split it). Either way every output is computed whole by one thread. */
 static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
-    void (*const fwd)(const conv3x3_shape *, float *, const float *, const float *, const float *, float *, size_t,
-                      size_t) = k->direct_s2 ? conv3x3_s2_forward : conv3x3_forward;
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    char *work = c->work;
+    float *u = (float *)(void *)c->work;
+    char *work = (char *)c->work + l->pre;
     if (l->T > 1) {
-        #pragma omp parallel for num_threads((int)l->T) schedule(static)
-        for (size_t n = 0; n < m; n++)
-            fwd(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1],
-                (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot), 0, 1);
+        #pragma omp parallel num_threads((int)l->T)
+        {
+            if (k->wino) conv_wino_weights(&s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
+            float *mine = (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot);
+            #pragma omp for schedule(static)
+            for (size_t n = 0; n < m; n++)
+                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);
+        }
         return;
     }
-    #pragma omp parallel num_threads(conv_direct_inner(k, c))
+    #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        if (k->wino) conv_wino_weights(&s, u, c->w[0], false, t, T);
         for (size_t n = 0; n < m; n++)
-            fwd(&s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work, t, T);
+            conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u,
+                             (float *)(void *)work, t, T);
     }
 }
 
@@ -292,36 +354,51 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
     }
 }
 
+/* One sample's gradients on the direct path: dW and db by the direct kernel, dx by Winograd's or with them. */
+static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *dx, float *dw, float *db,
+                              const float *dy, const float *x, const float *w, const float *u, float *scratch,
+                              size_t t, size_t T) {
+    if (k->direct_s2) {
+        conv3x3_s2_backward(s, dx, dw, db, dy, x, w, scratch, t, T);
+        return;
+    }
+    conv3x3_backward(s, k->wino ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
+    if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, T);
+}
+
 /* The direct path's backward, threads as its forward; with T > 1 sample threads, dW and db go to per-thread
  * partials reduced in thread order. */
 static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
-    void (*const bwd)(const conv3x3_shape *, float *, float *, float *, const float *, const float *, const float *,
-                      float *, size_t, size_t) = k->direct_s2 ? conv3x3_s2_backward : conv3x3_backward;
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
-    char *slots = c->work;
+    const bool wino_dx = k->wino && c->din[0];
+    float *u = (float *)(void *)c->work;
+    char *slots = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
         {
+            if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, (size_t)omp_get_thread_num(), l->T);
             #pragma omp for schedule(static)
             for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->part);
             char *mine = slots + (size_t)omp_get_thread_num() * l->slot;
             float *pdw = (float *)(void *)(mine + l->col);
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
-                bwd(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL, c->dw[1] ? pdw + wn : NULL,
-                    c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)(void *)mine, 0, 1);
+                conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u,
+                                  (float *)(void *)mine, 0, 1);
         }
         if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
         return;
     }
-    #pragma omp parallel num_threads(conv_direct_inner(k, c))
+    #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, t, T);
         for (size_t n = 0; n < m; n++)
-            bwd(&s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1], c->dout + n * out_n,
-                c->in[0] + n * in_n, c->w[0], (float *)(void *)slots, t, T);
+            conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+                              c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u, (float *)(void *)slots, t, T);
     }
 }
 
@@ -376,7 +453,8 @@ static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     const conv_ctx k = conv_ctx_of(g, n);
     conv_layout l;
     size_t total;
-    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.T, &total)) return SIZE_MAX;
+    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.T, &total) || !size_add(total, l.pre, &total))
+        return SIZE_MAX;
     return total;
 }
 

@@ -1,0 +1,73 @@
+/* Winograd F(2x2, 3x3) for the 3x3 stride-1 padding-1 convolutions of ops/conv3x3_direct.h: 16 multiplies per
+ * 2x2 output tile and (input, output) channel pair instead of 36, at the price of transforms that only add.
+ * With d a 4x4 input tile (rows 2 ty - 1 .. 2 ty + 2, columns 2 tx - 1 .. 2 tx + 2, zero outside the plane)
+ * and g a 3x3 kernel, one output tile is
+ *     Y = A^T [ sum over input channels of (G g G^T) .* (B^T d B) ] A       (.* elementwise, 16 products)
+ * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+ * A^T = [1 1 1 0; 0 1 -1 -1]. Odd planes get a last tile row or column whose outputs past the edge are dropped.
+ *
+ * Where things live:
+ *   U = G g G^T      the transformed weights, (16, in, out) floats: computed once per op call (not per sample
+ *                    or tile) by conv3x3_winograd_weights into a buffer the caller keeps beside the scratch.
+ *                    The input gradient is the same convolution over dy with W^T and every kernel rotated by
+ *                    180 degrees, so it only needs its own U (in = co, out = c).
+ *   scratch          per thread, one block of tiles: the block's transformed input V (16, in, nb) and the
+ *                    products M of 8 output channels (16, 8, nb). nb = 16, 32 or 48 tiles (fewer for more
+ *                    input channels, so that V stays within about 256 KB of L2). Never a whole transformed
+ *                    tensor: the workspace stays near the direct kernel's.
+ * For each block of nb tiles (a vector holds 16 / tw whole tile rows when tw <= 8 tiles across, else up to 16
+ * tiles of one tile row, so that small planes fill their vectors: an 8x8 plane is exactly one vector of 16
+ * tiles, 16x16 four): transform its input tiles for all input channels, then per
+ * group of 8 output channels run the 16 products M[xi] = U[xi]^T V[xi] as register tiles of 8 output channels
+ * x 16 nb tiles (weights broadcast, vectors along tiles, like the direct kernel's 8 planes x 48 lanes) and
+ * inverse-transform those 8 channels into the output. Every sum runs in an order fixed by the shape alone
+ * (input channels in order inside each product, the transforms' fixed expressions), so the bits depend neither
+ * on the thread count nor on which micro-batch a sample is in.
+ *
+ * A call with T > 1 is thread t's part of T: blocks b with b in [nblocks t / T, nblocks (t + 1) / T), each
+ * thread on its own part of the scratch (conv3x3_winograd_scratch_floats(s, T)); t = 0, T = 1 does it all.
+ * AVX-512 only (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy: within about 1e-6
+ * of a double-precision reference, relative to the sum of the terms' magnitudes. */
+#ifndef SNUG_OPS_CONV3X3_WINOGRAD_H
+#define SNUG_OPS_CONV3X3_WINOGRAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ops/conv3x3_direct.h"
+
+/* Whether this CPU and build run the Winograd kernels (AVX-512F). */
+bool conv3x3_winograd_available(void);
+
+/* *n = the floats of one direction's transformed weights, 16 c co; false on overflow. */
+bool conv3x3_winograd_weights_floats(const conv3x3_shape *s, size_t *n);
+
+/* *n = the floats of the scratch of one sample shared by T threads (T per-thread blocks); false on overflow.
+ * The input gradient's scratch is that of the shape with c and co swapped. */
+bool conv3x3_winograd_scratch_floats(const conv3x3_shape *s, size_t T, size_t *n);
+
+/* u = the transformed weights of W (co, c, 3, 3): for the forward (dx false, in = c, out = co) or for the input
+ * gradient (dx true: in = co, out = c, kernels rotated by 180 degrees). Part t of T of the (in, out) pairs. */
+void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, // (16, in, out)
+                              const float *w,                   // (co, c, 3, 3)
+                              bool dx, size_t t, size_t T);
+
+/* y = b + conv(x, W) (b not NULL), one sample, from u = conv3x3_winograd_weights(s, .., w, false). With T > 1
+ * every thread of the enclosing parallel region calls it with its t and the same arguments (it ends in a
+ * barrier). */
+void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, // (co, h, w)
+                              const float *x,                   // (c, h, w)
+                              const float *u,                   // (16, c, co)
+                              const float *b,                   // (co)
+                              float *scratch,                   // (conv3x3_winograd_scratch_floats(s, T))
+                              size_t t, size_t T);
+
+/* dx += conv(dy, W^T rotated), one sample, from u = conv3x3_winograd_weights(s, .., w, true); scratch sized
+ * for the shape with c and co swapped. Threads as conv3x3_winograd_forward. */
+void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
+                                  const float *dy,                   // (co, h, w)
+                                  const float *u,                    // (16, co, c)
+                                  float *scratch,                    // (scratch_floats, c and co swapped)
+                                  size_t t, size_t T);
+
+#endif

@@ -1,0 +1,156 @@
+/* Winograd F(2x2, 3x3) (ops/conv3x3_winograd.h) against a double-precision reference: the forward and the input
+ * gradient over shapes that hit every edge: planes of one pixel, row or column, odd planes (a last tile row or
+ * column half outside), narrow planes whose vectors hold several tile rows (8x8, 13x13, 14x14) and wide ones
+ * whose tile rows take several vectors, c != co, channel counts that leave partial register tiles (not a
+ * multiple of 8) and blocks (more vectors than one block). The input gradient must ADD to what dx held. The
+ * scratch starts full of NaN, so a read of anything the kernels did not write shows; 1, 2 and 3 threads give
+ * the same bits. Skipped on CPUs without AVX-512. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_test_util.h"
+#include "ops/conv3x3_winograd.h"
+
+/* c, co, h, w */
+static const size_t shapes[][4] = {
+    {1, 1, 1, 1},   {1, 3, 5, 7},     {2, 5, 3, 17},   {3, 8, 9, 16},   {16, 16, 8, 8},  {5, 17, 13, 13},
+    {32, 64, 14, 14}, {7, 20, 4, 40}, {9, 50, 16, 16}, {11, 12, 7, 7},  {4, 9, 33, 15},  {2, 3, 2, 100},
+    {3, 64, 6, 6},  {8, 49, 10, 10},  {1, 2, 17, 1},   {70, 9, 12, 12}, {130, 10, 9, 35}, {6, 7, 1, 40},
+    {16, 16, 32, 32}, {12, 24, 25, 25},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+/* x[ch][i][j] with zero padding. */
+static double at(const float *x, size_t h, size_t w, size_t ch, long i, long j) {
+    if (i < 0 || j < 0 || i >= (long)h || j >= (long)w) return 0.0;
+    return x[(ch * h + (size_t)i) * w + (size_t)j];
+}
+
+/* got within 2e-6 of the sum of the terms' magnitudes (a misplaced term is off by a whole term). */
+static void expect(float got, double want, double mag, const char *what, size_t i) {
+    if (!(fabs((double)got - want) <= 2e-6 * (1.0 + mag)))
+        fail_msg("%s[%zu]: got %.9g, want %.9g", what, i, (double)got, want);
+}
+
+static void check_forward(const conv3x3_shape *s, const float *y, const float *x, const float *w, const float *b) {
+    for (size_t o = 0; o < s->co; o++)
+        for (size_t i = 0; i < s->h; i++)
+            for (size_t j = 0; j < s->w; j++) {
+                double sum = b[o], mag = fabs(sum);
+                for (size_t c = 0; c < s->c; c++)
+                    for (long a = 0; a < 3; a++)
+                        for (long e = 0; e < 3; e++) {
+                            const double v = w[(o * s->c + c) * 9 + (size_t)(a * 3 + e)] *
+                                             at(x, s->h, s->w, c, (long)i + a - 1, (long)j + e - 1);
+                            sum += v, mag += fabs(v);
+                        }
+                const size_t k = (o * s->h + i) * s->w + j;
+                expect(y[k], sum, mag, "y", k);
+            }
+}
+
+/* dx[c][i][j] = dx0 + sum of w[o][c][a][e] dy[o][i - a + 1][j - e + 1] */
+static void check_dx(const conv3x3_shape *s, const float *dx, const float *dx0, const float *dy, const float *w) {
+    for (size_t c = 0; c < s->c; c++)
+        for (size_t i = 0; i < s->h; i++)
+            for (size_t j = 0; j < s->w; j++) {
+                const size_t k = (c * s->h + i) * s->w + j;
+                double sum = dx0[k], mag = fabs(sum);
+                for (size_t o = 0; o < s->co; o++)
+                    for (long a = 0; a < 3; a++)
+                        for (long e = 0; e < 3; e++) {
+                            const double v = w[(o * s->c + c) * 9 + (size_t)(a * 3 + e)] *
+                                             at(dy, s->h, s->w, o, (long)i - a + 1, (long)j - e + 1);
+                            sum += v, mag += fabs(v);
+                        }
+                expect(dx[k], sum, mag, "dx", k);
+            }
+}
+
+/* Weights, forward and input gradient of one shape on T threads of one parallel region, from NaN scratch. */
+static void run(const conv3x3_shape *s, int T, float *y, float *dx, const float *x, const float *dy,
+                const float *w, const float *b, float *u, size_t un, float *scratch, size_t sn) {
+    for (size_t i = 0; i < un; i++) u[i] = NAN;
+    for (size_t i = 0; i < sn; i++) scratch[i] = NAN;
+    #pragma omp parallel num_threads(T)
+    {
+        const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+        conv3x3_winograd_weights(s, u, w, false, t, n);
+        #pragma omp barrier
+        conv3x3_winograd_forward(s, y, x, u, b, scratch, t, n);
+        conv3x3_winograd_weights(s, u, w, true, t, n);
+        #pragma omp barrier
+        conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, n);
+    }
+}
+
+static void test_matches_reference_any_threads(void **state) {
+    (void)state;
+    if (!conv3x3_winograd_available()) skip();
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
+        const conv3x3_shape sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
+        const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
+        size_t un, sn, sn2;
+        assert_true(conv3x3_winograd_weights_floats(&s, &un));
+        assert_true(conv3x3_winograd_scratch_floats(&s, 3, &sn));
+        assert_true(conv3x3_winograd_scratch_floats(&sw, 3, &sn2));
+        sn = sn > sn2 ? sn : sn2;
+        uint64_t seed = 17 + i;
+        float *x = op_test_xmalloc(xn * sizeof(float)), *dy = op_test_xmalloc(yn * sizeof(float));
+        float *w = op_test_xmalloc(wn * sizeof(float)), *b = op_test_xmalloc(s.co * sizeof(float));
+        float *dx0 = op_test_xmalloc(xn * sizeof(float)), *dx = op_test_xmalloc(xn * sizeof(float));
+        float *y = op_test_xmalloc(yn * sizeof(float)), *y1 = op_test_xmalloc(yn * sizeof(float));
+        float *dx1 = op_test_xmalloc(xn * sizeof(float));
+        float *u = op_test_xmalloc(un * sizeof(float)), *scratch = op_test_xmalloc(sn * sizeof(float));
+        op_test_fill_sym(x, xn, &seed), op_test_fill_sym(dy, yn, &seed), op_test_fill_sym(w, wn, &seed);
+        op_test_fill_sym(b, s.co, &seed), op_test_fill_sym(dx0, xn, &seed);
+        for (int T = 1; T <= 3; T++) {
+            memcpy(dx, dx0, xn * sizeof(float));
+            run(&s, T, y, dx, x, dy, w, b, u, un, scratch, sn);
+            if (T == 1) {
+                check_forward(&s, y, x, w, b);
+                check_dx(&s, dx, dx0, dy, w);
+                memcpy(y1, y, yn * sizeof(float));
+                memcpy(dx1, dx, xn * sizeof(float));
+            } else {
+                assert_memory_equal(y, y1, yn * sizeof(float));
+                assert_memory_equal(dx, dx1, xn * sizeof(float));
+            }
+        }
+        free(x), free(dy), free(w), free(b), free(dx0), free(dx), free(y), free(y1), free(dx1), free(u);
+        free(scratch);
+    }
+}
+
+/* The sizes grow with the threads and report overflow instead of wrapping. */
+static void test_sizes(void **state) {
+    (void)state;
+    const conv3x3_shape s = {.c = 64, .co = 32, .h = 8, .w = 8};
+    size_t one, two, n;
+    assert_true(conv3x3_winograd_scratch_floats(&s, 1, &one));
+    assert_true(conv3x3_winograd_scratch_floats(&s, 2, &two));
+    assert_int_equal(two, 2 * one);
+    assert_true(conv3x3_winograd_weights_floats(&s, &n));
+    assert_int_equal(n, 16 * 64 * 32);
+    const conv3x3_shape big = {.c = SIZE_MAX / 8, .co = 16, .h = 8, .w = 8};
+    assert_false(conv3x3_winograd_weights_floats(&big, &n));
+    assert_false(conv3x3_winograd_scratch_floats(&big, 1, &n));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_reference_any_threads),
+        cmocka_unit_test(test_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
