@@ -5,7 +5,8 @@
  * they sleep (OMP_WAIT_POLICY=passive: on a 2-vCPU virtual machine every wake-up is an interprocessor interrupt
  * through the hypervisor). A pass of 100 us over 2 threads then takes 50 + 55 us: slower than serial. A fixed
  * size threshold is right for one policy and wrong for the other, so the cost of a team is measured once per
- * process and thread count, and each op asks with an estimate of its serial time.
+ * process and thread count (again every second: the load of a machine changes), and each op asks with an
+ * estimate of its serial time.
  *
  * Only ops whose bits do not depend on the split use this (each output computed whole by one thread, or
  * partial sums over a partition fixed by the shape): choosing serial or parallel never changes a result. */
@@ -19,8 +20,9 @@
 #define PAR_NS_PER_FLOAT 0.1 /* one float read or written by a streaming pass over cache-resident data */
 #define PAR_NS_PER_MAC 0.02   /* one multiply-add of a register-tiled product (about 100 GFLOP/s) */
 
-/* Nanoseconds to open and close a team of all threads (back to back, as the ops of a step come), measured on
- * first use for the current thread count: the median of a few empty parallel regions. 0 with one thread. */
+/* Nanoseconds to open and close a team of all threads (back to back, as the ops of a step come): the median of
+ * a few empty parallel regions, measured on first use for the current thread count and again when the last
+ * measurement is a second old. 0 with one thread. */
 double par_team_ns(void);
 
 /* Whether work of about serial_ns nanoseconds on one thread should run on all of them: more than one thread,
