@@ -33,21 +33,28 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The median of empty regions opened back to back, after a few that wake the pool up; fewer samples when they
- * are slow (at least one). */
+/* The median of empty regions opened back to back, after a few that wake the pool up (and, in a process's
+ * first measurement, create it: milliseconds that are not the cost of a team, so they are never a sample);
+ * fewer samples when they are slow (at least one). */
 static double measure_team_ns(void) {
-    double t[PAR_WARMUP + PAR_SAMPLES];
+    double t[PAR_SAMPLES];
     volatile int sink = 0;
-    const double start = now_ns();
-    int n = 0;
-    for (int i = 0; i < PAR_WARMUP + PAR_SAMPLES; i++) {
-        const double t0 = now_ns();
+    for (int i = 0; i < PAR_WARMUP; i++) {
         #pragma omp parallel
         {
             if (omp_get_thread_num() == 0) sink = i;
         }
+    }
+    const double start = now_ns();
+    int n = 0;
+    while (n < PAR_SAMPLES) {
+        const double t0 = now_ns();
+        #pragma omp parallel
+        {
+            if (omp_get_thread_num() == 0) sink = n;
+        }
         const double t1 = now_ns();
-        if (i >= PAR_WARMUP || t1 - start > PAR_BUDGET_NS) t[n++] = t1 - t0;
+        t[n++] = t1 - t0;
         if (t1 - start > PAR_BUDGET_NS) break;
     }
     (void)sink;

@@ -40,6 +40,7 @@
 #include "core/parallel.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/transpose.h"
 
 /* Below this many elements the bias loops stay serial: a plain loop over 1 MiB costs about what an OpenMP
  * region's start and barrier do. */
@@ -150,16 +151,6 @@ static bool use_mid(size_t rows, size_t fo) {
            gemm_direct_has_avx512();
 }
 
-/* dst (c, r) = src (r, c)^T, in 16 x 16 blocks so that both sides are read and written a cache line at a time. */
-static void transpose(float *dst, const float *src, size_t r, size_t c) {
-    for (size_t i0 = 0; i0 < r; i0 += 16)
-        for (size_t j0 = 0; j0 < c; j0 += 16) {
-            const size_t i1 = i0 + 16 < r ? i0 + 16 : r, j1 = j0 + 16 < c ? j0 + 16 : c;
-            for (size_t i = i0; i < i1; i++)
-                for (size_t j = j0; j < j1; j++) dst[j * r + i] = src[i * c + j];
-        }
-}
-
 /* y = b + x W^T (b may be NULL) as y^T = b + W x^T: gemm_direct's rows are the outputs, its columns the rows of
  * x. scratch: (rows, fi + fo) floats. */
 static void xwt_transposed(float *y,       // (rows, fo)
@@ -168,9 +159,9 @@ static void xwt_transposed(float *y,       // (rows, fo)
                            const float *b, // (fo) or NULL
                            size_t rows, size_t fi, size_t fo, float *scratch) {
     float *xt = scratch, *yt = scratch + rows * fi;
-    transpose(xt, x, rows, fi);
+    transpose_floats(xt, rows, x, fi, rows, fi);
     gemm_direct(fo, rows, fi, w, fi, 1, xt, rows, yt, rows, b, false);
-    transpose(y, yt, fo, rows);
+    transpose_floats(y, fo, yt, rows, fo, rows);
 }
 
 /* y += x W^T for the weight rows (columns of y) in blocks [b0, b1) of LINEAR_NT_COLS, 16 rows of y at a time;

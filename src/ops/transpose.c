@@ -1,0 +1,100 @@
+/* transpose_floats: 16 x 16 blocks through unpack and lane shuffles (AVX-512, chosen at run time), partial
+ * blocks with masked loads and stores; a blocked scalar loop elsewhere. */
+#include "ops/transpose.h"
+
+#include <omp.h>
+
+#include "core/parallel.h"
+#include "ops/gemm_direct.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define TRANSPOSE_AVX512 1
+#define AVX512 __attribute__((target("avx512f")))
+#endif
+
+#define BLOCK 16
+
+/* Columns [j0, j1) of src, one scalar block at a time (both sides touched a cache line at a time). */
+static void transpose_scalar(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
+    for (size_t i0 = 0; i0 < r; i0 += BLOCK)
+        for (size_t j = j0; j < j1; j += BLOCK) {
+            const size_t i1 = i0 + BLOCK < r ? i0 + BLOCK : r, jb = j + BLOCK < j1 ? j + BLOCK : j1;
+            for (size_t i = i0; i < i1; i++)
+                for (size_t jj = j; jj < jb; jj++) dst[jj * ldd + i] = src[i * lds + jj];
+        }
+}
+
+#ifdef TRANSPOSE_AVX512
+static inline AVX512 __mmask16 lanes(size_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
+
+/* r[t] becomes column t of the 16 x 16 block whose rows were r[0..15]: pairs of rows interleaved, then pairs
+ * of pairs (as doubles), then the four 128-bit lanes gathered across row groups. */
+static inline __attribute__((always_inline)) AVX512 void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* u[4g + q]: in 128-bit lane L, column 4L + q of rows 4g .. 4g + 3 */
+    for (int g = 0; g < 4; g++) {
+        const __m512d t0 = _mm512_castps_pd(t[4 * g]), t1 = _mm512_castps_pd(t[4 * g + 1]);
+        const __m512d t2 = _mm512_castps_pd(t[4 * g + 2]), t3 = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    for (int q = 0; q < 4; q++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), w0 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xdd);
+        const __m512 v1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+        const __m512 w1 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xdd);
+        r[q] = _mm512_shuffle_f32x4(v0, v1, 0x88);
+        r[8 + q] = _mm512_shuffle_f32x4(v0, v1, 0xdd);
+        r[4 + q] = _mm512_shuffle_f32x4(w0, w1, 0x88);
+        r[12 + q] = _mm512_shuffle_f32x4(w0, w1, 0xdd);
+    }
+}
+
+static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0,
+                                    size_t j1) {
+    for (size_t j = j0; j < j1; j += BLOCK) {
+        const size_t nj = j1 - j < BLOCK ? j1 - j : BLOCK;
+        const __mmask16 load = lanes(nj);
+        for (size_t i0 = 0; i0 < r; i0 += BLOCK) {
+            const size_t ni = r - i0 < BLOCK ? r - i0 : BLOCK;
+            const __mmask16 store = lanes(ni);
+            __m512 v[16];
+            for (size_t i = 0; i < BLOCK; i++)
+                v[i] = i < ni ? _mm512_maskz_loadu_ps(load, src + (i0 + i) * lds + j) : _mm512_setzero_ps();
+            transpose16(v);
+            for (size_t t = 0; t < nj; t++) _mm512_mask_storeu_ps(dst + (j + t) * ldd + i0, store, v[t]);
+        }
+    }
+}
+#endif
+
+/* Columns [j0, j1) of src (multiples of BLOCK but for the last). */
+static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
+#ifdef TRANSPOSE_AVX512
+    if (gemm_direct_has_avx512()) {
+        transpose_avx512(dst, ldd, src, lds, r, j0, j1);
+        return;
+    }
+#endif
+    transpose_scalar(dst, ldd, src, lds, r, j0, j1);
+}
+
+void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
+    const size_t blocks = (c + BLOCK - 1) / BLOCK;
+    if (blocks < 2 || !par_pays_floats(2 * r * c)) {
+        transpose_cols(dst, ldd, src, lds, r, 0, c);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        const size_t lo = blocks * t / T * BLOCK, hi = blocks * (t + 1) / T * BLOCK;
+        transpose_cols(dst, ldd, src, lds, r, lo, hi < c ? hi : c);
+    }
+}
