@@ -86,8 +86,11 @@ static bool plan_live_peak(plan *p) {
 double plan_backward_flops(const snug_graph *g, const graph_node *n) {
     if (n->op->backward_flops) return n->op->backward_flops(g, n);
     double f = n->op->flops ? n->op->flops(g, n) : 0;
-    /* Ops with parameters compute two products in backward (input and parameter gradients). */
-    return n->n_params ? 2 * f : f;
+    /* Ops with parameters compute two products in backward (input and parameter gradients), but no input
+     * gradient when their input is the data (it has no gradient buffer, and the op skips that product: MLP's
+     * first layer, a network's first convolution). */
+    const bool din = n->n_inputs < 1 || g->tensors[plan_base_tensor(g, n->inputs[0])].producer != g->input_node;
+    return (n->n_params ? f : 0) + (din ? f : 0);
 }
 
 static void plan_flops(const snug_graph *g, plan *p) {
