@@ -75,11 +75,60 @@ static void weight_tile(float *u, size_t xi_stride, const float g[9]) {
  * input gradient p = o c + ci (u[xi][o][ci], the kernel rotated: g'[i] = g[8 - i]). Runs of 16 pairs go
  * through a small buffer, so that each of the 16 rows of u (pairs floats apart, often a multiple of 4 KB that
  * maps them all to one cache set) receives whole cache lines. */
+#ifdef WINO_AVX512
+/* weight_tile for 16 kernels at once, kernel j in lane j (its 9 taps gathered from its own offset): the same
+ * operations in the same order per lane, so the same bits; each row of u receives 16 consecutive floats. */
+static AVX512 void weight_tiles16(float *u, size_t pairs, size_t p0, size_t n, const float *w, __m512i off,
+                                  bool dx) {
+    const __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    const __m512 half = _mm512_set1_ps(0.5f);
+    __m512 g[9], a[4][3];
+    for (int i = 0; i < 9; i++) /* the input gradient's kernel is rotated: g'[i] = g[8 - i] */
+        g[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_add_epi32(off, _mm512_set1_epi32(dx ? 8 - i : i)),
+                                        w, 4);
+    for (int j = 0; j < 3; j++) {
+        a[0][j] = g[j];
+        a[1][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(g[j], g[3 + j]), g[6 + j]));
+        a[2][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(g[j], g[3 + j]), g[6 + j]));
+        a[3][j] = g[6 + j];
+    }
+    for (int i = 0; i < 4; i++) {
+        float *row = u + (size_t)(4 * i) * pairs + p0;
+        _mm512_mask_storeu_ps(row, m, a[i][0]);
+        _mm512_mask_storeu_ps(row + pairs, m,
+                              _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(a[i][0], a[i][1]), a[i][2])));
+        _mm512_mask_storeu_ps(row + 2 * pairs, m,
+                              _mm512_mul_ps(half, _mm512_add_ps(_mm512_sub_ps(a[i][0], a[i][1]), a[i][2])));
+        _mm512_mask_storeu_ps(row + 3 * pairs, m, a[i][2]);
+    }
+}
+
+/* The pairs [lo, hi) sixteen at a time; false (nothing done) when a tap's offset would not fit a gather's
+ * 32-bit index. */
+static AVX512 bool weights_avx512(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t lo, size_t hi) {
+    const size_t pairs = s->c * s->co;
+    if (pairs > (size_t)INT32_MAX / 9) return false;
+    for (size_t p0 = lo; p0 < hi; p0 += 16) {
+        const size_t n = hi - p0 < 16 ? hi - p0 : 16;
+        int32_t off[16] = {0};
+        for (size_t j = 0; j < n; j++) {
+            const size_t p = p0 + j, o = dx ? p / s->c : p % s->co, ci = dx ? p % s->c : p / s->co;
+            off[j] = (int32_t)((o * s->c + ci) * 9);
+        }
+        weight_tiles16(u, pairs, p0, n, w, _mm512_loadu_si512(off), dx);
+    }
+    return true;
+}
+#endif
+
 void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
     const size_t pairs = s->c * s->co;
     float buf[16][16];
     size_t lo, hi;
     part_range(pairs, t, T, &lo, &hi);
+#ifdef WINO_AVX512
+    if (conv3x3_winograd_available() && weights_avx512(s, u, w, dx, lo, hi)) return;
+#endif
     for (size_t p0 = lo; p0 < hi; p0 += 16) {
         const size_t n = hi - p0 < 16 ? hi - p0 : 16;
         for (size_t j = 0; j < n; j++) {
