@@ -239,6 +239,8 @@ def main():
     m.add_argument("torch_csv")
     m.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args()
+    if args.cmd == "run" and (args.processes < 1 or args.repeats < 1):
+        p.error("--processes and --repeats need at least 1 (got %d and %d)" % (args.processes, args.repeats))
     if args.cmd == "run":
         snug_rows, torch_rows = run(args)
     else:

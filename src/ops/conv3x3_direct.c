@@ -6,15 +6,8 @@
 #include <stdlib.h>
 
 #include "core/checked.h"
+#include "ops/avx512.h"
 #include "ops/gemm_direct.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define CONV3_AVX512 1
-#define AVX512 __attribute__((target("avx512f")))
-#else
-#define AVX512
-#endif
 
 /* Output planes of one register tile, and its 16-lane vectors along the grid. */
 #define MR 8
@@ -28,7 +21,7 @@
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 bool conv3x3_direct_available(void) {
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
     return gemm_direct_has_avx512();
 #else
     return false;
@@ -61,7 +54,7 @@ bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n) {
     return size_add(s->c, s->co, &chans) && size_mul(chans, plane, n) && size_add(*n, dt, n);
 }
 
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
 
 /* The contiguous range [*lo, *hi) of n items that part t of T owns. */
 static void part_range(size_t n, size_t t, size_t T, size_t *lo, size_t *hi) {
@@ -69,12 +62,9 @@ static void part_range(size_t n, size_t t, size_t T, size_t *lo, size_t *hi) {
     *hi = n * (t + 1) / T;
 }
 
-/* The lanes [0, n) of a vector, n <= 16. */
-static inline AVX512 __mmask16 lanes(size_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
-
 /* p[0, n) = 0. */
 static inline AVX512 void zero_floats(float *p, size_t n) {
-    for (size_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(p + i, lanes(n - i), _mm512_setzero_ps());
+    for (size_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(p + i, avx512_lanes(n - i), _mm512_setzero_ps());
 }
 
 /* pad[ch] = the padded copy of plane ch of x, for the channels of part t of T: the top row and the first
@@ -94,7 +84,7 @@ static AVX512 void conv3x3_pad(float *pad,     // (n, conv3x3_plane_floats(h, w)
         for (size_t r = 1; r <= h; r++, src += w) {
             float *row = p + r * wp + 1;
             for (size_t i = 0; i < w; i += 16) {
-                const __mmask16 m = lanes(w - i);
+                const __mmask16 m = avx512_lanes(w - i);
                 _mm512_mask_storeu_ps(row + i, m, _mm512_maskz_loadu_ps(m, src + i));
             }
             row[w] = 0.0f; /* the zero column in front of the next row */
@@ -113,7 +103,7 @@ typedef struct grid_vec {
 
 static grid_vec grid_vec_at(size_t q0, size_t h, size_t w) {
     const size_t wp = w + 1, y = q0 / wp, x = q0 % wp, end = h * wp;
-    unsigned valid = lanes(end - q0);
+    unsigned valid = avx512_lanes(end - q0);
     for (size_t i = w - x; i < 16; i += wp) valid &= ~(1u << i); /* x <= w always: the spare lanes */
     return (grid_vec){.pos = y * w + (x < w ? x : w), .valid = (__mmask16)valid,
                       .run = (__mmask16)((1u << __builtin_popcount(valid)) - 1u)};
@@ -467,7 +457,7 @@ static AVX512 void bias_run(float *db, const float *dy, size_t co, size_t npix, 
         const float *plane = dy + o * npix;
         __m512 acc = _mm512_setzero_ps();
         for (size_t i = 0; i < npix; i += 16)
-            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(lanes(npix - i), plane + i));
+            acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(avx512_lanes(npix - i), plane + i));
         float part[16];
         _mm512_storeu_ps(part, acc);
         double sum = 0.0;
@@ -524,10 +514,10 @@ static AVX512 void deinterleave_row(float *even, float *odd, const float *row, s
     const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     for (size_t i = 0; i < w; i += 32) {
         const size_t n = w - i < 32 ? w - i : 32, ne = (n + 1) / 2, no = n / 2;
-        const __m512 a = _mm512_maskz_loadu_ps(lanes(n), row + i);
-        const __m512 b = _mm512_maskz_loadu_ps(lanes(n > 16 ? n - 16 : 0), row + i + 16);
-        _mm512_mask_storeu_ps(even + i / 2, lanes(ne), _mm512_permutex2var_ps(a, ie, b));
-        _mm512_mask_storeu_ps(odd + i / 2, lanes(no), _mm512_permutex2var_ps(a, io, b));
+        const __m512 a = _mm512_maskz_loadu_ps(avx512_lanes(n), row + i);
+        const __m512 b = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), row + i + 16);
+        _mm512_mask_storeu_ps(even + i / 2, avx512_lanes(ne), _mm512_permutex2var_ps(a, ie, b));
+        _mm512_mask_storeu_ps(odd + i / 2, avx512_lanes(no), _mm512_permutex2var_ps(a, io, b));
     }
 }
 
@@ -592,9 +582,9 @@ static AVX512 void interleave_add_row(float *row, const float *even, const float
     const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for (size_t i = 0; i < w; i += 32) {
         const size_t n = w - i < 32 ? w - i : 32;
-        const __m512 e = _mm512_maskz_loadu_ps(lanes((n + 1) / 2), even + i / 2);
-        const __m512 o = _mm512_maskz_loadu_ps(lanes(n / 2), odd + i / 2);
-        const __mmask16 m0 = lanes(n), m1 = lanes(n > 16 ? n - 16 : 0);
+        const __m512 e = _mm512_maskz_loadu_ps(avx512_lanes((n + 1) / 2), even + i / 2);
+        const __m512 o = _mm512_maskz_loadu_ps(avx512_lanes(n / 2), odd + i / 2);
+        const __mmask16 m0 = avx512_lanes(n), m1 = avx512_lanes(n > 16 ? n - 16 : 0);
         float *r = row + i;
         _mm512_mask_storeu_ps(r, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, r), _mm512_permutex2var_ps(e, lo, o)));
         _mm512_mask_storeu_ps(r + 16, m1,
@@ -692,7 +682,7 @@ bool conv3x3_s2_scratch_floats(const conv3x3_shape *s, size_t *n) {
 
 void conv3x3_s2_backward(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy, const float *x,
                          const float *w, float *scratch, size_t t, size_t T) {
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
     backward_s2_avx512(s, dx, dw, db, dy, x, w, scratch, t, T);
 #else
     (void)s, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)scratch, (void)t, (void)T;
@@ -702,7 +692,7 @@ void conv3x3_s2_backward(const conv3x3_shape *s, float *dx, float *dw, float *db
 
 void conv3x3_s2_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
                         float *scratch, size_t t, size_t T) {
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
     forward_s2_avx512(s, y, x, w, b, scratch, t, T);
 #else
     (void)s, (void)y, (void)x, (void)w, (void)b, (void)scratch, (void)t, (void)T;
@@ -712,7 +702,7 @@ void conv3x3_s2_forward(const conv3x3_shape *s, float *y, const float *x, const 
 
 void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
                      float *scratch, size_t t, size_t T) {
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
     forward_avx512(s, y, x, w, b, scratch, t, T);
 #else
     (void)s, (void)y, (void)x, (void)w, (void)b, (void)scratch, (void)t, (void)T;
@@ -722,7 +712,7 @@ void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const flo
 
 void conv3x3_backward(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy, const float *x,
                       const float *w, float *scratch, size_t t, size_t T) {
-#ifdef CONV3_AVX512
+#ifdef SNUG_AVX512
     backward_avx512(s, dx, dw, db, dy, x, w, scratch, t, T);
 #else
     (void)s, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)scratch, (void)t, (void)T;

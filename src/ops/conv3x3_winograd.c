@@ -8,15 +8,8 @@
 #include <stdlib.h>
 
 #include "core/checked.h"
+#include "ops/avx512.h"
 #include "ops/gemm_direct.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define WINO_AVX512 1
-#define AVX512 __attribute__((target("avx512f")))
-#else
-#define AVX512
-#endif
 
 /* Output channels of one register tile; its vectors of 16 tiles are the block's (1 to 3). */
 #define MR 8
@@ -26,7 +19,7 @@
 static size_t block_vecs(size_t in) { return in <= 64 ? 3 : in <= 128 ? 2 : 1; }
 
 bool conv3x3_winograd_available(void) {
-#ifdef WINO_AVX512
+#ifdef SNUG_AVX512
     return gemm_direct_has_avx512();
 #else
     return false;
@@ -75,12 +68,12 @@ static void weight_tile(float *u, size_t xi_stride, const float g[9]) {
  * input gradient p = o c + ci (u[xi][o][ci], the kernel rotated: g'[i] = g[8 - i]). Runs of 16 pairs go
  * through a small buffer, so that each of the 16 rows of u (pairs floats apart, often a multiple of 4 KB that
  * maps them all to one cache set) receives whole cache lines. */
-#ifdef WINO_AVX512
+#ifdef SNUG_AVX512
 /* weight_tile for 16 kernels at once, kernel j in lane j (its 9 taps gathered from its own offset): the same
  * operations in the same order per lane, so the same bits; each row of u receives 16 consecutive floats. */
 static AVX512 void weight_tiles16(float *u, size_t pairs, size_t p0, size_t n, const float *w, __m512i off,
                                   bool dx) {
-    const __mmask16 m = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    const __mmask16 m = avx512_lanes(n);
     const __m512 half = _mm512_set1_ps(0.5f);
     __m512 g[9], a[4][3];
     for (int i = 0; i < 9; i++) /* the input gradient's kernel is rotated: g'[i] = g[8 - i] */
@@ -126,7 +119,7 @@ void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, const float *w, 
     float buf[16][16];
     size_t lo, hi;
     part_range(pairs, t, T, &lo, &hi);
-#ifdef WINO_AVX512
+#ifdef SNUG_AVX512
     if (conv3x3_winograd_available() && weights_avx512(s, u, w, dx, lo, hi)) return;
 #endif
     for (size_t p0 = lo; p0 < hi; p0 += 16) {
@@ -143,10 +136,7 @@ void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, const float *w, 
     }
 }
 
-#ifdef WINO_AVX512
-
-/* The lanes [0, n) of a vector, n <= 16. */
-static inline AVX512 __mmask16 lanes(size_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
+#ifdef SNUG_AVX512
 
 /* One product's operands and destination: src (in, h, w) -> dst (out, h, w). */
 typedef struct wjob {
@@ -190,8 +180,8 @@ static inline __attribute__((always_inline)) AVX512 void row_taps(__m512 t[4], c
     const __m512i io = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     const float *row = plane + (y - 1) * w;
     const size_t c0 = 2 * tx0, left = w - c0; /* c0 < w */
-    const __m512 lo = _mm512_maskz_loadu_ps(lanes(left), row + c0);
-    const __m512 hi = left > 16 ? _mm512_maskz_loadu_ps(lanes(left - 16), row + c0 + 16) : _mm512_setzero_ps();
+    const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(left), row + c0);
+    const __m512 hi = left > 16 ? _mm512_maskz_loadu_ps(avx512_lanes(left - 16), row + c0 + 16) : _mm512_setzero_ps();
     const __m512 xl = _mm512_set1_ps(tx0 ? row[c0 - 1] : 0.0f), xr = _mm512_set1_ps(left > 32 ? row[c0 + 32] : 0.0f);
     const __m512 d1 = _mm512_permutex2var_ps(lo, ie, hi), d2 = _mm512_permutex2var_ps(lo, io, hi);
     const __m512 d0 = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(d2), _mm512_castps_si512(xl), 15));
@@ -224,12 +214,12 @@ static inline __attribute__((always_inline)) AVX512 void tile_row_v(__m512 v[16]
 static AVX512 void input_vec(float *v, size_t xs, const float *plane, size_t h, size_t w, const wgeom *g, size_t q) {
     __m512 acc[16], t[16];
     const size_t ty0 = g->R == 1 ? q / g->per_row : q * g->R, tx0 = g->R == 1 ? q % g->per_row * 16 : 0;
-    const __mmask16 first = lanes(g->tw - tx0);
+    const __mmask16 first = avx512_lanes(g->tw - tx0);
     tile_row_v(t, plane, h, w, ty0, tx0);
     #pragma GCC unroll 16
     for (int xi = 0; xi < 16; xi++) acc[xi] = _mm512_maskz_mov_ps(first, t[xi]);
     for (size_t r = 1, ty = ty0 + 1; r < g->R && ty < g->th; r++, ty++) {
-        const __mmask16 m = (__mmask16)(lanes(g->tw) << (r * g->tw));
+        const __mmask16 m = (__mmask16)(avx512_lanes(g->tw) << (r * g->tw));
         tile_row_v(t, plane, h, w, ty, 0);
         #pragma GCC unroll 16
         for (int xi = 0; xi < 16; xi++) acc[xi] = _mm512_mask_expand_ps(acc[xi], m, t[xi]);
@@ -322,7 +312,7 @@ static inline __attribute__((always_inline)) AVX512 void put_row(float *row, __m
                                                                  const float *bias) {
     const __m512i ilo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i ihi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-    const __mmask16 mlo = lanes(ncol), mhi = lanes(ncol > 16 ? ncol - 16 : 0);
+    const __mmask16 mlo = avx512_lanes(ncol), mhi = avx512_lanes(ncol > 16 ? ncol - 16 : 0);
     __m512 lo = _mm512_permutex2var_ps(y0, ilo, y1), hi = _mm512_permutex2var_ps(y0, ihi, y1);
     if (bias) {
         const __m512 b = _mm512_set1_ps(*bias);
@@ -353,7 +343,7 @@ static AVX512 void output_vec(float *out, const float *m, size_t xs, size_t h, s
         return;
     }
     for (size_t r = 0, ty = q * g->R; r < g->R && ty < g->th; r++, ty++) {
-        const __mmask16 m = (__mmask16)(lanes(g->tw) << (r * g->tw));
+        const __mmask16 m = (__mmask16)(avx512_lanes(g->tw) << (r * g->tw));
         put_row(out + 2 * ty * w, _mm512_maskz_compress_ps(m, y[0]), _mm512_maskz_compress_ps(m, y[1]), w, bias);
         if (2 * ty + 1 < h)
             put_row(out + (2 * ty + 1) * w, _mm512_maskz_compress_ps(m, y[2]), _mm512_maskz_compress_ps(m, y[3]), w,
@@ -402,7 +392,7 @@ static AVX512 void wino_run(const wjob *p, float *scratch, size_t t, size_t T) {
 
 void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, const float *x, const float *u, const float *b,
                               float *scratch, size_t t, size_t T) {
-#ifdef WINO_AVX512
+#ifdef SNUG_AVX512
     const wjob p = {.in = s->c, .out = s->co, .h = s->h, .w = s->w, .src = x, .u = u, .dst = y, .bias = b};
     wino_run(&p, scratch, t, T);
 #else
@@ -413,7 +403,7 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, const float *x, 
 
 void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, const float *dy, const float *u,
                                   float *scratch, size_t t, size_t T) {
-#ifdef WINO_AVX512
+#ifdef SNUG_AVX512
     const wjob p = {.in = s->co, .out = s->c, .h = s->h, .w = s->w, .src = dy, .u = u, .dst = dx, .bias = NULL};
     wino_run(&p, scratch, t, T);
 #else

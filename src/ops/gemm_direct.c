@@ -8,11 +8,7 @@
 #include <omp.h>
 
 #include "core/parallel.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define GEMM_DIRECT_AVX512 1
-#endif
+#include "ops/avx512.h"
 
 /* Rows of C in one register tile, and columns (two AVX-512 vectors). */
 #define MR 8
@@ -20,8 +16,7 @@
 /* Below this many multiply-adds the threads cost more than they save. */
 #define GEMM_PAR_MIN ((size_t)1 << 20)
 
-#ifdef GEMM_DIRECT_AVX512
-#define AVX512 __attribute__((target("avx512f")))
+#ifdef SNUG_AVX512
 
 /* One tile: rows [0, mr) of C, columns [0, 16 nv) with the last vector masked by `tail`. mr and nv are
  * constants at every call site (the switch below), so the branches fold away and the accumulators, named
@@ -142,7 +137,7 @@ static AVX512 void gemm_nt_avx512(size_t M, size_t N, size_t K, const float *a, 
 #endif
 
 bool gemm_direct_has_avx512(void) {
-#ifdef GEMM_DIRECT_AVX512
+#ifdef SNUG_AVX512
     static int known = -1; /* a benign race: every thread computes the same answer */
     if (known < 0) {
         __builtin_cpu_init();
@@ -169,7 +164,7 @@ static void gemm_blas(size_t M, size_t N, size_t K, const float *a, size_t a_rs,
 void gemm_direct(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size_t a_cs, const float *b, size_t ldb,
                  float *c, size_t ldc, const float *bias, bool accumulate) {
     if (M == 0 || N == 0) return;
-#ifdef GEMM_DIRECT_AVX512
+#ifdef SNUG_AVX512
     if (gemm_direct_has_avx512()) {
         const size_t blocks = (N + NR - 1) / NR;
         const bool par = blocks > 1 && M * N * K >= GEMM_PAR_MIN && par_pays_macs(M * N * K);
@@ -192,7 +187,7 @@ void gemm_direct(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size
 void gemm_direct_nt(size_t M, size_t N, size_t K, const float *a, size_t lda, const float *b, size_t ldb, float *c,
                     size_t ldc) {
     if (M == 0 || N == 0 || K == 0) return;
-#ifdef GEMM_DIRECT_AVX512
+#ifdef SNUG_AVX512
     /* Measured against OpenBLAS on AVX-512: 2x faster with 16 rows or a long inner dimension (its packing
      * dominates), up to 2x slower with 32 to 64 rows and a short one (ResNet-20's last stage). */
     if (gemm_direct_has_avx512() && (M <= 16 || K >= 4096)) {

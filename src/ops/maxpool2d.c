@@ -14,14 +14,9 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "ops/avx512.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define POOL_AVX512 1
-#define AVX512 __attribute__((target("avx512f")))
-#endif
 
 /* Below this many output elements a parallel loop costs more than it saves. */
 #define POOL_PAR_MIN ((size_t)1 << 14)
@@ -109,12 +104,7 @@ static void pool_planes_generic(const pool_geom *p, float *y, // (planes, ho, wo
     }
 }
 
-#ifdef POOL_AVX512
-/* The lanes [0, n) of a vector, n <= 16. */
-static inline AVX512 __mmask16 pool_lanes(size_t n) {
-    return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-}
-
+#ifdef SNUG_AVX512
 /* The window loop's step for one more element v at index iv: v replaces the best when greater, or when it is
  * NaN and the best is not (the first NaN wins), as in window_max. */
 static inline AVX512 void pool_take(__m512 *best, __m512i *idx, __m512 v, __m512i iv) {
@@ -135,7 +125,7 @@ static AVX512 void pool22_row(float *y,        // (wo)
     const __m512i one = _mm512_set1_epi32(1), down = _mm512_set1_epi32((int32_t)w);
     for (size_t o = 0; o < wo; o += 16) {
         const size_t n = wo - o < 16 ? wo - o : 16;
-        const __mmask16 lo = pool_lanes(2 * n), hi = pool_lanes(2 * n > 16 ? 2 * n - 16 : 0);
+        const __mmask16 lo = avx512_lanes(2 * n), hi = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
         const float *p0 = r0 + 2 * o, *p1 = p0 + w;
         const __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
         const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
@@ -146,8 +136,8 @@ static AVX512 void pool22_row(float *y,        // (wo)
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_add_epi32(ia, down));
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1),
                   _mm512_add_epi32(_mm512_add_epi32(ia, down), one));
-        _mm512_mask_storeu_ps(y + o, pool_lanes(n), best);
-        _mm512_mask_storeu_epi32(arg + o, pool_lanes(n), idx);
+        _mm512_mask_storeu_ps(y + o, avx512_lanes(n), best);
+        _mm512_mask_storeu_epi32(arg + o, avx512_lanes(n), idx);
     }
 }
 
@@ -168,7 +158,7 @@ static AVX512 void pool_planes_22(const pool_geom *p, float *y, // (planes, ho, 
 
 static void pool_planes(const pool_geom *p, bool fast, float *y, int32_t *arg, const float *x, size_t lo,
                         size_t hi) {
-#ifdef POOL_AVX512
+#ifdef SNUG_AVX512
     if (fast) {
         pool_planes_22(p, y, arg, x, lo, hi);
         return;
@@ -184,7 +174,7 @@ static void pool_forward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->g, c->node);
     const size_t planes = c->m * p.c;
     bool fast = false;
-#ifdef POOL_AVX512
+#ifdef SNUG_AVX512
     fast = p.k == 2 && p.s == 2 && gemm_direct_has_avx512();
 #endif
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {

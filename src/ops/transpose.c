@@ -5,13 +5,8 @@
 #include <omp.h>
 
 #include "core/parallel.h"
+#include "ops/avx512.h"
 #include "ops/gemm_direct.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define TRANSPOSE_AVX512 1
-#define AVX512 __attribute__((target("avx512f")))
-#endif
 
 #define BLOCK 16
 
@@ -25,9 +20,7 @@ static void transpose_scalar(float *dst, size_t ldd, const float *src, size_t ld
         }
 }
 
-#ifdef TRANSPOSE_AVX512
-static inline AVX512 __mmask16 lanes(size_t n) { return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u); }
-
+#ifdef SNUG_AVX512
 /* r[t] becomes column t of the 16 x 16 block whose rows were r[0..15]: pairs of rows interleaved, then pairs
  * of pairs (as doubles), then the four 128-bit lanes gathered across row groups. */
 static inline __attribute__((always_inline)) AVX512 void transpose16(__m512 r[16]) {
@@ -60,10 +53,10 @@ static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, si
                                     size_t j1) {
     for (size_t j = j0; j < j1; j += BLOCK) {
         const size_t nj = j1 - j < BLOCK ? j1 - j : BLOCK;
-        const __mmask16 load = lanes(nj);
+        const __mmask16 load = avx512_lanes(nj);
         for (size_t i0 = 0; i0 < r; i0 += BLOCK) {
             const size_t ni = r - i0 < BLOCK ? r - i0 : BLOCK;
-            const __mmask16 store = lanes(ni);
+            const __mmask16 store = avx512_lanes(ni);
             __m512 v[16];
             for (size_t i = 0; i < BLOCK; i++)
                 v[i] = i < ni ? _mm512_maskz_loadu_ps(load, src + (i0 + i) * lds + j) : _mm512_setzero_ps();
@@ -76,7 +69,7 @@ static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, si
 
 /* Columns [j0, j1) of src (multiples of BLOCK but for the last). */
 static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
-#ifdef TRANSPOSE_AVX512
+#ifdef SNUG_AVX512
     if (gemm_direct_has_avx512()) {
         transpose_avx512(dst, ldd, src, lds, r, j0, j1);
         return;
