@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "train/trainer.h" /* the optimizer state, to start one trainer where another stands */
 #include "snug.h"
 
 #define BATCH 32
@@ -214,7 +215,34 @@ static void gpt_padded_sequences(void **state) {
     snug_dataset_free(ds);
 }
 
-static void check_training(const snug_dataset *ds, const char *model, snug_optim_kind kind) {
+/* Starts b where a stands: parameters, optimizer state and counters. */
+static void sync_trainer(snug_trainer *b, const snug_trainer *a) {
+    for (size_t i = 0; i < snug_trainer_param_count(a); i++) {
+        size_t n;
+        float *av, *bv;
+        snug_trainer_param(a, i, &n, &av, NULL);
+        snug_trainer_param(b, i, NULL, &bv, NULL);
+        memcpy(bv, av, n * sizeof *av);
+    }
+    const size_t state = (size_t)optim_state_slots(&a->opt.cfg) * a->opt.n;
+    if (state) memcpy(b->opt.state, a->opt.state, state * sizeof(float));
+    b->opt.t = a->opt.t;
+    b->step = a->step;
+    b->windows = a->windows;
+}
+
+/* Twenty optimizer steps of the full batch against the splits 8, 5 (uneven: 5+5+5+5+5+5+2) and 1.
+ *
+ * free_run: each trainer follows its own trajectory, and the parameters after 20 steps must agree. That holds
+ * only while no ReLU input lies within rounding of zero: one that takes the other side in one summation order
+ * passes or stops a whole gradient, and the next steps amplify it. The cnn computes 1.2M ReLU inputs a step,
+ * and the order differs with the BLAS kernel the machine runs: its free runs agreed to 2.5e-7 with OpenBLAS's
+ * Cooperlake kernel and drifted to 2.5e-2 with its Haswell kernel (a flip at step 3: 5.5e-8 -> 1.1e-5, then
+ * growth), with correct accumulation in both. So a model with that many ReLUs is checked forced instead: every
+ * split trainer starts each step where the full-batch trainer stands (parameters, optimizer state, counters),
+ * and that step's gradients and parameter update must agree: accumulation, the uneven last micro-batch, the
+ * update and the zeroed gradients of the step before are checked at 20 points of a real training run. */
+static void check_training(const snug_dataset *ds, const char *model, snug_optim_kind kind, bool free_run) {
     static const size_t splits[] = {8, 5, 1};
     snug_graph *g = snug_model_builtin(model, NULL);
     snug_trainer *full = new_trainer(g, BATCH, kind);
@@ -223,21 +251,30 @@ static void check_training(const snug_dataset *ds, const char *model, snug_optim
     size_t idx[BATCH];
     snug_step_stats st;
     snug_error err;
+    rel_error worst[3] = {{0, 0}, {0, 0}, {0, 0}};
     for (size_t step = 0; step < 20; step++) {
         batch_indices(step, idx);
+        if (!free_run)
+            for (int s = 0; s < 3; s++) sync_trainer(parts[s], full);
+        for (int s = 0; s < 3; s++) assert_int_equal(snug_trainer_step(parts[s], ds, idx, BATCH, &st, &err), SNUG_OK);
         assert_int_equal(snug_trainer_step(full, ds, idx, BATCH, &st, &err), SNUG_OK);
         assert_false(st.skipped);
-        for (int s = 0; s < 3; s++) assert_int_equal(snug_trainer_step(parts[s], ds, idx, BATCH, &st, &err), SNUG_OK);
+        for (int s = 0; s < 3 && !free_run; s++) {
+            rel_error e = max_rel_error(parts[s], full, false);
+            worst[s].l2 = fmax(worst[s].l2, e.l2);
+            worst[s].inf = fmax(worst[s].inf, e.inf);
+        }
     }
     for (int s = 0; s < 3; s++) {
-        rel_error e = max_rel_error(parts[s], full, false);
-        printf("# %s %s micro-batch %zu: parameters after 20 steps rel error l2 %.3g (max %.3g)\n", model,
-               kind == SNUG_OPTIM_SGD ? "sgd" : "adamw", splits[s], e.l2, e.inf);
-        assert_true(e.l2 <= 1e-4);
+        rel_error e = free_run ? max_rel_error(parts[s], full, false) : worst[s];
+        printf("# %s %s micro-batch %zu: parameters after %s rel error l2 %.3g (max %.3g)\n", model,
+               kind == SNUG_OPTIM_SGD ? "sgd" : "adamw", splits[s],
+               free_run ? "20 steps" : "each of 20 forced steps, the worst", e.l2, e.inf);
+        assert_true(e.l2 <= (free_run ? 1e-4 : 1e-6));
         /* Element-wise, AdamW divides each gradient by its own running RMS, so an element whose gradient is
          * a near-cancelling sum (rounding-level, order-dependent) moves by up to lr per step in either
          * run; SGD does not amplify, so it is held to the element-wise bound too. */
-        if (kind == SNUG_OPTIM_SGD) assert_true(e.inf <= 1e-4);
+        if (kind == SNUG_OPTIM_SGD) assert_true(e.inf <= (free_run ? 1e-4 : 1e-6));
         else assert_true(e.inf <= 2e-3);
         snug_trainer_free(parts[s]);
     }
@@ -248,10 +285,11 @@ static void check_training(const snug_dataset *ds, const char *model, snug_optim
 static void mlp_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "mlp"); }
 static void cnn_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "cnn"); }
 static void dropout_gradients(void **state) { check_gradients(((fixture *)*state)->ds, "dropout"); }
-static void mlp_sgd_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_SGD); }
-static void mlp_adamw_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_ADAMW); }
-static void cnn_sgd_steps(void **state) { check_training(((fixture *)*state)->ds, "cnn", SNUG_OPTIM_SGD); }
-static void cnn_adamw_steps(void **state) { check_training(((fixture *)*state)->ds, "cnn", SNUG_OPTIM_ADAMW); }
+static void mlp_sgd_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_SGD, true); }
+static void mlp_adamw_steps(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_ADAMW, true); }
+static void mlp_sgd_forced(void **state) { check_training(((fixture *)*state)->ds, "mlp", SNUG_OPTIM_SGD, false); }
+static void cnn_sgd_forced(void **state) { check_training(((fixture *)*state)->ds, "cnn", SNUG_OPTIM_SGD, false); }
+static void cnn_adamw_forced(void **state) { check_training(((fixture *)*state)->ds, "cnn", SNUG_OPTIM_ADAMW, false); }
 
 /* The accumulator after each micro-batch holds exactly the partial sum: after the first micro-batch of 8 out
  * of 32, the gradient equals the full-batch gradient of those 8 samples scaled by 8/32. */
@@ -294,8 +332,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_gradients),   cmocka_unit_test(cnn_gradients),   cmocka_unit_test(dropout_gradients),
         cmocka_unit_test(partial_sums),      cmocka_unit_test(gpt_padded_sequences),
-        cmocka_unit_test(mlp_sgd_steps),   cmocka_unit_test(mlp_adamw_steps), cmocka_unit_test(cnn_sgd_steps),
-        cmocka_unit_test(cnn_adamw_steps),
+        cmocka_unit_test(mlp_sgd_steps),   cmocka_unit_test(mlp_adamw_steps), cmocka_unit_test(mlp_sgd_forced),
+        cmocka_unit_test(cnn_sgd_forced),  cmocka_unit_test(cnn_adamw_forced),
     };
     return cmocka_run_group_tests(tests, make_data, free_data);
 }

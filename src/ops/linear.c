@@ -40,6 +40,7 @@
 #include "core/parallel.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/sgemm.h"
 #include "ops/transpose.h"
 
 /* Below this many elements the bias loops stay serial: a plain loop over 1 MiB costs about what an OpenMP
@@ -192,6 +193,11 @@ static void xwt_direct(float *y, const float *x, const float *w, size_t rows, si
     }
 }
 
+/* The operands of the three products for sgemm: x and dy row-major, W read as W^T for the forward, dy as dy^T
+ * for dW. */
+static sgemm_mat rows_of(const float *p, size_t ld) { return (sgemm_mat){.p = p, .rs = ld, .cs = 1}; }
+static sgemm_mat transposed(const float *p, size_t ld) { return (sgemm_mat){.p = p, .rs = 1, .cs = ld}; }
+
 /* y = beta y + x W^T (beta 0 or 1). */
 static void xwt(float *y,       // (rows, fo)
                 const float *x, // (rows, fi)
@@ -207,17 +213,26 @@ static void xwt(float *y,       // (rows, fo)
                     x + r0 * fi, (int)fi, w, (int)fi, beta, y + r0 * fo, (int)fo);
 }
 
-/* din += dy W and dW += dy^T x; either may be NULL. */
+/* dW += dy^T x through sgemm, the same chain over the rows as gemm_direct's below: a batch split into
+ * micro-batches of any sizes sums every element of dW in the same order. */
+static void dw_sgemm(float *dw, const float *dy, const float *x, size_t rows, size_t fi, size_t fo, float *work,
+                     int threads) {
+    sgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
+}
+
+/* din += dy W and dW += dy^T x; either may be NULL. work: linear_workspace_bytes (sgemm's packing). */
 static void xwt_backward(float *din,      // (rows, fi) or NULL
                          float *dw,       // (fo, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
-                         size_t rows, size_t fi, size_t fo) {
+                         size_t rows, size_t fi, size_t fo, float *work, int threads) {
+    const bool own = sgemm_enabled() && work;
     if (use_mid(rows, fo)) {
         if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
-        if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy, (int)fo,
-                            x, (int)fi, 1.0f, dw, (int)fi);
+        if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
+        else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
+                                 (int)fo, x, (int)fi, 1.0f, dw, (int)fi);
         return;
     }
     if (use_direct(rows, fo)) {
@@ -225,8 +240,14 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
          * through its strides */
         if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
         if (dw && rows >= LINEAR_DIRECT_MIN_DW_ROWS) gemm_direct(fo, fi, rows, dy, 1, fo, x, fi, dw, fi, NULL, true);
+        else if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
         else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
                                  (int)fo, x, (int)fi, 1.0f, dw, (int)fi);
+        return;
+    }
+    if (own) {
+        if (din) sgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, true, work, threads);
+        if (dw) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
         return;
     }
     for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0)) {
@@ -294,12 +315,26 @@ static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
     *rows = c->m * (op_in_numel(c, 0) / *fi);
 }
 
+/* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
+static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
+    return !use_direct(rows, fo) && !use_mid(rows, fo) && sgemm_enabled() && c->work;
+}
+
+/* y = b + x W^T (b may be NULL), the bias the start of every element's chain. */
+static void forward_own(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    sgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work, c->threads);
+}
+
 static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (use_mid(rows, fo) && c->work) {
         xwt_transposed(c->out, c->in[0], c->w[0], c->w[1], rows, fi, fo, c->work);
+        return;
+    }
+    if (forward_sgemm(c, rows, fo)) {
+        forward_own(c, c->w[1], rows, fi, fo);
         return;
     }
     /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
@@ -311,7 +346,7 @@ static void linear_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo);
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
 
@@ -323,6 +358,10 @@ static void tied_forward(const op_call *c) {
         xwt_transposed(c->out, c->in[0], c->w[0], NULL, rows, fi, fo, c->work);
         return;
     }
+    if (forward_sgemm(c, rows, fo)) {
+        forward_own(c, NULL, rows, fi, fo);
+        return;
+    }
     xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 0.0f);
 }
 
@@ -330,7 +369,7 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo);
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -347,17 +386,26 @@ static size_t linear_saved_bytes(const snug_graph *g, const graph_node *n) {
     return 0; /* backward reads the input itself (OP_KEEPS_INPUT) */
 }
 
-/* x^T and y^T of the transposed forward, for the most rows a micro-batch of at most m samples may bring into it
- * (from 17 rows up); 0 when m never gets there. */
+/* The most of three needs for the most rows a micro-batch of at most m samples brings: x^T and y^T of the
+ * transposed forward (17 to 64 rows), and sgemm's packing for the forward, din and dW (workspace is sized for
+ * the largest call, and every smaller call needs no more). */
 static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)threads;
     const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
     const size_t fi = in->dims[in->rank - 1], fo = out->dims[out->rank - 1];
-    size_t rows, floats, bytes;
+    size_t rows, floats = 0, mid_rows, mid, bytes;
     if (!size_mul(m, g->tensors[n->inputs[0]].numel / fi, &rows)) return SIZE_MAX;
-    if (rows > LINEAR_MID_MAX_ROWS) rows = LINEAR_MID_MAX_ROWS;
-    if (!use_mid(rows, fo)) return 0;
-    return size_mul(rows, fi + fo, &floats) && size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
+    mid_rows = rows < LINEAR_MID_MAX_ROWS ? rows : LINEAR_MID_MAX_ROWS;
+    if (use_mid(mid_rows, fo)) {
+        if (!size_mul(mid_rows, fi + fo, &mid)) return SIZE_MAX;
+        floats = mid;
+    }
+    if (sgemm_enabled()) {
+        const size_t need[3] = {sgemm_workspace_floats(rows, fo, fi, threads),
+                                sgemm_workspace_floats(rows, fi, fo, threads),
+                                sgemm_workspace_floats(fo, fi, rows, threads)};
+        for (int i = 0; i < 3; i++) floats = need[i] > floats ? need[i] : floats;
+    }
+    return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
 const op_desc op_linear = {

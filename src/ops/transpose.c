@@ -78,6 +78,10 @@ static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds,
     transpose_scalar(dst, ldd, src, lds, r, j0, j1);
 }
 
+void transpose_floats_serial(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
+    transpose_cols(dst, ldd, src, lds, r, 0, c);
+}
+
 void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
     const size_t blocks = (c + BLOCK - 1) / BLOCK;
     if (blocks < 2 || !par_pays_floats(2 * r * c)) {

@@ -11,4 +11,7 @@
  * when that pays; every element is a copy, so the result does not depend on it. */
 void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c);
 
+/* The same on the calling thread only (sgemm's packing, inside its own parallel region). */
+void transpose_floats_serial(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c);
+
 #endif

@@ -15,17 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* VM_KERNEL marks a function made of vectorised loops over these functions: on x86-64 with GCC or Clang it is
- * compiled three times, for AVX-512, AVX2 and the baseline SSE2, and the loader picks the best the CPU has
- * (an ifunc), so one binary runs on any x86-64 and uses the wide vectors where they exist. Element-wise loops
- * give the same bits in every version (no multiply-add is contracted); a loop with a reduction sums in an order
- * that depends on the vector width, so such a kernel is deterministic on one machine, not across machines.
- * Elsewhere (other architectures, other compilers) it is a plain function. */
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define VM_KERNEL __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define VM_KERNEL
-#endif
+#include "core/clones.h" /* VM_KERNEL: the AVX-512 / AVX2 / SSE2 clones of a kernel */
 
 static inline float vm_from_bits(uint32_t u) {
     float f;

@@ -10,7 +10,7 @@
  * PyTorch rounds its Python-float scalars when it hands them to a float kernel. */
 #include <math.h>
 
-#include "core/parallel.h"
+#include "core/clones.h"
 #include "optim/optim_impl.h"
 
 /* The per-step scalars, rounded to float once. */
@@ -38,6 +38,11 @@ static adamw_scalars adamw_scalars_at(const snug_optim_config *c, float lr, long
     return k;
 }
 
+typedef struct adamw_ctx {
+    float *p, *m, *v;  // (n) each
+    adamw_scalars k;
+} adamw_ctx;
+
 /* Everything of one element but the first moment: updates v and returns the new parameter. */
 static inline float adamw_param(float p, float g, float m, float *v, const adamw_scalars *k) {
     const float vi = *v * k->b2 + k->w2 * g * g;
@@ -47,38 +52,46 @@ static inline float adamw_param(float p, float g, float m, float *v, const adamw
 }
 
 /* PyTorch's lerp has two forms, self + w * (end - self) for |w| < 0.5 and end - (end - self) * (1 - w) above,
- * each exact at its own end point. One loop per form: a branch inside the loop would stop the compiler
- * vectorizing at -O2. The usual b1 >= 0.5 takes the first. */
-static void adamw_small_weight(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-                               size_t n, const adamw_scalars *k) {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(7 * n))
+ * each exact at its own end point. One loop per form, each a VM_KERNEL clone (sqrt and division are correctly
+ * rounded in every vector width, so every clone gives the same bits). The usual b1 >= 0.5 takes the first. */
+VM_KERNEL static void adamw_small_weight(float *restrict p, const float *restrict g, float *restrict m,
+                                         float *restrict v, size_t n, float gs, const adamw_scalars *k) {
+    const adamw_scalars kk = *k;
     for (size_t i = 0; i < n; i++) {
-        const float mi = m[i] + k->w1 * (g[i] - m[i]);
+        const float gi = g[i] * gs;
+        const float mi = m[i] + kk.w1 * (gi - m[i]);
         m[i] = mi;
-        p[i] = adamw_param(p[i], g[i], mi, &v[i], k);
+        p[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
     }
 }
 
-static void adamw_large_weight(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
-                               size_t n, const adamw_scalars *k) {
-#pragma omp parallel for simd if (n >= OPTIM_PARALLEL_MIN && par_pays_floats(7 * n))
+VM_KERNEL static void adamw_large_weight(float *restrict p, const float *restrict g, float *restrict m,
+                                         float *restrict v, size_t n, float gs, const adamw_scalars *k) {
+    const adamw_scalars kk = *k;
     for (size_t i = 0; i < n; i++) {
-        const float mi = g[i] - (g[i] - m[i]) * k->w1c;
+        const float gi = g[i] * gs;
+        const float mi = gi - (gi - m[i]) * kk.w1c;
         m[i] = mi;
-        p[i] = adamw_param(p[i], g[i], mi, &v[i], k);
+        p[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
     }
+}
+
+static void small_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+    const adamw_ctx *c = ctx;
+    adamw_small_weight(c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
+}
+
+static void large_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+    const adamw_ctx *c = ctx;
+    adamw_large_weight(c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
 }
 
 void adamw_step(optim_state *st,
-                float *params,       // (n)
-                const float *grads,  // (n)
+                float *params,  // (n)
+                const optim_grads *gr,
                 float lr) {
     const size_t n = st->n;
-    float *m = st->state;      // (n) first moment
-    float *v = st->state + n;  // (n) second moment
-    const adamw_scalars k = adamw_scalars_at(&st->cfg, lr, st->t);
-    if (fabsf(k.w1) < 0.5f)
-        adamw_small_weight(params, grads, m, v, n, &k);
-    else
-        adamw_large_weight(params, grads, m, v, n, &k);
+    const adamw_ctx c = {.p = params, .m = st->state, .v = st->state + n,
+                         .k = adamw_scalars_at(&st->cfg, lr, st->t)};
+    optim_run(n, 7, fabsf(c.k.w1) < 0.5f ? small_weight_span : large_weight_span, &c, gr);
 }

@@ -1,8 +1,17 @@
-/* The optimizer interface: how much state each optimizer needs, and one step dispatched by kind. */
+/* The optimizer interface: how much state each optimizer needs, one step dispatched by kind, and the driver that
+ * runs an optimizer's element-wise kernel over the parameters. */
 #include <assert.h>
+#include <omp.h>
+#include <string.h>
 
+#include "core/parallel.h"
 #include "optim/optim.h"
 #include "optim/optim_impl.h"
+
+/* 4096 floats: the gradient block is still in L1 when it is zeroed after its update. */
+#define OPTIM_BLOCK ((size_t)4096)
+/* A thread's share starts on a 64-byte line: the two threads never write the same cache line. */
+#define OPTIM_ALIGN ((size_t)16)
 
 int optim_state_slots(const snug_optim_config *cfg) {
     switch (cfg->kind) {
@@ -12,14 +21,48 @@ int optim_state_slots(const snug_optim_config *cfg) {
     return 0;
 }
 
-void optim_step(optim_state *st, float *params, const float *grads, float lr) {
+static void run_blocks(size_t lo, size_t hi, optim_span_fn span, const void *ctx, const optim_grads *gr) {
+    for (size_t b = lo; b < hi; b += OPTIM_BLOCK) {
+        const size_t e = hi - b < OPTIM_BLOCK ? hi : b + OPTIM_BLOCK;
+        span(ctx, gr, b, e);
+        if (gr->consume) memset(gr->g + b, 0, (e - b) * sizeof(float));
+    }
+}
+
+void optim_run(size_t n, size_t streams, optim_span_fn span, const void *ctx, const optim_grads *gr) {
+    if (n < OPTIM_PARALLEL_MIN || !par_pays_floats(streams * n)) {
+        run_blocks(0, n, span, ctx, gr);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        const size_t share = (n / T + OPTIM_ALIGN - 1) / OPTIM_ALIGN * OPTIM_ALIGN;
+        const size_t lo = t * share < n ? t * share : n;
+        const size_t hi = t + 1 == T || lo + share > n ? n : lo + share;
+        run_blocks(lo, hi, span, ctx, gr);
+    }
+}
+
+static void step(optim_state *st, float *params, const optim_grads *gr, float lr) {
     assert(st->state != NULL || optim_state_slots(&st->cfg) == 0);
     /* The counter advances first, so that AdamW's bias correction sees t = 1 on the first step (as PyTorch's
      * state["step"]); for SGD it only counts steps. */
     st->t += 1;
     switch (st->cfg.kind) {
-    case SNUG_OPTIM_SGD:   sgd_step(st, params, grads, lr); return;
-    case SNUG_OPTIM_ADAMW: adamw_step(st, params, grads, lr); return;
+    case SNUG_OPTIM_SGD:   sgd_step(st, params, gr, lr); return;
+    case SNUG_OPTIM_ADAMW: adamw_step(st, params, gr, lr); return;
     }
     assert(!"optim_step: unknown optimizer kind (the trainer validates the config before planning)");
+}
+
+void optim_step(optim_state *st, float *params, const float *grads, float lr) {
+    /* Read only: consume is off, so the kernels never write through this pointer. */
+    const optim_grads gr = {.g = (float *)grads, .scale = 1.0f, .consume = false};
+    step(st, params, &gr, lr);
+}
+
+void optim_step_consume(optim_state *st, float *params, float *grads, float grad_scale, float lr) {
+    const optim_grads gr = {.g = grads, .scale = grad_scale, .consume = true};
+    step(st, params, &gr, lr);
 }

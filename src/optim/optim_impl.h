@@ -1,8 +1,9 @@
-/* Private to src/optim: the per-optimizer steps behind optim_step, and the size below which a loop over the
- * parameters stays on one thread. */
+/* Private to src/optim: the per-optimizer steps behind optim_step, and the driver that runs their element-wise
+ * kernels over the parameters. */
 #ifndef SNUG_OPTIM_OPTIM_IMPL_H
 #define SNUG_OPTIM_OPTIM_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "optim/optim.h"
@@ -10,17 +11,35 @@
 /* Below this many elements, starting an OpenMP team costs more than the loop itself (a bias vector). */
 #define OPTIM_PARALLEL_MIN ((size_t)32768)
 
+/* How a step reads the gradients: each element is multiplied by scale as it is read (the clip factor, or 1,
+ * which is exact), so that clipping needs no pass of its own; with consume set every gradient is left zero
+ * behind the update, so that the next window starts from zero without a memset pass of its own either. */
+typedef struct optim_grads {
+    float *g;     // (n)
+    float scale;
+    bool consume;
+} optim_grads;
+
+/* One optimizer's update of the elements [lo, hi), its parameters and state bound in ctx. */
+typedef void (*optim_span_fn)(const void *ctx, const optim_grads *gr, size_t lo, size_t hi);
+
+/* Runs span over [0, n) in blocks small enough to stay in L1, zeroing each gradient block right after its
+ * update when gr->consume; split into one contiguous share per thread when `streams` floats per element make
+ * the pass worth a team (core/parallel.h). Every element is updated the same way wherever its share starts, so
+ * the bits do not depend on the thread count. */
+void optim_run(size_t n, size_t streams, optim_span_fn span, const void *ctx, const optim_grads *gr);
+
 /* torch.optim.SGD with dampening 0. State: the momentum buffer (n floats) when momentum != 0, else none. */
 void sgd_step(optim_state *st,
-              float *params,       // (n)
-              const float *grads,  // (n)
+              float *params,  // (n)
+              const optim_grads *gr,
               float lr);
 
 /* torch.optim.AdamW with amsgrad off. State: m (n floats), then v (n floats). Expects st->t already advanced
  * to the number of this step (1 on the first). */
 void adamw_step(optim_state *st,
-                float *params,       // (n)
-                const float *grads,  // (n)
+                float *params,  // (n)
+                const optim_grads *gr,
                 float lr);
 
 #endif

@@ -113,7 +113,9 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
     return trainer_accumulate(tr, ds, indices, n, &items, loss, &k, err);
 }
 
-/* Applies the window's gradients: skip on non-finite values (schedule held), else clip, update, advance. */
+/* Applies the window's gradients: skip on non-finite values (schedule held), else clip, update, advance. The
+ * update reads each gradient once, scaled by the clip factor on the fly, and leaves it zero (optim.h): one pass
+ * over the gradients instead of a clip, an update and a memset. */
 static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     size_t np = tr->g->param_numel;
     double norm = grad_global_norm(tr->x.grads, np);
@@ -122,14 +124,12 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     st->lr = snug_schedule_lr(&tr->cfg.schedule, tr->cfg.optim.lr, tr->cfg.batch, tr->step, tr->total_steps);
     if (st->skipped) {
         tr->nonfinite_run++;
-    } else {
-        tr->nonfinite_run = 0;
-        if (tr->cfg.clip_norm > 0) grad_clip(tr->x.grads, np, norm, tr->cfg.clip_norm);
-        optim_step(&tr->opt, tr->x.params, tr->x.grads, st->lr);
-        tr->step++;
+        zero_grads(tr); /* backward always adds: the next window starts from zero */
+        return;
     }
-    /* Gradients are zeroed only here, after an optimizer step: backward always adds. */
-    zero_grads(tr);
+    tr->nonfinite_run = 0;
+    optim_step_consume(&tr->opt, tr->x.params, tr->x.grads, grad_clip_factor(norm, tr->cfg.clip_norm), st->lr);
+    tr->step++;
 }
 
 snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,

@@ -1,0 +1,211 @@
+/* sgemm (sgemm.h): blocks of B and A packed into the caller's workspace, an 8 x 32 register tile of fused
+ * multiply-adds, threads over disjoint parts of C. Compiled for AVX-512 through a function attribute (the
+ * build has no -march) and used only where the CPU has it. */
+#include "ops/sgemm.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/parallel.h"
+#include "ops/avx512.h"
+#include "ops/gemm_direct.h"
+#include "ops/transpose.h"
+
+/* The register tile: MR rows (two halves of a packed strip of SR rows) by NR columns (two vectors). */
+#define MR 8
+#define SR 16
+#define NR 32
+/* Cache blocks: an A block (MC x KC, 128 KiB) stays in L2 while the B panels (KC x NR, 32 KiB each) stream
+ * through L1; a B block is KC x NC (512 KiB). */
+#define KC 256
+#define MC 128
+#define NC 512
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+static size_t round_up(size_t a, size_t to) { return (a + to - 1) / to * to; }
+
+bool sgemm_enabled(void) {
+    static int known = -1; /* a benign race: every thread computes the same answer */
+    if (known < 0) {
+        const char *choice = getenv("SNUG_GEMM");
+        known = gemm_direct_has_avx512() && !(choice && strcmp(choice, "blas") == 0);
+    }
+    return known == 1;
+}
+
+/* The blocks one thread packs: its A block and its B block. */
+static size_t thread_floats(size_t M, size_t N, size_t K) {
+    const size_t kc = min_size(K, KC);
+    return min_size(round_up(M, SR), MC) * kc + kc * min_size(round_up(N, NR), NC);
+}
+
+size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
+    return (size_t)(threads > 1 ? threads : 1) * thread_floats(M, N, K);
+}
+
+#ifdef SNUG_AVX512
+
+/* How a tile starts: from zero, from C, or from its columns' biases. */
+enum { START_ZERO, START_C, START_BIAS };
+
+/* Strip of `rows` (<= SR) rows of A from row i0, columns [p0, p0 + kc): dst[p * SR + i] = A(i0 + i, p0 + p),
+ * zero for i >= rows, so that the tile computes padded rows without branching. */
+static AVX512 void pack_a(float *dst, sgemm_mat a, size_t i0, size_t rows, size_t p0, size_t kc) {
+    if (a.cs == 1) {
+        transpose_floats_serial(dst, SR, a.p + i0 * a.rs + p0, a.rs, rows, kc);
+        if (rows < SR)
+            for (size_t p = 0; p < kc; p++) memset(dst + p * SR + rows, 0, (SR - rows) * sizeof *dst);
+        return;
+    }
+    const __mmask16 m = avx512_lanes(rows);
+    for (size_t p = 0; p < kc; p++) _mm512_storeu_ps(dst + p * SR, _mm512_maskz_loadu_ps(m, a.p + (p0 + p) * a.cs + i0));
+}
+
+/* Panel of `cols` (<= NR) columns of B from column j0, rows [p0, p0 + kc): dst[p * NR + j] = B(p0 + p, j0 + j),
+ * zero for j >= cols. */
+static AVX512 void pack_b(float *dst, sgemm_mat b, size_t j0, size_t cols, size_t p0, size_t kc) {
+    if (b.cs == 1) {
+        const __mmask16 m0 = avx512_lanes(cols), m1 = avx512_lanes(cols > 16 ? cols - 16 : 0);
+        for (size_t p = 0; p < kc; p++) {
+            const float *src = b.p + (p0 + p) * b.rs + j0;
+            _mm512_storeu_ps(dst + p * NR, _mm512_maskz_loadu_ps(m0, src));
+            _mm512_storeu_ps(dst + p * NR + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+        }
+        return;
+    }
+    transpose_floats_serial(dst, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
+    if (cols < NR)
+        for (size_t p = 0; p < kc; p++) memset(dst + p * NR + cols, 0, (NR - cols) * sizeof *dst);
+}
+
+/* The tile's accumulators are named variables (an array gets spilled to the stack); rows >= mr are computed
+ * from A's zero padding and never loaded or stored. */
+#define T_START(I)                                                                                            \
+    __m512 r##I##a = _mm512_setzero_ps(), r##I##b = _mm512_setzero_ps();                                     \
+    if (start == START_BIAS) r##I##a = bias0, r##I##b = bias1;                                                \
+    if (start == START_C && mr > I) {                                                                         \
+        r##I##a = _mm512_maskz_loadu_ps(m0, c + I * ldc);                                                     \
+        r##I##b = _mm512_maskz_loadu_ps(m1, c + I * ldc + 16);                                                \
+    }
+#define T_FMA(I)                                                                                              \
+    {                                                                                                         \
+        const __m512 ai = _mm512_set1_ps(ap[I]);                                                              \
+        r##I##a = _mm512_fmadd_ps(ai, b0, r##I##a);                                                           \
+        r##I##b = _mm512_fmadd_ps(ai, b1, r##I##b);                                                           \
+    }
+#define T_STORE(I)                                                                                            \
+    if (mr > I) {                                                                                             \
+        _mm512_mask_storeu_ps(c + I * ldc, m0, r##I##a);                                                      \
+        _mm512_mask_storeu_ps(c + I * ldc + 16, m1, r##I##b);                                                 \
+    }
+#define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+/* C rows [0, mr), columns [0, nr) of one tile, over kc steps of the packed A (stride SR) and B (stride NR). */
+static inline __attribute__((always_inline)) AVX512 void
+tile(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_t mr, size_t nr, int start,
+     const float *bias) {
+    const __mmask16 m0 = avx512_lanes(nr), m1 = avx512_lanes(nr > 16 ? nr - 16 : 0);
+    const __m512 bias0 = start == START_BIAS ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    const __m512 bias1 = start == START_BIAS ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+    T_ROWS(T_START)
+    for (size_t p = 0; p < kc; p++) {
+        const float *ap = a + p * SR;
+        const __m512 b0 = _mm512_loadu_ps(b + p * NR), b1 = _mm512_loadu_ps(b + p * NR + 16);
+        T_ROWS(T_FMA)
+    }
+    T_ROWS(T_STORE)
+}
+
+static AVX512 void tile_start(size_t kc, const float *a, const float *b, float *c, size_t ldc, size_t mr,
+                              size_t nr, int start, const float *bias) {
+    switch (start) {
+    case START_ZERO: tile(kc, a, b, c, ldc, mr, nr, START_ZERO, NULL); break;
+    case START_C:    tile(kc, a, b, c, ldc, mr, nr, START_C, NULL); break;
+    default:         tile(kc, a, b, c, ldc, mr, nr, START_BIAS, bias); break;
+    }
+}
+
+/* The part of C in rows [m0, m1) and columns [n0, n1), with this thread's packing buffers. */
+typedef struct sgemm_job {
+    size_t K;
+    sgemm_mat a, b;
+    float *c;
+    size_t ldc;
+    const float *bias;
+    bool accumulate;
+} sgemm_job;
+
+static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
+    float *abuf = work, *bbuf = work + min_size(round_up(m1 - m0, SR), MC) * min_size(j->K, KC);
+    for (size_t jc = n0; jc < n1; jc += NC) {
+        const size_t nc = min_size(NC, n1 - jc);
+        for (size_t pc = 0; pc < j->K; pc += KC) {
+            const size_t kc = min_size(KC, j->K - pc);
+            const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
+            for (size_t jr = 0; jr < nc; jr += NR) pack_b(bbuf + jr * kc, j->b, jc + jr, min_size(NR, nc - jr), pc, kc);
+            for (size_t ic = m0; ic < m1; ic += MC) {
+                const size_t mc = min_size(MC, m1 - ic);
+                for (size_t ir = 0; ir < mc; ir += SR) pack_a(abuf + ir * kc, j->a, ic + ir, min_size(SR, mc - ir), pc, kc);
+                for (size_t jr = 0; jr < nc; jr += NR)
+                    for (size_t ir = 0; ir < mc; ir += MR)
+                        tile_start(kc, abuf + (ir / SR) * SR * kc + ir % SR, bbuf + jr * kc,
+                                   j->c + (ic + ir) * j->ldc + jc + jr, j->ldc, min_size(MR, mc - ir),
+                                   min_size(NR, nc - jr), start, j->bias ? j->bias + jc + jr : NULL);
+            }
+        }
+    }
+}
+
+/* K == 0: C is its initial value. */
+static void start_only(size_t M, size_t N, float *c, size_t ldc, const float *bias, bool accumulate) {
+    if (accumulate) return;
+    for (size_t i = 0; i < M; i++) {
+        if (bias) memcpy(c + i * ldc, bias, N * sizeof *c);
+        else memset(c + i * ldc, 0, N * sizeof *c);
+    }
+}
+
+void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        start_only(M, N, c, ldc, col_bias, accumulate);
+        return;
+    }
+    const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate};
+    int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
+    if (T < 2 || omp_in_parallel() || !par_pays_macs(M * N * K)) {
+        run_part(&j, 0, M, 0, N, work);
+        return;
+    }
+    /* Each thread packs the whole of the operand along the dimension it does not split: split the columns
+     * (every thread packs all of A) when A is the smaller operand and there are panels enough for every
+     * thread, else the rows (every thread packs all of B). */
+    const bool cols_enough = N >= (size_t)T * 2 * NR, rows_enough = M >= (size_t)T * 2 * SR;
+    const bool by_cols = cols_enough && (M <= N || !rows_enough);
+    const size_t unit = by_cols ? NR : SR, units = ((by_cols ? N : M) + unit - 1) / unit;
+    const size_t per = thread_floats(by_cols ? M : min_size(M, (units + T - 1) / T * unit),
+                                     by_cols ? min_size(N, (units + T - 1) / T * unit) : N, K);
+    #pragma omp parallel num_threads(T)
+    {
+        const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        const size_t lo = units * t / nt * unit, hi = units * (t + 1) / nt * unit;
+        const size_t end = by_cols ? N : M;
+        if (lo < end) {
+            if (by_cols) run_part(&j, 0, M, lo, min_size(hi, N), work + t * per);
+            else run_part(&j, lo, min_size(hi, M), 0, N, work + t * per);
+        }
+    }
+}
+
+#else
+
+void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads) {
+    (void)M, (void)N, (void)K, (void)a, (void)b, (void)c, (void)ldc, (void)col_bias, (void)accumulate;
+    (void)work, (void)threads;
+    abort(); /* sgemm_enabled() is false without AVX-512: callers take the BLAS */
+}
+
+#endif

@@ -1,0 +1,46 @@
+/* sgemm: snug's own packed matrix product for the linear layers, on AVX-512 CPUs.
+ *
+ * Why not the BLAS everywhere: Debian's OpenBLAS 0.3.21 picks its kernel from the CPU model, and on CPUs it
+ * does not know (or when OPENBLAS_CORETYPE names an older core, as some hosts set to work around crashes of old
+ * builds) an AVX-512 machine runs an AVX2 kernel at half the rate: 170-180 GFLOP/s against 290-330 on two
+ * Zen 5 cores for the MLP's shapes. And its results depend on how it splits the work over the threads with
+ * that kernel (1 and 2 threads differ in the last bits), which breaks snug's promise that the thread count
+ * never changes a result.
+ *
+ * So on AVX-512 CPUs the linear layers' products go through this one (SNUG_GEMM=blas in the environment sends
+ * them back to the BLAS). It is the classic blocked product: blocks of B (KC x NC) and of A (MC x KC) copied
+ * into panels that the register tile reads in order (A in strips of 16 rows, B in panels of 32 columns), an
+ * 8 x 32 tile of fused multiply-adds. Every element of C is one chain of multiply-adds over k in increasing
+ * order, started from its initial value (C itself, its column's bias, or zero) and carried through C between
+ * blocks of K: the bits depend neither on the thread count nor on the tiling, and they are the bits of
+ * gemm_direct (gemm_direct.h) for the same product, so a layer's samples come out the same whichever of the
+ * two a call of its rows takes. The copies live in the caller's workspace (planned memory), sized by
+ * sgemm_workspace_floats. */
+#ifndef SNUG_OPS_SGEMM_H
+#define SNUG_OPS_SGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A matrix read through two strides: X(i, j) = p[i * rs + j * cs]; one of them must be 1 (a row-major matrix
+ * or the transpose of one). */
+typedef struct sgemm_mat {
+    const float *p;
+    size_t rs, cs;
+} sgemm_mat;
+
+/* Whether products go through sgemm: the build and the CPU have AVX-512 and SNUG_GEMM is not "blas". */
+bool sgemm_enabled(void);
+
+/* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
+ * for the largest call covers every smaller one. */
+size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);
+
+/* C (M, N), rows ldc apart = init + A (M, K) B (K, N), where init is C itself (accumulate), bias[j] for column
+ * j (col_bias, not with accumulate), or zero. Splits the work over up to `threads` OpenMP threads when called
+ * outside a parallel region and the product pays for a team; work holds sgemm_workspace_floats(M, N, K,
+ * threads) floats. Only where sgemm_enabled(). */
+void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads);
+
+#endif

@@ -1,0 +1,199 @@
+/* sgemm against the chain of fused multiply-adds it promises, and a double-precision reference, over shapes that cross every block edge (rows not a multiple of
+ * the 8-row tile or the 16-row strip, columns not a multiple of 32, K above one 256-deep block, M above one
+ * 128-row block, N above one 512-column block), every combination of a row-major and a transposed A and B,
+ * the three starts (zero, C itself, a bias per column), leading dimensions wider than the rows whose padding
+ * must stay untouched; the same bits on 1, 2 and 3 threads; the bits of gemm_direct for the same product
+ * (the linear layers mix both and promise that a sample's result does not depend on which one ran); and the
+ * workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/gemm_direct.h"
+#include "ops/sgemm.h"
+
+#define GUARD 64
+#define GUARD_VALUE 12345.0f
+
+/* A small deterministic fill in [-1, 1). */
+static void fill(float *v, size_t n, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
+    }
+}
+
+static const size_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},     {8, 32, 9},     {9, 33, 16},    {17, 100, 5},
+                                   {16, 64, 256}, {33, 65, 257}, {130, 70, 300}, {40, 600, 100}, {256, 10, 784},
+                                   {10, 784, 256}, {300, 1030, 33}};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+enum { START_ZERO, START_C, START_BIAS };
+
+typedef struct problem {
+    size_t M, N, K, ldc;
+    bool at, bt; /* A, B stored transposed */
+    float *a, *b, *c0, *bias;
+} problem;
+
+static problem make(size_t M, size_t N, size_t K, bool at, bool bt) {
+    problem p = {.M = M, .N = N, .K = K, .ldc = N + 3, .at = at, .bt = bt};
+    p.a = malloc(M * K * sizeof *p.a), p.b = malloc(K * N * sizeof *p.b);
+    p.c0 = malloc(M * p.ldc * sizeof *p.c0), p.bias = malloc(N * sizeof *p.bias);
+    assert_true(p.a && p.b && p.c0 && p.bias);
+    fill(p.a, M * K, 1), fill(p.b, K * N, 2), fill(p.c0, M * p.ldc, 3), fill(p.bias, N, 4);
+    return p;
+}
+
+static void drop(problem *p) { free(p->a), free(p->b), free(p->c0), free(p->bias); }
+
+/* A (M, K) and B (K, N) as sgemm reads them: row-major, or the transpose of a stored (K, M) / (N, K). */
+static sgemm_mat mat_a(const problem *p) {
+    return p->at ? (sgemm_mat){p->a, 1, p->M} : (sgemm_mat){p->a, p->K, 1};
+}
+static sgemm_mat mat_b(const problem *p) {
+    return p->bt ? (sgemm_mat){p->b, 1, p->K} : (sgemm_mat){p->b, p->N, 1};
+}
+static double at(sgemm_mat m, size_t i, size_t j) { return m.p[i * m.rs + j * m.cs]; }
+
+/* C after sgemm on `threads` threads from the problem's C, with the workspace exactly as large as promised. */
+static float *run(const problem *p, int start, int threads) {
+    float *c = malloc(p->M * p->ldc * sizeof *c);
+    const size_t wn = sgemm_workspace_floats(p->M, p->N, p->K, threads);
+    float *work = malloc((wn + 2 * GUARD) * sizeof *work);
+    assert_true(c && work);
+    memcpy(c, p->c0, p->M * p->ldc * sizeof *c);
+    for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = GUARD_VALUE;
+    omp_set_num_threads(threads);
+    sgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), c, p->ldc, start == START_BIAS ? p->bias : NULL, start == START_C,
+          work + GUARD, threads);
+    for (size_t i = 0; i < GUARD; i++) {
+        assert_true(work[i] == GUARD_VALUE);
+        assert_true(work[GUARD + wn + i] == GUARD_VALUE);
+    }
+    free(work);
+    return c;
+}
+
+/* Every element is the promised chain, fmaf over k in order from its start (bit for bit), and within float
+ * rounding of K sequential additions of the double reference; C's padding is intact. */
+static void check_values(const problem *p, const float *c, int start) {
+    const sgemm_mat a = mat_a(p), b = mat_b(p);
+    for (size_t i = 0; i < p->M; i++) {
+        for (size_t j = 0; j < p->N; j++) {
+            double s = start == START_C ? p->c0[i * p->ldc + j] : start == START_BIAS ? p->bias[j] : 0.0;
+            float chain = (float)s;
+            for (size_t k = 0; k < p->K; k++) {
+                s += at(a, i, k) * at(b, k, j);
+                chain = fmaf(a.p[i * a.rs + k * a.cs], b.p[k * b.rs + j * b.cs], chain);
+            }
+            const double g = c[i * p->ldc + j];
+            if (g != chain || fabs(g - s) > 6e-8 * (double)(p->K + 1) * (1.0 + fabs(s)))
+                fail_msg("%zux%zux%zu at=%d bt=%d start %d, element (%zu, %zu): got %.9g, want %.9g (chain %.9g)",
+                         p->M, p->N, p->K, p->at, p->bt, start, i, j, g, s, chain);
+        }
+        for (size_t j = p->N; j < p->ldc; j++) assert_true(c[i * p->ldc + j] == p->c0[i * p->ldc + j]);
+    }
+}
+
+static void test_values(void **state) {
+    (void)state;
+    if (!sgemm_enabled()) skip();
+    for (size_t s = 0; s < N_SHAPES; s++)
+        for (int layout = 0; layout < 4; layout++) {
+            problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout & 2);
+            for (int start = START_ZERO; start <= START_BIAS; start++) {
+                float *c = run(&p, start, 2);
+                check_values(&p, c, start);
+                free(c);
+            }
+            drop(&p);
+        }
+}
+
+/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    if (!sgemm_enabled()) skip();
+    static const size_t big[][3] = {{256, 1024, 300}, {700, 40, 200}, {300, 1030, 33}};
+    for (size_t s = 0; s < 3; s++) {
+        problem p = make(big[s][0], big[s][1], big[s][2], s == 1, s == 2);
+        float *one = run(&p, START_C, 1);
+        for (int t = 2; t <= 3; t++) {
+            float *more = run(&p, START_C, t);
+            assert_memory_equal(one, more, p.M * p.ldc * sizeof *one);
+            free(more);
+        }
+        free(one);
+        drop(&p);
+    }
+}
+
+/* gemm_direct computes the same chain of multiply-adds for every element: C = C + A B (and C = A B) give the
+ * same bits through both, for a row-major and a transposed A. */
+static void test_same_bits_as_gemm_direct(void **state) {
+    (void)state;
+    if (!sgemm_enabled()) skip();
+    for (size_t s = 0; s < N_SHAPES; s++)
+        for (int at_ = 0; at_ < 2; at_++)
+            for (int start = START_ZERO; start <= START_C; start++) {
+                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], at_, false);
+                float *own = run(&p, start, 2);
+                float *direct = malloc(p.M * p.ldc * sizeof *direct);
+                assert_non_null(direct);
+                memcpy(direct, p.c0, p.M * p.ldc * sizeof *direct);
+                const sgemm_mat a = mat_a(&p);
+                gemm_direct(p.M, p.N, p.K, a.p, a.rs, a.cs, p.b, p.N, direct, p.ldc, NULL, start == START_C);
+                assert_memory_equal(own, direct, p.M * p.ldc * sizeof *own);
+                free(own);
+                free(direct);
+                drop(&p);
+            }
+}
+
+/* K = 0: C is its start, untouched when accumulating. */
+static void test_empty_inner_dimension(void **state) {
+    (void)state;
+    if (!sgemm_enabled()) skip();
+    problem p = make(5, 7, 0, false, false);
+    for (int start = START_ZERO; start <= START_BIAS; start++) {
+        float *c = run(&p, start, 2);
+        check_values(&p, c, start);
+        free(c);
+    }
+    drop(&p);
+}
+
+/* The workspace grows with every size, so the largest call's covers every smaller call of a plan. */
+static void test_workspace_monotone(void **state) {
+    (void)state;
+    for (size_t m = 1; m < 600; m += 37)
+        for (size_t n = 1; n < 1200; n += 101)
+            for (size_t k = 1; k < 700; k += 53) {
+                const size_t w = sgemm_workspace_floats(m, n, k, 2);
+                assert_true(sgemm_workspace_floats(m + 1, n, k, 2) >= w);
+                assert_true(sgemm_workspace_floats(m, n + 1, k, 2) >= w);
+                assert_true(sgemm_workspace_floats(m, n, k + 1, 2) >= w);
+                assert_true(sgemm_workspace_floats(m, n, k, 3) >= w);
+            }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_same_bits_as_gemm_direct),
+        cmocka_unit_test(test_empty_inner_dimension),
+        cmocka_unit_test(test_workspace_monotone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
