@@ -602,6 +602,8 @@ typedef struct snug_system_info {
     const char *blas;        /* "OpenBLAS 0.3.21 ..." */
     const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
     bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
+    const char *gemm;        /* what multiplies the linear layers' matrices: "snug AVX-512" (snug's own packed
+                                product, on AVX-512 CPUs unless SNUG_GEMM=blas) or "BLAS" */
 } snug_system_info;
 
 void snug_system_info_get(snug_system_info *info);

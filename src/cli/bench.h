@@ -63,8 +63,9 @@ snug_status bench_dataset_new(const bench_workload *w, const snug_graph *g, size
                               snug_dataset **out, snug_error *err);
 
 /* ---- the machine ---- */
-/* The best GFLOP/s of `tries` cblas_sgemm calls on n x n matrices with the current thread count. */
-double bench_sgemm_gflops(size_t n, int tries);
+/* The best GFLOP/s of `tries` products of n x n matrices with the current thread count, through the BLAS and
+ * through snug's own sgemm (0 where it is not enabled). */
+void bench_sgemm_probe(size_t n, int tries, double *blas_gflops, double *own_gflops);
 
 /* Resident memory of this process in bytes: now (VmRSS) and the high-water mark (VmHWM). False when
  * /proc/self/status cannot be read. */
@@ -80,8 +81,11 @@ typedef struct bench_machine {
     int threads;             /* the engine's and the BLAS's */
     const char *simd, *blas, *blas_kernel;
     bool blas_kernel_slow;
+    const char *gemm;        /* what multiplies the linear layers (snug_system_info.gemm) */
     size_t sgemm_n;
-    double sgemm_gflops;     /* measured in this run */
+    double sgemm_gflops;     /* measured in this run: the faster of the two below */
+    double blas_gflops;      /* cblas_sgemm */
+    double own_gflops;       /* snug's own (ops/sgemm.h), 0 where not enabled */
 } bench_machine;
 
 void bench_machine_describe(bench_machine *m);

@@ -36,9 +36,11 @@ void bench_machine_describe(bench_machine *m) {
     m->blas = info.blas ? info.blas : "unknown BLAS";
     m->blas_kernel = info.blas_kernel ? info.blas_kernel : "unknown";
     m->blas_kernel_slow = info.blas_kernel_slow;
+    m->gemm = info.gemm;
 }
 
 void bench_machine_line(const bench_machine *m, char *buf, size_t len) {
-    snprintf(buf, len, "%s, %d cores, %d threads, %s, %s (kernel %s%s)", m->cpu, m->cores, m->threads, m->simd,
-             m->blas, m->blas_kernel, m->blas_kernel_slow ? ", a slow generic fallback" : "");
+    snprintf(buf, len, "%s, %d cores, %d threads, %s, %s (kernel %s%s), linear layers: %s", m->cpu, m->cores,
+             m->threads, m->simd, m->blas, m->blas_kernel, m->blas_kernel_slow ? ", a slow generic fallback" : "",
+             m->gemm);
 }

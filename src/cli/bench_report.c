@@ -14,8 +14,8 @@ void bench_print_header(FILE *out, const bench_machine *m) {
     char line[512];
     bench_machine_line(m, line, sizeof line);
     fprintf(out, "machine: %s\n", line);
-    fprintf(out, "SGEMM %zux%zu: %.1f GFLOP/s (best of the probe, %d threads)\n", m->sgemm_n, m->sgemm_n,
-            m->sgemm_gflops, m->threads);
+    fprintf(out, "SGEMM %zux%zu: %.1f GFLOP/s (best of the probe, %d threads; the BLAS %.1f, snug's own %.1f)\n",
+            m->sgemm_n, m->sgemm_n, m->sgemm_gflops, m->threads, m->blas_gflops, m->own_gflops);
     fprintf(out, "%-9s %-7s %5s %5s %10s %10s %8s %6s %10s %10s %10s %10s\n", "workload", "variant", "B", "m",
             "ms/step", "samples/s", "GFLOP/s", "SGEMM", "plan MiB", "act MiB", "RSS MiB", "act RSS");
 }
@@ -75,8 +75,9 @@ snug_status bench_write_markdown(const char *path, const bench_machine *m, const
     if (!f) return SNUG_E_IO;
     char machine[512];
     bench_machine_line(m, machine, sizeof machine);
-    fprintf(f, "# snug bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s.\n\n", machine,
-            m->sgemm_n, m->sgemm_n, m->sgemm_gflops);
+    fprintf(f, "# snug bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s (the faster of the "
+               "BLAS, %.1f, and snug's own, %.1f).\n\n", machine, m->sgemm_n, m->sgemm_n, m->sgemm_gflops,
+            m->blas_gflops, m->own_gflops);
     fprintf(f, "| workload | variant | B | m | ms/step | samples/s | GFLOP/s | of SGEMM | planned MiB | planned "
                "activations MiB | RSS before MiB | peak RSS MiB | activation RSS MiB |\n");
     fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");

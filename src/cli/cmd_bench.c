@@ -215,7 +215,8 @@ int cmd_bench(int argc, char **argv) {
     bench_machine m;
     bench_machine_describe(&m);
     m.sgemm_n = (size_t)opt.sgemm_n;
-    m.sgemm_gflops = bench_sgemm_gflops(m.sgemm_n, SGEMM_TRIES);
+    bench_sgemm_probe(m.sgemm_n, SGEMM_TRIES, &m.blas_gflops, &m.own_gflops);
+    m.sgemm_gflops = m.blas_gflops > m.own_gflops ? m.blas_gflops : m.own_gflops;
     bench_print_header(stdout, &m);
     size_t nw, n = 0;
     bench_workloads(&nw);

@@ -118,8 +118,8 @@ static void format_flops(double flops, char *buf, size_t len) {
 static void print_header(void) {
     snug_system_info info;
     snug_system_info_get(&info);
-    printf("snug %s | threads %d | SIMD %s | BLAS %s | kernel %s\n", SNUG_VERSION, info.threads, info.simd,
-           info.blas ? info.blas : "unknown", info.blas_kernel ? info.blas_kernel : "unknown");
+    printf("snug %s | threads %d | SIMD %s | BLAS %s | kernel %s | linear layers %s\n", SNUG_VERSION, info.threads,
+           info.simd, info.blas ? info.blas : "unknown", info.blas_kernel ? info.blas_kernel : "unknown", info.gemm);
     if (!info.blas_kernel_slow) return;
     const char *core = cli_blas_best_core();
     printf("WARNING: OpenBLAS fell back to its generic '%s' kernel, which does not use the %s of this CPU: "

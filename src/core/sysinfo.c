@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <strings.h>
 
+#include "ops/sgemm.h" /* whether the linear layers take snug's own product */
+
 /* OpenBLAS core names (as openblas_get_corename spells them, compared case-insensitively) of kernels written
  * for CPUs without AVX2: on a CPU with AVX2 or AVX-512 they leave most of its speed unused. */
 static const char *const generic_kernels[] = {
@@ -53,6 +55,7 @@ void snug_system_info_get(snug_system_info *info) {
     info->blas = openblas_get_config();
     info->blas_kernel = openblas_get_corename();
     info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
+    info->gemm = sgemm_enabled() ? "snug AVX-512" : "BLAS";
 }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */

@@ -9,7 +9,7 @@
  *
  * So on AVX-512 CPUs the linear layers' products go through this one (SNUG_GEMM=blas in the environment sends
  * them back to the BLAS). It is the classic blocked product: blocks of B (KC x NC) and of A (MC x KC) copied
- * into panels that the register tile reads in order (A in strips of 16 rows, B in panels of 32 columns), an
+ * into panels that the register tile reads in order (A in strips of 8 rows, B in panels of 32 columns), an
  * 8 x 32 tile of fused multiply-adds. Every element of C is one chain of multiply-adds over k in increasing
  * order, started from its initial value (C itself, its column's bias, or zero) and carried through C between
  * blocks of K: the bits depend neither on the thread count nor on the tiling, and they are the bits of
