@@ -187,13 +187,17 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
     lines = ["# Benchmark workloads: snug and PyTorch", "",
              "Machine: %s." % snug_rows[0]["machine"], "",
              "PyTorch: %s." % (torch_rows[0]["config"].split(",")[0] if torch_rows else "not run"), "",
-             "SGEMM 2048x2048 measured in this run: %.1f GFLOP/s through snug's OpenBLAS (median over the snug "
-             "processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm), "",
+             "SGEMM 2048x2048 measured in this run: %.1f GFLOP/s in snug's processes (the faster of its BLAS and its "
+             "own product; median over the snug processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm),
+             "",
              "Every (workload, variant) ran as %s fresh snug processes alternating with %s fresh PyTorch "
              "processes; each process reports the median of its %s repeats, and each figure below is the median "
              "process's (samples/s of every process: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch."
              % (processes, processes, snug_rows[0]["repeats"]), "",
              "OpenMP wait policy, the same for both: %s." % wait_policy, "",
+             "OPENBLAS_CORETYPE in the run's environment: %s (unset: each OpenBLAS picks its own kernel, and "
+             "pytorch_bench.py gives PyTorch SkylakeX on AVX-512 CPUs)." % os.environ.get("OPENBLAS_CORETYPE", "unset"),
+             "",
              "| workload | variant | B | m | ms/step | samples/s | GFLOP/s | of SGEMM | planned MiB | planned act. MiB "
              "| peak RSS MiB | act. RSS MiB | PyTorch samples/s | speed ratio | PyTorch act. RSS MiB | act. RSS "
              "ratio |",
