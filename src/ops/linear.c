@@ -399,10 +399,16 @@ static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, s
         if (!size_mul(mid_rows, fi + fo, &mid)) return SIZE_MAX;
         floats = mid;
     }
+    /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
+     * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
+     * largest call's need, for the products it sends to sgemm, covers every call of the plan. */
     if (sgemm_enabled()) {
-        const size_t need[3] = {sgemm_workspace_floats(rows, fo, fi, threads),
-                                sgemm_workspace_floats(rows, fi, fo, threads),
-                                sgemm_workspace_floats(fo, fi, rows, threads)};
+        size_t need[3] = {0, 0, 0};
+        if (!use_direct(rows, fo) && !use_mid(rows, fo)) {
+            need[0] = sgemm_workspace_floats(rows, fo, fi, threads); /* forward */
+            need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
+        }
+        if (!use_direct(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
         for (int i = 0; i < 3; i++) floats = need[i] > floats ? need[i] : floats;
     }
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;

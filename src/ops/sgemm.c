@@ -23,8 +23,6 @@
 #define KC 256
 #define MC 128
 #define NC 512
-/* Up to this inner dimension with a row-major B, C is updated row by row without packing. */
-#define SMALL_K 4
 /* Floats that fit in L1 beside what streams through it (32 KiB of a 48 KiB L1). */
 #define L1_FLOATS ((size_t)8192)
 
@@ -176,7 +174,7 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
     }
 }
 
-/* Rows [i0, i1) of C for an inner dimension of at most SMALL_K with a row-major B (the weight update of a
+/* Rows [i0, i1) of C for an inner dimension of at most SGEMM_SMALL_K with a row-major B (the weight update of a
  * micro-batch of one to three samples): no packing, each row of C streamed once, its chain over k in order as
  * in the tile, so the bits are the tile's. */
 static AVX512 void small_k_rows(const sgemm_job *j, size_t N, size_t i0, size_t i1) {
@@ -225,7 +223,7 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     }
     const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate};
     int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
-    if (K <= SMALL_K && b.cs == 1) {
+    if (K <= SGEMM_SMALL_K && b.cs == 1) {
         small_k(&j, M, N, T);
         return;
     }

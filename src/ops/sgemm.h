@@ -32,6 +32,10 @@ typedef struct sgemm_mat {
 /* Whether products go through sgemm: the build and the CPU have AVX-512 and SNUG_GEMM is not "blas". */
 bool sgemm_enabled(void);
 
+/* Up to this inner dimension, a product with a row-major B updates C row by row without packing (a
+ * one-sample micro-batch's weight gradient) and needs no workspace. */
+#define SGEMM_SMALL_K 4
+
 /* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
  * for the largest call covers every smaller one. */
 size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);
