@@ -254,6 +254,18 @@ if have_mnist; then
     expect_memory_report
     expect_empty "$ERR"
 
+    # The header names what multiplies the linear layers, and SNUG_GEMM=blas hands them to the BLAS.
+    if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+        expect_in "$OUT" "| linear layers snug AVX-512"
+    else
+        expect_in "$OUT" "| linear layers BLAS"
+    fi
+    run_env "real run: SNUG_GEMM=blas sends the linear layers to the BLAS" "SNUG_GEMM=blas" -- train --model mlp \
+        --batch 32 --max-steps 3 --progress off --evaluate off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "| linear layers BLAS"
+    expect_in "$OUT" "step 3/3"
+
     run "non-finite loss: skipped steps reported, then exit 1" train --model mlp --batch 32 --lr 1e30 \
         --max-steps 10 --progress off --data-dir "$DATA"
     expect_rc 1
