@@ -23,8 +23,9 @@
 #define KC 256
 #define MC 128
 #define NC 512
-/* The most packed A (all rows, all of K) for which two threads claim B panels from both ends (run_claimed). */
-#define CLAIM_A_FLOATS ((size_t)256 * 1024)
+/* The most packed operand (all of it, all of K) for which two threads claim panels of the other from both
+ * ends (run_claimed). */
+#define CLAIM_FLOATS ((size_t)256 * 1024)
 /* Floats that fit in L1 beside what streams through it (32 KiB of a 48 KiB L1). */
 #define L1_FLOATS ((size_t)8192)
 
@@ -46,12 +47,16 @@ static size_t thread_floats(size_t M, size_t N, size_t K) {
     return min_size(round_up(M, SR), MC) * kc + kc * min_size(round_up(N, NR), NC);
 }
 
-/* The claimed scheme (run_claimed): all of A packed, one B panel. Capped at CLAIM_A_FLOATS so that the bound
- * stays monotone in every size (the scheme is not used above the cap). */
-static size_t claimed_floats(size_t M, size_t K) { return min_size(round_up(M, SR) * K, CLAIM_A_FLOATS) + KC * NR; }
+/* The claimed scheme (run_claimed): all of one operand packed, one panel of the other. Capped at CLAIM_FLOATS
+ * so that the bound stays monotone in every size (the scheme is not used above the cap). */
+static size_t claimed_floats(size_t M, size_t N, size_t K) {
+    const size_t cols = min_size(round_up(M, SR) * K, CLAIM_FLOATS) + KC * NR;
+    const size_t rows = min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR;
+    return cols > rows ? cols : rows;
+}
 
 size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
-    const size_t per = thread_floats(M, N, K), claimed = threads >= 2 ? claimed_floats(M, K) : 0;
+    const size_t per = thread_floats(M, N, K), claimed = threads >= 2 ? claimed_floats(M, N, K) : 0;
     return (size_t)(threads > 1 ? threads : 1) * (per > claimed ? per : claimed);
 }
 
@@ -181,27 +186,43 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
     }
 }
 
-/* Two threads, a small A: each packs all of A (every block of K) once, then claims B panels from its own end
- * of the columns until the two meet, and computes each claimed panel over all of K (so a tile's chain runs in
- * order without any barrier). A static split of the columns left the faster core of this 2-vCPU host waiting
- * for the other at the end of every product (10% of an MLP step); claiming keeps each thread's panels
- * contiguous, as the static halves were, and lets the faster one go further. */
-static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, float *work, size_t t, size_t *claimed) {
-    const size_t K = j->K, n_pan = (N + NR - 1) / NR, mp = round_up(M, SR);
-    float *abuf = work, *bbuf = work + mp * K;
-    for (size_t pc = 0; pc < K; pc += KC)
-        for (size_t ir = 0; ir < M; ir += SR)
-            pack_a(abuf + pc * mp + ir * min_size(KC, K - pc), j->a, ir, min_size(SR, M - ir), pc, min_size(KC, K - pc));
+/* Two threads and one small operand: each thread packs all of that operand (every block of K) once, then claims
+ * panels of the other (B's columns, or A's strips of rows) from its own end until the two meet, and computes
+ * each claimed panel over all of K (so every tile's chain runs in order without a barrier). A static split
+ * left the faster core of this 2-vCPU host waiting for the other at the end of every product (10% of an MLP
+ * step); claiming keeps each thread's panels contiguous, as the static halves were, and lets the faster one
+ * go further. */
+static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_cols, float *work, size_t t,
+                               size_t *claimed) {
+    const size_t K = j->K, mp = round_up(M, SR), np = round_up(N, NR);
+    const size_t units = by_cols ? np / NR : mp / SR;
+    float *whole = work, *panel = work + (by_cols ? mp : np) * K;
+    for (size_t pc = 0; pc < K; pc += KC) {
+        const size_t kc = min_size(KC, K - pc);
+        if (by_cols)
+            for (size_t ir = 0; ir < M; ir += SR) pack_a(whole + pc * mp + ir * kc, j->a, ir, min_size(SR, M - ir), pc, kc);
+        else
+            for (size_t jr = 0; jr < N; jr += NR) pack_b(whole + pc * np + jr * kc, j->b, jr, min_size(NR, N - jr), pc, kc);
+    }
     for (size_t mine = 0;; mine++) {
-        if (__atomic_fetch_add(claimed, 1, __ATOMIC_RELAXED) >= n_pan) break;
-        const size_t pan = t == 0 ? mine : n_pan - 1 - mine, jr = pan * NR, nr = min_size(NR, N - jr);
+        if (__atomic_fetch_add(claimed, 1, __ATOMIC_RELAXED) >= units) break;
+        const size_t u = t == 0 ? mine : units - 1 - mine;
         for (size_t pc = 0; pc < K; pc += KC) {
             const size_t kc = min_size(KC, K - pc);
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-            pack_b(bbuf, j->b, jr, nr, pc, kc);
-            for (size_t ir = 0; ir < M; ir += MR)
-                tile_start(kc, abuf + pc * mp + ir * kc, bbuf, j->c + ir * j->ldc + jr, j->ldc, min_size(MR, M - ir),
-                           nr, start, j->bias ? j->bias + jr : NULL);
+            if (by_cols) {
+                const size_t jr = u * NR, nr = min_size(NR, N - jr);
+                pack_b(panel, j->b, jr, nr, pc, kc);
+                for (size_t ir = 0; ir < M; ir += MR)
+                    tile_start(kc, whole + pc * mp + ir * kc, panel, j->c + ir * j->ldc + jr, j->ldc,
+                               min_size(MR, M - ir), nr, start, j->bias ? j->bias + jr : NULL);
+            } else {
+                const size_t ir = u * SR, mr = min_size(SR, M - ir);
+                pack_a(panel, j->a, ir, mr, pc, kc);
+                for (size_t jr = 0; jr < N; jr += NR)
+                    tile_start(kc, panel, whole + pc * np + jr * kc, j->c + ir * j->ldc + jr, j->ldc, mr,
+                               min_size(NR, N - jr), start, j->bias ? j->bias + jr : NULL);
+            }
         }
     }
 }
@@ -271,12 +292,12 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     const size_t unit = by_cols ? NR : SR, units = ((by_cols ? N : M) + unit - 1) / unit;
     const size_t per = thread_floats(by_cols ? M : min_size(M, (units + T - 1) / T * unit),
                                      by_cols ? min_size(N, (units + T - 1) / T * unit) : N, K);
-    if (T == 2 && by_cols && round_up(M, SR) * K <= CLAIM_A_FLOATS) {
+    if (T == 2 && (by_cols ? round_up(M, SR) : round_up(N, NR)) * K <= CLAIM_FLOATS) {
         size_t claimed = 0;
-        const size_t per_claimed = claimed_floats(M, K);
+        const size_t per_claimed = claimed_floats(M, N, K);
         #pragma omp parallel num_threads(T)
-        run_claimed(&j, M, N, work + (size_t)omp_get_thread_num() * per_claimed, (size_t)omp_get_thread_num(),
-                    &claimed);
+        run_claimed(&j, M, N, by_cols, work + (size_t)omp_get_thread_num() * per_claimed,
+                    (size_t)omp_get_thread_num(), &claimed);
         return;
     }
     #pragma omp parallel num_threads(T)
