@@ -65,13 +65,20 @@ static sgemm_mat mat_b(const problem *p) {
 }
 static double at(sgemm_mat m, size_t i, size_t j) { return m.p[i * m.rs + j * m.cs]; }
 
+/* A fresh copy of the problem's C. */
+static float *copy_c(const problem *p) {
+    float *c = malloc(p->M * p->ldc * sizeof *c);
+    assert_non_null(c);
+    memcpy(c, p->c0, p->M * p->ldc * sizeof *c);
+    return c;
+}
+
 /* C after sgemm on `threads` threads from the problem's C, with the workspace exactly as large as promised. */
 static float *run(const problem *p, int start, int threads) {
-    float *c = malloc(p->M * p->ldc * sizeof *c);
+    float *c = copy_c(p);
     const size_t wn = sgemm_workspace_floats(p->M, p->N, p->K, threads);
     float *work = malloc((wn + 2 * GUARD) * sizeof *work);
-    assert_true(c && work);
-    memcpy(c, p->c0, p->M * p->ldc * sizeof *c);
+    assert_non_null(work);
     for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = GUARD_VALUE;
     omp_set_num_threads(threads);
     sgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), c, p->ldc, start == START_BIAS ? p->bias : NULL, start == START_C,
@@ -148,9 +155,7 @@ static void test_same_bits_as_gemm_direct(void **state) {
             for (int start = START_ZERO; start <= START_C; start++) {
                 problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], at_, false);
                 float *own = run(&p, start, 2);
-                float *direct = malloc(p.M * p.ldc * sizeof *direct);
-                assert_non_null(direct);
-                memcpy(direct, p.c0, p.M * p.ldc * sizeof *direct);
+                float *direct = copy_c(&p);
                 const sgemm_mat a = mat_a(&p);
                 gemm_direct(p.M, p.N, p.K, a.p, a.rs, a.cs, p.b, p.N, direct, p.ldc, NULL, start == START_C);
                 assert_memory_equal(own, direct, p.M * p.ldc * sizeof *own);

@@ -26,8 +26,6 @@
 /* The most packed operand (all of it, all of K) for which two threads claim panels of the other from both
  * ends (run_claimed). */
 #define CLAIM_FLOATS ((size_t)256 * 1024)
-/* Floats that fit in L1 beside what streams through it (32 KiB of a 48 KiB L1). */
-#define L1_FLOATS ((size_t)8192)
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 static size_t round_up(size_t a, size_t to) { return (a + to - 1) / to * to; }
@@ -153,20 +151,15 @@ typedef struct sgemm_job {
     bool accumulate;
 } sgemm_job;
 
-/* The tiles of one A block against one B block. Usually every A strip against one B panel at a time (the
- * panel stays in L1 while the strips stream from L2); when the whole B block fits in L1 (a short K: the
- * rank-1 to rank-3 weight updates of one-sample micro-batches) row by row instead, so that C, which then
- * dominates the traffic, is streamed in order. */
+/* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
+ * L1 while the strips stream from L2. (The short-K weight updates whose C traffic would want rows outer go
+ * through small_k instead.) */
 static AVX512 void tiles(const sgemm_job *j, const float *abuf, const float *bbuf, size_t ic, size_t mc, size_t jc,
                          size_t nc, size_t kc, int start) {
-    const bool rows_outer = kc * round_up(nc, NR) <= L1_FLOATS;
-    const size_t n_ir = (mc + MR - 1) / MR, n_jr = (nc + NR - 1) / NR;
-    for (size_t outer = 0; outer < (rows_outer ? n_ir : n_jr); outer++)
-        for (size_t inner = 0; inner < (rows_outer ? n_jr : n_ir); inner++) {
-            const size_t ir = (rows_outer ? outer : inner) * MR, jr = (rows_outer ? inner : outer) * NR;
+    for (size_t jr = 0; jr < nc; jr += NR)
+        for (size_t ir = 0; ir < mc; ir += MR)
             tile_start(kc, abuf + ir * kc, bbuf + jr * kc, j->c + (ic + ir) * j->ldc + jc + jr, j->ldc,
                        min_size(MR, mc - ir), min_size(NR, nc - jr), start, j->bias ? j->bias + jc + jr : NULL);
-        }
 }
 
 static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
