@@ -342,8 +342,9 @@ float snug_schedule_lr(const snug_schedule_config *s, float base_lr, size_t batc
  * ------------------------------------------------------------------------------------------------------- */
 typedef enum snug_checkpoint_kind {
     SNUG_CHECKPOINT_NONE = 0, /* keep everything backward needs */
-    SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward */
-    SNUG_CHECKPOINT_EVERY,    /* segments of `every` layers */
+    SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward;
+                                 a segment whose recompute would not lower the plan's total is kept whole */
+    SNUG_CHECKPOINT_EVERY,    /* segments of `every` layers, spared as SQRT's */
     SNUG_CHECKPOINT_AUTO,     /* the least recompute whose plan fits the budget */
     SNUG_CHECKPOINT_CHEAP,    /* recompute only cheap layers (element-wise ops, normalisations, copies: under 16
                                  FLOPs per output element, not shrinking their input as pooling does) whose
@@ -439,6 +440,8 @@ typedef struct snug_plan_summary {
     snug_checkpoint_policy policy;   /* as resolved: AUTO becomes the segmentation it chose (every:N) */
     bool selective;                  /* only cheap outputs are recomputed (CHEAP, or a choice of AUTO) */
     size_t segments;                 /* recomputed segments (0 without checkpointing) */
+    size_t spared_segments;          /* SQRT or EVERY segments kept whole: recomputing them would not lower the
+                                        plan's total (the step's peak lies elsewhere) */
     size_t bytes[SNUG_MEM_NCATEGORIES];  /* reserved per category */
     size_t total;                    /* everything reserved: the run's memory to the byte */
     size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */

@@ -88,7 +88,7 @@ static void offsets_never_overlap(void **state) {
             for (size_t every = 0; every <= 5; every++)
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
-                                      sel == 1, every == 4 ? 1 : -1};
+                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -186,6 +186,18 @@ static snug_dataset *random_data(size_t n) {
     return ds;
 }
 
+static size_t recomputed_segments(const snug_graph *g, snug_checkpoint_policy pol, size_t m) {
+    snug_train_config cfg = snug_train_config_default();
+    snug_plan *p;
+    assert_int_equal(snug_plan_new(g, &cfg, m, pol, 0, &p, NULL), SNUG_OK);
+    snug_plan_summary s;
+    snug_plan_summarize(p, &s);
+    printf("# %s m=%zu policy %d: %zu segments recomputed, %zu spared\n", snug_graph_name(g), m, (int)pol.kind,
+           s.segments, s.spared_segments);
+    snug_plan_free(p);
+    return s.segments;
+}
+
 /* Recompute replays forward bit for bit, dropout masks and normalisation statistics included: every policy gives
  * the same gradient bits. */
 static void recompute_is_bitwise_exact(void **state) {
@@ -214,6 +226,8 @@ static void recompute_is_bitwise_exact(void **state) {
             const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3},
                                                        CHEAP, AUTO};
             for (int k = 0; k < 5; k++) {
+                /* sqrt and every:3 recompute something (every:1 cannot: every output crosses a cut) */
+                if (k == 0 || k == 2) assert_true(recomputed_segments(g, policies[k], m) > 0);
                 float *gr;
                 size_t n2;
                 double loss;
@@ -287,6 +301,39 @@ static void sqrt_cuts_deep_chain(void **state) {
     snug_graph_free(g);
 }
 
+/* sqrt and every:N keep whole every segment whose recompute would not lower the plan's total: the same memory
+ * to the byte, less recompute. The MNIST CNN's peak is its first convolution's own backward, which no
+ * checkpoint shrinks: sqrt there recomputes nothing. */
+static void sparing_drops_only_useless_recompute(void **state) {
+    (void)state;
+    static const char *const names[] = {"cnn", "resnet20", "mlp", "gpt"};
+    static const size_t ms[] = {64, 16, 64, 2};
+    snug_optim_config optim = snug_train_config_default().optim;
+    for (int i = 0; i < 4; i++) {
+        snug_graph *g = snug_model_builtin(names[i], NULL);
+        assert_non_null(g);
+        const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 3}};
+        for (int k = 0; k < 2; k++) {
+            plan all, spared;
+            plan_variant v = plan_variant_of(policies[k]);
+            assert_int_equal(plan_build(g, ms[i], 2, &optim, &v, &all, NULL), SNUG_OK);
+            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], 0, &spared, NULL), SNUG_OK);
+            printf("# %s m=%zu %s: total %zu -> %zu, recompute %.1f%% -> %.1f%% of forward, %d segments spared\n",
+                   names[i], ms[i], k ? "every:3" : "sqrt", all.total, spared.total,
+                   100 * all.recompute_flops / all.fwd_flops, 100 * spared.recompute_flops / spared.fwd_flops,
+                   __builtin_popcountll(spared.variant.spared));
+            assert_true(spared.total <= all.total);
+            assert_true(spared.recompute_flops <= all.recompute_flops);
+            assert_true(all.recompute_flops > 0);
+            if (i == 0 && k == 0) assert_true(spared.recompute_flops == 0); /* the cnn under sqrt */
+            check_no_overlap(&spared, names[i]);
+            plan_free(&all);
+            plan_free(&spared);
+        }
+        snug_graph_free(g);
+    }
+}
+
 /* AUTO, over random budgets and models: a plan it reports as fitting fits, it recomputes no more than sqrt
  * whenever sqrt fits, and the trainer it builds stays inside the budget. */
 static void auto_respects_budgets(void **state) {
@@ -357,6 +404,7 @@ int main(void) {
         cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(reserved_equals_planned),
         cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(cheap_replays_only_cheap_layers),
         cmocka_unit_test(sqrt_cuts_deep_chain),
+        cmocka_unit_test(sparing_drops_only_useless_recompute),
         cmocka_unit_test(auto_respects_budgets),   cmocka_unit_test(choose_fits_or_explains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,7 @@ typedef struct train_run {
     size_t planned_total;      /* bytes */
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
     size_t segments;           /* recomputed in backward */
+    size_t spared;             /* kept whole: recomputing them would save no memory */
     double recompute_percent;  /* of the FLOPs of a micro-batch's forward + backward + recompute */
 } train_run;
 
@@ -65,6 +66,7 @@ static snug_status choose_plan(train_run *r, snug_error *err) {
     r->planned_total = s.total;
     plan_policy_label(policy, &s, r->policy, sizeof r->policy);
     r->segments = s.segments;
+    r->spared = s.spared_segments;
     r->recompute_percent = plan_recompute_percent(&s);
     snug_plan_free(p);
     return SNUG_OK;
@@ -221,10 +223,12 @@ static void print_auto_fit(const train_run *r) {
 static void print_checkpoint(const train_run *r) {
     const char *policy = r->policy;
     if (r->segments == 0)
-        printf("checkpoint %s: every activation backward needs is kept, nothing is recomputed\n", policy);
+        printf("checkpoint %s: every activation backward needs is kept, nothing is recomputed%s\n", policy,
+               r->spared ? " (recomputing would not lower this plan's peak)" : "");
     else
-        printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch\n",
-               policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent);
+        printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch%s\n",
+               policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent,
+               r->spared ? "; segments whose recompute would save no memory are kept whole" : "");
 }
 
 static void print_optimizer(const train_run *r) {

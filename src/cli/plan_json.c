@@ -38,6 +38,7 @@ static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_
     add_string(d, obj, "resolved_checkpoint", snug_format_checkpoint(s->policy, policy, sizeof policy));
     check(d, cJSON_AddBoolToObject(obj, "selective", s->selective));
     add_number(d, obj, "segments", (double)s->segments);
+    add_number(d, obj, "spared_segments", (double)s->spared_segments);
     add_bytes(d, obj, s->bytes);
     add_number(d, obj, "total", (double)s->total);
     add_number(d, obj, "activation_arena", (double)s->activation_peak);

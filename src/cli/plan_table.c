@@ -113,6 +113,11 @@ void plan_print_summary(FILE *out, const plan_report *r) {
                 plan_resolved_label(&c->s, resolved, sizeof resolved), c->s.segments,
                 c->s.segments == 1 ? "" : "s", plan_recompute_percent(&c->s));
     else fprintf(out, "  recompute: none, every activation backward needs is kept\n");
+    if (c->s.spared_segments > 0)
+        fprintf(out, "  spared: %zu segment%s kept whole: recomputing %s would not lower the plan's total (the peak "
+                     "lies elsewhere)\n",
+                c->s.spared_segments, c->s.spared_segments == 1 ? "" : "s",
+                c->s.spared_segments == 1 ? "it" : "them");
     print_against_baseline(out, r, c);
 }
 

@@ -1,11 +1,11 @@
 /* AUTO: the checkpoint set with the least recompute whose plan fits the budget. Candidates are the `cheap` policy
- * (only element-wise and normalisation layers replayed) and segmentations into
- * runs of N layers, each either dropping every output of a segment or only the cheap element-wise ones
- * (selective, Korthikanti et al. 2022), recomputing the first j segments (the earliest activations live longest,
- * so dropping them saves the most). For a given (N, selective), recompute grows with j and memory shrinks, so the
- * smallest j that fits is found by bisection; the answer is the fitting candidate with the least recompute over
- * all (N, selective). N runs over 1..8, powers of two and multiples of sqrt(depth): enough resolution for the
- * trade-off at a few hundred plans, each a fraction of a millisecond. */
+ * (only element-wise and normalisation layers replayed), sqrt as the user gets it (segments whose recompute saves
+ * nothing spared), and segmentations into runs of N layers, each either dropping every output of a segment or
+ * only the cheap element-wise ones (selective, Korthikanti et al. 2022), recomputing the first j segments (the
+ * earliest activations live longest, so dropping them saves the most). For a given (N, selective), recompute
+ * grows with j and memory shrinks, so the smallest j that fits is found by bisection; the answer is the fitting
+ * candidate with the least recompute. N runs over 1..8, powers of two and multiples of sqrt(depth): enough
+ * resolution for the trade-off at a few hundred plans, each a fraction of a millisecond. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,36 +31,50 @@ static size_t layer_count(const snug_graph *g) {
     return n;
 }
 
-/* Plans v; keeps it when it beats the best so far. Returns whether it fits. */
+/* Keeps plan q when it beats the best so far (else frees it). Returns whether it fits. */
+static bool consider(search *s, plan *q) {
+    bool fits = !s->budget || q->total <= s->budget;
+    bool better = !s->have || (fits && !s->fits) ||
+                  (fits && s->fits ? q->recompute_flops < s->best.recompute_flops ||
+                                         (q->recompute_flops == s->best.recompute_flops && q->total < s->best.total)
+                                   : !s->fits && q->total < s->best.total);
+    if (better) {
+        if (s->have) plan_free(&s->best);
+        s->best = *q;
+        s->have = true;
+        s->fits = fits;
+    } else {
+        plan_free(q);
+    }
+    return fits;
+}
+
+/* Plans v and considers it. */
 static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
     if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK) return false;
-    bool fits = !s->budget || q.total <= s->budget;
-    bool better = !s->have || (fits && !s->fits) ||
-                  (fits && s->fits ? q.recompute_flops < s->best.recompute_flops ||
-                                         (q.recompute_flops == s->best.recompute_flops && q.total < s->best.total)
-                                   : !s->fits && q.total < s->best.total);
-    if (better) {
-        if (s->have) plan_free(&s->best);
-        s->best = q;
-        s->have = true;
-        s->fits = fits;
-    } else {
-        plan_free(&q);
-    }
-    return fits;
+    return consider(s, &q);
+}
+
+/* Plans a user policy (with its spared segments) and considers it. */
+static void try_policy(search *s, snug_checkpoint_kind kind) {
+    plan q;
+    if (s->status != SNUG_OK) return;
+    if ((s->status = plan_build_policy(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, 0, &q,
+                                       s->err)) == SNUG_OK)
+        consider(s, &q);
 }
 
 /* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1]. */
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
     int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi};
+    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0};
     if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid};
+        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0};
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }
@@ -83,6 +97,7 @@ snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const sn
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
     if (!try_variant(&s, &none) && s.status == SNUG_OK) {
         try_variant(&s, &cheap);
+        try_policy(&s, SNUG_CHECKPOINT_SQRT); /* so that auto never recomputes more than sqrt where sqrt fits */
         size_t layers = layer_count(g);
         for (size_t every = 1; every < layers && s.status == SNUG_OK; every++)
             if (wanted_length(every, layers))

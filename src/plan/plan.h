@@ -5,6 +5,8 @@
 #ifndef SNUG_PLAN_PLAN_H
 #define SNUG_PLAN_PLAN_H
 
+#include <stdint.h>
+
 #include "graph/graph.h"
 #include "snug.h"
 
@@ -30,11 +32,13 @@ typedef struct act_buffer {
 } act_buffer;
 
 /* A concrete checkpoint choice: the policy's segments, whether only cheap element-wise outputs are dropped
- * (`selective`), and how many of the first segments are recomputed (-1: all but the last). AUTO searches these. */
+ * (`selective`), how many of the first segments are recomputed (-1: all but the last), and which of the first
+ * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these. */
 typedef struct plan_variant {
     snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
     bool selective;
     int recomputed_segments;
+    uint64_t spared;                /* bit s: segment s is not dropped */
 } plan_variant;
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
@@ -73,6 +77,11 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
 /* The variant of a user policy other than AUTO. */
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
+
+/* Plans a user policy: AUTO searches within budget (0: none); SQRT and EVERY spare every segment whose
+ * recompute would save no memory (plan/spare.c); the others are plan_build's. */
+snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                              snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err);
 
 /* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,

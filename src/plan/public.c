@@ -49,15 +49,6 @@ char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len) {
     return buf;
 }
 
-/* Plans for a user policy; AUTO searches within budget. */
-static snug_status plan_for(const snug_graph *g, const snug_train_config *cfg, size_t m,
-                            snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err) {
-    int threads = omp_get_max_threads();
-    if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, &cfg->optim, budget, p, err);
-    plan_variant v = plan_variant_of(policy);
-    return plan_build(g, m, threads, &cfg->optim, &v, p, err);
-}
-
 snug_status snug_plan_new(const snug_graph *g, const snug_train_config *cfg, size_t micro_batch,
                           snug_checkpoint_policy policy, size_t budget, snug_plan **out, snug_error *err) {
     *out = NULL;
@@ -66,7 +57,7 @@ snug_status snug_plan_new(const snug_graph *g, const snug_train_config *cfg, siz
     snug_plan *sp = calloc(1, sizeof *sp);
     if (!sp) return snug_fail(err, SNUG_E_OOM, "out of memory while planning");
     sp->g = g;
-    s = plan_for(g, cfg, micro_batch, policy, budget, &sp->p, err);
+    s = plan_build_policy(g, micro_batch, omp_get_max_threads(), &cfg->optim, policy, budget, &sp->p, err);
     if (s != SNUG_OK) {
         free(sp);
         return s;
@@ -88,6 +79,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->policy = p->variant.policy;
     s->selective = p->variant.selective;
     s->segments = (size_t)p->seg.n_segments;
+    s->spared_segments = (size_t)__builtin_popcountll(p->variant.spared);
     memcpy(s->bytes, p->bytes, sizeof s->bytes);
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
@@ -180,7 +172,7 @@ snug_status snug_plan_choose(const snug_graph *g, const snug_train_config *cfg, 
         bool plain_fits = false;
         for (int pass = 0; pass < 2 && !plain_fits; pass++) {
             plan p;
-            if ((s = plan_for(g, cfg, m, pass ? autop : none, budget, &p, err)) != SNUG_OK) return s;
+            if ((s = plan_build_policy(g, m, omp_get_max_threads(), &cfg->optim, pass ? autop : none, budget, &p, err)) != SNUG_OK) return s;
             bool fits = !budget || p.total <= budget;
             double t = predicted_throughput(&p);
             if (fits && t > best) {

@@ -185,7 +185,8 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
         const graph_node *n = &g->nodes[i];
         /* The last segment is never dropped: its backward comes right after its forward. */
         s->recompute[i] = is_layer(n) && s->segment[i] < last && !crossing[i] &&
-                          (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments);
+                          (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments) &&
+                          !(s->segment[i] < 64 && (v->spared >> s->segment[i] & 1));
     }
     if (v->selective) keep_cheap_only(g, s->recompute);
     drop_only_useful(g, s->recompute);

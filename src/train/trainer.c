@@ -48,11 +48,7 @@ static snug_status check_config(const snug_train_config *c, snug_error *err) {
 /* Plans g at m under the configured policy (AUTO searches within the configured budget). */
 static snug_status plan_configured(const snug_graph *g, const snug_train_config *cfg, size_t m, plan *p,
                                    snug_error *err) {
-    int threads = omp_get_max_threads();
-    if (cfg->checkpoint.kind == SNUG_CHECKPOINT_AUTO)
-        return plan_build_auto(g, m, threads, &cfg->optim, cfg->mem_budget, p, err);
-    plan_variant v = plan_variant_of(cfg->checkpoint);
-    return plan_build(g, m, threads, &cfg->optim, &v, p, err);
+    return plan_build_policy(g, m, omp_get_max_threads(), &cfg->optim, cfg->checkpoint, cfg->mem_budget, p, err);
 }
 
 size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,

@@ -1,0 +1,53 @@
+/* Sparing segments that save nothing. A segment of sqrt or every:N is dropped so that its activations need not
+ * live from its forward to its backward; but when the step's peak lies elsewhere (the MNIST CNN's peak is the
+ * first convolution's own backward, which no checkpoint can shrink), replaying the segment costs a forward and
+ * saves no byte. So after planning the policy, each recomputed segment, last first, is tried kept whole: when
+ * the plan's total does not grow, it stays kept. The memory a user was promised is unchanged to the byte; only
+ * recompute that bought nothing goes. Segments from the 65th on are never spared (plan_variant's mask). */
+#include "plan/plan.h"
+
+/* The highest segment index with a recomputed node, or -1. */
+static int last_recomputed_segment(const snug_graph *g, const plan *p) {
+    int last = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p->seg.recompute[i] && p->seg.segment[i] > last) last = p->seg.segment[i];
+    return last;
+}
+
+static bool recomputes_segment(const snug_graph *g, const plan *p, int s) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p->seg.recompute[i] && p->seg.segment[i] == s) return true;
+    return false;
+}
+
+/* Keeps whole, one at a time from the last, the recomputed segments of *p whose drop does not lower its total. */
+static snug_status spare_segments(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                  plan *p, snug_error *err) {
+    const size_t total = p->total;
+    for (int s = last_recomputed_segment(g, p); s >= 0; s--) {
+        if (s >= 64 || !recomputes_segment(g, p, s)) continue;
+        plan_variant v = p->variant;
+        v.spared |= (uint64_t)1 << s;
+        plan q;
+        snug_status st = plan_build(g, m, threads, optim, &v, &q, err);
+        if (st != SNUG_OK) return st;
+        if (q.total <= total) {
+            plan_free(p);
+            *p = q;
+        } else {
+            plan_free(&q);
+        }
+    }
+    return SNUG_OK;
+}
+
+snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                              snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err) {
+    if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, optim, budget, p, err);
+    plan_variant v = plan_variant_of(policy);
+    snug_status s = plan_build(g, m, threads, optim, &v, p, err);
+    if (s != SNUG_OK || (policy.kind != SNUG_CHECKPOINT_SQRT && policy.kind != SNUG_CHECKPOINT_EVERY)) return s;
+    s = spare_segments(g, m, threads, optim, p, err);
+    if (s != SNUG_OK) plan_free(p);
+    return s;
+}
