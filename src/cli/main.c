@@ -1,7 +1,9 @@
 /* `snug <command> [options]`: a table of subcommands over the public API in snug.h. A new command adds one row
  * here (name, one-line summary, entry point, help printer). */
 #define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
@@ -47,8 +49,8 @@ static void print_help(FILE *out) {
             "  OPENBLAS_CORETYPE   the OpenBLAS kernel; when unset and OpenBLAS falls back to a slow generic\n"
             "                      kernel, snug sets it for this CPU and restarts itself\n"
             "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n"
-            "  SNUG_GEMM           'blas' sends the linear layers' matrix products to the BLAS; by default\n"
-            "                      snug's own packed AVX-512 product takes them on CPUs that have AVX-512\n"
+            "  SNUG_GEMM           'blas' sends the linear layers' matrix products to the BLAS; 'snug' (the\n"
+            "                      default) gives them to snug's own packed AVX-512 product on CPUs that have it\n"
             "                      (its results never depend on the thread count; the BLAS's may)\n\n"
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
@@ -73,8 +75,18 @@ static int help_command(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
+/* SNUG_GEMM takes 'blas' or 'snug'; anything else is a typo that would otherwise silently keep the default. */
+static bool gemm_choice_ok(void) {
+    const char *choice = getenv("SNUG_GEMM");
+    if (!choice || strcmp(choice, "blas") == 0 || strcmp(choice, "snug") == 0) return true;
+    fprintf(stderr, "snug: SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS multiplies the "
+                    "linear layers) or 'snug' (snug's own AVX-512 product, the default), or unset it\n", choice);
+    return false;
+}
+
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
+    if (!gemm_choice_ok()) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {

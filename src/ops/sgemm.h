@@ -29,7 +29,8 @@ typedef struct sgemm_mat {
     size_t rs, cs;
 } sgemm_mat;
 
-/* Whether products go through sgemm: the build and the CPU have AVX-512 and SNUG_GEMM is not "blas". */
+/* Whether products go through sgemm: the build and the CPU have AVX-512 and SNUG_GEMM is not "blas" (the CLI
+ * refuses values other than "blas" and "snug"; the library takes them as the default). */
 bool sgemm_enabled(void);
 
 /* Up to this inner dimension, a product with a row-major B updates C row by row without packing (a

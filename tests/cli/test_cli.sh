@@ -137,6 +137,16 @@ expect_rc 1
 expect_in "$ERR" "$MISSING"
 expect_empty "$OUT"
 
+run_env "SNUG_GEMM with a value snug does not know: usage error" "SNUG_GEMM=openblas" -- plan --model mlp
+expect_rc 2
+expect_in "$ERR" "SNUG_GEMM='openblas'"
+expect_in "$ERR" "'blas'"
+expect_empty "$OUT"
+
+run_env "SNUG_GEMM=blas is accepted" "SNUG_GEMM=blas" -- plan --model mlp --batch 8
+expect_rc 0
+expect_empty "$ERR"
+
 mkdir -p "$TMP/empty"
 run "data directory without the MNIST files" train --model mlp --data-dir "$TMP/empty"
 expect_rc 1

@@ -1,6 +1,7 @@
-/* The machine as the engine sees it: threads, SIMD level, and which BLAS kernel serves the matrix products.
- * The BLAS kernel matters most: an OpenBLAS that does not know the CPU falls back to a generic pre-AVX2 kernel
- * several times slower, silently, so snug reports it. */
+/* The machine as the ops see it: threads, SIMD level, which BLAS kernel serves the matrix products and whether
+ * the linear layers take snug's own product. It lives with the ops because it reports their choices. The BLAS
+ * kernel matters most: an OpenBLAS that does not know the CPU falls back to a generic pre-AVX2 kernel several
+ * times slower, silently, so snug reports it. */
 #define _POSIX_C_SOURCE 200809L
 #include "snug.h"
 
@@ -9,7 +10,7 @@
 #include <stddef.h>
 #include <strings.h>
 
-#include "ops/sgemm.h" /* whether the linear layers take snug's own product */
+#include "ops/sgemm.h"
 
 /* OpenBLAS core names (as openblas_get_corename spells them, compared case-insensitively) of kernels written
  * for CPUs without AVX2: on a CPU with AVX2 or AVX-512 they leave most of its speed unused. */
