@@ -63,18 +63,22 @@ size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
 /* How a tile starts: from zero, from C, or from its columns' biases. */
 enum { START_ZERO, START_C, START_BIAS };
 
-/* Strip of `rows` (<= SR) rows of A from row i0, columns [p0, p0 + kc): dst[p * SR + i] = A(i0 + i, p0 + p),
- * zero for i >= rows, so that the tile computes padded rows without branching. */
+/* Rows [i0, i0 + rows) of A, columns [p0, p0 + kc), as consecutive strips of SR rows kc * SR floats apart:
+ * dst[s * SR * kc + p * SR + i] = A(i0 + s * SR + i, p0 + p), zero for the rows past the last, so that the tile
+ * computes padded rows without branching. A row-major A is turned two strips per 16 x 16 register block. */
 static AVX512 void pack_a(float *dst, sgemm_mat a, size_t i0, size_t rows, size_t p0, size_t kc) {
+    _Static_assert(SR == 8, "transpose_to_strips8 packs strips of 8 rows");
     if (a.cs == 1) {
-        transpose_floats_serial(dst, SR, a.p + i0 * a.rs + p0, a.rs, rows, kc);
-        if (rows < SR)
-            for (size_t p = 0; p < kc; p++) memset(dst + p * SR + rows, 0, (SR - rows) * sizeof *dst);
+        transpose_to_strips8(dst, SR * kc, a.p + i0 * a.rs + p0, a.rs, rows, kc);
         return;
     }
-    const __mmask16 m = avx512_lanes(rows), strip = avx512_lanes(SR);
-    for (size_t p = 0; p < kc; p++)
-        _mm512_mask_storeu_ps(dst + p * SR, strip, _mm512_maskz_loadu_ps(m, a.p + (p0 + p) * a.cs + i0));
+    for (size_t s = 0; s * SR < rows; s++) {
+        const size_t n = rows - s * SR < SR ? rows - s * SR : SR;
+        const __mmask16 m = avx512_lanes(n), strip = avx512_lanes(SR);
+        for (size_t p = 0; p < kc; p++)
+            _mm512_mask_storeu_ps(dst + s * SR * kc + p * SR, strip,
+                                  _mm512_maskz_loadu_ps(m, a.p + (p0 + p) * a.cs + i0 + s * SR));
+    }
 }
 
 /* Panel of `cols` (<= NR) columns of B from column j0, rows [p0, p0 + kc): dst[p * NR + j] = B(p0 + p, j0 + j),
@@ -172,7 +176,7 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
             for (size_t jr = 0; jr < nc; jr += NR) pack_b(bbuf + jr * kc, j->b, jc + jr, min_size(NR, nc - jr), pc, kc);
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
-                for (size_t ir = 0; ir < mc; ir += SR) pack_a(abuf + ir * kc, j->a, ic + ir, min_size(SR, mc - ir), pc, kc);
+                pack_a(abuf, j->a, ic, mc, pc, kc);
                 tiles(j, abuf, bbuf, ic, mc, jc, nc, kc, start);
             }
         }
@@ -193,7 +197,7 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
     for (size_t pc = 0; pc < K; pc += KC) {
         const size_t kc = min_size(KC, K - pc);
         if (by_cols)
-            for (size_t ir = 0; ir < M; ir += SR) pack_a(whole + pc * mp + ir * kc, j->a, ir, min_size(SR, M - ir), pc, kc);
+            pack_a(whole + pc * mp, j->a, 0, M, pc, kc);
         else
             for (size_t jr = 0; jr < N; jr += NR) pack_b(whole + pc * np + jr * kc, j->b, jr, min_size(NR, N - jr), pc, kc);
     }

@@ -67,6 +67,43 @@ static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, si
 }
 #endif
 
+#ifdef SNUG_AVX512
+/* Rows [i0, i0 + 16) of src (ni of them real) into the strips at dst0 and dst0 + sstride, all c columns. */
+static AVX512 void strips_pair_avx512(float *dst0, size_t sstride, const float *src, size_t lds, size_t ni,
+                                      size_t c) {
+    float *dst1 = dst0 + sstride;
+    for (size_t j = 0; j < c; j += BLOCK) {
+        const size_t nj = c - j < BLOCK ? c - j : BLOCK;
+        const __mmask16 load = avx512_lanes(nj);
+        __m512 v[16];
+        for (size_t i = 0; i < BLOCK; i++)
+            v[i] = i < ni ? _mm512_maskz_loadu_ps(load, src + i * lds + j) : _mm512_setzero_ps();
+        transpose16(v);
+        for (size_t t = 0; t < nj; t++) {
+            _mm512_mask_storeu_ps(dst0 + (j + t) * 8, 0x00FF, v[t]);
+            if (ni > 8) _mm512_mask_storeu_ps(dst1 + (j + t) * 8 - 8, 0xFF00, v[t]);
+        }
+    }
+}
+#endif
+
+void transpose_to_strips8(float *dst, size_t sstride, const float *src, size_t lds, size_t r, size_t c) {
+    for (size_t i0 = 0; i0 < r; i0 += 2 * 8) {
+        const size_t ni = r - i0 < 16 ? r - i0 : 16;
+        float *d = dst + i0 / 8 * sstride;
+#ifdef SNUG_AVX512
+        if (gemm_direct_has_avx512()) {
+            strips_pair_avx512(d, sstride, src + i0 * lds, lds, ni, c);
+            continue;
+        }
+#endif
+        for (size_t s = 0; s < (ni + 7) / 8; s++)
+            for (size_t p = 0; p < c; p++)
+                for (size_t i = 0; i < 8; i++)
+                    d[s * sstride + p * 8 + i] = 8 * s + i < ni ? src[(i0 + 8 * s + i) * lds + p] : 0.0f;
+    }
+}
+
 /* Columns [j0, j1) of src (multiples of BLOCK but for the last). */
 static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
 #ifdef SNUG_AVX512

@@ -14,4 +14,10 @@ void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size
 /* The same on the calling thread only (sgemm's packing, inside its own parallel region). */
 void transpose_floats_serial(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c);
 
+/* Rows [0, r) of src (r, c) as strips of 8 rows, each column of a strip 8 consecutive floats: dst[s * sstride +
+ * p * 8 + i] = src[(8 s + i) * lds + p] for p < c, and zero for the rows past r in the last strip (sgemm's
+ * packing of a row-major A). Two strips per 16 x 16 register block: transpose_floats_serial with ldd = 8 turns
+ * half-empty blocks. On the calling thread. */
+void transpose_to_strips8(float *dst, size_t sstride, const float *src, size_t lds, size_t r, size_t c);
+
 #endif
