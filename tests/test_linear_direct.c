@@ -1,10 +1,10 @@
-/* linear's unpacked products (a micro-batch of at most 16 rows and 32 or more outputs, on AVX-512; from 17 to 64
- * rows the transposed forward and the unpacked din, with the workspace they need planned): gradients
- * against finite differences on shapes that take them (weight-row blocks of 64 with a remainder, widths that are
- * not a multiple of 4); every sample's output and input gradient are the
- * same bits whatever the micro-batch it is part of (so splitting a batch differently, over ranks or
- * micro-batches, changes only the order in which dW and db are summed); and the same bits for any thread count.
- * Without AVX-512 the products are the BLAS's and the checks still hold. */
+/* linear's unpacked products (a forward of at most 16 rows, din and dW of at most 6, with 32 or more outputs, on
+ * AVX-512; sgemm above): gradients against finite differences on shapes that take them (weight-row blocks of 64
+ * with a remainder, widths that are not a multiple of 4) and shorter last micro-batches of a larger plan; every
+ * sample's output and input gradient are the same bits whatever the micro-batch it is part of, within each
+ * forward range (so splitting a batch differently, over ranks or micro-batches, changes only the order in which
+ * dW and db are summed), din across all of them; and the same bits for any thread count. Without AVX-512 the
+ * products are the BLAS's and the checks still hold. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,9 +52,9 @@ static void test_direct_gradients(void **state) {
     }
 }
 
-/* A plan for more than 64 rows still runs a shorter last micro-batch of 17 to 64 rows through the transposed
- * forward, inside the workspace planned for it (ASan checks the bounds), with the gradients right. */
-static void test_mid_rows_in_a_larger_plan(void **state) {
+/* A plan for 100 rows runs shorter last micro-batches of 17 to 65 rows through sgemm, inside the workspace
+ * planned for the largest (ASan checks the bounds), with the gradients right. */
+static void test_short_rows_in_a_larger_plan(void **state) {
     (void)state;
     const size_t in = 37, out = 90, runs[] = {17, 50, 64, 65};
     for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
@@ -81,23 +81,30 @@ static void run_rows(op_fixture *f, size_t m, size_t in, size_t out, float *y, f
     memcpy(dx, f->dx[0], m * in * sizeof *dx);
 }
 
-/* A sample's output and input-gradient bits do not depend on how many samples share its micro-batch. */
-static void test_rows_same_bits_in_any_micro_batch(void **state) {
-    (void)state;
-    const size_t M = 16, in = 330, out = 250; /* 16 * 330 * 250 multiply-adds: the threaded forward */
+/* The first rows of M-row calls split into parts: the same output and input-gradient bits. */
+static void check_parts(size_t M, const size_t *parts, size_t n_parts) {
+    const size_t in = 330, out = 250; /* 16 * 330 * 250 multiply-adds: the threaded forward */
     op_fixture f;
     op_fixture_init(&f, linear_graph(in, out), 2, M, threads(), FILL_PLAIN, 7);
     float *y = op_test_xmalloc(M * out * sizeof *y), *dx = op_test_xmalloc(M * in * sizeof *dx);
     float *y1 = op_test_xmalloc(M * out * sizeof *y1), *dx1 = op_test_xmalloc(M * in * sizeof *dx1);
     run_rows(&f, M, in, out, y, dx);
-    const size_t parts[] = {1, 2, 3, 5, 8, 15};
-    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+    for (size_t k = 0; k < n_parts; k++) {
         run_rows(&f, parts[k], in, out, y1, dx1);
         assert_memory_equal(y1, y, parts[k] * out * sizeof *y);
         assert_memory_equal(dx1, dx, parts[k] * in * sizeof *dx);
     }
     free(y), free(dx), free(y1), free(dx1);
     op_fixture_free(&f);
+}
+
+/* A sample's output and input-gradient bits do not depend on how many samples share its micro-batch: up to 16
+ * rows (din and dW on both sides of their 6-row switch to sgemm), and from 17 on (all through sgemm). */
+static void test_rows_same_bits_in_any_micro_batch(void **state) {
+    (void)state;
+    static const size_t small[] = {1, 2, 3, 5, 6, 7, 8, 15}, large[] = {17, 30, 47};
+    check_parts(16, small, sizeof small / sizeof small[0]);
+    check_parts(48, large, sizeof large / sizeof large[0]);
 }
 
 /* Every output and gradient is the same bits with one thread as with several. */
@@ -125,7 +132,7 @@ static void test_same_bits_any_thread_count(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_gradients),
-        cmocka_unit_test(test_mid_rows_in_a_larger_plan),
+        cmocka_unit_test(test_short_rows_in_a_larger_plan),
         cmocka_unit_test(test_rows_same_bits_in_any_micro_batch),
         cmocka_unit_test(test_same_bits_any_thread_count),
     };

@@ -1,6 +1,6 @@
 /* transpose_floats: every shape class (full 16 x 16 blocks, partial rows and columns, a single row or column,
- * rows wider than the matrix) gives the exact transpose, writes nothing outside the destination's rows (guard
- * values around them), and the same result on one thread and on all of them. transpose_to_strips8: every
+ * rows wider than the matrix) gives the exact transpose and writes nothing outside the destination's rows (guard
+ * values around them). transpose_to_strips8: every
  * strip exact, the rows past the last zero, nothing written between or after the strips. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,20 +16,19 @@
 #define GUARD -7.0f
 
 /* src (r, c) rows lds apart, transposed into dst rows ldd apart, checked element by element and outside. */
-static void check_shape(size_t r, size_t c, size_t lds, size_t ldd, int threads) {
+static void check_shape(size_t r, size_t c, size_t lds, size_t ldd) {
     float *src = malloc(r * lds * sizeof *src), *dst = malloc((c * ldd + 16) * sizeof *dst);
     assert_non_null(src);
     assert_non_null(dst);
     for (size_t i = 0; i < r * lds; i++) src[i] = (float)i * 0.5f + 1.0f;
     for (size_t i = 0; i < c * ldd + 16; i++) dst[i] = GUARD;
-    omp_set_num_threads(threads);
     transpose_floats(dst, ldd, src, lds, r, c);
     for (size_t j = 0; j < c; j++)
         for (size_t i = 0; i < ldd; i++) {
             const float want = i < r ? src[i * lds + j] : GUARD;
             if (dst[j * ldd + i] != want)
-                fail_msg("r %zu c %zu lds %zu ldd %zu threads %d: dst[%zu][%zu] = %g, want %g", r, c, lds, ldd,
-                         threads, j, i, (double)dst[j * ldd + i], (double)want);
+                fail_msg("r %zu c %zu lds %zu ldd %zu: dst[%zu][%zu] = %g, want %g", r, c, lds, ldd, j, i,
+                         (double)dst[j * ldd + i], (double)want);
         }
     for (size_t i = c * ldd; i < c * ldd + 16; i++) assert_true(dst[i] == GUARD);
     free(src);
@@ -39,13 +37,11 @@ static void check_shape(size_t r, size_t c, size_t lds, size_t ldd, int threads)
 
 static void test_shapes(void **state) {
     (void)state;
-    const int all = omp_get_max_threads();
     const size_t shapes[][4] = {{1, 1, 1, 1},     {16, 16, 16, 16},   {17, 33, 33, 17},  {64, 784, 784, 64},
                                 {1024, 64, 64, 1024}, {5, 3, 7, 9},   {3, 40, 41, 3},    {40, 1, 1, 40},
                                 {1, 40, 40, 1},   {31, 47, 50, 35},   {200, 300, 300, 200}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
-        for (int t = 1; t <= all; t++) check_shape(shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], t);
-    omp_set_num_threads(all);
+        check_shape(shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3]);
 }
 
 /* src (r, c) as strips of 8 rows sstride floats apart; the gap after each strip's 8 c floats keeps its guards. */

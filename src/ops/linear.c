@@ -10,25 +10,27 @@
  *
  * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else.
  *
- * Few rows (a micro-batch of up to 16 samples, as CNN's accum4) and a wide layer: OpenBLAS packs the whole weight
- * into panels on every call, which costs more than the product itself when so few rows multiply it, and
- * accumulation paid for it once per micro-batch (a forward of 16 rows ran at 40% of the packed rate; at 64 rows,
- * MLP's accum4, the unpacked products measured no faster and stay with the BLAS).
- * There the three products go through gemm_direct (no packing): forward as dot products (gemm_direct_nt),
- * din and dW with its broadcast kernel. Each element is a sum in a fixed order, so the bits
- * do not depend on the thread count, and a sample's output and din do not depend on how many rows share its
- * call: from 1 row up, so that a short last micro-batch (or a rank's shard) computes its samples as a full one
- * does, and splitting a batch differently changes only the order of the dW and db sums (an AdamW run over 2
- * ranks drifted 3e-3 from one process when short micro-batches took the BLAS instead). dW keeps the BLAS
- * below 4 rows (a rank-1 update, faster there). More than 16 rows, and outputs narrower than 32 (too short
- * an inner dimension for din), keep the BLAS throughout. The bias passes are plain loops below LINEAR_PAR_MIN,
- * so a micro-batch's call never enters the OpenMP runtime for them.
+ * Few rows and a wide layer: packing the weight into panels on every call costs more than the product itself
+ * when so few rows multiply it, and accumulation pays for it once per micro-batch. Up to LINEAR_DIRECT_MAX_ROWS
+ * rows the forward goes through gemm_direct_nt (dot products over the weight's rows in place, no packing), and
+ * up to LINEAR_DIRECT_GRAD_MAX_ROWS din and dW through gemm_direct's broadcast kernel (dW a rank-1..3 update
+ * below 4 rows). Outputs narrower than 32 (too short an inner dimension for din) skip these paths. Everything
+ * else goes through sgemm on AVX-512 (the BLAS without it, or with SNUG_GEMM=blas).
  *
- * From 17 to 64 rows (MLP's accum4 micro-batches) OpenBLAS still repacks the weight on every call: on one core a
- * 1024x1024 forward of 64 rows ran at 68 GFLOP/s against 93 at 256 rows. There the forward runs transposed,
- * y^T = b + W x^T, through gemm_direct (W broadcast from its rows in place, x^T streamed; 94 GFLOP/s), with x^T
- * and y^T in the op's workspace (planned whenever a micro-batch may have that many rows), and din through
- * gemm_direct as below 16 rows (89 against 81 GFLOP/s); dW keeps the BLAS, faster there. */
+ * Each element is a sum in a fixed order, so the bits do not depend on the thread count. sgemm's elements and
+ * gemm_direct's are each one chain over k, so din and dW have the same bits on every path, and a sample's
+ * output does not depend on how many rows share its call within each of the two forward ranges (up to 16 rows,
+ * from 17 on): splitting a batch differently, over ranks or micro-batches, changes only the order of the dW and
+ * db sums there (an AdamW run over 2 ranks drifted 3e-3 from one process when short micro-batches took the
+ * BLAS instead).
+ *
+ * The thresholds are measured (session 13, `snug train --max-steps 100` on MNIST, whole processes
+ * alternating): din and dW through sgemm were 15-25% faster per step from 8 to 64 rows than through the
+ * unpacked kernels since sgemm claims panels from both ends (mlp at 16 rows 1.15 -> 0.89 s, at 8 rows 1.41 ->
+ * 1.12 s; mlp's accum4 micro-batches of 64 5% faster, cnn's of 16 3%, in 8-10 paired `snug bench` runs), even
+ * at 5 and 6 rows, 10-35% slower at 2 and 4. The forward of 8 to 16 rows was no faster through sgemm, and 17
+ * to 64 rows lost nothing against session 12's transposed gemm_direct forward, which is gone. The bias passes
+ * are plain loops below LINEAR_PAR_MIN, so a micro-batch's call never enters the OpenMP runtime for them. */
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
@@ -41,19 +43,19 @@
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
 #include "ops/sgemm.h"
-#include "ops/transpose.h"
 
 /* Below this many elements the bias loops stay serial: a plain loop over 1 MiB costs about what an OpenMP
  * region's start and barrier do. */
 #define LINEAR_PAR_MIN ((size_t)1 << 18)
 /* Bias-gradient columns per task: 64 floats, a cache line apart from the next task's. */
 #define LINEAR_DB_BLOCK ((size_t)64)
-/* The most rows (and the least output width) that take the unpacked products; dW from MIN_DW_ROWS rows. */
+/* The most rows (and the least output width) whose forward takes the unpacked product; dW's unpacked product
+ * from MIN_DW_ROWS rows. */
 #define LINEAR_DIRECT_MAX_ROWS ((size_t)16)
+/* The most rows whose din and dW take the unpacked products (more go through sgemm). */
+#define LINEAR_DIRECT_GRAD_MAX_ROWS ((size_t)6)
 #define LINEAR_DIRECT_MIN_DW_ROWS ((size_t)4)
 #define LINEAR_DIRECT_MIN_OUT ((size_t)32)
-/* The most rows of the transposed forward (and unpacked din) above LINEAR_DIRECT_MAX_ROWS. */
-#define LINEAR_MID_MAX_ROWS ((size_t)64)
 /* The forward's unpacked product: rows of y per gemm_direct_nt call (its fast case) and weight rows per
  * task (a multiple of its 4-column tiles; 64 rows of a 3136-wide weight are 800 KB, read from L2). Below
  * LINEAR_GEMM_PAR_MIN multiply-adds it runs on the calling thread. */
@@ -141,28 +143,15 @@ static bool tied_infer(const graph_node *n, const snug_shape *in, int n_in, snug
 /* GEMMs over at most INT_MAX rows at a time: the BLAS takes int dimensions. */
 static size_t rows_chunk(size_t rows, size_t r0) { return rows - r0 < (size_t)INT_MAX ? rows - r0 : INT_MAX; }
 
-/* Whether a call of `rows` rows and `fo` outputs takes the unpacked products (see the top of the file). */
+/* Whether a forward of `rows` rows and `fo` outputs takes the unpacked product (see the top of the file). */
 static bool use_direct(size_t rows, size_t fo) {
     return rows <= LINEAR_DIRECT_MAX_ROWS && fo >= LINEAR_DIRECT_MIN_OUT && gemm_direct_has_avx512();
 }
 
-/* Whether it takes the transposed forward and unpacked din of 17 to 64 rows. */
-static bool use_mid(size_t rows, size_t fo) {
-    return rows > LINEAR_DIRECT_MAX_ROWS && rows <= LINEAR_MID_MAX_ROWS && fo >= LINEAR_DIRECT_MIN_OUT &&
-           gemm_direct_has_avx512();
-}
-
-/* y = b + x W^T (b may be NULL) as y^T = b + W x^T: gemm_direct's rows are the outputs, its columns the rows of
- * x. scratch: (rows, fi + fo) floats. */
-static void xwt_transposed(float *y,       // (rows, fo)
-                           const float *x, // (rows, fi)
-                           const float *w, // (fo, fi)
-                           const float *b, // (fo) or NULL
-                           size_t rows, size_t fi, size_t fo, float *scratch) {
-    float *xt = scratch, *yt = scratch + rows * fi;
-    transpose_floats(xt, rows, x, fi, rows, fi);
-    gemm_direct(fo, rows, fi, w, fi, 1, xt, rows, yt, rows, b, false);
-    transpose_floats(y, fo, yt, rows, fo, rows);
+/* Whether its din and dW do: up to fewer rows, and only where the forward does (or no AVX-512 product at all
+ * would take them). */
+static bool use_direct_grads(size_t rows, size_t fo) {
+    return use_direct(rows, fo) && (rows <= LINEAR_DIRECT_GRAD_MAX_ROWS || !sgemm_enabled());
 }
 
 /* y += x W^T for the weight rows (columns of y) in blocks [b0, b1) of LINEAR_NT_COLS, 16 rows of y at a time;
@@ -228,14 +217,7 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
                          const float *w,  // (fo, fi)
                          size_t rows, size_t fi, size_t fo, float *work, int threads) {
     const bool own = sgemm_enabled() && work;
-    if (use_mid(rows, fo)) {
-        if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
-        if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
-        else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
-                                 (int)fo, x, (int)fi, 1.0f, dw, (int)fi);
-        return;
-    }
-    if (use_direct(rows, fo)) {
+    if (use_direct_grads(rows, fo)) {
         /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
          * through its strides */
         if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
@@ -317,7 +299,7 @@ static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
 
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
 static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
-    return !use_direct(rows, fo) && !use_mid(rows, fo) && sgemm_enabled() && c->work;
+    return !use_direct(rows, fo) && sgemm_enabled() && c->work;
 }
 
 /* y = b + x W^T (b may be NULL), the bias the start of every element's chain. */
@@ -329,10 +311,6 @@ static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    if (use_mid(rows, fo) && c->work) {
-        xwt_transposed(c->out, c->in[0], c->w[0], c->w[1], rows, fi, fo, c->work);
-        return;
-    }
     if (forward_sgemm(c, rows, fo)) {
         forward_own(c, c->w[1], rows, fi, fo);
         return;
@@ -354,10 +332,6 @@ static void tied_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    if (use_mid(rows, fo) && c->work) {
-        xwt_transposed(c->out, c->in[0], c->w[0], NULL, rows, fi, fo, c->work);
-        return;
-    }
     if (forward_sgemm(c, rows, fo)) {
         forward_own(c, NULL, rows, fi, fo);
         return;
@@ -386,29 +360,21 @@ static size_t linear_saved_bytes(const snug_graph *g, const graph_node *n) {
     return 0; /* backward reads the input itself (OP_KEEPS_INPUT) */
 }
 
-/* The most of three needs for the most rows a micro-batch of at most m samples brings: x^T and y^T of the
- * transposed forward (17 to 64 rows), and sgemm's packing for the forward, din and dW (workspace is sized for
- * the largest call, and every smaller call needs no more). */
+/* sgemm's packing for the forward, din and dW of the most rows a micro-batch of at most m samples brings
+ * (workspace is sized for the largest call, and every smaller call needs no more). */
 static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
     const size_t fi = in->dims[in->rank - 1], fo = out->dims[out->rank - 1];
-    size_t rows, floats = 0, mid_rows, mid, bytes;
+    size_t rows, floats = 0, bytes;
     if (!size_mul(m, g->tensors[n->inputs[0]].numel / fi, &rows)) return SIZE_MAX;
-    mid_rows = rows < LINEAR_MID_MAX_ROWS ? rows : LINEAR_MID_MAX_ROWS;
-    if (use_mid(mid_rows, fo)) {
-        if (!size_mul(mid_rows, fi + fo, &mid)) return SIZE_MAX;
-        floats = mid;
-    }
     /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
      * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
      * largest call's need, for the products it sends to sgemm, covers every call of the plan. */
     if (sgemm_enabled()) {
         size_t need[3] = {0, 0, 0};
-        if (!use_direct(rows, fo) && !use_mid(rows, fo)) {
-            need[0] = sgemm_workspace_floats(rows, fo, fi, threads); /* forward */
-            need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
-        }
-        if (!use_direct(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
+        if (!use_direct(rows, fo)) need[0] = sgemm_workspace_floats(rows, fo, fi, threads);       /* forward */
+        if (!use_direct_grads(rows, fo)) need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
+        if (!use_direct_grads(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
         for (int i = 0; i < 3; i++) floats = need[i] > floats ? need[i] : floats;
     }
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;

@@ -93,7 +93,7 @@ static AVX512 void pack_b(float *dst, sgemm_mat b, size_t j0, size_t cols, size_
         }
         return;
     }
-    transpose_floats_serial(dst, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
+    transpose_floats(dst, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
     if (cols < NR)
         for (size_t p = 0; p < kc; p++) memset(dst + p * NR + cols, 0, (NR - cols) * sizeof *dst);
 }

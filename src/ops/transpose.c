@@ -2,9 +2,6 @@
  * blocks with masked loads and stores; a blocked scalar loop elsewhere. */
 #include "ops/transpose.h"
 
-#include <omp.h>
-
-#include "core/parallel.h"
 #include "ops/avx512.h"
 #include "ops/gemm_direct.h"
 
@@ -115,20 +112,6 @@ static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds,
     transpose_scalar(dst, ldd, src, lds, r, j0, j1);
 }
 
-void transpose_floats_serial(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
-    transpose_cols(dst, ldd, src, lds, r, 0, c);
-}
-
 void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
-    const size_t blocks = (c + BLOCK - 1) / BLOCK;
-    if (blocks < 2 || !par_pays_floats(2 * r * c)) {
-        transpose_cols(dst, ldd, src, lds, r, 0, c);
-        return;
-    }
-    #pragma omp parallel
-    {
-        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        const size_t lo = blocks * t / T * BLOCK, hi = blocks * (t + 1) / T * BLOCK;
-        transpose_cols(dst, ldd, src, lds, r, lo, hi < c ? hi : c);
-    }
+    transpose_cols(dst, ldd, src, lds, r, 0, c);
 }
