@@ -302,8 +302,8 @@ static void sqrt_cuts_deep_chain(void **state) {
 }
 
 /* sqrt and every:N keep whole every segment whose recompute would not lower the plan's total: the same memory
- * to the byte, less recompute. The MNIST CNN's peak is its first convolution's own backward, which no
- * checkpoint shrinks: sqrt there recomputes nothing. */
+ * to the byte, less recompute. The MNIST CNN's peak is in relu2's backward, which no checkpoint shrinks: sqrt
+ * there recomputes nothing. */
 static void sparing_drops_only_useless_recompute(void **state) {
     (void)state;
     static const char *const names[] = {"cnn", "resnet20", "mlp", "gpt"};

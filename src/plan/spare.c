@@ -1,7 +1,7 @@
 /* Sparing segments that save nothing. A segment of sqrt or every:N is dropped so that its activations need not
- * live from its forward to its backward; but when the step's peak lies elsewhere (the MNIST CNN's peak is the
- * first convolution's own backward, which no checkpoint can shrink), replaying the segment costs a forward and
- * saves no byte. So after planning the policy, each recomputed segment, last first, is tried kept whole: when
+ * live from its forward to its backward; but when the step's peak lies elsewhere (the MNIST CNN's is in
+ * relu2's backward, where conv2's input, relu2's output and their gradients are live whatever was dropped
+ * before), replaying the segment costs a forward and saves no byte. So after planning the policy, each recomputed segment, last first, is tried kept whole: when
  * the plan's total does not grow, it stays kept. The memory a user was promised is unchanged to the byte; only
  * recompute that bought nothing goes. Segments from the 65th on are never spared (plan_variant's mask). */
 #include "plan/plan.h"
