@@ -129,12 +129,75 @@ static void test_same_bits_any_thread_count(void **state) {
     }
 }
 
+/* calls backward calls of `rows` rows each, with fresh x and dy every call (the same sequence for every fixture
+ * seeded alike); with a pending block, then the window's flush. */
+static void run_calls(op_fixture *f, size_t rows, size_t calls, void *pending) {
+    const size_t in = f->in_n[0], out = f->out_n;
+    uint64_t seed = 99;
+    f->c.m = rows;
+    f->c.pending = pending;
+    op_fixture_zero_grads(f);
+    for (size_t k = 0; k < calls; k++) {
+        op_test_fill_sym(f->x[0], rows * in, &seed);
+        op_test_fill_sym(f->r, rows * out, &seed);
+        f->op->backward(&f->c);
+    }
+    if (pending) f->op->flush(&f->c);
+}
+
+/* Pending rows: single-row calls (a flush inside at 16 rows) or 3-row calls (at 15 + 3), then the window's
+ * flush, leave dW with the bits of immediate rank-1 and rank-3 updates, db and din unchanged; at micro-batch 1
+ * the block is planned for layers of one row per sample, none for 256 (the GPT's). */
+static void test_pending_rows_same_bits(void **state) {
+    (void)state;
+    const size_t in = 300, out = 70;
+    op_fixture a, b;
+    op_fixture_init(&a, linear_graph(in, out), 2, 3, threads(), FILL_PLAIN, 5);
+    op_fixture_init(&b, linear_graph(in, out), 2, 3, threads(), FILL_PLAIN, 5);
+    const size_t bytes = a.op->pending_bytes(a.g, a.node, 3);
+    if (bytes == 0) { /* no AVX-512: the products are the BLAS's, nothing is deferred */
+        op_fixture_free(&a);
+        op_fixture_free(&b);
+        return;
+    }
+    void *pending = op_test_xmalloc(bytes);
+    static const size_t rows[] = {1, 3}, calls[] = {20, 11};
+    for (int k = 0; k < 2; k++) {
+        memset(pending, 0, bytes);
+        run_calls(&a, rows[k], calls[k], pending);
+        run_calls(&b, rows[k], calls[k], NULL);
+        assert_memory_equal(a.dw[0], b.dw[0], a.wn[0] * sizeof(float));
+        assert_memory_equal(a.dw[1], b.dw[1], a.wn[1] * sizeof(float));
+        assert_memory_equal(a.dx[0], b.dx[0], rows[k] * in * sizeof(float));
+        float nonzero = 0;
+        for (size_t i = 0; i < a.wn[0]; i++) nonzero += a.dw[0][i] != 0.0f;
+        assert_true(nonzero > 0);
+    }
+    free(pending);
+    op_fixture_free(&a);
+    op_fixture_free(&b);
+    /* The mlp's two wide layers defer, its 10-output head does not (too narrow for din's unpacked product);
+     * the GPT's layers see 256 rows per sample and never defer. */
+    static const char *const models[] = {"mlp", "gpt"};
+    static const int deferring[] = {2, 0};
+    for (int i = 0; i < 2; i++) {
+        snug_graph *g = snug_model_builtin(models[i], NULL);
+        assert_non_null(g);
+        int n = 0;
+        for (int k = 0; k < g->n_nodes; k++)
+            n += g->nodes[k].op->pending_bytes && g->nodes[k].op->pending_bytes(g, &g->nodes[k], 1) > 0;
+        assert_int_equal(n, deferring[i]);
+        snug_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_direct_gradients),
         cmocka_unit_test(test_short_rows_in_a_larger_plan),
         cmocka_unit_test(test_rows_same_bits_in_any_micro_batch),
         cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_pending_rows_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,7 +88,7 @@ static void offsets_never_overlap(void **state) {
             for (size_t every = 0; every <= 5; every++)
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
-                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0};
+                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];

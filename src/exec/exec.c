@@ -64,6 +64,7 @@ static void bind_step(exec *x, int s) {
         }
     }
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
+    if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
 }
 
 /* Gradient buffers share memory with others over the step, so each is zeroed when its lifetime begins; one that
@@ -98,6 +99,8 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (!(x->input = snug_mem_alloc(mem, SNUG_MEM_DATA, p->input_bytes, "input", err))) return SNUG_E_OOM;
     if (!(x->targets = snug_mem_alloc(mem, SNUG_MEM_DATA, p->targets_bytes, "targets", err))) return SNUG_E_OOM;
     if (p->workspace_bytes && !(x->workspace = snug_mem_alloc(mem, SNUG_MEM_WORKSPACE, p->workspace_bytes, "shared", err)))
+        return SNUG_E_OOM;
+    if (p->pending_bytes && !(x->pending = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->pending_bytes, "pending rows", err)))
         return SNUG_E_OOM;
     if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
     return SNUG_OK;
@@ -145,6 +148,16 @@ void exec_forward(exec *x, size_t m, const exec_key *key) {
         op_call c = x->calls[s];
         set_run(&c, m, key);
         if (c.node->op->forward) c.node->op->forward(&c);
+    }
+}
+
+void exec_flush(exec *x) {
+    const plan *p = x->p;
+    for (int s = p->n_forward; s < p->n_steps; s++) {
+        const sched_step *st = &p->steps[s];
+        if (st->node < 0 || st->phase != SNUG_PHASE_BACKWARD) continue;
+        const op_call *c = &x->calls[s];
+        if (c->pending && c->node->op->flush) c->node->op->flush(c);
     }
 }
 

@@ -23,6 +23,7 @@ typedef struct exec {
     float *input;             /* (m, input shape): the batcher writes here */
     int32_t *targets;         /* (m, targets per sample) */
     void *workspace;
+    char *pending;            /* the ops' deferred weight-gradient rows (plan.pending_at), counted as grads */
     op_call *calls;           /* per schedule step */
     int *zero_start;          /* per step: its gradient buffers to zero first are zero_list[zero_start[s] ..
                                  zero_start[s + 1]) */
@@ -39,7 +40,9 @@ void exec_unbind(exec *x);
 /* Forward over the first m samples of the input buffer. */
 void exec_forward(exec *x, size_t m, const exec_key *key);
 /* Backward (with the plan's recompute) from the loss, scaled by loss_scale (1/N), adding into the parameter
- * gradients. key must be the one forward used. */
+ * gradients. key must be the one forward used. Some contributions may be pending until exec_flush. */
 void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key);
+/* Applies every op's pending contributions to the parameter gradients (after a window's last backward). */
+void exec_flush(exec *x);
 
 #endif

@@ -320,11 +320,76 @@ static void linear_forward(const op_call *c) {
     xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 1.0f);
 }
 
+/* ---- pending weight-gradient rows ----------------------------------------------------------------------- *
+ * A micro-batch of 1 to 3 rows updates dW by a rank-1 to rank-3 product: each reads and writes all of dW (1.6
+ * MB for the cnn's 3136->128 layer) for a few multiply-adds per element. So a layer that sees so few rows per
+ * sample keeps them (x and dy) and applies dW += dy^T x once per LINEAR_DEFER_ROWS rows and at the end of the
+ * window. Every element of dW stays one chain of multiply-adds over the rows in sample order from its value,
+ * whether the rows come one call at a time or sixteen at once: the same bits as the immediate updates. Plans
+ * whose calls bring 4 rows or more have no block, and a budget with no room for it plans without (then every
+ * call updates dW at once). */
+
+/* The pending block: the row count, then x's rows (LINEAR_DEFER_ROWS, fi), then dy's (LINEAR_DEFER_ROWS, fo). */
+#define LINEAR_DEFER_ROWS ((size_t)16)
+#define LINEAR_PENDING_HEADER ((size_t)64)
+
+static size_t *pending_rows(const op_call *c) { return (size_t *)c->pending; }
+static float *pending_x(const op_call *c) { return (float *)(void *)((char *)c->pending + LINEAR_PENDING_HEADER); }
+static float *pending_dy(const op_call *c, size_t fi) { return pending_x(c) + LINEAR_DEFER_ROWS * fi; }
+
+/* Whether a call of `rows` rows defers its dW: where it would take the rank-1..3 update of snug's product. */
+static bool defers(size_t rows, size_t fo) {
+    return rows < LINEAR_DIRECT_MIN_DW_ROWS && use_direct_grads(rows, fo) && sgemm_enabled();
+}
+
+static void flush_rows(const op_call *c, size_t fi, size_t fo) {
+    size_t *n = pending_rows(c);
+    if (*n) dw_sgemm(c->dw[0], pending_dy(c, fi), pending_x(c), *n, fi, fo, c->work, c->threads);
+    *n = 0;
+}
+
+static void defer_rows(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    size_t *n = pending_rows(c);
+    if (*n + rows > LINEAR_DEFER_ROWS) flush_rows(c, fi, fo);
+    memcpy(pending_x(c) + *n * fi, c->in[0], rows * fi * sizeof(float));
+    memcpy(pending_dy(c, fi) + *n * fo, c->dout, rows * fo * sizeof(float));
+    *n += rows;
+}
+
+static void linear_flush(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (c->dw[0]) flush_rows(c, fi, fo);
+}
+
+/* The widths of a node's calls, and the rows one sample brings. */
+static void node_dims(const snug_graph *g, const graph_node *n, size_t *fi, size_t *fo, size_t *per_sample) {
+    const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
+    *fi = in->dims[in->rank - 1];
+    *fo = out->dims[out->rank - 1];
+    *per_sample = g->tensors[n->inputs[0]].numel / *fi;
+}
+
+/* Where every call of a plan at m defers: 16 (fi + fo) floats (209 KB for the cnn's 3136->128 layer),
+ * counted as gradients. */
+static size_t linear_pending_bytes(const snug_graph *g, const graph_node *n, size_t m) {
+    size_t fi, fo, per_sample, rows, floats, bytes;
+    node_dims(g, n, &fi, &fo, &per_sample);
+    if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
+    if (!defers(rows, fo)) return 0;
+    if (!size_add(fi, fo, &floats) || !size_mul(floats, LINEAR_DEFER_ROWS * sizeof(float), &bytes) ||
+        !size_add(bytes, LINEAR_PENDING_HEADER, &bytes))
+        return SIZE_MAX;
+    return bytes;
+}
+
 static void linear_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
+    const bool pend = c->pending && c->dw[0] && defers(rows, fo);
+    if (pend) defer_rows(c, rows, fi, fo);
+    xwt_backward(c->din[0], pend ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
 
@@ -363,19 +428,20 @@ static size_t linear_saved_bytes(const snug_graph *g, const graph_node *n) {
 /* sgemm's packing for the forward, din and dW of the most rows a micro-batch of at most m samples brings
  * (workspace is sized for the largest call, and every smaller call needs no more). */
 static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
-    const size_t fi = in->dims[in->rank - 1], fo = out->dims[out->rank - 1];
-    size_t rows, floats = 0, bytes;
-    if (!size_mul(m, g->tensors[n->inputs[0]].numel / fi, &rows)) return SIZE_MAX;
+    size_t fi, fo, per_sample, rows, floats = 0, bytes;
+    node_dims(g, n, &fi, &fo, &per_sample);
+    if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
      * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
-     * largest call's need, for the products it sends to sgemm, covers every call of the plan. */
+     * largest call's need, for the products it sends to sgemm, covers every call of the plan. Pending rows
+     * are applied LINEAR_DEFER_ROWS at a time. */
     if (sgemm_enabled()) {
-        size_t need[3] = {0, 0, 0};
+        size_t need[4] = {0, 0, 0, 0};
         if (!use_direct(rows, fo)) need[0] = sgemm_workspace_floats(rows, fo, fi, threads);       /* forward */
         if (!use_direct_grads(rows, fo)) need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
         if (!use_direct_grads(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
-        for (int i = 0; i < 3; i++) floats = need[i] > floats ? need[i] : floats;
+        if (defers(rows, fo)) need[3] = sgemm_workspace_floats(fo, fi, LINEAR_DEFER_ROWS, threads);
+        for (int i = 0; i < 4; i++) floats = need[i] > floats ? need[i] : floats;
     }
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
@@ -389,6 +455,8 @@ const op_desc op_linear = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .workspace_bytes = linear_workspace_bytes,
+    .pending_bytes = linear_pending_bytes,
+    .flush = linear_flush,
 };
 
 const op_desc op_linear_tied = {

@@ -44,6 +44,8 @@ typedef struct op_call {
                                           NULL for trainable parameters. w[i] points to the same memory. */
     void *saved;                       /* op-private bytes kept from forward to backward: saved_bytes * m */
     void *work;                        /* scratch for this call only: workspace_bytes(node, m, threads) */
+    void *pending;                     /* pending_bytes, kept across the micro-batches of a window (zero at
+                                          the first); NULL when the op has none or runs outside a trainer */
     /* Random ops (dropout): the counter-based RNG key. A draw is a function of (seed, step, node, and the
      * element's index in the whole global batch: micro * per-sample numel + index in the micro-batch), so a
      * recompute replays the same mask, and the mask does not depend on how the batch is split. */
@@ -85,6 +87,14 @@ typedef struct op_desc {
     size_t (*saved_batch_bytes)(const snug_graph *g, const graph_node *n);
     /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
     size_t (*workspace_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
+    /* Weight-gradient contributions an op defers from backward to the end of the window at micro-batch m
+     * (linear's rank-1 to rank-3 updates, applied as one product): bytes kept across micro-batches, counted as
+     * gradients; 0 or NULL for none. The planner drops them where a budget has no room (plan_variant's
+     * no_pending), so they never decide whether a micro-batch fits. flush applies them to dw and leaves the
+     * bytes as at the window's start; the trainer calls it once after the window's last backward, with the
+     * op's backward call. A backward without c->pending applies its contributions at once: the same bits. */
+    size_t (*pending_bytes)(const snug_graph *g, const graph_node *n, size_t m);
+    void (*flush)(const op_call *c);
 } op_desc;
 
 extern const op_desc op_input;

@@ -45,11 +45,22 @@ static size_t thread_floats(size_t M, size_t N, size_t K) {
     return min_size(round_up(M, SR), MC) * kc + kc * min_size(round_up(N, NR), NC);
 }
 
-/* The claimed scheme (run_claimed): all of one operand packed, one panel of the other. Capped at CLAIM_FLOATS
- * so that the bound stays monotone in every size (the scheme is not used above the cap). */
+/* Whether two threads split the columns (each packs all of A) rather than the rows (each packs all of B): when
+ * A is the smaller operand and there are panels enough for both. */
+static bool split_cols(size_t M, size_t N, size_t T) {
+    const bool cols_enough = N >= T * 2 * NR, rows_enough = M >= T * 2 * SR;
+    return cols_enough && (M <= N || !rows_enough);
+}
+
+/* The claimed scheme (run_claimed) at M rows or fewer: all of one operand packed, one panel of the other.
+ * Capped at CLAIM_FLOATS so that the bound stays monotone in every size (the scheme is not used above the
+ * cap). B is packed whole only where some call of at most M rows splits the rows (M > N, or too few columns):
+ * a weight's din or dW with a few rows never packs the weight whole, and its bound must not say it does (the
+ * cnn's 3136x128 layer at 8 rows: 2 MiB of workspace planned for 70 KiB used). */
 static size_t claimed_floats(size_t M, size_t N, size_t K) {
     const size_t cols = min_size(round_up(M, SR) * K, CLAIM_FLOATS) + KC * NR;
-    const size_t rows = min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR;
+    const bool rows_possible = M > N || N < 2 * 2 * NR;
+    const size_t rows = rows_possible ? min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR : 0;
     return cols > rows ? cols : rows;
 }
 
@@ -284,8 +295,7 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     /* Each thread packs the whole of the operand along the dimension it does not split: split the columns
      * (every thread packs all of A) when A is the smaller operand and there are panels enough for every
      * thread, else the rows (every thread packs all of B). */
-    const bool cols_enough = N >= (size_t)T * 2 * NR, rows_enough = M >= (size_t)T * 2 * SR;
-    const bool by_cols = cols_enough && (M <= N || !rows_enough);
+    const bool by_cols = split_cols(M, N, (size_t)T);
     const size_t unit = by_cols ? NR : SR, units = ((by_cols ? N : M) + unit - 1) / unit;
     const size_t per = thread_floats(by_cols ? M : min_size(M, (units + T - 1) / T * unit),
                                      by_cols ? min_size(N, (units + T - 1) / T * unit) : N, K);

@@ -49,11 +49,17 @@ static bool consider(search *s, plan *q) {
     return fits;
 }
 
-/* Plans v and considers it. */
+/* Plans v (without pending rows when they do not fit) and considers it. */
 static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
     if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK) return false;
+    if (s->budget && q.total > s->budget && q.pending_bytes) {
+        plan_variant lean = *v;
+        lean.no_pending = true;
+        plan_free(&q);
+        if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, &lean, &q, s->err)) != SNUG_OK) return false;
+    }
     return consider(s, &q);
 }
 
@@ -61,8 +67,8 @@ static bool try_variant(search *s, const plan_variant *v) {
 static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
-    if ((s->status = plan_build_policy(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, 0, &q,
-                                       s->err)) == SNUG_OK)
+    if ((s->status = plan_build_policy(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->budget,
+                                       &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 
@@ -70,11 +76,11 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
     int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0};
+    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false};
     if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0};
+        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false};
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }

@@ -21,6 +21,21 @@ static bool aligned_bytes(size_t count, size_t elem, size_t *out) {
     return size_mul(count, elem, out) && size_align(*out ? *out : 1, SNUG_MEM_ALIGN, out);
 }
 
+/* The ops' pending blocks, one after another, each aligned. */
+static bool plan_pending(const snug_graph *g, plan *p) {
+    p->pending_bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const op_desc *op = g->nodes[i].op;
+        size_t b = op->pending_bytes && !p->variant.no_pending ? op->pending_bytes(g, &g->nodes[i], p->m) : 0;
+        p->pending_at[i] = SIZE_MAX;
+        if (b == 0) continue;
+        if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;
+        p->pending_at[i] = p->pending_bytes;
+        if (!size_add(p->pending_bytes, b, &p->pending_bytes)) return false;
+    }
+    return true;
+}
+
 /* Parameters, gradients, optimizer state, the data buffers and the shared workspace. */
 static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan *p) {
     size_t slots = (size_t)optim_state_slots(optim), state, in_numel;
@@ -42,13 +57,13 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
         else if (w > p->workspace_bytes) p->workspace_bytes = w;
     }
     if (p->workspace_bytes && !size_align(p->workspace_bytes, SNUG_MEM_ALIGN, &p->workspace_bytes)) ok = false;
-    return ok;
+    return ok && plan_pending(g, p);
 }
 
 static bool plan_totals(plan *p) {
     size_t *b = p->bytes;
     b[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes;
-    b[SNUG_MEM_GRADS] = p->params_bytes;
+    b[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     b[SNUG_MEM_OPTIM] = p->optim_bytes;
     b[SNUG_MEM_ACTIVATIONS] = p->arena_bytes;
     b[SNUG_MEM_WORKSPACE] = p->workspace_bytes;
@@ -109,7 +124,8 @@ static bool plan_tables(const snug_graph *g, plan *p) {
     p->grad = filled(g->n_tensors, -1);
     p->saved_fwd = filled(g->n_nodes, -1);
     p->saved_rec = filled(g->n_nodes, -1);
-    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec;
+    p->pending_at = malloc((size_t)g->n_nodes * sizeof *p->pending_at);
+    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec && p->pending_at;
 }
 
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -149,5 +165,6 @@ void plan_free(plan *p) {
     free(p->grad);
     free(p->saved_fwd);
     free(p->saved_rec);
+    free(p->pending_at);
     memset(p, 0, sizeof *p);
 }

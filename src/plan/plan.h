@@ -33,12 +33,14 @@ typedef struct act_buffer {
 
 /* A concrete checkpoint choice: the policy's segments, whether only cheap element-wise outputs are dropped
  * (`selective`), how many of the first segments are recomputed (-1: all but the last), and which of the first
- * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these. */
+ * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these. no_pending leaves
+ * out the ops' pending rows (op_desc.pending_bytes), where a budget has no room for them. */
 typedef struct plan_variant {
     snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
     bool selective;
     int recomputed_segments;
     uint64_t spared;                /* bit s: segment s is not dropped */
+    bool no_pending;
 } plan_variant;
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
@@ -63,6 +65,9 @@ typedef struct plan {
     size_t arena_bytes;
     size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
     size_t state_bytes;               /* non-trainable buffers (running statistics), counted as params */
+    size_t pending_bytes;             /* ops' deferred weight-gradient rows (op_desc.pending_bytes), counted as
+                                         gradients */
+    size_t *pending_at;               /* per node: its offset in the pending block, or SIZE_MAX for none */
     size_t targets_per_sample;
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
@@ -79,7 +84,8 @@ plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
 
 /* Plans a user policy: AUTO searches within budget (0: none); SQRT and EVERY spare every segment whose
- * recompute would save no memory (plan/spare.c); the others are plan_build's. */
+ * recompute would save no memory (plan/spare.c); the others are plan_build's. A plan over budget is planned
+ * again without pending rows: they are a speed-up that takes only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                               snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err);
 

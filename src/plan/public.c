@@ -119,7 +119,7 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     s->layer = st->node >= 0 ? g->nodes[st->node].name : "optimizer";
     s->phase = st->phase;
     s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes;
-    s->bytes[SNUG_MEM_GRADS] = p->params_bytes;
+    s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
     s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes;
     for (int b = 0; b < p->n_bufs; b++)

@@ -80,6 +80,7 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */
     double total = N > 0 ? run_shard(tr, ds, indices + begin, begin, len, N, &k) : 0.0;
+    exec_flush(&tr->x); /* what backward deferred, before the gradients are read */
     if ((s = reduce_window(tr, &total, err)) != SNUG_OK) return s;
     tr->windows++;
     tr->samples_seen += n;

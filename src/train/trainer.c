@@ -45,10 +45,11 @@ static snug_status check_config(const snug_train_config *c, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Plans g at m under the configured policy (AUTO searches within the configured budget). */
-static snug_status plan_configured(const snug_graph *g, const snug_train_config *cfg, size_t m, plan *p,
-                                   snug_error *err) {
-    return plan_build_policy(g, m, omp_get_max_threads(), &cfg->optim, cfg->checkpoint, cfg->mem_budget, p, err);
+/* Plans g at m under the configured policy within budget (AUTO searches within it; pending rows stay out of a
+ * plan they would push over it). */
+static snug_status plan_configured(const snug_graph *g, const snug_train_config *cfg, size_t m, size_t budget,
+                                   plan *p, snug_error *err) {
+    return plan_build_policy(g, m, omp_get_max_threads(), &cfg->optim, cfg->checkpoint, budget, p, err);
 }
 
 size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
@@ -58,7 +59,8 @@ size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, s
     while (lo < hi) {
         size_t mid = lo + (hi - lo + 1) / 2;
         plan p;
-        bool fits = plan_configured(g, cfg, mid, &p, NULL) == SNUG_OK && (!budget || p.total <= budget);
+        bool fits = plan_configured(g, cfg, mid, budget ? budget : cfg->mem_budget, &p, NULL) == SNUG_OK &&
+                    (!budget || p.total <= budget);
         if (fits || p.steps) plan_free(&p);
         if (fits) lo = mid;
         else hi = mid - 1;
@@ -66,7 +68,7 @@ size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, s
     if (at_fit) {
         memset(at_fit, 0, sizeof *at_fit);
         plan p;
-        if (plan_configured(g, cfg, lo ? lo : 1, &p, NULL) == SNUG_OK) {
+        if (plan_configured(g, cfg, lo ? lo : 1, budget ? budget : cfg->mem_budget, &p, NULL) == SNUG_OK) {
             memcpy(at_fit->in_use, p.bytes, sizeof at_fit->in_use);
             at_fit->total = at_fit->peak = p.total;
             plan_free(&p);
@@ -108,7 +110,8 @@ static snug_status trainer_reserve(snug_trainer *tr, snug_error *err) {
         s = snug_plan_choose(tr->g, &tr->cfg, tr->cfg.mem_budget, &tr->cfg.micro_batch, &tr->cfg.checkpoint, err);
         if (s != SNUG_OK) return s;
     }
-    if ((s = plan_configured(tr->g, &tr->cfg, tr->cfg.micro_batch, &tr->plan, err)) != SNUG_OK) return s;
+    if ((s = plan_configured(tr->g, &tr->cfg, tr->cfg.micro_batch, tr->cfg.mem_budget, &tr->plan, err)) != SNUG_OK)
+        return s;
     snug_mem_init(&tr->mem, tr->cfg.mem_budget);
     s = exec_bind(&tr->x, tr->g, &tr->plan, &tr->mem, err);
     if (s == SNUG_E_OOM && tr->mem.budget) add_oom_hint(tr, err);
