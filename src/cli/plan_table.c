@@ -75,9 +75,13 @@ static void print_reserved(FILE *out, const plan_report *r, const plan_row *c) {
         fprintf(out, " of the %s budget (%.1f%%%s)", snug_format_bytes(b, budget, sizeof budget),
                 100.0 * (double)c->s.total / (double)b, c->fits ? "" : ": OVER the budget");
     fprintf(out, ":");
-    for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++)
+    for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++) {
         fprintf(out, "%s %s %s", i ? "," : "", snug_mem_category_name((snug_mem_category)i),
                 snug_format_bytes(c->s.bytes[i], buf, sizeof buf));
+        if (i == SNUG_MEM_GRADS && c->s.pending_bytes)
+            fprintf(out, " (%s of pending rows: dW updated 16 samples at a time)",
+                    snug_format_bytes(c->s.pending_bytes, budget, sizeof budget));
+    }
     fprintf(out, "\n");
 }
 

@@ -81,6 +81,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->segments = (size_t)p->seg.n_segments;
     s->spared_segments = (size_t)__builtin_popcountll(p->variant.spared);
     memcpy(s->bytes, p->bytes, sizeof s->bytes);
+    s->pending_bytes = p->pending_bytes;
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
     s->live_peak = p->live_peak;

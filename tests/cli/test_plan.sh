@@ -50,6 +50,26 @@ expect_rc 0
 expect_in "$OUT" "plan "
 
 # ---------------------------------------------------------------------------------------------------------
+# sparing and pending rows
+plan "sqrt on the cnn: its one segment saves nothing and is kept whole" --model cnn --batch 64 --micro-batch 64 \
+    --checkpoint sqrt
+expect_rc 0
+expect_in "$OUT" "spared: 1 segment kept whole"
+expect_in "$OUT" "recompute: none"
+
+# (pending rows come with snug's own AVX-512 product; elsewhere every update goes straight to dW)
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+    plan "micro-batch 1 of the cnn: its wide linear layer keeps pending rows, counted as grads" --model cnn \
+        --batch 64 --micro-batch 1
+    expect_rc 0
+    expect_in "$OUT" "of pending rows"
+fi
+
+plan "micro-batch 64: no pending rows" --model cnn --batch 64 --micro-batch 64
+expect_rc 0
+expect_not_in "$OUT" "of pending rows"
+
+# ---------------------------------------------------------------------------------------------------------
 # usage errors: exit 2, nothing on stdout
 usage_error "plan --checkpoint every:0" "--checkpoint" plan --checkpoint every:0
 usage_error "plan --checkpoint foo" "--checkpoint" plan --checkpoint foo
