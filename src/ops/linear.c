@@ -290,11 +290,18 @@ static void bias_grad(float *db, const float *dy, size_t rows, size_t fo) {
 }
 
 /* The GEMM sizes of a call: rows = m * tokens, fi and fo the last dimensions. */
-static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
-    const snug_shape *in = op_in_shape(c, 0), *out = op_out_shape(c);
+/* The widths of a node's calls, and the rows one sample brings. */
+static void node_dims(const snug_graph *g, const graph_node *n, size_t *fi, size_t *fo, size_t *per_sample) {
+    const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
     *fi = in->dims[in->rank - 1];
     *fo = out->dims[out->rank - 1];
-    *rows = c->m * (op_in_numel(c, 0) / *fi);
+    *per_sample = g->tensors[n->inputs[0]].numel / *fi;
+}
+
+static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
+    size_t per_sample;
+    node_dims(c->g, c->node, fi, fo, &per_sample);
+    *rows = c->m * per_sample;
 }
 
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
@@ -357,17 +364,9 @@ static void defer_rows(const op_call *c, size_t rows, size_t fi, size_t fo) {
 }
 
 static void linear_flush(const op_call *c) {
-    size_t rows, fi, fo;
-    call_dims(c, &rows, &fi, &fo);
+    size_t fi, fo, per_sample;
+    node_dims(c->g, c->node, &fi, &fo, &per_sample);
     if (c->dw[0]) flush_rows(c, fi, fo);
-}
-
-/* The widths of a node's calls, and the rows one sample brings. */
-static void node_dims(const snug_graph *g, const graph_node *n, size_t *fi, size_t *fo, size_t *per_sample) {
-    const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
-    *fi = in->dims[in->rank - 1];
-    *fo = out->dims[out->rank - 1];
-    *per_sample = g->tensors[n->inputs[0]].numel / *fi;
 }
 
 /* Where every call of a plan at m defers: 16 (fi + fo) floats (209 KB for the cnn's 3136->128 layer),

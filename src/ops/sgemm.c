@@ -45,11 +45,13 @@ static size_t thread_floats(size_t M, size_t N, size_t K) {
     return min_size(round_up(M, SR), MC) * kc + kc * min_size(round_up(N, NR), NC);
 }
 
-/* Whether two threads split the columns (each packs all of A) rather than the rows (each packs all of B): when
- * A is the smaller operand and there are panels enough for both. */
+/* Whether N columns give each of T threads two panels. */
+static bool cols_enough(size_t N, size_t T) { return N >= T * 2 * NR; }
+
+/* Whether T threads split the columns (each packs all of A) rather than the rows (each packs all of B): when
+ * A is the smaller operand and there are panels enough for every thread. */
 static bool split_cols(size_t M, size_t N, size_t T) {
-    const bool cols_enough = N >= T * 2 * NR, rows_enough = M >= T * 2 * SR;
-    return cols_enough && (M <= N || !rows_enough);
+    return cols_enough(N, T) && (M <= N || M < T * 2 * SR);
 }
 
 /* The claimed scheme (run_claimed) at M rows or fewer: all of one operand packed, one panel of the other.
@@ -59,7 +61,7 @@ static bool split_cols(size_t M, size_t N, size_t T) {
  * cnn's 3136x128 layer at 8 rows: 2 MiB of workspace planned for 70 KiB used). */
 static size_t claimed_floats(size_t M, size_t N, size_t K) {
     const size_t cols = min_size(round_up(M, SR) * K, CLAIM_FLOATS) + KC * NR;
-    const bool rows_possible = M > N || N < 2 * 2 * NR;
+    const bool rows_possible = M > N || !cols_enough(N, 2);
     const size_t rows = rows_possible ? min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR : 0;
     return cols > rows ? cols : rows;
 }

@@ -7,11 +7,11 @@
 
 #define BLOCK 16
 
-/* Columns [j0, j1) of src, one scalar block at a time (both sides touched a cache line at a time). */
-static void transpose_scalar(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
+/* One scalar block at a time (both sides touched a cache line at a time). */
+static void transpose_scalar(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
     for (size_t i0 = 0; i0 < r; i0 += BLOCK)
-        for (size_t j = j0; j < j1; j += BLOCK) {
-            const size_t i1 = i0 + BLOCK < r ? i0 + BLOCK : r, jb = j + BLOCK < j1 ? j + BLOCK : j1;
+        for (size_t j = 0; j < c; j += BLOCK) {
+            const size_t i1 = i0 + BLOCK < r ? i0 + BLOCK : r, jb = j + BLOCK < c ? j + BLOCK : c;
             for (size_t i = i0; i < i1; i++)
                 for (size_t jj = j; jj < jb; jj++) dst[jj * ldd + i] = src[i * lds + jj];
         }
@@ -46,10 +46,9 @@ static inline __attribute__((always_inline)) AVX512 void transpose16(__m512 r[16
     }
 }
 
-static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0,
-                                    size_t j1) {
-    for (size_t j = j0; j < j1; j += BLOCK) {
-        const size_t nj = j1 - j < BLOCK ? j1 - j : BLOCK;
+static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
+    for (size_t j = 0; j < c; j += BLOCK) {
+        const size_t nj = c - j < BLOCK ? c - j : BLOCK;
         const __mmask16 load = avx512_lanes(nj);
         for (size_t i0 = 0; i0 < r; i0 += BLOCK) {
             const size_t ni = r - i0 < BLOCK ? r - i0 : BLOCK;
@@ -101,17 +100,12 @@ void transpose_to_strips8(float *dst, size_t sstride, const float *src, size_t l
     }
 }
 
-/* Columns [j0, j1) of src (multiples of BLOCK but for the last). */
-static void transpose_cols(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t j0, size_t j1) {
+void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
 #ifdef SNUG_AVX512
     if (gemm_direct_has_avx512()) {
-        transpose_avx512(dst, ldd, src, lds, r, j0, j1);
+        transpose_avx512(dst, ldd, src, lds, r, c);
         return;
     }
 #endif
-    transpose_scalar(dst, ldd, src, lds, r, j0, j1);
-}
-
-void transpose_floats(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
-    transpose_cols(dst, ldd, src, lds, r, 0, c);
+    transpose_scalar(dst, ldd, src, lds, r, c);
 }

@@ -53,13 +53,9 @@ static bool consider(search *s, plan *q) {
 static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
-    if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK) return false;
-    if (s->budget && q.total > s->budget && q.pending_bytes) {
-        plan_variant lean = *v;
-        lean.no_pending = true;
-        plan_free(&q);
-        if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, &lean, &q, s->err)) != SNUG_OK) return false;
-    }
+    if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK ||
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) != SNUG_OK)
+        return false;
     return consider(s, &q);
 }
 

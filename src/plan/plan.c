@@ -156,6 +156,15 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     return SNUG_OK;
 }
 
+snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                               size_t budget, plan *p, snug_error *err) {
+    if (!budget || p->total <= budget || !p->pending_bytes) return SNUG_OK;
+    plan_variant v = p->variant;
+    v.no_pending = true;
+    plan_free(p);
+    return plan_build(g, m, threads, optim, &v, p, err);
+}
+
 void plan_free(plan *p) {
     plan_segments_free(&p->seg);
     free(p->steps);

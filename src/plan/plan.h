@@ -79,6 +79,10 @@ typedef struct plan {
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                        const plan_variant *v, plan *p, snug_error *err);
+/* *p planned again without pending rows when it exceeds budget (non-zero) only with them; on failure *p is
+ * freed. */
+snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                               size_t budget, plan *p, snug_error *err);
 /* The variant of a user policy other than AUTO. */
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);

@@ -41,16 +41,6 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
     return SNUG_OK;
 }
 
-/* The same variant without pending rows, when *p is over budget only with them. */
-static snug_status drop_pending(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                size_t budget, plan *p, snug_error *err) {
-    if (!budget || p->total <= budget || !p->pending_bytes) return SNUG_OK;
-    plan_variant v = p->variant;
-    v.no_pending = true;
-    plan_free(p);
-    return plan_build(g, m, threads, optim, &v, p, err);
-}
-
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                               snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err) {
     if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, optim, budget, p, err);
@@ -60,5 +50,5 @@ snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const 
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
-    return s == SNUG_OK ? drop_pending(g, m, threads, optim, budget, p, err) : s;
+    return s == SNUG_OK ? plan_within_budget(g, m, threads, optim, budget, p, err) : s;
 }
