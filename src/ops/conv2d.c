@@ -382,11 +382,22 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
             for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->part);
             char *mine = slots + (size_t)omp_get_thread_num() * l->slot;
             float *pdw = (float *)(void *)(mine + l->col);
-            #pragma omp for schedule(static)
-            for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
-                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u,
-                                  (float *)(void *)mine, 0, 1);
+            /* The weight and bias gradients go to this thread's partials, over samples fixed by the shape (the
+             * bits depend on which samples a partial sums); each sample's input gradient is whole by one
+             * thread, so those are claimed: a thread that finishes its part first takes more of them. */
+            if (c->dw[0] || c->dw[1]) {
+                #pragma omp for schedule(static) nowait
+                for (size_t n = 0; n < m; n++)
+                    conv_backward_one(k, &s, NULL, c->dw[0] ? pdw : NULL, c->dw[1] ? pdw + wn : NULL,
+                                      c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0,
+                                      1);
+            }
+            if (c->din[0]) {
+                #pragma omp for schedule(dynamic, 1)
+                for (size_t n = 0; n < m; n++)
+                    conv_backward_one(k, &s, c->din[0] + n * in_n, NULL, NULL, c->dout + n * out_n,
+                                      c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0, 1);
+            }
         }
         if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
