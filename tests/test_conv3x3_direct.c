@@ -364,22 +364,38 @@ static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co) {
     return g;
 }
 
-/* The op at micro-batch 1 splits each sample over its threads (large enough to do so): the bits of the
- * output and of every gradient do not depend on how many. */
+static snug_graph *conv_graph_s2(size_t c, size_t h, size_t w, size_t co) {
+    snug_graph *g = snug_graph_new("t");
+    snug_conv2d(g, "conv", snug_input(g, "x", c, h, w), co, 3, 2, 1);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+/* The op at micro-batch 1 on 1, 2 and 3 threads: the bits of the output and of every gradient do not depend
+ * on how many. Three ways to use the threads: a small sample runs its input gradient beside its weight
+ * gradient (two slots of workspace), at stride 1 (Winograd's input gradient where it
+ * pays) and 2; a large one splits every product's tiles over all threads (one slot). */
 static void test_op_micro_batch_one_same_bits(void **state) {
     (void)state;
     if (!conv3x3_direct_available()) skip();
-    op_fixture f[3];
-    for (int t = 0; t < 3; t++) {
-        op_fixture_init(&f[t], conv_graph(24, 20, 21, 40), 1, 1, t + 1, FILL_PLAIN, 3);
-        op_fixture_analytic(&f[t]);
+    for (int shape = 0; shape < 3; shape++) {
+        op_fixture f[3];
+        for (int t = 0; t < 3; t++) {
+            snug_graph *g = shape == 0 ? conv_graph(24, 20, 21, 40)
+                            : shape == 1 ? conv_graph_s2(24, 20, 21, 40)
+                                         : conv_graph(32, 24, 24, 48);
+            const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 1);
+            if (shape < 2) assert_true(op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 2) > one); /* a second slot */
+            op_fixture_init(&f[t], g, 1, 1, t + 1, FILL_PLAIN, 3 + shape);
+            op_fixture_analytic(&f[t]);
+        }
+        for (int t = 1; t < 3; t++) {
+            assert_memory_equal(f[t].y, f[0].y, f[0].out_n * sizeof(float));
+            assert_memory_equal(f[t].dx[0], f[0].dx[0], f[0].in_n[0] * sizeof(float));
+            for (int p = 0; p < 2; p++) assert_memory_equal(f[t].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
+        }
+        for (int t = 0; t < 3; t++) op_fixture_free(&f[t]);
     }
-    for (int t = 1; t < 3; t++) {
-        assert_memory_equal(f[t].y, f[0].y, f[0].out_n * sizeof(float));
-        assert_memory_equal(f[t].dx[0], f[0].dx[0], f[0].in_n[0] * sizeof(float));
-        for (int p = 0; p < 2; p++) assert_memory_equal(f[t].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
-    }
-    for (int t = 0; t < 3; t++) op_fixture_free(&f[t]);
 }
 
 /* Winograd's share of a conv's workspace with T sample threads: its transformed weights, and per thread the

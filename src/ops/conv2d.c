@@ -29,6 +29,9 @@
  *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd the larger of
  *         that and its blocks for the threads sharing a sample) | partial dW (Co, C/G*k*k) + db (Co) floats,
  *         only when T > 1 ].
+ * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
+ * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
+ * partials): each is the one-thread computation, so the bits are those of one thread doing both.
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
  * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (ops/im2col.c). */
 #include <limits.h>
@@ -38,6 +41,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/parallel.h"
 #include "ops/conv3x3_direct.h"
 #include "ops/conv3x3_winograd.h"
 #include "ops/gemm_direct.h"
@@ -93,6 +97,7 @@ static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
 typedef struct conv_layout {
     size_t pre;    /* bytes before the first slot: Winograd's transformed weights, else 0 */
     size_t T;      /* sample threads: lowering_threads(m, threads) */
+    size_t slots;  /* slots in the workspace: T, or 2 where backward splits dx from dW (conv_grads_apart) */
     size_t col;    /* per slot: the column buffer, or the direct path's scratch */
     size_t part;   /* per slot when T > 1: partial dW (co, kdim) then db (co) */
     size_t slot;   /* bytes from one slot to the next */
@@ -107,6 +112,15 @@ typedef struct conv_layout {
 /* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
 static int conv_direct_inner(const conv_ctx *k, int threads) {
     return threads > 1 && k->co * k->kdim * k->npix >= CONV_DIRECT_PAR_MIN ? threads : 1;
+}
+
+/* Whether the direct path's backward computes the input gradient and the weight gradient on two threads side
+ * by side: where each sample would otherwise run on one thread while the others wait (fewer samples than
+ * threads, and a sample too small to share). Two whole tasks with no barrier between them pay where splitting
+ * each one's tiles did not: the cnn's second convolution at micro-batch 1 (dW about 60% of its backward). */
+static bool conv_grads_apart(const conv_ctx *k, size_t m, int threads) {
+    return (k->direct || k->direct_s2) && lowering_threads(m, threads) == 1 && conv_direct_inner(k, threads) == 1 &&
+           threads > 1;
 }
 
 /* The floats of Winograd's transformed weights (*u) and of one slot's scratch for Ts threads sharing a
@@ -124,6 +138,7 @@ static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     *l = (conv_layout){.T = lowering_threads(m, threads)};
+    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
         if (!conv3x3_scratch_floats(&s, &cols)) return false;
@@ -366,6 +381,28 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, T);
 }
 
+/* conv_grads_apart's backward: thread 0 the input gradient (with Winograd's weights for it), thread 1 the
+ * weight and bias gradients, each sample by sample on its own slot; one thread does both in turn. */
+static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u, char *slots,
+                                size_t slot) {
+    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    #pragma omp parallel num_threads(2)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        float *mine = (float *)(void *)(slots + (size_t)t * slot);
+        if (t == 0) {
+            if (k->wino) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
+            for (size_t n = 0; n < m; n++)
+                conv_backward_one(k, s, c->din[0] + n * in_n, NULL, NULL, c->dout + n * out_n, c->in[0] + n * in_n,
+                                  c->w[0], u, mine, 0, 1);
+        }
+        if (t == 1 || T == 1)
+            for (size_t n = 0; n < m; n++)
+                conv_backward_one(k, s, NULL, c->dw[0], c->dw[1], c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
+                                  u, mine, 0, 1);
+    }
+}
+
 /* The direct path's backward, threads as its forward; with T > 1 sample threads, dW and db go to per-thread
  * partials reduced in thread order. */
 static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
@@ -401,6 +438,10 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         }
         if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
+        return;
+    }
+    if (l->slots == 2 && c->din[0] && (c->dw[0] || c->dw[1]) && par_pays_macs(m * k->co * k->kdim * k->npix)) {
+        conv_backward_apart(c, k, &s, u, slots, l->slot);
         return;
     }
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
@@ -464,7 +505,7 @@ static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     const conv_ctx k = conv_ctx_of(g, n);
     conv_layout l;
     size_t total;
-    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.T, &total) || !size_add(total, l.pre, &total))
+    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.slots, &total) || !size_add(total, l.pre, &total))
         return SIZE_MAX;
     return total;
 }
