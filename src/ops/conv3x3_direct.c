@@ -4,10 +4,12 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/checked.h"
 #include "ops/avx512.h"
 #include "ops/gemm_direct.h"
+#include "ops/transpose.h"
 
 /* Output planes of one register tile, and its 16-lane vectors along the grid. */
 #define MR 8
@@ -438,15 +440,15 @@ static AVX512 void wgrad_small_run(const wprod *p, float *dw, const float *dt, s
     }
 }
 
-/* dt (npix, ldt) = dy^T for the pixels of part t of T; columns past co are zero. */
+/* dt (npix, ldt) = dy^T for the pixels of part t of T, in 16 x 16 register blocks (the scalar gather, a plane
+ * apart per load, was 4% of the cnn's step at micro-batch 1); columns past co are zero. */
 static void transpose_dy(float *dt, const float *dy, size_t co, size_t npix, size_t ldt, size_t t, size_t T) {
     size_t lo, hi;
     part_range(npix, t, T, &lo, &hi);
-    for (size_t p = lo; p < hi; p++) {
-        float *row = dt + p * ldt;
-        for (size_t o = 0; o < co; o++) row[o] = dy[o * npix + p];
-        for (size_t o = co; o < ldt; o++) row[o] = 0.0f;
-    }
+    if (lo == hi) return;
+    transpose_floats(dt + lo * ldt, ldt, dy + lo, npix, co, hi - lo);
+    if (co < ldt)
+        for (size_t p = lo; p < hi; p++) memset(dt + p * ldt + co, 0, (ldt - co) * sizeof *dt);
 }
 
 /* db[o] += the sum of plane o of dy: 16-lane float partial sums over the plane, the lanes in double. */
