@@ -207,8 +207,10 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
              "own product; median over the snug processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm),
              "",
              "Every (workload, variant) ran as %s fresh snug processes alternating with %s fresh PyTorch "
-             "processes; each process reports the median of its %s repeats, and each figure below is the median "
-             "process's (samples/s of every process: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch."
+             "processes, in rounds that run every variant of a workload in turn; each process reports the median "
+             "of its %s repeats, and each figure below is the median process's (samples/s of every process, in "
+             "round order: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch; the must-shows that "
+             "compare a variant with full batch take the median of the rounds' ratios."
              % (processes, processes, snug_rows[0]["repeats"]), "",
              "OpenMP wait policy, the same for both: %s." % wait_policy, "",
              "OPENBLAS_CORETYPE in the run's environment: %s (unset: each OpenBLAS picks its own kernel, and "

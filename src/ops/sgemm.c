@@ -1,6 +1,7 @@
 /* sgemm (sgemm.h): blocks of B and A packed into the caller's workspace, an 8 x 32 register tile of fused
- * multiply-adds, threads over disjoint parts of C. Compiled for AVX-512 through a function attribute (the
- * build has no -march) and used only where the CPU has it. */
+ * multiply-adds, threads over disjoint parts of C; the claimed scheme's tiles prefetch what the next packing
+ * and the next tile will read (prefetch_rows). Compiled for AVX-512 through a function attribute (the build
+ * has no -march) and used only where the CPU has it. */
 #include "ops/sgemm.h"
 
 #include <omp.h>
