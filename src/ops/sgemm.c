@@ -268,12 +268,13 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
         for (size_t pc = 0; pc < K; pc += KC) {
             const size_t kc = min_size(KC, K - pc);
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-            const bool last = pc + KC >= K;
+            /* the next block to pack: this unit's next block of K, or the next unit's first */
+            const bool last = pc + KC >= K, fetch = !last || next_ok;
             const size_t nu = last ? next : u, npc = last ? 0 : pc + KC, nkc = min_size(KC, K - npc);
             prefetch_rows pf = {0};
             if (by_cols) {
                 const size_t jr = u * NR, nr = min_size(NR, N - jr);
-                if (!last || next_ok) pf = prefetch_b(j->b, nu * NR, min_size(NR, N - nu * NR), npc, nkc);
+                if (fetch) pf = prefetch_b(j->b, nu * NR, min_size(NR, N - nu * NR), npc, nkc);
                 pack_b(panel, j->b, jr, nr, pc, kc);
                 for (size_t ir = 0; ir < M; ir += MR)
                     tile_start(kc, whole + pc * mp + ir * kc, panel, j->c + ir * j->ldc + jr, j->ldc,
@@ -281,7 +282,7 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
                                j->c + (ir + MR) * j->ldc + jr, ir + MR < M ? min_size(MR, M - ir - MR) : 0);
             } else {
                 const size_t ir = u * SR, mr = min_size(SR, M - ir);
-                if (!last || next_ok) pf = prefetch_a(j->a, nu * SR, min_size(SR, M - nu * SR), npc, nkc);
+                if (fetch) pf = prefetch_a(j->a, nu * SR, min_size(SR, M - nu * SR), npc, nkc);
                 pack_a(panel, j->a, ir, mr, pc, kc);
                 for (size_t jr = 0; jr < N; jr += NR)
                     tile_start(kc, panel, whole + pc * np + jr * kc, j->c + ir * j->ldc + jr, j->ldc, mr,

@@ -39,7 +39,10 @@ void optim_run(size_t n, size_t streams, optim_span_fn span, const void *ctx, co
      * of every mlp update). Element-wise, so the bits do not depend on who takes which chunk. */
     const size_t chunk = OPTIM_CHUNK * OPTIM_BLOCK, chunks = (n + chunk - 1) / chunk;
     #pragma omp parallel for schedule(dynamic, 1)
-    for (size_t k = 0; k < chunks; k++) run_blocks(k * chunk, n - k * chunk < chunk ? n : (k + 1) * chunk, span, ctx, gr);
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t lo = k * chunk;
+        run_blocks(lo, n - lo < chunk ? n : lo + chunk, span, ctx, gr);
+    }
 }
 
 static void step(optim_state *st, float *params, const optim_grads *gr, float lr) {
