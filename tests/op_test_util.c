@@ -201,7 +201,49 @@ static void expect_doubled(const float *now, const float *once, size_t n) {
     for (size_t i = 0; i < n; i++) assert_float_equal(now[i], 2.0f * once[i], 1e-5f * (1.0f + fabsf(once[i])));
 }
 
+/* Whether input i owns a gradient buffer no other input shares (add(x, x) adds twice into one). */
+static bool sole_owner(const op_fixture *f, int i) {
+    if (f->owner[i] != i) return false;
+    for (int j = 0; j < f->n_in; j++)
+        if (j != i && f->owner[j] == i) return false;
+    return true;
+}
+
+/* An op with OP_WRITES_FRESH, told that its input gradients hold no gradient yet (op_call.din_fresh), writes
+ * them whole, over stale memory (NaN and huge values here), with the bits of adding into zeros; the parameter
+ * gradients still add. */
+static void check_fresh(op_fixture *f) {
+    if (!(f->op->flags & OP_WRITES_FRESH)) return;
+    op_fixture_analytic(f);
+    float *want[NODE_MAX_INPUTS] = {0}, *wwant[NODE_MAX_PARAMS] = {0};
+    unsigned fresh = 0;
+    for (int i = 0; i < f->n_in; i++)
+        if (f->owner[i] == i) want[i] = copy_of(f->dx[i], f->c.m * f->in_n[i]);
+    for (int i = 0; i < f->n_w; i++) wwant[i] = copy_of(f->dw[i], f->wn[i]);
+    op_fixture_zero_grads(f);
+    for (int i = 0; i < f->n_in; i++) {
+        if (!sole_owner(f, i)) continue;
+        fresh |= 1u << i;
+        for (size_t j = 0; j < f->c.m * f->in_n[i]; j++) f->dx[i][j] = j % 2 ? NAN : 3e38f;
+    }
+    f->c.din_fresh = fresh;
+    f->op->backward(&f->c);
+    f->c.din_fresh = 0;
+    for (int i = 0; i < f->n_in; i++) {
+        if (!want[i]) continue;
+        if (memcmp(f->dx[i], want[i], f->c.m * f->in_n[i] * sizeof(float)) != 0)
+            fail_msg("%s: input %d's gradient written fresh differs from the one added into zeros", f->op->kind, i);
+        free(want[i]);
+    }
+    for (int i = 0; i < f->n_w; i++) {
+        if (memcmp(f->dw[i], wwant[i], f->wn[i] * sizeof(float)) != 0)
+            fail_msg("%s: parameter %d's gradient differs with fresh input gradients", f->op->kind, i);
+        free(wwant[i]);
+    }
+}
+
 void op_check_backward_adds(op_fixture *f) {
+    check_fresh(f);
     op_fixture_analytic(f);
     float *once[NODE_MAX_INPUTS] = {0}, *wonce[NODE_MAX_PARAMS] = {0};
     for (int i = 0; i < f->n_in; i++)

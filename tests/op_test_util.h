@@ -66,7 +66,8 @@ void op_check_fd(op_fixture *f, float *v, const float *grad, size_t n, float h, 
 /* Runs m_run samples and checks the gradient of every distinct input (and that rows past m_run stay zero) and
  * of every parameter. */
 void op_check_all(op_fixture *f, size_t m_run, float h, double tol);
-/* Two backward calls without zeroing in between give twice the gradients of one. */
+/* Two backward calls without zeroing in between give twice the gradients of one; and an op with
+ * OP_WRITES_FRESH writes fresh input gradients (op_call.din_fresh) with the bits of adding into zeros. */
 void op_check_backward_adds(op_fixture *f);
 
 /* snug_graph_check(g) fails with `status` and a message that holds every string of the NULL-terminated list

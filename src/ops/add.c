@@ -44,8 +44,13 @@ static void add_forward(const op_call *c) {
     for (size_t i = 0; i < len; i++) y[i] = a[i] + b[i];
 }
 
-/* din += dy over len elements. */
-static void accumulate(float *din, const float *dy, size_t len) {
+/* din += dy over len elements; din = 0 + dy where din is fresh (op_call.din_fresh: the same bits). */
+static void accumulate(float *din, const float *dy, size_t len, bool fresh) {
+    if (fresh) {
+        #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(2 * len))
+        for (size_t i = 0; i < len; i++) din[i] = 0.0f + dy[i];
+        return;
+    }
     #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
     for (size_t i = 0; i < len; i++) din[i] += dy[i];
 }
@@ -54,8 +59,8 @@ static void add_backward(const op_call *c) {
     const size_t len = c->m * op_out_numel(c);
     /* Two separate passes, so that din[0] == din[1] (add(x, x)) gets dy twice, as it must. A gradient the planner
      * placed on dout's own memory (OP_GRAD_PASSTHROUGH) already holds dy: adding would double it. */
-    if (c->din[0] && c->din[0] != c->dout) accumulate(c->din[0], c->dout, len);
-    if (c->din[1] && c->din[1] != c->dout) accumulate(c->din[1], c->dout, len);
+    if (c->din[0] && c->din[0] != c->dout) accumulate(c->din[0], c->dout, len, c->din_fresh & 1u);
+    if (c->din[1] && c->din[1] != c->dout) accumulate(c->din[1], c->dout, len, c->din_fresh & 2u);
 }
 
 static double add_flops(const snug_graph *g, const graph_node *n) {
@@ -74,7 +79,7 @@ static size_t add_workspace_bytes(const snug_graph *g, const graph_node *n, size
 
 const op_desc op_add = {
     .kind = "add",
-    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,

@@ -166,14 +166,20 @@ VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, strid
     *sdyx = s2;
 }
 
-/* dx += k0 (dy - mdy - x_hat mdyx) over m planes. */
+/* dx += k0 (dy - mdy - x_hat mdyx) over m planes; dx = 0 + that where dx is fresh (op_call.din_fresh: the
+ * bits of adding into zeros). */
 VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, stride)
                                     const float *dy, const float *x,  // (m, stride) each
                                     size_t m, size_t stride, size_t hw, float mu, float is, float k0, float mdy,
-                                    float mdyx) {
+                                    float mdyx, bool fresh) {
     for (size_t j = 0; j < m; j++) {
         const float *dyp = dy + j * stride, *xp = x + j * stride;
         float *dxp = dx + j * stride;
+        if (fresh) {
+            #pragma omp simd
+            for (size_t k = 0; k < hw; k++) dxp[k] = 0.0f + k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
+            continue;
+        }
         #pragma omp simd
         for (size_t k = 0; k < hw; k++) dxp[k] += k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
     }
@@ -244,7 +250,7 @@ static void bn_backward(const op_call *c) {
         if (!dx) continue;
         const double n = (double)(m * hw);
         bn_grad_apply(dx + ch * hw, dy + ch * hw, x + ch * hw, m, C * hw, hw, mu, is, gamma[ch] * is,
-                      (float)(sdy / n), (float)(sdyx / n));
+                      (float)(sdy / n), (float)(sdyx / n), c->din_fresh & 1u);
     }
 }
 
@@ -268,7 +274,7 @@ static size_t bn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
 
 const op_desc op_batchnorm2d = {
     .kind = "batchnorm2d",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = bn_infer,
     .forward = bn_forward,
     .backward = bn_backward,

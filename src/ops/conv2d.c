@@ -291,6 +291,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
         }
         return;
     }
+    /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
+    if (c->din[0] && (c->din_fresh & 1u)) memset(c->din[0], 0, m * in_n * sizeof *c->din[0]);
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -383,6 +385,16 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, T);
 }
 
+/* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh): each sample
+ * is zeroed by the thread about to add into it, while it is in cache, instead of all of din in a pass of the
+ * executor's own (the same bits: the kernels add into zeros either way). NULL without an input gradient. */
+static float *sample_dx(const op_call *c, size_t n, size_t in_n) {
+    if (!c->din[0]) return NULL;
+    float *dx = c->din[0] + n * in_n;
+    if (c->din_fresh & 1u) memset(dx, 0, in_n * sizeof *dx);
+    return dx;
+}
+
 /* conv_grads_apart's backward: thread 0 the input gradient (with Winograd's weights for it), thread 1 the
  * weight and bias gradients, each sample by sample on its own slot; one thread does both in turn. */
 static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u, char *slots,
@@ -395,7 +407,7 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
         if (t == 0) {
             if (k->wino) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, c->din[0] + n * in_n, NULL, NULL, c->dout + n * out_n, c->in[0] + n * in_n,
+                conv_backward_one(k, s, sample_dx(c, n, in_n), NULL, NULL, c->dout + n * out_n, c->in[0] + n * in_n,
                                   c->w[0], u, mine, 0, 1);
         }
         if (t == 1 || T == 1)
@@ -434,7 +446,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
             if (c->din[0]) {
                 #pragma omp for schedule(dynamic, 1)
                 for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, c->din[0] + n * in_n, NULL, NULL, c->dout + n * out_n,
+                    conv_backward_one(k, &s, sample_dx(c, n, in_n), NULL, NULL, c->dout + n * out_n,
                                       c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
@@ -446,6 +458,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         conv_backward_apart(c, k, &s, u, slots, l->slot);
         return;
     }
+    /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
+    if (c->din[0] && (c->din_fresh & 1u)) memset(c->din[0], 0, m * in_n * sizeof *c->din[0]);
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -467,7 +481,7 @@ static void conv_backward(const op_call *c) {
     }
     if (l.T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+            conv_backward_sample(&k, sample_dx(c, n, in_n), c->dw[0], c->dw[1],
                                  c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
         return;
     }
@@ -481,7 +495,7 @@ static void conv_backward(const op_call *c) {
         float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+            conv_backward_sample(&k, sample_dx(c, n, in_n), c->dw[0] ? pdw : NULL,
                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
                                  (float *)(void *)mine);
     }
@@ -514,7 +528,7 @@ static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_conv2d = {
     .kind = "conv2d",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

@@ -39,18 +39,29 @@ VM_KERNEL static void gelu_span(float *y,       // (n)
     for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + vm_erff(x[i] * GELU_INV_SQRT2));
 }
 
-/* dx += dy (Phi(x) + x phi(x)) over n elements. */
+/* GELU's slope at x: Phi(x) + x phi(x). */
+static inline float gelu_slope(float x) {
+    const float cdf = 0.5f * (1.0f + vm_erff(x * GELU_INV_SQRT2));
+    const float pdf = GELU_INV_SQRT2PI * vm_expf(-0.5f * x * x);
+    return cdf + x * pdf;
+}
+
+/* dx += dy gelu_slope(x) over n elements. */
 VM_KERNEL static void gelu_backward_span(float *dx,       // (n)
-                               const float *x,  // (n)
-                               const float *dy, // (n)
-                               size_t n) {
+                                         const float *x,  // (n)
+                                         const float *dy, // (n)
+                                         size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        const float v = x[i];
-        const float cdf = 0.5f * (1.0f + vm_erff(v * GELU_INV_SQRT2));
-        const float pdf = GELU_INV_SQRT2PI * vm_expf(-0.5f * v * v);
-        dx[i] += dy[i] * (cdf + v * pdf);
-    }
+    for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_slope(x[i]);
+}
+
+/* dx = 0 + dy gelu_slope(x): the first writer of dx (op_call.din_fresh), the bits of adding into zeros. */
+VM_KERNEL static void gelu_backward_fresh_span(float *dx,       // (n)
+                                               const float *x,  // (n)
+                                               const float *dy, // (n)
+                                               size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * gelu_slope(x[i]);
 }
 
 static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
@@ -60,8 +71,9 @@ static void gelu_forward(const op_call *c) {
 }
 
 static void gelu_backward(const op_call *c) {
-    if (c->din[0]) ew_apply_binary(gelu_split, gelu_backward_span, c->din[0], c->in[0], c->dout,
-                                   c->m * op_in_numel(c, 0));
+    if (c->din[0])
+        ew_apply_binary(gelu_split, c->din_fresh & 1u ? gelu_backward_fresh_span : gelu_backward_span, c->din[0],
+                        c->in[0], c->dout, c->m * op_in_numel(c, 0));
 }
 
 static double gelu_flops(const snug_graph *g, const graph_node *n) {
@@ -82,7 +94,7 @@ static size_t gelu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_gelu = {
     .kind = "gelu",
-    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE,
+    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

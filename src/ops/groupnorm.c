@@ -93,6 +93,7 @@ static void gn_backward(const op_call *c) {
     const float *stat = c->saved;             // (m, G, 2)
     const float *gamma = c->w[0];
     float *dx = c->din[0];
+    const bool fresh = c->din_fresh & 1u;
     double *sums = c->work;                   // (m, C, 2): sum dy, sum dy x_hat
     const size_t blocks = m * G;
     #pragma omp parallel for schedule(static) \
@@ -121,6 +122,12 @@ static void gn_backward(const op_call *c) {
         for (size_t j = 0; j < cg; j++) {
             const float *dyp = dy + base + j * hw, *xp = x + base + j * hw, gj = gamma[c0 + j];
             float *dxp = dx + base + j * hw;
+            if (fresh) { /* the first writer of dx (op_call.din_fresh): 0 + the term, the bits of adding */
+                #pragma omp simd
+                for (size_t k = 0; k < hw; k++)
+                    dxp[k] = 0.0f + invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
+                continue;
+            }
             #pragma omp simd
             for (size_t k = 0; k < hw; k++) dxp[k] += invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
         }
@@ -156,7 +163,7 @@ static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
 
 const op_desc op_groupnorm = {
     .kind = "groupnorm",
-    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH,
     .infer = gn_infer,
     .forward = gn_forward,
     .backward = gn_backward,

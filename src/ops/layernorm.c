@@ -88,7 +88,7 @@ static void ln_forward(const op_call *c) {
 /* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
  * row's dy x_hat and dy go into the block partials pg, pb. */
 VM_KERNEL static void ln_backward_row(const float *x, const float *dy, const float *gamma, float mean, float invstd,
-                            size_t C, float *dx, double *pg, double *pb) {
+                            size_t C, float *dx, bool fresh, double *pg, double *pb) {
     double sg = 0.0, sgx = 0.0;
     #pragma omp simd reduction(+ : sg, sgx)
     for (size_t j = 0; j < C; j++) {
@@ -100,6 +100,11 @@ VM_KERNEL static void ln_backward_row(const float *x, const float *dy, const flo
     }
     if (!dx) return;
     const float mg = (float)(sg / (double)C), mgx = (float)(sgx / (double)C);
+    if (fresh) { /* the first writer of dx (op_call.din_fresh): 0 + the term, the bits of adding into zeros */
+        #pragma omp simd
+        for (size_t j = 0; j < C; j++) dx[j] = 0.0f + invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
+        return;
+    }
     #pragma omp simd
     for (size_t j = 0; j < C; j++) dx[j] += invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
 }
@@ -119,7 +124,7 @@ static void ln_backward(const op_call *c) {
         const size_t end = (b + 1) * LN_BLOCK_ROWS < rows ? (b + 1) * LN_BLOCK_ROWS : rows;
         for (size_t r = b * LN_BLOCK_ROWS; r < end; r++)
             ln_backward_row(x + r * C, dy + r * C, c->w[0], stat[2 * r], stat[2 * r + 1], C,
-                            dx ? dx + r * C : NULL, pg, pb);
+                            dx ? dx + r * C : NULL, c->din_fresh & 1u, pg, pb);
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
     #pragma omp parallel for schedule(static) if (blocks * C >= LN_PAR_MIN && par_pays_floats(4 * blocks * C))
@@ -155,7 +160,7 @@ static size_t ln_workspace_bytes(const snug_graph *g, const graph_node *n, size_
 
 const op_desc op_layernorm = {
     .kind = "layernorm",
-    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH,
     .infer = ln_infer,
     .forward = ln_forward,
     .backward = ln_backward,

@@ -209,18 +209,20 @@ static void dw_sgemm(float *dw, const float *dy, const float *x, size_t rows, si
     sgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
 }
 
-/* din += dy W and dW += dy^T x; either may be NULL. work: linear_workspace_bytes (sgemm's packing). */
+/* din += dy W (din = dy W where din_fresh: its memory is stale) and dW += dy^T x; either may be NULL. work:
+ * linear_workspace_bytes (sgemm's packing). Every product starts each element's chain from zero instead of
+ * from a zeroed din, the same bits. */
 static void xwt_backward(float *din,      // (rows, fi) or NULL
                          float *dw,       // (fo, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
-                         size_t rows, size_t fi, size_t fo, float *work, int threads) {
+                         size_t rows, size_t fi, size_t fo, bool din_fresh, float *work, int threads) {
     const bool own = sgemm_enabled() && work;
     if (use_direct_grads(rows, fo)) {
         /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
          * through its strides */
-        if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, true);
+        if (din) gemm_direct(rows, fi, fo, dy, fo, 1, w, fi, din, fi, NULL, !din_fresh);
         if (dw && rows >= LINEAR_DIRECT_MIN_DW_ROWS) gemm_direct(fo, fi, rows, dy, 1, fo, x, fi, dw, fi, NULL, true);
         else if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
         else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
@@ -228,7 +230,7 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
         return;
     }
     if (own) {
-        if (din) sgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, true, work, threads);
+        if (din) sgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
         if (dw) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
         return;
     }
@@ -236,7 +238,7 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
         const int nr = (int)rows_chunk(rows, r0);
         if (din)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, (int)fi, (int)fo, 1.0f, dy + r0 * fo,
-                        (int)fo, w, (int)fi, 1.0f, din + r0 * fi, (int)fi);
+                        (int)fo, w, (int)fi, din_fresh ? 0.0f : 1.0f, din + r0 * fi, (int)fi);
         if (dw)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, nr, 1.0f, dy + r0 * fo, (int)fo,
                         x + r0 * fi, (int)fi, 1.0f, dw, (int)fi);
@@ -388,7 +390,8 @@ static void linear_backward(const op_call *c) {
     if (rows == 0) return;
     const bool pend = c->pending && c->dw[0] && defers(rows, fo);
     if (pend) defer_rows(c, rows, fi, fo);
-    xwt_backward(c->din[0], pend ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
+    xwt_backward(c->din[0], pend ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u,
+                 c->work, c->threads);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
 
@@ -407,7 +410,8 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->work, c->threads);
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, c->work,
+                 c->threads);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -447,7 +451,7 @@ static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, s
 
 const op_desc op_linear = {
     .kind = "linear",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
@@ -460,7 +464,7 @@ const op_desc op_linear = {
 
 const op_desc op_linear_tied = {
     .kind = "linear_tied",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = tied_infer,
     .forward = tied_forward,
     .backward = tied_backward,

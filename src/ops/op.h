@@ -2,7 +2,8 @@
  * op_call from the plan, and an op reads only what the table says it keeps. Layouts are row-major, batch first
  * (N, C, H, W) and (N, features). Backward always ADDS into din and dw: fan-out and accumulation over
  * micro-batches then need no special code; the trainer zeroes parameter gradients once per optimizer step and
- * the executor zeroes activation gradients before each backward. */
+ * the executor zeroes activation gradients before each backward, except where the first writer of one can
+ * write it whole (OP_WRITES_FRESH, op_call.din_fresh): a pass over memory saved per gradient. */
 #ifndef SNUG_OPS_OP_H
 #define SNUG_OPS_OP_H
 
@@ -26,6 +27,8 @@ enum {
     OP_REPLAYS_SAVED = 1u << 7, /* a recompute reads the per-sample saved bytes its first forward wrote instead of
                                    writing them again (a normalisation's statistics): the planner keeps that one
                                    buffer from forward to backward, and the replay skips a pass over its input */
+    OP_WRITES_FRESH = 1u << 8,  /* backward honours op_call.din_fresh: it can write an input gradient whole
+                                   instead of adding into it, so the executor need not zero it first */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
@@ -38,6 +41,9 @@ typedef struct op_call {
     float *out;                        /* (m, out shape) */
     float *din[NODE_MAX_INPUTS];       /* gradients of the inputs, or NULL when none is needed */
     const float *dout;                 /* gradient of out (NULL for a loss) */
+    unsigned din_fresh;                /* bit i: din[i] holds no gradient yet (stale memory), and backward
+                                          writes every element of it instead of adding; only for ops with
+                                          OP_WRITES_FRESH, and with the bits of adding into zeros */
     const float *w[NODE_MAX_PARAMS];   /* parameters, in the order the op declared them */
     float *dw[NODE_MAX_PARAMS];        /* their gradients (NULL for a non-trainable buffer) */
     float *state[NODE_MAX_PARAMS];     /* non-trainable buffers (BatchNorm's running statistics), writable;

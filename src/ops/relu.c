@@ -34,18 +34,27 @@ VM_KERNEL static void relu_span(float *y,       // (n)
     for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-/* dx += dy where y > 0. Both loads unconditional, then a select and an add: with dy read only where y > 0 the
- * loop keeps a branch per element and does not vectorise. Adding +0 where y <= 0 leaves dx as it was, up to
- * the sign of a zero. */
+/* dy where y > 0, else +0. Both loads unconditional, then a select: with dy read only where y > 0 the loop
+ * keeps a branch per element and does not vectorise. */
+static inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+/* dx += relu_grad(y, dy). Adding +0 where y <= 0 leaves dx as it was, up to the sign of a zero. */
 VM_KERNEL static void relu_backward_span(float *dx,       // (n)
                                          const float *y,  // (n)
                                          const float *dy, // (n)
                                          size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        const float d = dy[i], v = y[i];
-        dx[i] = dx[i] + (v > 0.0f ? d : 0.0f);
-    }
+    for (size_t i = 0; i < n; i++) dx[i] = dx[i] + relu_grad(y[i], dy[i]);
+}
+
+/* dx = 0 + relu_grad(y, dy): the first writer of dx (op_call.din_fresh), as the add into a zeroed dx computes
+ * it (a -0 gradient becomes +0 there too). */
+VM_KERNEL static void relu_backward_fresh_span(float *dx,       // (n)
+                                               const float *y,  // (n)
+                                               const float *dy, // (n)
+                                               size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + relu_grad(y[i], dy[i]);
 }
 
 static const ew_split relu_split = {.par_min = RELU_PAR_MIN, .chunk = RELU_CHUNK};
@@ -55,8 +64,9 @@ static void relu_forward(const op_call *c) {
 }
 
 static void relu_backward(const op_call *c) {
-    if (c->din[0]) ew_apply_binary(relu_split, relu_backward_span, c->din[0], c->out, c->dout,
-                                   c->m * op_out_numel(c));
+    if (c->din[0])
+        ew_apply_binary(relu_split, c->din_fresh & 1u ? relu_backward_fresh_span : relu_backward_span, c->din[0],
+                        c->out, c->dout, c->m * op_out_numel(c));
 }
 
 static double relu_flops(const snug_graph *g, const graph_node *n) {
@@ -75,7 +85,7 @@ static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_relu = {
     .kind = "relu",
-    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE,
+    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH,
     .infer = relu_infer,
     .forward = relu_forward,
     .backward = relu_backward,

@@ -150,11 +150,19 @@ static void xent_backward_items(const op_call *c, const xent_layout *l, size_t l
     const float *p = c->saved; // (m, outer, classes, inner)
     float *dx = c->din[0];     // (m, outer, classes, inner)
     const float scale = c->loss_scale;
+    const bool fresh = c->din_fresh & 1u; /* the first writer of dx: an ignored item's gradient is zero */
     for (size_t i = lo; i < hi; i++) {
-        if (!counted(c, i, classes)) continue;
-        const size_t base = (i / inner) * classes * inner + i % inner, t = (size_t)c->targets[i];
-        for (size_t j = 0; j < classes; j++)
-            dx[base + j * inner] += (p[base + j * inner] - (j == t ? 1.0f : 0.0f)) * scale;
+        const size_t base = (i / inner) * classes * inner + i % inner;
+        if (!counted(c, i, classes)) {
+            if (fresh)
+                for (size_t j = 0; j < classes; j++) dx[base + j * inner] = 0.0f;
+            continue;
+        }
+        const size_t t = (size_t)c->targets[i];
+        for (size_t j = 0; j < classes; j++) {
+            const float g = (p[base + j * inner] - (j == t ? 1.0f : 0.0f)) * scale;
+            dx[base + j * inner] = (fresh ? 0.0f : dx[base + j * inner]) + g;
+        }
     }
 }
 
@@ -215,7 +223,7 @@ static size_t xent_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_softmax_xent = {
     .kind = "softmax_cross_entropy",
-    .flags = OP_IS_LOSS,
+    .flags = OP_IS_LOSS | OP_WRITES_FRESH,
     .infer = xent_infer,
     .forward = xent_forward,
     .backward = xent_backward,
