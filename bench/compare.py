@@ -264,6 +264,9 @@ def main():
     if args.cmd == "run" and (args.processes < 1 or args.repeats < 1):
         p.error("--processes and --repeats need at least 1 (got %d and %d)" % (args.processes, args.repeats))
     if args.cmd == "run":
+        if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+            p.error("%s cannot import torch: install Debian's python3-torch (scripts/install-deps.sh --bench, as root)"
+                    " or use `snug bench` for snug alone" % TORCH_PYTHON)
         snug_rows, torch_rows = run(args)
     else:
         snug_rows, torch_rows = read_rows(args.snug_csv), read_rows(args.torch_csv)
