@@ -67,9 +67,9 @@ static void bind_step(exec *x, int s) {
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
 }
 
-/* The input whose gradient gradient buffer b is at backward step s, when that step can write it whole instead
- * (OP_WRITES_FRESH): b is the gradient of exactly one of the node's inputs (add(x, x) adds twice), the input
- * covers all of b (no view of part of it) and b is not the gradient the step reads. -1 otherwise. */
+/* Which input of backward step s has gradient buffer b, where that step may write b whole instead of adding
+ * into it (OP_WRITES_FRESH): b is the gradient of exactly one of the node's inputs (add(x, x) adds twice), that
+ * input covers all of b (no view of part of it), and b is not the gradient the step reads. -1 otherwise. */
 static int fresh_input(const exec *x, int s, int b) {
     const plan *p = x->p;
     const snug_graph *g = x->g;

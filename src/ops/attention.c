@@ -179,6 +179,9 @@ static void attn_backward(const op_call *c) {
         const float *p = probs + task * T * T, *dO = dout + n * T * C + h * D;
         float *dq = din + n * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
         float *ds = work + (size_t)omp_get_thread_num() * bt * T; // (nr, T)
+        if (c->din_fresh & 1u) /* the first writer of din: this task's columns zeroed while they come into cache */
+            for (size_t t = 0; t < T; t++)
+                for (int part = 0; part < 3; part++) memset(dq + t * 3 * C + (size_t)part * C, 0, D * sizeof *dq);
         for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
             /* rows [r0, r0 + nr) against keys [0, nk): dV[keys] += P_b^T dO_b, dP_b = dO_b V[keys]^T,
              * dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b */
@@ -231,7 +234,7 @@ static size_t attn_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 const op_desc op_attention = {
     .kind = "attention",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = attn_infer,
     .forward = attn_forward,
     .backward = attn_backward,

@@ -53,8 +53,9 @@ static void copy_part(float *y, const float *x, size_t m, size_t len, size_t off
         }
 }
 
-/* din (m, len) += the columns [off, off + len) of dy (m, stride). */
-static void add_part(float *din, const float *dy, size_t m, size_t len, size_t off, size_t stride) {
+/* din (m, len) += the columns [off, off + len) of dy (m, stride); din = 0 + them where din is fresh
+ * (op_call.din_fresh: the bits of adding into zeros). */
+static void add_part(float *din, const float *dy, size_t m, size_t len, size_t off, size_t stride, bool fresh) {
     const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
     #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN && par_pays_floats(2 * m * len))
     for (size_t n = 0; n < m; n++)
@@ -62,6 +63,11 @@ static void add_part(float *din, const float *dy, size_t m, size_t len, size_t o
             const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
             float *d = din + n * len;
             const float *s = dy + n * stride + off;
+            if (fresh) {
+                #pragma omp simd
+                for (size_t i = lo; i < hi; i++) d[i] = 0.0f + s[i];
+                continue;
+            }
             #pragma omp simd
             for (size_t i = lo; i < hi; i++) d[i] += s[i];
         }
@@ -76,8 +82,8 @@ static void concat_forward(const op_call *c) {
 static void concat_backward(const op_call *c) {
     const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
     /* Two passes, so that concat(x, x) gets both halves added into its one gradient. */
-    if (c->din[0]) add_part(c->din[0], c->dout, m, an, 0, an + bn);
-    if (c->din[1]) add_part(c->din[1], c->dout, m, bn, an, an + bn);
+    if (c->din[0]) add_part(c->din[0], c->dout, m, an, 0, an + bn, c->din_fresh & 1u);
+    if (c->din[1]) add_part(c->din[1], c->dout, m, bn, an, an + bn, c->din_fresh & 2u);
 }
 
 static double concat_flops(const snug_graph *g, const graph_node *n) {
@@ -96,7 +102,7 @@ static size_t concat_workspace_bytes(const snug_graph *g, const graph_node *n, s
 
 const op_desc op_concat = {
     .kind = "concat",
-    .flags = 0,
+    .flags = OP_WRITES_FRESH,
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,

@@ -75,16 +75,20 @@ static void dropout_backward(const op_call *c) {
     const float *dy = c->dout; // (m, numel)
     float *dx = c->din[0];     // (m, numel)
     if (!dx) return;
+    const bool fresh = c->din_fresh & 1u; /* the first writer of dx: 0 + the gradient, dropped elements 0 */
     if (!dropout_active(c)) {
         #pragma omp parallel for simd schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
-        for (size_t i = 0; i < len; i++) dx[i] += dy[i];
+        for (size_t i = 0; i < len; i++) dx[i] = (fresh ? 0.0f : dx[i]) + dy[i];
         return;
     }
     const uint64_t seed = c->seed, stream = dropout_stream(c);
     const float p = c->node->p.dropout.p, scale = dropout_scale(c);
     #pragma omp parallel for schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
-    for (size_t i = 0; i < len; i++)
-        if (snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p) dx[i] += dy[i] * scale;
+    for (size_t i = 0; i < len; i++) {
+        const bool keep = snug_rng_uniform(seed, stream, dropout_counter(c, i)) >= p;
+        if (fresh) dx[i] = keep ? 0.0f + dy[i] * scale : 0.0f;
+        else if (keep) dx[i] += dy[i] * scale;
+    }
 }
 
 /* A compare and a multiply per element; the hashes behind the mask are not floating-point work. */
@@ -104,7 +108,7 @@ static size_t dropout_workspace_bytes(const snug_graph *g, const graph_node *n, 
 
 const op_desc op_dropout = {
     .kind = "dropout",
-    .flags = OP_ELEMENTWISE,
+    .flags = OP_ELEMENTWISE | OP_WRITES_FRESH,
     .infer = dropout_infer,
     .forward = dropout_forward,
     .backward = dropout_backward,

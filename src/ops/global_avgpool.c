@@ -55,6 +55,11 @@ static void gap_backward(const op_call *c) {
     for (size_t p = 0; p < planes; p++) {
         const float g = dy[p] * inv;
         float *d = dx + p * hw;
+        if (c->din_fresh & 1u) { /* the first writer of dx (op_call.din_fresh): 0 + g, the bits of adding */
+            #pragma omp simd
+            for (size_t i = 0; i < hw; i++) d[i] = 0.0f + g;
+            continue;
+        }
         #pragma omp simd
         for (size_t i = 0; i < hw; i++) d[i] += g;
     }
@@ -76,7 +81,7 @@ static size_t gap_workspace_bytes(const snug_graph *g, const graph_node *n, size
 
 const op_desc op_global_avgpool = {
     .kind = "global_avgpool",
-    .flags = 0,
+    .flags = OP_WRITES_FRESH,
     .infer = gap_infer,
     .forward = gap_forward,
     .backward = gap_backward,
