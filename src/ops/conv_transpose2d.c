@@ -168,9 +168,10 @@ static void convt_forward(const op_call *c) {
 
 /* ---- backward ------------------------------------------------------------------------------------------- */
 
-/* One sample: col = im2col(dy_n), dw += x_n col^T, din_n += W col, db += row sums of dy_n. dw, db or din may be
- * NULL. */
-static void convt_backward_sample(const convt_ctx *k, float *din, // (ci, npix) or NULL
+/* One sample: col = im2col(dy_n), dw += x_n col^T, din_n += W col (din_n = W col where din is fresh:
+ * op_call.din_fresh, the product started from zero, the bits of adding into zeros), db += row sums of dy_n. dw,
+ * db or din may be NULL. */
+static void convt_backward_sample(const convt_ctx *k, bool fresh, float *din, // (ci, npix) or NULL
                                   float *dw,                      // (ci, kdim) or NULL
                                   float *db,                      // (co) or NULL
                                   const float *dy,                // (co, opix)
@@ -184,7 +185,7 @@ static void convt_backward_sample(const convt_ctx *k, float *din, // (ci, npix) 
             cols = col;
         }
         if (dw) gemm_direct_nt(k->ci, k->kdim, k->npix, x, k->npix, cols, k->npix, dw, k->kdim);
-        if (din) gemm_direct(k->ci, k->npix, k->kdim, w, k->kdim, 1, cols, k->npix, din, k->npix, NULL, true);
+        if (din) gemm_direct(k->ci, k->npix, k->kdim, w, k->kdim, 1, cols, k->npix, din, k->npix, NULL, !fresh);
     }
     if (db) {
         for (size_t o = 0; o < k->g.c; o++) {
@@ -199,9 +200,10 @@ static void convt_backward(const op_call *c) {
     const convt_ctx k = convt_ctx_of(c->g, c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     const size_t T = lowering_threads(m, c->threads), wn = k.ci * k.kdim;
+    const bool fresh = c->din_fresh & 1u;
     if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
-            convt_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+            convt_backward_sample(&k, fresh, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
                                   c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
         return;
     }
@@ -218,7 +220,7 @@ static void convt_backward(const op_call *c) {
         float *pdw = (float *)(void *)(mine + col_bytes);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++)
-            convt_backward_sample(&k, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
+            convt_backward_sample(&k, fresh, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
                                   c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
                                   (float *)(void *)mine);
     }
@@ -252,7 +254,7 @@ static size_t convt_workspace_bytes(const snug_graph *g, const graph_node *n, si
 
 const op_desc op_conv_transpose2d = {
     .kind = "conv_transpose2d",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
     .infer = convt_infer,
     .forward = convt_forward,
     .backward = convt_backward,
