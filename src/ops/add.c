@@ -46,13 +46,8 @@ static void add_forward(const op_call *c) {
 
 /* din += dy over len elements; din = 0 + dy where din is fresh (op_call.din_fresh: the same bits). */
 static void accumulate(float *din, const float *dy, size_t len, bool fresh) {
-    if (fresh) {
-        #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(2 * len))
-        for (size_t i = 0; i < len; i++) din[i] = 0.0f + dy[i];
-        return;
-    }
     #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
-    for (size_t i = 0; i < len; i++) din[i] += dy[i];
+    for (size_t i = 0; i < len; i++) din[i] = (fresh ? 0.0f : din[i]) + dy[i];
 }
 
 static void add_backward(const op_call *c) {

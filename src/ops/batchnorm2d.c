@@ -175,13 +175,8 @@ VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, str
     for (size_t j = 0; j < m; j++) {
         const float *dyp = dy + j * stride, *xp = x + j * stride;
         float *dxp = dx + j * stride;
-        if (fresh) {
-            #pragma omp simd
-            for (size_t k = 0; k < hw; k++) dxp[k] = 0.0f + k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
-            continue;
-        }
         #pragma omp simd
-        for (size_t k = 0; k < hw; k++) dxp[k] += k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
+        for (size_t k = 0; k < hw; k++) dxp[k] = (fresh ? 0.0f : dxp[k]) + k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
     }
 }
 

@@ -63,13 +63,8 @@ static void add_part(float *din, const float *dy, size_t m, size_t len, size_t o
             const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
             float *d = din + n * len;
             const float *s = dy + n * stride + off;
-            if (fresh) {
-                #pragma omp simd
-                for (size_t i = lo; i < hi; i++) d[i] = 0.0f + s[i];
-                continue;
-            }
             #pragma omp simd
-            for (size_t i = lo; i < hi; i++) d[i] += s[i];
+            for (size_t i = lo; i < hi; i++) d[i] = (fresh ? 0.0f : d[i]) + s[i];
         }
 }
 

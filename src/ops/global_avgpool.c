@@ -50,18 +50,15 @@ static void gap_backward(const op_call *c) {
     float *dx = c->din[0];     // (m*C, hw)
     if (!dx) return;
     const float inv = 1.0f / (float)hw;
+    const bool fresh = c->din_fresh & 1u;
     #pragma omp parallel for schedule(static) \
         if (planes > 1 && planes * hw >= GAP_PAR_MIN && par_pays_floats(planes * hw))
     for (size_t p = 0; p < planes; p++) {
         const float g = dy[p] * inv;
         float *d = dx + p * hw;
-        if (c->din_fresh & 1u) { /* the first writer of dx (op_call.din_fresh): 0 + g, the bits of adding */
-            #pragma omp simd
-            for (size_t i = 0; i < hw; i++) d[i] = 0.0f + g;
-            continue;
-        }
+        /* the first writer of dx (op_call.din_fresh) starts from 0, not from what dx held: the bits of adding */
         #pragma omp simd
-        for (size_t i = 0; i < hw; i++) d[i] += g;
+        for (size_t i = 0; i < hw; i++) d[i] = (fresh ? 0.0f : d[i]) + g;
     }
 }
 

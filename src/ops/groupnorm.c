@@ -122,14 +122,10 @@ static void gn_backward(const op_call *c) {
         for (size_t j = 0; j < cg; j++) {
             const float *dyp = dy + base + j * hw, *xp = x + base + j * hw, gj = gamma[c0 + j];
             float *dxp = dx + base + j * hw;
-            if (fresh) { /* the first writer of dx (op_call.din_fresh): 0 + the term, the bits of adding */
-                #pragma omp simd
-                for (size_t k = 0; k < hw; k++)
-                    dxp[k] = 0.0f + invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
-                continue;
-            }
+            /* the first writer of dx (op_call.din_fresh) starts from 0: the bits of adding into zeros */
             #pragma omp simd
-            for (size_t k = 0; k < hw; k++) dxp[k] += invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
+            for (size_t k = 0; k < hw; k++)
+                dxp[k] = (fresh ? 0.0f : dxp[k]) + invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
         }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];

@@ -100,13 +100,10 @@ VM_KERNEL static void ln_backward_row(const float *x, const float *dy, const flo
     }
     if (!dx) return;
     const float mg = (float)(sg / (double)C), mgx = (float)(sgx / (double)C);
-    if (fresh) { /* the first writer of dx (op_call.din_fresh): 0 + the term, the bits of adding into zeros */
-        #pragma omp simd
-        for (size_t j = 0; j < C; j++) dx[j] = 0.0f + invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
-        return;
-    }
+    /* the first writer of dx (op_call.din_fresh) starts from 0: the bits of adding into zeros */
     #pragma omp simd
-    for (size_t j = 0; j < C; j++) dx[j] += invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
+    for (size_t j = 0; j < C; j++)
+        dx[j] = (fresh ? 0.0f : dx[j]) + invstd * (gamma[j] * dy[j] - mg - (x[j] - mean) * invstd * mgx);
 }
 
 static void ln_backward(const op_call *c) {
