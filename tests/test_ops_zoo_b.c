@@ -424,7 +424,8 @@ static void attn_ref_backward(const float *qkv, const float *dout, const double 
     free(ds);
 }
 
-/* Forward (output and saved probabilities) and backward against the naive reference, sample by sample. */
+/* Forward and backward (which rebuilds the probabilities forward did not keep) against the naive reference,
+ * sample by sample. */
 static void attn_expect_reference(op_fixture *f, size_t T, size_t C, size_t H, bool causal, double tol) {
     double *out = op_test_xmalloc(T * C * sizeof *out), *probs = op_test_xmalloc(H * T * T * sizeof *probs);
     double *dqkv = op_test_xmalloc(T * 3 * C * sizeof *dqkv);
@@ -433,8 +434,6 @@ static void attn_expect_reference(op_fixture *f, size_t T, size_t C, size_t H, b
         const float *x = f->x[0] + n * T * 3 * C;
         attn_ref_forward(x, T, C, H, causal, out, probs);
         for (size_t i = 0; i < T * C; i++) expect_close(f->y[n * T * C + i], out[i], tol, "attention output", i);
-        const float *saved = (const float *)f->saved + n * H * T * T;
-        for (size_t i = 0; i < H * T * T; i++) expect_close(saved[i], probs[i], tol, "attention probabilities", i);
         attn_ref_backward(x, f->r + n * T * C, probs, T, C, H, dqkv);
         for (size_t i = 0; i < T * 3 * C; i++)
             expect_close(f->dx[0][n * T * 3 * C + i], dqkv[i], 10 * tol, "attention input gradient", i);
@@ -452,11 +451,12 @@ static void test_attention_table(void **state) {
     assert_int_equal(out.dims[1], 6);
     assert_int_equal(f.node->n_params, 0);
     assert_true(f.op->flags & OP_KEEPS_INPUT);
-    assert_int_equal(f.op->saved_bytes(f.g, f.node), 3 * 5 * 5 * sizeof(float));
-    /* one (T, T) scratch per thread that can have a task: min(threads, m * heads) */
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 3, 4), 4 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 16), 3 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 1), 25 * sizeof(float));
+    /* nothing kept beyond the input: backward rebuilds the probabilities */
+    assert_null(f.op->saved_bytes);
+    /* two (T, T) blocks, P and dS, per thread that can have a task: min(threads, m * heads) */
+    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 3, 4), 2 * 4 * 25 * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 16), 2 * 3 * 25 * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 1), 2 * 25 * sizeof(float));
     assert_true(f.op->flops(f.g, f.node) == 4.0 * 25 * 6 + 5.0 * 25 * 3);
     op_fixture_free(&f);
     /* the causal builder is the causal attention */
@@ -501,6 +501,38 @@ static void test_attention_causal_mask(void **state) {
     assert_memory_not_equal(f.y + 6 * 8, y + 6 * 8, 8 * sizeof(float));
     free(y);
     op_fixture_free(&f);
+}
+
+/* Backward rebuilds P and must see forward's P bit for bit. One head with V = identity makes the output row t
+ * P's row t (O = P V, every other term an exact 0), and dO = identity makes dV's column d P's row d (dV = P^T dO):
+ * both exact, so they must match bitwise. T = 40 spans two blocks of rows; three samples run in parallel. */
+static void test_attention_backward_rebuilds_forward_probs(void **state) {
+    (void)state;
+    const size_t T = 40, C = 48;
+    for (int causal = 0; causal <= 1; causal++) {
+        op_fixture f;
+        attn_bind(&f, T, C, 1, causal, 3, threads(), 480 + (uint64_t)causal);
+        for (size_t n = 0; n < 3; n++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t d = 0; d < C; d++) {
+                    float *row = f.x[0] + (n * T + t) * 3 * C;
+                    row[d] *= 3.0f, row[C + d] *= 3.0f; /* peaky, unequal probabilities */
+                    row[2 * C + d] = t == d ? 1.0f : 0.0f;
+                    f.r[(n * T + t) * C + d] = t == d ? 1.0f : 0.0f;
+                }
+        op_fixture_analytic(&f);
+        size_t differ = 0, nonzero = 0;
+        for (size_t n = 0; n < 3; n++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t s = 0; s < T; s++) {
+                    const float fwd = f.y[(n * T + t) * C + s], bwd = f.dx[0][(n * T + s) * 3 * C + 2 * C + t];
+                    differ += memcmp(&fwd, &bwd, sizeof fwd) != 0;
+                    nonzero += fwd != 0.0f;
+                }
+        assert_int_equal(differ, 0);
+        assert_true(nonzero >= (causal ? 3 * T * (T + 1) / 2 : 3 * T * T) - 3); /* P itself, not zeros */
+        op_fixture_free(&f);
+    }
 }
 
 /* Large enough for the parallel loop over (sample, head) and for the BLAS to block: against the reference. */
@@ -680,6 +712,7 @@ int main(void) {
         cmocka_unit_test(test_attention_gradients),
         cmocka_unit_test(test_attention_causal_mask),
         cmocka_unit_test(test_attention_large),
+        cmocka_unit_test(test_attention_backward_rebuilds_forward_probs),
         cmocka_unit_test(test_xent_tokens),
         cmocka_unit_test(test_xent_pixels),
         cmocka_unit_test(test_xent_per_sample_unchanged),

@@ -2,11 +2,16 @@
  * Head h of width D = C/H uses columns [hD, (h+1)D) of Q, K and V, and writes the same columns of the output:
  *   S = Q_h K_h^T / sqrt(D), P = softmax over each row (causal: row t over columns 0..t, the rest 0),
  *   O_h = P V_h.
- * Forward saves P (H T T floats per sample, the masked entries 0) and backward reads Q, K, V from the kept input:
- *   dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D), dQ = dS K, dK = dS^T Q.
+ * Backward needs P: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) / sqrt(D), dQ = dS K, dK = dS^T Q.
+ * Forward saves nothing (P is H T^2 floats per sample: 8 MiB per layer of the gpt workload, the largest
+ * activation a transformer would keep): backward recomputes P a block of rows at a time, in cache, from the kept
+ * Q and K, as FlashAttention does. It repeats the forward's own calls on the same operands (the same product
+ * into a block of the same shape, then the same softmax kernel), so backward sees the forward's P bit for bit;
+ * the price is one more product beside backward's four and the exponentials, and it saves the forward's write of
+ * P and backward's two reads of it.
  * Each (sample, head) is one task of a few GEMMs (the BLAS runs single-threaded inside the parallel loop); the
  * tasks write disjoint columns, so they run in parallel without races, and each task's sums run in one fixed
- * order: the same bits for any thread count. Backward's dP is per-thread scratch.
+ * order: the same bits for any thread count. The blocks of scores and probabilities are per-thread scratch.
  *
  * The rows go in blocks of ATTN_BLOCK queries. A causal block of rows [r0, r1) sees keys [0, r1) only, so every
  * product runs over those keys: the masked upper triangle is neither multiplied nor exponentiated, beyond the
@@ -73,25 +78,28 @@ static bool attn_infer(const graph_node *n, const snug_shape *in, int n_in, snug
     return true;
 }
 
-/* Rows [r0, r0 + nr) of the scores into probabilities, in place, row t at p + t T: numerically stable (shifted
- * by the row's max); the masked columns [len, T) set to 0, so the saved P is whole. */
-VM_KERNEL static void attn_softmax_rows(float *p, size_t r0, size_t nr, size_t T, bool causal) {
+/* The scores of rows [r0, r0 + nr) into probabilities, in place, row t at b + (t - r0) T over the block's nk keys:
+ * numerically stable (shifted by the row's max). The masked keys [t + 1, nk) of a causal row are set to -inf
+ * first, so that every row's loops run over all nk keys, a whole number of vectors when nk is, instead of a
+ * ragged length with a scalar tail (half this kernel's time when it was so); exp(-inf) is an exact 0, in P and
+ * in the sum. Forward and backward's recomputation both run this function on the same scores: the same P, bit
+ * for bit. */
+VM_KERNEL static void attn_softmax_rows(float *b, size_t r0, size_t nr, size_t nk, size_t T, bool causal) {
     for (size_t t = r0; t < r0 + nr; t++) {
-        float *row = p + t * T;
-        const size_t len = causal ? t + 1 : T;
+        float *row = b + (t - r0) * T;
+        for (size_t j = causal ? t + 1 : nk; j < nk; j++) row[j] = -INFINITY;
         float mx = row[0];
         #pragma omp simd reduction(max : mx)
-        for (size_t j = 1; j < len; j++) mx = row[j] > mx ? row[j] : mx;
+        for (size_t j = 1; j < nk; j++) mx = row[j] > mx ? row[j] : mx;
         float sum = 0.0f;
         #pragma omp simd reduction(+ : sum)
-        for (size_t j = 0; j < len; j++) {
+        for (size_t j = 0; j < nk; j++) {
             row[j] = vm_expf(row[j] - mx);
             sum += row[j];
         }
         const float inv = 1.0f / sum;
         #pragma omp simd
-        for (size_t j = 0; j < len; j++) row[j] *= inv;
-        if (len < T) memset(row + len, 0, (T - len) * sizeof *row);
+        for (size_t j = 0; j < nk; j++) row[j] *= inv;
     }
 }
 
@@ -116,27 +124,39 @@ static int attn_team(const op_call *c, size_t tasks) {
     return (int)(nt < tasks ? nt : tasks);
 }
 
+/* The probabilities of rows [r0, r0 + nr) of one (sample, head) into b (rows T apart): the block's scores against
+ * its nk keys, then their softmax. Forward and backward both build P through this function. */
+static void attn_block_probs(const attn_dims *d, const float *q, const float *k, size_t r0, size_t nr, size_t nk,
+                             float *b) {
+    const int ld = (int)(3 * d->C);
+    const float scale = (float)(1.0 / sqrt((double)d->D));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)d->D, scale, q + r0 * 3 * d->C, ld,
+                k, ld, 0.0f, b, (int)d->T);
+    attn_softmax_rows(b, r0, nr, nk, d->T, d->causal);
+}
+
+/* The thread's blocks of the workspace: (min(ATTN_BLOCK, T), T) floats each, `per_thread` of them per thread. */
+static float *attn_thread_blocks(const op_call *c, const attn_dims *d, int per_thread) {
+    const size_t bt = d->T < ATTN_BLOCK ? d->T : ATTN_BLOCK;
+    return (float *)c->work + (size_t)omp_get_thread_num() * (size_t)per_thread * bt * d->T;
+}
+
 static void attn_forward(const op_call *c) {
     const attn_dims d = attn_dims_of(c->g, c->node);
     const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
     const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
-    const float scale = (float)(1.0 / sqrt((double)D));
     const float *qkv = c->in[0]; // (m, T, 3C)
     float *out = c->out;         // (m, T, C)
-    float *probs = c->saved;     // (m, H, T, T)
     if (tasks == 0) return;
     #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) \
         if (tasks * T * T * D >= ATTN_PAR_MIN && par_pays_macs(tasks * T * T * D))
     for (size_t task = 0; task < tasks; task++) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
-        float *p = probs + task * T * T; // (T, T)
+        float *pb = attn_thread_blocks(c, &d, 1); // (nr, T): a block's rows, keys [0, nk)
         for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
             const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
-            float *pb = p + r0 * T; // (nr, T): this block's rows, keys [0, nk) computed
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, iD, scale, q + r0 * 3 * C, ld,
-                        k, ld, 0.0f, pb, iT);
-            attn_softmax_rows(p, r0, nr, T, d.causal);
+            attn_block_probs(&d, q, k, r0, nr, nk, pb);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, iD, (int)nk, 1.0f, pb, iT, v, ld, 0.0f,
                         out + (n * T + r0) * C + h * D, ldo);
         }
@@ -144,19 +164,19 @@ static void attn_forward(const op_call *c) {
 }
 
 /* dP of rows [r0, r0 + nr) into dS in place: dS = P (dP - sum_j P dP) * scale, row by row over the nk keys
- * the block computed; the masked entries get 0. Rows are T apart, row t of the block at ds + (t - r0) T. */
+ * the block computed (P is an exact 0 on the masked ones: whole vectors, as in the softmax); the masked entries
+ * are then set to +0. Row t of the block at ds + (t - r0) T, and of P at p + (t - r0) T. */
 VM_KERNEL static void attn_softmax_backward(float *ds, const float *p, size_t r0, size_t nr, size_t nk, size_t T,
-                                  bool causal, float scale) {
+                                            bool causal, float scale) {
     for (size_t t = r0; t < r0 + nr; t++) {
-        const size_t len = causal ? t + 1 : T;
         float *r = ds + (t - r0) * T;
-        const float *pr = p + t * T;
+        const float *pr = p + (t - r0) * T;
         float dot = 0.0f;
         #pragma omp simd reduction(+ : dot)
-        for (size_t j = 0; j < len; j++) dot += pr[j] * r[j];
+        for (size_t j = 0; j < nk; j++) dot += pr[j] * r[j];
         #pragma omp simd
-        for (size_t j = 0; j < len; j++) r[j] = pr[j] * (r[j] - dot) * scale;
-        for (size_t j = len; j < nk; j++) r[j] = 0.0f;
+        for (size_t j = 0; j < nk; j++) r[j] = pr[j] * (r[j] - dot) * scale;
+        for (size_t j = causal ? t + 1 : nk; j < nk; j++) r[j] = 0.0f;
     }
 }
 
@@ -165,32 +185,30 @@ static void attn_backward(const op_call *c) {
     const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H, bt = T < ATTN_BLOCK ? T : ATTN_BLOCK;
     const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
     const float scale = (float)(1.0 / sqrt((double)D));
-    const float *qkv = c->in[0];   // (m, T, 3C)
-    const float *dout = c->dout;   // (m, T, C)
-    const float *probs = c->saved; // (m, H, T, T)
-    float *din = c->din[0];        // (m, T, 3C)
-    float *work = c->work;         // (threads, min(ATTN_BLOCK, T), T): one block of dP, then dS
+    const float *qkv = c->in[0]; // (m, T, 3C)
+    const float *dout = c->dout; // (m, T, C)
+    float *din = c->din[0];      // (m, T, 3C)
     if (!din || tasks == 0) return;
     #pragma omp parallel for schedule(static) num_threads(attn_team(c, tasks)) \
         if (tasks * T * T * D >= ATTN_PAR_MIN && par_pays_macs(tasks * T * T * D))
     for (size_t task = 0; task < tasks; task++) {
         const size_t n = task / H, h = task % H;
-        const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
-        const float *p = probs + task * T * T, *dO = dout + n * T * C + h * D;
+        const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C, *dO = dout + n * T * C + h * D;
         float *dq = din + n * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
-        float *ds = work + (size_t)omp_get_thread_num() * bt * T; // (nr, T)
+        float *pb = attn_thread_blocks(c, &d, 2), *ds = pb + bt * T; // (nr, T) each: P, then dP and dS
         if (c->din_fresh & 1u) /* the first writer of din: this task's columns zeroed while they come into cache */
             for (size_t t = 0; t < T; t++)
                 for (int part = 0; part < 3; part++) memset(dq + t * 3 * C + (size_t)part * C, 0, D * sizeof *dq);
         for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
-            /* rows [r0, r0 + nr) against keys [0, nk): dV[keys] += P_b^T dO_b, dP_b = dO_b V[keys]^T,
-             * dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b */
+            /* rows [r0, r0 + nr) against keys [0, nk): P_b as forward built it, dV[keys] += P_b^T dO_b,
+             * dP_b = dO_b V[keys]^T, dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b */
             const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
             const int inr = (int)nr, ink = (int)nk;
-            const float *pb = p + r0 * T, *dOb = dO + r0 * C, *qb = q + r0 * 3 * C;
+            const float *dOb = dO + r0 * C, *qb = q + r0 * 3 * C;
+            attn_block_probs(&d, q, k, r0, nr, nk, pb);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, pb, iT, dOb, ldo, 1.0f, dv, ld);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, inr, ink, iD, 1.0f, dOb, ldo, v, ld, 0.0f, ds, iT);
-            attn_softmax_backward(ds, p, r0, nr, nk, T, d.causal, scale);
+            attn_softmax_backward(ds, pb, r0, nr, nk, T, d.causal, scale);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, inr, iD, ink, 1.0f, ds, iT, k, ld, 1.0f,
                         dq + r0 * 3 * C, ld);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, ds, iT, qb, ld, 1.0f, dk, ld);
@@ -205,29 +223,23 @@ static double attn_flops(const snug_graph *g, const graph_node *n) {
     return 4.0 * area * (double)d.C + 5.0 * area * (double)d.H;
 }
 
-/* Backward: dV = P^T dO and dP = dO V^T, then dQ = dS K and dK = dS^T Q: four products over the same entries. */
+/* Backward: P recomputed (Q K^T and the softmax, as forward), dV = P^T dO and dP = dO V^T, then dQ = dS K and
+ * dK = dS^T Q: five products over the same entries, the softmax and its backward. */
 static double attn_backward_flops(const snug_graph *g, const graph_node *n) {
     const attn_dims d = attn_dims_of(g, n);
     const double area = attn_area(&d);
-    return 8.0 * area * (double)d.C + 5.0 * area * (double)d.H;
+    return 10.0 * area * (double)d.C + 10.0 * area * (double)d.H;
 }
 
-static size_t attn_saved_bytes(const snug_graph *g, const graph_node *n) {
-    const attn_dims d = attn_dims_of(g, n);
-    size_t bytes;
-    return size_mul(d.T, d.T, &bytes) && size_mul(bytes, d.H, &bytes) && size_mul(bytes, sizeof(float), &bytes)
-               ? bytes
-               : SIZE_MAX;
-}
-
-/* One (min(ATTN_BLOCK, T), T) block of scores per thread that can run a task: min(threads, m H). */
+/* Two (min(ATTN_BLOCK, T), T) blocks per thread that can run a task, min(threads, m H): backward's P and dS
+ * (forward uses the first, for P). */
 static size_t attn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const attn_dims d = attn_dims_of(g, n);
     size_t tasks, bytes;
     if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
     const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;
     const size_t bt = d.T < ATTN_BLOCK ? d.T : ATTN_BLOCK;
-    return size_mul(bt, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, sizeof(float), &bytes)
+    return size_mul(bt, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, 2 * sizeof(float), &bytes)
                ? bytes
                : SIZE_MAX;
 }
@@ -240,6 +252,5 @@ const op_desc op_attention = {
     .backward = attn_backward,
     .flops = attn_flops,
     .backward_flops = attn_backward_flops,
-    .saved_bytes = attn_saved_bytes,
     .workspace_bytes = attn_workspace_bytes,
 };

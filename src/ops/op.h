@@ -82,10 +82,10 @@ typedef struct op_desc {
     /* Forward FLOPs per sample (a multiply-add counts 2); backward is counted by the planner as 2x for ops
      * with parameters and 1x otherwise. */
     double (*flops)(const snug_graph *g, const graph_node *n);
-    /* Backward FLOPs per sample when the rule above is wrong for the op (attention: about 2x forward without
+    /* Backward FLOPs per sample when the rule above is wrong for the op (attention: about 2.5x forward without
      * parameters); NULL to use the rule. */
     double (*backward_flops)(const snug_graph *g, const graph_node *n);
-    /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, softmax probs). */
+    /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, norm statistics). */
     size_t (*saved_bytes)(const snug_graph *g, const graph_node *n);
     /* Bytes kept from forward for backward once per micro-batch, whatever m is (BatchNorm's batch mean and
      * inverse deviation); NULL for none. c->saved holds these first, then saved_bytes * m. A recompute sees the
