@@ -190,8 +190,9 @@ snug_tensor snug_layernorm(snug_graph *g, const char *name, snug_tensor x, float
 /* Multi-head scaled dot-product self-attention without projections (put linear layers around it). qkv is
  * (T, 3C): queries, keys and values concatenated along the last dimension, each (T, C); head h uses columns
  * [h*C/heads, (h+1)*C/heads) of each (C divisible by heads). Output (T, C), the heads side by side. Scores are
- * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps the
- * attention probabilities (heads * T * T floats per sample) for backward. */
+ * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps only
+ * its input for backward, which rebuilds the attention probabilities a block of rows at a time (the same bits
+ * as forward's): memory linear in T, not heads * T * T floats per sample. */
 snug_tensor snug_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads, bool causal);
 /* Scales the initial values of layer `layer`'s weight (its first own trainable parameter: a linear or conv
  * weight, an embedding table, a norm's gain) by `scale` >= 0; biases keep theirs. Two uses: 0 on the last norm
