@@ -398,6 +398,37 @@ static void test_op_micro_batch_one_same_bits(void **state) {
     }
 }
 
+/* A sample whose padded planes exceed CONV_SLOT_MAX (64 MiB: 17 planes of 1024 x 1024 here) is shared by the
+ * threads even when there are samples for each: one slot of workspace at m = 2 as at m = 1, where a small
+ * sample gets a slot per thread. Sharing computes every output and gradient as one thread does (the kernels'
+ * sums do not depend on the split), so 2 threads give the bits of 1; per-thread partial weight gradients
+ * would not. Stride 2 takes the same rule (its planes: 2048 x 2048 in, 16 x 1024 x 1024 out). */
+static void test_op_large_sample_shares_threads(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    snug_graph *g2 = conv_graph_s2(1, 2048, 2048, 16);
+    assert_int_equal(op_conv2d.workspace_bytes(g2, &g2->nodes[1], 2, 2),
+                     op_conv2d.workspace_bytes(g2, &g2->nodes[1], 1, 2));
+    snug_graph_free(g2);
+    g2 = conv_graph(16, 32, 32, 16); /* small: a slot per sample thread, with its partials */
+    assert_true(op_conv2d.workspace_bytes(g2, &g2->nodes[1], 2, 2) >
+                2 * op_conv2d.workspace_bytes(g2, &g2->nodes[1], 1, 1) - 64);
+    snug_graph_free(g2);
+    op_fixture f[2];
+    for (int t = 0; t < 2; t++) {
+        snug_graph *g = conv_graph(1, 1024, 1024, 16);
+        const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 2);
+        assert_true(one > ((size_t)64 << 20));
+        assert_int_equal(op_conv2d.workspace_bytes(g, &g->nodes[1], 2, 2), one);
+        op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, 17);
+        op_fixture_analytic(&f[t]);
+    }
+    assert_memory_equal(f[1].y, f[0].y, 2 * f[0].out_n * sizeof(float));
+    assert_memory_equal(f[1].dx[0], f[0].dx[0], 2 * f[0].in_n[0] * sizeof(float));
+    for (int p = 0; p < 2; p++) assert_memory_equal(f[1].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
+    for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
+}
+
 /* Winograd's share of a conv's workspace with T sample threads: its transformed weights, and per thread the
  * tile blocks of both directions (a loose bound: a thread needs the larger of the two, plus alignment). */
 static size_t wino_bytes(size_t c, size_t h, size_t w, size_t co, size_t T) {
@@ -439,6 +470,7 @@ int main(void) {
         cmocka_unit_test(test_s2_backward_matches_reference),
         cmocka_unit_test(test_op_micro_batch_one_same_bits),
         cmocka_unit_test(test_op_workspace_below_lowering),
+        cmocka_unit_test(test_op_large_sample_shares_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

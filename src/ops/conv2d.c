@@ -15,7 +15,9 @@
  * 3x3 stride-1 padding-1 convolutions with one group (most of every CNN here) take the direct path of
  * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
  * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
- * (its tiles split between them), so micro-batches of 1 use every core too. With stride 2 (the downsampling
+ * (its tiles split between them), so micro-batches of 1 use every core too. So do samples whose padded planes
+ * exceed CONV_SLOT_MAX (high-resolution images), whatever the micro-batch: one slot of scratch, not one per
+ * thread. With stride 2 (the downsampling
  * convolutions of a ResNet) both directions take the direct path too, through the phase planes of
  * conv3x3_s2_forward and conv3x3_s2_backward.
  *
@@ -135,13 +137,29 @@ static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_
     return true;
 }
 
+/* The largest direct-path scratch a sample gets to itself: beyond it, every thread works on each sample in turn
+ * (one slot of scratch) instead of one sample per thread (one slot each). A slot of this size is far beyond any
+ * cache, so a thread's own slot buys nothing there, while the slots multiply memory that the plan could give to
+ * activations: one 1408 x 2112 sample of the unet-hires model needs 545 MiB of padded planes in its first
+ * decoder convolution, so two slots took 1.07 GiB of every plan from m = 2 on. The workloads' largest slot (the
+ * 256 x 256 unet's first decoder convolution) is 12 MiB, and keeps its per-thread samples. */
+#define CONV_SLOT_MAX ((size_t)64 << 20)
+
+/* Whether the direct path runs one sample per thread: enough samples, and a sample's scratch of at most
+ * CONV_SLOT_MAX or too little work to share. */
+static bool conv_direct_sample_threads(const conv_ctx *k, size_t m, int threads, size_t scratch_bytes) {
+    return lowering_threads(m, threads) > 1 && (scratch_bytes <= CONV_SLOT_MAX || conv_direct_inner(k, threads) == 1);
+}
+
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     *l = (conv_layout){.T = lowering_threads(m, threads)};
-    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
         if (!conv3x3_scratch_floats(&s, &cols)) return false;
+        if (cols > SIZE_MAX / sizeof(float)) return false;
+        /* the padded planes decide whether samples get a slot each; Winograd's blocks are far smaller */
+        if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
         size_t un, wsn;
         if (k->wino) {
             const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
@@ -152,9 +170,12 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
         }
     } else if (k->direct_s2) {
         if (!conv3x3_s2_scratch_floats(&s, &cols)) return false;
+        if (cols > SIZE_MAX / sizeof(float)) return false;
+        if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
     } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
         return false;
     }
+    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
     if (l->T == 1) {
         l->slot = l->col;
