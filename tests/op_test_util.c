@@ -269,3 +269,11 @@ void op_expect_error(snug_graph *g, snug_status status, const char *const *needl
         if (!strstr(err.message, *needles)) fail_msg("'%s' not in the message: %s", *needles, err.message);
     snug_graph_free(g);
 }
+
+void op_expect_same_results(const op_fixture *a, const op_fixture *b) {
+    const size_t m = a->c.m;
+    assert_memory_equal(b->y, a->y, m * a->out_n * sizeof(float));
+    for (int i = 0; i < a->n_in; i++)
+        if (a->owner[i] == i) assert_memory_equal(b->dx[i], a->dx[i], m * a->in_n[i] * sizeof(float));
+    for (int p = 0; p < a->n_w; p++) assert_memory_equal(b->dw[p], a->dw[p], a->wn[p] * sizeof(float));
+}

@@ -70,6 +70,10 @@ void op_check_all(op_fixture *f, size_t m_run, float h, double tol);
  * OP_WRITES_FRESH writes fresh input gradients (op_call.din_fresh) with the bits of adding into zeros. */
 void op_check_backward_adds(op_fixture *f);
 
+/* b's output and every input and parameter gradient have the bits of a's, over a's c.m samples (the same op
+ * and shapes, both run). */
+void op_expect_same_results(const op_fixture *a, const op_fixture *b);
+
 /* snug_graph_check(g) fails with `status` and a message that holds every string of the NULL-terminated list
  * `needles`; frees g. */
 void op_expect_error(snug_graph *g, snug_status status, const char *const *needles);

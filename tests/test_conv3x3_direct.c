@@ -217,6 +217,39 @@ static void test_same_bits_any_thread_count(void **state) {
     }
 }
 
+/* Tall planes: a backward without dx pads a band of rows at a time, in the scratch that
+ * conv3x3_scratch_floats_for(CONV3X3_DW) sizes (far less than the planes: allocated exactly and filled with NaN,
+ * so an overrun or a read of an unwritten float shows), and its dW and db have the bits of the whole-plane
+ * backward on 1, 2 and 3 threads. Widths below, near and above a chunk of the grid (2048 lanes) and not a
+ * multiple of 16; heights that leave a short last band. */
+static void test_banded_weight_gradient_same_bits(void **state) {
+    (void)state;
+    if (!conv3x3_direct_available()) skip();
+    const size_t sh[][4] = {{3, 5, 300, 20}, {2, 4, 200, 130}, {1, 7, 60, 2500}, {4, 3, 151, 47}};
+    for (size_t i = 0; i < 4; i++) {
+        conv_data d;
+        data_init(&d, sh[i], 70 + i);
+        run(&d, 1, true, true, true);
+        float *dw = op_test_xmalloc(d.wn * sizeof(float)), *db = op_test_xmalloc(d.s.co * sizeof(float));
+        memcpy(dw, d.dw, d.wn * sizeof(float)), memcpy(db, d.db, d.s.co * sizeof(float));
+        size_t n = 0;
+        assert_true(conv3x3_scratch_floats_for(&d.s, CONV3X3_DW, &n));
+        assert_true(n < d.scratch_n / 2);
+        float *band = op_test_xmalloc(n * sizeof(float));
+        for (int T = 1; T <= 3; T++) {
+            data_reset(&d);
+            for (size_t j = 0; j < n; j++) band[j] = NAN;
+            #pragma omp parallel num_threads(T)
+            conv3x3_backward(&d.s, NULL, d.dw, d.db, d.dy, d.x, d.w, band, (size_t)omp_get_thread_num(),
+                             (size_t)omp_get_num_threads());
+            assert_memory_equal(d.dw, dw, d.wn * sizeof(float));
+            assert_memory_equal(d.db, db, d.s.co * sizeof(float));
+        }
+        free(band), free(dw), free(db);
+        data_free(&d);
+    }
+}
+
 /* Stride 2 (conv3x3_s2_forward): against the double-precision reference over odd and even planes, planes of
  * one row or column, channel counts that leave partial tiles; the scratch starts full of NaN; 1, 2 and 3
  * threads give the same bits. */
@@ -389,11 +422,7 @@ static void test_op_micro_batch_one_same_bits(void **state) {
             op_fixture_init(&f[t], g, 1, 1, t + 1, FILL_PLAIN, 3 + shape);
             op_fixture_analytic(&f[t]);
         }
-        for (int t = 1; t < 3; t++) {
-            assert_memory_equal(f[t].y, f[0].y, f[0].out_n * sizeof(float));
-            assert_memory_equal(f[t].dx[0], f[0].dx[0], f[0].in_n[0] * sizeof(float));
-            for (int p = 0; p < 2; p++) assert_memory_equal(f[t].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
-        }
+        for (int t = 1; t < 3; t++) op_expect_same_results(&f[0], &f[t]);
         for (int t = 0; t < 3; t++) op_fixture_free(&f[t]);
     }
 }
@@ -423,9 +452,7 @@ static void test_op_large_sample_shares_threads(void **state) {
         op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, 17);
         op_fixture_analytic(&f[t]);
     }
-    assert_memory_equal(f[1].y, f[0].y, 2 * f[0].out_n * sizeof(float));
-    assert_memory_equal(f[1].dx[0], f[0].dx[0], 2 * f[0].in_n[0] * sizeof(float));
-    for (int p = 0; p < 2; p++) assert_memory_equal(f[1].dw[p], f[0].dw[p], f[0].wn[p] * sizeof(float));
+    op_expect_same_results(&f[0], &f[1]);
     for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
 }
 
@@ -466,6 +493,7 @@ int main(void) {
         cmocka_unit_test(test_matches_reference),
         cmocka_unit_test(test_null_gradients_skipped),
         cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_banded_weight_gradient_same_bits),
         cmocka_unit_test(test_s2_forward_matches_reference),
         cmocka_unit_test(test_s2_backward_matches_reference),
         cmocka_unit_test(test_op_micro_batch_one_same_bits),

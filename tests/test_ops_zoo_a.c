@@ -291,6 +291,24 @@ static void test_conv_transpose2d_shapes_and_costs(void **state) {
     snug_graph_free(g);
 }
 
+/* A sample whose column buffer exceeds LOWERING_SLOT_MAX (64 rows x 520 x 520 pixels: 66 MiB) runs its samples
+ * in turn on all threads: one buffer at m = 2 as at m = 1, no partials, and 2 threads give the bits of 1 (the
+ * products' elements are one chain each whatever the threads). */
+static void test_conv_transpose2d_large_sample_one_slot(void **state) {
+    (void)state;
+    op_fixture f[2];
+    for (int t = 0; t < 2; t++) {
+        snug_graph *g = convt_graph(2, 520, 520, 16, 2, 2, 0);
+        const size_t one = op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 1, 2);
+        assert_true(one > ((size_t)64 << 20));
+        assert_int_equal(op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 2, 2), one);
+        op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, 23);
+        op_fixture_analytic(&f[t]);
+    }
+    op_expect_same_results(&f[0], &f[1]);
+    for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
+}
+
 /* Per-thread partials, reduced in thread order, and the BLAS-threaded loop agree; the same thread count gives
  * the same bits. */
 static void test_conv_transpose2d_paths_agree(void **state) {
@@ -1008,6 +1026,7 @@ int main(void) {
         cmocka_unit_test(test_conv_transpose2d_gradients),
         cmocka_unit_test(test_conv_transpose2d_shapes_and_costs),
         cmocka_unit_test(test_conv_transpose2d_paths_agree),
+        cmocka_unit_test(test_conv_transpose2d_large_sample_one_slot),
         cmocka_unit_test(test_concat_gradients),
         cmocka_unit_test(test_concat_same_tensor),
         cmocka_unit_test(test_concat_large),

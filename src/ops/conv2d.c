@@ -16,7 +16,7 @@
  * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
  * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
  * (its tiles split between them), so micro-batches of 1 use every core too. So do samples whose padded planes
- * exceed CONV_SLOT_MAX (high-resolution images), whatever the micro-batch: one slot of scratch, not one per
+ * exceed LOWERING_SLOT_MAX (high-resolution images), whatever the micro-batch: one slot of scratch, not one per
  * thread. With stride 2 (the downsampling
  * convolutions of a ResNet) both directions take the direct path too, through the phase planes of
  * conv3x3_s2_forward and conv3x3_s2_backward.
@@ -25,12 +25,14 @@
  * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies. Its transformed weights are computed once per call,
  * by all threads, into the front of the workspace; dW and db stay on the direct kernel.
  *
- * Workspace, T = threads used (threads when m >= threads, else 1), each part rounded up to 64 bytes:
+ * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
+ * else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats, only on that path ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
- *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd the larger of
- *         that and its blocks for the threads sharing a sample) | partial dW (Co, C/G*k*k) + db (Co) floats,
- *         only when T > 1 ].
+ *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight
+ *         gradient alone uses the padded planes and pads a tall plane a band of rows at a time, the larger of
+ *         (C + Co) bands and its blocks for the threads sharing a sample) | partial dW (Co, C/G*k*k) + db (Co)
+ *         floats, only when T > 1 ].
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
@@ -137,18 +139,11 @@ static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_
     return true;
 }
 
-/* The largest direct-path scratch a sample gets to itself: beyond it, every thread works on each sample in turn
- * (one slot of scratch) instead of one sample per thread (one slot each). A slot of this size is far beyond any
- * cache, so a thread's own slot buys nothing there, while the slots multiply memory that the plan could give to
- * activations: one 1408 x 2112 sample of the unet-hires model needs 545 MiB of padded planes in its first
- * decoder convolution, so two slots took 1.07 GiB of every plan from m = 2 on. The workloads' largest slot (the
- * 256 x 256 unet's first decoder convolution) is 12 MiB, and keeps its per-thread samples. */
-#define CONV_SLOT_MAX ((size_t)64 << 20)
-
 /* Whether the direct path runs one sample per thread: enough samples, and a sample's scratch of at most
- * CONV_SLOT_MAX or too little work to share. */
+ * LOWERING_SLOT_MAX or too little work to share. */
 static bool conv_direct_sample_threads(const conv_ctx *k, size_t m, int threads, size_t scratch_bytes) {
-    return lowering_threads(m, threads) > 1 && (scratch_bytes <= CONV_SLOT_MAX || conv_direct_inner(k, threads) == 1);
+    return lowering_threads(m, threads) > 1 &&
+           (scratch_bytes <= LOWERING_SLOT_MAX || conv_direct_inner(k, threads) == 1);
 }
 
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
@@ -156,7 +151,10 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     *l = (conv_layout){.T = lowering_threads(m, threads)};
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
-        if (!conv3x3_scratch_floats(&s, &cols)) return false;
+        /* the padded planes the direct kernels use: where Winograd runs the forward and the input gradient, the
+         * weight gradient alone, which pads a tall plane a band at a time (conv3x3_scratch_floats_for) */
+        const unsigned uses = k->wino ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
+        if (!conv3x3_scratch_floats_for(&s, uses, &cols)) return false;
         if (cols > SIZE_MAX / sizeof(float)) return false;
         /* the padded planes decide whether samples get a slot each; Winograd's blocks are far smaller */
         if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
@@ -172,8 +170,10 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
         if (!conv3x3_s2_scratch_floats(&s, &cols)) return false;
         if (cols > SIZE_MAX / sizeof(float)) return false;
         if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
-    } else if (!k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols)) {
-        return false;
+    } else if (!k->pointwise) {
+        /* the column matrix; a sample whose matrix exceeds LOWERING_SLOT_MAX runs on all threads (the GEMMs') */
+        if (!size_mul(k->kdim * k->groups, k->npix, &cols) || cols > SIZE_MAX / sizeof(float)) return false;
+        if (cols * sizeof(float) > LOWERING_SLOT_MAX) l->T = 1;
     }
     l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;

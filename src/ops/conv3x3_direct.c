@@ -46,14 +46,51 @@ static size_t conv3x3_phase_floats(size_t h, size_t w) { return round_up(((h + 1
 
 static bool wgrad_small(const conv3x3_shape *s) { return s->h * s->w <= WG_SMALL_NPIX; }
 
-bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n) {
-    size_t plane, rows, chans, dt = 0;
+/* Rows a weight-gradient band aims at: its padded copies (of every input and output channel) stay near L2 size
+ * for the unet's 16 + 32 channels of 256-wide planes, and the three rows of halo each band pads again (the taps
+ * reach two rows down, and a band starts mid-row) cost a few percent of the padding. */
+#define WG_BAND_ROWS ((size_t)16)
+
+/* A band: whole chunks of the grid (so that every dW sum runs over the same chunks in the same order as over
+ * whole planes), at least WG_BAND_ROWS rows of them; the padded rows it reads (from the row its first lane is
+ * in, to two rows past its last lane); and the floats of one channel's band copy. */
+typedef struct wg_band {
+    size_t lanes, rows, floats;
+} wg_band;
+
+static wg_band wg_band_of(size_t w) {
+    const size_t wp = w + 1, chunk = 16 * WG_CHUNK;
+    wg_band b = {.lanes = chunk * ((WG_BAND_ROWS * wp + chunk - 1) / chunk)};
+    /* a lane read is below base + lanes + 3 wp + 2, base = the band's first row, at most wp - 1 before it */
+    b.rows = (b.lanes + 2 + wp - 1) / wp + 3;
+    b.floats = round_up(b.rows * wp, 16);
+    return b;
+}
+
+/* Whether a backward without dx takes bands: a plane not small (wgrad_small) and taller than a band. */
+static bool wgrad_banded(const conv3x3_shape *s) { return !wgrad_small(s) && wg_band_of(s->w).rows < s->h + 2; }
+
+bool conv3x3_scratch_floats_for(const conv3x3_shape *s, unsigned uses, size_t *n) {
+    size_t plane, rows, chans, dt = 0, band = 0, full = 0, fwd = 0;
     if (!size_add(s->h, 2, &rows) || !size_add(s->w, 1, &plane) || !size_mul(rows, plane, &plane) ||
-        !size_add(plane, 17 + 15, &plane))
+        !size_add(plane, 17 + 15, &plane) || !size_add(s->c, s->co, &chans))
         return false;
     plane = plane / 16 * 16; /* conv3x3_plane_floats, checked */
     if (wgrad_small(s) && !size_mul(s->h * s->w, round_up(s->co, 16), &dt)) return false;
-    return size_add(s->c, s->co, &chans) && size_mul(chans, plane, n) && size_add(*n, dt, n);
+    if ((uses & CONV3X3_FORWARD) && !size_mul(s->c, plane, &fwd)) return false;
+    if ((uses & CONV3X3_DX) || ((uses & CONV3X3_DW) && !wgrad_banded(s))) {
+        if (!size_mul(chans, plane, &full) || !size_add(full, dt, &full)) return false;
+    } else if (uses & CONV3X3_DW) {
+        /* the plane is taller than a band, so a band's rows * (w + 1) fit in size_t */
+        if (!size_mul(chans, wg_band_of(s->w).floats, &band)) return false;
+    }
+    *n = fwd > full ? fwd : full;
+    if (band > *n) *n = band;
+    return true;
+}
+
+bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    return conv3x3_scratch_floats_for(s, CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW, n);
 }
 
 #ifdef SNUG_AVX512
@@ -338,6 +375,66 @@ static AVX512 void wgrad_run(const wprod *p, float *dw, size_t t, size_t T) {
     }
 }
 
+/* The barrier between the parts of a call with T > 1 threads. */
+static void part_barrier(size_t T) {
+    if (T > 1) {
+        #pragma omp barrier
+    }
+}
+
+/* Padded rows [r0, r0 + rows) of every plane of part t of T of n planes (h, w), into copies `stride` floats
+ * apart: row r of conv3x3_pad's plane (zero above and below the plane, a zero column in front of every row)
+ * at dst + (r - r0)(w + 1), zeros after the last row. */
+static AVX512 void conv3x3_pad_rows(float *dst, const float *x, size_t n, size_t h, size_t w, size_t r0,
+                                    size_t rows, size_t stride, size_t t, size_t T) {
+    const size_t wp = w + 1;
+    size_t lo, hi;
+    part_range(n, t, T, &lo, &hi);
+    for (size_t ch = lo; ch < hi; ch++) {
+        float *p = dst + ch * stride;
+        for (size_t r = r0; r < r0 + rows; r++, p += wp) {
+            p[0] = 0.0f;
+            if (r == 0 || r > h) {
+                zero_floats(p + 1, w);
+                continue;
+            }
+            const float *src = x + ch * h * w + (r - 1) * w;
+            for (size_t i = 0; i < w; i += 16) {
+                const __mmask16 m = avx512_lanes(w - i);
+                _mm512_mask_storeu_ps(p + 1 + i, m, _mm512_maskz_loadu_ps(m, src + i));
+            }
+        }
+        zero_floats(p, stride - rows * wp);
+    }
+}
+
+/* wgrad_run a band at a time: each band's padded rows of x and dy (all channels, split over the threads), then
+ * its chunks, every unit of this thread's part as wgrad_run does them: chunk after chunk, so every dW element
+ * gets the same chunk sums in the same order. Grid lane q reads band index q - base. */
+static AVX512 void wgrad_run_banded(const conv3x3_shape *s, float *dw, const float *dy, const float *x,
+                                    float *scratch, size_t t, size_t T) {
+    const wg_band b = wg_band_of(s->w);
+    const size_t wp = s->w + 1, nq = (s->h * wp + 15) / 16, nob = (s->co + MW - 1) / MW, band_vecs = b.lanes / 16;
+    float *xb = scratch, *dyb = scratch + s->c * b.floats;
+    size_t lo, hi;
+    part_range(nob * s->c, t, T, &lo, &hi);
+    for (size_t v0 = 0; v0 < nq; v0 += band_vecs) {
+        const size_t r0 = 16 * v0 / wp, base = r0 * wp, v1 = nq - v0 < band_vecs ? nq : v0 + band_vecs;
+        conv3x3_pad_rows(xb, x, s->c, s->h, s->w, r0, b.rows, b.floats, t, T);
+        conv3x3_pad_rows(dyb, dy, s->co, s->h, s->w, r0, b.rows, b.floats, t, T);
+        part_barrier(T);
+        for (size_t c0 = v0; c0 < v1; c0 += WG_CHUNK) {
+            const size_t q0 = 16 * c0 - base, q1 = 16 * (v1 - c0 < WG_CHUNK ? v1 : c0 + WG_CHUNK) - base;
+            for (size_t f = lo; f < hi; f++) { /* f = plane block * c + input channel */
+                const size_t o0 = f / s->c * MW, k = f % s->c, mr = s->co - o0 < MW ? s->co - o0 : MW;
+                wtile_any(mr, dw + (o0 * s->c + k) * 9, s->c * 9, dyb + o0 * b.floats + wp + 1,
+                          xb + k * b.floats, b.floats, wp, 0, q0, q1);
+            }
+        }
+        part_barrier(T); /* the next band overwrites the copies */
+    }
+}
+
 /* ---- weight gradient of small planes: dW^T (c*9, co) += X (c*9, npix) dy^T (npix, co) -------------------
  * With few grid vectors the lane reductions above cost as much as the products. Here the vectors run along the
  * output channels instead: dy transposed once into dt (npix, ldt), a row of X is one tap of one padded input
@@ -468,12 +565,6 @@ static AVX512 void bias_run(float *db, const float *dy, size_t co, size_t npix, 
     }
 }
 
-static void part_barrier(size_t T) {
-    if (T > 1) {
-        #pragma omp barrier
-    }
-}
-
 static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
                                   float *scratch, size_t t, size_t T) {
     conv3x3_pad(scratch, x, s->c, s->h, s->w, t, T);
@@ -490,6 +581,12 @@ static AVX512 void backward_avx512(const conv3x3_shape *s, float *dx, float *dw,
     const size_t plane = conv3x3_plane_floats(s->h, s->w), npix = s->h * s->w;
     float *xpad = scratch, *dypad = scratch + s->c * plane, *dt = dypad + s->co * plane;
     const bool small = wgrad_small(s);
+    if (!dx && dw && wgrad_banded(s)) {
+        wgrad_run_banded(s, dw, dy, x, scratch, t, T);
+        if (db) bias_run(db, dy, s->co, npix, t, T);
+        part_barrier(T);
+        return;
+    }
     if (dw) conv3x3_pad(xpad, x, s->c, s->h, s->w, t, T);
     if (dx || (dw && !small)) conv3x3_pad(dypad, dy, s->co, s->h, s->w, t, T);
     if (dw && small) transpose_dy(dt, dy, s->co, npix, round_up(s->co, 16), t, T);

@@ -45,6 +45,16 @@ bool conv3x3_direct_available(void);
  * when that overflows. */
 bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n);
 
+/* What one sample's calls use the scratch for: the forward (conv3x3_forward), the input gradient and the weight
+ * gradient (conv3x3_backward with dx, with dw). */
+enum { CONV3X3_FORWARD = 1u, CONV3X3_DX = 2u, CONV3X3_DW = 4u };
+
+/* *n = the floats of one sample's scratch for the calls in `uses` (CONV3X3_* bits; conv3x3_scratch_floats is all
+ * three). A backward without dx on a plane taller than a band pads x and dy a band of rows at a time
+ * (conv3x3_backward), so a weight gradient alone needs (c + co) bands, not (c + co) planes: 8 MiB instead of
+ * 545 MiB for 16 + 32 channels of a 1408 x 2112 plane. */
+bool conv3x3_scratch_floats_for(const conv3x3_shape *s, unsigned uses, size_t *n);
+
 /* y = b + conv(x, W), one sample. With T > 1 every thread of the enclosing parallel region calls it with its
  * t and the same arguments (it holds barriers); scratch is shared by them. */
 void conv3x3_forward(const conv3x3_shape *s, float *y, // (co, h, w)
@@ -72,7 +82,8 @@ void conv3x3_s2_forward(const conv3x3_shape *s, float *y, // (co, (h + 1) / 2, (
 
 /* One sample's gradients, each ADDED and skipped where NULL: dx += conv(dy, W^T rotated), dW += the
  * correlation of dy with x, db += the plane sums of dy (16-lane float partial sums, combined in double).
- * Threads as conv3x3_forward. */
+ * Threads as conv3x3_forward. Without dx, a tall plane's weight gradient pads x and dy one band of rows at a
+ * time (bands of whole chunks of the grid, so the same sums in the same order: the same bits). */
 void conv3x3_backward(const conv3x3_shape *s, float *dx, // (c, h, w) or NULL
                       float *dw,                         // (co, c, 3, 3) or NULL
                       float *db,                         // (co) or NULL

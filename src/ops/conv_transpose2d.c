@@ -8,9 +8,10 @@
  * Backward lowers dy once for both GEMMs. With k = s and p = 0 (UNet's 2x2 stride-2 up-sampling) the patches do
  * not overlap: col2im is a strided copy-add and im2col a strided gather, both one pass over the output.
  *
- * The GEMMs are gemm_direct's, as in conv2d. Threads and workspace follow conv2d (im2col.h): T = lowering_threads(m, threads) slots, each part rounded up
- * to 64 bytes: [ column buffer (Co*k*k, H*W) floats | partial dW (C, Co*k*k) + db (Co) floats, only when
- * T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output. */
+ * The GEMMs are gemm_direct's, as in conv2d. Threads and workspace follow conv2d (im2col.h): T =
+ * lowering_threads(m, threads) slots (1 where a sample's column buffer exceeds LOWERING_SLOT_MAX), each part
+ * rounded up to 64 bytes: [ column buffer (Co*k*k, H*W) floats | partial dW (C, Co*k*k) + db (Co) floats, only
+ * when T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output. */
 #include <limits.h>
 #include <omp.h>
 #include <stdint.h>
@@ -55,6 +56,14 @@ static bool convt_slot_parts(const convt_ctx *k, size_t *col_bytes, size_t *part
     if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONVT_ALIGN, col_bytes)) return false;
     if (!size_mul(k->ci, k->kdim, &wn) || !size_add(wn, k->g.c, &pn)) return false;
     return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONVT_ALIGN, part_bytes);
+}
+
+/* Sample threads (im2col.h): one per sample where there are samples enough, unless a sample's column buffer
+ * exceeds LOWERING_SLOT_MAX: then the samples run in turn, each product threaded inside. */
+static size_t convt_threads(const convt_ctx *k, size_t m, int threads) {
+    size_t col_bytes = 0, part_bytes = 0;
+    if (!convt_slot_parts(k, &col_bytes, &part_bytes) || col_bytes > LOWERING_SLOT_MAX) return 1;
+    return lowering_threads(m, threads);
 }
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
@@ -149,7 +158,7 @@ static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
 static void convt_forward(const op_call *c) {
     const convt_ctx k = convt_ctx_of(c->g, c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    const size_t T = lowering_threads(m, c->threads);
+    const size_t T = convt_threads(&k, m, c->threads);
     size_t col_bytes = 0, part_bytes = 0;
     convt_slot_parts(&k, &col_bytes, &part_bytes); /* cannot overflow: the planner sized the same numbers */
     const size_t slot = T > 1 ? col_bytes + part_bytes : col_bytes;
@@ -199,7 +208,7 @@ static void convt_backward_sample(const convt_ctx *k, bool fresh, float *din, //
 static void convt_backward(const op_call *c) {
     const convt_ctx k = convt_ctx_of(c->g, c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    const size_t T = lowering_threads(m, c->threads), wn = k.ci * k.kdim;
+    const size_t T = convt_threads(&k, m, c->threads), wn = k.ci * k.kdim;
     const bool fresh = c->din_fresh & 1u;
     if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
@@ -244,7 +253,7 @@ static size_t convt_saved_bytes(const snug_graph *g, const graph_node *n) {
  * which no budget fits. */
 static size_t convt_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
     const convt_ctx k = convt_ctx_of(g, n);
-    const size_t T = lowering_threads(m, threads);
+    const size_t T = convt_threads(&k, m, threads);
     size_t col_bytes, part_bytes, slot, total;
     if (!convt_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;
     if (T == 1) return col_bytes;

@@ -34,6 +34,14 @@ void col2im_add(float *x,         // (c, h, w)
 /* Threads a lowered op runs samples on: `threads` when m >= threads > 1, else 1. */
 size_t lowering_threads(size_t m, int threads);
 
+/* The largest scratch a sample gets to itself: a lowered op (and conv2d's direct path) whose sample needs more
+ * runs every sample on all threads in turn, one slot of scratch, instead of a sample per thread with a slot
+ * each. A slot this size is far beyond any cache, so a thread's own slot buys nothing, while the slots
+ * multiply memory the plan could give to activations: the unet-hires model's first decoder convolution needs
+ * 545 MiB of padded planes per sample and its last up-sampling a 182 MiB column buffer, so two slots each took
+ * 1.07 GiB of every plan from m = 2 on. The workloads' largest slots are 4 to 12 MiB. */
+#define LOWERING_SLOT_MAX ((size_t)64 << 20)
+
 /* dst += the T per-thread partial buffers (the floats at byte `offset` of each `slot`-byte slot of work),
  * added in thread order for every element: deterministic for a given T. */
 void lowering_reduce(float *dst,       // (len)
