@@ -29,10 +29,10 @@
  * else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats, only on that path ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
- *         floats at stride 1, C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight
- *         gradient alone uses the padded planes and pads a tall plane a band of rows at a time, the larger of
- *         (C + Co) bands and its blocks for the threads sharing a sample) | partial dW (Co, C/G*k*k) + db (Co)
- *         floats, only when T > 1 ].
+ *         floats at stride 1, or (C + Co) bands of about 20 rows where the plane is taller (conv3x3_direct.h),
+ *         C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight gradient alone uses
+ *         the padded planes, the larger of that and its blocks for the threads sharing a sample) | partial dW
+ *         (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
@@ -151,8 +151,8 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     *l = (conv_layout){.T = lowering_threads(m, threads)};
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     if (k->direct) {
-        /* the padded planes the direct kernels use: where Winograd runs the forward and the input gradient, the
-         * weight gradient alone, which pads a tall plane a band at a time (conv3x3_scratch_floats_for) */
+        /* the padded planes (or bands, conv3x3_scratch_floats_for) the direct kernels use: where Winograd runs
+         * the forward and the input gradient, the weight gradient's alone */
         const unsigned uses = k->wino ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
         if (!conv3x3_scratch_floats_for(&s, uses, &cols)) return false;
         if (cols > SIZE_MAX / sizeof(float)) return false;

@@ -46,46 +46,57 @@ static size_t conv3x3_phase_floats(size_t h, size_t w) { return round_up(((h + 1
 
 static bool wgrad_small(const conv3x3_shape *s) { return s->h * s->w <= WG_SMALL_NPIX; }
 
-/* Rows a weight-gradient band aims at: its padded copies (of every input and output channel) stay near L2 size
- * for the unet's 16 + 32 channels of 256-wide planes, and the three rows of halo each band pads again (the taps
- * reach two rows down, and a band starts mid-row) cost a few percent of the padding. */
-#define WG_BAND_ROWS ((size_t)16)
+/* Rows a band aims at: its padded copies (of every input and output channel) stay near L2 size for the unet's
+ * 16 + 32 channels of 256-wide planes, and the three rows of halo each band pads again (the taps reach two rows
+ * down, and a band starts mid-row) cost a few percent of the padding. */
+#define BAND_ROWS ((size_t)16)
+/* The grid lanes a band is a whole number of: the weight gradient's chunks (so that every dW sum runs over the
+ * same chunks in the same order as over whole planes), the forward and input gradient's blocks of NV vectors. */
+#define WG_UNIT (16 * WG_CHUNK)
+#define DP_UNIT (16 * NV)
 
-/* A band: whole chunks of the grid (so that every dW sum runs over the same chunks in the same order as over
- * whole planes), at least WG_BAND_ROWS rows of them; the padded rows it reads (from the row its first lane is
- * in, to two rows past its last lane); and the floats of one channel's band copy. */
-typedef struct wg_band {
+/* A band of a plane of width w: at least BAND_ROWS rows of grid lanes, a whole number of `unit`s; the padded
+ * rows it reads (from the row its first lane is in, to two rows past its last lane); and the floats of one
+ * channel's band copy. */
+typedef struct band {
     size_t lanes, rows, floats;
-} wg_band;
+} band;
 
-static wg_band wg_band_of(size_t w) {
-    const size_t wp = w + 1, chunk = 16 * WG_CHUNK;
-    wg_band b = {.lanes = chunk * ((WG_BAND_ROWS * wp + chunk - 1) / chunk)};
+static band band_of(size_t w, size_t unit) {
+    const size_t wp = w + 1;
+    band b = {.lanes = unit * ((BAND_ROWS * wp + unit - 1) / unit)};
     /* a lane read is below base + lanes + 3 wp + 2, base = the band's first row, at most wp - 1 before it */
     b.rows = (b.lanes + 2 + wp - 1) / wp + 3;
     b.floats = round_up(b.rows * wp, 16);
     return b;
 }
 
-/* Whether a backward without dx takes bands: a plane not small (wgrad_small) and taller than a band. */
-static bool wgrad_banded(const conv3x3_shape *s) { return !wgrad_small(s) && wg_band_of(s->w).rows < s->h + 2; }
+/* Whether a plane goes in bands of rows: not small (wgrad_small: its weight gradient transposes dy whole) and
+ * taller than the weight gradient's band (the larger of the two kinds). */
+static bool plane_banded(const conv3x3_shape *s) {
+    return !wgrad_small(s) && band_of(s->w, WG_UNIT).rows < s->h + 2;
+}
 
 bool conv3x3_scratch_floats_for(const conv3x3_shape *s, unsigned uses, size_t *n) {
-    size_t plane, rows, chans, dt = 0, band = 0, full = 0, fwd = 0;
+    size_t plane, rows, chans, dt = 0, fwd = 0, dx = 0, dw = 0;
     if (!size_add(s->h, 2, &rows) || !size_add(s->w, 1, &plane) || !size_mul(rows, plane, &plane) ||
         !size_add(plane, 17 + 15, &plane) || !size_add(s->c, s->co, &chans))
         return false;
     plane = plane / 16 * 16; /* conv3x3_plane_floats, checked */
-    if (wgrad_small(s) && !size_mul(s->h * s->w, round_up(s->co, 16), &dt)) return false;
-    if ((uses & CONV3X3_FORWARD) && !size_mul(s->c, plane, &fwd)) return false;
-    if ((uses & CONV3X3_DX) || ((uses & CONV3X3_DW) && !wgrad_banded(s))) {
-        if (!size_mul(chans, plane, &full) || !size_add(full, dt, &full)) return false;
-    } else if (uses & CONV3X3_DW) {
+    if (plane_banded(s)) {
         /* the plane is taller than a band, so a band's rows * (w + 1) fit in size_t */
-        if (!size_mul(chans, wg_band_of(s->w).floats, &band)) return false;
+        const size_t fb = band_of(s->w, DP_UNIT).floats, wb = band_of(s->w, WG_UNIT).floats;
+        if (((uses & CONV3X3_FORWARD) && !size_mul(s->c, fb, &fwd)) || ((uses & CONV3X3_DX) && !size_mul(s->co, fb, &dx)) ||
+            ((uses & CONV3X3_DW) && !size_mul(chans, wb, &dw)))
+            return false;
+    } else {
+        if (wgrad_small(s) && !size_mul(s->h * s->w, round_up(s->co, 16), &dt)) return false;
+        if ((uses & CONV3X3_FORWARD) && !size_mul(s->c, plane, &fwd)) return false;
+        if ((uses & (CONV3X3_DX | CONV3X3_DW)) && (!size_mul(chans, plane, &dw) || !size_add(dw, dt, &dw)))
+            return false;
     }
-    *n = fwd > full ? fwd : full;
-    if (band > *n) *n = band;
+    *n = fwd > dx ? fwd : dx;
+    if (dw > *n) *n = dw;
     return true;
 }
 
@@ -165,6 +176,7 @@ typedef struct dprod {
      * w[k][o0 + I][tap_w[j]] src[k][q + tap_off[j]] on h rows of wp lanes, all kept (no spare lane). */
     size_t ntaps, tap_w[4], tap_off[4];
     size_t ostride;        /* the floats between output planes: h w, or a phase plane's stride */
+    size_t qoff;           /* the grid lane src starts at: 0, or a band's first (dprod_run_banded) */
 } dprod;
 
 /* The products dtile specialises on: stride-1 forward, stride-1 input gradient (flipped), stride-2 forward
@@ -214,7 +226,7 @@ static inline __attribute__((always_inline)) AVX512 void dtile(size_t mr, size_t
     float *dst = p->dst + o0 * npix;
     D_INIT(0) D_INIT(1) D_INIT(2) D_INIT(3) D_INIT(4) D_INIT(5) D_INIT(6) D_INIT(7)
     const float *ak = p->wt + o0 * rs;
-    const float *r0 = p->src + q0;
+    const float *r0 = p->src + (q0 - p->qoff);
     for (size_t k = 0; k < p->chans; k++, ak += kstep, r0 += p->stride) {
         if (s2) { /* tap (kh, kw) reads phase (kh % 2, kw % 2) at (kh / 2) wp + kw / 2 */
             const float *p01 = r0 + p->phase, *p10 = p01 + p->phase, *p11 = p10 + p->phase;
@@ -272,14 +284,15 @@ static AVX512 void dtile_any(size_t mr, size_t nv, const dprod *p, size_t o0, si
 
 /* Tiles f in part t of T, f = grid block * plane blocks + plane block: the plane blocks of one grid block run
  * one after another while its input rows sit in cache. */
-static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
-    const size_t wp = p->w + 1, nq = (p->h * wp + 15) / 16, nqb = (nq + NV - 1) / NV;
+/* The tiles of grid blocks [qb0, qb1) (NV vectors each), part t of T of them. */
+static AVX512 void dprod_blocks(const dprod *p, size_t qb0, size_t qb1, size_t t, size_t T) {
+    const size_t wp = p->w + 1, nq = (p->h * wp + 15) / 16;
     const size_t nob = (p->planes + MR - 1) / MR;
     size_t lo, hi, cur = SIZE_MAX, nv = 0;
     grid_vec gv[NV];
-    part_range(nqb * nob, t, T, &lo, &hi);
+    part_range((qb1 - qb0) * nob, t, T, &lo, &hi);
     for (size_t f = lo; f < hi; f++) {
-        const size_t qb = f / nob, o0 = f % nob * MR, q0 = qb * NV * 16;
+        const size_t qb = qb0 + f / nob, o0 = f % nob * MR, q0 = qb * NV * 16;
         if (qb != cur) {
             cur = qb;
             nv = nq - qb * NV < NV ? nq - qb * NV : NV;
@@ -289,6 +302,11 @@ static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
         }
         dtile_any(p->planes - o0 < MR ? p->planes - o0 : MR, nv, p, o0, q0, gv);
     }
+}
+
+static AVX512 void dprod_run(const dprod *p, size_t t, size_t T) {
+    const size_t nq = (p->h * (p->w + 1) + 15) / 16;
+    dprod_blocks(p, 0, (nq + NV - 1) / NV, t, T);
 }
 
 /* ---- weight gradient: dW[o][k][tap] += sum over q of dy[o][q] * x[k][q + tap] -------------------------- */
@@ -413,7 +431,7 @@ static AVX512 void conv3x3_pad_rows(float *dst, const float *x, size_t n, size_t
  * gets the same chunk sums in the same order. Grid lane q reads band index q - base. */
 static AVX512 void wgrad_run_banded(const conv3x3_shape *s, float *dw, const float *dy, const float *x,
                                     float *scratch, size_t t, size_t T) {
-    const wg_band b = wg_band_of(s->w);
+    const band b = band_of(s->w, WG_UNIT);
     const size_t wp = s->w + 1, nq = (s->h * wp + 15) / 16, nob = (s->co + MW - 1) / MW, band_vecs = b.lanes / 16;
     float *xb = scratch, *dyb = scratch + s->c * b.floats;
     size_t lo, hi;
@@ -431,6 +449,24 @@ static AVX512 void wgrad_run_banded(const conv3x3_shape *s, float *dw, const flo
                           xb + k * b.floats, b.floats, wp, 0, q0, q1);
             }
         }
+        part_barrier(T); /* the next band overwrites the copies */
+    }
+}
+
+/* dprod_run a band at a time over the padded rows of src_planes (p's chans planes (h, w), not yet padded): each
+ * band's rows of every channel (split over the threads), then its grid blocks' tiles. Every output element is
+ * still one tile's sum over the channels and taps in order: the bits of the whole-plane product. */
+static AVX512 void dprod_run_banded(dprod p, const float *src_planes, float *scratch, size_t t, size_t T) {
+    const band b = band_of(p.w, DP_UNIT);
+    const size_t wp = p.w + 1, nq = (p.h * wp + 15) / 16, nqb = (nq + NV - 1) / NV, band_blocks = b.lanes / DP_UNIT;
+    p.src = scratch;
+    p.stride = b.floats;
+    for (size_t qb0 = 0; qb0 < nqb; qb0 += band_blocks) {
+        const size_t qb1 = nqb - qb0 < band_blocks ? nqb : qb0 + band_blocks, r0 = qb0 * DP_UNIT / wp;
+        p.qoff = r0 * wp;
+        conv3x3_pad_rows(scratch, src_planes, p.chans, p.h, p.w, r0, b.rows, b.floats, t, T);
+        part_barrier(T);
+        dprod_blocks(&p, qb0, qb1, t, T);
         part_barrier(T); /* the next band overwrites the copies */
     }
 }
@@ -567,6 +603,12 @@ static AVX512 void bias_run(float *db, const float *dy, size_t co, size_t npix, 
 
 static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
                                   float *scratch, size_t t, size_t T) {
+    if (plane_banded(s)) {
+        const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .wt = w, .rs = s->c * 9,
+                         .flip = false, .dst = y, .bias = b, .accumulate = false, .ostride = s->h * s->w};
+        dprod_run_banded(p, x, scratch, t, T);
+        return;
+    }
     conv3x3_pad(scratch, x, s->c, s->h, s->w, t, T);
     part_barrier(T);
     const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .stride = conv3x3_plane_floats(s->h, s->w),
@@ -581,9 +623,14 @@ static AVX512 void backward_avx512(const conv3x3_shape *s, float *dx, float *dw,
     const size_t plane = conv3x3_plane_floats(s->h, s->w), npix = s->h * s->w;
     float *xpad = scratch, *dypad = scratch + s->c * plane, *dt = dypad + s->co * plane;
     const bool small = wgrad_small(s);
-    if (!dx && dw && wgrad_banded(s)) {
-        wgrad_run_banded(s, dw, dy, x, scratch, t, T);
+    if (plane_banded(s)) { /* each product pads its bands in turn: dW's (c + co) channels, then dx's co */
+        if (dw) wgrad_run_banded(s, dw, dy, x, scratch, t, T);
         if (db) bias_run(db, dy, s->co, npix, t, T);
+        if (dx) {
+            const dprod p = {.planes = s->c, .chans = s->co, .h = s->h, .w = s->w, .wt = w, .rs = 9, .flip = true,
+                             .dst = dx, .bias = NULL, .accumulate = true, .ostride = npix};
+            dprod_run_banded(p, dy, scratch, t, T);
+        }
         part_barrier(T);
         return;
     }

@@ -11,7 +11,7 @@
  * so a vector of 16 consecutive q reads 16 consecutive floats for every tap, whatever w is, with no mask and no
  * branch. Stores drop the spare lanes by compressing each vector (vcompressps) into its contiguous run of
  * output pixels. The padded copy costs (h + 2)(w + 1) floats per channel: 9x less memory and traffic than the
- * column matrix.
+ * column matrix; a tall plane is padded a band of at least 16 rows at a time, the band's rows plus three.
  *
  * The three products, each summing in an order fixed by the shape alone (channels, then taps, then pixels), so
  * the bits do not depend on the thread count nor on how the work is split:
@@ -50,9 +50,9 @@ bool conv3x3_scratch_floats(const conv3x3_shape *s, size_t *n);
 enum { CONV3X3_FORWARD = 1u, CONV3X3_DX = 2u, CONV3X3_DW = 4u };
 
 /* *n = the floats of one sample's scratch for the calls in `uses` (CONV3X3_* bits; conv3x3_scratch_floats is all
- * three). A backward without dx on a plane taller than a band pads x and dy a band of rows at a time
- * (conv3x3_backward), so a weight gradient alone needs (c + co) bands, not (c + co) planes: 8 MiB instead of
- * 545 MiB for 16 + 32 channels of a 1408 x 2112 plane. */
+ * three). A plane taller than a band goes in bands of rows: each product pads the rows of one band of its
+ * source at a time, so the scratch holds (c + co) bands, not (c + co) planes: 8 MiB instead of 545 MiB for
+ * 16 + 32 channels of a 1408 x 2112 plane. */
 bool conv3x3_scratch_floats_for(const conv3x3_shape *s, unsigned uses, size_t *n);
 
 /* y = b + conv(x, W), one sample. With T > 1 every thread of the enclosing parallel region calls it with its
@@ -82,8 +82,9 @@ void conv3x3_s2_forward(const conv3x3_shape *s, float *y, // (co, (h + 1) / 2, (
 
 /* One sample's gradients, each ADDED and skipped where NULL: dx += conv(dy, W^T rotated), dW += the
  * correlation of dy with x, db += the plane sums of dy (16-lane float partial sums, combined in double).
- * Threads as conv3x3_forward. Without dx, a tall plane's weight gradient pads x and dy one band of rows at a
- * time (bands of whole chunks of the grid, so the same sums in the same order: the same bits). */
+ * Threads as conv3x3_forward. A tall plane goes in bands of rows here as in the forward: bands of whole chunks
+ * of the grid for dW, of whole tile blocks for dx and the forward, so every sum runs over the same terms in
+ * the same order as over whole planes: the bits do not depend on the banding. */
 void conv3x3_backward(const conv3x3_shape *s, float *dx, // (c, h, w) or NULL
                       float *dw,                         // (co, c, 3, 3) or NULL
                       float *db,                         // (co) or NULL
