@@ -198,8 +198,10 @@ static void test_conv2d_grouped_paths_agree(void **state) {
 
 /* ---- conv_transpose2d ------------------------------------------------------------------------------------ */
 
-/* The transposed convolution by its definition, in double: every input pixel scatters its weighted kernel. */
-static void convt_direct(const op_fixture *f, size_t m, double *y) {
+/* The transposed convolution by its definition, in double: every input pixel scatters its weighted kernel
+ * into y; where dx is not NULL, the same pairs give the gradients of L = sum(y R): dx, dw (C, Co, k, k) and
+ * db (Co) from the fixture's output weighting R. */
+static void convt_direct_grads(const op_fixture *f, size_t m, double *y, double *dx, double *dw, double *db) {
     const conv2d_params *p = &f->node->p.conv2d;
     const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape, *out = &f->g->tensors[f->node->output].shape;
     const size_t C = in->dims[0], H = in->dims[1], W = in->dims[2], k = p->kernel;
@@ -207,6 +209,11 @@ static void convt_direct(const op_fixture *f, size_t m, double *y) {
     for (size_t n = 0; n < m; n++)
         for (size_t o = 0; o < Co; o++)
             for (size_t i = 0; i < Ho * Wo; i++) y[(n * Co + o) * Ho * Wo + i] = f->w[1][o];
+    if (dx) {
+        memset(dx, 0, m * C * H * W * sizeof *dx), memset(dw, 0, C * Co * k * k * sizeof *dw);
+        memset(db, 0, Co * sizeof *db);
+        for (size_t i = 0; i < m * Co * Ho * Wo; i++) db[i / (Ho * Wo) % Co] += f->r[i];
+    }
     for (size_t n = 0; n < m; n++)
         for (size_t c = 0; c < C; c++)
             for (size_t i = 0; i < H; i++)
@@ -217,11 +224,14 @@ static void convt_direct(const op_fixture *f, size_t m, double *y) {
                                 long oy = (long)(i * p->stride + a) - (long)p->padding;
                                 long ox = (long)(j * p->stride + b) - (long)p->padding;
                                 if (oy < 0 || ox < 0 || oy >= (long)Ho || ox >= (long)Wo) continue;
-                                y[((n * Co + o) * Ho + (size_t)oy) * Wo + (size_t)ox] +=
-                                    (double)f->x[0][((n * C + c) * H + i) * W + j] *
-                                    f->w[0][((c * Co + o) * k + a) * k + b];
+                                const size_t yi = ((n * Co + o) * Ho + (size_t)oy) * Wo + (size_t)ox;
+                                const size_t xi = ((n * C + c) * H + i) * W + j, wi = ((c * Co + o) * k + a) * k + b;
+                                y[yi] += (double)f->x[0][xi] * f->w[0][wi];
+                                if (dx) dx[xi] += (double)f->w[0][wi] * f->r[yi], dw[wi] += (double)f->x[0][xi] * f->r[yi];
                             }
 }
+
+static void convt_direct(const op_fixture *f, size_t m, double *y) { convt_direct_grads(f, m, y, NULL, NULL, NULL); }
 
 static void check_convt_forward(op_fixture *f, size_t m) {
     double *want = op_test_xmalloc(m * f->out_n * sizeof(double));
@@ -291,14 +301,36 @@ static void test_conv_transpose2d_shapes_and_costs(void **state) {
     snug_graph_free(g);
 }
 
-/* A sample whose column buffer exceeds LOWERING_SLOT_MAX (64 rows x 520 x 520 pixels: 66 MiB) runs its samples
- * in turn on all threads: one buffer at m = 2 as at m = 1, no partials, and 2 threads give the bits of 1 (the
- * products' elements are one chain each whatever the threads). */
+/* A non-overlapping up-sampling whose column matrix exceeds 8 MiB (64 rows x 200 x 200 pixels: 10 MiB) builds
+ * it a block of input rows at a time (163 rows, then 37), in a workspace of one block: output and gradients
+ * against the definition in double. */
+static void test_conv_transpose2d_row_blocks(void **state) {
+    (void)state;
+    snug_graph *g = convt_graph(2, 200, 200, 16, 2, 2, 0);
+    assert_true(op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 1, 1) <= ((size_t)8 << 20));
+    op_fixture f;
+    op_fixture_init(&f, g, 1, 2, threads(), FILL_PLAIN, 29);
+    op_fixture_analytic(&f);
+    const size_t yn = 2 * f.out_n, xn = 2 * f.in_n[0];
+    double *y = op_test_xmalloc(yn * sizeof *y), *dx = op_test_xmalloc(xn * sizeof *dx);
+    double *dw = op_test_xmalloc(f.wn[0] * sizeof *dw), *db = op_test_xmalloc(f.wn[1] * sizeof *db);
+    convt_direct_grads(&f, 2, y, dx, dw, db);
+    expect_close(f.y, y, yn, 1e-5, "blocked conv_transpose2d output");
+    expect_close(f.dx[0], dx, xn, 1e-5, "blocked conv_transpose2d input gradient");
+    expect_close(f.dw[0], dw, f.wn[0], 1e-4, "blocked conv_transpose2d weight gradient");
+    expect_close(f.dw[1], db, f.wn[1], 1e-4, "blocked conv_transpose2d bias gradient");
+    free(y), free(dx), free(dw), free(db);
+    op_fixture_free(&f);
+}
+
+/* An overlapping one (3x3 stride 2) keeps its matrix whole; where that exceeds LOWERING_SLOT_MAX (72 rows x
+ * 520 x 520 pixels: 74 MiB) its samples run in turn on all threads: one buffer at m = 2 as at m = 1, no
+ * partials, and 2 threads give the bits of 1 (the products' elements are one chain each whatever the threads). */
 static void test_conv_transpose2d_large_sample_one_slot(void **state) {
     (void)state;
     op_fixture f[2];
     for (int t = 0; t < 2; t++) {
-        snug_graph *g = convt_graph(2, 520, 520, 16, 2, 2, 0);
+        snug_graph *g = convt_graph(2, 520, 520, 8, 3, 2, 1);
         const size_t one = op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 1, 2);
         assert_true(one > ((size_t)64 << 20));
         assert_int_equal(op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 2, 2), one);
@@ -1027,6 +1059,7 @@ int main(void) {
         cmocka_unit_test(test_conv_transpose2d_shapes_and_costs),
         cmocka_unit_test(test_conv_transpose2d_paths_agree),
         cmocka_unit_test(test_conv_transpose2d_large_sample_one_slot),
+        cmocka_unit_test(test_conv_transpose2d_row_blocks),
         cmocka_unit_test(test_concat_gradients),
         cmocka_unit_test(test_concat_same_tensor),
         cmocka_unit_test(test_concat_large),

@@ -6,7 +6,8 @@
  *   forward:  col (Co*k*k, H*W) = W^T x;  y = b + col2im(col)
  *   backward: col = im2col(dy);  dW (C, Co*k*k) += x col^T;  din += W col;  db += row sums of dy
  * Backward lowers dy once for both GEMMs. With k = s and p = 0 (UNet's 2x2 stride-2 up-sampling) the patches do
- * not overlap: col2im is a strided copy-add and im2col a strided gather, both one pass over the output.
+ * not overlap: col2im is a strided copy-add and im2col a strided gather, both one pass over the output; and
+ * a column matrix over CONVT_BLOCK_BYTES is built a block of input rows at a time (convt_block_rows).
  *
  * The GEMMs are gemm_direct's, as in conv2d. Threads and workspace follow conv2d (im2col.h): T =
  * lowering_threads(m, threads) slots (1 where a sample's column buffer exceeds LOWERING_SLOT_MAX), each part
@@ -33,7 +34,24 @@ typedef struct convt_ctx {
     size_t npix;        /* H*W: the input's pixels, the columns of the column matrix */
     size_t opix;        /* Ho*Wo */
     bool pointwise;     /* 1x1, stride 1, no padding: the output is its own column matrix */
+    size_t rows;        /* input rows per block of the column matrix: all H, or fewer (convt_block_rows) */
 } convt_ctx;
+
+/* The column matrix's largest block: a non-overlapping transposed convolution (k <= s, no padding: UNet's 2x2
+ * stride-2 up-sampling) whose whole matrix is larger builds it a block of input rows at a time, each block's
+ * patches scattered (or gathered) alone. 8 MiB keeps the unet workload's matrices whole (4 MiB at most) and its
+ * blocks on the weight gradient's long-inner-dimension kernel (over 4096 pixels per block at 256 wide and up);
+ * the unet-hires model's last up-sampling needed 182 MiB whole. */
+#define CONVT_BLOCK_BYTES ((size_t)8 << 20)
+
+/* Input rows per block: H where the matrix is whole (overlapping patches add up across rows, so they stay
+ * whole), else as many as CONVT_BLOCK_BYTES holds, at least one. */
+static size_t convt_block_rows(const convt_ctx *k) {
+    const size_t row_bytes = k->kdim * k->g.wo * sizeof(float), h = k->g.ho;
+    if (k->pointwise || k->g.k > k->g.stride || k->g.pad != 0 || row_bytes * h <= CONVT_BLOCK_BYTES) return h;
+    const size_t rows = CONVT_BLOCK_BYTES / row_bytes;
+    return rows == 0 ? 1 : rows < h ? rows : h;
+}
 
 static convt_ctx convt_ctx_of(const snug_graph *gr, const graph_node *n) {
     const snug_shape *in = &gr->tensors[n->inputs[0]].shape, *out = &gr->tensors[n->output].shape;
@@ -45,6 +63,7 @@ static convt_ctx convt_ctx_of(const snug_graph *gr, const graph_node *n) {
     k.npix = k.g.ho * k.g.wo;
     k.opix = k.g.h * k.g.w;
     k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
+    k.rows = convt_block_rows(&k); /* infer checked that kdim * npix floats fit */
     return k;
 }
 
@@ -52,7 +71,7 @@ static convt_ctx convt_ctx_of(const snug_graph *gr, const graph_node *n) {
 static bool convt_slot_parts(const convt_ctx *k, size_t *col_bytes, size_t *part_bytes) {
     size_t cols = 0, wn, pn;
     *col_bytes = *part_bytes = 0;
-    if (!k->pointwise && !size_mul(k->kdim, k->npix, &cols)) return false;
+    if (!k->pointwise && !size_mul(k->kdim, k->rows * k->g.wo, &cols)) return false;
     if (!size_mul(cols, sizeof(float), col_bytes) || !size_align(*col_bytes, CONVT_ALIGN, col_bytes)) return false;
     if (!size_mul(k->ci, k->kdim, &wn) || !size_add(wn, k->g.c, &pn)) return false;
     return size_mul(pn, sizeof(float), part_bytes) && size_align(*part_bytes, CONVT_ALIGN, part_bytes);
@@ -138,6 +157,27 @@ static bool convt_infer(const graph_node *n, const snug_shape *in, int n_in, snu
 
 /* ---- forward -------------------------------------------------------------------------------------------- */
 
+/* Input rows [i0, i0 + rows) of a non-overlapping transposed convolution (k <= s, no padding) against the
+ * block's column matrix col (kdim, rows * W): with y_add, each patch added into its own output pixels (each gets
+ * exactly one, so the sum is col2im_add's); else col gathered from y_read (im2col's). */
+static void convt_block_patches(const convt_ctx *k, float *y_add, const float *y_read, float *col, size_t i0,
+                                size_t rows) {
+    const size_t kk = k->g.k, s = k->g.stride, w = k->g.wo, nb = rows * w;
+    for (size_t o = 0; o < k->g.c; o++)
+        for (size_t a = 0; a < kk; a++)
+            for (size_t b = 0; b < kk; b++) {
+                float *cr = col + ((o * kk + a) * kk + b) * nb;
+                for (size_t i = 0; i < rows; i++) {
+                    const size_t at = o * k->opix + ((i0 + i) * s + a) * k->g.w + b;
+                    float *ci = cr + i * w;
+                    if (y_add)
+                        for (size_t j = 0; j < w; j++) y_add[at + j * s] += ci[j];
+                    else
+                        for (size_t j = 0; j < w; j++) ci[j] = y_read[at + j * s];
+                }
+            }
+}
+
 /* y_n = b + col2im(W^T x_n) for one sample. */
 static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
                                  const float *x,               // (ci, npix)
@@ -151,6 +191,14 @@ static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
     }
     for (size_t o = 0; o < k->g.c; o++)
         for (size_t j = 0; j < k->opix; j++) y[o * k->opix + j] = b[o];
+    if (k->rows < k->g.ho) {
+        for (size_t i0 = 0; i0 < k->g.ho; i0 += k->rows) {
+            const size_t nb = (k->g.ho - i0 < k->rows ? k->g.ho - i0 : k->rows) * k->g.wo;
+            gemm_direct(k->kdim, nb, k->ci, w, 1, k->kdim, x + i0 * k->g.wo, k->npix, col, nb, NULL, false);
+            convt_block_patches(k, y, NULL, col, i0, nb / k->g.wo);
+        }
+        return;
+    }
     gemm_direct(k->kdim, k->npix, k->ci, w, 1, k->kdim, x, k->npix, col, k->npix, NULL, false);
     col2im_add(y, col, &k->g);
 }
@@ -187,7 +235,15 @@ static void convt_backward_sample(const convt_ctx *k, bool fresh, float *din, //
                                   const float *x,                 // (ci, npix)
                                   const float *w,                 // (ci, kdim)
                                   float *col) {                   // (kdim, npix) scratch
-    if (dw || din) {
+    if ((dw || din) && k->rows < k->g.ho) {
+        for (size_t i0 = 0; i0 < k->g.ho; i0 += k->rows) {
+            const size_t nb = (k->g.ho - i0 < k->rows ? k->g.ho - i0 : k->rows) * k->g.wo;
+            convt_block_patches(k, NULL, dy, col, i0, nb / k->g.wo);
+            if (dw) gemm_direct_nt(k->ci, k->kdim, nb, x + i0 * k->g.wo, k->npix, col, nb, dw, k->kdim);
+            if (din)
+                gemm_direct(k->ci, nb, k->kdim, w, k->kdim, 1, col, nb, din + i0 * k->g.wo, k->npix, NULL, !fresh);
+        }
+    } else if (dw || din) {
         const float *cols = dy;
         if (!k->pointwise) {
             im2col(col, dy, &k->g);
