@@ -193,6 +193,22 @@ static void test_null_gradients_skipped(void **state) {
     }
 }
 
+/* After a run on one thread: runs on 2 and 3 threads give the same output and gradients, bit for bit. */
+static void expect_same_bits_on_2_and_3_threads(conv_data *d) {
+    float *y = op_test_xmalloc(d->yn * sizeof(float)), *dx = op_test_xmalloc(d->xn * sizeof(float));
+    float *dw = op_test_xmalloc(d->wn * sizeof(float)), *db = op_test_xmalloc(d->s.co * sizeof(float));
+    memcpy(y, d->y, d->yn * sizeof(float)), memcpy(dx, d->dx, d->xn * sizeof(float));
+    memcpy(dw, d->dw, d->wn * sizeof(float)), memcpy(db, d->db, d->s.co * sizeof(float));
+    for (int T = 2; T <= 3; T++) {
+        run(d, T, true, true, true);
+        assert_memory_equal(d->y, y, d->yn * sizeof(float));
+        assert_memory_equal(d->dx, dx, d->xn * sizeof(float));
+        assert_memory_equal(d->dw, dw, d->wn * sizeof(float));
+        assert_memory_equal(d->db, db, d->s.co * sizeof(float));
+    }
+    free(y), free(dx), free(dw), free(db);
+}
+
 /* 1, 2 and 3 threads on one sample: the same bits. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
@@ -201,18 +217,7 @@ static void test_same_bits_any_thread_count(void **state) {
         conv_data d;
         data_init(&d, shapes[i], 40 + i);
         run(&d, 1, true, true, true);
-        float *y = op_test_xmalloc(d.yn * sizeof(float)), *dx = op_test_xmalloc(d.xn * sizeof(float));
-        float *dw = op_test_xmalloc(d.wn * sizeof(float)), *db = op_test_xmalloc(d.s.co * sizeof(float));
-        memcpy(y, d.y, d.yn * sizeof(float)), memcpy(dx, d.dx, d.xn * sizeof(float));
-        memcpy(dw, d.dw, d.wn * sizeof(float)), memcpy(db, d.db, d.s.co * sizeof(float));
-        for (int T = 2; T <= 3; T++) {
-            run(&d, T, true, true, true);
-            assert_memory_equal(d.y, y, d.yn * sizeof(float));
-            assert_memory_equal(d.dx, dx, d.xn * sizeof(float));
-            assert_memory_equal(d.dw, dw, d.wn * sizeof(float));
-            assert_memory_equal(d.db, db, d.s.co * sizeof(float));
-        }
-        free(y), free(dx), free(dw), free(db);
+        expect_same_bits_on_2_and_3_threads(&d);
         data_free(&d);
     }
 }
@@ -234,18 +239,7 @@ static void test_tall_planes_in_bands(void **state) {
         run(&d, 1, true, true, true);
         check_forward(&d);
         check_backward(&d);
-        float *y = op_test_xmalloc(d.yn * sizeof(float)), *dx = op_test_xmalloc(d.xn * sizeof(float));
-        float *dw = op_test_xmalloc(d.wn * sizeof(float)), *db = op_test_xmalloc(d.s.co * sizeof(float));
-        memcpy(y, d.y, d.yn * sizeof(float)), memcpy(dx, d.dx, d.xn * sizeof(float));
-        memcpy(dw, d.dw, d.wn * sizeof(float)), memcpy(db, d.db, d.s.co * sizeof(float));
-        for (int T = 2; T <= 3; T++) {
-            run(&d, T, true, true, true);
-            assert_memory_equal(d.y, y, d.yn * sizeof(float));
-            assert_memory_equal(d.dx, dx, d.xn * sizeof(float));
-            assert_memory_equal(d.dw, dw, d.wn * sizeof(float));
-            assert_memory_equal(d.db, db, d.s.co * sizeof(float));
-        }
-        free(y), free(dx), free(dw), free(db);
+        expect_same_bits_on_2_and_3_threads(&d);
         data_free(&d);
     }
 }

@@ -139,41 +139,30 @@ static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_
     return true;
 }
 
-/* Whether the direct path runs one sample per thread: enough samples, and a sample's scratch of at most
- * LOWERING_SLOT_MAX or too little work to share. */
-static bool conv_direct_sample_threads(const conv_ctx *k, size_t m, int threads, size_t scratch_bytes) {
-    return lowering_threads(m, threads) > 1 &&
-           (scratch_bytes <= LOWERING_SLOT_MAX || conv_direct_inner(k, threads) == 1);
-}
-
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
-    *l = (conv_layout){.T = lowering_threads(m, threads)};
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
-    if (k->direct) {
-        /* the padded planes (or bands, conv3x3_scratch_floats_for) the direct kernels use: where Winograd runs
-         * the forward and the input gradient, the weight gradient's alone */
-        const unsigned uses = k->wino ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
-        if (!conv3x3_scratch_floats_for(&s, uses, &cols)) return false;
-        if (cols > SIZE_MAX / sizeof(float)) return false;
-        /* the padded planes decide whether samples get a slot each; Winograd's blocks are far smaller */
-        if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
+    /* a sample's scratch: the padded planes or bands of the direct kernels (where Winograd runs the forward and
+     * the input gradient, the weight gradient's alone), or the column matrix */
+    const unsigned uses = k->wino ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
+    if (k->direct ? !conv3x3_scratch_floats_for(&s, uses, &cols)
+        : k->direct_s2 ? !conv3x3_s2_scratch_floats(&s, &cols)
+        : !k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols))
+        return false;
+    if (cols > SIZE_MAX / sizeof(float)) return false;
+    /* That scratch decides whether samples get a slot each (Winograd's blocks are far smaller); a direct-path
+     * sample too small to share keeps its own thread whatever its scratch (sharing it would run it serially). */
+    const bool direct = k->direct || k->direct_s2;
+    *l = (conv_layout){.T = direct && conv_direct_inner(k, threads) == 1
+                                ? lowering_threads(m, threads)
+                                : lowering_slot_threads(m, threads, cols * sizeof(float))};
+    if (k->wino) {
         size_t un, wsn;
-        if (k->wino) {
-            const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
-            if (!conv_wino_floats(&s, Ts, &un, &wsn) || !size_mul(un, sizeof(float), &l->pre) ||
-                !size_align(l->pre, CONV_ALIGN, &l->pre))
-                return false;
-            cols = wsn > cols ? wsn : cols;
-        }
-    } else if (k->direct_s2) {
-        if (!conv3x3_s2_scratch_floats(&s, &cols)) return false;
-        if (cols > SIZE_MAX / sizeof(float)) return false;
-        if (!conv_direct_sample_threads(k, m, threads, cols * sizeof(float))) l->T = 1;
-    } else if (!k->pointwise) {
-        /* the column matrix; a sample whose matrix exceeds LOWERING_SLOT_MAX runs on all threads (the GEMMs') */
-        if (!size_mul(k->kdim * k->groups, k->npix, &cols) || cols > SIZE_MAX / sizeof(float)) return false;
-        if (cols * sizeof(float) > LOWERING_SLOT_MAX) l->T = 1;
+        const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
+        if (!conv_wino_floats(&s, Ts, &un, &wsn) || !size_mul(un, sizeof(float), &l->pre) ||
+            !size_align(l->pre, CONV_ALIGN, &l->pre))
+            return false;
+        cols = wsn > cols ? wsn : cols;
     }
     l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;

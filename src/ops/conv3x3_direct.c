@@ -86,8 +86,8 @@ bool conv3x3_scratch_floats_for(const conv3x3_shape *s, unsigned uses, size_t *n
     if (plane_banded(s)) {
         /* the plane is taller than a band, so a band's rows * (w + 1) fit in size_t */
         const size_t fb = band_of(s->w, DP_UNIT).floats, wb = band_of(s->w, WG_UNIT).floats;
-        if (((uses & CONV3X3_FORWARD) && !size_mul(s->c, fb, &fwd)) || ((uses & CONV3X3_DX) && !size_mul(s->co, fb, &dx)) ||
-            ((uses & CONV3X3_DW) && !size_mul(chans, wb, &dw)))
+        if (((uses & CONV3X3_FORWARD) && !size_mul(s->c, fb, &fwd)) ||
+            ((uses & CONV3X3_DX) && !size_mul(s->co, fb, &dx)) || ((uses & CONV3X3_DW) && !size_mul(chans, wb, &dw)))
             return false;
     } else {
         if (wgrad_small(s) && !size_mul(s->h * s->w, round_up(s->co, 16), &dt)) return false;
@@ -117,30 +117,38 @@ static inline AVX512 void zero_floats(float *p, size_t n) {
     for (size_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(p + i, avx512_lanes(n - i), _mm512_setzero_ps());
 }
 
-/* pad[ch] = the padded copy of plane ch of x, for the channels of part t of T: the top row and the first
- * zero column, then each row copied with the next row's zero column after it, then the bottom row and the tail.
- * Masked vector copies: rows are short (8 to 32 floats in ResNet-20), too short for a vectorised loop's
- * prologue and epilogue to pay off. */
-static AVX512 void conv3x3_pad(float *pad,     // (n, conv3x3_plane_floats(h, w))
-                               const float *x, // (n, h, w)
-                               size_t n, size_t h, size_t w, size_t t, size_t T) {
-    const size_t wp = w + 1, plane = conv3x3_plane_floats(h, w);
+/* Padded rows [r0, r0 + rows) of every plane of part t of T of n planes (h, w), into copies `stride` floats
+ * apart: row r of the padded plane (zero above and below the plane, a zero column in front of every row) at
+ * dst + (r - r0)(w + 1), zeros after the last row. Masked vector copies: rows are short (8 to 32 floats in
+ * ResNet-20), too short for a vectorised loop's prologue and epilogue to pay off. */
+static AVX512 void conv3x3_pad_rows(float *dst, const float *x, size_t n, size_t h, size_t w, size_t r0,
+                                    size_t rows, size_t stride, size_t t, size_t T) {
+    const size_t wp = w + 1;
     size_t lo, hi;
     part_range(n, t, T, &lo, &hi);
     for (size_t ch = lo; ch < hi; ch++) {
-        float *p = pad + ch * plane;
-        const float *src = x + ch * h * w;
-        zero_floats(p, wp + 1);
-        for (size_t r = 1; r <= h; r++, src += w) {
-            float *row = p + r * wp + 1;
+        float *p = dst + ch * stride;
+        for (size_t r = r0; r < r0 + rows; r++, p += wp) {
+            p[0] = 0.0f;
+            if (r == 0 || r > h) {
+                zero_floats(p + 1, w);
+                continue;
+            }
+            const float *src = x + ch * h * w + (r - 1) * w;
             for (size_t i = 0; i < w; i += 16) {
                 const __mmask16 m = avx512_lanes(w - i);
-                _mm512_mask_storeu_ps(row + i, m, _mm512_maskz_loadu_ps(m, src + i));
+                _mm512_mask_storeu_ps(p + 1 + i, m, _mm512_maskz_loadu_ps(m, src + i));
             }
-            row[w] = 0.0f; /* the zero column in front of the next row */
         }
-        zero_floats(p + (h + 1) * wp + 1, plane - (h + 1) * wp - 1);
+        zero_floats(p, stride - rows * wp);
     }
+}
+
+/* pad[ch] = the whole padded plane of channel ch of x (all h + 2 rows, then the tail), for part t of T. */
+static AVX512 void conv3x3_pad(float *pad,     // (n, conv3x3_plane_floats(h, w))
+                               const float *x, // (n, h, w)
+                               size_t n, size_t h, size_t w, size_t t, size_t T) {
+    conv3x3_pad_rows(pad, x, n, h, w, 0, h + 2, conv3x3_plane_floats(h, w), t, T);
 }
 
 /* Where the vector of grid lanes [q0, q0 + 16) lands in an output plane: its valid lanes (inside the grid and
@@ -397,32 +405,6 @@ static AVX512 void wgrad_run(const wprod *p, float *dw, size_t t, size_t T) {
 static void part_barrier(size_t T) {
     if (T > 1) {
         #pragma omp barrier
-    }
-}
-
-/* Padded rows [r0, r0 + rows) of every plane of part t of T of n planes (h, w), into copies `stride` floats
- * apart: row r of conv3x3_pad's plane (zero above and below the plane, a zero column in front of every row)
- * at dst + (r - r0)(w + 1), zeros after the last row. */
-static AVX512 void conv3x3_pad_rows(float *dst, const float *x, size_t n, size_t h, size_t w, size_t r0,
-                                    size_t rows, size_t stride, size_t t, size_t T) {
-    const size_t wp = w + 1;
-    size_t lo, hi;
-    part_range(n, t, T, &lo, &hi);
-    for (size_t ch = lo; ch < hi; ch++) {
-        float *p = dst + ch * stride;
-        for (size_t r = r0; r < r0 + rows; r++, p += wp) {
-            p[0] = 0.0f;
-            if (r == 0 || r > h) {
-                zero_floats(p + 1, w);
-                continue;
-            }
-            const float *src = x + ch * h * w + (r - 1) * w;
-            for (size_t i = 0; i < w; i += 16) {
-                const __mmask16 m = avx512_lanes(w - i);
-                _mm512_mask_storeu_ps(p + 1 + i, m, _mm512_maskz_loadu_ps(m, src + i));
-            }
-        }
-        zero_floats(p, stride - rows * wp);
     }
 }
 

@@ -81,8 +81,7 @@ static bool convt_slot_parts(const convt_ctx *k, size_t *col_bytes, size_t *part
  * exceeds LOWERING_SLOT_MAX: then the samples run in turn, each product threaded inside. */
 static size_t convt_threads(const convt_ctx *k, size_t m, int threads) {
     size_t col_bytes = 0, part_bytes = 0;
-    if (!convt_slot_parts(k, &col_bytes, &part_bytes) || col_bytes > LOWERING_SLOT_MAX) return 1;
-    return lowering_threads(m, threads);
+    return convt_slot_parts(k, &col_bytes, &part_bytes) ? lowering_slot_threads(m, threads, col_bytes) : 1;
 }
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */

@@ -200,6 +200,10 @@ size_t lowering_threads(size_t m, int threads) {
     return threads > 1 && m >= (size_t)threads ? (size_t)threads : 1;
 }
 
+size_t lowering_slot_threads(size_t m, int threads, size_t slot_bytes) {
+    return slot_bytes > LOWERING_SLOT_MAX ? 1 : lowering_threads(m, threads);
+}
+
 void lowering_reduce(float *dst, const char *work, size_t slot, size_t offset, size_t len, size_t T) {
     #pragma omp parallel for schedule(static) if (len * T >= IM2COL_PAR_MIN && par_pays_floats(len * (T + 2)))
     for (size_t i = 0; i < len; i++) {

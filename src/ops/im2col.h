@@ -37,10 +37,16 @@ size_t lowering_threads(size_t m, int threads);
 /* The largest scratch a sample gets to itself: a lowered op (and conv2d's direct path) whose sample needs more
  * runs every sample on all threads in turn, one slot of scratch, instead of a sample per thread with a slot
  * each. A slot this size is far beyond any cache, so a thread's own slot buys nothing, while the slots
- * multiply memory the plan could give to activations: the unet-hires model's first decoder convolution needs
- * 545 MiB of padded planes per sample and its last up-sampling a 182 MiB column buffer, so two slots each took
- * 1.07 GiB of every plan from m = 2 on. The workloads' largest slots are 4 to 12 MiB. */
+ * multiply memory the plan could give to activations. Stride-1 3x3 planes (in bands of rows) and
+ * non-overlapping up-samplings (in blocks of rows) stay below it; what can exceed it is a large image's
+ * stride-2 phase planes, a lowered convolution's column matrix (CPUs without AVX-512, groups) or an overlapping
+ * transposed convolution's. Before the bands, the unet-hires model's first decoder convolution needed 545 MiB
+ * of padded planes per sample: two slots took 1.07 GiB of every plan from m = 2 on. The workloads' largest
+ * slots are 4 to 12 MiB. */
 #define LOWERING_SLOT_MAX ((size_t)64 << 20)
+
+/* lowering_threads for an op whose sample needs slot_bytes of scratch: 1 beyond LOWERING_SLOT_MAX. */
+size_t lowering_slot_threads(size_t m, int threads, size_t slot_bytes);
 
 /* dst += the T per-thread partial buffers (the floats at byte `offset` of each `slot`-byte slot of work),
  * added in thread order for every element: deterministic for a given T. */
