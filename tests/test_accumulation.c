@@ -270,10 +270,13 @@ static void check_training(const snug_dataset *ds, const char *model, snug_optim
         printf("# %s %s micro-batch %zu: parameters after %s rel error l2 %.3g (max %.3g)\n", model,
                kind == SNUG_OPTIM_SGD ? "sgd" : "adamw", splits[s],
                free_run ? "20 steps" : "each of 20 forced steps, the worst", e.l2, e.inf);
-        assert_true(e.l2 <= (free_run ? 1e-4 : 1e-6));
         /* Element-wise, AdamW divides each gradient by its own running RMS, so an element whose gradient is
          * a near-cancelling sum (rounding-level, order-dependent) moves by up to lr per step in either
-         * run; SGD does not amplify, so it is held to the element-wise bound too. */
+         * run; SGD does not amplify, so it is held to the element-wise bound too. Winograd's weight gradient
+         * (the cnn's conv2) rounds such a tap relative to the transformed sums it is the difference of, not
+         * to its own terms: AdamW's first steps turn that into 2-3e-6 of conv2's weights (2.4e-7 with the
+         * direct kernel), hence its own l2 bound; SGD's forced runs stay at 5.6e-8. */
+        assert_true(e.l2 <= (free_run ? 1e-4 : kind == SNUG_OPTIM_SGD ? 1e-6 : 1e-5));
         if (kind == SNUG_OPTIM_SGD) assert_true(e.inf <= (free_run ? 1e-4 : 1e-6));
         else assert_true(e.inf <= 2e-3);
         snug_trainer_free(parts[s]);

@@ -132,6 +132,77 @@ static void test_matches_reference_any_threads(void **state) {
     }
 }
 
+/* dw[o][c][a][e] = dw0 + the sum over samples and pixels of dy[o][i][j] x[c][i + a - 1][j + e - 1] */
+static void check_dw(const conv3x3_shape *s, const float *dw, const float *dw0, const float *const dy[2],
+                     const float *const x[2]) {
+    for (size_t o = 0; o < s->co; o++)
+        for (size_t c = 0; c < s->c; c++)
+            for (long a = 0; a < 3; a++)
+                for (long e = 0; e < 3; e++) {
+                    const size_t k = (o * s->c + c) * 9 + (size_t)(a * 3 + e);
+                    double sum = dw0[k], mag = fabs(sum);
+                    for (int n = 0; n < 2; n++)
+                        for (size_t i = 0; i < s->h; i++)
+                            for (size_t j = 0; j < s->w; j++) {
+                                const double v = dy[n][(o * s->h + i) * s->w + j] *
+                                                 at(x[n], s->h, s->w, c, (long)i + a - 1, (long)j + e - 1);
+                                sum += v, mag += fabs(v);
+                            }
+                    expect(dw[k], sum, mag, "dw", k);
+                }
+}
+
+/* The weight gradient of two samples summed in dU, then added to what dw held, against the double reference,
+ * over every shape (the kernels take any; conv2d calls them where conv3x3_winograd_dw_pays), from NaN scratch. */
+static void test_dw_matches_reference(void **state) {
+    (void)state;
+    if (!conv3x3_winograd_available()) skip();
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
+        const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
+        size_t dun, sn;
+        assert_true(conv3x3_winograd_dw_floats(&s, &dun));
+        assert_true(conv3x3_winograd_dw_scratch_floats(&s, &sn));
+        uint64_t seed = 71 + i;
+        float *x[2], *dy[2];
+        for (int n = 0; n < 2; n++) {
+            x[n] = op_test_xmalloc(xn * sizeof(float)), dy[n] = op_test_xmalloc(yn * sizeof(float));
+            op_test_fill_sym(x[n], xn, &seed), op_test_fill_sym(dy[n], yn, &seed);
+        }
+        float *dw0 = op_test_xmalloc(wn * sizeof(float)), *dw = op_test_xmalloc(wn * sizeof(float));
+        float *du = op_test_xmalloc(dun * sizeof(float)), *scratch = op_test_xmalloc(sn * sizeof(float));
+        op_test_fill_sym(dw0, wn, &seed);
+        memcpy(dw, dw0, wn * sizeof(float));
+        memset(du, 0, dun * sizeof(float));
+        for (size_t k = 0; k < sn; k++) scratch[k] = NAN;
+        for (int n = 0; n < 2; n++) conv3x3_winograd_dw_accumulate(&s, du, dy[n], x[n], scratch);
+        conv3x3_winograd_dw_finish(&s, dw, du);
+        check_dw(&s, dw, dw0, (const float *const *)dy, (const float *const *)x);
+        for (int n = 0; n < 2; n++) free(x[n]), free(dy[n]);
+        free(dw0), free(dw), free(du), free(scratch);
+    }
+}
+
+/* Where it pays: ResNet-20's and the cnn's layers, not a UNet's 256x256 planes nor a dU above 1 MiB. */
+static void test_dw_pays(void **state) {
+    (void)state;
+    const conv3x3_shape r1 = {.c = 16, .co = 16, .h = 32, .w = 32}, r3 = {.c = 64, .co = 64, .h = 8, .w = 8};
+    const conv3x3_shape cnn = {.c = 32, .co = 64, .h = 14, .w = 14}, unet = {.c = 16, .co = 16, .h = 256, .w = 256};
+    const conv3x3_shape wide = {.c = 256, .co = 256, .h = 4, .w = 4};
+    const conv3x3_shape huge = {.c = SIZE_MAX / 8, .co = 16, .h = 8, .w = 8};
+    assert_true(conv3x3_winograd_dw_pays(&r1));
+    assert_true(conv3x3_winograd_dw_pays(&r3));
+    assert_true(conv3x3_winograd_dw_pays(&cnn));
+    assert_false(conv3x3_winograd_dw_pays(&unet));
+    assert_false(conv3x3_winograd_dw_pays(&wide));
+    assert_false(conv3x3_winograd_dw_pays(&huge));
+    size_t n;
+    assert_false(conv3x3_winograd_dw_floats(&huge, &n));
+    assert_false(conv3x3_winograd_dw_scratch_floats(&huge, &n));
+    assert_true(conv3x3_winograd_dw_floats(&r3, &n));
+    assert_int_equal(n, 16 * 64 * 64);
+}
+
 /* The sizes grow with the threads and report overflow instead of wrapping. */
 static void test_sizes(void **state) {
     (void)state;
@@ -151,6 +222,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference_any_threads),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_dw_matches_reference),
+        cmocka_unit_test(test_dw_pays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

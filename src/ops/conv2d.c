@@ -23,7 +23,9 @@
  *
  * Where it measures faster (conv_wino_pays), the stride-1 forward and input gradient take Winograd F(2x2, 3x3)
  * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies. Its transformed weights are computed once per call,
- * by all threads, into the front of the workspace; dW and db stay on the direct kernel.
+ * by all threads, into the front of the workspace. Where a sample runs on one thread and its planes are small
+ * (conv3x3_winograd_dw_pays), dW takes Winograd too, summed over the samples in the transformed domain (dU)
+ * and turned into dW once per call and thread; db stays on the direct kernel.
  *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
  * else 1), each part rounded up to 64 bytes:
@@ -31,8 +33,10 @@
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
  *         floats at stride 1, or (C + Co) bands of about 20 rows where the plane is taller (conv3x3_direct.h),
  *         C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight gradient alone uses
- *         the padded planes, the larger of that and its blocks for the threads sharing a sample) | partial dW
- *         (Co, C/G*k*k) + db (Co) floats, only when T > 1 ].
+ *         the padded planes, the larger of that and its blocks for the threads sharing a sample; with
+ *         Winograd's dW, the largest of its blocks and dW's transposed planes) | dU, 16 Co round_up(C, 16)
+ *         floats, only with Winograd's dW | partial dW (Co, C/G*k*k) (none with dU: dU is the partial) + db
+ *         (Co) floats, only when T > 1 ].
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
@@ -103,7 +107,11 @@ typedef struct conv_layout {
     size_t T;      /* sample threads: lowering_threads(m, threads) */
     size_t slots;  /* slots in the workspace: T, or 2 where backward splits dx from dW (conv_grads_apart) */
     size_t col;    /* per slot: the column buffer, or the direct path's scratch */
-    size_t part;   /* per slot when T > 1: partial dW (co, kdim) then db (co) */
+    bool wdw;      /* the weight gradient by Winograd (conv_wino_dw): its dU after the scratch in each slot */
+    size_t du;     /* per slot: dU's bytes, or 0 */
+    size_t part;   /* per slot when T > 1, after dU: partial dW (co, kdim) (none with dU, the partial itself)
+                      then db (co) */
+    size_t dbo;    /* bytes from the partials to db's */
     size_t slot;   /* bytes from one slot to the next */
 } conv_layout;
 
@@ -156,6 +164,12 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     *l = (conv_layout){.T = direct && conv_direct_inner(k, threads) == 1
                                 ? lowering_threads(m, threads)
                                 : lowering_slot_threads(m, threads, cols * sizeof(float))};
+    /* Winograd's weight gradient where a sample runs on one thread: samples go to threads, or the sample is too
+     * small to share on any thread count (so that a micro-batch of 1 gets the same bits on 1, 2 or 3 threads);
+     * then no direct kernel needs a scratch */
+    const bool wdw =
+        k->wino && conv3x3_winograd_dw_pays(&s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
+    if (wdw) cols = 0;
     if (k->wino) {
         size_t un, wsn;
         const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
@@ -164,15 +178,24 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
             return false;
         cols = wsn > cols ? wsn : cols;
     }
-    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
-    if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
-    if (l->T == 1) {
-        l->slot = l->col;
-        return true;
+    if (wdw) {
+        size_t dsn, dun;
+        if (!conv3x3_winograd_dw_scratch_floats(&s, &dsn) || !conv3x3_winograd_dw_floats(&s, &dun) ||
+            !size_mul(dun, sizeof(float), &l->du) || !size_align(l->du, CONV_ALIGN, &l->du))
+            return false;
+        cols = dsn > cols ? dsn : cols;
+        l->wdw = true;
     }
-    if (!size_mul(k->co, k->kdim, &wn) || !size_add(wn, k->co, &pn)) return false;
+    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
+    if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col) ||
+        !size_add(l->col, l->du, &l->slot))
+        return false;
+    if (l->T == 1) return true;
+    if (!size_mul(k->co, k->kdim, &wn) || !size_mul(wn, sizeof(float), &l->dbo)) return false;
+    if (wdw) l->dbo = 0; /* dU is the thread's partial weight gradient */
+    pn = l->dbo / sizeof(float) + k->co;
     return size_mul(pn, sizeof(float), &l->part) && size_align(l->part, CONV_ALIGN, &l->part) &&
-           size_add(l->col, l->part, &l->slot);
+           size_add(l->slot, l->part, &l->slot);
 }
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
@@ -383,16 +406,33 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
     }
 }
 
-/* One sample's gradients on the direct path: dW and db by the direct kernel, dx by Winograd's or with them. */
-static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *dx, float *dw, float *db,
-                              const float *dy, const float *x, const float *w, const float *u, float *scratch,
-                              size_t t, size_t T) {
+/* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
+ * read), else by the direct kernel; db by the direct kernel; dx by Winograd's or with them. */
+static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *dx, float *dw, float *du,
+                              float *db, const float *dy, const float *x, const float *w, const float *u,
+                              float *scratch, size_t t, size_t T) {
     if (k->direct_s2) {
         conv3x3_s2_backward(s, dx, dw, db, dy, x, w, scratch, t, T);
         return;
     }
+    if (du) {
+        conv3x3_winograd_dw_accumulate(s, du, dy, x, scratch);
+        dw = NULL;
+    }
     conv3x3_backward(s, k->wino ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, T);
+}
+
+/* A slot's dU, zeroed, where this call's weight gradient takes Winograd (conv_layout.wdw); else NULL. Its
+ * owner turns it into dW with conv3x3_winograd_dw_finish once its samples are done. */
+static float *slot_du(const op_call *c, const conv_layout *l, char *slot) {
+    if (!l->wdw || !c->dw[0]) return NULL;
+    memset(slot + l->col, 0, l->du);
+    return (float *)(void *)(slot + l->col);
+}
+
+static void finish_du(const conv3x3_shape *s, float *dw, const float *du) {
+    if (du) conv3x3_winograd_dw_finish(s, dw, du);
 }
 
 /* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh): each sample
@@ -408,22 +448,25 @@ static float *sample_dx(const op_call *c, size_t n, size_t in_n) {
 /* conv_grads_apart's backward: thread 0 the input gradient (with Winograd's weights for it), thread 1 the
  * weight and bias gradients, each sample by sample on its own slot; one thread does both in turn. */
 static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u, char *slots,
-                                size_t slot) {
+                                const conv_layout *l) {
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     #pragma omp parallel num_threads(2)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
-        float *mine = (float *)(void *)(slots + (size_t)t * slot);
+        float *mine = (float *)(void *)(slots + (size_t)t * l->slot);
         if (t == 0) {
             if (k->wino) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, sample_dx(c, n, in_n), NULL, NULL, c->dout + n * out_n, c->in[0] + n * in_n,
-                                  c->w[0], u, mine, 0, 1);
+                conv_backward_one(k, s, sample_dx(c, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
+                                  c->in[0] + n * in_n, c->w[0], u, mine, 0, 1);
         }
-        if (t == 1 || T == 1)
+        if (t == 1 || T == 1) {
+            float *du = slot_du(c, l, (char *)mine);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, NULL, c->dw[0], c->dw[1], c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
-                                  u, mine, 0, 1);
+                conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], c->dout + n * out_n, c->in[0] + n * in_n,
+                                  c->w[0], u, mine, 0, 1);
+            finish_du(s, c->dw[0], du);
+        }
     }
 }
 
@@ -439,33 +482,39 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         #pragma omp parallel num_threads((int)l->T)
         {
             if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, (size_t)omp_get_thread_num(), l->T);
+            /* every thread's dU and partials, also those of threads the runtime may not have started */
             #pragma omp for schedule(static)
-            for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->part);
-            char *mine = slots + (size_t)omp_get_thread_num() * l->slot;
-            float *pdw = (float *)(void *)(mine + l->col);
+            for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->du + l->part);
+            char *mine = slots + (size_t)omp_get_thread_num() * l->slot, *part = mine + l->col + l->du;
+            float *du = l->wdw && c->dw[0] ? (float *)(void *)(mine + l->col) : NULL;
+            float *pdw = c->dw[0] && !du ? (float *)(void *)part : NULL;
+            float *pdb = c->dw[1] ? (float *)(void *)(part + l->dbo) : NULL;
             /* The weight and bias gradients go to this thread's partials, over samples fixed by the shape (the
              * bits depend on which samples a partial sums); each sample's input gradient is whole by one
              * thread, so those are claimed: a thread that finishes its part first takes more of them. */
             if (c->dw[0] || c->dw[1]) {
                 #pragma omp for schedule(static) nowait
                 for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, NULL, c->dw[0] ? pdw : NULL, c->dw[1] ? pdw + wn : NULL,
-                                      c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0,
-                                      1);
+                    conv_backward_one(k, &s, NULL, pdw, du, pdb, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
+                                      u, (float *)(void *)mine, 0, 1);
             }
             if (c->din[0]) {
                 #pragma omp for schedule(dynamic, 1)
                 for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, sample_dx(c, n, in_n), NULL, NULL, c->dout + n * out_n,
+                    conv_backward_one(k, &s, sample_dx(c, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
                                       c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
-        if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, l->col, wn, l->T);
-        if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, l->col + wn * sizeof(float), k->co, l->T);
+        const size_t part = l->col + l->du;
+        if (c->dw[0] && l->wdw) /* each thread's dU into dW, in thread order */
+            for (size_t t = 0; t < l->T; t++)
+                finish_du(&s, c->dw[0], (const float *)(void *)(slots + t * l->slot + l->col));
+        else if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, part, wn, l->T);
+        if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, part + l->dbo, k->co, l->T);
         return;
     }
     if (l->slots == 2 && c->din[0] && (c->dw[0] || c->dw[1]) && par_pays_macs(m * k->co * k->kdim * k->npix)) {
-        conv_backward_apart(c, k, &s, u, slots, l->slot);
+        conv_backward_apart(c, k, &s, u, slots, l);
         return;
     }
     /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
@@ -474,9 +523,11 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
         if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, t, T);
+        float *du = slot_du(c, l, slots); /* only where one thread runs here (conv_layout_of) */
         for (size_t n = 0; n < m; n++)
-            conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
+            conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], du, c->dw[1],
                               c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u, (float *)(void *)slots, t, T);
+        finish_du(&s, c->dw[0], du);
     }
 }
 

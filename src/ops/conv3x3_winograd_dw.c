@@ -1,0 +1,278 @@
+/* conv3x3_winograd_dw: the weight gradient of conv3x3_winograd.h's convolution, by the same F(2x2, 3x3).
+ *
+ * The forward computes each 2x2 output tile as Y = A^T [(G g G^T) .* (B^T d B)] A. Its gradient with respect
+ * to the kernel g, for an output-tile gradient dY (2x2), is by the chain rule through those linear maps
+ *     dg = G^T [ (A dY A^T) .* (B^T d B) ] G,
+ * and because G^T . G is linear, the sum over tiles and samples can run before it, in the transformed domain:
+ *     dU[xi][o][i] += sum over the tiles of (A dY_o A^T)[xi] (B^T d_i B)[xi]      (xi: 16 positions)
+ *     dW[o][i]     += G^T dU[.][o][i] G                                            (once per call)
+ * 16 multiply-adds per tile and channel pair instead of the direct kernel's 36. A^T = [1 1 1 0; 0 1 -1 -1],
+ * so A dY A^T maps a row (p, q) to (p, p + q, p - q, -q) and likewise the columns: additions only.
+ *
+ * Layout: channels in lanes. x and dy are transposed once per sample into (pixels, channels), so that the
+ * transforms of one tile read whole channel vectors, and the products dU[xi] (co, c) = sum over a block's tiles
+ * of Y[xi][t][o] V[xi][t][i] run as register tiles of 8 output channels x 48 input channels, the tile index
+ * the inner dimension (the forward's tiles-in-lanes layout would make it a lane reduction). Every dU element
+ * is one chain of multiply-adds over the tiles of the sample in order, and dW one fixed expression of dU, so
+ * the bits depend on which samples a call sums (as the direct kernel's do), not on the thread count. */
+#include "ops/conv3x3_winograd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/checked.h"
+#include "ops/avx512.h"
+#include "ops/transpose.h"
+
+/* Output channels per register tile, and input-channel vectors of 16. */
+#define MR 8
+#define NVMAX 3
+
+/* Winograd's dW keeps a sample's transposed input and output gradient in the scratch: planes beyond this many
+ * floats of both (1 MiB, a UNet's large levels) stay on the direct kernel's banded weight gradient, and so do
+ * layers whose dU (16 co c floats per thread) would exceed it. */
+#define WDW_MAX_FLOATS ((size_t)1 << 18)
+
+static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* The floats from one position xi of a block buffer to the next: a cache line more than its nt x ld, since
+ * nb x ld is often a multiple of 4 KiB, which would put the 16 rows a tile's transform writes into one L1 set. */
+static size_t xi_stride(size_t nb, size_t ld) { return nb * ld + 16; }
+
+/* Tiles per block: the block's transformed input and output gradient (16 (cp + cq) floats per tile) near
+ * 64 KiB, a small part of the workspace, in L2 while every output-channel tile reads them again; at least 16,
+ * so that a tile of dU loaded and stored per block costs little beside its multiply-adds. */
+static size_t block_tiles(size_t cp, size_t cq) {
+    const size_t nb = ((size_t)1 << 10) / (cp + cq);
+    return nb < 16 ? 16 : nb > 64 ? 64 : nb;
+}
+
+bool conv3x3_winograd_dw_pays(const conv3x3_shape *s) {
+    const size_t cp = round16(s->c), cq = round16(s->co);
+    size_t px, t;
+    if (!size_mul(s->h, s->w, &px) || !size_mul(px, cp + cq, &t) || !size_mul(s->co, cp, &px)) return false;
+    return t <= WDW_MAX_FLOATS && px <= WDW_MAX_FLOATS / 16;
+}
+
+bool conv3x3_winograd_dw_floats(const conv3x3_shape *s, size_t *n) {
+    return size_mul(s->co, round16(s->c), n) && size_mul(*n, 16, n);
+}
+
+bool conv3x3_winograd_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    const size_t cp = round16(s->c), cq = round16(s->co), nb = block_tiles(cp, cq);
+    size_t px;
+    return size_mul(s->h, s->w, &px) && size_mul(px, cp + cq, n) &&
+           size_add(*n, 16 * (xi_stride(nb, cp) + xi_stride(nb, cq)), n);
+}
+
+/* dW (co, c, 3, 3) += G^T dU[.][o][i] G for every pair, G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1]; in double,
+ * rounded once into dW: a tap whose sum nearly cancels is a difference of dU values larger than itself. */
+void conv3x3_winograd_dw_finish(const conv3x3_shape *s, float *dw, const float *du) {
+    const size_t cp = round16(s->c), plane = s->co * cp;
+    for (size_t o = 0; o < s->co; o++)
+        for (size_t i = 0; i < s->c; i++) {
+            double r[3][4];
+            float *d = dw + (o * s->c + i) * 9;
+            const float *m = du + o * cp + i;
+            for (int col = 0; col < 4; col++) { /* G^T M: the rows */
+                const double m0 = m[(size_t)col * plane], m1 = m[(size_t)(4 + col) * plane];
+                const double m2 = m[(size_t)(8 + col) * plane], m3 = m[(size_t)(12 + col) * plane];
+                r[0][col] = m0 + 0.5 * (m1 + m2);
+                r[1][col] = 0.5 * (m1 - m2);
+                r[2][col] = 0.5 * (m1 + m2) + m3;
+            }
+            for (int a = 0; a < 3; a++) { /* (G^T M) G: the columns */
+                d[3 * a] = (float)(d[3 * a] + (r[a][0] + 0.5 * (r[a][1] + r[a][2])));
+                d[3 * a + 1] = (float)(d[3 * a + 1] + 0.5 * (r[a][1] - r[a][2]));
+                d[3 * a + 2] = (float)(d[3 * a + 2] + (0.5 * (r[a][1] + r[a][2]) + r[a][3]));
+            }
+        }
+}
+
+#ifdef SNUG_AVX512
+
+/* One sample's operands, transposed, and the block buffers. */
+typedef struct wdw {
+    size_t c, co, h, w, cp, cq, th, tw, nb;
+    size_t vs, ys;    /* xi_stride of v and y */
+    const float *xt;  /* (h w, cp): x transposed, lanes past c zero */
+    const float *dyt; /* (h w, cq): dy transposed */
+    float *v;         /* (16, vs): rows (nb, cp) of B^T d B of the block's tiles */
+    float *y;         /* (16, ys): rows (nb, cq) of A dY A^T */
+} wdw;
+
+/* Channel vector j16.. of pixel (r, q) of a transposed plane, zero outside it. */
+static inline __attribute__((always_inline)) AVX512 __m512 px_at(const float *t, size_t ld, size_t h, size_t w,
+                                                                 long r, long q, size_t j16) {
+    if (r < 0 || q < 0 || r >= (long)h || q >= (long)w) return _mm512_setzero_ps();
+    return _mm512_loadu_ps(t + ((size_t)r * w + (size_t)q) * ld + j16);
+}
+
+/* v[xi] = (B^T d B)[xi] of tile (ty, tx) for every input channel, the same expressions as the forward's input
+ * transform. (The transforms and the products are kept out of line: a profile then shows each one's share.) */
+static __attribute__((noinline)) AVX512 void tile_v(const wdw *p, size_t tl, size_t ty, size_t tx) {
+    __m512 e[4][4];
+    const long r0 = 2 * (long)ty - 1, q0 = 2 * (long)tx - 1;
+    for (size_t j16 = 0; j16 < p->cp; j16 += 16) {
+        for (int i = 0; i < 4; i++) { /* d B: the columns of each row */
+            const __m512 d0 = px_at(p->xt, p->cp, p->h, p->w, r0 + i, q0, j16);
+            const __m512 d1 = px_at(p->xt, p->cp, p->h, p->w, r0 + i, q0 + 1, j16);
+            const __m512 d2 = px_at(p->xt, p->cp, p->h, p->w, r0 + i, q0 + 2, j16);
+            const __m512 d3 = px_at(p->xt, p->cp, p->h, p->w, r0 + i, q0 + 3, j16);
+            e[i][0] = _mm512_sub_ps(d0, d2);
+            e[i][1] = _mm512_add_ps(d1, d2);
+            e[i][2] = _mm512_sub_ps(d2, d1);
+            e[i][3] = _mm512_sub_ps(d1, d3);
+        }
+        float *v = p->v + tl * p->cp + j16;
+        const size_t xs = p->vs;
+        for (int k = 0; k < 4; k++) { /* B^T (d B): the rows */
+            _mm512_storeu_ps(v + (size_t)k * xs, _mm512_sub_ps(e[0][k], e[2][k]));
+            _mm512_storeu_ps(v + (size_t)(4 + k) * xs, _mm512_add_ps(e[1][k], e[2][k]));
+            _mm512_storeu_ps(v + (size_t)(8 + k) * xs, _mm512_sub_ps(e[2][k], e[1][k]));
+            _mm512_storeu_ps(v + (size_t)(12 + k) * xs, _mm512_sub_ps(e[1][k], e[3][k]));
+        }
+    }
+}
+
+/* y[xi] = (A dY A^T)[xi] of tile (ty, tx) for every output channel: dY's rows (p, q) become (p, p + q, p - q,
+ * -q), then its columns. Outputs past an odd plane's edge have no gradient: zero. */
+static __attribute__((noinline)) AVX512 void tile_y(const wdw *p, size_t tl, size_t ty, size_t tx) {
+    const __m512 z = _mm512_setzero_ps();
+    const long r0 = 2 * (long)ty, q0 = 2 * (long)tx;
+    for (size_t j16 = 0; j16 < p->cq; j16 += 16) {
+        const __m512 g00 = px_at(p->dyt, p->cq, p->h, p->w, r0, q0, j16);
+        const __m512 g01 = px_at(p->dyt, p->cq, p->h, p->w, r0, q0 + 1, j16);
+        const __m512 g10 = px_at(p->dyt, p->cq, p->h, p->w, r0 + 1, q0, j16);
+        const __m512 g11 = px_at(p->dyt, p->cq, p->h, p->w, r0 + 1, q0 + 1, j16);
+        const __m512 a[4][2] = {{g00, g01},
+                                {_mm512_add_ps(g00, g10), _mm512_add_ps(g01, g11)},
+                                {_mm512_sub_ps(g00, g10), _mm512_sub_ps(g01, g11)},
+                                {_mm512_sub_ps(z, g10), _mm512_sub_ps(z, g11)}};
+        float *y = p->y + tl * p->cq + j16;
+        const size_t xs = p->ys;
+        for (int i = 0; i < 4; i++) {
+            _mm512_storeu_ps(y + (size_t)(4 * i) * xs, a[i][0]);
+            _mm512_storeu_ps(y + (size_t)(4 * i + 1) * xs, _mm512_add_ps(a[i][0], a[i][1]));
+            _mm512_storeu_ps(y + (size_t)(4 * i + 2) * xs, _mm512_sub_ps(a[i][0], a[i][1]));
+            _mm512_storeu_ps(y + (size_t)(4 * i + 3) * xs, _mm512_sub_ps(z, a[i][1]));
+        }
+    }
+}
+
+/* ---- the products: dU[xi] (co, cp) += Y[xi]^T (nt, co) V[xi] (nt, cp) ------------------------------------ */
+
+#define D_INIT1(I, J) __m512 a##I##J = _mm512_setzero_ps();
+#define D_INIT(I) D_INIT1(I, 0) D_INIT1(I, 1) D_INIT1(I, 2)
+#define D_FMA(I)                                                                                              \
+    if (mr > I) {                                                                                             \
+        const __m512 b = _mm512_set1_ps(yt[I]);                                                               \
+        a##I##0 = _mm512_fmadd_ps(b, v0, a##I##0);                                                            \
+        if (nv > 1) a##I##1 = _mm512_fmadd_ps(b, v1, a##I##1);                                                \
+        if (nv > 2) a##I##2 = _mm512_fmadd_ps(b, v2, a##I##2);                                                \
+    }
+#define D_STORE1(I, J)                                                                                        \
+    if (mr > I && nv > J) {                                                                                   \
+        float *d = du + (I) * cp + 16 * (J);                                                                  \
+        _mm512_storeu_ps(d, _mm512_add_ps(_mm512_loadu_ps(d), a##I##J));                                      \
+    }
+#define D_STORE(I) D_STORE1(I, 0) D_STORE1(I, 1) D_STORE1(I, 2)
+
+/* Rows [0, mr) of du (cp apart), vectors [0, nv) at its column, over the block's nt tiles; mr, nv constants.
+ * The block's sum starts from zero and is added to du once: two levels of summation, whose rounding grows
+ * with the tiles of a block plus the blocks, not with all the tiles of every sample (a near-cancelling tap of
+ * dW is a difference of dU values larger than itself, so dU's rounding shows there). */
+static inline __attribute__((always_inline)) AVX512 void du_tile(size_t mr, size_t nv, float *du, size_t cp,
+                                                                 const float *y, size_t cq, const float *v,
+                                                                 size_t nt) {
+    D_INIT(0) D_INIT(1) D_INIT(2) D_INIT(3) D_INIT(4) D_INIT(5) D_INIT(6) D_INIT(7)
+    for (size_t t = 0; t < nt; t++) {
+        const float *yt = y + t * cq, *vt = v + t * cp;
+        const __m512 v0 = _mm512_loadu_ps(vt);
+        const __m512 v1 = nv > 1 ? _mm512_loadu_ps(vt + 16) : v0, v2 = nv > 2 ? _mm512_loadu_ps(vt + 32) : v0;
+        D_FMA(0) D_FMA(1) D_FMA(2) D_FMA(3) D_FMA(4) D_FMA(5) D_FMA(6) D_FMA(7)
+    }
+    D_STORE(0) D_STORE(1) D_STORE(2) D_STORE(3) D_STORE(4) D_STORE(5) D_STORE(6) D_STORE(7)
+}
+
+#define DU_NV(R)                                                                                              \
+    if (nv == 3) du_tile(R, 3, du, cp, y, cq, v, nt);                                                         \
+    else if (nv == 2) du_tile(R, 2, du, cp, y, cq, v, nt);                                                    \
+    else du_tile(R, 1, du, cp, y, cq, v, nt);
+
+/* mr rows: a full tile of MR, or the last ones as tiles of 4, 2 and 1. */
+static AVX512 void du_any(size_t mr, size_t nv, float *du, size_t cp, const float *y, size_t cq, const float *v,
+                          size_t nt) {
+    if (mr == MR) {
+        DU_NV(8)
+        return;
+    }
+    if (mr & 4) {
+        DU_NV(4)
+        du += 4 * cp, y += 4;
+    }
+    if (mr & 2) {
+        DU_NV(2)
+        du += 2 * cp, y += 2;
+    }
+    if (mr & 1) {
+        DU_NV(1)
+    }
+}
+
+/* The block's 16 products into du (16, co, cp). */
+static __attribute__((noinline)) AVX512 void block_products(const wdw *p, float *du, size_t nt) {
+    for (size_t xi = 0; xi < 16; xi++) {
+        const float *y = p->y + xi * p->ys, *v = p->v + xi * p->vs;
+        float *d = du + xi * p->co * p->cp;
+        for (size_t o0 = 0; o0 < p->co; o0 += MR) {
+            const size_t mr = p->co - o0 < MR ? p->co - o0 : MR;
+            for (size_t j = 0; j < p->cp; j += 16 * NVMAX) {
+                const size_t nv = (p->cp - j) / 16 < NVMAX ? (p->cp - j) / 16 : NVMAX;
+                du_any(mr, nv, d + o0 * p->cp + j, p->cp, y + o0, p->cq, v + j, nt);
+            }
+        }
+    }
+}
+
+/* src (rows, npix) transposed into dst (npix, ld), the lanes past rows zero. */
+static void transpose_plane(float *dst, size_t ld, const float *src, size_t rows, size_t npix) {
+    transpose_floats(dst, ld, src, npix, rows, npix);
+    if (rows < ld)
+        for (size_t q = 0; q < npix; q++) memset(dst + q * ld + rows, 0, (ld - rows) * sizeof *dst);
+}
+
+static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const float *dy, const float *x,
+                                     float *scratch) {
+    const size_t npix = s->h * s->w, cp = round16(s->c), cq = round16(s->co);
+    wdw p = {.c = s->c, .co = s->co, .h = s->h, .w = s->w, .cp = cp, .cq = cq, .th = (s->h + 1) / 2,
+             .tw = (s->w + 1) / 2, .nb = block_tiles(cp, cq)};
+    p.vs = xi_stride(p.nb, cp), p.ys = xi_stride(p.nb, cq);
+    float *xt = scratch, *dyt = xt + npix * cp;
+    p.v = dyt + npix * cq;
+    p.y = p.v + 16 * p.vs;
+    transpose_plane(xt, cp, x, s->c, npix);
+    transpose_plane(dyt, cq, dy, s->co, npix);
+    p.xt = xt, p.dyt = dyt;
+    const size_t tiles = p.th * p.tw;
+    for (size_t t0 = 0; t0 < tiles; t0 += p.nb) {
+        const size_t nt = tiles - t0 < p.nb ? tiles - t0 : p.nb;
+        for (size_t tl = 0; tl < nt; tl++) {
+            const size_t ty = (t0 + tl) / p.tw, tx = (t0 + tl) % p.tw;
+            tile_v(&p, tl, ty, tx);
+            tile_y(&p, tl, ty, tx);
+        }
+        block_products(&p, du, nt);
+    }
+}
+#endif
+
+void conv3x3_winograd_dw_accumulate(const conv3x3_shape *s, float *du, const float *dy, const float *x,
+                                    float *scratch) {
+#ifdef SNUG_AVX512
+    accumulate_avx512(s, du, dy, x, scratch);
+#else
+    (void)s, (void)du, (void)dy, (void)x, (void)scratch;
+    abort(); /* unreachable: conv3x3_winograd_available() is false in this build */
+#endif
+}
