@@ -89,7 +89,7 @@ static void run(const conv3x3_shape *s, int T, float *y, float *dx, const float 
         conv3x3_winograd_forward(s, y, x, u, b, scratch, t, n);
         conv3x3_winograd_weights(s, u, w, true, t, n);
         #pragma omp barrier
-        conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, n);
+        conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, false, t, n);
     }
 }
 
@@ -129,6 +129,37 @@ static void test_matches_reference_any_threads(void **state) {
         }
         free(x), free(dy), free(w), free(b), free(dx0), free(dx), free(y), free(y1), free(dx1), free(u);
         free(scratch);
+    }
+}
+
+/* A fresh input gradient (stale NaN memory, written whole) has the bits of one added into zeros, on 1-3
+ * threads. */
+static void test_dx_fresh_same_bits_as_added_into_zeros(void **state) {
+    (void)state;
+    if (!conv3x3_winograd_available()) skip();
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
+        const conv3x3_shape sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
+        const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
+        size_t un, sn;
+        assert_true(conv3x3_winograd_weights_floats(&s, &un));
+        assert_true(conv3x3_winograd_scratch_floats(&sw, 3, &sn));
+        uint64_t seed = 91 + i;
+        float *dy = op_test_xmalloc(yn * sizeof(float)), *w = op_test_xmalloc(wn * sizeof(float));
+        float *u = op_test_xmalloc(un * sizeof(float)), *scratch = op_test_xmalloc(sn * sizeof(float));
+        float *added = op_test_xmalloc(xn * sizeof(float)), *fresh = op_test_xmalloc(xn * sizeof(float));
+        op_test_fill_sym(dy, yn, &seed), op_test_fill_sym(w, wn, &seed);
+        conv3x3_winograd_weights(&s, u, w, true, 0, 1);
+        memset(added, 0, xn * sizeof(float));
+        conv3x3_winograd_backward_dx(&s, added, dy, u, scratch, false, 0, 1);
+        for (int T = 1; T <= 3; T++) {
+            for (size_t k = 0; k < xn; k++) fresh[k] = NAN;
+            #pragma omp parallel num_threads(T)
+            conv3x3_winograd_backward_dx(&s, fresh, dy, u, scratch, true, (size_t)omp_get_thread_num(),
+                                         (size_t)omp_get_num_threads());
+            assert_memory_equal(fresh, added, xn * sizeof(float));
+        }
+        free(dy), free(w), free(u), free(scratch), free(added), free(fresh);
     }
 }
 
@@ -222,6 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_reference_any_threads),
         cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_dx_fresh_same_bits_as_added_into_zeros),
         cmocka_unit_test(test_dw_matches_reference),
         cmocka_unit_test(test_dw_pays),
     };

@@ -70,6 +70,8 @@ typedef struct conv_ctx {
     bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
     bool direct_s2;     /* the same with stride 2: conv3x3_s2_forward and conv3x3_s2_backward */
     bool wino;          /* direct, and its forward and input gradient by Winograd (conv_wino_pays) */
+    bool dx_fresh;      /* backward: Winograd writes each sample's input gradient whole, this call being its
+                           first writer (op_call.din_fresh), so nothing zeroes it first */
 } conv_ctx;
 
 /* Where Winograd beats the direct kernel, measured on one core (both directions, forward and input gradient,
@@ -324,8 +326,6 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
         }
         return;
     }
-    /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
-    if (c->din[0] && (c->din_fresh & 1u)) memset(c->din[0], 0, m * in_n * sizeof *c->din[0]);
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -420,7 +420,7 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
         dw = NULL;
     }
     conv3x3_backward(s, k->wino ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
-    if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, t, T);
+    if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, k->dx_fresh, t, T);
 }
 
 /* A slot's dU, zeroed, where this call's weight gradient takes Winograd (conv_layout.wdw); else NULL. Its
@@ -435,13 +435,14 @@ static void finish_du(const conv3x3_shape *s, float *dw, const float *du) {
     if (du) conv3x3_winograd_dw_finish(s, dw, du);
 }
 
-/* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh): each sample
- * is zeroed by the thread about to add into it, while it is in cache, instead of all of din in a pass of the
- * executor's own (the same bits: the kernels add into zeros either way). NULL without an input gradient. */
-static float *sample_dx(const op_call *c, size_t n, size_t in_n) {
+/* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh) and the
+ * kernel adds into it (not Winograd's, conv_ctx.dx_fresh): each sample is zeroed by the thread about to add
+ * into it, while it is in cache, instead of all of din in a pass of the executor's own (the same bits: the
+ * kernels add into zeros either way). NULL without an input gradient. */
+static float *sample_dx(const op_call *c, const conv_ctx *k, size_t n, size_t in_n) {
     if (!c->din[0]) return NULL;
     float *dx = c->din[0] + n * in_n;
-    if (c->din_fresh & 1u) memset(dx, 0, in_n * sizeof *dx);
+    if ((c->din_fresh & 1u) && !k->dx_fresh) memset(dx, 0, in_n * sizeof *dx);
     return dx;
 }
 
@@ -457,7 +458,7 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
         if (t == 0) {
             if (k->wino) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, sample_dx(c, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
+                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
                                   c->in[0] + n * in_n, c->w[0], u, mine, 0, 1);
         }
         if (t == 1 || T == 1) {
@@ -501,7 +502,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
             if (c->din[0]) {
                 #pragma omp for schedule(dynamic, 1)
                 for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, sample_dx(c, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
+                    conv_backward_one(k, &s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
                                       c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
@@ -518,7 +519,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         return;
     }
     /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
-    if (c->din[0] && (c->din_fresh & 1u)) memset(c->din[0], 0, m * in_n * sizeof *c->din[0]);
+    if (c->din[0] && (c->din_fresh & 1u) && !k->dx_fresh) memset(c->din[0], 0, m * in_n * sizeof *c->din[0]);
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
@@ -532,7 +533,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
 }
 
 static void conv_backward(const op_call *c) {
-    const conv_ctx k = conv_ctx_of(c->g, c->node);
+    conv_ctx k = conv_ctx_of(c->g, c->node);
+    k.dx_fresh = k.wino && (c->din_fresh & 1u);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l);
@@ -542,7 +544,7 @@ static void conv_backward(const op_call *c) {
     }
     if (l.T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
         for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, sample_dx(c, n, in_n), c->dw[0], c->dw[1],
+            conv_backward_sample(&k, sample_dx(c, &k, n, in_n), c->dw[0], c->dw[1],
                                  c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
         return;
     }
@@ -556,7 +558,7 @@ static void conv_backward(const op_call *c) {
         float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, sample_dx(c, n, in_n), c->dw[0] ? pdw : NULL,
+            conv_backward_sample(&k, sample_dx(c, &k, n, in_n), c->dw[0] ? pdw : NULL,
                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
                                  (float *)(void *)mine);
     }

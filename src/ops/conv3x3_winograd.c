@@ -145,6 +145,7 @@ typedef struct wjob {
     const float *u;     /* (16, in, out) */
     float *dst;
     const float *bias;  /* (out): dst = bias + ...; NULL: dst += ... */
+    bool fresh;         /* without a bias: dst = 0 + ... (dst holds stale memory) */
 } wjob;
 
 /* Which tiles share a vector. Narrow planes (tw <= 8 tiles across) put R = 16 / tw whole tile rows into one
@@ -354,11 +355,12 @@ static AVX512 void output_vec(float *out, const float *m, size_t xs, size_t h, s
 /* Output channels [o0, o0 + mr) of vectors [q0, q0 + nv) from m (16, MR, nbs). */
 static AVX512 void output_block(const wjob *p, const float *m, size_t nbs, const wgeom *g, size_t o0, size_t mr,
                                 size_t q0, size_t nv) {
+    static const float zero = 0.0f; /* a fresh destination starts from a bias of zero */
     const size_t npix = p->h * p->w;
     for (size_t i = 0; i < mr; i++)
         for (size_t j = 0; j < nv; j++)
             output_vec(p->dst + (o0 + i) * npix, m + i * nbs + 16 * j, MR * nbs, p->h, p->w, g, q0 + j,
-                       p->bias ? p->bias + o0 + i : NULL);
+                       p->bias ? p->bias + o0 + i : p->fresh ? &zero : NULL);
 }
 
 static void part_barrier(size_t T) {
@@ -402,12 +404,13 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, const float *x, 
 }
 
 void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, const float *dy, const float *u,
-                                  float *scratch, size_t t, size_t T) {
+                                  float *scratch, bool fresh, size_t t, size_t T) {
 #ifdef SNUG_AVX512
-    const wjob p = {.in = s->co, .out = s->c, .h = s->h, .w = s->w, .src = dy, .u = u, .dst = dx, .bias = NULL};
+    const wjob p = {.in = s->co, .out = s->c, .h = s->h, .w = s->w, .src = dy, .u = u, .dst = dx, .bias = NULL,
+                    .fresh = fresh};
     wino_run(&p, scratch, t, T);
 #else
-    (void)s, (void)dx, (void)dy, (void)u, (void)scratch, (void)t, (void)T;
+    (void)s, (void)dx, (void)dy, (void)u, (void)scratch, (void)fresh, (void)t, (void)T;
     abort(); /* unreachable: conv3x3_winograd_available() is false in this build */
 #endif
 }

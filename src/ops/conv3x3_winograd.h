@@ -63,12 +63,14 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                               size_t t, size_t T);
 
 /* dx += conv(dy, W^T rotated), one sample, from u = conv3x3_winograd_weights(s, .., w, true); scratch sized
- * for the shape with c and co swapped. Threads as conv3x3_winograd_forward. */
+ * for the shape with c and co swapped. fresh: dx holds no gradient yet (stale memory) and is written whole
+ * instead, 0 + each sum (the bits of adding into zeros, without a pass that zeroes it). Threads as
+ * conv3x3_winograd_forward. */
 void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
                                   const float *dy,                   // (co, h, w)
                                   const float *u,                    // (16, co, c)
                                   float *scratch,                    // (scratch_floats, c and co swapped)
-                                  size_t t, size_t T);
+                                  bool fresh, size_t t, size_t T);
 
 /* The weight gradient by the same transform (conv3x3_winograd_dw.c): dW += G^T [sum over tiles of
  * (A dY A^T) .* (B^T d B)] G, the sum kept in the transformed domain as dU (16, co, round_up(c, 16)) floats
