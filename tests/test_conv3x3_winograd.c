@@ -29,6 +29,10 @@ static const size_t shapes[][4] = {
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
+static conv3x3_shape shape_at(size_t i) {
+    return (conv3x3_shape){.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
+}
+
 /* x[ch][i][j] with zero padding. */
 static double at(const float *x, size_t h, size_t w, size_t ch, long i, long j) {
     if (i < 0 || j < 0 || i >= (long)h || j >= (long)w) return 0.0;
@@ -97,8 +101,7 @@ static void test_matches_reference_any_threads(void **state) {
     (void)state;
     if (!conv3x3_winograd_available()) skip();
     for (size_t i = 0; i < N_SHAPES; i++) {
-        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
-        const conv3x3_shape sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
+        const conv3x3_shape s = shape_at(i), sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
         size_t un, sn, sn2;
         assert_true(conv3x3_winograd_weights_floats(&s, &un));
@@ -138,8 +141,7 @@ static void test_dx_fresh_same_bits_as_added_into_zeros(void **state) {
     (void)state;
     if (!conv3x3_winograd_available()) skip();
     for (size_t i = 0; i < N_SHAPES; i++) {
-        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
-        const conv3x3_shape sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
+        const conv3x3_shape s = shape_at(i), sw = {.c = s.co, .co = s.c, .h = s.h, .w = s.w};
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
         size_t un, sn;
         assert_true(conv3x3_winograd_weights_floats(&s, &un));
@@ -189,7 +191,7 @@ static void test_dw_matches_reference(void **state) {
     (void)state;
     if (!conv3x3_winograd_available()) skip();
     for (size_t i = 0; i < N_SHAPES; i++) {
-        const conv3x3_shape s = {.c = shapes[i][0], .co = shapes[i][1], .h = shapes[i][2], .w = shapes[i][3]};
+        const conv3x3_shape s = shape_at(i);
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
         size_t dun, sn;
         assert_true(conv3x3_winograd_dw_floats(&s, &dun));
