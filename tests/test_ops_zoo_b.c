@@ -61,10 +61,13 @@ static void expect_close(double got, double want, double tol, const char *what, 
 enum { BN_GAMMA, BN_BETA, BN_RMEAN, BN_RVAR };
 
 /* Binds batchnorm2d over (C, H, W) for m samples: its per-batch saved bytes, its buffers as state (no
- * gradient), a positive running variance, training mode. */
-static void bn_bind(op_fixture *f, size_t C, size_t H, size_t W, size_t m, int nthreads, uint64_t seed) {
+ * gradient), a positive running variance, training mode. With relu, a ReLU reads its output, so the node is
+ * the folded op_batchnorm2d_relu. */
+static void bn_bind_with(op_fixture *f, size_t C, size_t H, size_t W, size_t m, int nthreads, uint64_t seed,
+                         bool relu) {
     snug_graph *g = snug_graph_new("t");
-    snug_batchnorm2d(g, "bn", snug_input(g, "x", C, H, W), 1e-5f, 0.1f);
+    snug_tensor y = snug_batchnorm2d(g, "bn", snug_input(g, "x", C, H, W), 1e-5f, 0.1f);
+    if (relu) snug_relu(g, "relu", y);
     op_fixture_init(f, g, 1, m, nthreads, FILL_PLAIN, seed);
     free(f->saved);
     f->saved = op_test_xmalloc(f->op->saved_bytes(g, f->node) * m + f->op->saved_batch_bytes(g, f->node));
@@ -75,6 +78,10 @@ static void bn_bind(op_fixture *f, size_t C, size_t H, size_t W, size_t m, int n
     }
     for (size_t c = 0; c < C; c++) f->w[BN_RVAR][c] = 0.5f + fabsf(f->w[BN_RVAR][c]);
     f->c.training = true;
+}
+
+static void bn_bind(op_fixture *f, size_t C, size_t H, size_t W, size_t m, int nthreads, uint64_t seed) {
+    bn_bind_with(f, C, H, W, m, nthreads, seed, false);
 }
 
 /* Per-channel batch mean and biased variance over the first m samples, in double. */
@@ -192,6 +199,74 @@ static void test_batchnorm_running_stats_and_recompute(void **state) {
     }
     free(rm0), free(rv0), free(y1), free(rm1), free(rv1), free(dx1), free(dg1);
     op_fixture_free(&f);
+}
+
+/* BatchNorm with the ReLU after it folded in computes, bit for bit, what BatchNorm and ReLU compute apart:
+ * the output is relu(y), and the gradients are BatchNorm's of the ReLU's masked gradient (0 + R where y > 0);
+ * over planes with and without a 16-lane tail, in training and in evaluation, on this machine's threads. */
+static void test_batchnorm_relu_folded_same_bits(void **state) {
+    (void)state;
+    static const size_t shapes[][4] = {{3, 3, 5, 3}, {5, 5, 7, 4}, {2, 1, 1, 3}}; /* C, H, W, m */
+    for (int k = 0; k < 3; k++) {
+        for (int training = 0; training <= 1; training++) {
+            const size_t C = shapes[k][0], hw = shapes[k][1] * shapes[k][2], m = shapes[k][3], n = m * C * hw;
+            op_fixture p, f;
+            bn_bind_with(&p, C, shapes[k][1], shapes[k][2], m, threads(), 140 + k, false);
+            bn_bind_with(&f, C, shapes[k][1], shapes[k][2], m, threads(), 140 + k, true);
+            assert_ptr_equal(f.op, &op_batchnorm2d_relu);
+            p.c.training = f.c.training = training;
+            p.op->forward(&p.c);
+            f.op->forward(&f.c);
+            for (size_t i = 0; i < n; i++) {
+                const float want = p.y[i] < 0.0f ? 0.0f : p.y[i];
+                assert_memory_equal(&f.y[i], &want, sizeof want);
+                p.r[i] = 0.0f + (p.y[i] > 0.0f ? f.r[i] : 0.0f);
+            }
+            if (training) {
+                op_fixture_zero_grads(&p), op_fixture_zero_grads(&f);
+                p.op->backward(&p.c);
+                f.op->backward(&f.c);
+                assert_memory_equal(f.dx[0], p.dx[0], n * sizeof(float));
+                assert_memory_equal(f.dw[BN_GAMMA], p.dw[BN_GAMMA], C * sizeof(float));
+                assert_memory_equal(f.dw[BN_BETA], p.dw[BN_BETA], C * sizeof(float));
+                op_check_backward_adds(&f); /* and a fresh dx has the bits of one added into zeros */
+            }
+            op_fixture_free(&p), op_fixture_free(&f);
+        }
+    }
+}
+
+/* The fold as the graph grows: BatchNorm then ReLU fold (the ReLU a view), a second reader of the BatchNorm's
+ * own output undoes it, a ReLU after another op or a second ReLU never folds. */
+static void test_batchnorm_relu_fold_rules(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("fold");
+    snug_tensor x = snug_input(g, "x", 2, 3, 3), y = snug_batchnorm2d(g, "bn", x, 1e-5f, 0.1f);
+    snug_tensor r = snug_relu(g, "relu", y);
+    const graph_node *bn = &g->nodes[g->tensors[y].producer], *relu = &g->nodes[g->tensors[r].producer];
+    assert_ptr_equal(bn->op, &op_batchnorm2d_relu);
+    assert_ptr_equal(relu->op, &op_relu_folded);
+    assert_true(relu->op->flags & OP_IS_VIEW);
+    snug_add(g, "sum", r, y); /* reads the values before the ReLU */
+    bn = &g->nodes[g->tensors[y].producer], relu = &g->nodes[g->tensors[r].producer];
+    assert_ptr_equal(bn->op, &op_batchnorm2d);
+    assert_ptr_equal(relu->op, &op_relu);
+    snug_graph_free(g);
+
+    g = snug_graph_new("twice");
+    y = snug_batchnorm2d(g, "bn", snug_input(g, "x", 2, 3, 3), 1e-5f, 0.1f);
+    r = snug_relu(g, "relu1", y);
+    snug_tensor r2 = snug_relu(g, "relu2", y);
+    assert_ptr_equal(g->nodes[g->tensors[y].producer].op, &op_batchnorm2d);
+    assert_ptr_equal(g->nodes[g->tensors[r].producer].op, &op_relu);
+    assert_ptr_equal(g->nodes[g->tensors[r2].producer].op, &op_relu);
+    snug_graph_free(g);
+
+    g = snug_graph_new("gn");
+    y = snug_groupnorm(g, "gn", snug_input(g, "x", 2, 3, 3), 1, 1e-5f);
+    r = snug_relu(g, "relu", y);
+    assert_ptr_equal(g->nodes[g->tensors[r].producer].op, &op_relu);
+    snug_graph_free(g);
 }
 
 /* Evaluation normalises with the running statistics and changes neither them nor the saved bytes. */
@@ -705,6 +780,8 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_gradients),
         cmocka_unit_test(test_batchnorm_running_stats_and_recompute),
         cmocka_unit_test(test_batchnorm_evaluation),
+        cmocka_unit_test(test_batchnorm_relu_folded_same_bits),
+        cmocka_unit_test(test_batchnorm_relu_fold_rules),
         cmocka_unit_test(test_groupnorm),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_norms_deterministic),

@@ -227,8 +227,10 @@ static void recompute_is_bitwise_exact(void **state) {
             const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 1}, {SNUG_CHECKPOINT_EVERY, 3},
                                                        CHEAP, AUTO};
             for (int k = 0; k < 5; k++) {
-                /* sqrt and every:3 recompute something (every:1 cannot: every output crosses a cut) */
-                if (k == 0 || k == 2) assert_true(recomputed_segments(g, policies[k], m) > 0);
+                /* every:3 recomputes something, and sqrt on the residual model (every:1 cannot: every output
+                 * crosses a cut; on the norms model, whose BatchNorm + ReLU pairs fold into single layers,
+                 * sqrt's segments would not lower the plan's total and are spared) */
+                if (k == 2 || (k == 0 && model_i == 2)) assert_true(recomputed_segments(g, policies[k], m) > 0);
                 float *gr;
                 size_t n2;
                 double loss;

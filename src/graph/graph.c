@@ -11,6 +11,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "graph/fuse.h"
 #include "ops/op.h"
 
 char *snug_shape_format(const snug_shape *s, char *buf, size_t len) {
@@ -148,6 +149,7 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     g->nodes[g->n_nodes] = nd;
     if (!add_params(g, g->n_nodes, decl, n_decl)) return -1;
     g->n_nodes++;
+    graph_fuse_added(g, g->n_nodes - 1);
     return g->n_tensors++;
 }
 

@@ -10,7 +10,13 @@
  * Forward and backward each make one parallel loop over channels and two passes over a channel (statistics
  * then apply; the two gradient sums together, then dx), the second while the channel is still in cache.
  *
- * Statistics are per micro-batch: with gradient accumulation this is NOT exactly large-batch BatchNorm. */
+ * Statistics are per micro-batch: with gradient accumulation this is NOT exactly large-batch BatchNorm.
+ *
+ * op_batchnorm2d_relu is the same layer with the ReLU that is its output's only reader folded in
+ * (graph/fuse.c; the ReLU node becomes a view of this output): forward writes relu(y), and backward takes the
+ * ReLU's output gradient and masks it with y > 0, y recomputed from the kept input by the forward's own
+ * expression (the same bits, so the same mask). It computes what the two ops compute, bit for bit, without
+ * the ReLU's backward pass over memory and its gradient buffer. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -116,44 +122,70 @@ VM_KERNEL static double bn_moments(const float *x, // (m, stride), the first hw 
     return shift + dm;
 }
 
-/* y = (x - mu) a + b over m planes of hw values. (Subtracting the mean first: with a large mean,
- * x a + (b - mu a) would cancel.) */
+/* The normalised value (x - mu) a + b. (Subtracting the mean first: with a large mean, x a + (b - mu a) would
+ * cancel.) One expression for forward and the fused backward's mask: the build contracts no multiply-add
+ * (ISO C mode), so both round it alike. */
+static inline float bn_value(float x, float mu, float a, float b) { return (x - mu) * a + b; }
+
+/* ReLU's gradient as op_relu's backward writes it into a fresh buffer: 0 + dy where y > 0, else +0. */
+static inline float bn_relu_grad(float y, float dy) { return 0.0f + (y > 0.0f ? dy : 0.0f); }
+
+/* y = bn_value over m planes of hw values; with relu, y < 0 becomes 0 as op_relu computes it (NaN passes). */
 VM_KERNEL static void bn_apply_channel(float *y,       // (m, stride)
                                        const float *x, // (m, stride)
-                                       size_t m, size_t stride, size_t hw, float mu, float a, float b) {
+                                       size_t m, size_t stride, size_t hw, float mu, float a, float b, bool relu) {
     for (size_t j = 0; j < m; j++) {
         const float *xp = x + j * stride;
         float *yp = y + j * stride;
+        if (!relu) {
+            #pragma omp simd
+            for (size_t k = 0; k < hw; k++) yp[k] = bn_value(xp[k], mu, a, b);
+            continue;
+        }
         #pragma omp simd
-        for (size_t k = 0; k < hw; k++) yp[k] = (xp[k] - mu) * a + b;
+        for (size_t k = 0; k < hw; k++) {
+            const float v = bn_value(xp[k], mu, a, b);
+            yp[k] = v < 0.0f ? 0.0f : v;
+        }
     }
 }
 
-/* sum dy (*sdy) and sum dy x_hat (*sdyx) over m planes, x_hat = (x - mu) is. */
+/* The gradient of the normalised value: dy, or with a folded ReLU dy masked by y recomputed from x. */
+#define BN_DY(dy, x, relu, mu, a, b) ((relu) ? bn_relu_grad(bn_value((x), (mu), (a), (b)), (dy)) : (dy))
+
+/* The per-channel constants of the backward kernels: mean, inverse deviation, and with a folded ReLU the
+ * forward's scale and shift (a = gamma is, b = beta) that rebuild its mask. */
+typedef struct bn_chan {
+    float mu, is, a, b;
+    bool relu;
+} bn_chan;
+
+/* sum dy (*sdy) and sum dy x_hat (*sdyx) over m planes, x_hat = (x - mu) is; dy masked by a folded ReLU. */
 VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, stride) each
-                                   size_t m, size_t stride, size_t hw, float mu, float is, double *sdy,
-                                   double *sdyx) {
+                                   size_t m, size_t stride, size_t hw, bn_chan k, double *sdy, double *sdyx) {
+    const float mu = k.mu, is = k.is;
     float l1[BN_LANES] = {0}, l2[BN_LANES] = {0};
     double s1 = 0.0, s2 = 0.0;
     size_t pending = 0;
     for (size_t j = 0; j < m; j++) {
         const float *dyp = dy + j * stride, *xp = x + j * stride;
-        size_t k = 0;
-        for (; k + BN_LANES <= hw; k += BN_LANES)
+        size_t i = 0;
+        for (; i + BN_LANES <= hw; i += BN_LANES)
             #pragma omp simd
             for (int l = 0; l < BN_LANES; l++) {
-                const float d = dyp[k + l];
+                const float d = BN_DY(dyp[i + l], xp[i + l], k.relu, mu, k.a, k.b);
                 l1[l] += d;
-                l2[l] += d * ((xp[k + l] - mu) * is);
+                l2[l] += d * ((xp[i + l] - mu) * is);
             }
-        if (k < hw) { /* the tail, through copies: zero dy adds zero */
+        if (i < hw) { /* the tail, through copies: zero dy adds zero (masked or not) */
             float td[BN_LANES] = {0}, tx[BN_LANES] = {0};
-            memcpy(td, dyp + k, (hw - k) * sizeof(float));
-            memcpy(tx, xp + k, (hw - k) * sizeof(float));
+            memcpy(td, dyp + i, (hw - i) * sizeof(float));
+            memcpy(tx, xp + i, (hw - i) * sizeof(float));
             #pragma omp simd
             for (int l = 0; l < BN_LANES; l++) {
-                l1[l] += td[l];
-                l2[l] += td[l] * ((tx[l] - mu) * is);
+                const float d = BN_DY(td[l], tx[l], k.relu, mu, k.a, k.b);
+                l1[l] += d;
+                l2[l] += d * ((tx[l] - mu) * is);
             }
         }
         if ((pending += hw) >= BN_FLUSH) {
@@ -166,17 +198,20 @@ VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, strid
     *sdyx = s2;
 }
 
-/* dx += k0 (dy - mdy - x_hat mdyx) over m planes; dx = 0 + that where dx is fresh (op_call.din_fresh: the
- * bits of adding into zeros). */
+/* dx += k0 (dy - mdy - x_hat mdyx) over m planes (dy masked by a folded ReLU); dx = 0 + that where dx is
+ * fresh (op_call.din_fresh: the bits of adding into zeros). */
 VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, stride)
                                     const float *dy, const float *x,  // (m, stride) each
-                                    size_t m, size_t stride, size_t hw, float mu, float is, float k0, float mdy,
+                                    size_t m, size_t stride, size_t hw, bn_chan c, float k0, float mdy,
                                     float mdyx, bool fresh) {
+    const float mu = c.mu, is = c.is;
     for (size_t j = 0; j < m; j++) {
         const float *dyp = dy + j * stride, *xp = x + j * stride;
         float *dxp = dx + j * stride;
         #pragma omp simd
-        for (size_t k = 0; k < hw; k++) dxp[k] = (fresh ? 0.0f : dxp[k]) + k0 * (dyp[k] - mdy - (xp[k] - mu) * is * mdyx);
+        for (size_t k = 0; k < hw; k++)
+            dxp[k] = (fresh ? 0.0f : dxp[k]) +
+                     k0 * (BN_DY(dyp[k], xp[k], c.relu, mu, c.a, c.b) - mdy - (xp[k] - mu) * is * mdyx);
     }
 }
 
@@ -199,7 +234,8 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
         rmean[ch] = (float)((1.0 - mom) * rmean[ch] + mom * mu);
         rvar[ch] = (float)((1.0 - mom) * rvar[ch] + mom * var * unbias);
     }
-    bn_apply_channel(y, x, c->m, C * hw, hw, mean[ch], c->w[BN_GAMMA][ch] * invstd[ch], c->w[BN_BETA][ch]);
+    bn_apply_channel(y, x, c->m, C * hw, hw, mean[ch], c->w[BN_GAMMA][ch] * invstd[ch], c->w[BN_BETA][ch],
+                     c->node->op == &op_batchnorm2d_relu);
 }
 
 static void bn_forward(const op_call *c) {
@@ -232,25 +268,29 @@ static void bn_backward(const op_call *c) {
     const size_t m = c->m, C = s->dims[0], hw = s->dims[1] * s->dims[2];
     const float *x = c->in[0], *dy = c->dout; // (m, C, hw)
     const float *mean = c->saved, *invstd = mean + C;
-    const float *gamma = c->w[BN_GAMMA];
+    const float *gamma = c->w[BN_GAMMA], *beta = c->w[BN_BETA];
     float *dx = c->din[0], *dgamma = c->dw[BN_GAMMA], *dbeta = c->dw[BN_BETA];
+    const bool relu = c->node->op == &op_batchnorm2d_relu;
     if (m == 0) return;
     #pragma omp parallel for schedule(static) if (m * C * hw >= BN_PAR_MIN && par_pays_floats(4 * m * C * hw))
     for (size_t ch = 0; ch < C; ch++) {
-        const float mu = mean[ch], is = invstd[ch];
+        const float is = invstd[ch];
+        /* a: the forward's own float product, so that the mask's y rounds as the forward's did */
+        const bn_chan k = {.mu = mean[ch], .is = is, .a = gamma[ch] * is, .b = beta[ch], .relu = relu};
         double sdy, sdyx;
-        bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, mu, is, &sdy, &sdyx);
+        bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, k, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
         if (!dx) continue;
         const double n = (double)(m * hw);
-        bn_grad_apply(dx + ch * hw, dy + ch * hw, x + ch * hw, m, C * hw, hw, mu, is, gamma[ch] * is,
-                      (float)(sdy / n), (float)(sdyx / n), c->din_fresh & 1u);
+        bn_grad_apply(dx + ch * hw, dy + ch * hw, x + ch * hw, m, C * hw, hw, k, gamma[ch] * is, (float)(sdy / n),
+                      (float)(sdyx / n), c->din_fresh & 1u);
     }
 }
 
 static double bn_flops(const snug_graph *g, const graph_node *n) {
-    return 4.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + scale and shift (2) */
+    /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
+    return (n->op == &op_batchnorm2d_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
 }
 
 static size_t bn_saved_bytes(const snug_graph *g, const graph_node *n) {
@@ -267,14 +307,14 @@ static size_t bn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
     return 2 * g->tensors[n->inputs[0]].shape.dims[0] * sizeof(float); /* evaluation's (mean, invstd) */
 }
 
-const op_desc op_batchnorm2d = {
-    .kind = "batchnorm2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
-    .infer = bn_infer,
-    .forward = bn_forward,
-    .backward = bn_backward,
-    .flops = bn_flops,
-    .saved_bytes = bn_saved_bytes,
-    .saved_batch_bytes = bn_saved_batch_bytes,
-    .workspace_bytes = bn_workspace_bytes,
-};
+/* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
+ * op_batchnorm2d_relu. */
+#define BN_TABLE                                                                                              \
+    {                                                                                                         \
+        .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                  \
+        .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,     \
+        .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes,                     \
+    }
+
+const op_desc op_batchnorm2d = BN_TABLE;
+const op_desc op_batchnorm2d_relu = BN_TABLE;

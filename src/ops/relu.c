@@ -83,6 +83,19 @@ static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     return 0;
 }
 
+/* A ReLU folded into the BatchNorm before it (op_batchnorm2d_relu, graph/fuse.c): a view of that output, which
+ * already holds relu(y), with the gradient shared the same way; no kernel runs. */
+const op_desc op_relu_folded = {
+    .kind = "relu",
+    .flags = OP_IS_VIEW,
+    .infer = relu_infer,
+    .forward = NULL,
+    .backward = NULL,
+    .flops = relu_flops,
+    .saved_bytes = relu_saved_bytes,
+    .workspace_bytes = relu_workspace_bytes,
+};
+
 const op_desc op_relu = {
     .kind = "relu",
     .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH,
