@@ -201,8 +201,29 @@ static void test_batchnorm_running_stats_and_recompute(void **state) {
     op_fixture_free(&f);
 }
 
-/* BatchNorm with the ReLU after it folded in computes, bit for bit, what BatchNorm and ReLU compute apart:
- * the output is relu(y), and the gradients are BatchNorm's of the ReLU's masked gradient (0 + R where y > 0);
+/* f, a normalisation with the ReLU after it folded in, against p, the same one plain (same shapes and seed):
+ * f's output is relu of p's, bit for bit; with p given the ReLU's gradient of f's output weighting (0 + R where
+ * y > 0), every input and parameter gradient has p's bits, and f's backward adds (and writes a fresh dx as
+ * added into zeros). n: elements of the output. */
+static void expect_fold_same_bits(op_fixture *p, op_fixture *f, size_t n, bool backward) {
+    p->op->forward(&p->c);
+    f->op->forward(&f->c);
+    for (size_t i = 0; i < n; i++) {
+        const float want = p->y[i] < 0.0f ? 0.0f : p->y[i];
+        assert_memory_equal(&f->y[i], &want, sizeof want);
+        p->r[i] = 0.0f + (p->y[i] > 0.0f ? f->r[i] : 0.0f);
+    }
+    if (!backward) return;
+    op_fixture_zero_grads(p), op_fixture_zero_grads(f);
+    p->op->backward(&p->c);
+    f->op->backward(&f->c);
+    assert_memory_equal(f->dx[0], p->dx[0], n * sizeof(float));
+    for (int i = 0; i < f->n_w; i++)
+        if (f->c.dw[i]) assert_memory_equal(f->dw[i], p->dw[i], f->wn[i] * sizeof(float));
+    op_check_backward_adds(f);
+}
+
+/* BatchNorm with the ReLU after it folded in computes, bit for bit, what BatchNorm and ReLU compute apart,
  * over planes with and without a 16-lane tail, in training and in evaluation, on this machine's threads. */
 static void test_batchnorm_relu_folded_same_bits(void **state) {
     (void)state;
@@ -215,22 +236,7 @@ static void test_batchnorm_relu_folded_same_bits(void **state) {
             bn_bind_with(&f, C, shapes[k][1], shapes[k][2], m, threads(), 140 + k, true);
             assert_ptr_equal(f.op, &op_batchnorm2d_relu);
             p.c.training = f.c.training = training;
-            p.op->forward(&p.c);
-            f.op->forward(&f.c);
-            for (size_t i = 0; i < n; i++) {
-                const float want = p.y[i] < 0.0f ? 0.0f : p.y[i];
-                assert_memory_equal(&f.y[i], &want, sizeof want);
-                p.r[i] = 0.0f + (p.y[i] > 0.0f ? f.r[i] : 0.0f);
-            }
-            if (training) {
-                op_fixture_zero_grads(&p), op_fixture_zero_grads(&f);
-                p.op->backward(&p.c);
-                f.op->backward(&f.c);
-                assert_memory_equal(f.dx[0], p.dx[0], n * sizeof(float));
-                assert_memory_equal(f.dw[BN_GAMMA], p.dw[BN_GAMMA], C * sizeof(float));
-                assert_memory_equal(f.dw[BN_BETA], p.dw[BN_BETA], C * sizeof(float));
-                op_check_backward_adds(&f); /* and a fresh dx has the bits of one added into zeros */
-            }
+            expect_fold_same_bits(&p, &f, n, training);
             op_fixture_free(&p), op_fixture_free(&f);
         }
     }
@@ -262,8 +268,8 @@ static void test_batchnorm_relu_fold_rules(void **state) {
     assert_ptr_equal(g->nodes[g->tensors[r2].producer].op, &op_relu);
     snug_graph_free(g);
 
-    g = snug_graph_new("gn");
-    y = snug_groupnorm(g, "gn", snug_input(g, "x", 2, 3, 3), 1, 1e-5f);
+    g = snug_graph_new("dropout");
+    y = snug_dropout(g, "drop", snug_input(g, "x", 2, 3, 3), 0.5f);
     r = snug_relu(g, "relu", y);
     assert_ptr_equal(g->nodes[g->tensors[r].producer].op, &op_relu);
     snug_graph_free(g);
@@ -300,10 +306,17 @@ static void test_batchnorm_evaluation(void **state) {
 
 /* ---- groupnorm ------------------------------------------------------------------------------------------- */
 
-static void gn_bind(op_fixture *f, size_t C, size_t H, size_t W, size_t groups, size_t m, uint64_t seed) {
+/* GroupNorm over (C, H, W); with relu, a ReLU reads its output, so the node is op_groupnorm_relu. */
+static void gn_bind_with(op_fixture *f, size_t C, size_t H, size_t W, size_t groups, size_t m, uint64_t seed,
+                         bool relu) {
     snug_graph *g = snug_graph_new("t");
-    snug_groupnorm(g, "gn", snug_input(g, "x", C, H, W), groups, 1e-5f);
+    snug_tensor y = snug_groupnorm(g, "gn", snug_input(g, "x", C, H, W), groups, 1e-5f);
+    if (relu) snug_relu(g, "relu", y);
     op_fixture_init(f, g, 1, m, threads(), FILL_PLAIN, seed);
+}
+
+static void gn_bind(op_fixture *f, size_t C, size_t H, size_t W, size_t groups, size_t m, uint64_t seed) {
+    gn_bind_with(f, C, H, W, groups, m, seed, false);
 }
 
 /* y against the per-(sample, group) statistics in double. */
@@ -348,6 +361,21 @@ static void test_groupnorm(void **state) {
     gn_bind(&f, 6, 3, 5, 2, 5, 250);
     op_check_all(&f, 2, FD_STEP, TOL_CURVED); /* planned 5, runs 2 */
     op_fixture_free(&f);
+}
+
+/* GroupNorm with the ReLU after it folded in: the bits of the two ops, as for BatchNorm. */
+static void test_groupnorm_relu_folded_same_bits(void **state) {
+    (void)state;
+    static const size_t shapes[][5] = {{6, 3, 5, 2, 3}, {4, 5, 7, 4, 2}, {3, 1, 1, 1, 3}}; /* C, H, W, G, m */
+    for (int k = 0; k < 3; k++) {
+        const size_t *d = shapes[k];
+        op_fixture p, f;
+        gn_bind_with(&p, d[0], d[1], d[2], d[3], d[4], 260 + k, false);
+        gn_bind_with(&f, d[0], d[1], d[2], d[3], d[4], 260 + k, true);
+        assert_ptr_equal(f.op, &op_groupnorm_relu);
+        expect_fold_same_bits(&p, &f, d[4] * d[0] * d[1] * d[2], true);
+        op_fixture_free(&p), op_fixture_free(&f);
+    }
 }
 
 /* ---- layernorm ------------------------------------------------------------------------------------------- */
@@ -782,6 +810,7 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_evaluation),
         cmocka_unit_test(test_batchnorm_relu_folded_same_bits),
         cmocka_unit_test(test_batchnorm_relu_fold_rules),
+        cmocka_unit_test(test_groupnorm_relu_folded_same_bits),
         cmocka_unit_test(test_groupnorm),
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_norms_deterministic),

@@ -1,4 +1,4 @@
-/* graph_fuse_added (fuse.h): the BatchNorm + ReLU fold, kept consistent as nodes are appended. */
+/* graph_fuse_added (fuse.h): the normalisation + ReLU folds, kept consistent as nodes are appended. */
 #include "graph/fuse.h"
 
 #include "ops/op.h"
@@ -11,10 +11,16 @@ static bool read_before(const snug_graph *g, snug_tensor t, int skip) {
     return false;
 }
 
-/* Restores a folded BatchNorm (node bn) and its ReLU to the two plain ops. */
-static void unfold(snug_graph *g, int bn) {
-    const snug_tensor t = g->nodes[bn].output;
-    g->nodes[bn].op = &op_batchnorm2d;
+/* The normalisations that take the ReLU after them in, and their folded ops. */
+static const struct {
+    const op_desc *plain, *folded;
+} folds[] = {{&op_batchnorm2d, &op_batchnorm2d_relu}, {&op_groupnorm, &op_groupnorm_relu}};
+#define N_FOLDS (sizeof folds / sizeof folds[0])
+
+/* Restores a folded normalisation (node n) and its ReLU to the two plain ops. */
+static void unfold(snug_graph *g, int n, size_t f) {
+    const snug_tensor t = g->nodes[n].output;
+    g->nodes[n].op = folds[f].plain;
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == &op_relu_folded && g->nodes[i].inputs[0] == t) g->nodes[i].op = &op_relu;
 }
@@ -23,12 +29,16 @@ void graph_fuse_added(snug_graph *g, int node) {
     graph_node *n = &g->nodes[node];
     for (int k = 0; k < n->n_inputs; k++) { /* a new reader of the values before a folded ReLU */
         const int producer = g->tensors[n->inputs[k]].producer;
-        if (g->nodes[producer].op == &op_batchnorm2d_relu) unfold(g, producer);
+        for (size_t f = 0; f < N_FOLDS; f++)
+            if (g->nodes[producer].op == folds[f].folded) unfold(g, producer, f);
     }
     if (n->op != &op_relu) return;
     const snug_tensor t = n->inputs[0];
-    graph_node *bn = &g->nodes[g->tensors[t].producer];
-    if (bn->op != &op_batchnorm2d || read_before(g, t, node)) return;
-    bn->op = &op_batchnorm2d_relu;
-    n->op = &op_relu_folded;
+    graph_node *norm = &g->nodes[g->tensors[t].producer];
+    for (size_t f = 0; f < N_FOLDS; f++) {
+        if (norm->op != folds[f].plain || read_before(g, t, node)) continue;
+        norm->op = folds[f].folded;
+        n->op = &op_relu_folded;
+        return;
+    }
 }

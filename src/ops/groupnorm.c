@@ -2,14 +2,20 @@
  * normalised with its own mean and biased variance over (C/G, H, W), then scaled and shifted per channel
  * (weight ones, bias zeros), as torch.nn.GroupNorm. Statistics never mix samples, so accumulation is exact and a
  * recompute writes the same bits. Forward saves each group's mean and inverse deviation (2G floats per sample);
- * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input. */
+ * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input.
+ *
+ * op_groupnorm_relu is the same layer with the ReLU that is its output's only reader folded in (graph/fuse.c),
+ * as op_batchnorm2d_relu: forward writes relu(y), backward masks the ReLU's output gradient with y > 0, y
+ * recomputed by the forward's own expression, so the bits are those of the two ops. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/norm_stats.h"
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GN_PAR_MIN ((size_t)1 << 15)
@@ -50,6 +56,80 @@ static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
     return norm_plane_moments(x, planes, hw, hw, var);
 }
 
+/* The normalised value, one expression for forward and the folded backward's mask (no contraction in ISO C
+ * mode: both round it alike). */
+static inline float gn_value(float x, float mean, float a, float b) { return (x - mean) * a + b; }
+
+/* The gradient reaching the normalisation: dy, or with a folded ReLU 0 + dy where y > 0 (else +0), as op_relu's
+ * backward writes it into a fresh buffer. */
+static inline float gn_dy(float dy, float x, bool relu, float mean, float a, float b) {
+    return relu ? 0.0f + (gn_value(x, mean, a, b) > 0.0f ? dy : 0.0f) : dy;
+}
+
+/* One channel plane's constants: the group's mean and inverse deviation, the channel's scale a = gamma invstd
+ * and shift b = beta (the forward's, which the folded ReLU's mask rebuilds y from), and whether it is folded. */
+typedef struct gn_plane {
+    float mean, invstd, a, b;
+    bool relu;
+} gn_plane;
+
+/* The plane kernels run outside the OpenMP region, as plain functions with simd loops (in an outlined region
+ * GCC 12 kept a compare and a branch per element of the masked loops: GroupNorm's backward took 8x longer). */
+
+/* y = gn_value(x) over hw values, relu(y) where folded (NaN passes, as op_relu). */
+VM_KERNEL static void gn_apply_plane(float *y, const float *x, size_t hw, gn_plane k) {
+    if (!k.relu) {
+        #pragma omp simd
+        for (size_t i = 0; i < hw; i++) y[i] = gn_value(x[i], k.mean, k.a, k.b);
+        return;
+    }
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++) {
+        const float v = gn_value(x[i], k.mean, k.a, k.b);
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
+#define GN_LANES 16
+
+/* sum dy (*s1) and sum dy x_hat (*s2) over a plane, x_hat = (x - mean) invstd: element i into lane i mod 16,
+ * then the lanes in order, so the same bits on every instruction set. */
+VM_KERNEL static void gn_plane_sums(const float *dy, const float *x, size_t hw, gn_plane k, float *s1, float *s2) {
+    float l1[GN_LANES] = {0}, l2[GN_LANES] = {0};
+    size_t i = 0;
+    for (; i + GN_LANES <= hw; i += GN_LANES)
+        #pragma omp simd
+        for (int l = 0; l < GN_LANES; l++) {
+            const float d = gn_dy(dy[i + l], x[i + l], k.relu, k.mean, k.a, k.b);
+            l1[l] += d;
+            l2[l] += d * ((x[i + l] - k.mean) * k.invstd);
+        }
+    if (i < hw) { /* the tail, through copies: zero dy adds zero (masked or not) */
+        float td[GN_LANES] = {0}, tx[GN_LANES] = {0};
+        memcpy(td, dy + i, (hw - i) * sizeof(float));
+        memcpy(tx, x + i, (hw - i) * sizeof(float));
+        #pragma omp simd
+        for (int l = 0; l < GN_LANES; l++) {
+            const float d = gn_dy(td[l], tx[l], k.relu, k.mean, k.a, k.b);
+            l1[l] += d;
+            l2[l] += d * ((tx[l] - k.mean) * k.invstd);
+        }
+    }
+    float p1 = 0.0f, p2 = 0.0f;
+    for (int l = 0; l < GN_LANES; l++) p1 += l1[l], p2 += l2[l];
+    *s1 = p1, *s2 = p2;
+}
+
+/* dx (+)= invstd (gamma dy - mg - x_hat mgx) over a plane (dy masked where folded); a fresh dx (op_call.din_fresh)
+ * starts from 0: the bits of adding into zeros. */
+VM_KERNEL static void gn_plane_dx(float *dx, const float *dy, const float *x, size_t hw, gn_plane k, float gamma,
+                                  float mg, float mgx, bool fresh) {
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++)
+        dx[i] = (fresh ? 0.0f : dx[i]) +
+                k.invstd * (gamma * gn_dy(dy[i], x[i], k.relu, k.mean, k.a, k.b) - mg - (x[i] - k.mean) * k.invstd * mgx);
+}
+
 static void gn_forward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
@@ -59,6 +139,7 @@ static void gn_forward(const op_call *c) {
     float *y = c->out;             // (m, C, hw)
     float *stat = c->saved;        // (m, G, 2): mean, invstd
     const size_t blocks = c->m * G;
+    const bool relu = c->node->op == &op_groupnorm_relu;
     #pragma omp parallel for schedule(static) \
         if (blocks * cg * hw >= GN_PAR_MIN && par_pays_floats(4 * blocks * cg * hw))
     for (size_t b = 0; b < blocks; b++) {
@@ -72,12 +153,10 @@ static void gn_forward(const op_call *c) {
         }
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         for (size_t j = 0; j < cg; j++) {
-            const float a = gamma[c0 + j] * invstd, b0 = beta[c0 + j];
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
-            const float *xp = xb + j * hw;
-            float *yp = yb + j * hw;
-            #pragma omp simd
-            for (size_t k = 0; k < hw; k++) yp[k] = (xp[k] - mean) * a + b0;
+            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+                                .relu = relu};
+            gn_apply_plane(yb + j * hw, xb + j * hw, hw, k);
         }
     }
 }
@@ -91,9 +170,9 @@ static void gn_backward(const op_call *c) {
     const size_t m = c->m, G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
     const float *x = c->in[0], *dy = c->dout; // (m, C, hw)
     const float *stat = c->saved;             // (m, G, 2)
-    const float *gamma = c->w[0];
+    const float *gamma = c->w[0], *beta = c->w[1];
     float *dx = c->din[0];
-    const bool fresh = c->din_fresh & 1u;
+    const bool fresh = c->din_fresh & 1u, relu = c->node->op == &op_groupnorm_relu;
     double *sums = c->work;                   // (m, C, 2): sum dy, sum dy x_hat
     const size_t blocks = m * G;
     #pragma omp parallel for schedule(static) \
@@ -103,13 +182,10 @@ static void gn_backward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         double sg = 0.0, sgx = 0.0;
         for (size_t j = 0; j < cg; j++) {
-            const float *dyp = dy + base + j * hw, *xp = x + base + j * hw;
-            float p1 = 0.0f, p2 = 0.0f; /* vector float sums over a plane, as the statistics */
-            #pragma omp simd reduction(+ : p1, p2)
-            for (size_t k = 0; k < hw; k++) {
-                p1 += dyp[k];
-                p2 += dyp[k] * ((xp[k] - mean) * invstd);
-            }
+            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+                                .relu = relu};
+            float p1, p2; /* float sums over a plane, as the statistics */
+            gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
             const double sdy = p1, sdyx = p2;
             sums[2 * (b * cg + j)] = sdy;
             sums[2 * (b * cg + j) + 1] = sdyx;
@@ -120,12 +196,10 @@ static void gn_backward(const op_call *c) {
         const double K = (double)(cg * hw);
         const float mg = (float)(sg / K), mgx = (float)(sgx / K);
         for (size_t j = 0; j < cg; j++) {
-            const float *dyp = dy + base + j * hw, *xp = x + base + j * hw, gj = gamma[c0 + j];
-            float *dxp = dx + base + j * hw;
-            /* the first writer of dx (op_call.din_fresh) starts from 0: the bits of adding into zeros */
-            #pragma omp simd
-            for (size_t k = 0; k < hw; k++)
-                dxp[k] = (fresh ? 0.0f : dxp[k]) + invstd * (gj * dyp[k] - mg - (xp[k] - mean) * invstd * mgx);
+            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+                                .relu = relu};
+            gn_plane_dx(dx + base + j * hw, dy + base + j * hw, x + base + j * hw, hw, k, gamma[c0 + j], mg, mgx,
+                        fresh);
         }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
@@ -141,7 +215,8 @@ static void gn_backward(const op_call *c) {
 }
 
 static double gn_flops(const snug_graph *g, const graph_node *n) {
-    return 4.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + scale and shift (2) */
+    /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
+    return (n->op == &op_groupnorm_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
 }
 
 static size_t gn_saved_bytes(const snug_graph *g, const graph_node *n) {
@@ -157,13 +232,14 @@ static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
     return size_mul(m, C, &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
 }
 
-const op_desc op_groupnorm = {
-    .kind = "groupnorm",
-    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH,
-    .infer = gn_infer,
-    .forward = gn_forward,
-    .backward = gn_backward,
-    .flops = gn_flops,
-    .saved_bytes = gn_saved_bytes,
-    .workspace_bytes = gn_workspace_bytes,
-};
+/* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
+ * op_groupnorm_relu. */
+#define GN_TABLE                                                                                              \
+    {                                                                                                         \
+        .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH, .infer = gn_infer,  \
+        .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,     \
+        .workspace_bytes = gn_workspace_bytes,                                                                \
+    }
+
+const op_desc op_groupnorm = GN_TABLE;
+const op_desc op_groupnorm_relu = GN_TABLE;

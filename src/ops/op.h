@@ -121,7 +121,8 @@ extern const op_desc op_position_embedding;
 extern const op_desc op_linear_tied;
 extern const op_desc op_batchnorm2d;
 extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in (graph/fuse.c) */
-extern const op_desc op_relu_folded;      /* that ReLU: a view of the BatchNorm's output */
+extern const op_desc op_groupnorm_relu;   /* GroupNorm likewise */
+extern const op_desc op_relu_folded;      /* such a ReLU: a view of the normalisation's output */
 extern const op_desc op_groupnorm;
 extern const op_desc op_layernorm;
 extern const op_desc op_attention;
