@@ -4,11 +4,16 @@
  * the gradient 2 dy. */
 #include <stdio.h>
 
-#include "core/parallel.h"
+#include "ops/elementwise.h"
 #include "ops/op.h"
+#include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define ADD_PAR_MIN ((size_t)1 << 15)
+/* Elements per parallel work item: a multiple of every vector width. */
+#define ADD_CHUNK ((size_t)1 << 13)
+
+static const ew_split add_split = {.par_min = ADD_PAR_MIN, .chunk = ADD_CHUNK};
 
 static bool same_shape(const snug_shape *a, const snug_shape *b) {
     if (a->rank != b->rank) return false;
@@ -35,19 +40,20 @@ static bool add_infer(const graph_node *n, const snug_shape *in, int n_in, snug_
     return true;
 }
 
-static void add_forward(const op_call *c) {
-    const size_t len = c->m * op_out_numel(c);
-    const float *a = c->in[0]; // (m, numel)
-    const float *b = c->in[1]; // (m, numel)
-    float *y = c->out;         // (m, numel), may be a itself (in place)
-    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
-    for (size_t i = 0; i < len; i++) y[i] = a[i] + b[i];
+/* y = a + b over n elements; y may be a (in place). A plain function with a simd loop, run by the element-wise
+ * driver outside any OpenMP region: as an `omp parallel for simd` loop in the outlined region GCC 12 compiled
+ * it, and the gradient's pass, scalar (movss/addss: 3.9% of resnet20's samples, 1.7% now). */
+VM_KERNEL static void add_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
-/* din += dy over len elements; din = 0 + dy where din is fresh (op_call.din_fresh: the same bits). */
+static void add_forward(const op_call *c) {
+    ew_apply_binary(add_split, add_span, c->out, c->in[0], c->in[1], c->m * op_out_numel(c));
+}
+
 static void accumulate(float *din, const float *dy, size_t len, bool fresh) {
-    #pragma omp parallel for simd schedule(static) if (len >= ADD_PAR_MIN && par_pays_floats(3 * len))
-    for (size_t i = 0; i < len; i++) din[i] = (fresh ? 0.0f : din[i]) + dy[i];
+    ew_accumulate(add_split, din, dy, len, fresh);
 }
 
 static void add_backward(const op_call *c) {

@@ -15,6 +15,7 @@
 
 #include "core/rng.h"
 #include "core/parallel.h"
+#include "ops/elementwise.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */
@@ -77,8 +78,8 @@ static void dropout_backward(const op_call *c) {
     if (!dx) return;
     const bool fresh = c->din_fresh & 1u; /* the first writer of dx: 0 + the gradient, dropped elements 0 */
     if (!dropout_active(c)) {
-        #pragma omp parallel for simd schedule(static) if (len >= DROPOUT_PAR_MIN && par_pays_floats(3 * len))
-        for (size_t i = 0; i < len; i++) dx[i] = (fresh ? 0.0f : dx[i]) + dy[i];
+        const ew_split split = {.par_min = DROPOUT_PAR_MIN, .chunk = DROPOUT_PAR_MIN};
+        ew_accumulate(split, dx, dy, len, fresh);
         return;
     }
     const uint64_t seed = c->seed, stream = dropout_stream(c);

@@ -2,6 +2,7 @@
 #include "ops/elementwise.h"
 
 #include "core/parallel.h"
+#include "ops/vmath.h"
 
 static size_t span_len(size_t len, size_t lo, size_t chunk) { return len - lo < chunk ? len - lo : chunk; }
 
@@ -29,4 +30,18 @@ void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, con
         const size_t lo = k * s.chunk;
         f(out + lo, a + lo, b + lo, span_len(len, lo, s.chunk));
     }
+}
+
+VM_KERNEL static void accumulate_span(float *din, const float *dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) din[i] = din[i] + dy[i];
+}
+
+VM_KERNEL static void accumulate_fresh_span(float *din, const float *dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) din[i] = 0.0f + dy[i];
+}
+
+void ew_accumulate(ew_split s, float *din, const float *dy, size_t len, bool fresh) {
+    ew_apply_unary(s, fresh ? accumulate_fresh_span : accumulate_span, din, dy, len);
 }

@@ -5,6 +5,7 @@
 #ifndef SNUG_OPS_ELEMENTWISE_H
 #define SNUG_OPS_ELEMENTWISE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The sizes one op tunes: below par_min elements one direct call; above, chunks of `chunk` elements. */
@@ -19,6 +20,10 @@ typedef void (*ew_unary_fn)(float *y, const float *x, size_t n);
 typedef void (*ew_binary_fn)(float *out, const float *a, const float *b, size_t n);
 
 void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len);
+
+/* din += dy over len elements, or din = 0 + dy where din is fresh (op_call.din_fresh: the bits of adding into
+ * zeros): a gradient passed on unchanged (add, an inactive dropout). */
+void ew_accumulate(ew_split s, float *din, const float *dy, size_t len, bool fresh);
 void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len);
 
 #endif
