@@ -109,7 +109,7 @@ typedef struct conv_layout {
     size_t T;      /* sample threads: lowering_threads(m, threads) */
     size_t slots;  /* slots in the workspace: T, or 2 where backward splits dx from dW (conv_grads_apart) */
     size_t col;    /* per slot: the column buffer, or the direct path's scratch */
-    bool wdw;      /* the weight gradient by Winograd (conv_wino_dw): its dU after the scratch in each slot */
+    bool wdw;      /* the weight gradient by Winograd (see conv_layout_of): its dU after the scratch in each slot */
     size_t du;     /* per slot: dU's bytes, or 0 */
     size_t part;   /* per slot when T > 1, after dU: partial dW (co, kdim) (none with dU, the partial itself)
                       then db (co) */
