@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "ops/norm_relu.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
 
@@ -71,7 +72,7 @@ static bool bn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_s
  * AVX-512 vector or two AVX2 or four SSE vectors alike: the same order, so the same bits, on every CPU. The
  * lanes go into double totals every BN_FLUSH elements, which bounds the float error whatever m and hw are. */
 
-#define BN_LANES 16
+#define BN_LANES NORM_LANES
 #define BN_FLUSH ((size_t)1 << 12)
 
 /* The double totals of two lane sets, and the lanes back to zero. */
@@ -122,72 +123,21 @@ VM_KERNEL static double bn_moments(const float *x, // (m, stride), the first hw 
     return shift + dm;
 }
 
-/* The normalised value (x - mu) a + b. (Subtracting the mean first: with a large mean, x a + (b - mu a) would
- * cancel.) One expression for forward and the fused backward's mask: the build contracts no multiply-add
- * (ISO C mode), so both round it alike. */
-static inline float bn_value(float x, float mu, float a, float b) { return (x - mu) * a + b; }
-
-/* ReLU's gradient as op_relu's backward writes it into a fresh buffer: 0 + dy where y > 0, else +0. */
-static inline float bn_relu_grad(float y, float dy) { return 0.0f + (y > 0.0f ? dy : 0.0f); }
-
-/* y = bn_value over m planes of hw values; with relu, y < 0 becomes 0 as op_relu computes it (NaN passes). */
+/* y = the normalised value over m planes of hw values, relu(y) where a ReLU is folded in (norm_relu.h). */
 VM_KERNEL static void bn_apply_channel(float *y,       // (m, stride)
                                        const float *x, // (m, stride)
-                                       size_t m, size_t stride, size_t hw, float mu, float a, float b, bool relu) {
-    for (size_t j = 0; j < m; j++) {
-        const float *xp = x + j * stride;
-        float *yp = y + j * stride;
-        if (!relu) {
-            #pragma omp simd
-            for (size_t k = 0; k < hw; k++) yp[k] = bn_value(xp[k], mu, a, b);
-            continue;
-        }
-        #pragma omp simd
-        for (size_t k = 0; k < hw; k++) {
-            const float v = bn_value(xp[k], mu, a, b);
-            yp[k] = v < 0.0f ? 0.0f : v;
-        }
-    }
+                                       size_t m, size_t stride, size_t hw, norm_plane k) {
+    for (size_t j = 0; j < m; j++) norm_apply_span(y + j * stride, x + j * stride, hw, k);
 }
-
-/* The gradient of the normalised value: dy, or with a folded ReLU dy masked by y recomputed from x. */
-#define BN_DY(dy, x, relu, mu, a, b) ((relu) ? bn_relu_grad(bn_value((x), (mu), (a), (b)), (dy)) : (dy))
-
-/* The per-channel constants of the backward kernels: mean, inverse deviation, and with a folded ReLU the
- * forward's scale and shift (a = gamma is, b = beta) that rebuild its mask. */
-typedef struct bn_chan {
-    float mu, is, a, b;
-    bool relu;
-} bn_chan;
 
 /* sum dy (*sdy) and sum dy x_hat (*sdyx) over m planes, x_hat = (x - mu) is; dy masked by a folded ReLU. */
 VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, stride) each
-                                   size_t m, size_t stride, size_t hw, bn_chan k, double *sdy, double *sdyx) {
-    const float mu = k.mu, is = k.is;
+                                   size_t m, size_t stride, size_t hw, norm_plane k, double *sdy, double *sdyx) {
     float l1[BN_LANES] = {0}, l2[BN_LANES] = {0};
     double s1 = 0.0, s2 = 0.0;
     size_t pending = 0;
     for (size_t j = 0; j < m; j++) {
-        const float *dyp = dy + j * stride, *xp = x + j * stride;
-        size_t i = 0;
-        for (; i + BN_LANES <= hw; i += BN_LANES)
-            #pragma omp simd
-            for (int l = 0; l < BN_LANES; l++) {
-                const float d = BN_DY(dyp[i + l], xp[i + l], k.relu, mu, k.a, k.b);
-                l1[l] += d;
-                l2[l] += d * ((xp[i + l] - mu) * is);
-            }
-        if (i < hw) { /* the tail, through copies: zero dy adds zero (masked or not) */
-            float td[BN_LANES] = {0}, tx[BN_LANES] = {0};
-            memcpy(td, dyp + i, (hw - i) * sizeof(float));
-            memcpy(tx, xp + i, (hw - i) * sizeof(float));
-            #pragma omp simd
-            for (int l = 0; l < BN_LANES; l++) {
-                const float d = BN_DY(td[l], tx[l], k.relu, mu, k.a, k.b);
-                l1[l] += d;
-                l2[l] += d * ((tx[l] - mu) * is);
-            }
-        }
+        norm_grad_lanes(l1, l2, dy + j * stride, x + j * stride, hw, k);
         if ((pending += hw) >= BN_FLUSH) {
             bn_flush(l1, l2, &s1, &s2);
             pending = 0;
@@ -202,16 +152,15 @@ VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, strid
  * fresh (op_call.din_fresh: the bits of adding into zeros). */
 VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, stride)
                                     const float *dy, const float *x,  // (m, stride) each
-                                    size_t m, size_t stride, size_t hw, bn_chan c, float k0, float mdy,
+                                    size_t m, size_t stride, size_t hw, norm_plane c, float k0, float mdy,
                                     float mdyx, bool fresh) {
-    const float mu = c.mu, is = c.is;
+    const float mu = c.mean, is = c.invstd;
     for (size_t j = 0; j < m; j++) {
         const float *dyp = dy + j * stride, *xp = x + j * stride;
         float *dxp = dx + j * stride;
         #pragma omp simd
         for (size_t k = 0; k < hw; k++)
-            dxp[k] = (fresh ? 0.0f : dxp[k]) +
-                     k0 * (BN_DY(dyp[k], xp[k], c.relu, mu, c.a, c.b) - mdy - (xp[k] - mu) * is * mdyx);
+            dxp[k] = (fresh ? 0.0f : dxp[k]) + k0 * (norm_dy(dyp[k], xp[k], c) - mdy - (xp[k] - mu) * is * mdyx);
     }
 }
 
@@ -234,8 +183,9 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
         rmean[ch] = (float)((1.0 - mom) * rmean[ch] + mom * mu);
         rvar[ch] = (float)((1.0 - mom) * rvar[ch] + mom * var * unbias);
     }
-    bn_apply_channel(y, x, c->m, C * hw, hw, mean[ch], c->w[BN_GAMMA][ch] * invstd[ch], c->w[BN_BETA][ch],
-                     c->node->op == &op_batchnorm2d_relu);
+    const norm_plane k = {.mean = mean[ch], .invstd = invstd[ch], .a = c->w[BN_GAMMA][ch] * invstd[ch],
+                          .b = c->w[BN_BETA][ch], .relu = c->node->op == &op_batchnorm2d_relu};
+    bn_apply_channel(y, x, c->m, C * hw, hw, k);
 }
 
 static void bn_forward(const op_call *c) {
@@ -276,7 +226,7 @@ static void bn_backward(const op_call *c) {
     for (size_t ch = 0; ch < C; ch++) {
         const float is = invstd[ch];
         /* a: the forward's own float product, so that the mask's y rounds as the forward's did */
-        const bn_chan k = {.mu = mean[ch], .is = is, .a = gamma[ch] * is, .b = beta[ch], .relu = relu};
+        const norm_plane k = {.mean = mean[ch], .invstd = is, .a = gamma[ch] * is, .b = beta[ch], .relu = relu};
         double sdy, sdyx;
         bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, k, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;

@@ -9,10 +9,10 @@
  * recomputed by the forward's own expression, so the bits are those of the two ops. */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "ops/norm_relu.h"
 #include "ops/norm_stats.h"
 #include "ops/op.h"
 #include "ops/vmath.h"
@@ -56,78 +56,32 @@ static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
     return norm_plane_moments(x, planes, hw, hw, var);
 }
 
-/* The normalised value, one expression for forward and the folded backward's mask (no contraction in ISO C
- * mode: both round it alike). */
-static inline float gn_value(float x, float mean, float a, float b) { return (x - mean) * a + b; }
+/* The plane kernels run outside the OpenMP region, as VM_KERNEL functions around norm_relu.h's loops (in an
+ * outlined region GCC 12 kept a compare and a branch per element of the masked loops: GroupNorm's backward
+ * took 8x longer). */
 
-/* The gradient reaching the normalisation: dy, or with a folded ReLU 0 + dy where y > 0 (else +0), as op_relu's
- * backward writes it into a fresh buffer. */
-static inline float gn_dy(float dy, float x, bool relu, float mean, float a, float b) {
-    return relu ? 0.0f + (gn_value(x, mean, a, b) > 0.0f ? dy : 0.0f) : dy;
+/* y = the normalised value over hw values, relu(y) where folded. */
+VM_KERNEL static void gn_apply_plane(float *y, const float *x, size_t hw, norm_plane k) {
+    norm_apply_span(y, x, hw, k);
 }
 
-/* One channel plane's constants: the group's mean and inverse deviation, the channel's scale a = gamma invstd
- * and shift b = beta (the forward's, which the folded ReLU's mask rebuilds y from), and whether it is folded. */
-typedef struct gn_plane {
-    float mean, invstd, a, b;
-    bool relu;
-} gn_plane;
-
-/* The plane kernels run outside the OpenMP region, as plain functions with simd loops (in an outlined region
- * GCC 12 kept a compare and a branch per element of the masked loops: GroupNorm's backward took 8x longer). */
-
-/* y = gn_value(x) over hw values, relu(y) where folded (NaN passes, as op_relu). */
-VM_KERNEL static void gn_apply_plane(float *y, const float *x, size_t hw, gn_plane k) {
-    if (!k.relu) {
-        #pragma omp simd
-        for (size_t i = 0; i < hw; i++) y[i] = gn_value(x[i], k.mean, k.a, k.b);
-        return;
-    }
-    #pragma omp simd
-    for (size_t i = 0; i < hw; i++) {
-        const float v = gn_value(x[i], k.mean, k.a, k.b);
-        y[i] = v < 0.0f ? 0.0f : v;
-    }
-}
-
-#define GN_LANES 16
-
-/* sum dy (*s1) and sum dy x_hat (*s2) over a plane, x_hat = (x - mean) invstd: element i into lane i mod 16,
- * then the lanes in order, so the same bits on every instruction set. */
-VM_KERNEL static void gn_plane_sums(const float *dy, const float *x, size_t hw, gn_plane k, float *s1, float *s2) {
-    float l1[GN_LANES] = {0}, l2[GN_LANES] = {0};
-    size_t i = 0;
-    for (; i + GN_LANES <= hw; i += GN_LANES)
-        #pragma omp simd
-        for (int l = 0; l < GN_LANES; l++) {
-            const float d = gn_dy(dy[i + l], x[i + l], k.relu, k.mean, k.a, k.b);
-            l1[l] += d;
-            l2[l] += d * ((x[i + l] - k.mean) * k.invstd);
-        }
-    if (i < hw) { /* the tail, through copies: zero dy adds zero (masked or not) */
-        float td[GN_LANES] = {0}, tx[GN_LANES] = {0};
-        memcpy(td, dy + i, (hw - i) * sizeof(float));
-        memcpy(tx, x + i, (hw - i) * sizeof(float));
-        #pragma omp simd
-        for (int l = 0; l < GN_LANES; l++) {
-            const float d = gn_dy(td[l], tx[l], k.relu, k.mean, k.a, k.b);
-            l1[l] += d;
-            l2[l] += d * ((tx[l] - k.mean) * k.invstd);
-        }
-    }
+/* sum dy (*s1) and sum dy x_hat (*s2) over a plane: 16 fixed lanes, then the lanes in order. */
+VM_KERNEL static void gn_plane_sums(const float *dy, const float *x, size_t hw, norm_plane k, float *s1, float *s2) {
+    float l1[NORM_LANES] = {0}, l2[NORM_LANES] = {0};
+    norm_grad_lanes(l1, l2, dy, x, hw, k);
     float p1 = 0.0f, p2 = 0.0f;
-    for (int l = 0; l < GN_LANES; l++) p1 += l1[l], p2 += l2[l];
+    for (int l = 0; l < NORM_LANES; l++) p1 += l1[l], p2 += l2[l];
     *s1 = p1, *s2 = p2;
 }
 
 /* dx (+)= invstd (gamma dy - mg - x_hat mgx) over a plane (dy masked where folded); a fresh dx (op_call.din_fresh)
  * starts from 0: the bits of adding into zeros. */
-VM_KERNEL static void gn_plane_dx(float *dx, const float *dy, const float *x, size_t hw, gn_plane k, float gamma,
+VM_KERNEL static void gn_plane_dx(float *dx, const float *dy, const float *x, size_t hw, norm_plane k, float gamma,
                                   float mg, float mgx, bool fresh) {
     #pragma omp simd
     for (size_t i = 0; i < hw; i++)
         dx[i] = (fresh ? 0.0f : dx[i]) +
-                k.invstd * (gamma * gn_dy(dy[i], x[i], k.relu, k.mean, k.a, k.b) - mg - (x[i] - k.mean) * k.invstd * mgx);
+                k.invstd * (gamma * norm_dy(dy[i], x[i], k) - mg - (x[i] - k.mean) * k.invstd * mgx);
 }
 
 static void gn_forward(const op_call *c) {
@@ -154,7 +108,7 @@ static void gn_forward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         for (size_t j = 0; j < cg; j++) {
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
-            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
                                 .relu = relu};
             gn_apply_plane(yb + j * hw, xb + j * hw, hw, k);
         }
@@ -182,7 +136,7 @@ static void gn_backward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         double sg = 0.0, sgx = 0.0;
         for (size_t j = 0; j < cg; j++) {
-            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
                                 .relu = relu};
             float p1, p2; /* float sums over a plane, as the statistics */
             gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
@@ -196,7 +150,7 @@ static void gn_backward(const op_call *c) {
         const double K = (double)(cg * hw);
         const float mg = (float)(sg / K), mgx = (float)(sgx / K);
         for (size_t j = 0; j < cg; j++) {
-            const gn_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
+            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
                                 .relu = relu};
             gn_plane_dx(dx + base + j * hw, dy + base + j * hw, x + base + j * hw, hw, k, gamma[c0 + j], mg, mgx,
                         fresh);
