@@ -270,6 +270,21 @@ void op_expect_error(snug_graph *g, snug_status status, const char *const *needl
     snug_graph_free(g);
 }
 
+void op_expect_large_sample_one_slot(snug_graph *(*make)(void), uint64_t seed) {
+    op_fixture f[2];
+    for (int t = 0; t < 2; t++) {
+        snug_graph *g = make();
+        const op_desc *op = g->nodes[1].op;
+        const size_t one = op->workspace_bytes(g, &g->nodes[1], 1, 2);
+        assert_true(one > ((size_t)64 << 20));
+        assert_int_equal(op->workspace_bytes(g, &g->nodes[1], 2, 2), one);
+        op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, seed);
+        op_fixture_analytic(&f[t]);
+    }
+    op_expect_same_results(&f[0], &f[1]);
+    for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
+}
+
 void op_expect_same_results(const op_fixture *a, const op_fixture *b) {
     const size_t m = a->c.m;
     assert_memory_equal(b->y, a->y, m * a->out_n * sizeof(float));

@@ -74,6 +74,11 @@ void op_check_backward_adds(op_fixture *f);
  * and shapes, both run). */
 void op_expect_same_results(const op_fixture *a, const op_fixture *b);
 
+/* Node 1 of make()'s graph (a fresh one per call) has one sample whose scratch exceeds 64 MiB: its workspace at
+ * micro-batch 2 on 2 threads is the one slot of micro-batch 1 (the threads share each sample), and 2 threads
+ * give the bits of 1, at m = 2, inputs and parameters from `seed`. */
+void op_expect_large_sample_one_slot(snug_graph *(*make)(void), uint64_t seed);
+
 /* snug_graph_check(g) fails with `status` and a message that holds every string of the NULL-terminated list
  * `needles`; frees g. */
 void op_expect_error(snug_graph *g, snug_status status, const char *const *needles);

@@ -421,6 +421,8 @@ static void test_op_micro_batch_one_same_bits(void **state) {
     }
 }
 
+static snug_graph *large_s2_graph(void) { return conv_graph_s2(1, 2048, 2048, 16); }
+
 /* A sample whose scratch exceeds LOWERING_SLOT_MAX (64 MiB: a stride-2 conv's phase planes of a 2048 x 2048
  * input and padded 16 x 1024 x 1024 output gradient) is shared by the threads even when there are samples for
  * each: one slot of workspace at m = 2 as at m = 1, where a small sample gets a slot per thread. Sharing
@@ -436,17 +438,7 @@ static void test_op_large_sample_shares_threads(void **state) {
     assert_true(op_conv2d.workspace_bytes(g1, &g1->nodes[1], 2, 2) >
                 3 * op_conv2d.workspace_bytes(g1, &g1->nodes[1], 1, 1) / 2);
     snug_graph_free(g1);
-    op_fixture f[2];
-    for (int t = 0; t < 2; t++) {
-        snug_graph *g = conv_graph_s2(1, 2048, 2048, 16);
-        const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 2);
-        assert_true(one > ((size_t)64 << 20));
-        assert_int_equal(op_conv2d.workspace_bytes(g, &g->nodes[1], 2, 2), one);
-        op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, 17);
-        op_fixture_analytic(&f[t]);
-    }
-    op_expect_same_results(&f[0], &f[1]);
-    for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
+    op_expect_large_sample_one_slot(large_s2_graph, 17);
 }
 
 /* Winograd's share of a conv's workspace with T sample threads: its transformed weights, and per thread the

@@ -323,22 +323,14 @@ static void test_conv_transpose2d_row_blocks(void **state) {
     op_fixture_free(&f);
 }
 
+static snug_graph *large_convt_graph(void) { return convt_graph(2, 520, 520, 8, 3, 2, 1); }
+
 /* An overlapping one (3x3 stride 2) keeps its matrix whole; where that exceeds LOWERING_SLOT_MAX (72 rows x
  * 520 x 520 pixels: 74 MiB) its samples run in turn on all threads: one buffer at m = 2 as at m = 1, no
  * partials, and 2 threads give the bits of 1 (the products' elements are one chain each whatever the threads). */
 static void test_conv_transpose2d_large_sample_one_slot(void **state) {
     (void)state;
-    op_fixture f[2];
-    for (int t = 0; t < 2; t++) {
-        snug_graph *g = convt_graph(2, 520, 520, 8, 3, 2, 1);
-        const size_t one = op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 1, 2);
-        assert_true(one > ((size_t)64 << 20));
-        assert_int_equal(op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 2, 2), one);
-        op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, 23);
-        op_fixture_analytic(&f[t]);
-    }
-    op_expect_same_results(&f[0], &f[1]);
-    for (int t = 0; t < 2; t++) op_fixture_free(&f[t]);
+    op_expect_large_sample_one_slot(large_convt_graph, 23);
 }
 
 /* Per-thread partials, reduced in thread order, and the BLAS-threaded loop agree; the same thread count gives
