@@ -442,14 +442,17 @@ static void test_op_large_sample_shares_threads(void **state) {
 }
 
 /* Winograd's share of a conv's workspace with T sample threads: its transformed weights, and per thread the
- * tile blocks of both directions (a loose bound: a thread needs the larger of the two, plus alignment). */
+ * tile blocks of both directions and, where its weight gradient runs, that one's scratch and dU (a loose bound:
+ * a thread needs the largest of the scratches, plus alignment). */
 static size_t wino_bytes(size_t c, size_t h, size_t w, size_t co, size_t T) {
-    const conv3x3_shape s = {.c = c, .co = co, .h = h, .w = w}, sx = {.c = co, .co = c, .h = h, .w = w};
-    size_t u = 0, fwd = 0, dx = 0;
+    const conv3x3_shape s = {.c = c, .co = co, .h = h, .w = w};
+    size_t u = 0, fwd = 0, dx = 0, dws = 0, du = 0;
     if (!conv3x3_winograd_available()) return 0;
-    assert_true(conv3x3_winograd_weights_floats(&s, &u) && conv3x3_winograd_scratch_floats(&s, 1, &fwd) &&
-                conv3x3_winograd_scratch_floats(&sx, 1, &dx));
-    return (u + T * (fwd + dx)) * sizeof(float) + 64 * (T + 1);
+    assert_true(conv3x3_winograd_weights_floats(&s, true, &u) && conv3x3_winograd_scratch_floats(&s, false, 1, &fwd) &&
+                conv3x3_winograd_scratch_floats(&s, true, 1, &dx));
+    if (conv3x3_winograd_dw_pays(&s))
+        assert_true(conv3x3_winograd_dw_scratch_floats(&s, &dws) && conv3x3_winograd_dw_floats(&s, &du));
+    return (u + T * (fwd + dx + dws + du)) * sizeof(float) + 64 * (T + 1);
 }
 
 /* The direct path needs the padded planes, not the column matrix: less workspace (one thread, and two with

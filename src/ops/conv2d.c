@@ -22,14 +22,16 @@
  * conv3x3_s2_forward and conv3x3_s2_backward.
  *
  * Where it measures faster (conv_wino_pays), the stride-1 forward and input gradient take Winograd F(2x2, 3x3)
- * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies. Its transformed weights are computed once per call,
+ * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies (the input gradient F(4x4, 3x3) on planes of 12x12
+ * and up: 4x fewer). Its transformed weights are computed once per call,
  * by all threads, into the front of the workspace. Where a sample runs on one thread and its planes are small
  * (conv3x3_winograd_dw_pays), dW takes Winograd too, summed over the samples in the transformed domain (dU)
  * and turned into dW once per call and thread; db stays on the direct kernel.
  *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
  * else 1), each part rounded up to 64 bytes:
- *   [ Winograd's transformed weights, 16 C Co floats, only on that path ]
+ *   [ Winograd's transformed weights, 16 C Co floats (36 C Co where the input gradient takes F(4x4)), only on
+ *     that path ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
  *         floats at stride 1, or (C + Co) bands of about 20 rows where the plane is taller (conv3x3_direct.h),
  *         C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight gradient alone uses
@@ -77,9 +79,9 @@ typedef struct conv_ctx {
 /* Where Winograd beats the direct kernel, measured on one core (both directions, forward and input gradient,
  * 1.2x to 2x from 16 channels on 8x8 to 256x256 planes): at least 16 input and 16 output channels (with 1
  * input channel it is 2x slower: its transforms then cost as much as the products) and planes of at least
- * 8x8. Its transformed weights (16 C Co floats, once per op) can exceed the column matrix lowering would need
- * on small planes with many channels (8x8 with 64: 256 KiB; 16x16 with 256: 4 MiB), where it is 1.6x to 1.9x
- * faster: a price in workspace worth paying, and planned like every other byte. */
+ * 8x8. Its transformed weights (16 or 36 C Co floats, once per op) can exceed the column matrix lowering would
+ * need on small planes with many channels (8x8 with 64: 256 KiB; 16x16 with 256: 9 MiB), where it is 1.6x to
+ * 1.9x faster: a price in workspace worth paying, and planned like every other byte. */
 static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
@@ -140,11 +142,11 @@ static bool conv_grads_apart(const conv_ctx *k, size_t m, int threads) {
 /* The floats of Winograd's transformed weights (*u) and of one slot's scratch for Ts threads sharing a
  * sample (*n: forward and input gradient, whichever is larger). */
 static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_t *n) {
-    const conv3x3_shape sw = {.c = s->co, .co = s->c, .h = s->h, .w = s->w};
-    size_t f, b;
-    if (!conv3x3_winograd_weights_floats(s, u) || !conv3x3_winograd_scratch_floats(s, Ts, &f) ||
-        !conv3x3_winograd_scratch_floats(&sw, Ts, &b))
+    size_t uf, ub, f, b;
+    if (!conv3x3_winograd_weights_floats(s, false, &uf) || !conv3x3_winograd_weights_floats(s, true, &ub) ||
+        !conv3x3_winograd_scratch_floats(s, false, Ts, &f) || !conv3x3_winograd_scratch_floats(s, true, Ts, &b))
         return false;
+    *u = uf > ub ? uf : ub;
     *n = f > b ? f : b;
     return true;
 }

@@ -9,14 +9,43 @@
 
 #include "core/checked.h"
 #include "ops/avx512.h"
+#include "ops/conv3x3_winograd_impl.h"
 #include "ops/gemm_direct.h"
 
 /* Output channels of one register tile; its vectors of 16 tiles are the block's (1 to 3). */
 #define MR 8
 
-/* Vectors of 16 tiles per block: V = 16 x in x 16 nv floats stays near 256 KB, in L2 while every group of 8
- * output channels reads it again. */
-static size_t block_vecs(size_t in) { return in <= 64 ? 3 : in <= 128 ? 2 : 1; }
+/* The transformed values per tile: (n + 2)^2. */
+static size_t xi_count(size_t n) { return (n + 2) * (n + 2); }
+
+static wgeom wgeom_of(size_t h, size_t w, size_t n) {
+    wgeom g = {.n = n, .th = (h + n - 1) / n, .tw = (w + n - 1) / n};
+    g.R = g.tw <= 8 ? 16 / g.tw : 1;
+    g.per_row = (g.tw + 15) / 16;
+    g.nvec = g.R > 1 ? (g.th + g.R - 1) / g.R : g.th * g.per_row;
+    return g;
+}
+
+/* Vectors of 16 tiles per block for in input channels: V = nxi x in x 16 nv floats stays near 256 KB, in L2
+ * while every group of 8 output channels reads it again; never more than the plane has (its scratch is sized
+ * by this too). */
+static size_t block_vecs(size_t in, const wgeom *g) {
+    const size_t nv = g->n == 2 ? (in <= 64 ? 3 : in <= 128 ? 2 : 1) : (in <= 32 ? 3 : in <= 64 ? 2 : 1);
+    return nv < g->nvec ? nv : g->nvec;
+}
+
+/* The forward keeps F(2x2, 3x3), whose rounding is the direct kernel's (about 1e-7 of the terms' magnitudes)
+ * and whose outputs over all-zero inputs are exactly the bias. F(4x4)'s rounding (about 2e-6) in the forward
+ * decides ReLU masks and max-pool choices near a tie differently from a direct convolution: ResNet-20's PyTorch
+ * comparison at batch 4 flipped a ReLU after a residual add, moving 1e-2 of some gradients. A backward's
+ * rounding decides nothing, only adds its 2e-6. The input gradient takes F(4x4, 3x3) where its products
+ * (36 a vector of tiles) are at least a quarter fewer than F(2x2)'s (16 a vector, more vectors): planes of
+ * 12x12 and up, but not 8x8 (one vector of 16 tiles either way, of which F(4x4) would fill 4 lanes) nor short
+ * wide strips (a third vector per tile row for a few tiles). */
+size_t conv3x3_winograd_tile(const conv3x3_shape *s, bool dx) {
+    const wgeom g2 = wgeom_of(s->h, s->w, 2), g4 = wgeom_of(s->h, s->w, 4);
+    return dx && 36 * g4.nvec * 5 <= 16 * g2.nvec * 4 ? 4 : 2;
+}
 
 bool conv3x3_winograd_available(void) {
 #ifdef SNUG_AVX512
@@ -26,18 +55,19 @@ bool conv3x3_winograd_available(void) {
 #endif
 }
 
-bool conv3x3_winograd_weights_floats(const conv3x3_shape *s, size_t *n) {
-    return size_mul(s->c, s->co, n) && size_mul(*n, 16, n);
+bool conv3x3_winograd_weights_floats(const conv3x3_shape *s, bool dx, size_t *n) {
+    return size_mul(s->c, s->co, n) && size_mul(*n, xi_count(conv3x3_winograd_tile(s, dx)), n);
 }
 
-/* One thread's block: V (16, in, nbs) then M (16, MR, nbs). */
-static bool thread_floats(size_t in, size_t *n) {
-    const size_t nbs = 16 * block_vecs(in);
-    return size_add(in, MR, n) && size_mul(*n, 16 * nbs, n);
+/* One thread's block: V (nxi, in, nbs) then M (nxi, MR, nbs). */
+static bool thread_floats(size_t in, const wgeom *g, size_t *n) {
+    const size_t nbs = 16 * block_vecs(in, g);
+    return size_add(in, MR, n) && size_mul(*n, xi_count(g->n) * nbs, n);
 }
 
-bool conv3x3_winograd_scratch_floats(const conv3x3_shape *s, size_t T, size_t *n) {
-    return thread_floats(s->c, n) && size_mul(*n, T < 1 ? 1 : T, n);
+bool conv3x3_winograd_scratch_floats(const conv3x3_shape *s, bool dx, size_t T, size_t *n) {
+    const wgeom g = wgeom_of(s->h, s->w, conv3x3_winograd_tile(s, dx));
+    return thread_floats(dx ? s->co : s->c, &g, n) && size_mul(*n, T < 1 ? 1 : T, n);
 }
 
 /* The contiguous range [*lo, *hi) of n items that part t of T owns. */
@@ -72,13 +102,17 @@ static void weight_tile(float *u, size_t xi_stride, const float g[9]) {
 /* weight_tile for 16 kernels at once, kernel j in lane j (its 9 taps gathered from its own offset): the same
  * operations in the same order per lane, so the same bits; each row of u receives 16 consecutive floats. */
 static AVX512 void weight_tiles16(float *u, size_t pairs, size_t p0, size_t n, const float *w, __m512i off,
-                                  bool dx) {
+                                  bool dx, size_t tile) {
     const __mmask16 m = avx512_lanes(n);
     const __m512 half = _mm512_set1_ps(0.5f);
     __m512 g[9], a[4][3];
     for (int i = 0; i < 9; i++) /* the input gradient's kernel is rotated: g'[i] = g[8 - i] */
         g[i] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_add_epi32(off, _mm512_set1_epi32(dx ? 8 - i : i)),
                                         w, 4);
+    if (tile == 4) {
+        winograd4_weight_tiles16(u, pairs, p0, m, g);
+        return;
+    }
     for (int j = 0; j < 3; j++) {
         a[0][j] = g[j];
         a[1][j] = _mm512_mul_ps(half, _mm512_add_ps(_mm512_add_ps(g[j], g[3 + j]), g[6 + j]));
@@ -98,7 +132,8 @@ static AVX512 void weight_tiles16(float *u, size_t pairs, size_t p0, size_t n, c
 
 /* The pairs [lo, hi) sixteen at a time; false (nothing done) when a tap's offset would not fit a gather's
  * 32-bit index. */
-static AVX512 bool weights_avx512(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t lo, size_t hi) {
+static AVX512 bool weights_avx512(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t lo, size_t hi,
+                                  size_t tile) {
     const size_t pairs = s->c * s->co;
     if (pairs > (size_t)INT32_MAX / 9) return false;
     for (size_t p0 = lo; p0 < hi; p0 += 16) {
@@ -108,19 +143,19 @@ static AVX512 bool weights_avx512(const conv3x3_shape *s, float *u, const float 
             const size_t p = p0 + j, o = dx ? p / s->c : p % s->co, ci = dx ? p % s->c : p / s->co;
             off[j] = (int32_t)((o * s->c + ci) * 9);
         }
-        weight_tiles16(u, pairs, p0, n, w, _mm512_loadu_si512(off), dx);
+        weight_tiles16(u, pairs, p0, n, w, _mm512_loadu_si512(off), dx, tile);
     }
     return true;
 }
 #endif
 
 void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
-    const size_t pairs = s->c * s->co;
-    float buf[16][16];
+    const size_t pairs = s->c * s->co, tile = conv3x3_winograd_tile(s, dx), nxi = xi_count(tile);
+    float buf[36][16];
     size_t lo, hi;
     part_range(pairs, t, T, &lo, &hi);
 #ifdef SNUG_AVX512
-    if (conv3x3_winograd_available() && weights_avx512(s, u, w, dx, lo, hi)) return;
+    if (conv3x3_winograd_available() && weights_avx512(s, u, w, dx, lo, hi, tile)) return;
 #endif
     for (size_t p0 = lo; p0 < hi; p0 += 16) {
         const size_t n = hi - p0 < 16 ? hi - p0 : 16;
@@ -129,9 +164,10 @@ void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, const float *w, 
             const float *g = w + (o * s->c + ci) * 9;
             float k[9];
             for (int i = 0; i < 9; i++) k[i] = dx ? g[8 - i] : g[i];
-            weight_tile(&buf[0][j], 16, k);
+            if (tile == 4) winograd4_weight_tile(&buf[0][j], 16, k);
+            else weight_tile(&buf[0][j], 16, k);
         }
-        for (size_t xi = 0; xi < 16; xi++)
+        for (size_t xi = 0; xi < nxi; xi++)
             for (size_t j = 0; j < n; j++) u[xi * pairs + p0 + j] = buf[xi][j];
     }
 }
@@ -145,26 +181,9 @@ typedef struct wjob {
     const float *u;     /* (16, in, out) */
     float *dst;
     const float *bias;  /* (out): dst = bias + ...; NULL: dst += ... */
+    size_t tile;        /* 2: F(2x2, 3x3); 4: F(4x4, 3x3) */
     bool fresh;         /* without a bias: dst = 0 + ... (dst holds stale memory) */
 } wjob;
-
-/* Which tiles share a vector. Narrow planes (tw <= 8 tiles across) put R = 16 / tw whole tile rows into one
- * vector, tile (ty0 + r, tx) in lane r tw + tx, so that 8x8 and 16x16 planes fill their vectors; wider ones
- * give each tile row ceil(tw / 16) vectors of up to 16 tiles. A block is nvb consecutive vectors. */
-typedef struct wgeom {
-    size_t th, tw;   /* tile rows and columns: (h + 1) / 2, (w + 1) / 2 */
-    size_t R;        /* tile rows per vector, or 1 */
-    size_t per_row;  /* vectors per tile row when R = 1 */
-    size_t nvec;     /* vectors of the plane */
-} wgeom;
-
-static wgeom wgeom_of(size_t h, size_t w) {
-    wgeom g = {.th = (h + 1) / 2, .tw = (w + 1) / 2};
-    g.R = g.tw <= 8 ? 16 / g.tw : 1;
-    g.per_row = (g.tw + 15) / 16;
-    g.nvec = g.R > 1 ? (g.th + g.R - 1) / g.R : g.th * g.per_row;
-    return g;
-}
 
 /* ---- input transform: V = B^T d B, 16 tiles a vector ------------------------------------------------------ */
 
@@ -233,7 +252,12 @@ static AVX512 void input_vec(float *v, size_t xs, const float *plane, size_t h, 
 static AVX512 void input_block(float *v, size_t nbs, const wjob *p, const wgeom *g, size_t q0, size_t nv) {
     const size_t xs = p->in * nbs, npix = p->h * p->w;
     for (size_t k = 0; k < p->in; k++)
-        for (size_t j = 0; j < nv; j++) input_vec(v + k * nbs + 16 * j, xs, p->src + k * npix, p->h, p->w, g, q0 + j);
+        for (size_t j = 0; j < nv; j++) {
+            float *vk = v + k * nbs + 16 * j;
+            const float *plane = p->src + k * npix;
+            if (g->n == 4) winograd4_input_vec(vk, xs, plane, p->h, p->w, g, q0 + j);
+            else input_vec(vk, xs, plane, p->h, p->w, g, q0 + j);
+        }
 }
 
 /* ---- the 16 products: M[xi] (mr, 16 nv) = sum over k of U[xi][k][o0 + i] V[xi][k] ----------------------- */
@@ -358,9 +382,12 @@ static AVX512 void output_block(const wjob *p, const float *m, size_t nbs, const
     static const float zero = 0.0f; /* a fresh destination starts from a bias of zero */
     const size_t npix = p->h * p->w;
     for (size_t i = 0; i < mr; i++)
-        for (size_t j = 0; j < nv; j++)
-            output_vec(p->dst + (o0 + i) * npix, m + i * nbs + 16 * j, MR * nbs, p->h, p->w, g, q0 + j,
-                       p->bias ? p->bias + o0 + i : p->fresh ? &zero : NULL);
+        for (size_t j = 0; j < nv; j++) {
+            float *out = p->dst + (o0 + i) * npix;
+            const float *mi = m + i * nbs + 16 * j, *bias = p->bias ? p->bias + o0 + i : p->fresh ? &zero : NULL;
+            if (g->n == 4) winograd4_output_vec(out, mi, MR * nbs, p->h, p->w, g, q0 + j, bias);
+            else output_vec(out, mi, MR * nbs, p->h, p->w, g, q0 + j, bias);
+        }
 }
 
 static void part_barrier(size_t T) {
@@ -371,18 +398,19 @@ static void part_barrier(size_t T) {
 
 /* Blocks of part t of T, each on thread t's own block of the scratch. */
 static AVX512 void wino_run(const wjob *p, float *scratch, size_t t, size_t T) {
-    const wgeom g = wgeom_of(p->h, p->w);
-    const size_t nvb = block_vecs(p->in), nbs = 16 * nvb, nblocks = (g.nvec + nvb - 1) / nvb;
+    const size_t tile = p->tile, nxi = xi_count(tile);
+    const wgeom g = wgeom_of(p->h, p->w, tile);
+    const size_t nvb = block_vecs(p->in, &g), nbs = 16 * nvb, nblocks = (g.nvec + nvb - 1) / nvb;
     size_t per, lo, hi;
-    thread_floats(p->in, &per); /* checked by the caller's sizing */
-    float *v = scratch + t * per, *m = v + 16 * p->in * nbs;
+    thread_floats(p->in, &g, &per); /* checked by the caller's sizing */
+    float *v = scratch + t * per, *m = v + nxi * p->in * nbs;
     part_range(nblocks, t, T, &lo, &hi);
     for (size_t blk = lo; blk < hi; blk++) {
         const size_t q0 = blk * nvb, nv = g.nvec - q0 < nvb ? g.nvec - q0 : nvb;
         input_block(v, nbs, p, &g, q0, nv);
         for (size_t o0 = 0; o0 < p->out; o0 += MR) {
             const size_t mr = p->out - o0 < MR ? p->out - o0 : MR;
-            for (size_t xi = 0; xi < 16; xi++)
+            for (size_t xi = 0; xi < nxi; xi++)
                 prod_any(mr, nv, m + xi * MR * nbs, v + xi * p->in * nbs, p->u + xi * p->in * p->out + o0, p->in,
                          p->out, nbs);
             output_block(p, m, nbs, &g, o0, mr, q0, nv);
@@ -395,7 +423,8 @@ static AVX512 void wino_run(const wjob *p, float *scratch, size_t t, size_t T) {
 void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, const float *x, const float *u, const float *b,
                               float *scratch, size_t t, size_t T) {
 #ifdef SNUG_AVX512
-    const wjob p = {.in = s->c, .out = s->co, .h = s->h, .w = s->w, .src = x, .u = u, .dst = y, .bias = b};
+    const wjob p = {.in = s->c, .out = s->co, .h = s->h, .w = s->w, .src = x, .u = u, .dst = y, .bias = b,
+                    .tile = conv3x3_winograd_tile(s, false)};
     wino_run(&p, scratch, t, T);
 #else
     (void)s, (void)y, (void)x, (void)u, (void)b, (void)scratch, (void)t, (void)T;
@@ -407,7 +436,7 @@ void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, const float
                                   float *scratch, bool fresh, size_t t, size_t T) {
 #ifdef SNUG_AVX512
     const wjob p = {.in = s->co, .out = s->c, .h = s->h, .w = s->w, .src = dy, .u = u, .dst = dx, .bias = NULL,
-                    .fresh = fresh};
+                    .fresh = fresh, .tile = conv3x3_winograd_tile(s, true)};
     wino_run(&p, scratch, t, T);
 #else
     (void)s, (void)dx, (void)dy, (void)u, (void)scratch, (void)fresh, (void)t, (void)T;

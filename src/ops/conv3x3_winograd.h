@@ -1,10 +1,13 @@
 /* Winograd F(2x2, 3x3) for the 3x3 stride-1 padding-1 convolutions of ops/conv3x3_direct.h: 16 multiplies per
  * 2x2 output tile and (input, output) channel pair instead of 36, at the price of transforms that only add.
+ * The input gradient takes F(4x4, 3x3) where it saves a quarter of the products or more (conv3x3_winograd_tile;
+ * its transforms: conv3x3_winograd_f4.c): 36 multiplies per 4x4 tile, 2.25 per output instead of 4.
  * With d a 4x4 input tile (rows 2 ty - 1 .. 2 ty + 2, columns 2 tx - 1 .. 2 tx + 2, zero outside the plane)
  * and g a 3x3 kernel, one output tile is
  *     Y = A^T [ sum over input channels of (G g G^T) .* (B^T d B) ] A       (.* elementwise, 16 products)
  * with B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
  * A^T = [1 1 1 0; 0 1 -1 -1]. Odd planes get a last tile row or column whose outputs past the edge are dropped.
+ * (With F(4x4): 6x6 input tiles, 4x4 output tiles, 36 transformed values; below, read 36 for 16.)
  *
  * Where things live:
  *   U = G g G^T      the transformed weights, (16, in, out) floats: computed once per op call (not per sample
@@ -25,9 +28,10 @@
  * on the thread count nor on which micro-batch a sample is in.
  *
  * A call with T > 1 is thread t's part of T: blocks b with b in [nblocks t / T, nblocks (t + 1) / T), each
- * thread on its own part of the scratch (conv3x3_winograd_scratch_floats(s, T)); t = 0, T = 1 does it all.
- * AVX-512 only (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy: within about 1e-6
- * of a double-precision reference, relative to the sum of the terms' magnitudes. */
+ * thread on its own part of the scratch (conv3x3_winograd_scratch_floats(s, dx, T)); t = 0, T = 1 does it
+ * all. AVX-512 only (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy, relative to
+ * the sum of the terms' magnitudes against a double-precision reference: F(2x2) within about 1e-7 (the direct
+ * kernel's), F(4x4) within about 3e-6. */
 #ifndef SNUG_OPS_CONV3X3_WINOGRAD_H
 #define SNUG_OPS_CONV3X3_WINOGRAD_H
 
@@ -39,16 +43,21 @@
 /* Whether this CPU and build run the Winograd kernels (AVX-512F). */
 bool conv3x3_winograd_available(void);
 
-/* *n = the floats of one direction's transformed weights, 16 c co; false on overflow. */
-bool conv3x3_winograd_weights_floats(const conv3x3_shape *s, size_t *n);
+/* The tile of the forward (dx false: always 2, F(2x2, 3x3), whose rounding matches the direct kernel's) or of
+ * the input gradient (4, F(4x4, 3x3), on planes of 12x12 and up where it saves a quarter of the products or
+ * more; else 2). */
+size_t conv3x3_winograd_tile(const conv3x3_shape *s, bool dx);
 
-/* *n = the floats of the scratch of one sample shared by T threads (T per-thread blocks); false on overflow.
- * The input gradient's scratch is that of the shape with c and co swapped. */
-bool conv3x3_winograd_scratch_floats(const conv3x3_shape *s, size_t T, size_t *n);
+/* *n = the floats of one direction's transformed weights, nxi c co (nxi = 16 or 36); false on overflow. */
+bool conv3x3_winograd_weights_floats(const conv3x3_shape *s, bool dx, size_t *n);
+
+/* *n = the floats of the scratch of one direction for one sample shared by T threads (T per-thread blocks);
+ * false on overflow. */
+bool conv3x3_winograd_scratch_floats(const conv3x3_shape *s, bool dx, size_t T, size_t *n);
 
 /* u = the transformed weights of W (co, c, 3, 3): for the forward (dx false, in = c, out = co) or for the input
  * gradient (dx true: in = co, out = c, kernels rotated by 180 degrees). Part t of T of the (in, out) pairs. */
-void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, // (16, in, out)
+void conv3x3_winograd_weights(const conv3x3_shape *s, float *u, // (nxi, in, out)
                               const float *w,                   // (co, c, 3, 3)
                               bool dx, size_t t, size_t T);
 
@@ -59,17 +68,17 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                               const float *x,                   // (c, h, w)
                               const float *u,                   // (16, c, co)
                               const float *b,                   // (co)
-                              float *scratch,                   // (conv3x3_winograd_scratch_floats(s, T))
+                              float *scratch,                   // (conv3x3_winograd_scratch_floats(s, false, T))
                               size_t t, size_t T);
 
 /* dx += conv(dy, W^T rotated), one sample, from u = conv3x3_winograd_weights(s, .., w, true); scratch sized
- * for the shape with c and co swapped. fresh: dx holds no gradient yet (stale memory) and is written whole
+ * by conv3x3_winograd_scratch_floats(s, true, T). fresh: dx holds no gradient yet (stale memory) and is written whole
  * instead, 0 + each sum (the bits of adding into zeros, without a pass that zeroes it). Threads as
  * conv3x3_winograd_forward. */
 void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
                                   const float *dy,                   // (co, h, w)
-                                  const float *u,                    // (16, co, c)
-                                  float *scratch,                    // (scratch_floats, c and co swapped)
+                                  const float *u,                    // (nxi, co, c)
+                                  float *scratch,                    // (scratch_floats(s, true, T))
                                   bool fresh, size_t t, size_t T);
 
 /* The weight gradient by the same transform (conv3x3_winograd_dw.c): dW += G^T [sum over tiles of
