@@ -7,7 +7,13 @@
  *
  * The 2x2 stride-2 pool of every CNN here has an AVX-512 path (a function attribute: the build has no -march),
  * 16 outputs of a row at once, with the same comparisons in the same order as the generic window loop, so it
- * writes the same values and the same argmax bits. */
+ * writes the same values and the same argmax bits.
+ *
+ * op_maxpool2d_relu is the pool with the ReLU before it folded in (graph/fuse.c: that ReLU's only reader, and
+ * windows that tile the input exactly): it reads the values before the ReLU and applies ReLU's own expression
+ * to each as it loads it, so it writes what pooling the ReLU's output writes, bit for bit; its backward masks
+ * each output's gradient by y > 0 on its way to the argmax, as ReLU's backward would have. The ReLU's full-size
+ * output is neither written nor kept (backward needs the pool's own output), and no pass runs over it. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,15 +74,19 @@ static bool pool_infer(const graph_node *n, const snug_shape *in, int n_in, snug
     return true;
 }
 
-/* One output element: the maximum of its window and where it is (first maximum; NaN beats everything). */
+/* ReLU's expression (ops/relu.c): NaN and -0 pass. */
+static inline float relu_of(float x) { return x < 0.0f ? 0.0f : x; }
+
+/* One output element: the maximum of its window and where it is (first maximum; NaN beats everything), of the
+ * values or (relu) of their ReLU. */
 static float window_max(const float *plane, // (h, w)
-                        const pool_geom *p, size_t oh, size_t ow, size_t *where) {
+                        const pool_geom *p, size_t oh, size_t ow, bool relu, size_t *where) {
     size_t h0 = oh * p->s, w0 = ow * p->s, best_i = h0 * p->w + w0;
-    float best = plane[best_i];
+    float best = relu ? relu_of(plane[best_i]) : plane[best_i];
     for (size_t i = 0; i < p->k; i++) {
         const float *row = plane + (h0 + i) * p->w + w0;
         for (size_t j = 0; j < p->k; j++) {
-            float v = row[j];
+            float v = relu ? relu_of(row[j]) : row[j];
             if (v > best || (v != v && best == best)) {
                 best = v;
                 best_i = (h0 + i) * p->w + w0 + j;
@@ -88,9 +98,9 @@ static float window_max(const float *plane, // (h, w)
 }
 
 /* Output planes [lo, hi) of the generic pool: every window through window_max. */
-static void pool_planes_generic(const pool_geom *p, float *y, // (planes, ho, wo)
-                                int32_t *arg,                 // (planes, ho, wo): index within the sample
-                                const float *x,               // (planes, h, w)
+static void pool_planes_generic(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
+                                int32_t *arg, // (planes, ho, wo): index within the sample
+                                const float *x, // (planes, h, w)
                                 size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
     for (size_t pl = lo; pl < hi; pl++) {
@@ -99,7 +109,7 @@ static void pool_planes_generic(const pool_geom *p, float *y, // (planes, ho, wo
         for (size_t oh = 0; oh < p->ho; oh++)
             for (size_t ow = 0; ow < p->wo; ow++) {
                 size_t where, o = pl * out_plane + oh * p->wo + ow;
-                y[o] = window_max(xp, p, oh, ow, &where);
+                y[o] = window_max(xp, p, oh, ow, relu, &where);
                 arg[o] = (int32_t)(base + where);
             }
     }
@@ -115,12 +125,17 @@ static inline AVX512 void pool_take(__m512 *best, __m512i *idx, __m512 v, __m512
     *idx = _mm512_mask_mov_epi32(*idx, t, iv);
 }
 
+/* relu_of on 16 lanes: the same select. */
+static inline AVX512 __m512 relu16(__m512 x) {
+    return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
+}
+
 /* One output row of a 2x2 stride-2 pool: wo outputs from the input rows r0 and r0 + w; i0 is r0's index within
  * the sample. Two 16-float loads per input row deinterleave into the even and odd columns. */
 static AVX512 void pool22_row(float *y,        // (wo)
                               int32_t *arg,    // (wo)
                               const float *r0, // (2, w)
-                              size_t w, size_t wo, int32_t i0) {
+                              size_t w, size_t wo, int32_t i0, bool relu) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     const __m512i one = _mm512_set1_epi32(1), down = _mm512_set1_epi32((int32_t)w);
@@ -128,8 +143,9 @@ static AVX512 void pool22_row(float *y,        // (wo)
         const size_t n = wo - o < 16 ? wo - o : 16;
         const __mmask16 lo = avx512_lanes(2 * n), hi = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
         const float *p0 = r0 + 2 * o, *p1 = p0 + w;
-        const __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
-        const __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+        __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+        __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+        if (relu) a0 = relu16(a0), a1 = relu16(a1), b0 = relu16(b0), b1 = relu16(b1);
         const __m512i ia = _mm512_add_epi32(_mm512_set1_epi32(i0 + (int32_t)(2 * o)), even);
         __m512 best = _mm512_permutex2var_ps(a0, even, a1);
         __m512i idx = ia;
@@ -143,31 +159,33 @@ static AVX512 void pool22_row(float *y,        // (wo)
 }
 
 /* Output planes [lo, hi) of a 2x2 stride-2 pool, row by row. */
-static AVX512 void pool_planes_22(const pool_geom *p, float *y, // (planes, ho, wo)
-                                  int32_t *arg,                 // (planes, ho, wo)
-                                  const float *x,               // (planes, h, w)
+static AVX512 void pool_planes_22(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
+                                  int32_t *arg,   // (planes, ho, wo)
+                                  const float *x, // (planes, h, w)
                                   size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
     for (size_t pl = lo; pl < hi; pl++) {
         const size_t base = (pl % p->c) * in_plane;
         for (size_t oh = 0; oh < p->ho; oh++)
             pool22_row(y + pl * out_plane + oh * p->wo, arg + pl * out_plane + oh * p->wo,
-                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, (int32_t)(base + 2 * oh * p->w));
+                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, (int32_t)(base + 2 * oh * p->w), relu);
     }
 }
 #endif
 
-static void pool_planes(const pool_geom *p, bool fast, float *y, int32_t *arg, const float *x, size_t lo,
-                        size_t hi) {
+static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, int32_t *arg, const float *x,
+                        size_t lo, size_t hi) {
 #ifdef SNUG_AVX512
     if (fast) {
-        pool_planes_22(p, y, arg, x, lo, hi);
+        pool_planes_22(p, relu, y, arg, x, lo, hi);
         return;
     }
 #endif
     (void)fast;
-    pool_planes_generic(p, y, arg, x, lo, hi);
+    pool_planes_generic(p, relu, y, arg, x, lo, hi);
 }
+
+static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d_relu; }
 
 /* Small calls (one sample of a micro-batch of 1) run without an OpenMP region: starting one costs more than
  * the pool itself. Planes are independent, so the bits do not depend on the split. */
@@ -179,13 +197,13 @@ static void pool_forward(const op_call *c) {
     fast = p.k == 2 && p.s == 2 && gemm_direct_has_avx512();
 #endif
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {
-        pool_planes(&p, fast, c->out, c->saved, c->in[0], 0, planes);
+        pool_planes(&p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], 0, planes);
         return;
     }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        pool_planes(&p, fast, c->out, c->saved, c->in[0], planes * t / T, planes * (t + 1) / T);
+        pool_planes(&p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], planes * t / T, planes * (t + 1) / T);
     }
 }
 
@@ -204,19 +222,113 @@ static void pool_backward_planes(const pool_geom *p, float *dx, // (m, c, h, w)
     }
 }
 
+/* The folded ReLU's backward too, planes [lo, hi): ReLU's gradient of the pool's scatter, 0 + dy where y > 0
+ * (the scatter's fresh buffer held 0 + dy at the argmax), else +0. Fresh: the plane zeroed, then that at each
+ * argmax. Adding: every input element gets its term (+0 off the argmax), as ReLU's backward added one to each;
+ * the windows tile the input exactly, so each element is in one window. */
+static void pool_relu_backward_planes(const pool_geom *p, float *dx, // (m, c, h, w)
+                                      const float *dy,               // (m, c, ho, wo)
+                                      const float *y,                // (m, c, ho, wo)
+                                      const int32_t *arg,            // (m, c, ho, wo)
+                                      bool fresh, size_t lo, size_t hi) {
+    const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
+    for (size_t pl = lo; pl < hi; pl++) {
+        float *dxs = dx + (pl / p->c) * in_numel, *dxp = dxs + (pl % p->c) * in_plane;
+        if (fresh) memset(dxp, 0, in_plane * sizeof *dxs);
+        for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) {
+            const float g = y[o] > 0.0f ? 0.0f + dy[o] : 0.0f;
+            if (fresh) {
+                dxs[arg[o]] = 0.0f + g;
+                continue;
+            }
+            const size_t oh = (o - pl * out_plane) / p->wo, ow = (o - pl * out_plane) % p->wo;
+            for (size_t i = 0; i < p->k; i++)
+                for (size_t j = 0; j < p->k; j++) {
+                    const size_t at = (oh * p->s + i) * p->w + ow * p->s + j;
+                    dxp[at] = dxp[at] + ((int32_t)(at + (pl % p->c) * in_plane) == arg[o] ? g : 0.0f);
+                }
+        }
+    }
+}
+
+#ifdef SNUG_AVX512
+/* A fresh dx of a 2x2 stride-2 pool tiling its input exactly, one output row (16 outputs at a time): each
+ * output's window gets 0 + its gradient at the argmax and +0 elsewhere, written as the two input rows'
+ * even and odd columns interleaved, the bits of zeroing the rows and adding the gradient at the argmax (or,
+ * relu, of doing so with y > 0 ? 0 + dy : 0, the ReLU's gradient). No zeroing pass, no scattered stores. */
+static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window rows of dx
+                                       const float *dy,    // (wo)
+                                       const float *y,     // (wo), read when relu
+                                       const int32_t *arg, // (wo)
+                                       size_t w, size_t wo, int32_t i0, bool relu) {
+    const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    const __m512i two = _mm512_set1_epi32(2), wv = _mm512_set1_epi32((int32_t)w), one = _mm512_set1_epi32(1);
+    const __m512 zero = _mm512_setzero_ps();
+    for (size_t o = 0; o < wo; o += 16) {
+        const size_t n = wo - o < 16 ? wo - o : 16;
+        const __mmask16 m = avx512_lanes(n);
+        __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, dy + o));
+        if (relu) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, y + o), zero, _CMP_GT_OQ), g);
+        g = _mm512_add_ps(zero, g);
+        const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(i0 + (int32_t)(2 * o)),
+                                               _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), two));
+        const __m512i rel = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, arg + o), first);
+        const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
+        const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), g);
+        const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, wv), g);
+        const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_add_epi32(wv, one)), g);
+        const __mmask16 m0 = avx512_lanes(2 * n), m1 = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
+        float *d0 = r0 + 2 * o, *d1 = d0 + w;
+        _mm512_mask_storeu_ps(d0, m0, _mm512_permutex2var_ps(e0, lo, o0));
+        _mm512_mask_storeu_ps(d1, m0, _mm512_permutex2var_ps(e1, lo, o1));
+        if (m1) {
+            _mm512_mask_storeu_ps(d0 + 16, m1, _mm512_permutex2var_ps(e0, hi, o0));
+            _mm512_mask_storeu_ps(d1 + 16, m1, _mm512_permutex2var_ps(e1, hi, o1));
+        }
+    }
+}
+
+/* Fresh dx planes [lo, hi) of a 2x2 stride-2 pool tiling its input, row by row. */
+static AVX512 void pool22_backward_planes(const pool_geom *p, float *dx, const float *dy, const float *y,
+                                          const int32_t *arg, bool relu, size_t lo, size_t hi) {
+    const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
+    for (size_t pl = lo; pl < hi; pl++) {
+        float *dxp = dx + (pl / p->c) * in_numel + (pl % p->c) * in_plane;
+        const size_t base = (pl % p->c) * in_plane;
+        for (size_t oh = 0; oh < p->ho; oh++) {
+            const size_t o = pl * out_plane + oh * p->wo;
+            pool22_backward_row(dxp + 2 * oh * p->w, dy + o, relu ? y + o : NULL, arg + o, p->w, p->wo,
+                                (int32_t)(base + 2 * oh * p->w), relu);
+        }
+    }
+}
+#endif
+
+static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh, size_t lo, size_t hi) {
+#ifdef SNUG_AVX512
+    if (fresh && p->k == 2 && p->s == 2 && p->h % 2 == 0 && p->w % 2 == 0 && gemm_direct_has_avx512()) {
+        pool22_backward_planes(p, c->din[0], c->dout, c->out, c->saved, pool_is_relu(c), lo, hi);
+        return;
+    }
+#endif
+    if (pool_is_relu(c)) pool_relu_backward_planes(p, c->din[0], c->dout, c->out, c->saved, fresh, lo, hi);
+    else pool_backward_planes(p, c->din[0], c->dout, c->saved, fresh, lo, hi);
+}
+
 static void pool_backward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->g, c->node);
     const size_t planes = c->m * p.c;
     const bool fresh = c->din_fresh & 1u;
     if (!c->din[0]) return;
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * 4)) {
-        pool_backward_planes(&p, c->din[0], c->dout, c->saved, fresh, 0, planes);
+        pool_backward_part(c, &p, fresh, 0, planes);
         return;
     }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        pool_backward_planes(&p, c->din[0], c->dout, c->saved, fresh, planes * t / T, planes * (t + 1) / T);
+        pool_backward_part(c, &p, fresh, planes * t / T, planes * (t + 1) / T);
     }
 }
 
@@ -235,13 +347,19 @@ static size_t pool_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     return 0;
 }
 
-const op_desc op_maxpool2d = {
-    .kind = "maxpool2d",
-    .flags = OP_WRITES_FRESH,
-    .infer = pool_infer,
-    .forward = pool_forward,
-    .backward = pool_backward,
-    .flops = pool_flops,
-    .saved_bytes = pool_saved_bytes,
-    .workspace_bytes = pool_workspace_bytes,
-};
+/* Whether a pool of this node's geometry takes a ReLU before it in (graph/fuse.c): windows that tile the input
+ * exactly, so that every ReLU output is in exactly one window and the masked scatter reaches each. */
+bool maxpool2d_takes_relu(const snug_graph *g, const graph_node *n) {
+    const pool_geom p = pool_geom_of(g, n);
+    return p.k == p.s && p.h % p.k == 0 && p.w % p.k == 0;
+}
+
+#define POOL_OP(FLAGS)                                                                                          \
+    {                                                                                                           \
+        .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                    \
+        .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                        \
+        .workspace_bytes = pool_workspace_bytes,                                                                \
+    }
+const op_desc op_maxpool2d = POOL_OP(OP_WRITES_FRESH);
+/* Backward reads its own output: the ReLU's mask is y > 0. */
+const op_desc op_maxpool2d_relu = POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT);

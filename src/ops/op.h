@@ -123,6 +123,10 @@ extern const op_desc op_batchnorm2d;
 extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in (graph/fuse.c) */
 extern const op_desc op_groupnorm_relu;   /* GroupNorm likewise */
 extern const op_desc op_relu_folded;      /* such a ReLU: a view of the normalisation's output */
+extern const op_desc op_maxpool2d_relu;   /* a max-pool with the ReLU before it folded in (graph/fuse.c) */
+extern const op_desc op_relu_pooled;      /* such a ReLU: a view of its input, the values before the ReLU */
+/* Whether max-pool node n takes the ReLU before it in: windows that tile its input exactly (ops/maxpool2d.c). */
+bool maxpool2d_takes_relu(const snug_graph *g, const graph_node *n);
 extern const op_desc op_groupnorm;
 extern const op_desc op_layernorm;
 extern const op_desc op_attention;

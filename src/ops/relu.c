@@ -83,18 +83,19 @@ static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     return 0;
 }
 
-/* A ReLU folded into the BatchNorm before it (op_batchnorm2d_relu, graph/fuse.c): a view of that output, which
- * already holds relu(y), with the gradient shared the same way; no kernel runs. */
-const op_desc op_relu_folded = {
-    .kind = "relu",
-    .flags = OP_IS_VIEW,
-    .infer = relu_infer,
-    .forward = NULL,
-    .backward = NULL,
-    .flops = relu_flops,
-    .saved_bytes = relu_saved_bytes,
-    .workspace_bytes = relu_workspace_bytes,
-};
+/* A ReLU folded into the layer beside it (graph/fuse.c) is a view, the gradient shared the same way; no kernel
+ * runs. op_relu_folded: folded into the normalisation before it (op_batchnorm2d_relu, op_groupnorm_relu), a
+ * view of that output, which already holds relu(y). op_relu_pooled: folded into the max-pool after it
+ * (op_maxpool2d_relu), a view of its own input, the values before the ReLU, which the pool rectifies as it
+ * loads them and whose backward applies the mask; the pool is its only reader, so no one sees those values
+ * under the ReLU's name. Two descriptors so that each fold knows its own ReLU. */
+#define RELU_VIEW                                                                                               \
+    {                                                                                                           \
+        .kind = "relu", .flags = OP_IS_VIEW, .infer = relu_infer, .forward = NULL, .backward = NULL,            \
+        .flops = relu_flops, .saved_bytes = relu_saved_bytes, .workspace_bytes = relu_workspace_bytes,          \
+    }
+const op_desc op_relu_folded = RELU_VIEW;
+const op_desc op_relu_pooled = RELU_VIEW;
 
 const op_desc op_relu = {
     .kind = "relu",
