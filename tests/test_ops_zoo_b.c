@@ -201,8 +201,8 @@ static void test_batchnorm_running_stats_and_recompute(void **state) {
     op_fixture_free(&f);
 }
 
-/* f, a normalisation with the ReLU after it folded in, against p, the same one plain (same shapes and seed):
- * f's output is relu of p's, bit for bit; with p given the ReLU's gradient of f's output weighting (0 + R where
+/* f, a layer with the ReLU after it folded in, against p, the same one plain (same shapes and seed): f's
+ * output is relu of p's, bit for bit; with p given the ReLU's gradient of f's output weighting (0 + R where
  * y > 0), every input and parameter gradient has p's bits, and f's backward adds (and writes a fresh dx as
  * added into zeros). n: elements of the output. */
 static void expect_fold_same_bits(op_fixture *p, op_fixture *f, size_t n, bool backward) {
@@ -217,7 +217,8 @@ static void expect_fold_same_bits(op_fixture *p, op_fixture *f, size_t n, bool b
     op_fixture_zero_grads(p), op_fixture_zero_grads(f);
     p->op->backward(&p->c);
     f->op->backward(&f->c);
-    assert_memory_equal(f->dx[0], p->dx[0], n * sizeof(float));
+    for (int i = 0; i < f->n_in; i++)
+        if (f->owner[i] == i) assert_memory_equal(f->dx[i], p->dx[i], f->c.m * f->in_n[i] * sizeof(float));
     for (int i = 0; i < f->n_w; i++)
         if (f->c.dw[i]) assert_memory_equal(f->dw[i], p->dw[i], f->wn[i] * sizeof(float));
     op_check_backward_adds(f);
@@ -272,6 +273,52 @@ static void test_batchnorm_relu_fold_rules(void **state) {
     y = snug_dropout(g, "drop", snug_input(g, "x", 2, 3, 3), 0.5f);
     r = snug_relu(g, "relu", y);
     assert_ptr_equal(g->nodes[g->tensors[r].producer].op, &op_relu);
+    snug_graph_free(g);
+}
+
+/* x and relu(x) added (node 2), with a ReLU after the add (folded into it) or not. */
+static snug_graph *add_relu_graph(size_t c, size_t h, size_t w, bool relu) {
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", c, h, w), y = snug_add(g, "sum", x, snug_relu(g, "act", x));
+    if (relu) snug_relu(g, "relu", y);
+    return g;
+}
+
+/* The add with the ReLU after it folded in: the bits of add and ReLU apart, into gradients of their own and
+ * with din[0] on dout's memory (the planner's pass-through: masked there in place, din[1] taken from it). */
+static void test_add_relu_folded_same_bits(void **state) {
+    (void)state;
+    static const size_t shapes[][4] = {{3, 5, 7, 2}, {16, 32, 32, 3}, {1, 1, 1, 1}}; /* c, h, w, m */
+    for (int k = 0; k < 3; k++) {
+        const size_t n = shapes[k][0] * shapes[k][1] * shapes[k][2] * shapes[k][3];
+        op_fixture p, f;
+        op_fixture_init(&p, add_relu_graph(shapes[k][0], shapes[k][1], shapes[k][2], false), 2, shapes[k][3],
+                        threads(), FILL_PLAIN, 150 + k);
+        op_fixture_init(&f, add_relu_graph(shapes[k][0], shapes[k][1], shapes[k][2], true), 2, shapes[k][3],
+                        threads(), FILL_PLAIN, 150 + k);
+        assert_ptr_equal(f.op, &op_add_relu);
+        expect_fold_same_bits(&p, &f, n, true);
+        memcpy(f.dx[0], f.r, n * sizeof(float));
+        memset(f.dx[1], 0, n * sizeof(float));
+        f.c.dout = f.dx[0]; /* din[0] continues dout's memory */
+        f.op->backward(&f.c);
+        assert_memory_equal(f.dx[0], p.dx[0], n * sizeof(float));
+        assert_memory_equal(f.dx[1], p.dx[1], n * sizeof(float));
+        f.c.dout = f.r;
+        op_fixture_free(&p), op_fixture_free(&f);
+    }
+}
+
+/* A ReLU after an add folds into it; a later reader of the add's own output undoes that. */
+static void test_add_relu_fold_rules(void **state) {
+    (void)state;
+    snug_graph *g = add_relu_graph(2, 3, 3, true);
+    const snug_tensor sum = g->nodes[2].output, r = g->nodes[3].output;
+    assert_ptr_equal(g->nodes[2].op, &op_add_relu);
+    assert_ptr_equal(g->nodes[3].op, &op_relu_folded);
+    snug_add(g, "again", r, sum); /* reads the values before the ReLU */
+    assert_ptr_equal(g->nodes[2].op, &op_add);
+    assert_ptr_equal(g->nodes[3].op, &op_relu);
     snug_graph_free(g);
 }
 
@@ -810,6 +857,8 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_evaluation),
         cmocka_unit_test(test_batchnorm_relu_folded_same_bits),
         cmocka_unit_test(test_batchnorm_relu_fold_rules),
+        cmocka_unit_test(test_add_relu_folded_same_bits),
+        cmocka_unit_test(test_add_relu_fold_rules),
         cmocka_unit_test(test_groupnorm_relu_folded_same_bits),
         cmocka_unit_test(test_groupnorm),
         cmocka_unit_test(test_layernorm),

@@ -12,13 +12,13 @@ static bool read_before(const snug_graph *g, snug_tensor t, int skip) {
     return false;
 }
 
-/* The normalisations that take the ReLU after them in, and their folded ops. */
+/* The layers that take the ReLU after them in, and their folded ops. */
 static const struct {
     const op_desc *plain, *folded;
-} folds[] = {{&op_batchnorm2d, &op_batchnorm2d_relu}, {&op_groupnorm, &op_groupnorm_relu}};
+} folds[] = {{&op_batchnorm2d, &op_batchnorm2d_relu}, {&op_groupnorm, &op_groupnorm_relu}, {&op_add, &op_add_relu}};
 #define N_FOLDS (sizeof folds / sizeof folds[0])
 
-/* Restores a folded normalisation (node n) and its ReLU to the two plain ops. */
+/* Restores a folded layer (node n) and its ReLU to the two plain ops. */
 static void unfold(snug_graph *g, int n, size_t f) {
     const snug_tensor t = g->nodes[n].output;
     g->nodes[n].op = folds[f].plain;

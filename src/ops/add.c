@@ -1,7 +1,12 @@
 /* add: y = a + b for two inputs of the same per-sample shape: the join of a residual connection. Backward needs
  * neither input nor output (dy flows to both), so the op keeps nothing and can run in place over a. The two
  * inputs may be one tensor (add(x, x)): then din[0] and din[1] are one buffer and both adds land in it, which is
- * the gradient 2 dy. */
+ * the gradient 2 dy.
+ *
+ * op_add_relu is the add with the ReLU after it folded in (graph/fuse.c: the ReLU the add's only reader, as
+ * after a ResNet block): y = relu(a + b) in one pass, and backward passes ReLU's gradient g = 0 + (y > 0 ? dy :
+ * 0) to both inputs, computed as ReLU's backward computed it into its own fresh buffer: the same bits as the two
+ * ops, one pass over memory fewer each way, and no buffer for the ReLU's gradient. It keeps y (the mask). */
 #include <stdio.h>
 
 #include "ops/elementwise.h"
@@ -48,8 +53,50 @@ VM_KERNEL static void add_span(float *y, const float *a, const float *b, size_t 
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+/* y = relu(a + b): add_span's sum, then ReLU's select (ops/relu.c). y may be a. */
+VM_KERNEL static void add_relu_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const float v = a[i] + b[i];
+        y[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+
 static void add_forward(const op_call *c) {
-    ew_apply_binary(add_split, add_span, c->out, c->in[0], c->in[1], c->m * op_out_numel(c));
+    const bool relu = c->node->op == &op_add_relu;
+    ew_apply_binary(add_split, relu ? add_relu_span : add_span, c->out, c->in[0], c->in[1], c->m * op_out_numel(c));
+}
+
+/* ReLU's gradient as its backward writes it into a fresh buffer: 0 + (y > 0 ? dy : 0). */
+static inline float relu_grad_fresh(float y, float dy) { return 0.0f + (y > 0.0f ? dy : 0.0f); }
+
+/* d = ReLU's gradient (a fresh d, or dy's own memory: d may be dy). */
+VM_KERNEL static void relu_grad_set_span(float *d, const float *y, const float *dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] = relu_grad_fresh(y[i], dy[i]);
+}
+
+/* d += ReLU's gradient, as the add's backward adds it. */
+VM_KERNEL static void relu_grad_add_span(float *restrict d, const float *restrict y, const float *restrict dy,
+                                         size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] = d[i] + relu_grad_fresh(y[i], dy[i]);
+}
+
+/* Where the planner continued dout's memory as din[0] (OP_GRAD_PASSTHROUGH), the gradient is masked there in
+ * place and din[1] takes it from there; else each input gets its own pass over y and dy (separate passes, for
+ * add(x, x)). */
+static void add_relu_backward(const op_call *c) {
+    const size_t len = c->m * op_out_numel(c);
+    if (c->din[0] && c->din[0] == c->dout) {
+        ew_apply_binary(add_split, relu_grad_set_span, c->din[0], c->out, c->dout, len);
+        if (c->din[1] && c->din[1] != c->dout) ew_accumulate(add_split, c->din[1], c->din[0], len, c->din_fresh & 2u);
+        return;
+    }
+    for (int k = 0; k < 2; k++)
+        if (c->din[k])
+            ew_apply_binary(add_split, c->din_fresh & (1u << k) ? relu_grad_set_span : relu_grad_add_span, c->din[k],
+                            c->out, c->dout, len);
 }
 
 static void accumulate(float *din, const float *dy, size_t len, bool fresh) {
@@ -77,6 +124,17 @@ static size_t add_workspace_bytes(const snug_graph *g, const graph_node *n, size
     (void)g, (void)n, (void)m, (void)threads;
     return 0;
 }
+
+const op_desc op_add_relu = {
+    .kind = "add",
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_KEEPS_OUTPUT,
+    .infer = add_infer,
+    .forward = add_forward,
+    .backward = add_relu_backward,
+    .flops = add_flops,
+    .saved_bytes = add_saved_bytes,
+    .workspace_bytes = add_workspace_bytes,
+};
 
 const op_desc op_add = {
     .kind = "add",

@@ -122,6 +122,7 @@ extern const op_desc op_linear_tied;
 extern const op_desc op_batchnorm2d;
 extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in (graph/fuse.c) */
 extern const op_desc op_groupnorm_relu;   /* GroupNorm likewise */
+extern const op_desc op_add_relu;         /* add likewise (ops/add.c) */
 extern const op_desc op_relu_folded;      /* such a ReLU: a view of the normalisation's output */
 extern const op_desc op_maxpool2d_relu;   /* a max-pool with the ReLU before it folded in (graph/fuse.c) */
 extern const op_desc op_relu_pooled;      /* such a ReLU: a view of its input, the values before the ReLU */
