@@ -111,9 +111,11 @@ snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens);
 snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
 snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
                         size_t stride, size_t padding);
-/* max(x, 0). Applied to the output of snug_batchnorm2d or snug_groupnorm that no other layer reads (checked as
- * the graph grows), it runs inside that normalisation: the same results bit for bit, one pass over memory less
- * each way and no gradient buffer of its own. */
+/* max(x, 0). Applied to the output of snug_batchnorm2d, snug_groupnorm or snug_add that no other layer reads
+ * (checked as the graph grows), it runs inside that layer: the same results bit for bit, one pass over memory
+ * less each way and no gradient buffer of its own. Read only by a snug_maxpool2d whose windows tile it exactly
+ * (kernel = stride, both sides multiples of it), it runs inside the pool, which rectifies each value as it
+ * loads it: the same results bit for bit, and the full-size output is neither written nor kept. */
 snug_tensor snug_relu(snug_graph *g, const char *name, snug_tensor x);
 snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride);
 snug_tensor snug_flatten(snug_graph *g, const char *name, snug_tensor x);
