@@ -82,25 +82,30 @@ void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w
                                   bool fresh, size_t t, size_t T);
 
 /* The weight gradient by the same transform (conv3x3_winograd_dw.c): dW += G^T [sum over tiles of
- * (A dY A^T) .* (B^T d B)] G, the sum kept in the transformed domain as dU (16, co, round_up(c, 16)) floats
- * across samples and turned into dW once. One sample per call on the calling thread, with channels in lanes
+ * (A dY A^T) .* (B^T d B)] G, the sum kept in the transformed domain as dU (nxi, co, round_up(c, 16)) floats
+ * across samples and turned into dW once: F(4x4) (nxi = 36) on planes of 16 or more 4x4 tiles, else F(2x2)
+ * (16). One sample per call on the calling thread, with channels in lanes
  * (x and dy transposed into the scratch), so it runs where samples go to threads, not where threads share one.
  * Where it pays: planes whose transposed x and dy, and a dU, each fit in 1 MiB (larger ones stay on the
  * direct kernel, which pads them in bands). */
 bool conv3x3_winograd_dw_pays(const conv3x3_shape *s);
+
+/* The weight gradient's tile: 4 (F(4x4), dU of 36 co round_up(c, 16) floats) on planes of 16 or more 4x4
+ * tiles whose F(4x4) dU is at most 256 KiB, else 2. */
+size_t conv3x3_winograd_dw_tile(const conv3x3_shape *s);
 
 /* *n = the floats of dU; of one sample's scratch. False on overflow. */
 bool conv3x3_winograd_dw_floats(const conv3x3_shape *s, size_t *n);
 bool conv3x3_winograd_dw_scratch_floats(const conv3x3_shape *s, size_t *n);
 
 /* du += one sample's transformed weight gradient. */
-void conv3x3_winograd_dw_accumulate(const conv3x3_shape *s, float *du, // (16, co, round_up(c, 16))
+void conv3x3_winograd_dw_accumulate(const conv3x3_shape *s, float *du, // (nxi, co, round_up(c, 16))
                                     const float *dy,                   // (co, h, w)
                                     const float *x,                    // (c, h, w)
                                     float *scratch);                   // (conv3x3_winograd_dw_scratch_floats)
 
 /* dw += G^T du G, pair by pair (du unchanged). */
 void conv3x3_winograd_dw_finish(const conv3x3_shape *s, float *dw, // (co, c, 3, 3)
-                                const float *du);                  // (16, co, round_up(c, 16))
+                                const float *du);                  // (nxi, co, round_up(c, 16))
 
 #endif

@@ -14,7 +14,14 @@
  * of Y[xi][t][o] V[xi][t][i] run as register tiles of 8 output channels x 48 input channels, the tile index
  * the inner dimension (the forward's tiles-in-lanes layout would make it a lane reduction). Every dU element
  * is one chain of multiply-adds over the tiles of the sample in order, and dW one fixed expression of dU, so
- * the bits depend on which samples a call sums (as the direct kernel's do), not on the thread count. */
+ * the bits depend on which samples a call sums (as the direct kernel's do), not on the thread count.
+ *
+ * Planes with 16 or more 4x4 tiles (13x13 and up) and a small dU take F(4x4, 3x3) the same way
+ * (conv3x3_winograd_dw_tile): 6x6 input tiles (B^T d B, the input gradient's transform,
+ * conv3x3_winograd_f4.c), A dY A^T from 4x4 output tiles with
+ * A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1], 36 products per tile and channel pair (2.25
+ * per output pixel instead of 4), dU (36, co, cp), dW += G^T dU G with F(4x4)'s G. Channels in lanes leave no
+ * lane idle however small the plane; on 8x8 (4 tiles) the block sums would be too short for their dU updates. */
 #include "ops/conv3x3_winograd.h"
 
 #include <stdlib.h>
@@ -22,6 +29,7 @@
 
 #include "core/checked.h"
 #include "ops/avx512.h"
+#include "ops/conv3x3_winograd_impl.h"
 #include "ops/transpose.h"
 
 /* Output channels per register tile, and input-channel vectors of 16. */
@@ -35,15 +43,28 @@
 
 static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
 
+/* F(4x4)'s dU, 36 co cp floats per thread in the workspace, at most this many: 2.25x F(2x2)'s, for a few percent
+ * of a step (resnet20 0.957 with every stage's layers on it), which a memory-first plan pays only where it is
+ * small (resnet20's layers: 36 and 144 KiB; not the cnn's 64x32 layer, 288 KiB, whose micro-batch-1 workspace
+ * would grow by 60%, nor a UNet's deep levels, whose F(4x4) dU would not pass conv3x3_winograd_dw_pays). */
+#define DW_F4_MAX_DU ((size_t)1 << 16)
+
+size_t conv3x3_winograd_dw_tile(const conv3x3_shape *s) {
+    const size_t tiles = ((s->h + 3) / 4) * ((s->w + 3) / 4);
+    return tiles >= 16 && s->co <= DW_F4_MAX_DU / 36 / round16(s->c) ? 4 : 2;
+}
+
+static size_t dw_xi(const conv3x3_shape *s) { return conv3x3_winograd_dw_tile(s) == 4 ? 36 : 16; }
+
 /* The floats from one position xi of a block buffer to the next: a cache line more than its nt x ld, since
  * nb x ld is often a multiple of 4 KiB, which would put the 16 rows a tile's transform writes into one L1 set. */
 static size_t xi_stride(size_t nb, size_t ld) { return nb * ld + 16; }
 
-/* Tiles per block: the block's transformed input and output gradient (16 (cp + cq) floats per tile) near
+/* Tiles per block: the block's transformed input and output gradient (nxi (cp + cq) floats per tile) near
  * 64 KiB, a small part of the workspace, in L2 while every output-channel tile reads them again; at least 16,
  * so that a tile of dU loaded and stored per block costs little beside its multiply-adds. */
-static size_t block_tiles(size_t cp, size_t cq) {
-    const size_t nb = ((size_t)1 << 10) / (cp + cq);
+static size_t block_tiles(size_t cp, size_t cq, size_t nxi) {
+    const size_t nb = ((size_t)1 << 14) / (nxi * (cp + cq));
     return nb < 16 ? 16 : nb > 64 ? 64 : nb;
 }
 
@@ -51,30 +72,31 @@ bool conv3x3_winograd_dw_pays(const conv3x3_shape *s) {
     const size_t cp = round16(s->c), cq = round16(s->co);
     size_t px, t;
     if (!size_mul(s->h, s->w, &px) || !size_mul(px, cp + cq, &t) || !size_mul(s->co, cp, &px)) return false;
-    return t <= WDW_MAX_FLOATS && px <= WDW_MAX_FLOATS / 16;
+    return t <= WDW_MAX_FLOATS && px <= WDW_MAX_FLOATS / dw_xi(s);
 }
 
 bool conv3x3_winograd_dw_floats(const conv3x3_shape *s, size_t *n) {
-    return size_mul(s->co, round16(s->c), n) && size_mul(*n, 16, n);
+    return size_mul(s->co, round16(s->c), n) && size_mul(*n, dw_xi(s), n);
 }
 
 bool conv3x3_winograd_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
-    const size_t cp = round16(s->c), cq = round16(s->co), nb = block_tiles(cp, cq);
+    const size_t cp = round16(s->c), cq = round16(s->co), nxi = dw_xi(s), nb = block_tiles(cp, cq, nxi);
     size_t px;
     return size_mul(s->h, s->w, &px) && size_mul(px, cp + cq, n) &&
-           size_add(*n, 16 * (xi_stride(nb, cp) + xi_stride(nb, cq)), n);
+           size_add(*n, nxi * (xi_stride(nb, cp) + xi_stride(nb, cq)), n);
 }
 
 #ifdef SNUG_AVX512
 
 /* One sample's operands, transposed, and the block buffers. */
 typedef struct wdw {
+    size_t n, nxi;    /* the tile (2 or 4) and its transformed values per tile (16 or 36) */
     size_t c, co, h, w, cp, cq, th, tw, nb;
     size_t vs, ys;    /* xi_stride of v and y */
     const float *xt;  /* (h w, cp): x transposed, lanes past c zero */
     const float *dyt; /* (h w, cq): dy transposed */
-    float *v;         /* (16, vs): rows (nb, cp) of B^T d B of the block's tiles */
-    float *y;         /* (16, ys): rows (nb, cq) of A dY A^T */
+    float *v;         /* (nxi, vs): rows (nb, cp) of B^T d B of the block's tiles */
+    float *y;         /* (nxi, ys): rows (nb, cq) of A dY A^T */
 } wdw;
 
 /* Channel vector j16.. of pixel (r, q) of a transposed plane, zero outside it. */
@@ -132,6 +154,57 @@ static __attribute__((noinline)) AVX512 void tile_y(const wdw *p, size_t tl, siz
             _mm512_storeu_ps(y + (size_t)(4 * i + 1) * xs, _mm512_add_ps(a[i][0], a[i][1]));
             _mm512_storeu_ps(y + (size_t)(4 * i + 2) * xs, _mm512_sub_ps(a[i][0], a[i][1]));
             _mm512_storeu_ps(y + (size_t)(4 * i + 3) * xs, _mm512_sub_ps(z, a[i][1]));
+        }
+    }
+}
+
+/* F(4x4): v[xi] = (B^T d B)[xi] of tile (ty, tx), d its 6x6 input tile (rows and columns 4 t - 1 ..): down
+ * the columns, then along the rows. */
+static __attribute__((noinline)) AVX512 void tile_v4(const wdw *p, size_t tl, size_t ty, size_t tx) {
+    const long r0 = 4 * (long)ty - 1, q0 = 4 * (long)tx - 1;
+    for (size_t j16 = 0; j16 < p->cp; j16 += 16) {
+        __m512 e[6][6], d[6], t[6];
+        for (int q = 0; q < 6; q++) { /* B^T d: column q */
+            for (int r = 0; r < 6; r++) d[r] = px_at(p->xt, p->cp, p->h, p->w, r0 + r, q0 + q, j16);
+            bt6(t, d);
+            for (int a = 0; a < 6; a++) e[a][q] = t[a];
+        }
+        float *v = p->v + tl * p->cp + j16;
+        for (int a = 0; a < 6; a++) { /* (B^T d) B: row a */
+            bt6(t, e[a]);
+            for (int b = 0; b < 6; b++) _mm512_storeu_ps(v + (size_t)(6 * a + b) * p->vs, t[b]);
+        }
+    }
+}
+
+/* a = A g for four values (A = (A^T)^T, 6x4): g0, the sum, the alternating sum, g0 + 2g1 + 4g2 + 8g3, its
+ * alternating twin, g3. */
+static inline __attribute__((always_inline)) AVX512 void a6(__m512 a[6], const __m512 g[4]) {
+    const __m512 s02 = _mm512_add_ps(g[0], g[2]), s13 = _mm512_add_ps(g[1], g[3]);
+    const __m512 t02 = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), g[2], g[0]);
+    const __m512 t13 = _mm512_mul_ps(_mm512_set1_ps(2.0f), _mm512_fmadd_ps(_mm512_set1_ps(4.0f), g[3], g[1]));
+    a[0] = g[0];
+    a[1] = _mm512_add_ps(s02, s13);
+    a[2] = _mm512_sub_ps(s02, s13);
+    a[3] = _mm512_add_ps(t02, t13);
+    a[4] = _mm512_sub_ps(t02, t13);
+    a[5] = g[3];
+}
+
+/* F(4x4): y[xi] = (A dY A^T)[xi] of tile (ty, tx), dY its 4x4 output tile (zero past the plane's edge). */
+static __attribute__((noinline)) AVX512 void tile_y4(const wdw *p, size_t tl, size_t ty, size_t tx) {
+    const long r0 = 4 * (long)ty, q0 = 4 * (long)tx;
+    for (size_t j16 = 0; j16 < p->cq; j16 += 16) {
+        __m512 e[6][4], g[4], t[6];
+        for (int q = 0; q < 4; q++) { /* A dY: column q */
+            for (int r = 0; r < 4; r++) g[r] = px_at(p->dyt, p->cq, p->h, p->w, r0 + r, q0 + q, j16);
+            a6(t, g);
+            for (int a = 0; a < 6; a++) e[a][q] = t[a];
+        }
+        float *y = p->y + tl * p->cq + j16;
+        for (int a = 0; a < 6; a++) { /* (A dY) A^T: row a */
+            a6(t, e[a]);
+            for (int b = 0; b < 6; b++) _mm512_storeu_ps(y + (size_t)(6 * a + b) * p->ys, t[b]);
         }
     }
 }
@@ -196,9 +269,9 @@ static AVX512 void du_any(size_t mr, size_t nv, float *du, size_t cp, const floa
     }
 }
 
-/* The block's 16 products into du (16, co, cp). */
+/* The block's nxi products into du (nxi, co, cp). */
 static __attribute__((noinline)) AVX512 void block_products(const wdw *p, float *du, size_t nt) {
-    for (size_t xi = 0; xi < 16; xi++) {
+    for (size_t xi = 0; xi < p->nxi; xi++) {
         const float *y = p->y + xi * p->ys, *v = p->v + xi * p->vs;
         float *d = du + xi * p->co * p->cp;
         for (size_t o0 = 0; o0 < p->co; o0 += MR) {
@@ -220,13 +293,13 @@ static void transpose_plane(float *dst, size_t ld, const float *src, size_t rows
 
 static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const float *dy, const float *x,
                                      float *scratch) {
-    const size_t npix = s->h * s->w, cp = round16(s->c), cq = round16(s->co);
-    wdw p = {.c = s->c, .co = s->co, .h = s->h, .w = s->w, .cp = cp, .cq = cq, .th = (s->h + 1) / 2,
-             .tw = (s->w + 1) / 2, .nb = block_tiles(cp, cq)};
+    const size_t npix = s->h * s->w, cp = round16(s->c), cq = round16(s->co), n = conv3x3_winograd_dw_tile(s), nxi = dw_xi(s);
+    wdw p = {.n = n, .nxi = nxi, .c = s->c, .co = s->co, .h = s->h, .w = s->w, .cp = cp, .cq = cq,
+             .th = (s->h + n - 1) / n, .tw = (s->w + n - 1) / n, .nb = block_tiles(cp, cq, nxi)};
     p.vs = xi_stride(p.nb, cp), p.ys = xi_stride(p.nb, cq);
     float *xt = scratch, *dyt = xt + npix * cp;
     p.v = dyt + npix * cq;
-    p.y = p.v + 16 * p.vs;
+    p.y = p.v + nxi * p.vs;
     transpose_plane(xt, cp, x, s->c, npix);
     transpose_plane(dyt, cq, dy, s->co, npix);
     p.xt = xt, p.dyt = dyt;
@@ -235,42 +308,81 @@ static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const fl
         const size_t nt = tiles - t0 < p.nb ? tiles - t0 : p.nb;
         for (size_t tl = 0; tl < nt; tl++) {
             const size_t ty = (t0 + tl) / p.tw, tx = (t0 + tl) % p.tw;
-            tile_v(&p, tl, ty, tx);
-            tile_y(&p, tl, ty, tx);
+            if (n == 4) {
+                tile_v4(&p, tl, ty, tx);
+                tile_y4(&p, tl, ty, tx);
+            } else {
+                tile_v(&p, tl, ty, tx);
+                tile_y(&p, tl, ty, tx);
+            }
         }
         block_products(&p, du, nt);
     }
 }
 
 /* dW (co, c, 3, 3) += G^T dU[.][o][i] G, G^T = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1], for 16 input channels at
- * a time (their dU rows are contiguous): the 9 taps of each come out as 9 vectors, and the 16 pairs' taps are
- * 144 consecutive floats of dW. Once per call and thread, but at micro-batch 1 that is once per sample: a
- * scalar version in double took more of the cnn's step there than dW's products. */
+ * a time (their dU rows are contiguous, m[xi * plane]): t[k][l] = tap k of pair l. */
+static AVX512 void taps16_f2(float t[9][16], const float *m, size_t plane) {
+    const __m512 h = _mm512_set1_ps(0.5f);
+    __m512 r[3][4];
+    for (int col = 0; col < 4; col++) { /* G^T M: the rows */
+        const __m512 m0 = _mm512_loadu_ps(m + (size_t)col * plane);
+        const __m512 m1 = _mm512_loadu_ps(m + (size_t)(4 + col) * plane);
+        const __m512 m2 = _mm512_loadu_ps(m + (size_t)(8 + col) * plane);
+        const __m512 m3 = _mm512_loadu_ps(m + (size_t)(12 + col) * plane);
+        const __m512 s12 = _mm512_add_ps(m1, m2);
+        r[0][col] = _mm512_fmadd_ps(h, s12, m0);
+        r[1][col] = _mm512_mul_ps(h, _mm512_sub_ps(m1, m2));
+        r[2][col] = _mm512_fmadd_ps(h, s12, m3);
+    }
+    for (int a = 0; a < 3; a++) { /* (G^T M) G: the columns */
+        const __m512 s12 = _mm512_add_ps(r[a][1], r[a][2]);
+        _mm512_storeu_ps(t[3 * a], _mm512_fmadd_ps(h, s12, r[a][0]));
+        _mm512_storeu_ps(t[3 * a + 1], _mm512_mul_ps(h, _mm512_sub_ps(r[a][1], r[a][2])));
+        _mm512_storeu_ps(t[3 * a + 2], _mm512_fmadd_ps(h, s12, r[a][3]));
+    }
+}
+
+/* r = G^T m for six values (F(4x4)'s G): m0/4 - (m1 + m2)/6 + (m3 + m4)/24, (m2 - m1)/6 + (m3 - m4)/12,
+ * (m3 + m4 - m1 - m2)/6 + m5. */
+static inline __attribute__((always_inline)) AVX512 void gt6(__m512 r[3], const __m512 m[6]) {
+    const __m512 s12 = _mm512_add_ps(m[1], m[2]), d12 = _mm512_sub_ps(m[2], m[1]);
+    const __m512 s34 = _mm512_add_ps(m[3], m[4]), d34 = _mm512_sub_ps(m[3], m[4]);
+    const __m512 six = _mm512_set1_ps(1.0f / 6.0f), twelve = _mm512_set1_ps(1.0f / 12.0f);
+    r[0] = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 24.0f), s34,
+                           _mm512_fnmadd_ps(six, s12, _mm512_mul_ps(_mm512_set1_ps(0.25f), m[0])));
+    r[1] = _mm512_fmadd_ps(twelve, d34, _mm512_mul_ps(six, d12));
+    r[2] = _mm512_fmadd_ps(six, _mm512_sub_ps(s34, s12), m[5]);
+}
+
+/* The same with F(4x4)'s G (dU's 36 positions). */
+static AVX512 void taps16_f4(float t[9][16], const float *m, size_t plane) {
+    __m512 r[3][6];
+    for (int col = 0; col < 6; col++) { /* G^T M: column col */
+        __m512 mc[6], rc[3];
+        for (int a = 0; a < 6; a++) mc[a] = _mm512_loadu_ps(m + (size_t)(6 * a + col) * plane);
+        gt6(rc, mc);
+        for (int a = 0; a < 3; a++) r[a][col] = rc[a];
+    }
+    for (int a = 0; a < 3; a++) { /* (G^T M) G: row a */
+        __m512 rc[3];
+        gt6(rc, r[a]);
+        for (int b = 0; b < 3; b++) _mm512_storeu_ps(t[3 * a + b], rc[b]);
+    }
+}
+
+/* dW += G^T dU G pair by pair, 16 input channels at a time: the 9 taps of each come out as 9 vectors, and the
+ * 16 pairs' taps are 144 consecutive floats of dW. Once per call and thread, but at micro-batch 1 that is once
+ * per sample: a scalar version in double took more of the cnn's step there than dW's products. */
 static AVX512 void finish_avx512(const conv3x3_shape *s, float *dw, const float *du) {
     const size_t cp = round16(s->c), plane = s->co * cp;
-    const __m512 h = _mm512_set1_ps(0.5f);
+    const bool f4 = conv3x3_winograd_dw_tile(s) == 4;
     float t[9][16];
     for (size_t o = 0; o < s->co; o++)
         for (size_t i0 = 0; i0 < s->c; i0 += 16) {
             const size_t nl = s->c - i0 < 16 ? s->c - i0 : 16;
-            const float *m = du + o * cp + i0;
-            __m512 r[3][4];
-            for (int col = 0; col < 4; col++) { /* G^T M: the rows */
-                const __m512 m0 = _mm512_loadu_ps(m + (size_t)col * plane);
-                const __m512 m1 = _mm512_loadu_ps(m + (size_t)(4 + col) * plane);
-                const __m512 m2 = _mm512_loadu_ps(m + (size_t)(8 + col) * plane);
-                const __m512 m3 = _mm512_loadu_ps(m + (size_t)(12 + col) * plane);
-                const __m512 s12 = _mm512_add_ps(m1, m2);
-                r[0][col] = _mm512_fmadd_ps(h, s12, m0);
-                r[1][col] = _mm512_mul_ps(h, _mm512_sub_ps(m1, m2));
-                r[2][col] = _mm512_fmadd_ps(h, s12, m3);
-            }
-            for (int a = 0; a < 3; a++) { /* (G^T M) G: the columns */
-                const __m512 s12 = _mm512_add_ps(r[a][1], r[a][2]);
-                _mm512_storeu_ps(t[3 * a], _mm512_fmadd_ps(h, s12, r[a][0]));
-                _mm512_storeu_ps(t[3 * a + 1], _mm512_mul_ps(h, _mm512_sub_ps(r[a][1], r[a][2])));
-                _mm512_storeu_ps(t[3 * a + 2], _mm512_fmadd_ps(h, s12, r[a][3]));
-            }
+            if (f4) taps16_f4(t, du + o * cp + i0, plane);
+            else taps16_f2(t, du + o * cp + i0, plane);
             float *d = dw + (o * s->c + i0) * 9;
             for (size_t l = 0; l < nl; l++)
                 for (int k = 0; k < 9; k++) d[9 * l + (size_t)k] += t[k][l];

@@ -63,19 +63,6 @@ AVX512 void winograd4_weight_tiles16(float *u, size_t pairs, size_t p0, __mmask1
     }
 }
 
-/* v = B^T d for six taps. */
-static inline __attribute__((always_inline)) AVX512 void bt6(__m512 v[6], const __m512 d[6]) {
-    const __m512 two = _mm512_set1_ps(2.0f), four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
-    const __m512 a = _mm512_fnmadd_ps(four, d[2], d[4]), b = _mm512_fnmadd_ps(four, d[1], d[3]); /* d4-4d2, d3-4d1 */
-    const __m512 c = _mm512_sub_ps(d[4], d[2]), e = _mm512_mul_ps(two, _mm512_sub_ps(d[3], d[1]));
-    v[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
-    v[1] = _mm512_add_ps(a, b);
-    v[2] = _mm512_sub_ps(a, b);
-    v[3] = _mm512_add_ps(c, e);
-    v[4] = _mm512_sub_ps(c, e);
-    v[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
-}
-
 /* y = A^T m for six values. */
 static inline __attribute__((always_inline)) AVX512 void at6(__m512 y[4], const __m512 m[6]) {
     const __m512 a = _mm512_add_ps(m[1], m[2]), b = _mm512_sub_ps(m[1], m[2]);
