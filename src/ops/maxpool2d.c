@@ -153,8 +153,13 @@ static AVX512 void pool22_row(float *y,        // (wo)
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_add_epi32(ia, down));
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1),
                   _mm512_add_epi32(_mm512_add_epi32(ia, down), one));
-        _mm512_mask_storeu_ps(y + o, avx512_lanes(n), best);
-        _mm512_mask_storeu_epi32(arg + o, avx512_lanes(n), idx);
+        if (n == 16) { /* plain stores where they can: a masked store into a line not in cache is slow */
+            _mm512_storeu_ps(y + o, best);
+            _mm512_storeu_si512(arg + o, idx);
+        } else {
+            _mm512_mask_storeu_ps(y + o, avx512_lanes(n), best);
+            _mm512_mask_storeu_epi32(arg + o, avx512_lanes(n), idx);
+        }
     }
 }
 
@@ -252,6 +257,12 @@ static void pool_relu_backward_planes(const pool_geom *p, float *dx, // (m, c, h
 }
 
 #ifdef SNUG_AVX512
+/* The lanes m of v to p: a plain store where all 16 are (a masked store into a line not in cache is slow). */
+static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
+    if (m == 0xFFFF) _mm512_storeu_ps(p, v);
+    else _mm512_mask_storeu_ps(p, m, v);
+}
+
 /* A fresh dx of a 2x2 stride-2 pool tiling its input exactly, one output row (16 outputs at a time): each
  * output's window gets 0 + its gradient at the argmax and +0 elsewhere, written as the two input rows'
  * even and odd columns interleaved, the bits of zeroing the rows and adding the gradient at the argmax (or,
@@ -280,11 +291,11 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
         const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_add_epi32(wv, one)), g);
         const __mmask16 m0 = avx512_lanes(2 * n), m1 = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
         float *d0 = r0 + 2 * o, *d1 = d0 + w;
-        _mm512_mask_storeu_ps(d0, m0, _mm512_permutex2var_ps(e0, lo, o0));
-        _mm512_mask_storeu_ps(d1, m0, _mm512_permutex2var_ps(e1, lo, o1));
+        store_lanes(d0, m0, _mm512_permutex2var_ps(e0, lo, o0));
+        store_lanes(d1, m0, _mm512_permutex2var_ps(e1, lo, o1));
         if (m1) {
-            _mm512_mask_storeu_ps(d0 + 16, m1, _mm512_permutex2var_ps(e0, hi, o0));
-            _mm512_mask_storeu_ps(d1 + 16, m1, _mm512_permutex2var_ps(e1, hi, o1));
+            store_lanes(d0 + 16, m1, _mm512_permutex2var_ps(e0, hi, o0));
+            store_lanes(d1 + 16, m1, _mm512_permutex2var_ps(e1, hi, o1));
         }
     }
 }
