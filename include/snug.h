@@ -452,6 +452,9 @@ typedef struct snug_plan_summary {
     size_t pending_bytes;            /* of the grads: linear layers' pending rows (micro-batches of 1-3 rows
                                         add them to the weight gradient 16 samples at a time; 0 elsewhere, and
                                         where the budget has no room) */
+    size_t kept_bytes;               /* of the params: Winograd's transformed weights, kept across a window's
+                                        micro-batches at micro-batches of 1-4 instead of derived again for
+                                        each (0 elsewhere, and where the budget has no room) */
     size_t total;                    /* everything reserved: the run's memory to the byte */
     size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */
     size_t live_peak;                /* the largest sum of live activation bytes at one step (<= arena) */

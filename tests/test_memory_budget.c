@@ -72,6 +72,16 @@ static snug_train_config config(size_t batch, size_t micro, size_t budget) {
     return cfg;
 }
 
+/* Whether m's unbudgeted plan holds bytes that give way to a budget: pending rows, kept weights. */
+static bool extras_at(const snug_graph *g, const snug_train_config *cfg, size_t m) {
+    snug_plan *p;
+    snug_plan_summary sum;
+    assert_int_equal(snug_plan_new(g, cfg, m, cfg->checkpoint, 0, &p, NULL), SNUG_OK);
+    snug_plan_summarize(p, &sum);
+    snug_plan_free(p);
+    return sum.pending_bytes || sum.kept_bytes;
+}
+
 /* What a trainer reserves is what the planner says, category by category, for any micro-batch. */
 static void trainer_memory_equals_plan(void **state) {
     (void)state;
@@ -89,9 +99,10 @@ static void trainer_memory_equals_plan(void **state) {
             assert_memory_equal(held.in_use, planned.in_use, sizeof held.in_use);
             assert_int_equal(held.total, planned.total);
             /* And a budget of exactly those bytes fits m; where m's plan holds pending weight-gradient rows (at 1 to
-             * 3 rows a call), a larger micro-batch without them may fit too, and the fit is the largest. */
+             * 3 rows a call) or kept transformed weights (at 1 to 4 samples), a larger micro-batch without them
+             * may fit too, and the fit is the largest. */
             size_t fit = snug_fit_micro_batch(g, &cfg, held.total, 64, NULL);
-            if (held.in_use[SNUG_MEM_GRADS] > held.in_use[SNUG_MEM_PARAMS]) assert_true(fit >= m);
+            if (extras_at(g, &cfg, m)) assert_true(fit >= m);
             else assert_int_equal(fit, m);
             if (fit < 64) { /* and the next micro-batch, planned within that budget, does not fit */
                 snug_plan *next;
@@ -127,6 +138,68 @@ static void pending_rows_give_way_to_the_budget(void **state) {
         assert_true(tight.total < roomy.total);
         snug_trainer_free(tr);
     }
+    snug_graph_free(g);
+}
+
+/* At micro-batch 1 the cnn keeps its second convolution's Winograd weights across a window (counted as params,
+ * listed in the summary); a budget without room for them gets the same micro-batch without them, and both
+ * train to the same bits over steps that change the weights, and evaluate to the same loss after them (the
+ * kept ones derived again every window and every evaluation). */
+static void kept_weights_give_way_to_the_budget(void **state) {
+    (void)state;
+    snug_graph *g = snug_model_builtin("cnn", NULL);
+    snug_train_config cfg = config(4, 1, 0);
+    cfg.shuffle = false;
+    snug_plan *p;
+    snug_plan_summary sum;
+    assert_int_equal(snug_plan_new(g, &cfg, 1, cfg.checkpoint, 0, &p, NULL), SNUG_OK);
+    snug_plan_summarize(p, &sum);
+    snug_plan_free(p);
+    if (!sum.kept_bytes) { /* no Winograd without AVX-512 */
+        snug_graph_free(g);
+        skip();
+    }
+    assert_int_equal(sum.kept_bytes % 64, 0);
+    assert_true(sum.bytes[SNUG_MEM_PARAMS] > sum.bytes[SNUG_MEM_GRADS] - sum.pending_bytes);
+    assert_int_equal(snug_plan_new(g, &cfg, 8, cfg.checkpoint, 0, &p, NULL), SNUG_OK);
+    snug_plan_summarize(p, &sum);
+    snug_plan_free(p);
+    assert_int_equal(sum.kept_bytes, 0); /* from 8 samples on, derived every micro-batch */
+
+    enum { N = 8 };
+    float x[N * 28 * 28];
+    int32_t y[N];
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.3f;
+    for (int i = 0; i < N; i++) y[i] = i % 10;
+    snug_dataset *ds;
+    assert_int_equal(snug_dataset_from_memory(x, y, N, 1, 28, 28, 10, &ds, NULL), SNUG_OK);
+    snug_trainer *tr[2];
+    snug_mem_report rep[2];
+    for (int t = 0; t < 2; t++) {
+        assert_int_equal(snug_trainer_new(g, &cfg, &tr[t], NULL), SNUG_OK);
+        snug_trainer_memory(tr[t], &rep[t]);
+        cfg.mem_budget = rep[0].total - 1; /* the second one without the kept weights (nor the pending rows) */
+    }
+    assert_true(rep[1].in_use[SNUG_MEM_PARAMS] < rep[0].in_use[SNUG_MEM_PARAMS]);
+    assert_int_equal(snug_trainer_micro_batch(tr[1]), 1);
+    for (int step = 0; step < 3; step++) {
+        size_t idx[4];
+        for (int i = 0; i < 4; i++) idx[i] = (size_t)(4 * step + i) % N;
+        snug_step_stats st;
+        for (int t = 0; t < 2; t++) assert_int_equal(snug_trainer_step(tr[t], ds, idx, 4, &st, NULL), SNUG_OK);
+    }
+    for (size_t i = 0; i < snug_trainer_param_count(tr[0]); i++) {
+        float *a, *b;
+        size_t n;
+        snug_trainer_param(tr[0], i, &n, &a, NULL);
+        snug_trainer_param(tr[1], i, NULL, &b, NULL);
+        assert_memory_equal(a, b, n * sizeof(float));
+    }
+    snug_eval_result ev[2]; /* an evaluation after the steps derives them again too */
+    for (int t = 0; t < 2; t++) assert_int_equal(snug_trainer_evaluate(tr[t], ds, &ev[t], NULL), SNUG_OK);
+    assert_memory_equal(&ev[0].loss, &ev[1].loss, sizeof ev[0].loss);
+    for (int t = 0; t < 2; t++) snug_trainer_free(tr[t]);
+    snug_dataset_free(ds);
     snug_graph_free(g);
 }
 
@@ -181,6 +254,7 @@ int main(void) {
         cmocka_unit_test(counts_categories_and_refuses_over_budget),
         cmocka_unit_test(trainer_memory_equals_plan),
         cmocka_unit_test(pending_rows_give_way_to_the_budget),
+        cmocka_unit_test(kept_weights_give_way_to_the_budget),
         cmocka_unit_test(too_small_budget_suggests_micro_batch),
         cmocka_unit_test(hopeless_budget_states_minimum),
     };

@@ -81,6 +81,9 @@ static void print_reserved(FILE *out, const plan_report *r, const plan_row *c) {
         if (i == SNUG_MEM_GRADS && c->s.pending_bytes)
             fprintf(out, " (%s of pending rows: dW updated 16 samples at a time)",
                     snug_format_bytes(c->s.pending_bytes, budget, sizeof budget));
+        if (i == SNUG_MEM_PARAMS && c->s.kept_bytes)
+            fprintf(out, " (%s of transformed weights kept across a window)",
+                    snug_format_bytes(c->s.kept_bytes, budget, sizeof budget));
     }
     fprintf(out, "\n");
 }

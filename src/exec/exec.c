@@ -65,6 +65,7 @@ static void bind_step(exec *x, int s) {
     }
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
+    if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
 }
 
 /* Which input of backward step s has gradient buffer b, where that step may write b whole instead of adding
@@ -128,6 +129,9 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
         return SNUG_E_OOM;
     if (p->pending_bytes && !(x->pending = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->pending_bytes, "pending rows", err)))
         return SNUG_E_OOM;
+    if (p->kept_bytes &&
+        !(x->kept = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->kept_bytes, "transformed weights", err)))
+        return SNUG_E_OOM;
     if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
     return SNUG_OK;
 }
@@ -136,6 +140,7 @@ snug_status exec_bind(exec *x, const snug_graph *g, const plan *p, snug_mem *mem
     memset(x, 0, sizeof *x);
     x->g = g;
     x->p = p;
+    x->weights_version = 1; /* kept blocks start zeroed: version 0, stale */
     snug_status s = reserve(x, mem, err);
     if (s != SNUG_OK) {
         exec_unbind(x);
@@ -162,7 +167,10 @@ void exec_unbind(exec *x) {
     x->zero_start = x->zero_list = NULL;
 }
 
-static void set_run(op_call *c, size_t m, const exec_key *key) {
+void exec_weights_changed(exec *x) { x->weights_version++; }
+
+static void set_run(const exec *x, op_call *c, size_t m, const exec_key *key) {
+    c->weights_version = x->weights_version;
     c->m = m;
     c->seed = key->seed;
     c->step = key->step;
@@ -173,7 +181,7 @@ static void set_run(op_call *c, size_t m, const exec_key *key) {
 void exec_forward(exec *x, size_t m, const exec_key *key) {
     for (int s = 0; s < x->p->n_forward; s++) {
         op_call c = x->calls[s];
-        set_run(&c, m, key);
+        set_run(x, &c, m, key);
         if (c.node->op->forward) c.node->op->forward(&c);
     }
 }
@@ -198,7 +206,7 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
             zero_floats(buf_ptr(x, x->zero_list[z]), x->g->tensors[x->g->nodes[b->node].output].numel * m);
         }
         op_call c = x->calls[s];
-        set_run(&c, m, key);
+        set_run(x, &c, m, key);
         c.loss_scale = loss_scale;
         const op_desc *op = c.node->op;
         if (st->phase == SNUG_PHASE_RECOMPUTE) {

@@ -24,6 +24,8 @@ typedef struct exec {
     int32_t *targets;         /* (m, targets per sample) */
     void *workspace;
     char *pending;            /* the ops' deferred weight-gradient rows (plan.pending_at), counted as grads */
+    char *kept;               /* the ops' weights kept across a window (plan.kept_at), counted as params */
+    uint64_t weights_version; /* op_call.weights_version: exec_weights_changed advances it */
     op_call *calls;           /* per schedule step */
     int *zero_start;          /* per step: its gradient buffers to zero first are zero_list[zero_start[s] ..
                                  zero_start[s + 1]) */
@@ -44,5 +46,8 @@ void exec_forward(exec *x, size_t m, const exec_key *key);
 void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key);
 /* Applies every op's pending contributions to the parameter gradients (after a window's last backward). */
 void exec_flush(exec *x);
+/* The parameters may have changed (an optimizer step, the caller's writes through its pointers): what the
+ * ops keep derived from them is stale. The trainer calls it at the start of every window and evaluation. */
+void exec_weights_changed(exec *x);
 
 #endif

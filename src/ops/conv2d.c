@@ -300,6 +300,39 @@ static void conv_wino_weights(const conv3x3_shape *s, float *u, const float *w, 
     }
 }
 
+/* Winograd's transformed weights kept across a window (op_desc.kept_bytes) where a micro-batch is this small:
+ * at one sample they are derived once per sample otherwise, 15% of the cnn's master thread at micro-batch 1
+ * (both directions; the input gradient's F(4x4) weights are 36 a channel pair). From 8 samples on, deriving
+ * them is a few percent of a micro-batch or less, and full batches have no second micro-batch to save it. */
+#define CONV_KEEP_MAX_M ((size_t)4)
+/* The kept block: two 64-byte words, the weights version each direction was derived under, then the forward's
+ * weights, then the input gradient's (each aligned). */
+#define CONV_KEPT_HEAD ((size_t)64)
+
+static bool conv_kept_layout(const conv_ctx *k, size_t *fwd, size_t *dx) {
+    const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
+    return conv3x3_winograd_weights_floats(&s, false, fwd) && conv3x3_winograd_weights_floats(&s, true, dx) &&
+           size_mul(*fwd, sizeof(float), fwd) && size_align(*fwd, CONV_ALIGN, fwd) &&
+           size_mul(*dx, sizeof(float), dx) && size_align(*dx, CONV_ALIGN, dx);
+}
+
+/* Where one direction's transformed weights live: the kept block, where *derive says whether they are stale
+ * (derived under another weights version), else the workspace's front, derived every call. */
+static float *wino_u(const op_call *c, const conv_ctx *k, bool dx, bool *derive) {
+    size_t fwd, dxb;
+    if (!c->kept || !conv_kept_layout(k, &fwd, &dxb)) {
+        *derive = true;
+        return (float *)(void *)c->work;
+    }
+    *derive = ((const uint64_t *)c->kept)[dx] != c->weights_version;
+    return (float *)(void *)((char *)c->kept + CONV_KEPT_HEAD + (dx ? fwd : 0));
+}
+
+/* Marks one direction's kept weights as derived under the current version (once they are whole). */
+static void wino_u_derived(const op_call *c, bool dx) {
+    if (c->kept) ((uint64_t *)c->kept)[dx] = c->weights_version;
+}
+
 /* One sample's forward on the direct path, Winograd's or the direct kernel's. */
 static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, const float *x, const float *w,
                              const float *b, const float *u, float *scratch, size_t t, size_t T) {
@@ -313,12 +346,14 @@ static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y
 static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
-    float *u = (float *)(void *)c->work;
+    bool derive;
+    float *u = wino_u(c, k, false, &derive);
+    const bool wino_u_new = k->wino && derive;
     char *work = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
         {
-            if (k->wino) conv_wino_weights(&s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
+            if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
             float *mine = (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot);
             /* Samples claimed one at a time (each output whole by one thread, so the same bits): the faster
              * vCPU takes more (cnn accum4 -2.7%). */
@@ -326,16 +361,17 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
             for (size_t n = 0; n < m; n++)
                 conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);
         }
-        return;
+    } else {
+        #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
+        {
+            const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+            if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, t, T);
+            for (size_t n = 0; n < m; n++)
+                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u,
+                                 (float *)(void *)work, t, T);
+        }
     }
-    #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
-    {
-        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        if (k->wino) conv_wino_weights(&s, u, c->w[0], false, t, T);
-        for (size_t n = 0; n < m; n++)
-            conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u,
-                             (float *)(void *)work, t, T);
-    }
+    if (wino_u_new) wino_u_derived(c, false);
 }
 
 static void conv_forward(const op_call *c) {
@@ -450,15 +486,15 @@ static float *sample_dx(const op_call *c, const conv_ctx *k, size_t n, size_t in
 
 /* conv_grads_apart's backward: thread 0 the input gradient (with Winograd's weights for it), thread 1 the
  * weight and bias gradients, each sample by sample on its own slot; one thread does both in turn. */
-static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u, char *slots,
-                                const conv_layout *l) {
+static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u,
+                                bool wino_u_new, char *slots, const conv_layout *l) {
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     #pragma omp parallel num_threads(2)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         float *mine = (float *)(void *)(slots + (size_t)t * l->slot);
         if (t == 0) {
-            if (k->wino) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
+            if (wino_u_new) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
                 conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
                                   c->in[0] + n * in_n, c->w[0], u, mine, 0, 1);
@@ -478,8 +514,9 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
 static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
-    const bool wino_dx = k->wino && c->din[0];
-    float *u = (float *)(void *)c->work;
+    bool derive;
+    float *u = wino_u(c, k, true, &derive);
+    const bool wino_dx = k->wino && c->din[0] && derive; /* the input gradient's weights to derive */
     char *slots = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
@@ -508,6 +545,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
                                       c->in[0] + n * in_n, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
+        if (wino_dx) wino_u_derived(c, true);
         const size_t part = l->col + l->du;
         if (c->dw[0] && l->wdw) /* each thread's dU into dW, in thread order */
             for (size_t t = 0; t < l->T; t++)
@@ -517,7 +555,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         return;
     }
     if (l->slots == 2 && c->din[0] && (c->dw[0] || c->dw[1]) && par_pays_macs(m * k->co * k->kdim * k->npix)) {
-        conv_backward_apart(c, k, &s, u, slots, l);
+        conv_backward_apart(c, k, &s, u, wino_dx, slots, l);
+        if (wino_dx) wino_u_derived(c, true);
         return;
     }
     /* the threads share each sample here: zero all of a fresh din before any of them adds into it */
@@ -532,6 +571,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
                               c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], u, (float *)(void *)slots, t, T);
         finish_du(&s, c->dw[0], du);
     }
+    if (wino_dx) wino_u_derived(c, true);
 }
 
 static void conv_backward(const op_call *c) {
@@ -591,6 +631,17 @@ static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, siz
     return total;
 }
 
+/* Winograd's transformed weights of both directions, kept across a window at micro-batches of at most
+ * CONV_KEEP_MAX_M; SIZE_MAX on overflow. */
+static size_t conv_kept_bytes(const snug_graph *g, const graph_node *n, size_t m) {
+    const conv_ctx k = conv_ctx_of(g, n);
+    size_t fwd, dx, total;
+    if (!k.wino || m > CONV_KEEP_MAX_M) return 0;
+    if (!conv_kept_layout(&k, &fwd, &dx) || !size_add(fwd, dx, &total) || !size_add(total, CONV_KEPT_HEAD, &total))
+        return SIZE_MAX;
+    return total;
+}
+
 const op_desc op_conv2d = {
     .kind = "conv2d",
     .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
@@ -600,4 +651,5 @@ const op_desc op_conv2d = {
     .flops = conv_flops,
     .saved_bytes = conv_saved_bytes,
     .workspace_bytes = conv_workspace_bytes,
+    .kept_bytes = conv_kept_bytes,
 };

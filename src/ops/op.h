@@ -52,6 +52,11 @@ typedef struct op_call {
     void *work;                        /* scratch for this call only: workspace_bytes(node, m, threads) */
     void *pending;                     /* pending_bytes, kept across the micro-batches of a window (zero at
                                           the first); NULL when the op has none or runs outside a trainer */
+    void *kept;                        /* kept_bytes (zero when first bound); NULL when the op has none, the
+                                          plan left them out, or it runs outside a trainer */
+    uint64_t weights_version;          /* changes whenever the parameters may have (every window and
+                                          evaluation): what kept derives from them is stale unless it was
+                                          derived under this version */
     /* Random ops (dropout): the counter-based RNG key. A draw is a function of (seed, step, node, and the
      * element's index in the whole global batch: micro * per-sample numel + index in the micro-batch), so a
      * recompute replays the same mask, and the mask does not depend on how the batch is split. */
@@ -101,6 +106,11 @@ typedef struct op_desc {
      * op's backward call. A backward without c->pending applies its contributions at once: the same bits. */
     size_t (*pending_bytes)(const snug_graph *g, const graph_node *n, size_t m);
     void (*flush)(const op_call *c);
+    /* Bytes derived from the op's parameters alone that it keeps across the micro-batches of a window at
+     * micro-batch m instead of deriving them again for each (Winograd's transformed weights), counted as
+     * params; 0 or NULL for none. Dropped with the pending rows where a budget has no room. The op tags what
+     * it derives with c->weights_version and derives it again when that has changed. */
+    size_t (*kept_bytes)(const snug_graph *g, const graph_node *n, size_t m);
 } op_desc;
 
 extern const op_desc op_input;

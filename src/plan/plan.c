@@ -21,17 +21,19 @@ static bool aligned_bytes(size_t count, size_t elem, size_t *out) {
     return size_mul(count, elem, out) && size_align(*out ? *out : 1, SNUG_MEM_ALIGN, out);
 }
 
-/* The ops' pending blocks, one after another, each aligned. */
-static bool plan_pending(const snug_graph *g, plan *p) {
-    p->pending_bytes = 0;
+/* The ops' pending blocks (kept: false) or kept weights (true), one after another, each aligned. */
+static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
+    size_t *total = kept ? &p->kept_bytes : &p->pending_bytes, *at = kept ? p->kept_at : p->pending_at;
+    *total = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t b = op->pending_bytes && !p->variant.no_pending ? op->pending_bytes(g, &g->nodes[i], p->m) : 0;
-        p->pending_at[i] = SIZE_MAX;
+        size_t (*bytes)(const snug_graph *, const graph_node *, size_t) = kept ? op->kept_bytes : op->pending_bytes;
+        size_t b = bytes && !p->variant.no_pending ? bytes(g, &g->nodes[i], p->m) : 0;
+        at[i] = SIZE_MAX;
         if (b == 0) continue;
         if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;
-        p->pending_at[i] = p->pending_bytes;
-        if (!size_add(p->pending_bytes, b, &p->pending_bytes)) return false;
+        at[i] = *total;
+        if (!size_add(*total, b, total)) return false;
     }
     return true;
 }
@@ -57,12 +59,12 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
         else if (w > p->workspace_bytes) p->workspace_bytes = w;
     }
     if (p->workspace_bytes && !size_align(p->workspace_bytes, SNUG_MEM_ALIGN, &p->workspace_bytes)) ok = false;
-    return ok && plan_pending(g, p);
+    return ok && plan_across_window(g, p, false) && plan_across_window(g, p, true);
 }
 
 static bool plan_totals(plan *p) {
     size_t *b = p->bytes;
-    b[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes;
+    b[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes + p->kept_bytes;
     b[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     b[SNUG_MEM_OPTIM] = p->optim_bytes;
     b[SNUG_MEM_ACTIVATIONS] = p->arena_bytes;
@@ -125,7 +127,8 @@ static bool plan_tables(const snug_graph *g, plan *p) {
     p->saved_fwd = filled(g->n_nodes, -1);
     p->saved_rec = filled(g->n_nodes, -1);
     p->pending_at = malloc((size_t)g->n_nodes * sizeof *p->pending_at);
-    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec && p->pending_at;
+    p->kept_at = malloc((size_t)g->n_nodes * sizeof *p->kept_at);
+    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec && p->pending_at && p->kept_at;
 }
 
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -158,7 +161,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
 
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                size_t budget, plan *p, snug_error *err) {
-    if (!budget || p->total <= budget || !p->pending_bytes) return SNUG_OK;
+    if (!budget || p->total <= budget || (!p->pending_bytes && !p->kept_bytes)) return SNUG_OK;
     plan_variant v = p->variant;
     v.no_pending = true;
     plan_free(p);
@@ -175,5 +178,6 @@ void plan_free(plan *p) {
     free(p->saved_fwd);
     free(p->saved_rec);
     free(p->pending_at);
+    free(p->kept_at);
     memset(p, 0, sizeof *p);
 }

@@ -34,7 +34,8 @@ typedef struct act_buffer {
 /* A concrete checkpoint choice: the policy's segments, whether only cheap element-wise outputs are dropped
  * (`selective`), how many of the first segments are recomputed (-1: all but the last), and which of the first
  * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these. no_pending leaves
- * out the ops' pending rows (op_desc.pending_bytes), where a budget has no room for them. */
+ * out the ops' pending rows and kept weights (op_desc.pending_bytes, kept_bytes), where a budget has no room
+ * for them. */
 typedef struct plan_variant {
     snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
     bool selective;
@@ -68,6 +69,9 @@ typedef struct plan {
     size_t pending_bytes;             /* ops' deferred weight-gradient rows (op_desc.pending_bytes), counted as
                                          gradients */
     size_t *pending_at;               /* per node: its offset in the pending block, or SIZE_MAX for none */
+    size_t kept_bytes;                /* ops' weights kept across a window (op_desc.kept_bytes), counted as
+                                         params */
+    size_t *kept_at;                  /* per node: its offset in the kept block, or SIZE_MAX for none */
     size_t targets_per_sample;
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
@@ -79,8 +83,8 @@ typedef struct plan {
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                        const plan_variant *v, plan *p, snug_error *err);
-/* *p planned again without pending rows when it exceeds budget (non-zero) only with them; on failure *p is
- * freed. */
+/* *p planned again without pending rows and kept weights when it exceeds budget (non-zero) only with them; on
+ * failure *p is freed. */
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                size_t budget, plan *p, snug_error *err);
 /* The variant of a user policy other than AUTO. */

@@ -82,6 +82,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->spared_segments = (size_t)__builtin_popcountll(p->variant.spared);
     memcpy(s->bytes, p->bytes, sizeof s->bytes);
     s->pending_bytes = p->pending_bytes;
+    s->kept_bytes = p->kept_bytes;
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
     s->live_peak = p->live_peak;
@@ -119,7 +120,7 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     memset(s, 0, sizeof *s);
     s->layer = st->node >= 0 ? g->nodes[st->node].name : "optimizer";
     s->phase = st->phase;
-    s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes;
+    s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes + p->kept_bytes;
     s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
     s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes;

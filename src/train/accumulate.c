@@ -72,6 +72,7 @@ static snug_status reduce_window(snug_trainer *tr, double *loss_sum, snug_error 
 snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                                size_t *items, double *loss, size_t *micro_batches, snug_error *err) {
     size_t begin, len, k = 0;
+    exec_weights_changed(&tr->x); /* the last window's step (or the caller) may have changed them */
     dist_shard(n, tr->dist.rank, tr->dist.size, &begin, &len);
     /* N is summed over the ranks before the first forward, so that every rank scales by the same 1/N. */
     size_t N = count_window_items(tr, ds, indices + begin, len);

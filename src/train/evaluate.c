@@ -129,6 +129,7 @@ snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug
     if (l.kind == SNUG_EVAL_PIXELS && !sum.conf)
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the counts of %zu classes", l.classes);
     const double t0 = omp_get_wtime();
+    exec_weights_changed(&tr->x); /* a step or the caller may have changed them since they were derived */
     s = score_shard(tr, ds, &l, &sum, err);
     if (s == SNUG_OK) s = finish(&sum, &l, res, err);
     if (sum.conf != conf_stack) free(sum.conf);
