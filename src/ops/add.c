@@ -11,6 +11,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/op.h"
+#include "ops/relu_math.h"
 #include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -53,13 +54,10 @@ VM_KERNEL static void add_span(float *y, const float *a, const float *b, size_t 
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
-/* y = relu(a + b): add_span's sum, then ReLU's select (ops/relu.c). y may be a. */
+/* y = relu(a + b): add_span's sum, then ReLU's value. y may be a. */
 VM_KERNEL static void add_relu_span(float *y, const float *a, const float *b, size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        const float v = a[i] + b[i];
-        y[i] = v < 0.0f ? 0.0f : v;
-    }
+    for (size_t i = 0; i < n; i++) y[i] = relu_value(a[i] + b[i]);
 }
 
 static void add_forward(const op_call *c) {
@@ -67,8 +65,8 @@ static void add_forward(const op_call *c) {
     ew_apply_binary(add_split, relu ? add_relu_span : add_span, c->out, c->in[0], c->in[1], c->m * op_out_numel(c));
 }
 
-/* ReLU's gradient as its backward writes it into a fresh buffer: 0 + (y > 0 ? dy : 0). */
-static inline float relu_grad_fresh(float y, float dy) { return 0.0f + (y > 0.0f ? dy : 0.0f); }
+/* ReLU's gradient as its backward writes it into a fresh buffer. */
+static inline float relu_grad_fresh(float y, float dy) { return 0.0f + relu_grad(y, dy); }
 
 /* d = ReLU's gradient (a fresh d, or dy's own memory: d may be dy). */
 VM_KERNEL static void relu_grad_set_span(float *d, const float *y, const float *dy, size_t n) {

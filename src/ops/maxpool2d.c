@@ -24,6 +24,7 @@
 #include "ops/avx512.h"
 #include "ops/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/relu_math.h"
 
 /* Below this many output elements a parallel loop costs more than it saves. */
 #define POOL_PAR_MIN ((size_t)1 << 14)
@@ -74,19 +75,16 @@ static bool pool_infer(const graph_node *n, const snug_shape *in, int n_in, snug
     return true;
 }
 
-/* ReLU's expression (ops/relu.c): NaN and -0 pass. */
-static inline float relu_of(float x) { return x < 0.0f ? 0.0f : x; }
-
 /* One output element: the maximum of its window and where it is (first maximum; NaN beats everything), of the
  * values or (relu) of their ReLU. */
 static float window_max(const float *plane, // (h, w)
                         const pool_geom *p, size_t oh, size_t ow, bool relu, size_t *where) {
     size_t h0 = oh * p->s, w0 = ow * p->s, best_i = h0 * p->w + w0;
-    float best = relu ? relu_of(plane[best_i]) : plane[best_i];
+    float best = relu ? relu_value(plane[best_i]) : plane[best_i];
     for (size_t i = 0; i < p->k; i++) {
         const float *row = plane + (h0 + i) * p->w + w0;
         for (size_t j = 0; j < p->k; j++) {
-            float v = relu ? relu_of(row[j]) : row[j];
+            float v = relu ? relu_value(row[j]) : row[j];
             if (v > best || (v != v && best == best)) {
                 best = v;
                 best_i = (h0 + i) * p->w + w0 + j;
@@ -125,7 +123,7 @@ static inline AVX512 void pool_take(__m512 *best, __m512i *idx, __m512 v, __m512
     *idx = _mm512_mask_mov_epi32(*idx, t, iv);
 }
 
-/* relu_of on 16 lanes: the same select. */
+/* relu_value on 16 lanes: the same select. */
 static inline AVX512 __m512 relu16(__m512 x) {
     return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
 }
@@ -241,7 +239,7 @@ static void pool_relu_backward_planes(const pool_geom *p, float *dx, // (m, c, h
         float *dxs = dx + (pl / p->c) * in_numel, *dxp = dxs + (pl % p->c) * in_plane;
         if (fresh) memset(dxp, 0, in_plane * sizeof *dxs);
         for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) {
-            const float g = y[o] > 0.0f ? 0.0f + dy[o] : 0.0f;
+            const float g = 0.0f + relu_grad(y[o], dy[o]);
             if (fresh) {
                 dxs[arg[o]] = 0.0f + g;
                 continue;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "ops/relu_math.h"
+
 #define NORM_INLINE static inline __attribute__((always_inline))
 #define NORM_LANES 16
 
@@ -27,7 +29,7 @@ NORM_INLINE float norm_value(float x, float mean, float a, float b) { return (x 
 /* The gradient reaching the norm: dy, or where a ReLU is folded in 0 + dy where y > 0, else +0 (what op_relu's
  * backward writes into a fresh buffer). */
 NORM_INLINE float norm_dy(float dy, float x, norm_plane k) {
-    return k.relu ? 0.0f + (norm_value(x, k.mean, k.a, k.b) > 0.0f ? dy : 0.0f) : dy;
+    return k.relu ? 0.0f + relu_grad(norm_value(x, k.mean, k.a, k.b), dy) : dy;
 }
 
 /* y = norm_value over hw values; relu(y) where folded, as op_relu computes it (NaN passes). */
@@ -38,10 +40,7 @@ NORM_INLINE void norm_apply_span(float *y, const float *x, size_t hw, norm_plane
         return;
     }
     #pragma omp simd
-    for (size_t i = 0; i < hw; i++) {
-        const float v = norm_value(x[i], k.mean, k.a, k.b);
-        y[i] = v < 0.0f ? 0.0f : v;
-    }
+    for (size_t i = 0; i < hw; i++) y[i] = relu_value(norm_value(x[i], k.mean, k.a, k.b));
 }
 
 /* l1 += dy', l2 += dy' x_hat over a plane of hw values (dy' = norm_dy, x_hat = (x - mean) invstd), element i

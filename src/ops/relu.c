@@ -4,6 +4,7 @@
 
 #include "ops/elementwise.h"
 #include "ops/op.h"
+#include "ops/relu_math.h"
 #include "ops/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -31,13 +32,11 @@ VM_KERNEL static void relu_span(float *y,       // (n)
                                 const float *x, // (n)
                                 size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    for (size_t i = 0; i < n; i++) y[i] = relu_value(x[i]);
 }
 
-/* dy where y > 0, else +0. Both loads unconditional, then a select: with dy read only where y > 0 the loop
- * keeps a branch per element and does not vectorise. */
-static inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
-
+/* relu_grad (ops/relu_math.h) loads both y and dy, then selects: with dy read only where y > 0 the loop keeps
+ * a branch per element and does not vectorise. */
 /* dx += relu_grad(y, dy). Adding +0 where y <= 0 leaves dx as it was, up to the sign of a zero. */
 VM_KERNEL static void relu_backward_span(float *dx,       // (n)
                                          const float *y,  // (n)
