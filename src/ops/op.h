@@ -101,8 +101,8 @@ typedef struct op_desc {
     /* Weight-gradient contributions an op defers from backward to the end of the window at micro-batch m
      * (linear's rank-1 to rank-3 updates, applied as one product): bytes kept across micro-batches, counted as
      * gradients; 0 or NULL for none. The planner drops them where a budget has no room (plan_variant's
-     * no_pending), so they never decide whether a micro-batch fits. flush applies them to dw and leaves the
-     * bytes as at the window's start; the trainer calls it once after the window's last backward, with the
+     * no_window_extras), so they never decide whether a micro-batch fits. flush applies them to dw and leaves
+     * the bytes as at the window's start; the trainer calls it once after the window's last backward, with the
      * op's backward call. A backward without c->pending applies its contributions at once: the same bits. */
     size_t (*pending_bytes)(const snug_graph *g, const graph_node *n, size_t m);
     void (*flush)(const op_call *c);

@@ -28,7 +28,7 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     for (int i = 0; i < g->n_nodes; i++) {
         const op_desc *op = g->nodes[i].op;
         size_t (*bytes)(const snug_graph *, const graph_node *, size_t) = kept ? op->kept_bytes : op->pending_bytes;
-        size_t b = bytes && !p->variant.no_pending ? bytes(g, &g->nodes[i], p->m) : 0;
+        size_t b = bytes && !p->variant.no_window_extras ? bytes(g, &g->nodes[i], p->m) : 0;
         at[i] = SIZE_MAX;
         if (b == 0) continue;
         if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;
@@ -163,7 +163,7 @@ snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const
                                size_t budget, plan *p, snug_error *err) {
     if (!budget || p->total <= budget || (!p->pending_bytes && !p->kept_bytes)) return SNUG_OK;
     plan_variant v = p->variant;
-    v.no_pending = true;
+    v.no_window_extras = true;
     plan_free(p);
     return plan_build(g, m, threads, optim, &v, p, err);
 }

@@ -33,15 +33,15 @@ typedef struct act_buffer {
 
 /* A concrete checkpoint choice: the policy's segments, whether only cheap element-wise outputs are dropped
  * (`selective`), how many of the first segments are recomputed (-1: all but the last), and which of the first
- * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these. no_pending leaves
- * out the ops' pending rows and kept weights (op_desc.pending_bytes, kept_bytes), where a budget has no room
- * for them. */
+ * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these.
+ * no_window_extras leaves out what ops keep across a window to save time (op_desc.pending_bytes, kept_bytes:
+ * pending rows, kept weights), where a budget has no room for it. */
 typedef struct plan_variant {
     snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
     bool selective;
     int recomputed_segments;
     uint64_t spared;                /* bit s: segment s is not dropped */
-    bool no_pending;
+    bool no_window_extras;
 } plan_variant;
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
