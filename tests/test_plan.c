@@ -89,7 +89,7 @@ static void offsets_never_overlap(void **state) {
             for (size_t every = 0; every <= 5; every++)
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
-                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0};
+                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -321,12 +321,14 @@ static void fresh_writers_match_finite_differences(void **state) {
 }
 
 /* The cheap policy replays normalisations and element-wise layers from the tensors backward keeps anyway: on
- * ResNet-20 one tensor per conv-BN-ReLU instead of two, on the GPT the GELU and LayerNorm outputs, for well under
- * 1% of the FLOPs; on an MLP (ReLU already in place over a product nobody else keeps) it changes nothing. */
+ * the GPT the GELU and LayerNorm outputs, for well under 1% of the FLOPs. On ResNet-20 it changes nothing and
+ * on the U-Net little: the normalised outputs it would replay there are read by one convolution each, which
+ * regenerates them without any policy (plan/regen.c). On an MLP (ReLU already in place over a product nobody
+ * else keeps) it changes nothing either. */
 static void cheap_replays_only_cheap_layers(void **state) {
     (void)state;
     static const char *const names[] = {"resnet20", "gpt", "unet", "mlp"};
-    static const double most[] = {0.80, 0.80, 0.80, 1.0}; /* cheap arena / plain arena at most */
+    static const double most[] = {1.0, 0.80, 0.97, 1.0}; /* cheap arena / plain arena at most */
     snug_optim_config optim = snug_train_config_default().optim;
     for (int i = 0; i < 4; i++) {
         snug_graph *g = snug_model_builtin(names[i], NULL);

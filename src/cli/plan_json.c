@@ -41,6 +41,8 @@ static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_
     add_number(d, obj, "spared_segments", (double)s->spared_segments);
     add_number(d, obj, "pending_bytes", (double)s->pending_bytes);
     add_number(d, obj, "kept_bytes", (double)s->kept_bytes);
+    add_number(d, obj, "regenerated_inputs", (double)s->regenerated_inputs);
+    add_number(d, obj, "regenerated_bytes", (double)s->regenerated_bytes);
     add_bytes(d, obj, s->bytes);
     add_number(d, obj, "total", (double)s->total);
     add_number(d, obj, "activation_arena", (double)s->activation_peak);

@@ -101,7 +101,7 @@ static void print_against_baseline(FILE *out, const plan_report *r, const plan_r
 
 void plan_print_summary(FILE *out, const plan_report *r) {
     const plan_row *c = &r->rows[r->chosen];
-    char policy[64], resolved[48], arena[32], live[32], buf_comm[32];
+    char policy[64], resolved[48], arena[32], live[32], buf_comm[32], regen[32];
     fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->m);
     print_split(out, r->cfg->batch, c->m, c->k);
     fprintf(out, ", checkpoint %s (%s)\n", plan_policy_label(c->requested, &c->s, policy, sizeof policy),
@@ -119,7 +119,14 @@ void plan_print_summary(FILE *out, const plan_report *r) {
         fprintf(out, "  recompute: %s in %zu segment%s, %.1f%% of the FLOPs of each micro-batch\n",
                 plan_resolved_label(&c->s, resolved, sizeof resolved), c->s.segments,
                 c->s.segments == 1 ? "" : "s", plan_recompute_percent(&c->s));
-    else fprintf(out, "  recompute: none, every activation backward needs is kept\n");
+    else fprintf(out, "  recompute: none, every %sactivation backward needs is kept\n",
+                 c->s.regenerated_inputs ? "other " : "");
+    if (c->s.regenerated_inputs > 0)
+        fprintf(out, "  regenerated: %zu normalised input%s (%s) rebuilt sample by sample in backward by the "
+                     "convolution%s reading %s, instead of kept: the same bits, no replay pass\n",
+                c->s.regenerated_inputs, c->s.regenerated_inputs == 1 ? "" : "s",
+                snug_format_bytes(c->s.regenerated_bytes, regen, sizeof regen),
+                c->s.regenerated_inputs == 1 ? "" : "s", c->s.regenerated_inputs == 1 ? "it" : "them");
     if (c->s.spared_segments > 0)
         fprintf(out, "  spared: %zu segment%s kept whole: recomputing %s would not lower the plan's total (the peak "
                      "lies elsewhere)\n",

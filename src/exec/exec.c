@@ -34,6 +34,16 @@ static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
     return buf_ptr(x, b);
 }
 
+/* A step whose input the plan regenerates (plan.regen) reads it through its producer's backward call, bound
+ * with the same steps (the calls table never moves), instead of in[0]. */
+static void bind_regen(exec *x, op_call *c) {
+    const plan *p = x->p;
+    const int producer = x->g->tensors[plan_base_tensor(x->g, c->node->inputs[0])].producer;
+    for (int s = p->n_forward; s < p->n_steps; s++)
+        if (p->steps[s].node == producer && p->steps[s].phase == SNUG_PHASE_BACKWARD) c->regen = &x->calls[s];
+    c->in[0] = NULL;
+}
+
 static void bind_step(exec *x, int s) {
     const snug_graph *g = x->g;
     const plan *p = x->p;
@@ -66,6 +76,7 @@ static void bind_step(exec *x, int s) {
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
+    if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
 }
 
 /* Which input of backward step s has gradient buffer b, where that step may write b whole instead of adding

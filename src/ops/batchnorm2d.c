@@ -238,6 +238,19 @@ static void bn_backward(const op_call *c) {
     }
 }
 
+/* Sample n of the forward's output (op_desc.regen), channels split over T: the forward's plane constants and
+ * apply from the kept input and the saved statistics, so the same bits. */
+static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t C = s->dims[0], hw = s->dims[1] * s->dims[2];
+    const float *x = c->in[0] + n * C * hw, *mean = c->saved, *invstd = mean + C;
+    for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
+        const norm_plane k = {.mean = mean[ch], .invstd = invstd[ch], .a = c->w[BN_GAMMA][ch] * invstd[ch],
+                              .b = c->w[BN_BETA][ch], .relu = c->node->op == &op_batchnorm2d_relu};
+        bn_apply_channel(dst + ch * hw, x + ch * hw, 1, hw, hw, k);
+    }
+}
+
 static double bn_flops(const snug_graph *g, const graph_node *n) {
     /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
     return (n->op == &op_batchnorm2d_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
@@ -263,7 +276,7 @@ static size_t bn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
     {                                                                                                         \
         .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                  \
         .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,     \
-        .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes,                     \
+        .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes, .regen = bn_regen,  \
     }
 
 const op_desc op_batchnorm2d = BN_TABLE;

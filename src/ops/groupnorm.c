@@ -168,6 +168,21 @@ static void gn_backward(const op_call *c) {
     }
 }
 
+/* Sample n of the forward's output (op_desc.regen), channels split over T: the forward's plane constants and
+ * apply from the kept input and the saved statistics, so the same bits. */
+static void gn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
+    const float *x = c->in[0] + n * C * hw, *stat = (const float *)c->saved + 2 * n * G; // (G, 2) of sample n
+    const float *gamma = c->w[0], *beta = c->w[1];
+    for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
+        const float mean = stat[2 * (ch / cg)], invstd = stat[2 * (ch / cg) + 1];
+        const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[ch] * invstd, .b = beta[ch],
+                              .relu = c->node->op == &op_groupnorm_relu};
+        gn_apply_plane(dst + ch * hw, x + ch * hw, hw, k);
+    }
+}
+
 static double gn_flops(const snug_graph *g, const graph_node *n) {
     /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
     return (n->op == &op_groupnorm_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
@@ -192,7 +207,7 @@ static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_
     {                                                                                                         \
         .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH, .infer = gn_infer,  \
         .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,     \
-        .workspace_bytes = gn_workspace_bytes,                                                                \
+        .workspace_bytes = gn_workspace_bytes, .regen = gn_regen,                                             \
     }
 
 const op_desc op_groupnorm = GN_TABLE;

@@ -29,6 +29,8 @@ enum {
                                    buffer from forward to backward, and the replay skips a pass over its input */
     OP_WRITES_FRESH = 1u << 8,  /* backward honours op_call.din_fresh: it can write an input gradient whole
                                    instead of adding into it, so the executor need not zero it first */
+    OP_REGEN_INPUT = 1u << 9,   /* backward can take in[0] sample by sample from op_call.regen instead of keeping
+                                   it (conv2d after a normalisation): see op_desc.regen */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
@@ -57,6 +59,9 @@ typedef struct op_call {
     uint64_t weights_version;          /* changes whenever the parameters may have (every window and
                                           evaluation): what kept derives from them is stale unless it was
                                           derived under this version */
+    const struct op_call *regen;       /* backward of an OP_REGEN_INPUT op whose plan regenerates its input
+                                          (plan.regen): the producer's own backward call, whose op_desc.regen
+                                          writes any sample of in[0]; in[0] is then NULL. Else NULL. */
     /* Random ops (dropout): the counter-based RNG key. A draw is a function of (seed, step, node, and the
      * element's index in the whole global batch: micro * per-sample numel + index in the micro-batch), so a
      * recompute replays the same mask, and the mask does not depend on how the batch is split. */
@@ -111,6 +116,15 @@ typedef struct op_desc {
      * params; 0 or NULL for none. Dropped with the pending rows where a budget has no room. The op tags what
      * it derives with c->weights_version and derives it again when that has changed. */
     size_t (*kept_bytes)(const snug_graph *g, const graph_node *n, size_t m);
+    /* Producers whose output is a cheap per-sample function of what their own backward keeps (a
+     * normalisation: its kept input, its saved statistics, its parameters): writes sample n of the output as
+     * the forward wrote it, bit for bit, from the producer's backward call c; part t of T of the threads of an
+     * enclosing region each writes its share of the planes. NULL where the output cannot be regenerated. */
+    void (*regen)(const struct op_call *c, size_t n, float *dst, size_t t, size_t T);
+    /* Consumers with OP_REGEN_INPUT: the workspace bytes their backward needs beyond workspace_bytes to hold
+     * regenerated input samples at micro-batch m (SIZE_MAX on overflow). The planner adds them where it
+     * regenerates that node's input. */
+    size_t (*regen_stage_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
 } op_desc;
 
 extern const op_desc op_input;

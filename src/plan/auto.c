@@ -72,11 +72,11 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
     int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false};
+    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false, false};
     if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false};
+        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false, false};
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }

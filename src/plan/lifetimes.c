@@ -87,7 +87,13 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
         return;
     }
     if (flags & OP_KEEPS_INPUT)
-        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), true), s);
+        for (int i = p->regen[st->node] ? 1 : 0; i < n->n_inputs; i++)
+            touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), true), s);
+    if (p->regen[st->node]) { /* what the producer regenerates from: its own backward's reads */
+        const int producer = g->tensors[plan_base_tensor(g, n->inputs[0])].producer;
+        touch(p, value_at(p, plan_base_tensor(g, g->nodes[producer].inputs[0]), true), s);
+        touch(p, p->saved_fwd[producer], s);
+    }
     if (flags & OP_KEEPS_OUTPUT) touch(p, value_at(p, n->output, true), s);
     touch(p, p->saved_rec[st->node] >= 0 ? p->saved_rec[st->node] : p->saved_fwd[st->node], s);
     touch(p, p->grad[n->output], s);

@@ -55,6 +55,10 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     for (int i = 0; i < g->n_nodes && ok; i++) {
         const op_desc *op = g->nodes[i].op;
         size_t w = op->workspace_bytes ? op->workspace_bytes(g, &g->nodes[i], p->m, p->threads) : 0;
+        /* a regenerated input's stages come after the op's own workspace */
+        if (p->regen[i] && w != (size_t)-1 &&
+            !size_add(w, op->regen_stage_bytes(g, &g->nodes[i], p->m, p->threads), &w))
+            w = (size_t)-1;
         if (w == (size_t)-1) ok = false;
         else if (w > p->workspace_bytes) p->workspace_bytes = w;
     }
@@ -143,7 +147,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     p->threads = threads > 0 ? threads : 1;
     p->variant = *v;
     snug_status s = plan_segment(g, v, &p->seg);
-    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_schedule(g, p);
+    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, p) && plan_schedule(g, p);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && !plan_lifetimes(g, p)) s = SNUG_E_OVERFLOW, ok = false;
     ok = ok && plan_assign_offsets(p) && plan_live_peak(p);
@@ -179,5 +183,6 @@ void plan_free(plan *p) {
     free(p->saved_rec);
     free(p->pending_at);
     free(p->kept_at);
+    free(p->regen);
     memset(p, 0, sizeof *p);
 }

@@ -35,13 +35,15 @@ typedef struct act_buffer {
  * (`selective`), how many of the first segments are recomputed (-1: all but the last), and which of the first
  * 64 segments are spared (kept whole: dropping them saved no memory). AUTO searches these.
  * no_window_extras leaves out what ops keep across a window to save time (op_desc.pending_bytes, kept_bytes:
- * pending rows, kept weights), where a budget has no room for it. */
+ * pending rows, kept weights), where a budget has no room for it. no_regen keeps every input a backward reads
+ * instead of regenerating some (plan/regen.c): the same bits with more memory, for comparisons. */
 typedef struct plan_variant {
     snug_checkpoint_policy policy;  /* NONE, SQRT or EVERY */
     bool selective;
     int recomputed_segments;
     uint64_t spared;                /* bit s: segment s is not dropped */
     bool no_window_extras;
+    bool no_regen;
 } plan_variant;
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
@@ -72,6 +74,8 @@ typedef struct plan {
     size_t kept_bytes;                /* ops' weights kept across a window (op_desc.kept_bytes), counted as
                                          params */
     size_t *kept_at;                  /* per node: its offset in the kept block, or SIZE_MAX for none */
+    bool *regen;                      /* per node: its backward regenerates its input instead of keeping it
+                                         (plan/regen.c): the input dies after forward */
     size_t targets_per_sample;
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
@@ -106,6 +110,11 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
 /* Forward FLOPs per sample of the layers a segmentation recomputes. */
 double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s);
 void plan_segments_free(plan_segments *s);
+bool plan_regen(const snug_graph *g, plan *p);        /* which inputs are regenerated (needs the segments) */
+/* The layer whose output consumer would regenerate (plan/regen.c), recompute aside, or -1; and the producer of
+ * that layer's input, which regenerating reads. */
+int plan_regen_producer(const snug_graph *g, int consumer);
+int plan_regen_source(const snug_graph *g, int producer);
 bool plan_schedule(const snug_graph *g, plan *p);     /* steps from the segments */
 bool plan_lifetimes(const snug_graph *g, plan *p);    /* buffers, lifetimes, in-place sharing */
 bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena */

@@ -83,6 +83,11 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     memcpy(s->bytes, p->bytes, sizeof s->bytes);
     s->pending_bytes = p->pending_bytes;
     s->kept_bytes = p->kept_bytes;
+    for (int i = 0; i < sp->g->n_nodes; i++) {
+        if (!p->regen[i]) continue;
+        s->regenerated_inputs++;
+        s->regenerated_bytes += p->bufs[p->value_fwd[plan_base_tensor(sp->g, sp->g->nodes[i].inputs[0])]].bytes;
+    }
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
     s->live_peak = p->live_peak;

@@ -153,12 +153,22 @@ static void keep_cheap_only(const snug_graph *g, bool *drop) {
     }
 }
 
+/* Whether layer i's only reader will regenerate its output (plan/regen.c) if i stays: that reader and the
+ * layer i replays from are kept (decided already for the reader, which comes later; a kept source stays kept,
+ * since this pass only keeps more). Then dropping i would replay a tensor that need not exist at all. */
+static bool regenerated_if_kept(const snug_graph *g, const bool *drop, int i) {
+    for (int c = i + 1; c < g->n_nodes; c++)
+        if (plan_regen_producer(g, c) == i) return !drop[c] && !drop[plan_regen_source(g, i)];
+    return false;
+}
+
 /* Of the droppable layers, drops only those whose output backward reads or another dropped layer replays from:
- * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU). */
+ * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU), and
+ * none whose reader regenerates its output instead. */
 static void drop_only_useful(const snug_graph *g, bool *drop) {
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         snug_tensor out = g->nodes[i].output;
-        bool useful = drop[i] && kept_anyway(g, out);
+        bool useful = drop[i] && kept_anyway(g, out) && !regenerated_if_kept(g, drop, i);
         for (int c = i + 1; drop[i] && !useful && c < g->n_nodes; c++)
             useful = drop[c] && reads(g, &g->nodes[c], out);
         drop[i] = drop[i] && useful;

@@ -131,18 +131,35 @@ grep -qE '^\* +24 +5 +every:2 ' "$OUT" || fail "the chosen row is not 'm 24, k 5
 expect_in "$OUT" "5 micro-batches of 24 (the last one 4)"
 grep -qE '^  +100 +1 +none ' "$OUT" || fail "no row for m = B = 100"
 
-plan "plan --checkpoint cheap: a quarter fewer activations for resnet20, replaying only cheap layers" \
-    --model resnet20 --batch 16 --micro-batch 16 --checkpoint cheap --json
+plan "plan --checkpoint cheap: a quarter fewer activations for gpt, replaying only cheap layers" \
+    --model gpt --batch 4 --micro-batch 4 --checkpoint cheap --json
 expect_rc 0
 py_check "cheap saves activations at almost no recompute" "$OUT" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 rows = {(r["micro_batch"], r["checkpoint"]): r for r in d["candidates"]}
-none, cheap = rows[(16, "none")], rows[(16, "cheap")]
+none, cheap = rows[(4, "none")], rows[(4, "cheap")]
 assert d["chosen"]["checkpoint"] == "cheap", d["chosen"]["checkpoint"]
 assert cheap["bytes"]["activations"] <= 0.8 * none["bytes"]["activations"], (cheap["bytes"], none["bytes"])
 assert 0 < cheap["recompute_percent"] < 1, cheap["recompute_percent"]
 PYEOF
+
+plan "plan: resnet20's convolutions regenerate the normalised inputs only they read, without any policy" \
+    --model resnet20 --batch 16 --micro-batch 16 --json
+expect_rc 0
+py_check "9 inputs regenerated, their bytes not in the activations, cheap adds nothing" "$OUT" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = {(r["micro_batch"], r["checkpoint"]): r for r in d["candidates"]}
+none, cheap = rows[(16, "none")], rows[(16, "cheap")]
+assert d["chosen"]["regenerated_inputs"] == 9, d["chosen"]["regenerated_inputs"]
+# per block one 16x32x32, 32x16x16 or 64x8x8 tensor: 1, 1/2 or 1/4 MiB at m = 16, 3 blocks a stage
+assert d["chosen"]["regenerated_bytes"] == 3 * (2**20 + 2**19 + 2**18), d["chosen"]["regenerated_bytes"]
+assert cheap["bytes"]["activations"] == none["bytes"]["activations"], (cheap["bytes"], none["bytes"])
+PYEOF
+plan "plan: the regenerated inputs in the table" --model resnet20 --batch 16 --micro-batch 16
+expect_rc 0
+expect_in "$OUT" "regenerated: 9 normalised inputs (5.25 MiB)"
 
 plan "plan --optim adamw doubles the optimizer state" --model mlp --optim adamw --json
 expect_rc 0
