@@ -37,6 +37,7 @@ typedef struct train_run {
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
     size_t segments;           /* recomputed in backward */
     size_t spared;             /* kept whole: recomputing them would save no memory */
+    size_t regenerated;        /* normalised inputs their convolutions regenerate in backward */
     double recompute_percent;  /* of the FLOPs of a micro-batch's forward + backward + recompute */
 } train_run;
 
@@ -67,6 +68,7 @@ static snug_status choose_plan(train_run *r, snug_error *err) {
     plan_policy_label(policy, &s, r->policy, sizeof r->policy);
     r->segments = s.segments;
     r->spared = s.spared_segments;
+    r->regenerated = s.regenerated_inputs;
     r->recompute_percent = plan_recompute_percent(&s);
     snug_plan_free(p);
     return SNUG_OK;
@@ -223,12 +225,17 @@ static void print_auto_fit(const train_run *r) {
 static void print_checkpoint(const train_run *r) {
     const char *policy = r->policy;
     if (r->segments == 0)
-        printf("checkpoint %s: every activation backward needs is kept, nothing is recomputed%s\n", policy,
+        printf("checkpoint %s: every activation backward needs is kept%s, nothing is recomputed%s\n", policy,
+               r->regenerated ? " but the regenerated inputs below" : "",
                r->spared ? " (recomputing would not lower this plan's peak)" : "");
     else
         printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch%s\n",
                policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent,
                r->spared ? "; segments whose recompute would save no memory are kept whole" : "");
+    if (r->regenerated)
+        printf("regenerated: %zu normalised input%s rebuilt in backward by the convolution%s reading %s, not kept\n",
+               r->regenerated, r->regenerated == 1 ? "" : "s", r->regenerated == 1 ? "" : "s",
+               r->regenerated == 1 ? "it" : "them");
 }
 
 static void print_optimizer(const train_run *r) {

@@ -119,8 +119,8 @@ void plan_print_summary(FILE *out, const plan_report *r) {
         fprintf(out, "  recompute: %s in %zu segment%s, %.1f%% of the FLOPs of each micro-batch\n",
                 plan_resolved_label(&c->s, resolved, sizeof resolved), c->s.segments,
                 c->s.segments == 1 ? "" : "s", plan_recompute_percent(&c->s));
-    else fprintf(out, "  recompute: none, every %sactivation backward needs is kept\n",
-                 c->s.regenerated_inputs ? "other " : "");
+    else fprintf(out, "  recompute: none, every activation backward needs is kept%s\n",
+                 c->s.regenerated_inputs ? " but the regenerated inputs below" : "");
     if (c->s.regenerated_inputs > 0)
         fprintf(out, "  regenerated: %zu normalised input%s (%s) rebuilt sample by sample in backward by the "
                      "convolution%s reading %s, instead of kept: the same bits, no replay pass\n",
