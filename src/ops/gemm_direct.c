@@ -126,6 +126,12 @@ static AVX512 void gemm_nt_avx512(size_t M, size_t N, size_t K, const float *a, 
                 tile_nt(4, 4, K, ai, lda, bj, ldb, cij, ldc);
                 continue;
             }
+            if (full_n) { /* fewer rows (a micro-batch of 1-3): still 4 chains a row, not one latency-bound one */
+                if (M - i == 1) tile_nt(1, 4, K, ai, lda, bj, ldb, cij, ldc);
+                else if (M - i == 2) tile_nt(2, 4, K, ai, lda, bj, ldb, cij, ldc);
+                else tile_nt(3, 4, K, ai, lda, bj, ldb, cij, ldc);
+                continue;
+            }
             /* the edges, one dot product at a time */
             for (size_t ii = 0; ii < (full_m ? 4 : M - i); ii++)
                 for (size_t jj = 0; jj < (full_n ? 4 : N - j); jj++)
