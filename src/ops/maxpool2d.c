@@ -264,12 +264,15 @@ static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
 /* A fresh dx of a 2x2 stride-2 pool tiling its input exactly, one output row (16 outputs at a time): each
  * output's window gets 0 + its gradient at the argmax and +0 elsewhere, written as the two input rows'
  * even and odd columns interleaved, the bits of zeroing the rows and adding the gradient at the argmax (or,
- * relu, of doing so with y > 0 ? 0 + dy : 0, the ReLU's gradient). No zeroing pass, no scattered stores. */
+ * relu, of doing so with y > 0 ? 0 + dy : 0, the ReLU's gradient). No zeroing pass, no scattered stores.
+ * spill (rows of at most 32 values, one block of outputs): each row's last vector is stored whole, its lanes
+ * past the row's end landing in the next row, which is stored after it (rows in address order), so every
+ * store is a plain one: on this CPU a masked store cost as much as the rest of the row's work. */
 static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window rows of dx
                                        const float *dy,    // (wo)
                                        const float *y,     // (wo), read when relu
                                        const int32_t *arg, // (wo)
-                                       size_t w, size_t wo, int32_t i0, bool relu) {
+                                       size_t w, size_t wo, int32_t i0, bool relu, bool spill) {
     const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512i two = _mm512_set1_epi32(2), wv = _mm512_set1_epi32((int32_t)w), one = _mm512_set1_epi32(1);
@@ -289,6 +292,13 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
         const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_add_epi32(wv, one)), g);
         const __mmask16 m0 = avx512_lanes(2 * n), m1 = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
         float *d0 = r0 + 2 * o, *d1 = d0 + w;
+        if (spill) {
+            _mm512_storeu_ps(d0, _mm512_permutex2var_ps(e0, lo, o0));
+            if (m1) _mm512_storeu_ps(d0 + 16, _mm512_permutex2var_ps(e0, hi, o0));
+            _mm512_storeu_ps(d1, _mm512_permutex2var_ps(e1, lo, o1));
+            if (m1) _mm512_storeu_ps(d1 + 16, _mm512_permutex2var_ps(e1, hi, o1));
+            continue;
+        }
         store_lanes(d0, m0, _mm512_permutex2var_ps(e0, lo, o0));
         store_lanes(d1, m0, _mm512_permutex2var_ps(e1, lo, o1));
         if (m1) {
@@ -302,13 +312,16 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
 static AVX512 void pool22_backward_planes(const pool_geom *p, float *dx, const float *dy, const float *y,
                                           const int32_t *arg, bool relu, size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
+    /* spilling whole vectors: the rows of [lo, hi) are consecutive memory, written in order, and each spill
+     * (under 16 values) stays within the next row pair (2w >= 16); never past the last pair of the part */
+    const bool narrow = p->wo <= 16 && p->w >= 8;
     for (size_t pl = lo; pl < hi; pl++) {
         float *dxp = dx + (pl / p->c) * in_numel + (pl % p->c) * in_plane;
         const size_t base = (pl % p->c) * in_plane;
         for (size_t oh = 0; oh < p->ho; oh++) {
             const size_t o = pl * out_plane + oh * p->wo;
             pool22_backward_row(dxp + 2 * oh * p->w, dy + o, relu ? y + o : NULL, arg + o, p->w, p->wo,
-                                (int32_t)(base + 2 * oh * p->w), relu);
+                                (int32_t)(base + 2 * oh * p->w), relu, narrow && (pl + 1 < hi || oh + 1 < p->ho));
         }
     }
 }
