@@ -110,9 +110,11 @@ static void test_rows_same_bits_in_any_micro_batch(void **state) {
 /* Every output and gradient is the same bits with one thread as with several. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    const size_t ms[] = {4, 16, 64};
-    const size_t in = 400, out = 180; /* 16 and 64 rows: every product threaded */
+    /* 16 and 64 rows: every product threaded; one row of a wide layer (the last case): its forward and din
+     * split between the threads, din's columns not a multiple of 16 per thread */
+    const size_t ms[] = {4, 16, 64, 1}, ins[] = {400, 400, 400, 2008}, outs[] = {180, 180, 180, 400};
     for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++) {
+        const size_t in = ins[k], out = outs[k];
         op_fixture a, b;
         op_fixture_init(&a, linear_graph(in, out), 2, ms[k], threads(), FILL_PLAIN, 3);
         op_fixture_init(&b, linear_graph(in, out), 2, ms[k], 1, FILL_PLAIN, 3);
