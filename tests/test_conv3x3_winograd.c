@@ -88,6 +88,13 @@ static void check_dx(const conv3x3_shape *s, const float *dx, const float *dx0, 
             }
 }
 
+/* Thread t's scratch of one direction: the blocks side by side. */
+static float *part(const conv3x3_shape *s, float *scratch, bool dx, size_t t) {
+    size_t per;
+    assert_true(conv3x3_winograd_scratch_floats(s, dx, 1, &per));
+    return scratch + t * per;
+}
+
 /* Weights, forward and input gradient of one shape on T threads of one parallel region, from NaN scratch. */
 static void run(const conv3x3_shape *s, int T, float *y, float *dx, const float *x, const float *dy,
                 const float *w, const float *b, float *u, size_t un, float *scratch, size_t sn) {
@@ -98,10 +105,10 @@ static void run(const conv3x3_shape *s, int T, float *y, float *dx, const float 
         const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
         conv3x3_winograd_weights(s, u, w, false, t, n);
         #pragma omp barrier
-        conv3x3_winograd_forward(s, y, x, u, b, scratch, t, n);
+        conv3x3_winograd_forward(s, y, x, u, b, part(s, scratch, false, t), t, n);
         conv3x3_winograd_weights(s, u, w, true, t, n);
         #pragma omp barrier
-        conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, false, t, n);
+        conv3x3_winograd_backward_dx(s, dx, dy, u, part(s, scratch, true, t), false, t, n);
     }
 }
 
@@ -168,8 +175,8 @@ static void test_dx_fresh_same_bits_as_added_into_zeros(void **state) {
         for (int T = 1; T <= 3; T++) {
             for (size_t k = 0; k < xn; k++) fresh[k] = NAN;
             #pragma omp parallel num_threads(T)
-            conv3x3_winograd_backward_dx(&s, fresh, dy, u, scratch, true, (size_t)omp_get_thread_num(),
-                                         (size_t)omp_get_num_threads());
+            conv3x3_winograd_backward_dx(&s, fresh, dy, u, part(&s, scratch, true, (size_t)omp_get_thread_num()),
+                                         true, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
             assert_memory_equal(fresh, added, xn * sizeof(float));
         }
         free(dy), free(w), free(u), free(scratch), free(added), free(fresh);

@@ -112,6 +112,8 @@ typedef struct conv_layout {
     size_t slots;  /* slots in the workspace: T, or 2 where backward splits dx from dW (conv_grads_apart) */
     size_t col;    /* per slot: the column buffer, or the direct path's scratch */
     bool wdw;      /* the weight gradient by Winograd (see conv_layout_of): its dU after the scratch in each slot */
+    bool own_fwd;  /* the threads sharing a sample's Winograd forward each take a slot of their own (there are
+                      slots enough: conv_grads_apart's two), instead of parts of the first */
     size_t du;     /* per slot: dU's bytes, or 0 */
     size_t part;   /* per slot when T > 1, after dU: partial dW (co, kdim) (none with dU, the partial itself)
                       then db (co) */
@@ -130,6 +132,16 @@ static int conv_direct_inner(const conv_ctx *k, int threads) {
     return threads > 1 && k->co * k->kdim * k->npix >= CONV_DIRECT_PAR_MIN ? threads : 1;
 }
 
+/* Threads that share one sample's forward: Winograd's splits a small plane's output channels between them (each
+ * transforming the whole input) from CONV_WINO_PAR_MIN multiply-adds, below the direct kernels' bar: at one
+ * sample the other threads would otherwise wait through the whole forward. */
+#define CONV_WINO_PAR_MIN ((size_t)1 << 20)
+
+static int conv_forward_inner(const conv_ctx *k, int threads) {
+    if (k->wino && threads > 1 && k->co * k->kdim * k->npix >= CONV_WINO_PAR_MIN) return threads;
+    return conv_direct_inner(k, threads);
+}
+
 /* Whether the direct path's backward computes the input gradient and the weight gradient on two threads side
  * by side: where each sample would otherwise run on one thread while the others wait (fewer samples than
  * threads, and a sample too small to share). Two whole tasks with no barrier between them pay where splitting
@@ -139,12 +151,12 @@ static bool conv_grads_apart(const conv_ctx *k, size_t m, int threads) {
            threads > 1;
 }
 
-/* The floats of Winograd's transformed weights (*u) and of one slot's scratch for Ts threads sharing a
- * sample (*n: forward and input gradient, whichever is larger). */
-static bool conv_wino_floats(const conv3x3_shape *s, size_t Ts, size_t *u, size_t *n) {
+/* The floats of Winograd's transformed weights (*u) and of one slot's scratch for Tf threads sharing a
+ * sample's forward in it and Tb its input gradient (*n: whichever is larger). */
+static bool conv_wino_floats(const conv3x3_shape *s, size_t Tf, size_t Tb, size_t *u, size_t *n) {
     size_t uf, ub, f, b;
     if (!conv3x3_winograd_weights_floats(s, false, &uf) || !conv3x3_winograd_weights_floats(s, true, &ub) ||
-        !conv3x3_winograd_scratch_floats(s, false, Ts, &f) || !conv3x3_winograd_scratch_floats(s, true, Ts, &b))
+        !conv3x3_winograd_scratch_floats(s, false, Tf, &f) || !conv3x3_winograd_scratch_floats(s, true, Tb, &b))
         return false;
     *u = uf > ub ? uf : ub;
     *n = f > b ? f : b;
@@ -174,10 +186,13 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     const bool wdw =
         k->wino && conv3x3_winograd_dw_pays(&s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
     if (wdw) cols = 0;
+    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (k->wino) {
         size_t un, wsn;
-        const size_t Ts = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
-        if (!conv_wino_floats(&s, Ts, &un, &wsn) || !size_mul(un, sizeof(float), &l->pre) ||
+        const size_t Tf = l->T > 1 ? 1 : (size_t)conv_forward_inner(k, threads);
+        const size_t Tb = l->T > 1 ? 1 : (size_t)conv_direct_inner(k, threads);
+        l->own_fwd = Tf > 1 && Tf <= l->slots;
+        if (!conv_wino_floats(&s, l->own_fwd ? 1 : Tf, Tb, &un, &wsn) || !size_mul(un, sizeof(float), &l->pre) ||
             !size_align(l->pre, CONV_ALIGN, &l->pre))
             return false;
         cols = wsn > cols ? wsn : cols;
@@ -190,7 +205,6 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
         cols = dsn > cols ? dsn : cols;
         l->wdw = true;
     }
-    l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col) ||
         !size_add(l->col, l->du, &l->slot))
         return false;
@@ -333,7 +347,15 @@ static void wino_u_derived(const op_call *c, bool dx) {
     if (c->kept) ((uint64_t *)c->kept)[dx] = c->weights_version;
 }
 
-/* One sample's forward on the direct path, Winograd's or the direct kernel's. */
+/* Thread t's part of a slot's Winograd scratch, one direction's blocks side by side. */
+static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) {
+    size_t per = 0;
+    conv3x3_winograd_scratch_floats(s, dx, 1, &per); /* cannot overflow: conv_layout_of sized more */
+    return slot + t * per;
+}
+
+/* One sample's forward on the direct path, Winograd's or the direct kernel's (scratch: Winograd's thread's own,
+ * the direct kernel's shared by the T threads). */
 static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, const float *x, const float *w,
                              const float *b, const float *u, float *scratch, size_t t, size_t T) {
     if (k->wino) conv3x3_winograd_forward(s, y, x, u, b, scratch, t, T);
@@ -362,13 +384,16 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
                 conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);
         }
     } else {
-        #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
+        #pragma omp parallel num_threads(conv_forward_inner(k, c->threads))
         {
             const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
             if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, t, T);
+            /* the direct kernels share the slot's padded planes; Winograd's threads take scratches of their own */
+            float *scratch = !k->wino ? (float *)(void *)work
+                             : l->own_fwd ? (float *)(void *)(work + t * l->slot)
+                                          : wino_part(&s, (float *)(void *)work, false, t);
             for (size_t n = 0; n < m; n++)
-                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u,
-                                 (float *)(void *)work, t, T);
+                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, scratch, t, T);
         }
     }
     if (wino_u_new) wino_u_derived(c, false);
@@ -458,7 +483,7 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
         dw = NULL;
     }
     conv3x3_backward(s, k->wino ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
-    if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, scratch, k->dx_fresh, t, T);
+    if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, wino_part(s, scratch, true, t), k->dx_fresh, t, T);
 }
 
 /* A slot's dU, zeroed, where this call's weight gradient takes Winograd (conv_layout.wdw); else NULL. Its

@@ -396,20 +396,28 @@ static void part_barrier(size_t T) {
     }
 }
 
-/* Blocks of part t of T, each on thread t's own block of the scratch. */
+/* Blocks of part t of T, on thread t's own scratch. A plane of fewer blocks than twice the
+ * threads (a small image at micro-batch 1) is split by output channels instead, in groups of MR: each thread
+ * transforms every block of the input and computes its own channels (blocks split 3 + 1 had bought nothing). Either
+ * way each output is computed whole by one thread, the same operations in the same order: the same bits. */
 static AVX512 void wino_run(const wjob *p, float *scratch, size_t t, size_t T) {
     const size_t tile = p->tile, nxi = xi_count(tile);
     const wgeom g = wgeom_of(p->h, p->w, tile);
     const size_t nvb = block_vecs(p->in, &g), nbs = 16 * nvb, nblocks = (g.nvec + nvb - 1) / nvb;
-    size_t per, lo, hi;
-    thread_floats(p->in, &g, &per); /* checked by the caller's sizing */
-    float *v = scratch + t * per, *m = v + nxi * p->in * nbs;
-    part_range(nblocks, t, T, &lo, &hi);
-    for (size_t blk = lo; blk < hi; blk++) {
+    size_t lo = 0, hi = nblocks, o_lo = 0, o_hi = p->out;
+    float *v = scratch, *m = v + nxi * p->in * nbs;
+    if (nblocks >= 2 * T) {
+        part_range(nblocks, t, T, &lo, &hi);
+    } else {
+        const size_t groups = (p->out + MR - 1) / MR;
+        o_lo = groups * t / T * MR;
+        o_hi = groups * (t + 1) / T * MR < p->out ? groups * (t + 1) / T * MR : p->out;
+    }
+    for (size_t blk = lo; blk < hi && o_lo < o_hi; blk++) {
         const size_t q0 = blk * nvb, nv = g.nvec - q0 < nvb ? g.nvec - q0 : nvb;
         input_block(v, nbs, p, &g, q0, nv);
-        for (size_t o0 = 0; o0 < p->out; o0 += MR) {
-            const size_t mr = p->out - o0 < MR ? p->out - o0 : MR;
+        for (size_t o0 = o_lo; o0 < o_hi; o0 += MR) {
+            const size_t mr = o_hi - o0 < MR ? o_hi - o0 : MR;
             for (size_t xi = 0; xi < nxi; xi++)
                 prod_any(mr, nv, m + xi * MR * nbs, v + xi * p->in * nbs, p->u + xi * p->in * p->out + o0, p->in,
                          p->out, nbs);
