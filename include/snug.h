@@ -455,10 +455,11 @@ typedef struct snug_plan_summary {
     size_t kept_bytes;               /* of the params: Winograd's transformed weights, kept across a window's
                                         micro-batches at micro-batches of 1-4 instead of derived again for
                                         each (0 elsewhere, and where the budget has no room) */
-    size_t regenerated_inputs;       /* convolutions that take their input in backward from the normalisation
-                                        that made it, sample by sample, instead of keeping it (the
-                                        normalisation's output read by nothing else, no recompute involved):
-                                        the same bits, no replay pass */
+    size_t regenerated_inputs;       /* layers that take their input in backward from the layer that made
+                                        it, sample by sample, instead of keeping it: a convolution after a
+                                        BatchNorm or GroupNorm, a transformer's product after a LayerNorm or
+                                        GELU, where nothing else reads that output and no recompute is
+                                        involved; the same bits, no replay pass */
     size_t regenerated_bytes;        /* the activations those inputs would have kept until backward */
     size_t total;                    /* everything reserved: the run's memory to the byte */
     size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */

@@ -320,26 +320,28 @@ static void fresh_writers_match_finite_differences(void **state) {
     snug_dataset_free(ds);
 }
 
-/* The cheap policy replays normalisations and element-wise layers from the tensors backward keeps anyway: on
- * the GPT the GELU and LayerNorm outputs, for well under 1% of the FLOPs. On ResNet-20 it changes nothing and
- * on the U-Net little: the normalised outputs it would replay there are read by one convolution each, which
- * regenerates them without any policy (plan/regen.c). On an MLP (ReLU already in place over a product nobody
- * else keeps) it changes nothing either. */
+/* The cheap policy replays normalisations and element-wise layers from the tensors backward keeps anyway, for
+ * well under 1% of the FLOPs, and only cheap layers. On the built-in models it now saves little or nothing:
+ * what it would replay there (ResNet-20's and the U-Net's normalised outputs, the GPT's LayerNorm and GELU
+ * outputs) is read by one convolution or product each, which regenerates it without any policy
+ * (plan/regen.c); the U-Net's concatenations, replayed from their upsampled halves, are what is left (6%). On
+ * an MLP (ReLU already in place over a product nobody else keeps) it changes nothing. */
 static void cheap_replays_only_cheap_layers(void **state) {
     (void)state;
     static const char *const names[] = {"resnet20", "gpt", "unet", "mlp"};
-    static const double most[] = {1.0, 0.80, 0.97, 1.0}; /* cheap arena / plain arena at most */
+    static const double most[] = {1.0, 1.0, 0.97, 1.0}; /* cheap arena / plain arena at most */
     snug_optim_config optim = snug_train_config_default().optim;
     for (int i = 0; i < 4; i++) {
         snug_graph *g = snug_model_builtin(names[i], NULL);
         assert_non_null(g);
         plan none, cheap;
         plan_variant vn = plan_variant_of(NONE), vc = plan_variant_of(CHEAP);
-        assert_int_equal(plan_build(g, 2, 2, &optim, &vn, &none, NULL), SNUG_OK);
-        assert_int_equal(plan_build(g, 2, 2, &optim, &vc, &cheap, NULL), SNUG_OK);
+        const size_t m = 2;
+        assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
+        assert_int_equal(plan_build(g, m, 2, &optim, &vc, &cheap, NULL), SNUG_OK);
         double ratio = (double)cheap.arena_bytes / (double)none.arena_bytes;
-        printf("# %s m=2: activations none %zu, cheap %zu (%.2f), recompute %.3f%% of the step's FLOPs\n", names[i],
-               none.arena_bytes, cheap.arena_bytes, ratio,
+        printf("# %s m=%zu: activations none %zu, cheap %zu (%.2f), recompute %.3f%% of the step's FLOPs\n", names[i],
+               m, none.arena_bytes, cheap.arena_bytes, ratio,
                100 * cheap.recompute_flops / (cheap.fwd_flops + cheap.bwd_flops));
         assert_true(ratio <= most[i]);
         assert_true(cheap.recompute_flops < 0.01 * (cheap.fwd_flops + cheap.bwd_flops));

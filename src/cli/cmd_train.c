@@ -37,7 +37,7 @@ typedef struct train_run {
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
     size_t segments;           /* recomputed in backward */
     size_t spared;             /* kept whole: recomputing them would save no memory */
-    size_t regenerated;        /* normalised inputs their convolutions regenerate in backward */
+    size_t regenerated;        /* inputs their readers regenerate in backward (plan/regen.c) */
     double recompute_percent;  /* of the FLOPs of a micro-batch's forward + backward + recompute */
 } train_run;
 
@@ -233,7 +233,7 @@ static void print_checkpoint(const train_run *r) {
                policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent,
                r->spared ? "; segments whose recompute would save no memory are kept whole" : "");
     if (r->regenerated)
-        printf("regenerated: %zu normalised input%s rebuilt in backward by the convolution%s reading %s, not kept\n",
+        printf("regenerated: %zu input%s rebuilt in backward from the layer%s that made %s, not kept\n",
                r->regenerated, r->regenerated == 1 ? "" : "s", r->regenerated == 1 ? "" : "s",
                r->regenerated == 1 ? "it" : "them");
 }

@@ -122,11 +122,11 @@ void plan_print_summary(FILE *out, const plan_report *r) {
     else fprintf(out, "  recompute: none, every activation backward needs is kept%s\n",
                  c->s.regenerated_inputs ? " but the regenerated inputs below" : "");
     if (c->s.regenerated_inputs > 0)
-        fprintf(out, "  regenerated: %zu normalised input%s (%s) rebuilt sample by sample in backward by the "
-                     "convolution%s reading %s, instead of kept: the same bits, no replay pass\n",
+        fprintf(out, "  regenerated: %zu input%s (%s) rebuilt sample by sample in backward from the "
+                     "normalisation or GELU that made %s, instead of kept: the same bits, no replay pass\n",
                 c->s.regenerated_inputs, c->s.regenerated_inputs == 1 ? "" : "s",
                 snug_format_bytes(c->s.regenerated_bytes, regen, sizeof regen),
-                c->s.regenerated_inputs == 1 ? "" : "s", c->s.regenerated_inputs == 1 ? "it" : "them");
+                c->s.regenerated_inputs == 1 ? "it" : "them");
     if (c->s.spared_segments > 0)
         fprintf(out, "  spared: %zu segment%s kept whole: recomputing %s would not lower the plan's total (the peak "
                      "lies elsewhere)\n",

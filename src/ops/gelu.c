@@ -76,6 +76,13 @@ static void gelu_backward(const op_call *c) {
                         c->in[0], c->dout, c->m * op_in_numel(c, 0));
 }
 
+/* Sample n of the forward's output (op_desc.regen), its elements split over T: the forward's span kernel, an
+ * expression per element, so the same bits. */
+static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
+    const size_t numel = op_in_numel(c, 0), lo = numel * t / T, hi = numel * (t + 1) / T;
+    gelu_span(dst + lo, c->in[0] + n * numel + lo, hi - lo);
+}
+
 static double gelu_flops(const snug_graph *g, const graph_node *n) {
     /* A nominal 8 per element (an erf and a few multiplies): element-wise work is memory-bound, and this only
      * ranks recompute costs against the GEMMs, which dwarf it either way. */
@@ -101,4 +108,5 @@ const op_desc op_gelu = {
     .flops = gelu_flops,
     .saved_bytes = gelu_saved_bytes,
     .workspace_bytes = gelu_workspace_bytes,
+    .regen = gelu_regen,
 };

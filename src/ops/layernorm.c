@@ -136,6 +136,17 @@ static void ln_backward(const op_call *c) {
     }
 }
 
+/* Sample n's rows of the forward's output (op_desc.regen), rows split over T: the forward's row apply from the
+ * saved statistics (as a recompute does), so the same bits. */
+static void ln_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
+    const snug_shape *s = op_in_shape(c, 0);
+    const size_t C = ln_width(s), R = ln_rows_per_sample(s);
+    float *stat = (float *)c->saved + 2 * n * R; // (R, 2) of sample n
+    const float *x = c->in[0] + n * R * C;
+    for (size_t r = R * t / T; r < R * (t + 1) / T; r++)
+        ln_forward_row(dst + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, c->node->p.norm.eps, true);
+}
+
 static double ln_flops(const snug_graph *g, const graph_node *n) {
     return 5.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + normalise, scale, shift (3) */
 }
@@ -164,4 +175,5 @@ const op_desc op_layernorm = {
     .flops = ln_flops,
     .saved_bytes = ln_saved_bytes,
     .workspace_bytes = ln_workspace_bytes,
+    .regen = ln_regen,
 };

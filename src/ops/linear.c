@@ -404,14 +404,48 @@ static size_t linear_pending_bytes(const snug_graph *g, const graph_node *n, siz
     return bytes;
 }
 
+/* ---- regenerated inputs ----------------------------------------------------------------------------------
+ * Where the plan regenerates this layer's input (op_call.regen: a LayerNorm's or GELU's output nothing else
+ * reads), backward has no in[0]: dW += dy^T x goes sample by sample, each sample's rows regenerated into a stage
+ * after the workspace sgemm uses. sgemm carries every element's chain through C in row order, so the per-sample
+ * products give the bits of one product over all rows. Only where sgemm takes dW at every micro-batch (samples
+ * of LINEAR_REGEN_MIN_ROWS rows and more: a transformer's tokens), so the bits never depend on the path. */
+#define LINEAR_REGEN_MIN_ROWS ((size_t)17)
+/* Below this many elements a sample is regenerated on the calling thread. */
+#define LINEAR_REGEN_PAR_MIN ((size_t)1 << 16)
+
+static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
+    size_t b;
+    return size_mul(per_sample, fi, &b) && size_mul(b, sizeof(float), &b) && size_add(b, 64, &b) ? b : SIZE_MAX;
+}
+
+/* The stage: one sample's input, 64-byte aligned after the workspace this call's products use. */
+static float *linear_stage(const op_call *c) {
+    const uintptr_t at = (uintptr_t)c->work + c->node->op->workspace_bytes(c->g, c->node, c->m, c->threads);
+    return (float *)(void *)((at + 63) / 64 * 64);
+}
+
+static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    const size_t per = rows / c->m, n_el = per * fi;
+    float *stage = linear_stage(c);
+    const op_call *p = c->regen;
+    for (size_t n = 0; n < c->m; n++) {
+        #pragma omp parallel if (n_el >= LINEAR_REGEN_PAR_MIN && par_pays_floats(2 * n_el))
+        p->node->op->regen(p, n, stage, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
+        dw_sgemm(c->dw[0], c->dout + n * per * fo, stage, per, fi, fo, c->work, c->threads);
+    }
+}
+
 static void linear_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     const bool pend = c->pending && c->dw[0] && defers(rows, fo);
     if (pend) defer_rows(c, rows, fi, fo);
-    xwt_backward(c->din[0], pend ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u,
-                 c->work, c->threads);
+    const bool regen = c->regen && c->dw[0] && !pend;
+    xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo,
+                 c->din_fresh & 1u, c->work, c->threads);
+    if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
 
@@ -469,9 +503,18 @@ static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, s
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* One sample's input (and alignment) where this layer can regenerate its input: LINEAR_REGEN_MIN_ROWS rows a
+ * sample, through sgemm; 0 where it cannot. */
+static size_t linear_regen_stage_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+    (void)m, (void)threads;
+    size_t fi, fo, per;
+    node_dims(g, n, &fi, &fo, &per);
+    return sgemm_enabled() && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi) : 0;
+}
+
 const op_desc op_linear = {
     .kind = "linear",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
@@ -480,6 +523,7 @@ const op_desc op_linear = {
     .workspace_bytes = linear_workspace_bytes,
     .pending_bytes = linear_pending_bytes,
     .flush = linear_flush,
+    .regen_stage_bytes = linear_regen_stage_bytes,
 };
 
 const op_desc op_linear_tied = {

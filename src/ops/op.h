@@ -30,7 +30,8 @@ enum {
     OP_WRITES_FRESH = 1u << 8,  /* backward honours op_call.din_fresh: it can write an input gradient whole
                                    instead of adding into it, so the executor need not zero it first */
     OP_REGEN_INPUT = 1u << 9,   /* backward can take in[0] sample by sample from op_call.regen instead of keeping
-                                   it (conv2d after a normalisation): see op_desc.regen */
+                                   it (conv2d after a normalisation, a transformer's linear after LayerNorm or
+                                   GELU): see op_desc.regen */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
@@ -122,8 +123,8 @@ typedef struct op_desc {
      * enclosing region each writes its share of the planes. NULL where the output cannot be regenerated. */
     void (*regen)(const struct op_call *c, size_t n, float *dst, size_t t, size_t T);
     /* Consumers with OP_REGEN_INPUT: the workspace bytes their backward needs beyond workspace_bytes to hold
-     * regenerated input samples at micro-batch m (SIZE_MAX on overflow). The planner adds them where it
-     * regenerates that node's input. */
+     * regenerated input samples at micro-batch m (SIZE_MAX on overflow; 0: this node cannot regenerate its
+     * input). The planner adds them where it regenerates that node's input. */
     size_t (*regen_stage_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
 } op_desc;
 

@@ -1,10 +1,11 @@
 /* Inputs regenerated instead of kept. A layer whose backward can take its input sample by sample
- * (OP_REGEN_INPUT: conv2d) reading the output of one that can write any sample of it again from what its own
- * backward keeps anyway (op_desc.regen: a normalisation, with its ReLU folded in or not, keeps its input and
- * statistics) needs that output only in forward: it dies after its last forward reader instead of living
- * until the consumer's backward. The bits do not change: the regenerated sample is the forward's own
- * expression over the same values. In a ResNet block that is the first convolution's normalised, rectified
- * output; in a U-Net, the first of each pair of convolutions'.
+ * (OP_REGEN_INPUT: conv2d; linear with samples of 17 rows and more) reading the output of one that can write
+ * any sample of it again from what its own backward keeps anyway (op_desc.regen: BatchNorm and GroupNorm, with
+ * their ReLU folded in or not, and LayerNorm keep their input and statistics; GELU its input) needs that
+ * output only in forward: it dies after its last forward reader instead of living until the consumer's
+ * backward. The bits do not change: the regenerated sample is the forward's own expression over the same
+ * values. In a ResNet block that is the first convolution's normalised, rectified output; in a U-Net, the
+ * first of each pair of convolutions'; in a transformer block, both LayerNorms' outputs and the GELU's.
  *
  * Only where nothing else reads the output (another reader that keeps it would keep it alive anyway) and no
  * recompute touches the three layers involved: the producer's input and statistics must be the very instances
@@ -27,7 +28,7 @@ static bool sole_reader(const snug_graph *g, snug_tensor base, int reader) {
 
 int plan_regen_producer(const snug_graph *g, int consumer) {
     const graph_node *n = &g->nodes[consumer];
-    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1) return -1;
+    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || n->op->regen_stage_bytes(g, n, 1, 1) == 0) return -1;
     const snug_tensor base = plan_base_tensor(g, n->inputs[0]);
     const int producer = g->tensors[base].producer;
     if (producer < 0 || producer == g->input_node) return -1;
