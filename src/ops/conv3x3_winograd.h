@@ -30,9 +30,10 @@
  * A call with T > 1 is thread t's part of T: blocks b with b in [nblocks t / T, nblocks (t + 1) / T), or on a
  * plane of fewer than 2T blocks every block and output channels [groups t / T, groups (t + 1) / T) in groups of
  * 8; each thread passes a scratch of its own (conv3x3_winograd_scratch_floats(s, dx, 1) floats: the caller
- * places them, side by side or in separate slots); t = 0, T = 1 does it all. AVX-512 only (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy, relative to
- * the sum of the terms' magnitudes against a double-precision reference: F(2x2) within about 1e-7 (the direct
- * kernel's), F(4x4) within about 3e-6. */
+ * places them, side by side or in separate slots); t = 0, T = 1 does it all. AVX-512 only
+ * (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy, relative to the sum of the
+ * terms' magnitudes against a double-precision reference: F(2x2) within about 1e-7 (the direct kernel's), F(4x4)
+ * within about 3e-6. */
 #ifndef SNUG_OPS_CONV3X3_WINOGRAD_H
 #define SNUG_OPS_CONV3X3_WINOGRAD_H
 
@@ -73,9 +74,9 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                               size_t t, size_t T);
 
 /* dx += conv(dy, W^T rotated), one sample, from u = conv3x3_winograd_weights(s, .., w, true); thread t's
- * scratch sized by conv3x3_winograd_scratch_floats(s, true, 1). fresh: dx holds no gradient yet (stale memory) and is written whole
- * instead, 0 + each sum (the bits of adding into zeros, without a pass that zeroes it). Threads as
- * conv3x3_winograd_forward. */
+ * scratch sized by conv3x3_winograd_scratch_floats(s, true, 1). fresh: dx holds no gradient yet (stale memory)
+ * and is written whole instead, 0 + each sum (the bits of adding into zeros, without a pass that zeroes it).
+ * Threads as conv3x3_winograd_forward. */
 void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
                                   const float *dy,                   // (co, h, w)
                                   const float *u,                    // (nxi, co, c)
