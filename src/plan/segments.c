@@ -153,22 +153,26 @@ static void keep_cheap_only(const snug_graph *g, bool *drop) {
     }
 }
 
-/* Whether layer i's only reader will regenerate its output (plan/regen.c) if i stays: that reader and the
- * layer i replays from are kept (decided already for the reader, which comes later; a kept source stays kept,
- * since this pass only keeps more). Then dropping i would replay a tensor that need not exist at all. */
-static bool regenerated_if_kept(const snug_graph *g, const bool *drop, int i) {
-    for (int c = i + 1; c < g->n_nodes; c++)
-        if (plan_regen_producer(g, c) == i) return !drop[c] && !drop[plan_regen_source(g, i)];
-    return false;
+/* Whether layer i's only reader (reader[i], or -1: the layer that would regenerate i's output, plan/regen.c)
+ * will regenerate it if i stays: that reader and the layer i replays from are kept (decided already for the
+ * reader, which comes later; a kept source stays kept, since this pass only keeps more). Then dropping i would
+ * replay a tensor that need not exist at all. */
+static bool regenerated_if_kept(const snug_graph *g, const bool *drop, const int *reader, int i) {
+    return reader[i] >= 0 && !drop[reader[i]] && !drop[plan_regen_source(g, i)];
 }
 
 /* Of the droppable layers, drops only those whose output backward reads or another dropped layer replays from:
  * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU), and
  * none whose reader regenerates its output instead. */
-static void drop_only_useful(const snug_graph *g, bool *drop) {
+static void drop_only_useful(const snug_graph *g, bool *drop, int *reader) {
+    for (int i = 0; i < g->n_nodes; i++) reader[i] = -1;
+    for (int c = 0; c < g->n_nodes; c++) {
+        const int producer = plan_regen_producer(g, c);
+        if (producer >= 0) reader[producer] = c;
+    }
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         snug_tensor out = g->nodes[i].output;
-        bool useful = drop[i] && kept_anyway(g, out) && !regenerated_if_kept(g, drop, i);
+        bool useful = drop[i] && kept_anyway(g, out) && !regenerated_if_kept(g, drop, reader, i);
         for (int c = i + 1; drop[i] && !useful && c < g->n_nodes; c++)
             useful = drop[c] && reads(g, &g->nodes[c], out);
         drop[i] = drop[i] && useful;
@@ -181,8 +185,10 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
     s->segment = calloc(nn, sizeof *s->segment);
     s->recompute = calloc(nn, sizeof *s->recompute);
     bool *crossing = calloc(nn, sizeof *crossing);
-    if (!s->segment || !s->recompute || !crossing) {
+    int *reader = calloc(nn ? nn : 1, sizeof *reader);
+    if (!s->segment || !s->recompute || !crossing || !reader) {
         free(crossing);
+        free(reader);
         plan_segments_free(s);
         return SNUG_E_OOM;
     }
@@ -199,7 +205,7 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
                           !(s->segment[i] < 64 && (v->spared >> s->segment[i] & 1));
     }
     if (v->selective) keep_cheap_only(g, s->recompute);
-    drop_only_useful(g, s->recompute);
+    drop_only_useful(g, s->recompute, reader);
     int counted = -1;
     for (int i = 0; i < g->n_nodes; i++)
         if (s->recompute[i] && s->segment[i] != counted) {
@@ -207,6 +213,7 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
             counted = s->segment[i];
         }
     free(crossing);
+    free(reader);
     return SNUG_OK;
 }
 
