@@ -183,8 +183,8 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
         rmean[ch] = (float)((1.0 - mom) * rmean[ch] + mom * mu);
         rvar[ch] = (float)((1.0 - mom) * rvar[ch] + mom * var * unbias);
     }
-    const norm_plane k = {.mean = mean[ch], .invstd = invstd[ch], .a = c->w[BN_GAMMA][ch] * invstd[ch],
-                          .b = c->w[BN_BETA][ch], .relu = c->node->op == &op_batchnorm2d_relu};
+    const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
+                                       c->node->op == &op_batchnorm2d_relu);
     bn_apply_channel(y, x, c->m, C * hw, hw, k);
 }
 
@@ -225,8 +225,8 @@ static void bn_backward(const op_call *c) {
     #pragma omp parallel for schedule(static) if (m * C * hw >= BN_PAR_MIN && par_pays_floats(4 * m * C * hw))
     for (size_t ch = 0; ch < C; ch++) {
         const float is = invstd[ch];
-        /* a: the forward's own float product, so that the mask's y rounds as the forward's did */
-        const norm_plane k = {.mean = mean[ch], .invstd = is, .a = gamma[ch] * is, .b = beta[ch], .relu = relu};
+        /* a: the forward's own float product (norm_plane_of), so that the mask's y rounds as the forward's did */
+        const norm_plane k = norm_plane_of(mean[ch], is, gamma[ch], beta[ch], relu);
         double sdy, sdyx;
         bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, k, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
@@ -245,8 +245,8 @@ static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     const size_t C = s->dims[0], hw = s->dims[1] * s->dims[2];
     const float *x = c->in[0] + n * C * hw, *mean = c->saved, *invstd = mean + C;
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
-        const norm_plane k = {.mean = mean[ch], .invstd = invstd[ch], .a = c->w[BN_GAMMA][ch] * invstd[ch],
-                              .b = c->w[BN_BETA][ch], .relu = c->node->op == &op_batchnorm2d_relu};
+        const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
+                                           c->node->op == &op_batchnorm2d_relu);
         bn_apply_channel(dst + ch * hw, x + ch * hw, 1, hw, hw, k);
     }
 }

@@ -108,8 +108,7 @@ static void gn_forward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         for (size_t j = 0; j < cg; j++) {
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
-            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
-                                .relu = relu};
+            const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             gn_apply_plane(yb + j * hw, xb + j * hw, hw, k);
         }
     }
@@ -136,8 +135,7 @@ static void gn_backward(const op_call *c) {
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         double sg = 0.0, sgx = 0.0;
         for (size_t j = 0; j < cg; j++) {
-            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
-                                .relu = relu};
+            const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             float p1, p2; /* float sums over a plane, as the statistics */
             gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
             const double sdy = p1, sdyx = p2;
@@ -150,8 +148,7 @@ static void gn_backward(const op_call *c) {
         const double K = (double)(cg * hw);
         const float mg = (float)(sg / K), mgx = (float)(sgx / K);
         for (size_t j = 0; j < cg; j++) {
-            const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[c0 + j] * invstd, .b = beta[c0 + j],
-                                .relu = relu};
+            const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             gn_plane_dx(dx + base + j * hw, dy + base + j * hw, x + base + j * hw, hw, k, gamma[c0 + j], mg, mgx,
                         fresh);
         }
@@ -177,8 +174,7 @@ static void gn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     const float *gamma = c->w[0], *beta = c->w[1];
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
         const float mean = stat[2 * (ch / cg)], invstd = stat[2 * (ch / cg) + 1];
-        const norm_plane k = {.mean = mean, .invstd = invstd, .a = gamma[ch] * invstd, .b = beta[ch],
-                              .relu = c->node->op == &op_groupnorm_relu};
+        const norm_plane k = norm_plane_of(mean, invstd, gamma[ch], beta[ch], c->node->op == &op_groupnorm_relu);
         gn_apply_plane(dst + ch * hw, x + ch * hw, hw, k);
     }
 }

@@ -23,6 +23,12 @@ typedef struct norm_plane {
     bool relu;
 } norm_plane;
 
+/* A plane's constants from its statistics and its channel's gamma and beta. Forward, backward (whose ReLU mask
+ * rebuilds y) and a regeneration (op_desc.regen) all take them from here, so a is the same float product. */
+NORM_INLINE norm_plane norm_plane_of(float mean, float invstd, float gamma, float beta, bool relu) {
+    return (norm_plane){.mean = mean, .invstd = invstd, .a = gamma * invstd, .b = beta, .relu = relu};
+}
+
 /* (x - mean) a + b. (Subtracting the mean first: with a large mean, x a + (b - mean a) would cancel.) */
 NORM_INLINE float norm_value(float x, float mean, float a, float b) { return (x - mean) * a + b; }
 
