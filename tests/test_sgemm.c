@@ -1,10 +1,11 @@
-/* sgemm against the chain of fused multiply-adds it promises, and a double-precision reference, over shapes that cross every block edge (rows not a multiple of
- * the 8-row tile or the 16-row strip, columns not a multiple of 32, K above one 256-deep block, M above one
- * 128-row block, N above one 512-column block), every combination of a row-major and a transposed A and B,
- * the three starts (zero, C itself, a bias per column), leading dimensions wider than the rows whose padding
- * must stay untouched; the same bits on 1, 2 and 3 threads; the bits of gemm_direct for the same product
- * (the linear layers mix both and promise that a sample's result does not depend on which one ran); and the
- * workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values. */
+/* sgemm against the chain of fused multiply-adds it promises, and a double-precision reference, over shapes
+ * that cross every block edge (rows not a multiple of the 8-row tile or the 16-row strip, columns not a
+ * multiple of 32, K above one 256-deep block and split into even blocks, M above one 128-row block, N above
+ * one 512-column block, square products whose two threads split the rows), every combination of a row-major
+ * and a transposed A and B, the three starts (zero, C itself, a bias per column), leading dimensions wider than
+ * the rows whose padding must stay untouched; the same bits on 1, 2 and 3 threads; the bits of gemm_direct for
+ * the same product (the linear layers mix both and promise that a sample's result does not depend on which one
+ * ran); and the workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +35,7 @@ static void fill(float *v, size_t n, uint32_t seed) {
 
 static const size_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},     {8, 32, 9},     {9, 33, 16},    {17, 100, 5},
                                    {16, 64, 256}, {33, 65, 257}, {130, 70, 300}, {40, 600, 100}, {256, 10, 784},
-                                   {10, 784, 256}, {300, 1030, 33}};
+                                   {10, 784, 256}, {300, 1030, 33}, {128, 128, 40}, {130, 130, 300}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 enum { START_ZERO, START_C, START_BIAS };
