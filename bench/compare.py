@@ -65,7 +65,10 @@ def run(args):
                                     stdout=subprocess.PIPE, text=True).stdout.strip()
             # Rounds of every variant in turn (full, cheap, accum4, ... then again), so that a slow spell of the
             # machine, which can last minutes, hits each variant of a workload alike: the must-shows compare
-            # variants with full batch round by round (paired_ratio).
+            # variants with full batch round by round (paired_ratio). Within a round snug's variants run back to
+            # back, then PyTorch's: this host flips between two states every few minutes (full batch 6300 or
+            # 9400 samples/s on the cnn, micro-batch 1 3700 or 6000), and a round whose full batch and
+            # micro-batch 1 ran eight processes apart measured the flip (0.40) instead of snug (0.60-0.64).
             snug_runs = {v: [] for v in args.variants}
             torch_runs = {v: [] for v in args.variants}
             for _ in range(args.processes):
@@ -74,6 +77,7 @@ def run(args):
                     subprocess.run([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
                                    env=env, check=True, stdout=subprocess.DEVNULL)
                     snug_runs[v] += read_rows(out)
+                for v in args.variants:
                     out = os.path.join(tmp, "torch.csv")
                     subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload",
                                     w, "--variant", TORCH_VARIANT.get(v, v), "--config", config, "--csv", out]
@@ -132,8 +136,9 @@ def must_shows(rows):
     out = []
     ratios = [get(w, "full", "speed_ratio") for w in WORKLOADS]
     gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if all(x > 0 for x in ratios) else float("nan")
-    out.append(("full-batch geometric mean of snug/PyTorch samples/s over the five workloads: %.2f" % gm,
-                gm >= 1.0 if gm == gm else False))
+    out.append(("full batch: geometric mean of snug/PyTorch samples/s over the five workloads %.2f (>= 1.5), "
+                "lowest %.2f (%s; >= 1.1)" % (gm, min(ratios), WORKLOADS[ratios.index(min(ratios))]),
+                gm >= 1.5 and min(ratios) >= 1.1 if gm == gm else False))
     def best_ratio(w):
         r = by.get((w, "full"))
         sp, tp = (r or {}).get("snug_process_samples_per_s", ""), (r or {}).get("torch_process_samples_per_s", "")
@@ -177,8 +182,6 @@ def must_shows(rows):
     per_workload("cheap policy step time / full (its price; no threshold)", WORKLOADS,
                  lambda w: get(w, "cheap", "ms_per_step") / get(w, "full", "ms_per_step"), lambda x: True)
     out[-1] = (out[-1][0], None)
-    # the geometric mean is a figure to report, not a threshold
-    out[0] = (out[0][0], None)
     return out
 
 
@@ -207,7 +210,8 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
              "own product; median over the snug processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm),
              "",
              "Every (workload, variant) ran as %s fresh snug processes alternating with %s fresh PyTorch "
-             "processes, in rounds that run every variant of a workload in turn; each process reports the median "
+             "processes, in rounds that run every variant of a workload in turn (snug's back to back, then "
+             "PyTorch's); each process reports the median "
              "of its %s repeats, and each figure below is the median process's (samples/s of every process, in "
              "round order: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch; the must-shows that "
              "compare a variant with full batch take the median of the rounds' ratios."
