@@ -83,6 +83,7 @@ bench: deps build
 	@mkdir -p bench/results
 	./$(BUILD)/bench/bench_checkpoint 20 bench/results/checkpointing.md
 	@cat bench/results/checkpointing.md
+	./$(BUILD)/bench/bench_products 21 bench/results/products.md
 	@scripts/install-deps.sh --bench
 	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
 	python3 bench/compare.py run --snug ./$(BUILD)/snug --out bench/results $(BENCH_ARGS)
