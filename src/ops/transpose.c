@@ -46,13 +46,17 @@ static inline __attribute__((always_inline)) AVX512 void transpose16(__m512 r[16
     }
 }
 
+/* Sixteen rows at a time, each walked along its length: with the 16-column blocks outer, every block stepped
+ * down all r rows, and a linear layer's weight packed for the forward (32 rows 4 KiB apart) put the lines the
+ * next block would read, all in one L1 set, out of reach (the mlp's 1024 x 1024 forward at 64 rows 0.94 of its
+ * time). */
 static AVX512 void transpose_avx512(float *dst, size_t ldd, const float *src, size_t lds, size_t r, size_t c) {
-    for (size_t j = 0; j < c; j += BLOCK) {
-        const size_t nj = c - j < BLOCK ? c - j : BLOCK;
-        const __mmask16 load = avx512_lanes(nj);
-        for (size_t i0 = 0; i0 < r; i0 += BLOCK) {
-            const size_t ni = r - i0 < BLOCK ? r - i0 : BLOCK;
-            const __mmask16 store = avx512_lanes(ni);
+    for (size_t i0 = 0; i0 < r; i0 += BLOCK) {
+        const size_t ni = r - i0 < BLOCK ? r - i0 : BLOCK;
+        const __mmask16 store = avx512_lanes(ni);
+        for (size_t j = 0; j < c; j += BLOCK) {
+            const size_t nj = c - j < BLOCK ? c - j : BLOCK;
+            const __mmask16 load = avx512_lanes(nj);
             __m512 v[16];
             for (size_t i = 0; i < BLOCK; i++)
                 v[i] = i < ni ? _mm512_maskz_loadu_ps(load, src + (i0 + i) * lds + j) : _mm512_setzero_ps();
