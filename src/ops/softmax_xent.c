@@ -143,8 +143,9 @@ static void xent_pixel_tasks(const op_call *c, const xent_layout *l, size_t nume
     }
 }
 
-/* Items [lo, hi) of backward: item i is sample-and-outer row i / inner, pixel i % inner; its classes are inner
- * apart. */
+/* Items [lo, hi) of backward, one at a time (the path of one item per row, inner = 1; per-pixel items go in
+ * blocks, xent_backward_block): item i is sample-and-outer row i / inner, pixel i % inner; its classes are
+ * inner apart. */
 static void xent_backward_items(const op_call *c, const xent_layout *l, size_t lo, size_t hi) {
     const size_t classes = l->classes, inner = l->inner;
     const float *p = c->saved; // (m, outer, classes, inner)
@@ -192,18 +193,56 @@ static void xent_forward(const op_call *c) {
     }
 }
 
+/* One block of len <= XENT_BLOCK pixels of the per-pixel backward, as xent_backward_items computes each item
+ * (the same expressions, so the same bits) but class by class over contiguous pixels: the loop vectorises
+ * where the item by item one divided by inner for every pixel (unet full: 0.22% -> 0.03% of the samples). p and
+ * dx point at the block's first pixel of class 0, classes `stride` apart; item is its first item index. */
+VM_KERNEL static void xent_backward_block(const op_call *c, const float *p, float *dx, size_t item, size_t len,
+                                          size_t classes, size_t stride, bool fresh) {
+    const int32_t *targets = c->targets;
+    const float scale = c->loss_scale;
+    for (size_t j = 0; j < classes; j++) {
+        const float *pj = p + j * stride;
+        float *dj = dx + j * stride;
+        #pragma omp simd
+        for (size_t k = 0; k < len; k++) {
+            const int32_t t = targets ? targets[item + k] : SNUG_IGNORE_TARGET;
+            const bool count = t >= 0 && (size_t)t < classes;
+            const float g = (pj[k] - ((size_t)t == j ? 1.0f : 0.0f)) * scale, keep = fresh ? 0.0f : dj[k];
+            dj[k] = count ? keep + g : keep;
+        }
+    }
+}
+
+/* Tasks [lo, hi) of the per-pixel backward: task = (row of the sample's outer dimension, block of XENT_BLOCK
+ * pixels). */
+static void xent_backward_pixel_tasks(const op_call *c, const xent_layout *l, size_t lo, size_t hi) {
+    const size_t inner = l->inner, nb = (inner + XENT_BLOCK - 1) / XENT_BLOCK;
+    const bool fresh = c->din_fresh & 1u;
+    for (size_t task = lo; task < hi; task++) {
+        const size_t r = task / nb, k0 = (task % nb) * XENT_BLOCK;
+        const size_t len = inner - k0 < XENT_BLOCK ? inner - k0 : XENT_BLOCK, off = r * l->classes * inner + k0;
+        xent_backward_block(c, (const float *)c->saved + off, c->din[0] + off, r * inner + k0, len, l->classes,
+                            inner, fresh);
+    }
+}
+
 static void xent_backward(const op_call *c) {
     const xent_layout l = xent_layout_of(op_in_shape(c, 0));
     const size_t m = c->m, items = m * l.outer * l.inner;
     if (!c->din[0]) return;
+    const bool pixels = l.inner > 1;
+    const size_t tasks = pixels ? m * l.outer * ((l.inner + XENT_BLOCK - 1) / XENT_BLOCK) : items;
     if (!xent_parallel(m * op_in_numel(c, 0))) {
-        xent_backward_items(c, &l, 0, items);
+        if (pixels) xent_backward_pixel_tasks(c, &l, 0, tasks);
+        else xent_backward_items(c, &l, 0, items);
         return;
     }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        xent_backward_items(c, &l, items * t / T, items * (t + 1) / T);
+        if (pixels) xent_backward_pixel_tasks(c, &l, tasks * t / T, tasks * (t + 1) / T);
+        else xent_backward_items(c, &l, items * t / T, items * (t + 1) / T);
     }
 }
 
