@@ -11,7 +11,6 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "ops/sgemm.h"
 
