@@ -70,12 +70,13 @@ static bool split_cols(size_t M, size_t N, size_t T) {
 
 /* The claimed scheme (run_claimed) at M rows or fewer: all of one operand packed, one panel of the other.
  * Capped at CLAIM_FLOATS so that the bound stays monotone in every size (the scheme is not used above the
- * cap). B is packed whole only where some call of at most M rows splits the rows (M >= N, or too few columns):
- * a weight's din or dW with a few rows never packs the weight whole, and its bound must not say it does (the
- * cnn's 3136x128 layer at 8 rows: 2 MiB of workspace planned for 70 KiB used). */
+ * cap). B is packed whole only where some call of at most M rows splits the rows (split_cols itself decides,
+ * so the bound cannot drift from the choice; it is monotone in M): a weight's din or dW with a few rows never
+ * packs the weight whole, and its bound must not say it does (the cnn's 3136x128 layer at 8 rows: 2 MiB of
+ * workspace planned for 70 KiB used). */
 static size_t claimed_floats(size_t M, size_t N, size_t K) {
     const size_t cols = min_size(round_up(M, SR) * K, CLAIM_FLOATS) + KC * NR;
-    const bool rows_possible = M >= N || !cols_enough(N, 2);
+    const bool rows_possible = !split_cols(M, N, 2);
     const size_t rows = rows_possible ? min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR : 0;
     return cols > rows ? cols : rows;
 }
