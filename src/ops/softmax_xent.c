@@ -199,16 +199,15 @@ static void xent_forward(const op_call *c) {
  * dx point at the block's first pixel of class 0, classes `stride` apart; item is its first item index. */
 VM_KERNEL static void xent_backward_block(const op_call *c, const float *p, float *dx, size_t item, size_t len,
                                           size_t classes, size_t stride, bool fresh) {
-    const int32_t *targets = c->targets;
     const float scale = c->loss_scale;
     for (size_t j = 0; j < classes; j++) {
         const float *pj = p + j * stride;
         float *dj = dx + j * stride;
         #pragma omp simd
         for (size_t k = 0; k < len; k++) {
-            const int32_t t = targets ? targets[item + k] : SNUG_IGNORE_TARGET;
-            const bool count = t >= 0 && (size_t)t < classes;
-            const float g = (pj[k] - ((size_t)t == j ? 1.0f : 0.0f)) * scale, keep = fresh ? 0.0f : dj[k];
+            const bool count = counted(c, item + k, classes);
+            const size_t t = count ? (size_t)c->targets[item + k] : 0;
+            const float g = (pj[k] - (t == j ? 1.0f : 0.0f)) * scale, keep = fresh ? 0.0f : dj[k];
             dj[k] = count ? keep + g : keep;
         }
     }
