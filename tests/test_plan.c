@@ -476,9 +476,72 @@ static void choose_fits_or_explains(void **state) {
     snug_graph_free(g);
 }
 
+static snug_tensor output_of(const snug_graph *g, const char *name) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0) return g->nodes[i].output;
+    fail_msg("no layer %s", name);
+    return -1;
+}
+
+/* The thread whose part of a buffer of `bytes` holds byte `at`: T contiguous parts of the m samples, or of the
+ * bytes where m < T (the ops then split within samples). */
+static int owner(size_t m, int T, size_t at, size_t bytes) {
+    const double f = (double)at / (double)bytes;
+    return m >= (size_t)T ? (int)(f * (double)m) * T / (int)m : (int)(f * T);
+}
+
+/* Bytes where two buffers that reuse the same memory give it to different threads, over every such pair, with
+ * T contiguous parts of m samples per buffer (as the ops split a batch). */
+static double crossed(const plan *p, int T) {
+    double total = 0;
+    for (int i = 0; i < p->n_bufs; i++)
+        for (int j = i + 1; j < p->n_bufs; j++) {
+            const act_buffer *x = &p->bufs[i], *y = &p->bufs[j];
+            if (x->shares >= 0 || y->shares >= 0) continue;
+            const size_t lo = x->offset > y->offset ? x->offset : y->offset;
+            const size_t hi = x->offset + x->bytes < y->offset + y->bytes ? x->offset + x->bytes : y->offset + y->bytes;
+            for (size_t at = lo; at < hi; at += 64) /* a line at a time: plenty for a sum */
+                total += owner(p->m, T, at - x->offset, x->bytes) != owner(p->m, T, at - y->offset, y->bytes) ? 64 : 0;
+        }
+    return total;
+}
+
+/* With several threads the arena is the same size, and the buffers that reuse memory hand far less of it from
+ * one thread's part to another's; the cnn's second convolution's output (half the first's) sits centred on the
+ * first's, so that each thread writes what it wrote before. */
+static void thread_parts_stay_on_their_threads(void **state) {
+    (void)state;
+    snug_optim_config optim = snug_train_config_default().optim;
+    for (int i = 0; i < N_MODELS; i++) {
+        snug_graph *g = model(i);
+        static const size_t ms[] = {1, 8, 64};
+        for (size_t k = 0; k < 3; k++) {
+            plan one, two;
+            plan_variant v = plan_variant_of(NONE);
+            assert_int_equal(plan_build(g, ms[k], 1, &optim, &v, &one, NULL), SNUG_OK);
+            assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &two, NULL), SNUG_OK);
+            assert_int_equal(two.arena_bytes, one.arena_bytes);
+            const double c1 = crossed(&one, 2), c2 = crossed(&two, 2);
+            printf("# %s m=%zu: %.2f MiB handed between 2 threads' parts by lowest-fit offsets, %.2f MiB by the "
+                   "planner's\n", snug_graph_name(g), ms[k], c1 / (1 << 20), c2 / (1 << 20));
+            assert_true(c2 <= c1);
+            if (i == 1 && ms[k] == 64) {
+                assert_true(c2 < 0.5 * c1);
+                const act_buffer *c1out = &two.bufs[two.value_fwd[output_of(g, "conv1")]];
+                const act_buffer *c2out = &two.bufs[two.value_fwd[output_of(g, "conv2")]];
+                assert_int_equal(c1out->offset + c1out->bytes / 2, c2out->offset + c2out->bytes / 2);
+            }
+            plan_free(&one);
+            plan_free(&two);
+        }
+        snug_graph_free(g);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(reserved_equals_planned),
+        cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(thread_parts_stay_on_their_threads),
+        cmocka_unit_test(reserved_equals_planned),
         cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(cheap_replays_only_cheap_layers),
         cmocka_unit_test(sqrt_cuts_deep_chain),
         cmocka_unit_test(sparing_drops_only_useless_recompute),
