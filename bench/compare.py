@@ -40,6 +40,30 @@ def read_rows(path):
         return list(csv.DictReader(f))
 
 
+# A round trip between two threads above this many ns: their cores do not share a last-level cache (~50 ns where
+# they do; ~340 ns on the machine of docs/performance.md where its host placed the two vCPUs apart).
+APART_NS = 150.0
+
+
+def cache_state(probe):
+    """'shared' or 'apart' (bench_cache_pair's round trip right now), or '' without a probe."""
+    if not probe:
+        return ""
+    out = subprocess.run([probe], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.split()
+    if len(out) != 2:
+        return ""
+    return "apart" if float(out[1]) > APART_NS else "shared"
+
+
+def timed(cmd, env, probe):
+    """Runs one measured process; the cache state before and after it: 'shared', 'apart', or 'mixed' where the
+    host moved the threads' cores during it."""
+    before = cache_state(probe)
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    after = cache_state(probe)
+    return before if before == after else "mixed"
+
+
 def median_row(rows):
     """The row of the median process by samples/s (the lower middle one for an even count), with every
     process's samples/s attached: on a 2-vCPU virtual machine a whole process can run in a slow mode (the same
@@ -47,6 +71,7 @@ def median_row(rows):
     ranked = sorted(rows, key=lambda r: float(r["samples_per_s"]))
     row = dict(ranked[(len(ranked) - 1) // 2])
     row["process_samples_per_s"] = " ".join("%.1f" % float(r["samples_per_s"]) for r in rows)
+    row["process_caches"] = " ".join(r.get("caches") or "-" for r in rows)
     return row
 
 
@@ -57,6 +82,8 @@ def run(args):
     else:
         env["OMP_WAIT_POLICY"] = args.wait_policy
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
+    probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
+    probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
     snug_rows, torch_rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for w in args.workloads:
@@ -74,23 +101,24 @@ def run(args):
             for _ in range(args.processes):
                 for v in args.variants:
                     out = os.path.join(tmp, "snug.csv")
-                    subprocess.run([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
-                                   env=env, check=True, stdout=subprocess.DEVNULL)
-                    snug_runs[v] += read_rows(out)
+                    caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
+                                   env, probe)
+                    snug_runs[v] += [dict(r, caches=caches) for r in read_rows(out)]
                 for v in args.variants:
                     out = os.path.join(tmp, "torch.csv")
-                    subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload",
+                    caches = timed([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload",
                                     w, "--variant", TORCH_VARIANT.get(v, v), "--config", config, "--csv", out]
-                                   + common, env=env, check=True)
-                    torch_runs[v] += [dict(r, variant=v) for r in read_rows(out)]
+                                   + common, env, probe)
+                    torch_runs[v] += [dict(r, variant=v, caches=caches) for r in read_rows(out)]
             for v in args.variants:
                 snug_rows.append(median_row(snug_runs[v]))
                 torch_rows.append(median_row(torch_runs[v]))
                 s, t = snug_rows[-1], torch_rows[-1]
-                print("%-9s %-7s snug %10.1f samples/s   pytorch %10.1f samples/s   ratio %.2f   (processes: %s | %s)"
+                print("%-9s %-7s snug %10.1f samples/s   pytorch %10.1f samples/s   ratio %.2f   (processes: %s | %s;"
+                      " caches: %s | %s)"
                       % (w, v, float(s["samples_per_s"]), float(t["samples_per_s"]),
                          float(s["samples_per_s"]) / float(t["samples_per_s"]), s["process_samples_per_s"],
-                         t["process_samples_per_s"]), flush=True)
+                         t["process_samples_per_s"], s["process_caches"], t["process_caches"]), flush=True)
     return snug_rows, torch_rows
 
 
@@ -121,6 +149,8 @@ def merge(snug_rows, torch_rows):
             "torch_config": t["config"] if t else "",
             "snug_process_samples_per_s": s.get("process_samples_per_s", ""),
             "torch_process_samples_per_s": t.get("process_samples_per_s", "") if t else "",
+            "snug_process_caches": s.get("process_caches", ""),
+            "torch_process_caches": t.get("process_caches", "") if t else "",
         })
     return merged
 
@@ -159,21 +189,52 @@ def must_shows(rows):
         met = all(ok(x) for _, x in vals)
         out.append(("%s: %s" % (title, ", ".join("%s %.2f" % wv for wv in vals)), met))
 
-    def paired_ratio(w, v):
-        """snug's samples/s of variant v over full batch's, the median over the rounds (each round ran every
-        variant of w in turn), or the median rows' ratio where the processes are not listed."""
+    def rounds(w, v):
+        """(variant v's samples/s over full batch's, whether both processes ran in one cache state) per round
+        (each round ran every variant of w in turn); None where the processes are not listed."""
         a = (by.get((w, v)) or {}).get("snug_process_samples_per_s", "").split()
         b = (by.get((w, "full")) or {}).get("snug_process_samples_per_s", "").split()
+        ca = (by.get((w, v)) or {}).get("snug_process_caches", "").split()
+        cb = (by.get((w, "full")) or {}).get("snug_process_caches", "").split()
         if not a or len(a) != len(b):
-            return get(w, v, "samples_per_s") / get(w, "full", "samples_per_s")
-        return statistics.median(float(x) / float(y) for x, y in zip(a, b))
+            return None
+        same = [len(ca) == len(a) and len(cb) == len(a) and x == y and x in ("shared", "apart")
+                for x, y in zip(ca, cb)] if ca else [False] * len(a)
+        return [(float(x) / float(y), s) for x, y, s in zip(a, b, same)]
 
-    per_workload("4 micro-batches keep >= 0.95 of full-batch samples/s (median of the rounds' ratios)", WORKLOADS,
+    def paired_ratio(w, v):
+        """The median of the rounds' ratios over the rounds whose two processes ran in one cache state (where
+        the host moved the threads' cores between them the ratio measures the host: the cnn's full batch ran
+        6.5 or 10.5 ms a step), over every round where no round did, or the median rows' ratio."""
+        r = rounds(w, v)
+        if r is None:
+            return get(w, v, "samples_per_s") / get(w, "full", "samples_per_s")
+        kept = [x for x, same in r if same] or [x for x, _ in r]
+        return statistics.median(kept)
+
+    def all_rounds(w, v):
+        r = rounds(w, v)
+        return statistics.median(x for x, _ in r) if r else paired_ratio(w, v)
+
+    def same_state_note(ws, v):
+        counts = [(w, rounds(w, v)) for w in ws]
+        return "; rounds in one cache state: " + ", ".join(
+            "%s %d of %d" % (w, sum(s for _, s in r), len(r)) for w, r in counts if r)
+
+    per_workload("4 micro-batches keep >= 0.95 of full-batch samples/s (median of the rounds' ratios, rounds "
+                 "whose two processes ran in one cache state%s)" % same_state_note(WORKLOADS, "accum4"), WORKLOADS,
                  lambda w: paired_ratio(w, "accum4"), lambda x: x >= 0.95)
     per_workload("micro-batch 1 keeps >= 0.50 of full-batch samples/s (cnn, unet, gpt; median of the rounds' "
-                 "ratios)", ("cnn", "unet", "gpt"), lambda w: paired_ratio(w, "micro1"), lambda x: x >= 0.50)
-    per_workload("sqrt checkpointing step time / full <= 1.35 (median of the rounds' ratios)", WORKLOADS,
+                 "ratios, rounds in one cache state%s)" % same_state_note(("cnn", "unet", "gpt"), "micro1"),
+                 ("cnn", "unet", "gpt"), lambda w: paired_ratio(w, "micro1"), lambda x: x >= 0.50)
+    per_workload("sqrt checkpointing step time / full <= 1.35 (median of the rounds' ratios, rounds in one cache "
+                 "state%s)" % same_state_note(WORKLOADS, "sqrt"), WORKLOADS,
                  lambda w: 1.0 / paired_ratio(w, "sqrt"), lambda x: x <= 1.35)
+    for v, title, inv in (("accum4", "4 micro-batches / full", False), ("micro1", "micro-batch 1 / full", False),
+                          ("sqrt", "sqrt step time / full", True)):
+        ws = ("cnn", "unet", "gpt") if v == "micro1" else WORKLOADS
+        out.append(("the same over every round, whatever the cache states: %s %s" % (title, ", ".join(
+            "%s %.2f" % (w, 1.0 / all_rounds(w, v) if inv else all_rounds(w, v)) for w in ws)), None))
     per_workload("activation RSS snug/PyTorch at the full batch, cheap policy (norms and element-wise layers "
                  "replayed) <= 0.60", WORKLOADS, lambda w: get(w, "cheap", "activation_rss_ratio"),
                  lambda x: x <= 0.60)
@@ -189,7 +250,7 @@ COLUMNS = ("workload", "variant", "batch", "micro_batch", "ms_per_step", "sample
            "sgemm_fraction", "planned_mib", "planned_activation_mib", "rss_before_mib", "rss_peak_mib",
            "activation_rss_mib", "torch_ms_per_step", "torch_samples_per_s", "torch_activation_rss_mib",
            "speed_ratio", "activation_rss_ratio", "torch_config", "snug_process_samples_per_s",
-           "torch_process_samples_per_s")
+           "torch_process_samples_per_s", "snug_process_caches", "torch_process_caches")
 
 
 def write_csv(path, rows):
@@ -216,6 +277,15 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
              "round order: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch; the must-shows that "
              "compare a variant with full batch take the median of the rounds' ratios."
              % (processes, processes, snug_rows[0]["repeats"]), "",
+             "Cache state: before and after every process a probe (bench/bench_cache_pair) times a cache line's "
+             "round trip between two threads: 'shared' where the cores share a last-level cache (~50 ns), "
+             "'apart' where they do not (above %.0f ns: on a virtual machine the host can move its vCPUs onto "
+             "two chiplets, and back, within minutes), 'mixed' where it changed during the process (the CSV's "
+             "*_process_caches, in round order). Where the cores are apart every cache line one thread wrote and "
+             "the other reads or overwrites crosses between the caches, and a step can take half as long again; "
+             "the must-shows that compare a variant with full batch use the rounds whose two processes ran in "
+             "one state (all rounds where none did), and list the median over every round beside them."
+             % APART_NS, "",
              "OpenMP wait policy, the same for both: %s." % wait_policy, "",
              "OPENBLAS_CORETYPE in the run's environment: %s (unset: each OpenBLAS picks its own kernel, and "
              "pytorch_bench.py gives PyTorch SkylakeX on AVX-512 CPUs)." % os.environ.get("OPENBLAS_CORETYPE", "unset"),
@@ -259,6 +329,9 @@ def main():
     r.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     r.add_argument("--wait-policy", default="default", choices=("default", "passive", "active"),
                    help="OMP_WAIT_POLICY for both frameworks; default: unset (the OpenMP runtime's own spin-then-sleep)")
+    r.add_argument("--cache-probe", default="",
+                   help="a program printing 'round_trip_ns N' between two threads, run before and after every "
+                        "process (default: bench/bench_cache_pair beside --snug's build, where it exists)")
     r.add_argument("--out", default=os.path.join(HERE, "results"))
     m = sub.add_parser("merge", help="merge a snug CSV and a PyTorch CSV")
     m.add_argument("snug_csv")
