@@ -380,8 +380,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
             /* Contiguous parts of the samples, as every op splits a batch: thread t writes the outputs that
              * thread t reads next (the pooling or normalisation after it), in memory the planner gave thread t
              * (plan/arena.c). Claiming samples one at a time balanced a faster vCPU's share, but handed a
-             * sample's output to the other core's cache at random: static is 3-4% faster on the cnn's micro-
-             * batches with both vCPUs on one cache, 6% with them apart. */
+             * sample's output to the other core's cache at random: static parts made the cnn's micro-batches
+             * 2.5-4% faster with both vCPUs on one cache, 6% with them apart. */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
                 conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);
