@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "core/mem.h"
 
 #include "plan/plan.h"
@@ -76,21 +77,19 @@ static size_t part_cut(const thread_parts *tp, size_t start, size_t bytes, int t
     return start + (size_t)((double)bytes * (double)num / (double)den); /* a heuristic: rounding is harmless */
 }
 
-/* Bytes of [lo, hi) where a buffer at x (xb bytes) and one at y (yb bytes) give them to different threads. */
+/* Bytes that a buffer at x (xb bytes) and one at y (yb bytes) both cover but give to different threads: their
+ * overlap less what part t of each shares with part t of the other. */
 static size_t crossed_bytes(const thread_parts *tp, size_t x, size_t xb, size_t y, size_t yb) {
     const size_t lo = x > y ? x : y, hi = x + xb < y + yb ? x + xb : y + yb;
-    size_t crossed = 0;
-    for (size_t at = lo; at < hi;) {
-        int tx = 0, ty = 0; /* the owners of byte `at`, and where either owner changes next */
-        while (tx + 1 < tp->T && part_cut(tp, x, xb, tx + 1) <= at) tx++;
-        while (ty + 1 < tp->T && part_cut(tp, y, yb, ty + 1) <= at) ty++;
-        size_t next = hi;
-        if (tx + 1 < tp->T && part_cut(tp, x, xb, tx + 1) < next) next = part_cut(tp, x, xb, tx + 1);
-        if (ty + 1 < tp->T && part_cut(tp, y, yb, ty + 1) < next) next = part_cut(tp, y, yb, ty + 1);
-        if (tx != ty) crossed += next - at;
-        at = next;
+    size_t same = 0;
+    for (int t = 0; t < tp->T; t++) {
+        const size_t xs = part_cut(tp, x, xb, t), ys = part_cut(tp, y, yb, t);
+        const size_t xe = t + 1 < tp->T ? part_cut(tp, x, xb, t + 1) : x + xb;
+        const size_t ye = t + 1 < tp->T ? part_cut(tp, y, yb, t + 1) : y + yb;
+        const size_t s = xs > ys ? xs : ys, e = xe < ye ? xe : ye;
+        if (e > s) same += e - s; /* inside [lo, hi): each part lies inside its own buffer */
     }
-    return crossed;
+    return hi > lo ? hi - lo - same : 0;
 }
 
 /* What placing b at `offset` crosses with every placed buffer whose memory it would reuse. */
@@ -103,8 +102,8 @@ static size_t crossed_with_placed(const thread_parts *tp, const act_buffer *b, s
     return total;
 }
 
-/* The arrays the placement works in, each with room for every buffer (cand: every cut of every buffer and a
- * gap's two ends). */
+/* The arrays the placement works in, each with room for every buffer (cand: a cut of every buffer per thread
+ * boundary, and a gap's two ends). */
 typedef struct arena_work {
     act_buffer **placed; /* placed so far, in offset order */
     act_buffer **live;   /* those whose lifetimes meet the buffer being placed */
@@ -132,8 +131,9 @@ static void try_gap(const thread_parts *tp, const act_buffer *b, size_t lo, size
     for (int i = 0; i < n; i++)
         for (int t = 1; t < tp->T; t++) {
             const size_t at = part_cut(tp, w->near[i]->offset, w->near[i]->bytes, t), rel = part_cut(tp, 0, b->bytes, t);
-            const size_t o = at >= rel ? (at - rel) / SNUG_MEM_ALIGN * SNUG_MEM_ALIGN : 0;
-            if (at >= rel && o >= lo && o + b->bytes <= hi) w->cand[nc++] = o;
+            if (at < rel) continue;
+            const size_t o = (at - rel) / SNUG_MEM_ALIGN * SNUG_MEM_ALIGN;
+            if (o >= lo && o + b->bytes <= hi) w->cand[nc++] = o;
         }
     qsort(w->cand, (size_t)nc, sizeof *w->cand, by_value);
     for (int i = 0; i < nc; i++) {
@@ -191,11 +191,12 @@ static int roots_by_size(const plan *p, order_key *order) {
 
 bool plan_assign_offsets(plan *p) {
     const size_t nb = (size_t)p->n_bufs + 1, cuts = p->threads > 1 ? (size_t)p->threads - 1 : 1;
+    size_t cand_bytes;
+    const bool cand_fits = size_mul(nb, cuts, &cand_bytes) && size_add(cand_bytes, 2, &cand_bytes) &&
+                           size_mul(cand_bytes, sizeof(size_t), &cand_bytes);
     order_key *order = malloc(nb * sizeof *order);
     arena_work w = {.placed = malloc(nb * sizeof *w.placed), .live = malloc(nb * sizeof *w.live),
-                    .near = malloc(nb * sizeof *w.near),
-                    .cand = nb <= SIZE_MAX / sizeof(size_t) / (cuts + 2) ? malloc(nb * (cuts + 2) * sizeof *w.cand)
-                                                                      : NULL};
+                    .near = malloc(nb * sizeof *w.near), .cand = cand_fits ? malloc(cand_bytes) : NULL};
     const bool ok = order && w.placed && w.live && w.near && w.cand;
     p->arena_bytes = 0;
     if (ok) {
