@@ -68,4 +68,37 @@ run "CSV into a missing folder is a runtime error" bench --workload mlp --varian
 expect_rc 1
 expect_in "$ERR" "cannot create"
 
+# bench_cache_pair (built beside snug with the benchmarks; compare.py's cache-state probe): a short measurement
+# prints its round trip, bad arguments are usage errors (exit 2)
+PROBE="$(dirname "$SNUG")/bench/bench_cache_pair"
+run_probe() {
+    finish_case
+    CASE=$1
+    shift
+    CASE_OK=1
+    "$PROBE" "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+}
+if [ -x "$PROBE" ]; then
+    run_probe "bench_cache_pair measures a round trip" 1000
+    if [ "$(nproc)" -ge 2 ]; then
+        expect_rc 0
+        expect_in "$OUT" "round_trip_ns "
+    else
+        expect_rc 1
+        expect_in "$ERR" "fewer than two processors"
+    fi
+    for bad in x 0 -5 "1 2"; do
+        # shellcheck disable=SC2086 # "1 2" is two arguments on purpose
+        run_probe "bench_cache_pair rejects '$bad'" $bad
+        expect_rc 2
+        expect_in "$ERR" "usage: bench_cache_pair"
+    done
+else
+    finish_case
+    CASE="bench_cache_pair is built beside snug"
+    CASE_OK=1
+    fail "no $PROBE: the benchmarks are built with the project"
+fi
+
 finish_tests
