@@ -5,13 +5,16 @@ bench/results/workloads.csv and workloads.md: snug's figures with their PyTorch 
 rate, the geometric mean of the full-batch ratios and the must-shows, met or not. Standard library only.
 
     python3 bench/compare.py run --snug build/snug --out bench/results       # what `make bench` does
-    python3 bench/compare.py merge SNUG.csv TORCH.csv --out DIR               # only merge two CSV files
+    python3 bench/compare.py merge SNUG.csv TORCH.csv [--paired PAIRED.csv] --out DIR   # only merge CSV files
 
 Every measurement is a fresh process, 3 per framework for each workload and variant, alternating (--processes;
 the median process is reported: a whole process can land in a slow mode on a small virtual machine), in rounds
 that run every variant of a workload in turn; the must-shows that compare a variant with full batch take the
 median of the rounds' ratios (snug bench --workload W --variant V; pytorch_bench.py the same), so no
-measurement's resident memory includes another's. Both run under the same OMP_WAIT_POLICY: by default the
+measurement's resident memory includes another's. Those must-shows (4 micro-batches, micro-batch 1, sqrt against
+full batch) come from a third kind of snug process per round and variant, `snug bench --paired`: both trainers in
+one process, blocks of steps alternating, so that each ratio compares steps run within a second of each other
+rather than processes a minute apart on a host whose speed changes in between (workloads_paired.csv). Both run under the same OMP_WAIT_POLICY: by default the
 variable is unset, so the OpenMP runtime spins briefly between parallel regions and then sleeps (what a user
 gets, and PyTorch's fastest setting on a quiet machine); `--wait-policy passive` (threads sleep at once, kinder
 to a shared machine) is the second configuration docs/performance.md reports.
@@ -28,6 +31,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
 VARIANTS = ("full", "cheap", "accum4", "sqrt", "micro1")
+# The variants whose must-shows compare them with full batch: measured paired too (snug bench --paired).
+PAIRED_VARIANTS = ("accum4", "sqrt", "micro1")
 # PyTorch has no counterpart of snug's cheap policy (replaying norms and element-wise layers): its row there is
 # PyTorch's full batch, measured again right after snug's.
 TORCH_VARIANT = {"cheap": "full"}
@@ -84,7 +89,8 @@ def run(args):
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
     probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
     probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
-    snug_rows, torch_rows = [], []
+    snug_rows, torch_rows, paired_rows = [], [], []
+    paired = [v for v in PAIRED_VARIANTS if v in args.variants] if args.pairs > 0 else []
     with tempfile.TemporaryDirectory() as tmp:
         for w in args.workloads:
             config = subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--choose-config",
@@ -104,6 +110,12 @@ def run(args):
                     caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
                                    env, probe)
                     snug_runs[v] += [dict(r, caches=caches) for r in read_rows(out)]
+                for v in paired:
+                    out = os.path.join(tmp, "paired.csv")
+                    caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--paired", "--repeats",
+                                    str(args.pairs), "--steps", str(args.steps), "--threads", str(args.threads),
+                                    "--csv", out], env, probe)
+                    paired_rows += [dict(r, caches=caches) for r in read_rows(out)]
                 for v in args.variants:
                     out = os.path.join(tmp, "torch.csv")
                     caches = timed([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--child", "--workload",
@@ -119,7 +131,12 @@ def run(args):
                       % (w, v, float(s["samples_per_s"]), float(t["samples_per_s"]),
                          float(s["samples_per_s"]) / float(t["samples_per_s"]), s["process_samples_per_s"],
                          t["process_samples_per_s"], s["process_caches"], t["process_caches"]), flush=True)
-    return snug_rows, torch_rows
+            for v in paired:
+                rs = [r for r in paired_rows if r["workload"] == w and r["variant"] == v]
+                print("%-9s %-7s against full batch, paired in one process: %s (caches: %s)" % (
+                    w, v, " | ".join(r["pair_ratios"] for r in rs), " ".join(r["caches"] or "-" for r in rs)),
+                    flush=True)
+    return snug_rows, torch_rows, paired_rows
 
 
 def f(row, key):
@@ -155,7 +172,17 @@ def merge(snug_rows, torch_rows):
     return merged
 
 
-def must_shows(rows):
+def pair_ratios(paired, w, v, state=None):
+    """Every pair's ratio of variant v of w against full batch (snug bench --paired), from the processes whose
+    cache state was `state` (any where None)."""
+    out = []
+    for r in paired:
+        if r["workload"] == w and r["variant"] == v and (state is None or r.get("caches") == state):
+            out += [float(x) for x in r["pair_ratios"].split()]
+    return out
+
+
+def must_shows(rows, paired=()):
     """(text, met) per must-show of the issue, each with its numbers."""
     by = {(r["workload"], r["variant"]): r for r in rows}
 
@@ -221,19 +248,39 @@ def must_shows(rows):
         return "; rounds in one cache state: " + ", ".join(
             "%s %d of %d" % (w, sum(s for _, s in r), len(r)) for w, r in counts if r)
 
-    per_workload("4 micro-batches keep >= 0.95 of full-batch samples/s (median of the rounds' ratios, rounds "
-                 "whose two processes ran in one cache state%s)" % same_state_note(WORKLOADS, "accum4"), WORKLOADS,
-                 lambda w: paired_ratio(w, "accum4"), lambda x: x >= 0.95)
-    per_workload("micro-batch 1 keeps >= 0.50 of full-batch samples/s (cnn, unet, gpt; median of the rounds' "
-                 "ratios, rounds in one cache state%s)" % same_state_note(("cnn", "unet", "gpt"), "micro1"),
-                 ("cnn", "unet", "gpt"), lambda w: paired_ratio(w, "micro1"), lambda x: x >= 0.50)
-    per_workload("sqrt checkpointing step time / full <= 1.35 (median of the rounds' ratios, rounds in one cache "
-                 "state%s)" % same_state_note(WORKLOADS, "sqrt"), WORKLOADS,
-                 lambda w: 1.0 / paired_ratio(w, "sqrt"), lambda x: x <= 1.35)
+    def in_one_process(w, v):
+        """The median pair of snug bench --paired over every process, whatever its cache state; the rounds of
+        separate processes where no paired measurement was made."""
+        xs = pair_ratios(paired, w, v)
+        return statistics.median(xs) if xs else paired_ratio(w, v)
+
+    method = ("median over the pairs of blocks of steps alternating with full batch in one process (snug bench "
+              "--paired), whatever the cache state" if paired else
+              "median of the rounds' ratios, rounds whose two processes ran in one cache state")
+    musts = (("accum4", "4 micro-batches keep >= 0.95 of full-batch samples/s", WORKLOADS, False, 0.95),
+             ("micro1", "micro-batch 1 keeps >= 0.50 of full-batch samples/s (cnn, unet, gpt)",
+              ("cnn", "unet", "gpt"), False, 0.50),
+             ("sqrt", "sqrt checkpointing step time / full <= 1.35", WORKLOADS, True, 1.35))
+    for v, title, ws, inv, bar in musts:
+        value = (lambda w, v=v: 1.0 / in_one_process(w, v)) if inv else (lambda w, v=v: in_one_process(w, v))
+        ok = (lambda x, bar=bar: x <= bar) if inv else (lambda x, bar=bar: x >= bar)
+        per_workload("%s (%s%s)" % (title, method, "" if paired else same_state_note(ws, v)), ws, value, ok)
+        if paired:
+            for state in ("shared", "apart"):
+                vals = [(w, pair_ratios(paired, w, v, state)) for w in ws]
+                if any(xs for _, xs in vals):
+                    out.append(("the same from the processes whose cores %s: %s" % (
+                        "shared a last-level cache" if state == "shared" else "were apart", ", ".join(
+                            "%s %.2f (%d pairs)" % (w, (1.0 / statistics.median(xs)) if inv else
+                                                   statistics.median(xs), len(xs)) if xs else "%s -" % w
+                            for w, xs in vals)), None))
+            out.append(("the same from separate processes, the rounds whose two processes ran in one cache state "
+                        "(%s): %s" % (same_state_note(ws, v)[2:], ", ".join("%s %.2f" % (w, 1.0 / paired_ratio(w, v) if inv else
+                                                  paired_ratio(w, v)) for w in ws)), None))
     for v, title, inv in (("accum4", "4 micro-batches / full", False), ("micro1", "micro-batch 1 / full", False),
                           ("sqrt", "sqrt step time / full", True)):
         ws = ("cnn", "unet", "gpt") if v == "micro1" else WORKLOADS
-        out.append(("the same over every round, whatever the cache states: %s %s" % (title, ", ".join(
+        out.append(("separate processes, every round, whatever the cache states: %s %s" % (title, ", ".join(
             "%s %.2f" % (w, 1.0 / all_rounds(w, v) if inv else all_rounds(w, v)) for w in ws)), None))
     per_workload("activation RSS snug/PyTorch at the full batch, cheap policy (norms and element-wise layers "
                  "replayed) <= 0.60", WORKLOADS, lambda w: get(w, "cheap", "activation_rss_ratio"),
@@ -261,7 +308,45 @@ def write_csv(path, rows):
             w.writerow({k: ("%.4g" % v if isinstance(v, float) else v) for k, v in r.items()})
 
 
-def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
+PAIRED_COLUMNS = ("workload", "variant", "batch", "micro_batch", "pairs", "full_steps", "steps", "full_ms_per_step",
+                  "ms_per_step", "ratio", "ratio_lowest", "ratio_highest", "pair_ratios", "caches")
+
+
+def write_paired_csv(path, paired):
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=PAIRED_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in paired:
+            w.writerow(r)
+
+
+def paired_table(paired):
+    """Markdown lines: per workload and variant, the median pair over every paired process and per cache state."""
+    lines = ["## Variants against full batch in one process", "",
+             "`snug bench --workload W --variant V --paired`: the full-batch trainer and the variant's in one "
+             "process, blocks of about a quarter second alternating (full, V, V, full, ...), each after one untimed "
+             "step; a pair's ratio is V's samples/s over full batch's (for sqrt, its inverse is the step-time "
+             "ratio). One such process per round; its cache state probed before and after it (workloads_paired.csv "
+             "lists every pair).", "",
+             "| workload | variant | m | pairs | median | lowest | highest | cores shared: median (pairs) | cores "
+             "apart: median (pairs) |", "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    keys = []
+    for r in paired:
+        if (r["workload"], r["variant"]) not in keys:
+            keys.append((r["workload"], r["variant"]))
+    for w, v in keys:
+        xs = pair_ratios(paired, w, v)
+        m = next(r["micro_batch"] for r in paired if r["workload"] == w and r["variant"] == v)
+        cells = []
+        for state in ("shared", "apart"):
+            ys = pair_ratios(paired, w, v, state)
+            cells.append("%.3f (%d)" % (statistics.median(ys), len(ys)) if ys else "-")
+        lines.append("| %s | %s | %s | %d | %.3f | %.3f | %.3f | %s | %s |" % (
+            w, v, m, len(xs), statistics.median(xs), min(xs), max(xs), cells[0], cells[1]))
+    return lines + [""]
+
+
+def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, paired=()):
     sgemm = statistics.median(float(r["sgemm_gflops"]) for r in snug_rows)
     torch_sgemm = statistics.median(float(r["sgemm_gflops"]) for r in torch_rows) if torch_rows else float("nan")
     lines = ["# Benchmark workloads: snug and PyTorch", "",
@@ -303,8 +388,11 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes):
                                          r["torch_activation_rss_mib"], r["activation_rss_ratio"]))
     lines += ["", "PyTorch configurations: " + "; ".join(
         sorted({"%s: %s" % (r["workload"], r["torch_config"].split(", ")[1]) for r in rows if r["torch_config"]})),
-        "", "## Must-shows", ""]
-    for text, met in must_shows(rows):
+        ""]
+    if paired:
+        lines += paired_table(paired)
+    lines += ["## Must-shows", ""]
+    for text, met in must_shows(rows, paired):
         lines.append("- %s%s" % (text, "" if met is None else (": **met**" if met else ": **not met**")))
     lines += ["", "Activation RSS: peak RSS over the timed steps minus the memory the model keeps between steps; "
               "for both, minus the RSS once the data existed but not the model, and minus the parameters, "
@@ -329,6 +417,9 @@ def main():
     r.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     r.add_argument("--wait-policy", default="default", choices=("default", "passive", "active"),
                    help="OMP_WAIT_POLICY for both frameworks; default: unset (the OpenMP runtime's own spin-then-sleep)")
+    r.add_argument("--pairs", type=int, default=6,
+                   help="pairs of blocks per paired process (snug bench --paired; one per round for accum4, sqrt "
+                        "and micro1); 0: no paired processes, the must-shows then compare separate processes")
     r.add_argument("--cache-probe", default="",
                    help="a program printing 'round_trip_ns N' between two threads, run before and after every "
                         "process (default: bench/bench_cache_pair beside --snug's build, where it exists)")
@@ -336,17 +427,20 @@ def main():
     m = sub.add_parser("merge", help="merge a snug CSV and a PyTorch CSV")
     m.add_argument("snug_csv")
     m.add_argument("torch_csv")
+    m.add_argument("--paired", default="", help="a CSV of snug bench --paired (with a caches column, or without)")
     m.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args()
-    if args.cmd == "run" and (args.processes < 1 or args.repeats < 1):
-        p.error("--processes and --repeats need at least 1 (got %d and %d)" % (args.processes, args.repeats))
+    if args.cmd == "run" and (args.processes < 1 or args.repeats < 1 or args.pairs < 0):
+        p.error("--processes and --repeats need at least 1 and --pairs at least 0 (got %d, %d and %d)"
+                % (args.processes, args.repeats, args.pairs))
     if args.cmd == "run":
         if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
             p.error("%s cannot import torch: install Debian's python3-torch (scripts/install-deps.sh --bench, as root)"
                     " or use `snug bench` for snug alone" % TORCH_PYTHON)
-        snug_rows, torch_rows = run(args)
+        snug_rows, torch_rows, paired = run(args)
     else:
         snug_rows, torch_rows = read_rows(args.snug_csv), read_rows(args.torch_csv)
+        paired = read_rows(args.paired) if args.paired else []
     if not snug_rows:
         p.error("no snug results to report")
     os.makedirs(args.out, exist_ok=True)
@@ -355,7 +449,9 @@ def main():
     policy = ("OMP_WAIT_POLICY unset (the runtime's spin-then-sleep)" if args.wait_policy == "default" else
               "OMP_WAIT_POLICY=" + args.wait_policy) if args.cmd == "run" else "not recorded (merged files)"
     processes = args.processes if args.cmd == "run" else "?"
-    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes)
+    if paired:
+        write_paired_csv(os.path.join(args.out, "workloads_paired.csv"), paired)
+    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes, paired)
     with open(os.path.join(args.out, "workloads.md")) as fh:
         print(fh.read())
     return 0

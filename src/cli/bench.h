@@ -6,7 +6,9 @@
  *   bench_sgemm.c      the SGEMM rate of this machine, measured in the same run
  *   bench_rss.c        resident memory from /proc/self/status, and resetting its high-water mark
  *   bench_machine.c    the machine's description (CPU, cores, threads, BLAS and its kernel)
+ *   bench_case.c       a workload's trainer in one variant on its data: built, stepped, released
  *   bench_report.c     the table on stdout, the CSV and the Markdown files
+ *   bench_paired.c     a variant timed against full batch in one process, blocks of steps alternating
  *   cmd_bench.c        one measurement per (workload, variant), and the command itself
  * bench/pytorch_bench.py measures the same workloads in PyTorch with the same method and CSV columns;
  * bench/compare.py merges both into bench/results/ (make bench). */
@@ -112,15 +114,6 @@ typedef struct bench_result {
     size_t activation_rss;     /* rss_peak - rss_start - persistent: see cmd_bench.c */
 } bench_result;
 
-/* ---- reports ---- */
-void bench_print_header(FILE *out, const bench_machine *m);
-void bench_print_row(FILE *out, const bench_result *r);
-/* CSV: a header line, then one row per result; the columns are pytorch_bench.py's. */
-snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
-                            snug_error *err);
-snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
-                                 snug_error *err);
-
 /* ---- flags ---- */
 typedef struct bench_options {
     const char *workload;    /* a workload name or "all" */
@@ -131,13 +124,76 @@ typedef struct bench_options {
     long threads;            /* 0: every core */
     long sgemm_n;
     const char *csv, *markdown;
+    bool paired;             /* time each variant against full batch in one process (bench_paired.c) */
     bool help;
 } bench_options;
+
+/* ---- one workload in one variant, built and ready to step (bench_case.c) ---- */
+typedef struct bench_case {
+    const bench_workload *w;
+    bench_variant v;
+    snug_graph *graph;
+    snug_dataset *data;
+    snug_trainer *trainer;
+    size_t *indices;   /* 0 .. B-1: every step trains on the whole synthetic set */
+} bench_case;
+
+/* Builds c->w's graph, its synthetic data and the trainer of variant c->v, and fills r's configuration, plan
+ * figures, parameter count and the resident memory before and after the trainer existed (r->rss_start,
+ * r->rss_before). On failure what was built stays in c for bench_case_close. */
+snug_status bench_case_open(bench_case *c, bench_result *r, snug_error *err);
+/* Runs `steps` optimizer steps on the whole synthetic batch; *seconds is their wall time. */
+snug_status bench_case_steps(bench_case *c, long steps, double *seconds, snug_error *err);
+/* `warmup` untimed steps (at least one where steps == 0); *steps is `steps`, or where it is 0 as many as take
+ * about target_seconds by the last warm-up step, from min_steps to BENCH_MAX_STEPS. */
+snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double target_seconds, int min_steps,
+                               int *out_steps, snug_error *err);
+void bench_case_close(bench_case *c);
+#define BENCH_MAX_STEPS 200
+
+/* The median of v[0..n) (n >= 1); sorts v. */
+double bench_median(double *v, size_t n);
+
+/* ---- a variant against full batch in one process (bench_paired.c) ---- */
+typedef struct bench_pair_result {
+    const bench_workload *w;
+    bench_variant v;
+    size_t micro_batch;
+    int pairs;                 /* pairs of blocks */
+    int full_steps, steps;     /* timed steps per block: full batch's, the variant's */
+    double full_ms, ms;        /* ms per step, medians over their blocks */
+    double ratio;              /* the variant's samples/s over full batch's: the median of the pairs' ratios */
+    double ratio_lo, ratio_hi; /* the lowest and highest pair */
+    double *ratios;            /* every pair's, in order (owned; bench_pair_results_free) */
+} bench_pair_result;
+
+/* Times variant v of w against full batch: both trainers live in this process, and blocks of steps alternate
+ * (full, v, v, full, full, v, ...), each after one untimed step that brings its own trainer's memory back
+ * into the caches; a pair's ratio compares two blocks run within a second of each other. */
+snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w, bench_variant v,
+                               bench_pair_result *r, snug_error *err);
+void bench_pair_results_free(bench_pair_result *r, size_t n);
+
+/* ---- reports ---- */
+void bench_print_header(FILE *out, const bench_machine *m);
+void bench_print_row(FILE *out, const bench_result *r);
+/* CSV: a header line, then one row per result; the columns are pytorch_bench.py's. */
+snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
+                            snug_error *err);
+snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
+                                 snug_error *err);
+/* The paired measurements: a header and one line per variant; CSV and Markdown with their own columns. */
+void bench_print_pair_header(FILE *out, const bench_machine *m);
+void bench_print_pair_row(FILE *out, const bench_pair_result *r);
+snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const bench_pair_result *r, size_t n,
+                                 snug_error *err);
+snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, const bench_pair_result *r,
+                                      size_t n, snug_error *err);
 
 /* Fills opt from argv[1..argc); false with one line in msg on a usage error. */
 bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
 #define CLI_BENCH_USAGE                                                                                          \
     "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
-    "[--steps N] [--repeats R] [--threads N] [--csv FILE] [--markdown FILE]"
+    "[--steps N] [--repeats R] [--threads N] [--paired] [--csv FILE] [--markdown FILE]"
 
 #endif

@@ -35,6 +35,10 @@ static const flag bench_flags[] = {
      .min = 64, .max = 16384},
     {FLAG("csv", F_STRING, csv, "FILE", "also write the results as CSV (the columns of bench/pytorch_bench.py) [none]")},
     {FLAG("markdown", F_STRING, markdown, "FILE", "also write the results as a Markdown table [none]")},
+    {FLAG("paired", F_SWITCH, paired, NULL,
+          "time each chosen variant but full against full batch in one process: both trainers built, then "
+          "blocks of about a quarter second (--steps) alternating, --repeats pairs; prints the variant's "
+          "samples/s over full batch's per pair and their median, no memory [off]")},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 
@@ -58,5 +62,6 @@ void cli_bench_help(FILE *out) {
             "first step and at its peak during the timed steps. `make bench` runs it beside PyTorch.\n\n");
     flags_print_help(out, &bench_table);
     fprintf(out, "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error, 2 usage error.\n"
-                 "Example: snug bench --workload cnn --variant full --repeats 5 --csv cnn.csv\n");
+                 "Example: snug bench --workload cnn --variant full --repeats 5 --csv cnn.csv\n"
+                 "         snug bench --workload mlp --variant accum4 --paired --repeats 8\n");
 }

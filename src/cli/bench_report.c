@@ -52,18 +52,19 @@ static snug_status close_checked(FILE *f, const char *path, snug_error *err) {
     return SNUG_OK;
 }
 
-static FILE *open_out(const char *path, snug_error *err) {
+/* The report file at path, and the machine's description for it in machine[512]. */
+static FILE *open_out(const char *path, const bench_machine *m, char machine[512], snug_error *err) {
     FILE *f = fopen(path, "w");
     if (!f) snug_fail(err, SNUG_E_IO, "cannot create '%s': does its folder exist, and may it be written?", path);
+    else bench_machine_line(m, machine, 512);
     return f;
 }
 
 snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
                             snug_error *err) {
-    FILE *f = open_out(path, err);
-    if (!f) return SNUG_E_IO;
     char machine[512];
-    bench_machine_line(m, machine, sizeof machine);
+    FILE *f = open_out(path, m, machine, err);
+    if (!f) return SNUG_E_IO;
     fputs(CSV_HEADER, f);
     for (size_t i = 0; i < n; i++) csv_row(f, m, machine, &r[i]);
     return close_checked(f, path, err);
@@ -71,10 +72,9 @@ snug_status bench_write_csv(const char *path, const bench_machine *m, const benc
 
 snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
                                  snug_error *err) {
-    FILE *f = open_out(path, err);
-    if (!f) return SNUG_E_IO;
     char machine[512];
-    bench_machine_line(m, machine, sizeof machine);
+    FILE *f = open_out(path, m, machine, err);
+    if (!f) return SNUG_E_IO;
     fprintf(f, "# snug bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s (the faster of the "
                "BLAS, %.1f, and snug's own, %.1f).\n\n", machine, m->sgemm_n, m->sgemm_n, m->sgemm_gflops,
             m->blas_gflops, m->own_gflops);
@@ -89,5 +89,61 @@ snug_status bench_write_markdown(const char *path, const bench_machine *m, const
     fprintf(f, "\nMedians of %d repeats. Activation RSS: the peak RSS of the timed steps minus the RSS before the "
                "trainer existed, minus the planned parameters, gradients and optimizer state.\n",
             n ? r[0].repeats : 0);
+    return close_checked(f, path, err);
+}
+
+/* ---- paired measurements (bench_paired.c) ---- */
+
+void bench_print_pair_header(FILE *out, const bench_machine *m) {
+    char line[512];
+    bench_machine_line(m, line, sizeof line);
+    fprintf(out, "machine: %s\n", line);
+    fprintf(out, "each variant against full batch in one process, blocks of steps alternating; ratio: the variant's "
+                 "samples/s over full batch's\n");
+    fprintf(out, "%-9s %-7s %5s %5s %6s %12s %12s %7s %7s %7s\n", "workload", "variant", "B", "m", "pairs",
+            "full ms/step", "ms/step", "ratio", "lowest", "highest");
+}
+
+void bench_print_pair_row(FILE *out, const bench_pair_result *r) {
+    fprintf(out, "%-9s %-7s %5zu %5zu %6d %12.2f %12.2f %7.3f %7.3f %7.3f\n", r->w->name, bench_variant_name(r->v),
+            r->w->batch, r->micro_batch, r->pairs, r->full_ms, r->ms, r->ratio, r->ratio_lo, r->ratio_hi);
+    fflush(out);
+}
+
+#define PAIR_CSV_HEADER                                                                                         \
+    "framework,workload,variant,batch,micro_batch,threads,pairs,full_steps,steps,full_ms_per_step,ms_per_step,"  \
+    "ratio,ratio_lowest,ratio_highest,pair_ratios,machine\n"
+
+snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const bench_pair_result *r, size_t n,
+                                 snug_error *err) {
+    char machine[512];
+    FILE *f = open_out(path, m, machine, err);
+    if (!f) return SNUG_E_IO;
+    fputs(PAIR_CSV_HEADER, f);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(f, "snug,%s,%s,%zu,%zu,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,", r[i].w->name,
+                bench_variant_name(r[i].v), r[i].w->batch, r[i].micro_batch, m->threads, r[i].pairs,
+                r[i].full_steps, r[i].steps, r[i].full_ms, r[i].ms, r[i].ratio, r[i].ratio_lo, r[i].ratio_hi);
+        for (int k = 0; k < r[i].pairs; k++) fprintf(f, "%s%.4f", k ? " " : "", r[i].ratios[k]);
+        fprintf(f, ",\"%s\"\n", machine);
+    }
+    return close_checked(f, path, err);
+}
+
+snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, const bench_pair_result *r,
+                                      size_t n, snug_error *err) {
+    char machine[512];
+    FILE *f = open_out(path, m, machine, err);
+    if (!f) return SNUG_E_IO;
+    fprintf(f, "# snug bench --paired\n\nMachine: %s.\n\nEach variant against full batch in one process: both "
+               "trainers built, then blocks of steps alternating (full, variant, variant, full, ...), each after "
+               "one untimed step. Ratio: the variant's samples/s over full batch's, the median over the pairs.\n\n",
+            machine);
+    fprintf(f, "| workload | variant | B | m | pairs | full ms/step | ms/step | ratio | lowest | highest |\n");
+    fprintf(f, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "| %s | %s | %zu | %zu | %d | %.2f | %.2f | %.3f | %.3f | %.3f |\n", r[i].w->name,
+                bench_variant_name(r[i].v), r[i].w->batch, r[i].micro_batch, r[i].pairs, r[i].full_ms, r[i].ms,
+                r[i].ratio, r[i].ratio_lo, r[i].ratio_hi);
     return close_checked(f, path, err);
 }

@@ -25,154 +25,42 @@
 
 #define AUTO_REPEAT_SECONDS 1.0
 #define AUTO_MIN_STEPS 3
-#define AUTO_MAX_STEPS 200
 #define SGEMM_TRIES 3
 
-typedef struct bench_case {
-    const bench_options *opt;
-    const bench_machine *machine;
-    const bench_workload *w;
-    bench_variant v;
-    snug_graph *graph;
-    snug_dataset *data;
-    snug_trainer *trainer;
-    size_t *indices;   /* 0 .. B-1: every step trains on the whole synthetic set */
-} bench_case;
-
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-    qsort(v, n, sizeof *v, compare_doubles);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Planned bytes and FLOPs of one optimizer step: a micro-batch's FLOPs scale with its samples, so a step of B
- * samples costs step_flops * B / m whatever the split. */
-static snug_status plan_figures(bench_case *c, const snug_train_config *cfg, bench_result *r, snug_error *err) {
-    snug_plan *p = NULL;
-    snug_status st = snug_plan_new(c->graph, cfg, r->micro_batch, cfg->checkpoint, 0, &p, err);
+static snug_status time_repeats(const bench_options *opt, bench_case *c, bench_result *r, snug_error *err) {
+    snug_status st =
+        bench_case_warm_up(c, opt->warmup, opt->steps, AUTO_REPEAT_SECONDS, AUTO_MIN_STEPS, &r->steps, err);
     if (st != SNUG_OK) return st;
-    snug_plan_summary s;
-    snug_plan_summarize(p, &s);
-    snug_plan_free(p);
-    r->planned_total = s.total;
-    r->planned_activations = s.bytes[SNUG_MEM_ACTIVATIONS];
-    r->planned_workspace = s.bytes[SNUG_MEM_WORKSPACE];
-    r->persistent = s.bytes[SNUG_MEM_PARAMS] + s.bytes[SNUG_MEM_GRADS] + s.bytes[SNUG_MEM_OPTIM];
-    r->step_flops = s.step_flops * (double)c->w->batch / (double)r->micro_batch;
-    return SNUG_OK;
-}
-
-static size_t trainable_params(const snug_trainer *tr) {
-    size_t total = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
-        size_t numel = 0;
-        float *grads = NULL;
-        snug_trainer_param(tr, i, &numel, NULL, &grads);
-        if (grads) total += numel;
-    }
-    return total;
-}
-
-/* Runs `steps` optimizer steps on the whole synthetic batch; *seconds is their wall time. */
-static snug_status run_steps(bench_case *c, long steps, double *seconds, snug_error *err) {
-    snug_step_stats st;
-    double t0 = omp_get_wtime();
-    for (long i = 0; i < steps; i++) {
-        snug_status s = snug_trainer_step(c->trainer, c->data, c->indices, c->w->batch, &st, err);
-        if (s != SNUG_OK) return s;
-    }
-    *seconds = omp_get_wtime() - t0;
-    return SNUG_OK;
-}
-
-/* Warm-up; with --steps 0, the last warm-up step sets how many steps make about a second. */
-static snug_status warm_up(bench_case *c, int *steps, snug_error *err) {
-    long warmup = c->opt->warmup;
-    double seconds = 0;
-    if (warmup > 1) {
-        snug_status s = run_steps(c, warmup - 1, &seconds, err);
-        if (s != SNUG_OK) return s;
-    }
-    if (warmup > 0 || c->opt->steps == 0) {
-        snug_status s = run_steps(c, 1, &seconds, err);
-        if (s != SNUG_OK) return s;
-    }
-    if (c->opt->steps > 0) {
-        *steps = (int)c->opt->steps;
-    } else {
-        double n = seconds > 0 ? ceil(AUTO_REPEAT_SECONDS / seconds) : AUTO_MAX_STEPS;
-        *steps = (int)fmin(fmax(n, AUTO_MIN_STEPS), AUTO_MAX_STEPS);
-    }
-    return SNUG_OK;
-}
-
-static snug_status time_repeats(bench_case *c, bench_result *r, snug_error *err) {
-    snug_status st = warm_up(c, &r->steps, err);
-    if (st != SNUG_OK) return st;
-    r->repeats = (int)c->opt->repeats;
+    r->repeats = (int)opt->repeats;
     double *ms = calloc((size_t)r->repeats, sizeof *ms);
     if (!ms) return snug_fail(err, SNUG_E_OOM, "cannot hold %d timings in memory", r->repeats);
     bench_rss_reset_peak();
     for (int i = 0; i < r->repeats && st == SNUG_OK; i++) {
         double seconds = 0;
-        st = run_steps(c, r->steps, &seconds, err);
+        st = bench_case_steps(c, r->steps, &seconds, err);
         ms[i] = 1e3 * seconds / r->steps;
     }
     size_t rss_now = 0;
     bench_rss_read(&rss_now, &r->rss_peak);
-    if (st == SNUG_OK) r->ms_per_step = median(ms, (size_t)r->repeats);
+    if (st == SNUG_OK) r->ms_per_step = bench_median(ms, (size_t)r->repeats);
     free(ms);
     return st;
 }
 
-static void derive(const bench_case *c, bench_result *r) {
-    r->samples_per_s = r->ms_per_step > 0 ? 1e3 * (double)c->w->batch / r->ms_per_step : 0;
+static void derive(const bench_machine *m, bench_result *r) {
+    r->samples_per_s = r->ms_per_step > 0 ? 1e3 * (double)r->w->batch / r->ms_per_step : 0;
     r->gflops = r->ms_per_step > 0 ? r->step_flops * 1e-9 / (r->ms_per_step * 1e-3) : 0;
-    r->sgemm_fraction = c->machine->sgemm_gflops > 0 ? r->gflops / c->machine->sgemm_gflops : 0;
+    r->sgemm_fraction = m->sgemm_gflops > 0 ? r->gflops / m->sgemm_gflops : 0;
     size_t base = r->rss_start + r->persistent;
     r->activation_rss = r->rss_peak > base ? r->rss_peak - base : 0;
 }
 
-static snug_status measure(bench_case *c, bench_result *r, snug_error *err) {
-    const bench_workload *w = c->w;
-    snug_train_config cfg = bench_config(w, c->v);
-    *r = (bench_result){.w = w, .v = c->v, .micro_batch = bench_micro_batch(c->v, w->batch)};
-    r->micro_batches = (w->batch + r->micro_batch - 1) / r->micro_batch;
-    size_t hwm;
-    c->graph = bench_build_graph(w, err);
-    if (!c->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
-    snug_status st = snug_graph_check(c->graph, err);
-    if (st == SNUG_OK) st = bench_dataset_new(w, c->graph, w->batch, 1, &c->data, err);
-    if (st == SNUG_OK) st = plan_figures(c, &cfg, r, err);
-    c->indices = st == SNUG_OK ? malloc(w->batch * sizeof *c->indices) : NULL;
-    if (st == SNUG_OK && !c->indices) st = snug_fail(err, SNUG_E_OOM, "cannot hold %zu sample indices", w->batch);
-    for (size_t i = 0; st == SNUG_OK && i < w->batch; i++) c->indices[i] = i;
-    if (st == SNUG_OK) {
-        bench_rss_release_freed();
-        bench_rss_read(&r->rss_start, &hwm);
-    }
-    if (st == SNUG_OK) st = snug_trainer_new(c->graph, &cfg, &c->trainer, err);
-    if (st == SNUG_OK) st = snug_trainer_check_dataset(c->trainer, c->data, err);
-    if (st == SNUG_OK) {
-        r->params = trainable_params(c->trainer);
-        bench_rss_read(&r->rss_before, &hwm);
-        st = time_repeats(c, r, err);
-    }
-    if (st == SNUG_OK) derive(c, r);
+static snug_status measure(const bench_options *opt, const bench_machine *m, bench_case *c, bench_result *r,
+                           snug_error *err) {
+    snug_status st = bench_case_open(c, r, err);
+    if (st == SNUG_OK) st = time_repeats(opt, c, r, err);
+    if (st == SNUG_OK) derive(m, r);
     return st;
-}
-
-static void release(bench_case *c) {
-    /* the trainer points into the graph, so it goes first */
-    if (c->trainer) snug_trainer_free(c->trainer);
-    snug_dataset_free(c->data);
-    if (c->graph) snug_graph_free(c->graph);
-    free(c->indices);
-    c->trainer = NULL, c->data = NULL, c->graph = NULL, c->indices = NULL;
 }
 
 /* Every (workload, variant) the flags select, in table order. */
@@ -185,14 +73,58 @@ static snug_status run_all(const bench_options *opt, const bench_machine *m, ben
         if (strcmp(opt->workload, "all") != 0 && strcmp(opt->workload, ws[i].name) != 0) continue;
         for (int v = 0; v < BENCH_NVARIANTS; v++) {
             if (opt->variant != BENCH_NVARIANTS && opt->variant != v) continue;
-            bench_case c = {.opt = opt, .machine = m, .w = &ws[i], .v = (bench_variant)v};
-            snug_status st = measure(&c, &results[*n], err);
-            release(&c);
+            bench_case c = {.w = &ws[i], .v = (bench_variant)v};
+            snug_status st = measure(opt, m, &c, &results[*n], err);
+            bench_case_close(&c);
             if (st != SNUG_OK) return st;
             bench_print_row(stdout, &results[(*n)++]);
         }
     }
     return SNUG_OK;
+}
+
+/* --paired: every chosen (workload, variant) but full batch, each against full batch. */
+static snug_status run_paired(const bench_options *opt, bench_pair_result *results, size_t *n, snug_error *err) {
+    size_t nw;
+    const bench_workload *ws = bench_workloads(&nw);
+    *n = 0;
+    for (size_t i = 0; i < nw; i++) {
+        if (strcmp(opt->workload, "all") != 0 && strcmp(opt->workload, ws[i].name) != 0) continue;
+        for (int v = BENCH_FULL + 1; v < BENCH_NVARIANTS; v++) {
+            if (opt->variant != BENCH_NVARIANTS && opt->variant != v) continue;
+            snug_status st = bench_pair_measure(opt, &ws[i], (bench_variant)v, &results[*n], err);
+            (*n)++;
+            if (st != SNUG_OK) return st;
+            bench_print_pair_row(stdout, &results[*n - 1]);
+        }
+    }
+    return SNUG_OK;
+}
+
+static int write_pair_reports(const bench_options *opt, const bench_machine *m, const bench_pair_result *r,
+                              size_t n) {
+    snug_error err = {0};
+    if (opt->csv && bench_write_pair_csv(opt->csv, m, r, n, &err) != SNUG_OK) return cli_runtime_error(&err);
+    if (opt->markdown && bench_write_pair_markdown(opt->markdown, m, r, n, &err) != SNUG_OK)
+        return cli_runtime_error(&err);
+    return CLI_EXIT_OK;
+}
+
+static int bench_paired(const bench_options *opt, const bench_machine *m) {
+    size_t nw, n = 0;
+    bench_workloads(&nw);
+    bench_pair_result *results = calloc(nw * BENCH_NVARIANTS, sizeof *results);
+    snug_error err = {0};
+    if (!results) {
+        snug_fail(&err, SNUG_E_OOM, "cannot hold the benchmark's results in memory");
+        return cli_runtime_error(&err);
+    }
+    bench_print_pair_header(stdout, m);
+    int rc = run_paired(opt, results, &n, &err) == SNUG_OK ? write_pair_reports(opt, m, results, n)
+                                                          : cli_runtime_error(&err);
+    bench_pair_results_free(results, n);
+    free(results);
+    return rc;
 }
 
 static int write_reports(const bench_options *opt, const bench_machine *m, const bench_result *r, size_t n) {
@@ -211,9 +143,14 @@ int cmd_bench(int argc, char **argv) {
         cli_bench_help(stdout);
         return CLI_EXIT_OK;
     }
+    if (opt.paired && opt.variant == BENCH_FULL)
+        return cli_usage_error("bench", CLI_BENCH_USAGE,
+                               "--paired times a variant against full batch: choose --variant cheap, accum4, sqrt, "
+                               "micro1 or all");
     snug_set_threads((int)opt.threads);
     bench_machine m;
     bench_machine_describe(&m);
+    if (opt.paired) return bench_paired(&opt, &m); /* ratios of its own steps: no SGEMM rate to compare with */
     m.sgemm_n = (size_t)opt.sgemm_n;
     bench_sgemm_probe(m.sgemm_n, SGEMM_TRIES, &m.blas_gflops, &m.own_gflops);
     m.sgemm_gflops = m.blas_gflops > m.own_gflops ? m.blas_gflops : m.own_gflops;

@@ -11,7 +11,7 @@ set -u
 run "bench --help lists every flag" bench --help
 expect_rc 0
 for phrase in "usage: snug bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
-    --markdown; do
+    --markdown --paired; do
     expect_in "$OUT" "$phrase"
 done
 
@@ -53,6 +53,38 @@ run "bench one variant" bench --workload cnn --variant sqrt --steps 1 --repeats 
 expect_rc 0
 expect_in "$OUT" "cnn"
 expect_not_in "$OUT" "accum4"
+
+# --paired: each variant but full against full batch in one process; the CSV has its own columns, the median
+# of the pairs' ratios lies between the lowest and the highest and is the median of the pair_ratios field
+PCSV=$TMP/paired.csv
+run "bench --paired, every variant of the mlp, 3 pairs of 1-step blocks" bench --workload mlp --paired --steps 1 \
+    --repeats 3 --warmup 1 --threads 2 --csv "$PCSV" --markdown "$TMP/paired.md"
+expect_rc 0
+expect_in "$OUT" "ratio"
+expect_not_in "$OUT" "SGEMM"
+if [ -f "$PCSV" ]; then
+    awk -F, '
+        NR == 1 { if ($1 != "framework" || $12 != "ratio" || $15 != "pair_ratios" || $NF != "machine") bad = "header: " $0; next }
+        {
+            want[2] = "cheap"; want[3] = "accum4"; want[4] = "sqrt"; want[5] = "micro1"
+            if ($1 != "snug" || $2 != "mlp" || $3 != want[NR]) bad = "row " NR ": " $1 "," $2 "," $3
+            if ($7 != 3 || $8 != 1 || $9 != 1) bad = "row " NR ": pairs " $7 ", steps " $8 " and " $9
+            if (!($10 > 0 && $11 > 0 && $12 > 0)) bad = "row " NR ": a time or the ratio is not positive"
+            if (!($13 <= $12 && $12 <= $14)) bad = "row " NR ": ratio " $12 " outside " $13 " .. " $14
+            if (split($15, r, " ") != 3) bad = "row " NR ": pair ratios \"" $15 "\""
+            # the median of three: the one neither below both others nor above them
+            lo = 0; hi = 0
+            for (i = 1; i <= 3; i++) { if (r[i] + 0 < $12 - 1e-3) lo++; if (r[i] + 0 > $12 + 1e-3) hi++ }
+            if (lo > 1 || hi > 1) bad = "row " NR ": ratio " $12 " is not the median of " $15
+        }
+        END { if (NR != 5) bad = bad " rows: " NR; if (bad) { print bad; exit 1 } }' "$PCSV" >"$TMP/awk.log" ||
+        fail "malformed paired CSV: $(cat "$TMP/awk.log")"
+else
+    fail "no paired CSV written"
+fi
+[ -f "$TMP/paired.md" ] && expect_in "$TMP/paired.md" "| mlp | accum4 | 256 | 64 | 3 |" || fail "no paired Markdown"
+usage_error "paired needs a variant to compare" "--paired times a variant against full batch" bench --paired \
+    --variant full
 
 usage_error "unknown workload" "unknown workload 'vgg'" bench --workload vgg
 usage_error "unknown variant" "--variant must be one of full, cheap, accum4, sqrt, micro1, all" bench --variant half
