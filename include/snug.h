@@ -594,6 +594,29 @@ long snug_trainer_allreduce_count(const snug_trainer *tr);
 /* Seconds spent in those all-reduces, waiting for the slowest rank included (0 in a job of one). */
 double snug_trainer_allreduce_seconds(const snug_trainer *tr);
 
+/* Where a step's time goes, op by op. Off by default; while on, every op call of the training steps (not of
+ * evaluations) is timed with two clock reads, and so are the parts of a step around the ops. */
+typedef struct snug_op_time {
+    const char *name;     /* the node's name ("conv1"), or a part around the ops: "(data)" (reading
+                             micro-batches), "(deferred weight gradients)", "(all-reduce)", "(update)" (gradient
+                             norm, clip, optimizer); owned by the trainer */
+    const char *op;       /* the node's op ("conv2d"); "" for a part */
+    snug_phase phase;     /* forward, recompute or backward; the parts: forward for data, backward for the
+                             deferred gradients and the all-reduce, update for the update */
+    double seconds;       /* wall time of its calls since profiling started (a backward step's time includes
+                             zeroing the gradient buffers it is the first to write) */
+    long calls;
+} snug_op_time;
+
+/* Starts profiling (the totals cleared) or stops it (the totals kept for snug_trainer_op_times until the next
+ * start). SNUG_E_OOM when the timers cannot be allocated (a few bytes per step of the schedule); profiling then
+ * stays off. */
+snug_status snug_trainer_profile(snug_trainer *tr, bool on, snug_error *err);
+/* The totals: one entry per step of the schedule that ran while profiling (forward, recompute and backward of
+ * every node, in schedule order), then the parts that ran. Writes at most cap entries into out (which may be
+ * NULL with cap 0) and returns how many there are. */
+size_t snug_trainer_op_times(const snug_trainer *tr, snug_op_time *out, size_t cap);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Distributed: data parallelism over MPI (`mpirun -np R snug train ...`). Every rank takes a contiguous shard of
  * each global batch (rank r: samples [floor(r*B/R), floor((r+1)*B/R)) of the window), accumulates it in its own

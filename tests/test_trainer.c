@@ -1,6 +1,8 @@
 /* The trainer's contract beyond the accumulation arithmetic: bad configurations and data are refused with a
  * clear message, epochs have ceil(N/B) optimizer steps (the last window normalised by its real count),
- * counters act per optimizer step, and non-finite losses skip the step and then stop the run. */
+ * counters act per optimizer step, non-finite losses skip the step and then stop the run, and the op timers
+ * count what ran while they were on. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -247,11 +250,101 @@ static void nonfinite_skips_then_stops(void **state) {
     snug_graph_free(g);
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The entry for name in phase, or NULL. */
+static const snug_op_time *entry(const snug_op_time *t, size_t n, const char *name, snug_phase phase) {
+    for (size_t i = 0; i < n; i++)
+        if (t[i].phase == phase && strcmp(t[i].name, name) == 0) return &t[i];
+    return NULL;
+}
+
+/* Profiling: off, nothing is listed; on, every op's forward and backward is counted once per micro-batch and
+ * the parts once per window (data: the count of the window's items, then each micro-batch), the times add up
+ * to no more than the steps took; evaluation adds nothing; off keeps the totals; on again clears them. */
+static void profile_counts_what_ran(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_dataset *ds = random_data(8, 1, 4, 4, 3, false);
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 8;
+    cfg.micro_batch = 4;
+    snug_trainer *tr;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    size_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    snug_step_stats st;
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_op_times(tr, NULL, 0), 0);
+
+    assert_int_equal(snug_trainer_profile(tr, true, NULL), SNUG_OK);
+    const double t0 = now_s();
+    for (int i = 0; i < 3; i++) assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
+    const double wall = now_s() - t0;
+    snug_op_time t[32];
+    const size_t n = snug_trainer_op_times(tr, t, 32);
+    /* forward: flat, hidden, act, out, loss; backward: the same but flat (its input needs no gradient) */
+    const char *nodes[] = {"hidden", "act", "out", "loss"};
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(t[i].seconds >= 0);
+        sum += t[i].seconds;
+    }
+    for (size_t i = 0; i < 4; i++) {
+        const snug_op_time *f = entry(t, n, nodes[i], SNUG_PHASE_FORWARD);
+        const snug_op_time *b = entry(t, n, nodes[i], SNUG_PHASE_BACKWARD);
+        assert_non_null(f);
+        assert_non_null(b);
+        assert_int_equal(f->calls, 6);
+        assert_int_equal(b->calls, 6);
+    }
+    assert_string_equal(entry(t, n, "hidden", SNUG_PHASE_FORWARD)->op, "linear");
+    const snug_op_time *update = entry(t, n, "(update)", SNUG_PHASE_UPDATE);
+    const snug_op_time *data = entry(t, n, "(data)", SNUG_PHASE_FORWARD);
+    assert_non_null(update);
+    assert_non_null(data);
+    assert_int_equal(update->calls, 3);
+    assert_int_equal(data->calls, 9);
+    assert_string_equal(update->op, "");
+    assert_true(sum > 0 && sum <= wall);
+    /* the last entries are the parts, after every op */
+    assert_int_equal(t[n - 1].phase, SNUG_PHASE_UPDATE);
+
+    /* a smaller cap: the count, the first entries written */
+    snug_op_time few[2];
+    assert_int_equal(snug_trainer_op_times(tr, few, 2), n);
+    assert_string_equal(few[0].name, t[0].name);
+
+    snug_eval_result res;
+    assert_int_equal(snug_trainer_evaluate(tr, ds, &res, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_op_times(tr, t, 32), n);
+    assert_int_equal(entry(t, n, "hidden", SNUG_PHASE_FORWARD)->calls, 6);
+
+    assert_int_equal(snug_trainer_profile(tr, false, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_op_times(tr, t, 32), n);
+    assert_int_equal(entry(t, n, "hidden", SNUG_PHASE_BACKWARD)->calls, 6);
+    assert_int_equal(entry(t, n, "(update)", SNUG_PHASE_UPDATE)->calls, 3);
+
+    assert_int_equal(snug_trainer_profile(tr, true, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_op_times(tr, NULL, 0), 0);
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_op_times(tr, t, 32), n);
+    assert_int_equal(entry(t, n, "out", SNUG_PHASE_FORWARD)->calls, 2);
+    snug_trainer_free(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(refuses_bad_configs),       cmocka_unit_test(refuses_bad_graphs),
         cmocka_unit_test(refuses_mismatched_data),   cmocka_unit_test(epochs_have_ceil_steps),
         cmocka_unit_test(short_window_is_its_own_mean), cmocka_unit_test(nonfinite_skips_then_stops),
+        cmocka_unit_test(profile_counts_what_ran),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,7 @@
  *   bench_case.c       a workload's trainer in one variant on its data: built, stepped, released
  *   bench_report.c     the table on stdout, the CSV and the Markdown files
  *   bench_paired.c     a variant timed against full batch in one process, blocks of steps alternating
+ *   bench_profile.c    where the time goes: the ops' times, printed per optimizer step
  *   cmd_bench.c        one measurement per (workload, variant), and the command itself
  * bench/pytorch_bench.py measures the same workloads in PyTorch with the same method and CSV columns;
  * bench/compare.py merges both into bench/results/ (make bench). */
@@ -125,6 +126,7 @@ typedef struct bench_options {
     long sgemm_n;
     const char *csv, *markdown;
     bool paired;             /* time each variant against full batch in one process (bench_paired.c) */
+    bool profile;            /* print where the time goes, op by op (bench_profile.c) */
     bool help;
 } bench_options;
 
@@ -136,6 +138,8 @@ typedef struct bench_case {
     snug_dataset *data;
     snug_trainer *trainer;
     size_t *indices;   /* 0 .. B-1: every step trains on the whole synthetic set */
+    long steps_run;    /* optimizer steps so far */
+    long profiled_from; /* steps_run when profiling started (bench_profile_start) */
 } bench_case;
 
 /* Builds c->w's graph, its synthetic data and the trainer of variant c->v, and fills r's configuration, plan
@@ -150,6 +154,14 @@ snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double ta
                                int *out_steps, snug_error *err);
 void bench_case_close(bench_case *c);
 #define BENCH_MAX_STEPS 200
+
+/* ---- where the time goes (bench_profile.c) ---- */
+/* Starts timing c's ops (snug_trainer_profile) from its next step. */
+snug_status bench_profile_start(bench_case *c, snug_error *err);
+/* Prints c's ops in schedule order, ms per optimizer step since bench_profile_start, and the parts around them;
+ * with full (the full-batch case timed alongside, or NULL) its ms per step beside each of c's and the
+ * difference. Lines below 0.5% of the step are summed into one. */
+void bench_print_profile(FILE *out, const bench_case *c, const bench_case *full);
 
 /* The median of v[0..n) (n >= 1); sorts v. */
 double bench_median(double *v, size_t n);
@@ -169,7 +181,8 @@ typedef struct bench_pair_result {
 
 /* Times variant v of w against full batch: both trainers live in this process, and blocks of steps alternate
  * (full, v, v, full, full, v, ...), each after one untimed step that brings its own trainer's memory back
- * into the caches; a pair's ratio compares two blocks run within a second of each other. */
+ * into the caches; a pair's ratio compares two blocks run within a second of each other. Prints its row (and
+ * with opt->profile where the time goes, beside full batch's) on stdout. */
 snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w, bench_variant v,
                                bench_pair_result *r, snug_error *err);
 void bench_pair_results_free(bench_pair_result *r, size_t n);
@@ -194,6 +207,6 @@ snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, 
 bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
 #define CLI_BENCH_USAGE                                                                                          \
     "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
-    "[--steps N] [--repeats R] [--threads N] [--paired] [--csv FILE] [--markdown FILE]"
+    "[--steps N] [--repeats R] [--threads N] [--paired] [--profile] [--csv FILE] [--markdown FILE]"
 
 #endif

@@ -39,6 +39,10 @@ static const flag bench_flags[] = {
           "time each chosen variant but full against full batch in one process: both trainers built, then "
           "blocks of about a quarter second (--steps) alternating, --repeats pairs; prints the variant's "
           "samples/s over full batch's per pair and their median, no memory [off]")},
+    {FLAG("profile", F_SWITCH, profile, NULL,
+          "also print where the time goes: each node's forward, recompute and backward and the parts around "
+          "them (data, update) in ms per optimizer step, from the trainer's op timers; with --paired full "
+          "batch's beside each line [off]")},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 

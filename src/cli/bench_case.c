@@ -80,6 +80,7 @@ snug_status bench_case_steps(bench_case *c, long steps, double *seconds, snug_er
     for (long i = 0; i < steps; i++) {
         snug_status s = snug_trainer_step(c->trainer, c->data, c->indices, c->w->batch, &st, err);
         if (s != SNUG_OK) return s;
+        c->steps_run++;
     }
     *seconds = omp_get_wtime() - t0;
     return SNUG_OK;

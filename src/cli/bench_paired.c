@@ -69,8 +69,14 @@ snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w
         st = bench_case_warm_up(&full, opt->warmup, opt->steps, BLOCK_SECONDS, BLOCK_MIN_STEPS, &r->full_steps, err);
     if (st == SNUG_OK)
         st = bench_case_warm_up(&var, opt->warmup, opt->steps, BLOCK_SECONDS, BLOCK_MIN_STEPS, &r->steps, err);
+    if (st == SNUG_OK && opt->profile) st = bench_profile_start(&full, err);
+    if (st == SNUG_OK && opt->profile) st = bench_profile_start(&var, err);
     if (st == SNUG_OK) st = time_pairs(&full, &var, r, times, times + n, err);
-    if (st == SNUG_OK) summarize(r, times, times + n, times + 2 * n);
+    if (st == SNUG_OK) {
+        summarize(r, times, times + n, times + 2 * n);
+        bench_print_pair_row(stdout, r);
+        if (opt->profile) bench_print_profile(stdout, &var, &full);
+    }
     bench_case_close(&var);
     bench_case_close(&full);
     free(times);

@@ -63,6 +63,15 @@ static snug_status measure(const bench_options *opt, const bench_machine *m, ben
     return st;
 }
 
+/* --profile: one more repeat's steps with the trainer's op timers on, after the timed ones (which ran without). */
+static snug_status profile(bench_case *c, int steps, snug_error *err) {
+    double seconds;
+    snug_status st = bench_profile_start(c, err);
+    if (st == SNUG_OK) st = bench_case_steps(c, steps, &seconds, err);
+    if (st == SNUG_OK) bench_print_profile(stdout, c, NULL);
+    return st;
+}
+
 /* Every (workload, variant) the flags select, in table order. */
 static snug_status run_all(const bench_options *opt, const bench_machine *m, bench_result *results, size_t *n,
                            snug_error *err) {
@@ -75,9 +84,10 @@ static snug_status run_all(const bench_options *opt, const bench_machine *m, ben
             if (opt->variant != BENCH_NVARIANTS && opt->variant != v) continue;
             bench_case c = {.w = &ws[i], .v = (bench_variant)v};
             snug_status st = measure(opt, m, &c, &results[*n], err);
+            if (st == SNUG_OK) bench_print_row(stdout, &results[(*n)++]);
+            if (st == SNUG_OK && opt->profile) st = profile(&c, results[*n - 1].steps, err);
             bench_case_close(&c);
             if (st != SNUG_OK) return st;
-            bench_print_row(stdout, &results[(*n)++]);
         }
     }
     return SNUG_OK;
@@ -95,7 +105,6 @@ static snug_status run_paired(const bench_options *opt, bench_pair_result *resul
             snug_status st = bench_pair_measure(opt, &ws[i], (bench_variant)v, &results[*n], err);
             (*n)++;
             if (st != SNUG_OK) return st;
-            bench_print_pair_row(stdout, &results[*n - 1]);
         }
     }
     return SNUG_OK;

@@ -2,6 +2,7 @@
  * Every pointer is bound once, at plan time: a step only fills in m and the random key. */
 #include "exec/exec.h"
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,11 +175,38 @@ void exec_unbind(exec *x) {
     free(x->calls);
     free(x->zero_start);
     free(x->zero_list);
+    free(x->op_seconds);
+    free(x->op_calls);
     x->calls = NULL;
     x->zero_start = x->zero_list = NULL;
+    x->op_seconds = NULL;
+    x->op_calls = NULL;
 }
 
 void exec_weights_changed(exec *x) { x->weights_version++; }
+
+bool exec_profile(exec *x, bool on) {
+    x->profiling = false;
+    if (!on) return true;
+    const size_t n = (size_t)x->p->n_steps + 1;
+    if (!x->op_seconds) x->op_seconds = calloc(n, sizeof *x->op_seconds);
+    if (!x->op_calls) x->op_calls = calloc(n, sizeof *x->op_calls);
+    if (!x->op_seconds || !x->op_calls) return false;
+    memset(x->op_seconds, 0, n * sizeof *x->op_seconds);
+    memset(x->op_calls, 0, n * sizeof *x->op_calls);
+    x->profiling = true;
+    return true;
+}
+
+/* Profiling: the clock before a step's call (0 when not timed), and the time since added to step s. */
+static double tick(const exec *x, const exec_key *key) {
+    return x->profiling && key->training ? omp_get_wtime() : 0;
+}
+static void tock(exec *x, int s, double t0) {
+    if (t0 == 0) return;
+    x->op_seconds[s] += omp_get_wtime() - t0;
+    x->op_calls[s]++;
+}
 
 static void set_run(const exec *x, op_call *c, size_t m, const exec_key *key) {
     c->weights_version = x->weights_version;
@@ -193,7 +221,9 @@ void exec_forward(exec *x, size_t m, const exec_key *key) {
     for (int s = 0; s < x->p->n_forward; s++) {
         op_call c = x->calls[s];
         set_run(x, &c, m, key);
+        const double t0 = tick(x, key);
         if (c.node->op->forward) c.node->op->forward(&c);
+        tock(x, s, t0);
     }
 }
 
@@ -212,6 +242,7 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
     for (int s = p->n_forward; s < p->n_steps; s++) {
         const sched_step *st = &p->steps[s];
         if (st->node < 0) continue; /* the update belongs to the trainer */
+        const double t0 = tick(x, key); /* zeroing its gradient buffers is part of the step's cost */
         for (int z = x->zero_start[s]; z < x->zero_start[s + 1]; z++) {
             const act_buffer *b = &p->bufs[x->zero_list[z]];
             zero_floats(buf_ptr(x, x->zero_list[z]), x->g->tensors[x->g->nodes[b->node].output].numel * m);
@@ -226,5 +257,6 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
         } else if (op->backward) {
             op->backward(&c);
         }
+        tock(x, s, t0);
     }
 }

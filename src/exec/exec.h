@@ -32,6 +32,10 @@ typedef struct exec {
     int *zero_list;
     const float *item_loss;   /* the loss op's per-item output, valid after forward */
     const float *logits;      /* the loss op's input, valid after forward */
+    bool profiling;           /* exec_profile: training calls are timed into op_seconds and op_calls */
+    double *op_seconds;       /* per schedule step, once profiling started (else NULL): the wall time of its
+                                 calls in training steps (evaluation is not timed) */
+    long *op_calls;
 } exec;
 
 /* Reserves every block of p from mem (params, grads, optim, data, workspace, activation arena) and binds the
@@ -49,5 +53,8 @@ void exec_flush(exec *x);
 /* The parameters may have changed (an optimizer step, the caller's writes through its pointers): what the
  * ops keep derived from them is stale. The trainer calls it at the start of every window and evaluation. */
 void exec_weights_changed(exec *x);
+/* Starts timing every op call of training micro-batches (the totals cleared) or stops it (the totals kept until
+ * the next start). False when the timers cannot be allocated. */
+bool exec_profile(exec *x, bool on);
 
 #endif

@@ -46,8 +46,10 @@ static double run_shard(snug_trainer *tr, const snug_dataset *ds, const size_t *
     for (size_t start = 0; start < len; start += m, k++) {
         size_t part = len - start < m ? len - start : m;
         exec_key key = {.seed = tr->cfg.seed, .step = tr->windows, .micro = begin + start, .training = true};
+        const double t0 = trainer_tick(tr);
         ds->ops->fill_inputs(ds, indices + start, part, tr->x.input);
         ds->ops->fill_targets(ds, indices + start, part, tr->x.targets);
+        trainer_tock(tr, PART_DATA, t0);
         exec_forward(&tr->x, part, &key);
         total += sum_item_losses(tr->x.item_loss, part * per);
         exec_backward(&tr->x, part, (float)(1.0 / (double)N), &key);
@@ -75,14 +77,21 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     exec_weights_changed(&tr->x); /* the last window's step (or the caller) may have changed them */
     dist_shard(n, tr->dist.rank, tr->dist.size, &begin, &len);
     /* N is summed over the ranks before the first forward, so that every rank scales by the same 1/N. */
+    double t0 = trainer_tick(tr);
     size_t N = count_window_items(tr, ds, indices + begin, len);
+    trainer_tock(tr, PART_DATA, t0);
     snug_status s = dist_allreduce_sizes(&N, 1, DIST_SUM, err);
     if (s != SNUG_OK) return s;
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */
     double total = N > 0 ? run_shard(tr, ds, indices + begin, begin, len, N, &k) : 0.0;
+    t0 = trainer_tick(tr);
     exec_flush(&tr->x); /* what backward deferred, before the gradients are read */
-    if ((s = reduce_window(tr, &total, err)) != SNUG_OK) return s;
+    trainer_tock(tr, PART_DEFERRED, t0);
+    t0 = trainer_tick(tr);
+    s = reduce_window(tr, &total, err);
+    trainer_tock(tr, PART_ALLREDUCE, t0);
+    if (s != SNUG_OK) return s;
     tr->windows++;
     tr->samples_seen += n;
     *items = N;
@@ -119,6 +128,7 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
  * update reads each gradient once, scaled by the clip factor on the fly, and leaves it zero (optim.h): one pass
  * over the gradients instead of a clip, an update and a memset. */
 static void apply_window(snug_trainer *tr, snug_step_stats *st) {
+    const double t0 = trainer_tick(tr);
     size_t np = tr->g->param_numel;
     double norm = grad_global_norm(tr->x.grads, np);
     st->grad_norm = (float)norm;
@@ -127,11 +137,13 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     if (st->skipped) {
         tr->nonfinite_run++;
         zero_grads(tr); /* backward always adds: the next window starts from zero */
+        trainer_tock(tr, PART_UPDATE, t0);
         return;
     }
     tr->nonfinite_run = 0;
     optim_step_consume(&tr->opt, tr->x.params, tr->x.grads, grad_clip_factor(norm, tr->cfg.clip_norm), st->lr);
     tr->step++;
+    trainer_tock(tr, PART_UPDATE, t0);
 }
 
 snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,

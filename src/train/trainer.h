@@ -10,6 +10,15 @@
 #include "plan/plan.h"
 #include "snug.h"
 
+/* The parts of a training step around the ops, timed while profiling (profile.c). */
+typedef enum trainer_part {
+    PART_DATA,      /* reading micro-batches (and the window's targets, to count its items) */
+    PART_DEFERRED,  /* the ops' deferred weight gradients, after the window's last backward */
+    PART_ALLREDUCE, /* summing the window over the ranks */
+    PART_UPDATE,    /* gradient norm, clip, optimizer */
+    PART_COUNT
+} trainer_part;
+
 struct snug_trainer {
     snug_graph *g;
     snug_train_config cfg;
@@ -26,7 +35,14 @@ struct snug_trainer {
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
     double allreduce_s;    /* time in them */
+    bool profiling;        /* snug_trainer_profile: the ops (exec.op_seconds) and the parts are timed */
+    double part_seconds[PART_COUNT];
+    long part_calls[PART_COUNT];
 };
+
+/* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
+double trainer_tick(const snug_trainer *tr);
+void trainer_tock(snug_trainer *tr, trainer_part part, double t0);
 
 /* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
 void trainer_init_params(snug_trainer *tr);

@@ -11,7 +11,7 @@ set -u
 run "bench --help lists every flag" bench --help
 expect_rc 0
 for phrase in "usage: snug bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
-    --markdown --paired; do
+    --markdown --paired --profile; do
     expect_in "$OUT" "$phrase"
 done
 
@@ -83,6 +83,18 @@ else
     fail "no paired CSV written"
 fi
 [ -f "$TMP/paired.md" ] && expect_in "$TMP/paired.md" "| mlp | accum4 | 256 | 64 | 3 |" || fail "no paired Markdown"
+# --profile: where the time goes, node by node, after the row; with --paired full batch's beside it
+run "bench --profile lists the nodes and the parts" bench --workload mlp --variant accum4 --steps 1 --repeats 1 \
+    --warmup 1 --threads 2 --sgemm-size 128 --profile
+expect_rc 0
+for phrase in "where the time goes: mlp accum4" "fc2 " "linear" "backward" "(update)" "(total)"; do
+    expect_in "$OUT" "$phrase"
+done
+run "bench --paired --profile shows full batch beside" bench --workload mlp --variant accum4 --paired --steps 1 \
+    --repeats 2 --warmup 1 --threads 2 --profile
+expect_rc 0
+expect_in "$OUT" "beside it full batch's"
+expect_in "$OUT" "diff"
 usage_error "paired needs a variant to compare" "--paired times a variant against full batch" bench --paired \
     --variant full
 

@@ -1,0 +1,56 @@
+/* Where a step's time goes: the executor times each op call of a training micro-batch (exec_profile), the
+ * trainer the parts of a step around the ops; snug_trainer_op_times lists both, in schedule order then the
+ * parts. Off, the cost is one branch per op call. */
+#include <omp.h>
+
+#include "core/error.h"
+#include "ops/op.h"
+#include "train/trainer.h"
+
+static const char *const part_names[PART_COUNT] = {"(data)", "(deferred weight gradients)", "(all-reduce)",
+                                                   "(update)"};
+static const snug_phase part_phases[PART_COUNT] = {SNUG_PHASE_FORWARD, SNUG_PHASE_BACKWARD, SNUG_PHASE_BACKWARD,
+                                                   SNUG_PHASE_UPDATE};
+
+double trainer_tick(const snug_trainer *tr) { return tr->profiling ? omp_get_wtime() : 0; }
+
+void trainer_tock(snug_trainer *tr, trainer_part part, double t0) {
+    if (t0 == 0) return;
+    tr->part_seconds[part] += omp_get_wtime() - t0;
+    tr->part_calls[part]++;
+}
+
+snug_status snug_trainer_profile(snug_trainer *tr, bool on, snug_error *err) {
+    tr->profiling = false;
+    if (!on) {
+        exec_profile(&tr->x, false);
+        return SNUG_OK;
+    }
+    for (int i = 0; i < PART_COUNT; i++) tr->part_seconds[i] = 0, tr->part_calls[i] = 0;
+    if (!exec_profile(&tr->x, true))
+        return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the profiler's %d timers",
+                         tr->plan.n_steps);
+    tr->profiling = true;
+    return SNUG_OK;
+}
+
+/* Entry i of out, when there is room for it. */
+static void put(snug_op_time *out, size_t cap, size_t i, snug_op_time t) {
+    if (i < cap) out[i] = t;
+}
+
+size_t snug_trainer_op_times(const snug_trainer *tr, snug_op_time *out, size_t cap) {
+    size_t n = 0;
+    const plan *p = &tr->plan;
+    for (int s = 0; tr->x.op_calls && s < p->n_steps; s++) {
+        if (tr->x.op_calls[s] == 0) continue;
+        const graph_node *node = &tr->g->nodes[p->steps[s].node];
+        put(out, cap, n++, (snug_op_time){.name = node->name, .op = node->op->kind, .phase = p->steps[s].phase,
+                                          .seconds = tr->x.op_seconds[s], .calls = tr->x.op_calls[s]});
+    }
+    for (int i = 0; i < PART_COUNT; i++)
+        if (tr->part_calls[i])
+            put(out, cap, n++, (snug_op_time){.name = part_names[i], .op = "", .phase = part_phases[i],
+                                              .seconds = tr->part_seconds[i], .calls = tr->part_calls[i]});
+    return n;
+}
