@@ -350,26 +350,40 @@ static void linear_forward(const op_call *c) {
 }
 
 /* ---- pending weight-gradient rows ----------------------------------------------------------------------- *
- * A micro-batch of 1 to 3 rows updates dW by a rank-1 to rank-3 product: each reads and writes all of dW (1.6
- * MB for the cnn's 3136->128 layer) for a few multiply-adds per element. So a layer that sees so few rows per
- * sample keeps them (x and dy) and applies dW += dy^T x once per LINEAR_DEFER_ROWS rows and at the end of the
- * window. Every element of dW stays one chain of multiply-adds over the rows in sample order from its value,
- * whether the rows come one call at a time or sixteen at once: the same bits as the immediate updates. Plans
- * whose calls bring 4 rows or more have no block, and a budget with no room for it plans without (then every
- * call updates dW at once). */
+ * A call of few rows updates dW by a thin product: it reads and writes all of dW (1.6 MB for the cnn's
+ * 3136->128 layer) for a few multiply-adds per element, and accumulation pays that once per micro-batch. So a
+ * layer that sees few rows per call keeps them (x and dy) and applies dW += dy^T x once per block of 16 to 64
+ * rows and at the end of the window. Every element of dW stays one chain of multiply-adds over the rows in
+ * sample order from its value, whether the rows come one call at a time or sixty-four at once: the same bits as
+ * the immediate updates (and as the full batch's product). A call defers where it brings at most 16 rows and
+ * dW is at least 4 times the rows it copies: each call then writes rows (fi + fo) floats into the block, read
+ * once by the product, instead of reading and writing fi fo. The block holds 16 calls of one row, 32 of two,
+ * 48 of three, 64 rows from four on (defer_capacity): a model of many layers at micro-batch 1 keeps 16 rows
+ * each, as before session 22. (Session 22 deferred calls of 4 to 16 rows too, where only 1 to 3 had: the
+ * cnn's fc1 at micro-batches of 16, 4 per step, backward 1.06 -> 0.72 ms a step with the flush, accum4 against
+ * full 0.86-0.90 -> 0.88-0.92 with the cores apart, 0.93-0.99 -> 1.01-1.02 sharing a cache, paired runs.) The
+ * block is counted as gradients, and a budget with no room for it plans without (then every call updates dW at
+ * once). */
 
-/* The pending block: the row count, then x's rows (LINEAR_DEFER_ROWS, fi), then dy's (LINEAR_DEFER_ROWS, fo). */
-#define LINEAR_DEFER_ROWS ((size_t)16)
+/* The pending block: a header (the rows held, then the capacity, 0 until the first call sets it), then x's
+ * rows (capacity, fi), then dy's (capacity, fo). */
+#define LINEAR_DEFER_MAX_CALL_ROWS ((size_t)16)
 #define LINEAR_PENDING_HEADER ((size_t)64)
 
 static size_t *pending_rows(const op_call *c) { return (size_t *)c->pending; }
+static size_t *pending_capacity(const op_call *c) { return (size_t *)c->pending + 1; }
 static float *pending_x(const op_call *c) { return (float *)(void *)((char *)c->pending + LINEAR_PENDING_HEADER); }
-static float *pending_dy(const op_call *c, size_t fi) { return pending_x(c) + LINEAR_DEFER_ROWS * fi; }
+static float *pending_dy(const op_call *c, size_t fi) { return pending_x(c) + *pending_capacity(c) * fi; }
 
-/* Whether a call of `rows` rows defers its dW: where it would take the rank-1..3 update of snug's product. */
-static bool defers(size_t rows, size_t fo) {
-    return rows < LINEAR_DIRECT_MIN_DW_ROWS && use_direct_grads(rows, fo) && sgemm_enabled();
+/* Whether a call of `rows` rows defers its dW (above). Monotone in rows: where a plan's m defers, every
+ * shorter call of it does too. */
+static bool defers(size_t rows, size_t fi, size_t fo) {
+    return sgemm_enabled() && rows <= LINEAR_DEFER_MAX_CALL_ROWS && fi * fo / 4 >= rows * (fi + fo);
 }
+
+/* The rows a block holds for calls of `rows` rows: 16 per row, at most 64; monotone, so a plan's block (sized
+ * for its m) holds what any shorter call asks. */
+static size_t defer_capacity(size_t rows) { return rows >= 4 ? 64 : 16 * (rows ? rows : 1); }
 
 static void flush_rows(const op_call *c, size_t fi, size_t fo) {
     size_t *n = pending_rows(c);
@@ -377,9 +391,12 @@ static void flush_rows(const op_call *c, size_t fi, size_t fo) {
     *n = 0;
 }
 
+/* The first call of a run sets the capacity: the longest a window brings (the rest of its calls and of later
+ * windows are as long or shorter), at most what the plan sized the block for. */
 static void defer_rows(const op_call *c, size_t rows, size_t fi, size_t fo) {
     size_t *n = pending_rows(c);
-    if (*n + rows > LINEAR_DEFER_ROWS) flush_rows(c, fi, fo);
+    if (*pending_capacity(c) == 0) *pending_capacity(c) = defer_capacity(rows);
+    if (*n + rows > *pending_capacity(c)) flush_rows(c, fi, fo);
     memcpy(pending_x(c) + *n * fi, c->in[0], rows * fi * sizeof(float));
     memcpy(pending_dy(c, fi) + *n * fo, c->dout, rows * fo * sizeof(float));
     *n += rows;
@@ -391,14 +408,14 @@ static void linear_flush(const op_call *c) {
     if (c->dw[0]) flush_rows(c, fi, fo);
 }
 
-/* Where every call of a plan at m defers: 16 (fi + fo) floats (209 KB for the cnn's 3136->128 layer),
- * counted as gradients. */
+/* Where every call of a plan at m defers: defer_capacity (fi + fo) floats (835 KB for the cnn's 3136->128
+ * layer at 16 rows), counted as gradients. */
 static size_t linear_pending_bytes(const snug_graph *g, const graph_node *n, size_t m) {
     size_t fi, fo, per_sample, rows, floats, bytes;
     node_dims(g, n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
-    if (!defers(rows, fo)) return 0;
-    if (!size_add(fi, fo, &floats) || !size_mul(floats, LINEAR_DEFER_ROWS * sizeof(float), &bytes) ||
+    if (!defers(rows, fi, fo)) return 0;
+    if (!size_add(fi, fo, &floats) || !size_mul(floats, defer_capacity(rows) * sizeof(float), &bytes) ||
         !size_add(bytes, LINEAR_PENDING_HEADER, &bytes))
         return SIZE_MAX;
     return bytes;
@@ -440,7 +457,7 @@ static void linear_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    const bool pend = c->pending && c->dw[0] && defers(rows, fo);
+    const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo);
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
     xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo,
@@ -491,13 +508,13 @@ static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, s
     /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
      * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
      * largest call's need, for the products it sends to sgemm, covers every call of the plan. Pending rows
-     * are applied LINEAR_DEFER_ROWS at a time. */
+     * are applied defer_capacity(rows) at a time. */
     if (sgemm_enabled()) {
         size_t need[4] = {0, 0, 0, 0};
         if (!use_direct(rows, fo)) need[0] = sgemm_workspace_floats(rows, fo, fi, threads);       /* forward */
         if (!use_direct_grads(rows, fo)) need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
         if (!use_direct_grads(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
-        if (defers(rows, fo)) need[3] = sgemm_workspace_floats(fo, fi, LINEAR_DEFER_ROWS, threads);
+        if (defers(rows, fi, fo)) need[3] = sgemm_workspace_floats(fo, fi, defer_capacity(rows), threads);
         for (int i = 0; i < 4; i++) floats = need[i] > floats ? need[i] : floats;
     }
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
