@@ -128,12 +128,13 @@ static void test_values(void **state) {
         }
 }
 
-/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows. */
+/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows (the last: rows because each
+ * thread gets 256 or more, though A is the smaller operand). */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
     if (!sgemm_enabled()) skip();
-    static const size_t big[][3] = {{256, 1024, 300}, {700, 40, 200}, {300, 1030, 33}};
-    for (size_t s = 0; s < 3; s++) {
+    static const size_t big[][3] = {{256, 1024, 300}, {700, 40, 200}, {300, 1030, 33}, {520, 770, 256}};
+    for (size_t s = 0; s < 4; s++) {
         problem p = make(big[s][0], big[s][1], big[s][2], s == 1, s == 2);
         float *one = run(&p, START_C, 1);
         for (int t = 2; t <= 3; t++) {
@@ -191,6 +192,10 @@ static void test_workspace_monotone(void **state) {
                 assert_true(sgemm_workspace_floats(m, n, k + 1, 2) >= w);
                 assert_true(sgemm_workspace_floats(m, n, k, 3) >= w);
             }
+    /* where B grows past what a thread packs whole for a row split of 512+ rows: the split turns to columns, the
+     * bound must not fall */
+    assert_true(sgemm_workspace_floats(600, 1000, 257, 2) >= sgemm_workspace_floats(600, 1000, 256, 2));
+    assert_true(sgemm_workspace_floats(600, 1025, 256, 2) >= sgemm_workspace_floats(600, 1024, 256, 2));
 }
 
 int main(void) {

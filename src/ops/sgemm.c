@@ -55,6 +55,9 @@ static size_t thread_floats(size_t M, size_t N, size_t K) {
     return min_size(round_up(M, SR), MC) * kc + kc * min_size(round_up(N, NR), NC);
 }
 
+/* The rows a thread takes from which a product splits rows rather than columns (split_cols). */
+#define ROWS_EACH ((size_t)256)
+
 /* Whether N columns give each of T threads two panels. */
 static bool cols_enough(size_t N, size_t T) { return N >= T * 2 * NR; }
 
@@ -63,20 +66,31 @@ static bool cols_enough(size_t N, size_t T) { return N >= T * 2 * NR; }
  * then walks C along its rows, where split columns walk C down a 32-column panel, rows ldc apart; at ldc = 1024
  * floats the rows of a tile and of the next one fall into the same L1 sets, and the prefetch of the next
  * tile's C evicted the lines this tile was about to store (the mlp's 1024 x 1024 weight gradient: four
- * 64-row calls took 1.2 times one 256-row call with the columns split, 1.03 times with the rows). */
-static bool split_cols(size_t M, size_t N, size_t T) {
-    return cols_enough(N, T) && (M < N || M < T * 2 * SR);
+ * 64-row calls took 1.2 times one 256-row call with the columns split, 1.03 times with the rows).
+ * From ROWS_EACH rows a thread, where each thread can pack all of B for the claimed scheme, the rows are split
+ * whatever the sizes: a linear layer's rows are its samples, which the ops before and after it split between
+ * the threads the same way, so each thread packs and writes its own samples' rows, where split columns had
+ * each thread pack every row of A (half of them written by the other thread) and write a column range of every
+ * row. On a host whose two cores do not share a cache those lines cross between them: the GPT's 512-row
+ * micro-batches (4 per step) ran 0.90-0.95 of full batch's speed, 0.95-0.98 with the rows split (6 paired runs
+ * with the cores apart; equal sharing a cache), full batch's 2048 rows split them already. */
+static bool cols_by_shape(size_t M, size_t N, size_t T) { return cols_enough(N, T) && (M < N || M < T * 2 * SR); }
+static bool rows_by_samples(size_t M, size_t T) { return M >= T * ROWS_EACH; }
+static bool split_cols(size_t M, size_t N, size_t K, size_t T) {
+    if (rows_by_samples(M, T) && round_up(N, NR) * K <= CLAIM_FLOATS) return false;
+    return cols_by_shape(M, N, T);
 }
 
 /* The claimed scheme (run_claimed) at M rows or fewer: all of one operand packed, one panel of the other.
  * Capped at CLAIM_FLOATS so that the bound stays monotone in every size (the scheme is not used above the
- * cap). B is packed whole only where some call of at most M rows splits the rows (split_cols itself decides,
- * so the bound cannot drift from the choice; it is monotone in M): a weight's din or dW with a few rows never
+ * cap). B is packed whole only where some call of at most M rows may split the rows (split_cols's two
+ * conditions, each monotone in M; without the one on B's size, which would make the bound fall as K grows
+ * past it): a weight's din or dW with a few rows never
  * packs the weight whole, and its bound must not say it does (the cnn's 3136x128 layer at 8 rows: 2 MiB of
  * workspace planned for 70 KiB used). */
 static size_t claimed_floats(size_t M, size_t N, size_t K) {
     const size_t cols = min_size(round_up(M, SR) * K, CLAIM_FLOATS) + KC * NR;
-    const bool rows_possible = !split_cols(M, N, 2);
+    const bool rows_possible = !cols_by_shape(M, N, 2) || rows_by_samples(M, 2);
     const size_t rows = rows_possible ? min_size(round_up(N, NR) * K, CLAIM_FLOATS) + KC * SR : 0;
     return cols > rows ? cols : rows;
 }
@@ -368,7 +382,7 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     /* Each thread packs the whole of the operand along the dimension it does not split: split the columns
      * (every thread packs all of A) when A is the smaller operand and there are panels enough for every
      * thread, else the rows (every thread packs all of B). */
-    const bool by_cols = split_cols(M, N, (size_t)T);
+    const bool by_cols = split_cols(M, N, K, (size_t)T);
     const size_t unit = by_cols ? NR : SR, units = ((by_cols ? N : M) + unit - 1) / unit;
     const size_t per = thread_floats(by_cols ? M : min_size(M, (units + T - 1) / T * unit),
                                      by_cols ? min_size(N, (units + T - 1) / T * unit) : N, K);
