@@ -207,6 +207,22 @@ def must_shows(rows, paired=()):
         out.append(("the same from each framework's best process (a slow mode of the machine can take whole "
                     "processes): %.2f (%s)" % (math.exp(sum(math.log(x) for x in best) / len(best)),
                                               ", ".join("%s %.2f" % wb for wb in zip(WORKLOADS, best))), None))
+    def same_state_full(w):
+        """snug's full batch over PyTorch's in the rounds whose two processes ran in one cache state, and how many
+        rounds did: a process whose cores were apart against one whose cores shared a cache measures the host."""
+        r = by.get((w, "full")) or {}
+        sp, tp = r.get("snug_process_samples_per_s", "").split(), r.get("torch_process_samples_per_s", "").split()
+        sc, tc = r.get("snug_process_caches", "").split(), r.get("torch_process_caches", "").split()
+        if not sp or len(sp) != len(tp) or len(sc) != len(sp) or len(tc) != len(tp):
+            return float("nan"), 0
+        kept = [float(a) / float(b) for a, b, x, y in zip(sp, tp, sc, tc) if x == y and x in ("shared", "apart")]
+        return (statistics.median(kept) if kept else float("nan")), len(kept)
+    same = [same_state_full(w) for w in WORKLOADS]
+    if any(n for _, n in same):
+        out.append(("the same from the rounds whose snug and PyTorch processes ran in one cache state: %s" % ", ".join(
+            "%s %.2f (%d of %d rounds)" % (w, x, n, len((by.get((w, "full")) or {}).get(
+                "snug_process_samples_per_s", "").split())) if n else "%s -" % w
+            for w, (x, n) in zip(WORKLOADS, same)), None))
     frac = get("mlp", "full", "sgemm_fraction")
     out.append(("GEMM-shaped work (mlp, full batch: only matrix products) at %.0f%% of the SGEMM rate (>= 70%%)"
                 % (100 * frac), frac >= 0.70))
