@@ -207,15 +207,24 @@ def must_shows(rows, paired=()):
         out.append(("the same from each framework's best process (a slow mode of the machine can take whole "
                     "processes): %.2f (%s)" % (math.exp(sum(math.log(x) for x in best) / len(best)),
                                               ", ".join("%s %.2f" % wb for wb in zip(WORKLOADS, best))), None))
+    def round_ratios(a_row, a_who, b_row, b_who):
+        """(a's samples/s over b's, whether both processes ran in one cache state) per round, from the process
+        lists of two merged rows (a_who, b_who: "snug" or "torch"); None where they are not listed alike."""
+        a = (a_row or {}).get(a_who + "_process_samples_per_s", "").split()
+        b = (b_row or {}).get(b_who + "_process_samples_per_s", "").split()
+        ca = (a_row or {}).get(a_who + "_process_caches", "").split()
+        cb = (b_row or {}).get(b_who + "_process_caches", "").split()
+        if not a or len(a) != len(b):
+            return None
+        same = [len(ca) == len(a) and len(cb) == len(a) and x == y and x in ("shared", "apart")
+                for x, y in zip(ca, cb)] if ca else [False] * len(a)
+        return [(float(x) / float(y), s) for x, y, s in zip(a, b, same)]
+
     def same_state_full(w):
         """snug's full batch over PyTorch's in the rounds whose two processes ran in one cache state, and how many
         rounds did: a process whose cores were apart against one whose cores shared a cache measures the host."""
-        r = by.get((w, "full")) or {}
-        sp, tp = r.get("snug_process_samples_per_s", "").split(), r.get("torch_process_samples_per_s", "").split()
-        sc, tc = r.get("snug_process_caches", "").split(), r.get("torch_process_caches", "").split()
-        if not sp or len(sp) != len(tp) or len(sc) != len(sp) or len(tc) != len(tp):
-            return float("nan"), 0
-        kept = [float(a) / float(b) for a, b, x, y in zip(sp, tp, sc, tc) if x == y and x in ("shared", "apart")]
+        r = by.get((w, "full"))
+        kept = [x for x, same in round_ratios(r, "snug", r, "torch") or [] if same]
         return (statistics.median(kept) if kept else float("nan")), len(kept)
     same = [same_state_full(w) for w in WORKLOADS]
     if any(n for _, n in same):
@@ -235,15 +244,7 @@ def must_shows(rows, paired=()):
     def rounds(w, v):
         """(variant v's samples/s over full batch's, whether both processes ran in one cache state) per round
         (each round ran every variant of w in turn); None where the processes are not listed."""
-        a = (by.get((w, v)) or {}).get("snug_process_samples_per_s", "").split()
-        b = (by.get((w, "full")) or {}).get("snug_process_samples_per_s", "").split()
-        ca = (by.get((w, v)) or {}).get("snug_process_caches", "").split()
-        cb = (by.get((w, "full")) or {}).get("snug_process_caches", "").split()
-        if not a or len(a) != len(b):
-            return None
-        same = [len(ca) == len(a) and len(cb) == len(a) and x == y and x in ("shared", "apart")
-                for x, y in zip(ca, cb)] if ca else [False] * len(a)
-        return [(float(x) / float(y), s) for x, y, s in zip(a, b, same)]
+        return round_ratios(by.get((w, v)), "snug", by.get((w, "full")), "snug")
 
     def paired_ratio(w, v):
         """The median of the rounds' ratios over the rounds whose two processes ran in one cache state (where

@@ -40,6 +40,17 @@ static snug_graph *tiny_model(void) {
     return g;
 }
 
+/* A trainer of g over windows of 8 samples in micro-batches of 4, for `epochs` epochs. */
+static snug_trainer *trainer_8_by_4(snug_graph *g, long epochs) {
+    snug_train_config cfg = snug_train_config_default();
+    cfg.batch = 8;
+    cfg.micro_batch = 4;
+    cfg.epochs = epochs;
+    snug_trainer *tr = NULL;
+    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    return tr;
+}
+
 static snug_status try_config(snug_graph *g, snug_train_config cfg, snug_error *err) {
     snug_trainer *tr = NULL;
     snug_status s = snug_trainer_new(g, &cfg, &tr, err);
@@ -224,12 +235,7 @@ static void nonfinite_skips_then_stops(void **state) {
     (void)state;
     snug_graph *g = tiny_model();
     snug_dataset *ds = random_data(8, 1, 4, 4, 3, true);
-    snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 8;
-    cfg.micro_batch = 4;
-    cfg.epochs = 10;
-    snug_trainer *tr;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    snug_trainer *tr = trainer_8_by_4(g, 10);
     float *w;
     size_t n;
     snug_trainer_param(tr, 0, &n, &w, NULL);
@@ -270,11 +276,7 @@ static void profile_counts_what_ran(void **state) {
     (void)state;
     snug_graph *g = tiny_model();
     snug_dataset *ds = random_data(8, 1, 4, 4, 3, false);
-    snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 8;
-    cfg.micro_batch = 4;
-    snug_trainer *tr;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    snug_trainer *tr = trainer_8_by_4(g, snug_train_config_default().epochs);
     size_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     snug_step_stats st;
     assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);

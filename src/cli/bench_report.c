@@ -52,20 +52,25 @@ static snug_status close_checked(FILE *f, const char *path, snug_error *err) {
     return SNUG_OK;
 }
 
-/* The report file at path, and the machine's description for it in machine[512]. */
-static FILE *open_out(const char *path, const bench_machine *m, char machine[512], snug_error *err) {
+/* The report file at path, its first line `header` written (none where NULL), and the machine's description
+ * for it in machine[512]. */
+static FILE *open_out(const char *path, const char *header, const bench_machine *m, char machine[512],
+                      snug_error *err) {
     FILE *f = fopen(path, "w");
-    if (!f) snug_fail(err, SNUG_E_IO, "cannot create '%s': does its folder exist, and may it be written?", path);
-    else bench_machine_line(m, machine, 512);
+    if (!f) {
+        snug_fail(err, SNUG_E_IO, "cannot create '%s': does its folder exist, and may it be written?", path);
+        return NULL;
+    }
+    bench_machine_line(m, machine, 512);
+    if (header) fputs(header, f);
     return f;
 }
 
 snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
                             snug_error *err) {
     char machine[512];
-    FILE *f = open_out(path, m, machine, err);
+    FILE *f = open_out(path, CSV_HEADER, m, machine, err);
     if (!f) return SNUG_E_IO;
-    fputs(CSV_HEADER, f);
     for (size_t i = 0; i < n; i++) csv_row(f, m, machine, &r[i]);
     return close_checked(f, path, err);
 }
@@ -73,7 +78,7 @@ snug_status bench_write_csv(const char *path, const bench_machine *m, const benc
 snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
                                  snug_error *err) {
     char machine[512];
-    FILE *f = open_out(path, m, machine, err);
+    FILE *f = open_out(path, NULL, m, machine, err);
     if (!f) return SNUG_E_IO;
     fprintf(f, "# snug bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s (the faster of the "
                "BLAS, %.1f, and snug's own, %.1f).\n\n", machine, m->sgemm_n, m->sgemm_n, m->sgemm_gflops,
@@ -117,9 +122,8 @@ void bench_print_pair_row(FILE *out, const bench_pair_result *r) {
 snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const bench_pair_result *r, size_t n,
                                  snug_error *err) {
     char machine[512];
-    FILE *f = open_out(path, m, machine, err);
+    FILE *f = open_out(path, PAIR_CSV_HEADER, m, machine, err);
     if (!f) return SNUG_E_IO;
-    fputs(PAIR_CSV_HEADER, f);
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "snug,%s,%s,%zu,%zu,%d,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,", r[i].w->name,
                 bench_variant_name(r[i].v), r[i].w->batch, r[i].micro_batch, m->threads, r[i].pairs,
@@ -133,7 +137,7 @@ snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const
 snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, const bench_pair_result *r,
                                       size_t n, snug_error *err) {
     char machine[512];
-    FILE *f = open_out(path, m, machine, err);
+    FILE *f = open_out(path, NULL, m, machine, err);
     if (!f) return SNUG_E_IO;
     fprintf(f, "# snug bench --paired\n\nMachine: %s.\n\nEach variant against full batch in one process: both "
                "trainers built, then blocks of steps alternating (full, variant, variant, full, ...), each after "

@@ -12,7 +12,7 @@ static const char *const part_names[PART_COUNT] = {"(data)", "(deferred weight g
 static const snug_phase part_phases[PART_COUNT] = {SNUG_PHASE_FORWARD, SNUG_PHASE_BACKWARD, SNUG_PHASE_BACKWARD,
                                                    SNUG_PHASE_UPDATE};
 
-double trainer_tick(const snug_trainer *tr) { return tr->profiling ? omp_get_wtime() : 0; }
+double trainer_tick(const snug_trainer *tr) { return tr->x.profiling ? omp_get_wtime() : 0; }
 
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0) {
     if (t0 == 0) return;
@@ -21,16 +21,12 @@ void trainer_tock(snug_trainer *tr, trainer_part part, double t0) {
 }
 
 snug_status snug_trainer_profile(snug_trainer *tr, bool on, snug_error *err) {
-    tr->profiling = false;
-    if (!on) {
-        exec_profile(&tr->x, false);
-        return SNUG_OK;
-    }
-    for (int i = 0; i < PART_COUNT; i++) tr->part_seconds[i] = 0, tr->part_calls[i] = 0;
-    if (!exec_profile(&tr->x, true))
+    if (on)
+        for (int i = 0; i < PART_COUNT; i++) tr->part_seconds[i] = 0, tr->part_calls[i] = 0;
+    /* the executor's flag is the trainer's too: one switch for the ops and the parts */
+    if (!exec_profile(&tr->x, on))
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the profiler's %d timers",
                          tr->plan.n_steps);
-    tr->profiling = true;
     return SNUG_OK;
 }
 

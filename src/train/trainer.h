@@ -35,8 +35,7 @@ struct snug_trainer {
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
     double allreduce_s;    /* time in them */
-    bool profiling;        /* snug_trainer_profile: the ops (exec.op_seconds) and the parts are timed */
-    double part_seconds[PART_COUNT];
+    double part_seconds[PART_COUNT]; /* while profiling (x.profiling): the parts around the ops */
     long part_calls[PART_COUNT];
 };
 
