@@ -5,7 +5,8 @@ bench/results/workloads.csv and workloads.md: snug's figures with their PyTorch 
 rate, the geometric mean of the full-batch ratios and the must-shows, met or not. Standard library only.
 
     python3 bench/compare.py run --snug build/snug --out bench/results       # what `make bench` does
-    python3 bench/compare.py merge SNUG.csv TORCH.csv [--paired PAIRED.csv] --out DIR   # only merge CSV files
+    python3 bench/compare.py merge SNUG.csv TORCH.csv [--paired PAIRED.csv] [--duel DUEL.csv] --out DIR
+                                                                             # only merge CSV files
 
 Every measurement is a fresh process, 3 per framework for each workload and variant, alternating (--processes;
 the median process is reported: a whole process can land in a slow mode on a small virtual machine), in rounds
@@ -14,10 +15,13 @@ median of the rounds' ratios (snug bench --workload W --variant V; pytorch_bench
 measurement's resident memory includes another's. Those must-shows (4 micro-batches, micro-batch 1, sqrt against
 full batch) come from a third kind of snug process per round and variant, `snug bench --paired`: both trainers in
 one process, blocks of steps alternating, so that each ratio compares steps run within a second of each other
-rather than processes a minute apart on a host whose speed changes in between (workloads_paired.csv). Both run under the same OMP_WAIT_POLICY: by default the
-variable is unset, so the OpenMP runtime spins briefly between parallel regions and then sleeps (what a user
-gets, and PyTorch's fastest setting on a quiet machine); `--wait-policy passive` (threads sleep at once, kinder
-to a shared machine) is the second configuration docs/performance.md reports.
+rather than processes a minute apart on a host whose speed changes in between (workloads_paired.csv). The
+full-batch must-shows against PyTorch come the same way from a duel per round and workload (bench/duel.py): a
+live snug process and a live PyTorch process taking turns in blocks of steps on the same cores
+(workloads_duel.csv); the separate processes' ratios are listed beside. Both run under the same
+OMP_WAIT_POLICY: by default the variable is unset, so the OpenMP runtime spins briefly between parallel regions
+and then sleeps (what a user gets, and PyTorch's fastest setting on a quiet machine); `--wait-policy passive`
+(threads sleep at once, kinder to a shared machine) is the second configuration docs/performance.md reports.
 """
 import argparse
 import csv
@@ -28,11 +32,16 @@ import subprocess
 import sys
 import tempfile
 
+import duel
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
 VARIANTS = ("full", "cheap", "accum4", "sqrt", "micro1")
 # The variants whose must-shows compare them with full batch: measured paired too (snug bench --paired).
 PAIRED_VARIANTS = ("accum4", "sqrt", "micro1")
+# Untimed steps before a duel's process reports ready: enough that its first block's length is sized on a warm
+# step (PyTorch's second step still creates state).
+DUEL_WARMUP = 5
 # PyTorch has no counterpart of snug's cheap policy (replaying norms and element-wise layers): its row there is
 # PyTorch's full batch, measured again right after snug's.
 TORCH_VARIANT = {"cheap": "full"}
@@ -89,8 +98,9 @@ def run(args):
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
     probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
     probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
-    snug_rows, torch_rows, paired_rows = [], [], []
+    snug_rows, torch_rows, paired_rows, duel_rows = [], [], [], []
     paired = [v for v in PAIRED_VARIANTS if v in args.variants] if args.pairs > 0 else []
+    duels = [v for v in duel.DUEL_VARIANTS if v in args.variants] if args.duels > 0 else []
     with tempfile.TemporaryDirectory() as tmp:
         for w in args.workloads:
             config = subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--choose-config",
@@ -104,7 +114,7 @@ def run(args):
             # micro-batch 1 ran eight processes apart measured the flip (0.40) instead of snug (0.60-0.64).
             snug_runs = {v: [] for v in args.variants}
             torch_runs = {v: [] for v in args.variants}
-            for _ in range(args.processes):
+            for rnd in range(args.processes):
                 for v in args.variants:
                     out = os.path.join(tmp, "snug.csv")
                     caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
@@ -122,6 +132,12 @@ def run(args):
                                     w, "--variant", TORCH_VARIANT.get(v, v), "--config", config, "--csv", out]
                                    + common, env, probe)
                     torch_runs[v] += [dict(r, variant=v, caches=caches) for r in read_rows(out)]
+                for v in duels:
+                    turns = ["--workload", w, "--variant", v, "--turns", "--threads", str(args.threads), "--steps",
+                             str(args.steps), "--warmup", str(DUEL_WARMUP)]
+                    duel_rows += duel.duel([args.snug, "bench"] + turns,
+                                           [TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--config",
+                                            config] + turns, env, args.duels, lambda: cache_state(probe), w, v, rnd)
             for v in args.variants:
                 snug_rows.append(median_row(snug_runs[v]))
                 torch_rows.append(median_row(torch_runs[v]))
@@ -131,12 +147,16 @@ def run(args):
                       % (w, v, float(s["samples_per_s"]), float(t["samples_per_s"]),
                          float(s["samples_per_s"]) / float(t["samples_per_s"]), s["process_samples_per_s"],
                          t["process_samples_per_s"], s["process_caches"], t["process_caches"]), flush=True)
+            for v in duels:
+                rs = [r for r in duel_rows if r["workload"] == w and r["variant"] == v]
+                print("%-9s %-7s snug against PyTorch, taking turns: %s (caches: %s)" % (
+                    w, v, " ".join(r["ratio"] for r in rs), " ".join(r["caches"] or "-" for r in rs)), flush=True)
             for v in paired:
                 rs = [r for r in paired_rows if r["workload"] == w and r["variant"] == v]
                 print("%-9s %-7s against full batch, paired in one process: %s (caches: %s)" % (
                     w, v, " | ".join(r["pair_ratios"] for r in rs), " ".join(r["caches"] or "-" for r in rs)),
                     flush=True)
-    return snug_rows, torch_rows, paired_rows
+    return snug_rows, torch_rows, paired_rows, duel_rows
 
 
 def f(row, key):
@@ -182,7 +202,7 @@ def pair_ratios(paired, w, v, state=None):
     return out
 
 
-def must_shows(rows, paired=()):
+def must_shows(rows, paired=(), duels=()):
     """(text, met) per must-show of the issue, each with its numbers."""
     by = {(r["workload"], r["variant"]): r for r in rows}
 
@@ -191,11 +211,32 @@ def must_shows(rows, paired=()):
         return r[key] if r else float("nan")
 
     out = []
-    ratios = [get(w, "full", "speed_ratio") for w in WORKLOADS]
-    gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if all(x > 0 for x in ratios) else float("nan")
-    out.append(("full batch: geometric mean of snug/PyTorch samples/s over the five workloads %.2f (>= 1.5), "
-                "lowest %.2f (%s; >= 1.1)" % (gm, min(ratios), WORKLOADS[ratios.index(min(ratios))]),
-                gm >= 1.5 and min(ratios) >= 1.1 if gm == gm else False))
+
+    def gm(xs):
+        return math.exp(sum(math.log(x) for x in xs) / len(xs)) if all(x > 0 for x in xs) else float("nan")
+
+    def full_batch(ratios, how, judged):
+        worst = min(ratios)
+        out.append(("full batch%s: geometric mean of snug/PyTorch samples/s over the five workloads %.2f (>= 1.5), "
+                    "lowest %.2f (%s; >= 1.1)" % (how, gm(ratios), worst, WORKLOADS[ratios.index(worst)]),
+                    (gm(ratios) >= 1.5 and worst >= 1.1 if gm(ratios) == gm(ratios) else False) if judged else None))
+
+    separate = [get(w, "full", "speed_ratio") for w in WORKLOADS]
+    duelled = [duel.ratios(duels, w) for w in WORKLOADS]
+    if all(duelled):
+        full_batch([statistics.median(xs) for xs in duelled], " (median over the pairs of blocks taking turns with "
+                   "PyTorch's process on the same cores, snug bench --turns, whatever the cache state)", True)
+        for state in ("shared", "apart"):
+            vals = [(w, duel.ratios(duels, w, state=state)) for w in WORKLOADS]
+            if any(xs for _, xs in vals):
+                out.append(("the same from the pairs whose cores %s: %s" % (
+                    "shared a last-level cache" if state == "shared" else "were apart", ", ".join(
+                        "%s %.2f (%d pairs)" % (w, statistics.median(xs), len(xs)) if xs else "%s -" % w
+                        for w, xs in vals)), None))
+        full_batch(separate, " from separate processes (the median process of each framework; %s)" % ", ".join(
+            "%s %.2f" % wx for wx in zip(WORKLOADS, separate)), False)
+    else:
+        full_batch(separate, "", True)
     def best_ratio(w):
         r = by.get((w, "full"))
         sp, tp = (r or {}).get("snug_process_samples_per_s", ""), (r or {}).get("torch_process_samples_per_s", "")
@@ -205,7 +246,7 @@ def must_shows(rows, paired=()):
     best = [best_ratio(w) for w in WORKLOADS]
     if all(x == x for x in best):
         out.append(("the same from each framework's best process (a slow mode of the machine can take whole "
-                    "processes): %.2f (%s)" % (math.exp(sum(math.log(x) for x in best) / len(best)),
+                    "processes): %.2f (%s)" % (gm(best),
                                               ", ".join("%s %.2f" % wb for wb in zip(WORKLOADS, best))), None))
     def round_ratios(a_row, a_who, b_row, b_who):
         """(a's samples/s over b's, whether both processes ran in one cache state) per round, from the process
@@ -363,7 +404,35 @@ def paired_table(paired):
     return lines + [""]
 
 
-def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, paired=()):
+def duel_table(duels):
+    """Markdown lines: per workload, the median pair of snug against PyTorch taking turns, per cache state too."""
+    lines = ["## snug against PyTorch, taking turns on the same cores", "",
+             "`snug bench --workload W --variant full --turns` and `pytorch_bench.py ... --turns`: one live process "
+             "of each, blocks of about a quarter second alternating between them (snug, PyTorch, PyTorch, snug, "
+             "...), each after one untimed step; a pair's ratio is snug's samples/s over PyTorch's in two blocks "
+             "run within a second of each other, so both frameworks are measured in the same state of the host. One "
+             "duel per round; the cache state probed before and after each pair (workloads_duel.csv lists every "
+             "pair).", "",
+             "| workload | variant | pairs | snug ms/step | PyTorch ms/step | median | lowest | highest | cores "
+             "shared: median (pairs) | cores apart: median (pairs) |", "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for w in WORKLOADS:
+        for v in duel.DUEL_VARIANTS:
+            rs = [r for r in duels if r["workload"] == w and r["variant"] == v]
+            if not rs:
+                continue
+            xs = duel.ratios(duels, w, v)
+            cells = []
+            for state in ("shared", "apart"):
+                ys = duel.ratios(duels, w, v, state)
+                cells.append("%.3f (%d)" % (statistics.median(ys), len(ys)) if ys else "-")
+            lines.append("| %s | %s | %d | %.1f | %.1f | %.3f | %.3f | %.3f | %s | %s |" % (
+                w, v, len(xs), statistics.median(float(r["snug_ms_per_step"]) for r in rs),
+                statistics.median(float(r["torch_ms_per_step"]) for r in rs), statistics.median(xs), min(xs),
+                max(xs), cells[0], cells[1]))
+    return lines + [""]
+
+
+def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, paired=(), duels=()):
     sgemm = statistics.median(float(r["sgemm_gflops"]) for r in snug_rows)
     torch_sgemm = statistics.median(float(r["sgemm_gflops"]) for r in torch_rows) if torch_rows else float("nan")
     lines = ["# Benchmark workloads: snug and PyTorch", "",
@@ -377,7 +446,9 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, pa
              "PyTorch's); each process reports the median "
              "of its %s repeats, and each figure below is the median process's (samples/s of every process, in "
              "round order: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch; the must-shows that "
-             "compare a variant with full batch take the median of the rounds' ratios."
+             "compare a variant with full batch take the median of the rounds' ratios, or where `snug bench "
+             "--paired` ran its pairs' (below), and the full-batch must-shows against PyTorch the median of the "
+             "duels' pairs where they ran (below: both frameworks taking turns on the same cores)."
              % (processes, processes, snug_rows[0]["repeats"]), "",
              "Cache state: before and after every process a probe (bench/bench_cache_pair) times a cache line's "
              "round trip between two threads: 'shared' where the cores share a last-level cache (~50 ns), "
@@ -406,10 +477,12 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, pa
     lines += ["", "PyTorch configurations: " + "; ".join(
         sorted({"%s: %s" % (r["workload"], r["torch_config"].split(", ")[1]) for r in rows if r["torch_config"]})),
         ""]
+    if duels:
+        lines += duel_table(duels)
     if paired:
         lines += paired_table(paired)
     lines += ["## Must-shows", ""]
-    for text, met in must_shows(rows, paired):
+    for text, met in must_shows(rows, paired, duels):
         lines.append("- %s%s" % (text, "" if met is None else (": **met**" if met else ": **not met**")))
     lines += ["", "Activation RSS: peak RSS over the timed steps minus the memory the model keeps between steps; "
               "for both, minus the RSS once the data existed but not the model, and minus the parameters, "
@@ -437,6 +510,10 @@ def main():
     r.add_argument("--pairs", type=int, default=6,
                    help="pairs of blocks per paired process (snug bench --paired; one per round for accum4, sqrt "
                         "and micro1); 0: no paired processes, the must-shows then compare separate processes")
+    r.add_argument("--duels", type=int, default=6,
+                   help="pairs of blocks per duel (snug bench --turns against pytorch_bench.py --turns, one per round "
+                        "and workload at full batch); 0: none, the full-batch must-shows then compare separate "
+                        "processes")
     r.add_argument("--cache-probe", default="",
                    help="a program printing 'round_trip_ns N' between two threads, run before and after every "
                         "process (default: bench/bench_cache_pair beside --snug's build, where it exists)")
@@ -445,19 +522,21 @@ def main():
     m.add_argument("snug_csv")
     m.add_argument("torch_csv")
     m.add_argument("--paired", default="", help="a CSV of snug bench --paired (with a caches column, or without)")
+    m.add_argument("--duel", default="", help="a workloads_duel.csv of an earlier run")
     m.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args()
-    if args.cmd == "run" and (args.processes < 1 or args.repeats < 1 or args.pairs < 0):
-        p.error("--processes and --repeats need at least 1 and --pairs at least 0 (got %d, %d and %d)"
-                % (args.processes, args.repeats, args.pairs))
+    if args.cmd == "run" and (args.processes < 1 or args.repeats < 1 or args.pairs < 0 or args.duels < 0):
+        p.error("--processes and --repeats need at least 1, --pairs and --duels at least 0 (got %d, %d, %d and %d)"
+                % (args.processes, args.repeats, args.pairs, args.duels))
     if args.cmd == "run":
         if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
             p.error("%s cannot import torch: install Debian's python3-torch (scripts/install-deps.sh --bench, as root)"
                     " or use `snug bench` for snug alone" % TORCH_PYTHON)
-        snug_rows, torch_rows, paired = run(args)
+        snug_rows, torch_rows, paired, duels = run(args)
     else:
         snug_rows, torch_rows = read_rows(args.snug_csv), read_rows(args.torch_csv)
         paired = read_rows(args.paired) if args.paired else []
+        duels = read_rows(args.duel) if args.duel else []
     if not snug_rows:
         p.error("no snug results to report")
     os.makedirs(args.out, exist_ok=True)
@@ -468,7 +547,10 @@ def main():
     processes = args.processes if args.cmd == "run" else "?"
     if paired:
         write_paired_csv(os.path.join(args.out, "workloads_paired.csv"), paired)
-    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes, paired)
+    if duels:
+        duel.write_csv(os.path.join(args.out, "workloads_duel.csv"), duels)
+    write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes, paired,
+                   duels)
     with open(os.path.join(args.out, "workloads.md")) as fh:
         print(fh.read())
     return 0

@@ -53,6 +53,8 @@ WORKLOADS = {
 }
 VARIANTS = ("full", "accum4", "sqrt", "micro1")
 AUTO_REPEAT_SECONDS, AUTO_MIN_STEPS, AUTO_MAX_STEPS = 1.0, 3, 200
+# --turns: a block of steps takes about this long (snug's BENCH_BLOCK_SECONDS)
+BLOCK_SECONDS = 0.25
 
 
 def cpu_flags():
@@ -330,58 +332,88 @@ def sgemm_gflops(n, tries=3):
     return best
 
 
-def measure(args):
-    import torch
-    torch.set_num_threads(args.threads)
-    torch.backends.mkldnn.enabled = True
-    name, variant = args.workload, args.variant
-    batch, optim, states, _ = WORKLOADS[name]
-    m = {"full": batch, "sqrt": batch, "accum4": math.ceil(batch / 4), "micro1": 1}[variant]
-    sgemm = sgemm_gflops(args.sgemm_size)  # also starts the BLAS's threads and buffers, as snug's probe does
-    x, y = synthetic(name, batch)
-    release_freed()
-    rss_start, _ = rss()  # as snug's: the data exist, the model does not
-    torch.manual_seed(1)
-    model = build(name)
-    if args.config == "channels_last":
-        model = model.to(memory_format=torch.channels_last)
-        x = x.contiguous(memory_format=torch.channels_last)
-    params = list(model.parameters())
-    numel = sum(p.numel() for p in params)
-    if optim == "sgd":
-        opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
-    else:
-        opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
-    model.train()
-    rss_before, _ = rss()
-    ckpt = variant == "sqrt"
+class Trainer:
+    """One workload's model, optimizer and batch in one variant, ready to step (as snug's bench_case)."""
 
-    def run(steps):
+    def __init__(self, args):
+        import torch
+        torch.set_num_threads(args.threads)
+        torch.backends.mkldnn.enabled = True
+        self.name, variant = args.workload, args.variant
+        self.batch, optim, self.states, _ = WORKLOADS[self.name]
+        self.m = {"full": self.batch, "sqrt": self.batch, "accum4": math.ceil(self.batch / 4), "micro1": 1}[variant]
+        self.sgemm = sgemm_gflops(args.sgemm_size)  # also starts the BLAS's threads and buffers, as snug's probe
+        self.x, self.y = synthetic(self.name, self.batch)
+        release_freed()
+        self.rss_start, _ = rss()  # as snug's: the data exist, the model does not
+        torch.manual_seed(1)
+        self.model = build(self.name)
+        if args.config == "channels_last":
+            self.model = self.model.to(memory_format=torch.channels_last)
+            self.x = self.x.contiguous(memory_format=torch.channels_last)
+        params = list(self.model.parameters())
+        self.numel = sum(p.numel() for p in params)
+        if optim == "sgd":
+            self.opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+        else:
+            self.opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
+        self.model.train()
+        self.rss_before, _ = rss()
+        self.ckpt = variant == "sqrt"
+
+    def run(self, steps):
+        """Seconds that `steps` optimizer steps took."""
         t0 = time.perf_counter()
         for _ in range(steps):
-            train_step(name, model, opt, x, y, m, ckpt)
+            train_step(self.name, self.model, self.opt, self.x, self.y, self.m, self.ckpt)
         return time.perf_counter() - t0
 
-    if args.warmup > 1:
-        run(args.warmup - 1)
-    last = run(1) if args.warmup > 0 or args.steps == 0 else 0.0
-    steps = args.steps or int(min(max(math.ceil(AUTO_REPEAT_SECONDS / max(last, 1e-9)), AUTO_MIN_STEPS),
-                                  AUTO_MAX_STEPS))
+    def warm_up(self, warmup, steps, target_seconds, min_steps):
+        """`warmup` untimed steps (at least one where steps is 0); the timed steps per repeat: `steps`, or where
+        it is 0 as many as take about target_seconds by the last warm-up step (snug's bench_case_warm_up)."""
+        if warmup > 1:
+            self.run(warmup - 1)
+        last = self.run(1) if warmup > 0 or steps == 0 else 0.0
+        return steps or int(min(max(math.ceil(target_seconds / max(last, 1e-9)), min_steps), AUTO_MAX_STEPS))
+
+
+def turns(args):
+    """--turns: the protocol of `snug bench --turns` (src/cli/bench_turns.c): "ready STEPS" once warm, then for
+    every "go" line one untimed step and a block of timed steps, "block STEPS SECONDS"; ends at the end of
+    input. Returns the exit status."""
+    tr = Trainer(args)
+    steps = tr.warm_up(args.warmup, args.steps, BLOCK_SECONDS, 1)
+    print("ready %d" % steps, flush=True)
+    for line in sys.stdin:
+        if line.strip() != "go":
+            print("pytorch_bench.py --turns: expected \"go\" or the end of input, got %r" % line.strip()[:40],
+                  file=sys.stderr)
+            return 2
+        tr.run(1)
+        print("block %d %.9f" % (steps, tr.run(steps)), flush=True)
+    return 0
+
+
+def measure(args):
+    import torch
+    tr = Trainer(args)
+    name, variant, batch, m, sgemm = tr.name, args.variant, tr.batch, tr.m, tr.sgemm
+    steps = tr.warm_up(args.warmup, args.steps, AUTO_REPEAT_SECONDS, AUTO_MIN_STEPS)
     reset_peak()
-    ms = statistics.median(1e3 * run(steps) / steps for _ in range(args.repeats))
+    ms = statistics.median(1e3 * tr.run(steps) / steps for _ in range(args.repeats))
     _, peak = rss()
     flops = step_flops(name, batch)
     gflops = flops * 1e-9 / (ms * 1e-3)
-    persistent = numel * 4 * (2 + states)  # parameters, gradients and optimizer state
+    persistent = tr.numel * 4 * (2 + tr.states)  # parameters, gradients and optimizer state
     return {
         "framework": "pytorch", "workload": name, "variant": variant, "batch": batch, "micro_batch": m,
-        "micro_batches": math.ceil(batch / m), "threads": args.threads, "params": numel, "steps": steps,
+        "micro_batches": math.ceil(batch / m), "threads": args.threads, "params": tr.numel, "steps": steps,
         "repeats": args.repeats, "ms_per_step": "%.4f" % ms, "samples_per_s": "%.3f" % (1e3 * batch / ms),
         "step_gflop": "%.6f" % (flops * 1e-9), "gflops": "%.3f" % gflops, "sgemm_gflops": "%.3f" % sgemm,
         "sgemm_fraction": "%.4f" % (gflops / sgemm if sgemm else 0), "planned_total_bytes": "",
-        "planned_activation_bytes": "", "persistent_bytes": persistent, "rss_start_bytes": rss_start,
-        "rss_before_bytes": rss_before, "rss_peak_bytes": peak,
-        "activation_rss_bytes": max(0, peak - rss_start - persistent),
+        "planned_activation_bytes": "", "persistent_bytes": persistent, "rss_start_bytes": tr.rss_start,
+        "rss_before_bytes": tr.rss_before, "rss_peak_bytes": peak,
+        "activation_rss_bytes": max(0, peak - tr.rss_start - persistent),
         "config": "torch %s, %s, mkldnn, OPENBLAS_CORETYPE=%s" % (
             torch.__version__, args.config, os.environ.get("OPENBLAS_CORETYPE", "unset")),
         "machine": "%s, %d cores, %d threads, PyTorch %s" % (cpu_model(), os.cpu_count() or 0, args.threads,
@@ -448,6 +480,9 @@ def main():
     p.add_argument("--csv", help="write the rows here (default: stdout)")
     p.add_argument("--check-shapes", action="store_true", help="compare the models with tests/reference's")
     p.add_argument("--choose-config", action="store_true", help="print the configuration --config auto picks")
+    p.add_argument("--turns", action="store_true",
+                   help="take turns with another process: one workload and variant, a block of steps timed for "
+                        "every \"go\" line on standard input (the protocol of snug bench --turns)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.steps < 0 or args.warmup < 0 or args.repeats < 1 or args.threads < 1:
@@ -458,6 +493,10 @@ def main():
     if args.choose_config:
         print(choose_config(args, args.workload if args.workload != "all" else "cnn"))
         return 0
+    if args.turns:
+        if args.workload == "all" or args.variant == "all" or args.config == "auto":
+            p.error("--turns times one trainer: choose one --workload, one --variant and a --config")
+        return turns(args)
     if args.child:
         rows = [measure(args)]
     else:

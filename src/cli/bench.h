@@ -9,6 +9,7 @@
  *   bench_case.c       a workload's trainer in one variant on its data: built, stepped, released
  *   bench_report.c     the table on stdout, the CSV and the Markdown files
  *   bench_paired.c     a variant timed against full batch in one process, blocks of steps alternating
+ *   bench_turns.c      one trainer timed in blocks on request, taking turns with another process
  *   bench_profile.c    where the time goes: the ops' times, printed per optimizer step
  *   cmd_bench.c        one measurement per (workload, variant), and the command itself
  * bench/pytorch_bench.py measures the same workloads in PyTorch with the same method and CSV columns;
@@ -126,6 +127,7 @@ typedef struct bench_options {
     long sgemm_n;
     const char *csv, *markdown;
     bool paired;             /* time each variant against full batch in one process (bench_paired.c) */
+    bool turns;              /* time blocks on request, taking turns with another process (bench_turns.c) */
     bool profile;            /* print where the time goes, op by op (bench_profile.c) */
     bool help;
 } bench_options;
@@ -165,6 +167,17 @@ void bench_print_profile(FILE *out, const bench_case *c, const bench_case *full)
 
 /* The median of v[0..n) (n >= 1); sorts v. */
 double bench_median(double *v, size_t n);
+
+/* ---- blocks of steps (bench_paired.c, bench_turns.c) ---- */
+/* A block's length where --steps is 0: about this long, and at least BENCH_BLOCK_MIN_STEPS timed steps. Short,
+ * so that the host's state rarely changes inside a pair of blocks; long enough that the untimed step before
+ * each block is the only one paying for the other block's traffic through the caches. */
+#define BENCH_BLOCK_SECONDS 0.25
+#define BENCH_BLOCK_MIN_STEPS 1
+
+/* --turns: builds w's trainer in variant v, warms it up, then times a block of steps for every "go" line on
+ * stdin (bench_turns.c has the protocol). Returns the exit status. */
+int bench_turns(const bench_options *opt, const bench_workload *w, bench_variant v);
 
 /* ---- a variant against full batch in one process (bench_paired.c) ---- */
 typedef struct bench_pair_result {
@@ -207,6 +220,6 @@ snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, 
 bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
 #define CLI_BENCH_USAGE                                                                                          \
     "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
-    "[--steps N] [--repeats R] [--threads N] [--paired] [--profile] [--csv FILE] [--markdown FILE]"
+    "[--steps N] [--repeats R] [--threads N] [--paired] [--turns] [--profile] [--csv FILE] [--markdown FILE]"
 
 #endif

@@ -39,6 +39,11 @@ static const flag bench_flags[] = {
           "time each chosen variant but full against full batch in one process: both trainers built, then "
           "blocks of about a quarter second (--steps) alternating, --repeats pairs; prints the variant's "
           "samples/s over full batch's per pair and their median, no memory [off]")},
+    {FLAG("turns", F_SWITCH, turns, NULL,
+          "take turns with another process on the same cores: build one workload's trainer in one variant, warm "
+          "it up, print \"ready STEPS\", then for every \"go\" line on standard input time a block of about a "
+          "quarter second (--steps) after one untimed step and print \"block STEPS SECONDS\"; ends at the end "
+          "of input (bench/compare.py's duel with PyTorch) [off]")},
     {FLAG("profile", F_SWITCH, profile, NULL,
           "also print where the time goes: each node's forward, recompute and backward and the parts around "
           "them (data, update) in ms per optimizer step, from the trainer's op timers; with --paired full "
@@ -67,5 +72,6 @@ void cli_bench_help(FILE *out) {
     flags_print_help(out, &bench_table);
     fprintf(out, "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error, 2 usage error.\n"
                  "Example: snug bench --workload cnn --variant full --repeats 5 --csv cnn.csv\n"
-                 "         snug bench --workload mlp --variant accum4 --paired --repeats 8\n");
+                 "         snug bench --workload mlp --variant accum4 --paired --repeats 8\n"
+                 "         printf 'go\\ngo\\n' | snug bench --workload mlp --variant full --turns\n");
 }

@@ -15,9 +15,6 @@
 #include "cli/bench.h"
 #include "core/error.h"
 
-#define BLOCK_SECONDS 0.25
-#define BLOCK_MIN_STEPS 1
-
 /* One untimed step, then `steps` timed ones: *ms per step. */
 static snug_status block(bench_case *c, int steps, double *ms, snug_error *err) {
     double seconds = 0;
@@ -66,9 +63,11 @@ snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w
     if (st == SNUG_OK) st = bench_case_open(&full, &full_figures, err);
     if (st == SNUG_OK) st = bench_case_open(&var, &figures, err);
     if (st == SNUG_OK)
-        st = bench_case_warm_up(&full, opt->warmup, opt->steps, BLOCK_SECONDS, BLOCK_MIN_STEPS, &r->full_steps, err);
+        st = bench_case_warm_up(&full, opt->warmup, opt->steps, BENCH_BLOCK_SECONDS, BENCH_BLOCK_MIN_STEPS,
+                                &r->full_steps, err);
     if (st == SNUG_OK)
-        st = bench_case_warm_up(&var, opt->warmup, opt->steps, BLOCK_SECONDS, BLOCK_MIN_STEPS, &r->steps, err);
+        st = bench_case_warm_up(&var, opt->warmup, opt->steps, BENCH_BLOCK_SECONDS, BENCH_BLOCK_MIN_STEPS,
+                                &r->steps, err);
     if (st == SNUG_OK && opt->profile) st = bench_profile_start(&full, err);
     if (st == SNUG_OK && opt->profile) st = bench_profile_start(&var, err);
     if (st == SNUG_OK) st = time_pairs(&full, &var, r, times, times + n, err);

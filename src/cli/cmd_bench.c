@@ -144,6 +144,19 @@ static int write_reports(const bench_options *opt, const bench_machine *m, const
     return CLI_EXIT_OK;
 }
 
+/* --turns: one workload in one variant, and nothing the protocol's standard output could not carry. */
+static int bench_turns_checked(const bench_options *opt) {
+    const bench_workload *w = bench_find_workload(opt->workload);
+    if (!w || opt->variant == BENCH_NVARIANTS)
+        return cli_usage_error("bench", CLI_BENCH_USAGE,
+                               "--turns times one trainer: choose one --workload and one --variant");
+    if (opt->paired || opt->profile || opt->csv || opt->markdown)
+        return cli_usage_error("bench", CLI_BENCH_USAGE,
+                               "--turns prints only its protocol's lines: it takes no --paired, --profile, --csv or "
+                               "--markdown");
+    return bench_turns(opt, w, (bench_variant)opt->variant);
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_options opt;
     char msg[512];
@@ -157,6 +170,7 @@ int cmd_bench(int argc, char **argv) {
                                "--paired times a variant against full batch: choose --variant cheap, accum4, sqrt, "
                                "micro1 or all");
     snug_set_threads((int)opt.threads);
+    if (opt.turns) return bench_turns_checked(&opt);
     bench_machine m;
     bench_machine_describe(&m);
     if (opt.paired) return bench_paired(&opt, &m); /* ratios of its own steps: no SGEMM rate to compare with */

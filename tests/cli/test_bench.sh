@@ -11,7 +11,7 @@ set -u
 run "bench --help lists every flag" bench --help
 expect_rc 0
 for phrase in "usage: snug bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
-    --markdown --paired --profile; do
+    --markdown --paired --turns --profile; do
     expect_in "$OUT" "$phrase"
 done
 
@@ -97,6 +97,32 @@ expect_in "$OUT" "beside it full batch's"
 expect_in "$OUT" "diff"
 usage_error "paired needs a variant to compare" "--paired times a variant against full batch" bench --paired \
     --variant full
+
+# --turns: the protocol bench/compare.py's duel speaks. "ready STEPS" once warm, then one "block STEPS SECONDS"
+# line per "go", the end of input ends it (exit 0); any other line is a usage error after the blocks before it
+printf 'go\ngo\ngo\n' >"$TMP/three_go"
+run "bench --turns answers every go with a block" bench --workload mlp --variant accum4 --turns --steps 2 \
+    --warmup 1 --threads 2 <"$TMP/three_go"
+expect_rc 0
+awk 'NR == 1 { if ($1 != "ready" || $2 != 2 || NF != 2) bad = "first line: " $0; next }
+     { if ($1 != "block" || $2 != 2 || !($3 > 0) || NF != 3) bad = "line " NR ": " $0 }
+     END { if (NR != 4) bad = bad " lines: " NR; if (bad) { print bad; exit 1 } }' "$OUT" >"$TMP/awk.log" ||
+    fail "turns protocol: $(cat "$TMP/awk.log")"
+printf 'go\nstop\ngo\n' >"$TMP/go_stop"
+run "bench --turns: a line other than go is a usage error" bench --workload mlp --variant full --turns --steps 1 \
+    --warmup 0 --threads 2 <"$TMP/go_stop"
+expect_rc 2
+expect_in "$ERR" 'expected "go" or the end of input, got "stop"'
+[ "$(grep -c '^block ' "$OUT")" = 1 ] || fail "blocks before the bad line: $(grep -c '^block ' "$OUT")"
+run "bench --turns with no input: ready, then done" bench --workload cnn --variant micro1 --turns --steps 1 \
+    --warmup 0 </dev/null
+expect_rc 0
+expect_in "$OUT" "ready 1"
+expect_not_in "$OUT" "block"
+usage_error "turns needs one workload" "--turns times one trainer" bench --turns --variant full
+usage_error "turns needs one variant" "--turns times one trainer" bench --turns --workload mlp
+usage_error "turns writes no reports" "it takes no --paired, --profile, --csv or --markdown" bench --turns \
+    --workload mlp --variant full --csv "$TMP/t.csv"
 
 usage_error "unknown workload" "unknown workload 'vgg'" bench --workload vgg
 usage_error "unknown variant" "--variant must be one of full, cheap, accum4, sqrt, micro1, all" bench --variant half
