@@ -69,6 +69,16 @@ def cache_state(probe):
     return "apart" if float(out[1]) > APART_NS else "shared"
 
 
+def fma_peak(snug, threads):
+    """GFLOP/s of fused multiply-adds from registers (bench/bench_fma_peak beside snug's build), or None."""
+    peak = os.path.join(os.path.dirname(os.path.abspath(snug)), "bench", "bench_fma_peak")
+    if not os.access(peak, os.X_OK):
+        return None
+    out = subprocess.run([peak, str(threads)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    words = out.split()
+    return float(words[1]) if len(words) >= 2 and words[0] == "fma_peak_gflops" else None
+
+
 def timed(cmd, env, probe):
     """Runs one measured process; the cache state before and after it: 'shared', 'apart', or 'mixed' where the
     host moved the threads' cores during it."""
@@ -99,6 +109,7 @@ def run(args):
     probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
     probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
     snug_rows, torch_rows, paired_rows, duel_rows = [], [], [], []
+    args.fma_peak = fma_peak(args.snug, args.threads)
     paired = [v for v in PAIRED_VARIANTS if v in args.variants] if args.pairs > 0 else []
     duels = [v for v in duel.DUEL_VARIANTS if v in args.variants] if args.duels > 0 else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -432,15 +443,17 @@ def duel_table(duels):
     return lines + [""]
 
 
-def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, paired=(), duels=()):
+def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, paired=(), duels=(), peak=None):
     sgemm = statistics.median(float(r["sgemm_gflops"]) for r in snug_rows)
     torch_sgemm = statistics.median(float(r["sgemm_gflops"]) for r in torch_rows) if torch_rows else float("nan")
     lines = ["# Benchmark workloads: snug and PyTorch", "",
              "Machine: %s." % snug_rows[0]["machine"], "",
              "PyTorch: %s." % (torch_rows[0]["config"].split(",")[0] if torch_rows else "not run"), "",
              "SGEMM 2048x2048 measured in this run: %.1f GFLOP/s in snug's processes (the faster of its BLAS and its "
-             "own product; median over the snug processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm),
-             "",
+             "own product; median over the snug processes), %.1f GFLOP/s through torch.mm." % (sgemm, torch_sgemm)
+             + (" The cores' FMA peak (bench/bench_fma_peak: chains of vector FMAs in registers, the same threads) "
+                "at the start of the run: %.1f GFLOP/s, so the SGEMM rate is %.0f%% of it." % (peak, 100 * sgemm / peak)
+                if peak else ""), "",
              "Every (workload, variant) ran as %s fresh snug processes alternating with %s fresh PyTorch "
              "processes, in rounds that run every variant of a workload in turn (snug's back to back, then "
              "PyTorch's); each process reports the median "
@@ -550,7 +563,7 @@ def main():
     if duels:
         duel.write_csv(os.path.join(args.out, "workloads_duel.csv"), duels)
     write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes, paired,
-                   duels)
+                   duels, getattr(args, "fma_peak", None))
     with open(os.path.join(args.out, "workloads.md")) as fh:
         print(fh.read())
     return 0

@@ -171,4 +171,19 @@ else
     fail "no $PROBE: the benchmarks are built with the project"
 fi
 
+# bench_fma_peak (the FMA rate from registers, docs/performance.md's ceiling): one thread prints a positive rate
+# and its vector width, bad arguments are usage errors
+PEAK="$(dirname "$SNUG")/bench/bench_fma_peak"
+PROBE=$PEAK
+run_probe "bench_fma_peak measures one thread" 1
+expect_rc 0
+awk '{ if (NF != 6 || $1 != "fma_peak_gflops" || !($2 > 0) || $4 != 1 || ($6 != 1 && $6 != 8 && $6 != 16)) bad = 1 }
+     END { exit bad || NR != 1 }' "$OUT" || fail "output: $(cat "$OUT")"
+for bad in x 0 -1 5000 "1 2"; do
+    # shellcheck disable=SC2086 # "1 2" is two arguments on purpose
+    run_probe "bench_fma_peak rejects '$bad'" $bad
+    expect_rc 2
+    expect_in "$ERR" "usage: bench_fma_peak"
+done
+
 finish_tests

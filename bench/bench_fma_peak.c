@@ -1,0 +1,106 @@
+/* bench_fma_peak: the rate at which this machine's cores retire fused multiply-adds from registers, with no
+ * memory traffic: the ceiling no product can pass, against which the SGEMM rate of `snug bench` (2048x2048,
+ * the best case of a GEMM) and the workloads' GFLOP/s can be read. Each thread runs 12 independent chains of
+ * vector FMAs (more than latency x throughput on current x86 cores, so the chains never wait on each other) at
+ * the widest width the CPU has: AVX-512 (16 floats), else AVX2 + FMA (8), else plain C (the compiler's choice).
+ *
+ *   bench_fma_peak [threads]      prints "fma_peak_gflops N threads T width W" (the best of 5 batches)
+ *
+ * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
+ * On session 23's host (an AMD EPYC of family 25, 2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s
+ * with 2 threads, 117 with one, so its SGEMM rate of 190-200 GFLOP/s is 80-85% of what the cores can do. The
+ * hosts of this workplace change between sessions (session 14's was a family-26 EPYC whose SGEMM reached 346
+ * GFLOP/s): this probe says which one a run had. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHAINS 12
+#define BATCHES 5
+/* Iterations per batch: ~0.05 s per batch on a 3-4 GHz core at one vector FMA per cycle and chain group. */
+#define ITERATIONS 20000000L
+
+/* The chains must live in registers: a loop over an array of them, not unrolled, keeps them on the stack and
+ * measures store-to-load forwarding instead (half the rate at -O2 on the machine above). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define UNROLLED _Pragma("GCC unroll 12")
+#elif defined(__clang__)
+#define UNROLLED _Pragma("unroll")
+#else
+#define UNROLLED
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+__attribute__((target("avx512f"))) static float chains_avx512(long iters) {
+    __m512 a[CHAINS];
+    const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < CHAINS; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long it = 0; it < iters; it++)
+        UNROLLED for (int i = 0; i < CHAINS; i++) a[i] = _mm512_fmadd_ps(a[i], b, c);
+    float sum = 0;
+    for (int i = 0; i < CHAINS; i++) sum += _mm512_reduce_add_ps(a[i]);
+    return sum;
+}
+
+__attribute__((target("avx2,fma"))) static float chains_avx2(long iters) {
+    __m256 a[CHAINS];
+    const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < CHAINS; i++) a[i] = _mm256_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long it = 0; it < iters; it++)
+        UNROLLED for (int i = 0; i < CHAINS; i++) a[i] = _mm256_fmadd_ps(a[i], b, c);
+    float lanes[8], sum = 0;
+    for (int i = 0; i < CHAINS; i++) {
+        _mm256_storeu_ps(lanes, a[i]);
+        for (int l = 0; l < 8; l++) sum += lanes[l];
+    }
+    return sum;
+}
+#endif
+
+/* The portable fallback: one float per chain element, as wide as the compiler vectorises it. */
+static float chains_plain(long iters) {
+    float a[CHAINS];
+    for (int i = 0; i < CHAINS; i++) a[i] = 1.0f + (float)i * 1e-3f;
+    for (long it = 0; it < iters; it++)
+        UNROLLED for (int i = 0; i < CHAINS; i++) a[i] = a[i] * 0.999999f + 1e-7f;
+    float sum = 0;
+    for (int i = 0; i < CHAINS; i++) sum += a[i];
+    return sum;
+}
+
+/* The widest kernel this CPU runs, and its floats per FMA. */
+static float (*pick(int *width))(long) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return *width = 16, chains_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return *width = 8, chains_avx2;
+#endif
+    return *width = 1, chains_plain;
+}
+
+int main(int argc, char **argv) {
+    char *end = NULL;
+    long threads = argc > 1 ? strtol(argv[1], &end, 10) : omp_get_max_threads();
+    if (argc > 2 || (argc > 1 && (*end != '\0' || threads < 1 || threads > 4096))) {
+        fprintf(stderr, "usage: bench_fma_peak [threads]   (threads: a whole number from 1 to 4096)\n");
+        return 2;
+    }
+    int width;
+    float (*chains)(long) = pick(&width);
+    double best = 0;
+    volatile float sink = 0; /* keeps the chains' results, so the compiler cannot drop them */
+    for (int b = 0; b < BATCHES; b++) {
+        const double t0 = omp_get_wtime();
+        float sum = 0;
+        #pragma omp parallel num_threads((int)threads) reduction(+ : sum)
+        sum += chains(ITERATIONS);
+        const double s = omp_get_wtime() - t0;
+        sink += sum;
+        const double rate = 2.0 * CHAINS * width * (double)ITERATIONS * (double)threads / s * 1e-9;
+        if (rate > best) best = rate;
+    }
+    printf("fma_peak_gflops %.1f threads %ld width %d\n", best, threads, width);
+    return 0;
+}
