@@ -6,7 +6,8 @@
 #     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch)
 set -euo pipefail
 
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin)
+# python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin python3)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 
@@ -26,7 +27,7 @@ readonly PACKAGES
 check_without_dpkg() {
     local missing=()
     local tool
-    for tool in cc cmake pkg-config npm; do
+    for tool in cc cmake pkg-config npm python3; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     if command -v pkg-config >/dev/null 2>&1; then
