@@ -20,6 +20,8 @@ PyTorch's configuration: OPENBLAS_CORETYPE=SkylakeX when the CPU has AVX-512 and
 on, torch.set_num_threads(threads); for the convolution workloads --config auto times contiguous and
 channels_last in child processes and keeps the faster. Each (workload, variant) is measured in a fresh child
 process, so no measurement inherits another's memory; the parent only orchestrates and collects the rows.
+With --turns (one workload, variant and --config) the process speaks the protocol of `snug bench --turns` on
+standard input and output instead, so that bench/duel.py can alternate blocks of steps of both frameworks.
 
 The models are nn.Modules (an optimizer needs persistent parameters) with the layer structure of
 tests/reference/make_references.py, whose functional models tests/test_reference_models.c matches against
