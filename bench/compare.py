@@ -57,6 +57,8 @@ def read_rows(path):
 # A round trip between two threads above this many ns: their cores do not share a last-level cache (~50 ns where
 # they do; ~340 ns on the machine of docs/performance.md where its host placed the two vCPUs apart).
 APART_NS = 150.0
+# The states a pair or process is judged in when its probe agreed before and after ('mixed' otherwise).
+STATES = ("shared", "apart")
 
 
 def cache_state(probe):
@@ -109,7 +111,6 @@ def run(args):
     probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
     probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
     snug_rows, torch_rows, paired_rows, duel_rows = [], [], [], []
-    args.fma_peak = fma_peak(args.snug, args.threads)
     paired = [v for v in PAIRED_VARIANTS if v in args.variants] if args.pairs > 0 else []
     duels = [v for v in duel.DUEL_VARIANTS if v in args.variants] if args.duels > 0 else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -226,24 +227,29 @@ def must_shows(rows, paired=(), duels=()):
     def gm(xs):
         return math.exp(sum(math.log(x) for x in xs) / len(xs)) if all(x > 0 for x in xs) else float("nan")
 
+    def per_state(what, ws, ratios_of, inv=False):
+        """A line per cache state in which any pair ran: each workload's median pair there (its inverse with
+        inv), ratios_of(w, state) listing the pairs."""
+        for state in STATES:
+            vals = [(w, ratios_of(w, state)) for w in ws]
+            if any(xs for _, xs in vals):
+                out.append(("the same from the %s whose cores %s: %s" % (
+                    what, "shared a last-level cache" if state == "shared" else "were apart", ", ".join(
+                        "%s %.2f (%d pairs)" % (w, (1.0 / statistics.median(xs)) if inv else statistics.median(xs),
+                                               len(xs)) if xs else "%s -" % w for w, xs in vals)), None))
+
     def full_batch(ratios, how, judged):
-        worst = min(ratios)
+        mean, worst = gm(ratios), min(ratios)
         out.append(("full batch%s: geometric mean of snug/PyTorch samples/s over the five workloads %.2f (>= 1.5), "
-                    "lowest %.2f (%s; >= 1.1)" % (how, gm(ratios), worst, WORKLOADS[ratios.index(worst)]),
-                    (gm(ratios) >= 1.5 and worst >= 1.1 if gm(ratios) == gm(ratios) else False) if judged else None))
+                    "lowest %.2f (%s; >= 1.1)" % (how, mean, worst, WORKLOADS[ratios.index(worst)]),
+                    (mean >= 1.5 and worst >= 1.1 if mean == mean else False) if judged else None))
 
     separate = [get(w, "full", "speed_ratio") for w in WORKLOADS]
     duelled = [duel.ratios(duels, w) for w in WORKLOADS]
     if all(duelled):
         full_batch([statistics.median(xs) for xs in duelled], " (median over the pairs of blocks taking turns with "
                    "PyTorch's process on the same cores, snug bench --turns, whatever the cache state)", True)
-        for state in ("shared", "apart"):
-            vals = [(w, duel.ratios(duels, w, state=state)) for w in WORKLOADS]
-            if any(xs for _, xs in vals):
-                out.append(("the same from the pairs whose cores %s: %s" % (
-                    "shared a last-level cache" if state == "shared" else "were apart", ", ".join(
-                        "%s %.2f (%d pairs)" % (w, statistics.median(xs), len(xs)) if xs else "%s -" % w
-                        for w, xs in vals)), None))
+        per_state("pairs", WORKLOADS, lambda w, state: duel.ratios(duels, w, state=state))
         full_batch(separate, " from separate processes (the median process of each framework; %s)" % ", ".join(
             "%s %.2f" % wx for wx in zip(WORKLOADS, separate)), False)
     else:
@@ -268,7 +274,7 @@ def must_shows(rows, paired=(), duels=()):
         cb = (b_row or {}).get(b_who + "_process_caches", "").split()
         if not a or len(a) != len(b):
             return None
-        same = [len(ca) == len(a) and len(cb) == len(a) and x == y and x in ("shared", "apart")
+        same = [len(ca) == len(a) and len(cb) == len(a) and x == y and x in STATES
                 for x, y in zip(ca, cb)] if ca else [False] * len(a)
         return [(float(x) / float(y), s) for x, y, s in zip(a, b, same)]
 
@@ -335,14 +341,7 @@ def must_shows(rows, paired=(), duels=()):
         ok = (lambda x, bar=bar: x <= bar) if inv else (lambda x, bar=bar: x >= bar)
         per_workload("%s (%s%s)" % (title, method, "" if paired else same_state_note(ws, v)), ws, value, ok)
         if paired:
-            for state in ("shared", "apart"):
-                vals = [(w, pair_ratios(paired, w, v, state)) for w in ws]
-                if any(xs for _, xs in vals):
-                    out.append(("the same from the processes whose cores %s: %s" % (
-                        "shared a last-level cache" if state == "shared" else "were apart", ", ".join(
-                            "%s %.2f (%d pairs)" % (w, (1.0 / statistics.median(xs)) if inv else
-                                                   statistics.median(xs), len(xs)) if xs else "%s -" % w
-                            for w, xs in vals)), None))
+            per_state("processes", ws, lambda w, state, v=v: pair_ratios(paired, w, v, state), inv)
             out.append(("the same from separate processes, the rounds whose two processes ran in one cache state "
                         "(%s): %s" % (same_state_note(ws, v)[2:], ", ".join("%s %.2f" % (w, 1.0 / paired_ratio(w, v) if inv else
                                                   paired_ratio(w, v)) for w in ws)), None))
@@ -389,6 +388,12 @@ def write_paired_csv(path, paired):
             w.writerow(r)
 
 
+def state_cells(ratios_of):
+    """Table cells, one per cache state: the median pair and how many ('-' where none), ratios_of(state) listing
+    the pairs."""
+    return ["%.3f (%d)" % (statistics.median(ys), len(ys)) if ys else "-" for ys in map(ratios_of, STATES)]
+
+
 def paired_table(paired):
     """Markdown lines: per workload and variant, the median pair over every paired process and per cache state."""
     lines = ["## Variants against full batch in one process", "",
@@ -406,10 +411,7 @@ def paired_table(paired):
     for w, v in keys:
         xs = pair_ratios(paired, w, v)
         m = next(r["micro_batch"] for r in paired if r["workload"] == w and r["variant"] == v)
-        cells = []
-        for state in ("shared", "apart"):
-            ys = pair_ratios(paired, w, v, state)
-            cells.append("%.3f (%d)" % (statistics.median(ys), len(ys)) if ys else "-")
+        cells = state_cells(lambda state: pair_ratios(paired, w, v, state))
         lines.append("| %s | %s | %s | %d | %.3f | %.3f | %.3f | %s | %s |" % (
             w, v, m, len(xs), statistics.median(xs), min(xs), max(xs), cells[0], cells[1]))
     return lines + [""]
@@ -432,10 +434,7 @@ def duel_table(duels):
             if not rs:
                 continue
             xs = duel.ratios(duels, w, v)
-            cells = []
-            for state in ("shared", "apart"):
-                ys = duel.ratios(duels, w, v, state)
-                cells.append("%.3f (%d)" % (statistics.median(ys), len(ys)) if ys else "-")
+            cells = state_cells(lambda state: duel.ratios(duels, w, v, state))
             lines.append("| %s | %s | %d | %.1f | %.1f | %.3f | %.3f | %.3f | %s | %s |" % (
                 w, v, len(xs), statistics.median(float(r["snug_ms_per_step"]) for r in rs),
                 statistics.median(float(r["torch_ms_per_step"]) for r in rs), statistics.median(xs), min(xs),
@@ -545,8 +544,10 @@ def main():
         if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
             p.error("%s cannot import torch: install Debian's python3-torch (scripts/install-deps.sh --bench, as root)"
                     " or use `snug bench` for snug alone" % TORCH_PYTHON)
+        peak = fma_peak(args.snug, args.threads)
         snug_rows, torch_rows, paired, duels = run(args)
     else:
+        peak = None
         snug_rows, torch_rows = read_rows(args.snug_csv), read_rows(args.torch_csv)
         paired = read_rows(args.paired) if args.paired else []
         duels = read_rows(args.duel) if args.duel else []
@@ -563,7 +564,7 @@ def main():
     if duels:
         duel.write_csv(os.path.join(args.out, "workloads_duel.csv"), duels)
     write_markdown(os.path.join(args.out, "workloads.md"), rows, snug_rows, torch_rows, policy, processes, paired,
-                   duels, getattr(args, "fma_peak", None))
+                   duels, peak)
     with open(os.path.join(args.out, "workloads.md")) as fh:
         print(fh.read())
     return 0

@@ -150,6 +150,10 @@ typedef struct bench_case {
 snug_status bench_case_open(bench_case *c, bench_result *r, snug_error *err);
 /* Runs `steps` optimizer steps on the whole synthetic batch; *seconds is their wall time. */
 snug_status bench_case_steps(bench_case *c, long steps, double *seconds, snug_error *err);
+/* A block of a paired or turn-taking measurement: one untimed step (another trainer's memory has just gone
+ * through the caches, and a block times its own trainer warm, as a training run has it), then `steps` timed
+ * ones; *seconds is theirs. */
+snug_status bench_case_block(bench_case *c, long steps, double *seconds, snug_error *err);
 /* `warmup` untimed steps (at least one where steps == 0); *steps is `steps`, or where it is 0 as many as take
  * about target_seconds by the last warm-up step, from min_steps to BENCH_MAX_STEPS. */
 snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double target_seconds, int min_steps,

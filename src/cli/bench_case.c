@@ -86,6 +86,12 @@ snug_status bench_case_steps(bench_case *c, long steps, double *seconds, snug_er
     return SNUG_OK;
 }
 
+snug_status bench_case_block(bench_case *c, long steps, double *seconds, snug_error *err) {
+    double untimed = 0;
+    snug_status s = bench_case_steps(c, 1, &untimed, err);
+    return s == SNUG_OK ? bench_case_steps(c, steps, seconds, err) : s;
+}
+
 snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double target_seconds, int min_steps,
                                int *out_steps, snug_error *err) {
     double seconds = 0;

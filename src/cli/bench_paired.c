@@ -15,11 +15,10 @@
 #include "cli/bench.h"
 #include "core/error.h"
 
-/* One untimed step, then `steps` timed ones: *ms per step. */
+/* One block (bench_case_block): *ms per step. */
 static snug_status block(bench_case *c, int steps, double *ms, snug_error *err) {
     double seconds = 0;
-    snug_status st = bench_case_steps(c, 1, &seconds, err);
-    if (st == SNUG_OK) st = bench_case_steps(c, steps, &seconds, err);
+    snug_status st = bench_case_block(c, steps, &seconds, err);
     *ms = 1e3 * seconds / steps;
     return st;
 }
