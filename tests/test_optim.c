@@ -337,29 +337,29 @@ static void test_schedule_linear_scaling(void **unused) {
 static void test_norm_known(void **unused) {
     (void)unused;
     const float g[2] = {3.0f, 4.0f};
-    assert_true(grad_global_norm(g, 2) == 5.0);
-    assert_true(grad_global_norm(g, 0) == 0.0);
+    assert_true(grad_global_norm(g, 2, NULL, 0) == 5.0);
+    assert_true(grad_global_norm(g, 0, NULL, 0) == 0.0);
     const float h[5] = {1.0f, -2.0f, 2.0f, 0.0f, -4.0f};  /* 1 + 4 + 4 + 16 = 25 */
-    assert_true(grad_global_norm(h, 5) == 5.0);
+    assert_true(grad_global_norm(h, 5, NULL, 0) == 5.0);
 }
 
 static void test_norm_nonfinite(void **unused) {
     (void)unused;
     float g[5] = {1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
     g[2] = NAN;
-    assert_true(isnan(grad_global_norm(g, 5)));
+    assert_true(isnan(grad_global_norm(g, 5, NULL, 0)));
     g[2] = -INFINITY;
-    assert_false(isfinite(grad_global_norm(g, 5)));
+    assert_false(isfinite(grad_global_norm(g, 5, NULL, 0)));
     /* Far apart in a large array, on the parallel path: the last element, then one in the middle. */
     float *big = calloc(NLARGE, sizeof *big);
     assert_non_null(big);
     for (size_t i = 0; i < NLARGE; i++) big[i] = pseudo(i, 3);
-    assert_true(isfinite(grad_global_norm(big, NLARGE)));
+    assert_true(isfinite(grad_global_norm(big, NLARGE, NULL, 0)));
     big[NLARGE - 1] = NAN;
-    assert_true(isnan(grad_global_norm(big, NLARGE)));
+    assert_true(isnan(grad_global_norm(big, NLARGE, NULL, 0)));
     big[NLARGE - 1] = 0.0f;
     big[NLARGE / 2] = INFINITY;
-    assert_false(isfinite(grad_global_norm(big, NLARGE)));
+    assert_false(isfinite(grad_global_norm(big, NLARGE, NULL, 0)));
     free(big);
 }
 
@@ -372,13 +372,13 @@ static void test_norm_large(void **unused) {
         g[i] = pseudo(i, 7);
         sum += (double)g[i] * (double)g[i];
     }
-    check_close(grad_global_norm(g, NLARGE), sqrt(sum), 1e-12, 0.0, "norm", 0);
+    check_close(grad_global_norm(g, NLARGE, NULL, 0), sqrt(sum), 1e-12, 0.0, "norm", 0);
     /* The same bits for any thread count, so a clip factor does not depend on the machine's core count. */
     const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
-    const double one = grad_global_norm(g, NLARGE);
+    const double one = grad_global_norm(g, NLARGE, NULL, 0);
     omp_set_num_threads(3);
-    const double three = grad_global_norm(g, NLARGE);
+    const double three = grad_global_norm(g, NLARGE, NULL, 0);
     omp_set_num_threads(threads);
     assert_memory_equal(&one, &three, sizeof one);
     free(g);
@@ -387,18 +387,18 @@ static void test_norm_large(void **unused) {
 static void test_clip_above(void **unused) {
     (void)unused;
     float g[2] = {3.0f, 4.0f};
-    const double norm = grad_global_norm(g, 2);
+    const double norm = grad_global_norm(g, 2, NULL, 0);
     const float f = grad_clip(g, 2, norm, 1.0f);
     const double want = 1.0 / (5.0 + 1e-6);
     check_close(f, want, 1e-7, 0.0, "factor", 0);
     check_close(g[0], 3.0 * want, 1e-7, 0.0, "clipped grad", 0);
     check_close(g[1], 4.0 * want, 1e-7, 0.0, "clipped grad", 1);
-    check_close(grad_global_norm(g, 2), 1.0, 1e-6, 0.0, "norm after clip", 0);
+    check_close(grad_global_norm(g, 2, NULL, 0), 1.0, 1e-6, 0.0, "norm after clip", 0);
     /* Large n: every element, the tail included, gets the factor. */
     float *big = malloc(NLARGE * sizeof *big);
     assert_non_null(big);
     for (size_t i = 0; i < NLARGE; i++) big[i] = pseudo(i, 5);
-    const double bn = grad_global_norm(big, NLARGE);
+    const double bn = grad_global_norm(big, NLARGE, NULL, 0);
     const float bf = grad_clip(big, NLARGE, bn, 2.0f);
     check_close(bf, 2.0 / (bn + 1e-6), 1e-7, 0.0, "factor", 1);
     for (size_t i = 0; i < NLARGE; i += 1) {
@@ -413,7 +413,7 @@ static void test_clip_above(void **unused) {
 static void test_clip_below(void **unused) {
     (void)unused;
     float g[2] = {3.0f, 4.0f};
-    assert_true(grad_clip(g, 2, grad_global_norm(g, 2), 10.0f) == 1.0f);
+    assert_true(grad_clip(g, 2, grad_global_norm(g, 2, NULL, 0), 10.0f) == 1.0f);
     assert_true(g[0] == 3.0f && g[1] == 4.0f);
     /* Exactly at the threshold the factor is 5 / (5 + 1e-6) < 1, as in PyTorch. */
     const float f = grad_clip(g, 2, 5.0, 5.0f);

@@ -93,5 +93,5 @@ void adamw_step(optim_state *st,
     const size_t n = st->n;
     const adamw_ctx c = {.p = params, .m = st->state, .v = st->state + n,
                          .k = adamw_scalars_at(&st->cfg, lr, st->t)};
-    optim_run(n, 7, fabsf(c.k.w1) < 0.5f ? small_weight_span : large_weight_span, &c, gr);
+    optim_run(st, 7, fabsf(c.k.w1) < 0.5f ? small_weight_span : large_weight_span, &c, gr);
 }

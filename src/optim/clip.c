@@ -1,6 +1,7 @@
 /* The global gradient norm and clipping by it, as torch.nn.utils.clip_grad_norm_ over all parameters at once
  * (the gradients are one contiguous block). */
 #include <math.h>
+#include <omp.h>
 
 #include "core/clones.h"
 #include "core/parallel.h"
@@ -31,18 +32,23 @@ VM_KERNEL static double sum_squares(const float *restrict g, size_t n) {
 }
 
 double grad_global_norm(const float *grads,  // (n)
-                        size_t n) {
+                        size_t n, const optim_span *spans, int n_spans) {
     if (n == 0) return 0.0;
     size_t block = n / NORM_BLOCKS + (n % NORM_BLOCKS != 0);
     if (block < NORM_MIN_BLOCK) block = NORM_MIN_BLOCK;
     const int nblocks = (int)(n / block + (n % block != 0));  /* <= NORM_BLOCKS */
     double part[NORM_BLOCKS];
 
-#pragma omp parallel for schedule(static) if (nblocks > 1 && par_pays_floats(n))
-    for (int b = 0; b < nblocks; b++) {
-        const size_t lo = (size_t)b * block;
-        const size_t hi = n - lo < block ? n : lo + block;
-        part[b] = sum_squares(grads + lo, hi - lo);
+    /* Each block to the thread whose share (optim_share) holds its middle: the thread that will update those
+     * elements, and (optim.h) the one whose product wrote them. */
+#pragma omp parallel if (nblocks > 1 && par_pays_floats(n))
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        for (int b = 0; b < nblocks; b++) {
+            const size_t lo = (size_t)b * block;
+            const size_t hi = n - lo < block ? n : lo + block;
+            if (optim_owner(spans, n_spans, lo + (hi - lo) / 2, T) == t) part[b] = sum_squares(grads + lo, hi - lo);
+        }
     }
     double sum = 0.0;
     for (int b = 0; b < nblocks; b++) sum += part[b];

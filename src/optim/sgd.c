@@ -71,7 +71,7 @@ void sgd_step(optim_state *st, float *params, const optim_grads *gr, float lr) {
     const snug_optim_config *cfg = &st->cfg;
     const sgd_ctx c = {.p = params, .buf = st->state, .nlr = -lr, .wd = cfg->weight_decay, .mom = cfg->momentum};
     if (cfg->momentum == 0.0f)
-        optim_run(st->n, 3, plain_span, &c, gr);
+        optim_run(st, 3, plain_span, &c, gr);
     else
-        optim_run(st->n, 5, cfg->nesterov ? nesterov_span : momentum_span, &c, gr);
+        optim_run(st, 5, cfg->nesterov ? nesterov_span : momentum_span, &c, gr);
 }

@@ -130,7 +130,7 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
 static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     const double t0 = trainer_tick(tr);
     size_t np = tr->g->param_numel;
-    double norm = grad_global_norm(tr->x.grads, np);
+    double norm = grad_global_norm(tr->x.grads, np, tr->opt.spans, tr->opt.n_spans);
     st->grad_norm = (float)norm;
     st->skipped = !isfinite(st->loss) || !isfinite(norm);
     st->lr = snug_schedule_lr(&tr->cfg.schedule, tr->cfg.optim.lr, tr->cfg.batch, tr->step, tr->total_steps);

@@ -118,6 +118,20 @@ static snug_status trainer_reserve(snug_trainer *tr, snug_error *err) {
     return s;
 }
 
+/* The trainable tensors in block order, so that the norm and the update give each thread the parts its products
+ * wrote (optim_share). Without them (no memory for a few bytes a tensor, or a block they do not tile) the
+ * passes still cover the block, as one tensor. */
+static void bind_spans(snug_trainer *tr) {
+    const snug_graph *g = tr->g;
+    tr->spans = malloc((size_t)(g->n_params > 0 ? g->n_params : 1) * sizeof *tr->spans);
+    if (!tr->spans) return;
+    int n = 0;
+    for (int i = 0; i < g->n_params; i++)
+        if (!g->params[i].buffer && g->params[i].numel > 0)
+            tr->spans[n++] = (optim_span){.offset = g->params[i].offset, .numel = g->params[i].numel};
+    if (optim_spans_tile(tr->spans, n, g->param_numel)) tr->opt.spans = tr->spans, tr->opt.n_spans = n;
+}
+
 snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_trainer **out, snug_error *err) {
     *out = NULL;
     snug_status s = snug_graph_check(g, err);
@@ -134,6 +148,7 @@ snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_t
         return s;
     }
     tr->opt = (optim_state){.cfg = tr->cfg.optim, .state = tr->x.optim_state, .n = g->param_numel};
+    bind_spans(tr);
     tr->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 1;
     tr->dist = dist_get();
     trainer_init_params(tr);
@@ -152,6 +167,7 @@ void snug_trainer_free(snug_trainer *tr) {
     exec_unbind(&tr->x);
     snug_mem_release_all(&tr->mem);
     plan_free(&tr->plan);
+    free(tr->spans);
     free(tr);
 }
 

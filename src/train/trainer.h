@@ -26,6 +26,7 @@ struct snug_trainer {
     snug_mem mem;
     exec x;
     optim_state opt;
+    optim_span *spans;     /* the trainable tensors, for opt.spans */
     long step;             /* optimizer steps taken */
     uint64_t windows;      /* global batches processed, skipped ones included: the dropout key's step */
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
