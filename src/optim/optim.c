@@ -37,7 +37,7 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
      * chunks handed out in turn (sessions 14-23: one vCPU of a 2-vCPU host streams up to 1.5x slower than the
      * other, and the faster took more chunks): with the two vCPUs on cores that share no cache, half of what
      * each thread read had been written by the other (the weight gradients' products split rows, the chunks did
-     * not), and the mlp's update after an accumulation window took 2.1-2.4 ms instead of 1.5-1.7. Element-wise,
+     * not), and the mlp's update after an accumulation window took 2.2-2.4 ms instead of 1.5-1.6. Element-wise,
      * so the bits do not depend on the shares. */
     const optim_span whole = {.offset = 0, .numel = n};
     const optim_span *spans = st->spans ? st->spans : &whole;
