@@ -38,8 +38,8 @@ double grad_global_norm(const float *grads,  // (n)
     if (block < NORM_MIN_BLOCK) block = NORM_MIN_BLOCK;
     const int nblocks = (int)(n / block + (n % block != 0));  /* <= NORM_BLOCKS */
     double part[NORM_BLOCKS];
-    const optim_span whole = {.offset = 0, .numel = n};
-    if (!spans) spans = &whole, n_spans = 1;
+    optim_span whole;
+    spans = optim_spans_or_whole(spans, &n_spans, n, &whole);
 
     /* Each block to the thread whose share (optim_share) holds its middle: the thread that will update those
      * elements, and (optim.h) the one whose product wrote them. */

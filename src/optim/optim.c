@@ -39,9 +39,9 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
      * each thread read had been written by the other (the weight gradients' products split rows, the chunks did
      * not), and the mlp's update after an accumulation window took 2.2-2.4 ms instead of 1.5-1.6. Element-wise,
      * so the bits do not depend on the shares. */
-    const optim_span whole = {.offset = 0, .numel = n};
-    const optim_span *spans = st->spans ? st->spans : &whole;
-    const int n_spans = st->spans ? st->n_spans : 1;
+    optim_span whole;
+    int n_spans = st->n_spans;
+    const optim_span *spans = optim_spans_or_whole(st->spans, &n_spans, n, &whole);
     #pragma omp parallel
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();

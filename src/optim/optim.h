@@ -32,6 +32,10 @@ void optim_share(const optim_span *s, int t, int T, size_t *lo, size_t *hi);
 /* The thread of T whose share (optim_share) holds element i of the block that spans[0..n_spans) tile. */
 int optim_owner(const optim_span *spans, int n_spans, size_t i, int T);
 
+/* spans, or where it is NULL the block of n elements as one tensor, stored in *whole; *n_spans set to match.
+ * The norm and the update treat a block given without its tensors the same way. */
+const optim_span *optim_spans_or_whole(const optim_span *spans, int *n_spans, size_t n, optim_span *whole);
+
 /* Whether spans[0..n_spans) tile [0, n) in order, each non-empty: the update covers exactly the block. */
 bool optim_spans_tile(const optim_span *spans, int n_spans, size_t n);
 

@@ -33,6 +33,13 @@ int optim_owner(const optim_span *spans, int n_spans, size_t i, int T) {
     return t;
 }
 
+const optim_span *optim_spans_or_whole(const optim_span *spans, int *n_spans, size_t n, optim_span *whole) {
+    if (spans) return spans;
+    *whole = (optim_span){.offset = 0, .numel = n};
+    *n_spans = 1;
+    return whole;
+}
+
 bool optim_spans_tile(const optim_span *spans, int n_spans, size_t n) {
     size_t next = 0;
     for (int i = 0; i < n_spans; i++) {
