@@ -39,7 +39,8 @@ static adamw_scalars adamw_scalars_at(const snug_optim_config *c, float lr, long
 }
 
 typedef struct adamw_ctx {
-    float *p, *m, *v;  // (n) each
+    const float *p;  // (n) the parameters before the step
+    float *m, *v;    // (n) each
     adamw_scalars k;
 } adamw_ctx;
 
@@ -54,36 +55,38 @@ static inline float adamw_param(float p, float g, float m, float *v, const adamw
 /* PyTorch's lerp has two forms, self + w * (end - self) for |w| < 0.5 and end - (end - self) * (1 - w) above,
  * each exact at its own end point. One loop per form, each a VM_KERNEL clone (sqrt and division are correctly
  * rounded in every vector width, so every clone gives the same bits). The usual b1 >= 0.5 takes the first. */
-VM_KERNEL static void adamw_small_weight(float *restrict p, const float *restrict g, float *restrict m,
-                                         float *restrict v, size_t n, float gs, const adamw_scalars *k) {
+VM_KERNEL static void adamw_small_weight(float *restrict q, const float *restrict p, const float *restrict g,
+                                         float *restrict m, float *restrict v, size_t n, float gs,
+                                         const adamw_scalars *k) {
     const adamw_scalars kk = *k;
     for (size_t i = 0; i < n; i++) {
         const float gi = g[i] * gs;
         const float mi = m[i] + kk.w1 * (gi - m[i]);
         m[i] = mi;
-        p[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
+        q[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
     }
 }
 
-VM_KERNEL static void adamw_large_weight(float *restrict p, const float *restrict g, float *restrict m,
-                                         float *restrict v, size_t n, float gs, const adamw_scalars *k) {
+VM_KERNEL static void adamw_large_weight(float *restrict q, const float *restrict p, const float *restrict g,
+                                         float *restrict m, float *restrict v, size_t n, float gs,
+                                         const adamw_scalars *k) {
     const adamw_scalars kk = *k;
     for (size_t i = 0; i < n; i++) {
         const float gi = g[i] * gs;
         const float mi = gi - (gi - m[i]) * kk.w1c;
         m[i] = mi;
-        p[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
+        q[i] = adamw_param(p[i], gi, mi, &v[i], &kk);
     }
 }
 
-static void small_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+static void small_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new) {
     const adamw_ctx *c = ctx;
-    adamw_small_weight(c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
+    adamw_small_weight(p_new, c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
 }
 
-static void large_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+static void large_weight_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new) {
     const adamw_ctx *c = ctx;
-    adamw_large_weight(c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
+    adamw_large_weight(p_new, c->p + lo, gr->g + lo, c->m + lo, c->v + lo, hi - lo, gr->scale, &c->k);
 }
 
 void adamw_step(optim_state *st,
@@ -93,5 +96,5 @@ void adamw_step(optim_state *st,
     const size_t n = st->n;
     const adamw_ctx c = {.p = params, .m = st->state, .v = st->state + n,
                          .k = adamw_scalars_at(&st->cfg, lr, st->t)};
-    optim_run(st, 7, fabsf(c.k.w1) < 0.5f ? small_weight_span : large_weight_span, &c, gr);
+    optim_run(st, 7, fabsf(c.k.w1) < 0.5f ? small_weight_span : large_weight_span, &c, gr, params);
 }

@@ -20,14 +20,17 @@ typedef struct optim_grads {
     bool consume;
 } optim_grads;
 
-/* One optimizer's update of the elements [lo, hi), its parameters and state bound in ctx. */
-typedef void (*optim_span_fn)(const void *ctx, const optim_grads *gr, size_t lo, size_t hi);
+/* One optimizer's update of the elements [lo, hi): reads the parameters and updates the state bound in ctx, and
+ * writes the new parameters to p_new[0, hi - lo) (optim_run stores them). */
+typedef void (*optim_span_fn)(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new);
 
-/* Runs span over [0, st->n) in blocks small enough to stay in L1, zeroing each gradient block right after its
- * update when gr->consume; each thread its share of every tensor (optim_share) when `streams` floats per element
- * make the pass worth a team (core/parallel.h). Every element is updated the same way whoever updates it, so
- * the bits do not depend on the thread count. */
-void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const void *ctx, const optim_grads *gr);
+/* Runs span over [0, st->n) in blocks small enough to stay in L1, each block's new parameters stored into
+ * params past the caches (core/stream_store.h) and its gradients zeroed right after when gr->consume; each
+ * thread its share of every tensor (optim_share) when `streams` floats per element make the pass worth a team
+ * (core/parallel.h). Every element is updated the same way whoever updates it, so the bits do not depend on
+ * the thread count. */
+void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const void *ctx, const optim_grads *gr,
+               float *params);
 
 /* torch.optim.SGD with dampening 0. State: the momentum buffer (n floats) when momentum != 0, else none. */
 void sgd_step(optim_state *st,

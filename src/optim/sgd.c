@@ -16,62 +16,62 @@
 #include "optim/optim_impl.h"
 
 typedef struct sgd_ctx {
-    float *p;    // (n)
-    float *buf;  // (n) momentum buffer, or NULL
+    const float *p;  // (n) the parameters before the step
+    float *buf;      // (n) momentum buffer, or NULL
     float nlr, wd, mom;
 } sgd_ctx;
 
-/* momentum == 0: no buffer, no state. */
-VM_KERNEL static void sgd_plain(float *restrict p, const float *restrict g, size_t n, float gs, float nlr,
-                                float wd) {
+/* momentum == 0: no buffer, no state. Each kernel reads the parameters from p and writes the new ones to q. */
+VM_KERNEL static void sgd_plain(float *restrict q, const float *restrict p, const float *restrict g, size_t n,
+                                float gs, float nlr, float wd) {
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] * gs + wd * p[i];
-        p[i] = p[i] + nlr * d;
+        q[i] = p[i] + nlr * d;
     }
 }
 
 /* Heavy-ball momentum: p moves along the buffer. */
-VM_KERNEL static void sgd_momentum(float *restrict p, const float *restrict g, float *restrict buf, size_t n,
-                                   float gs, float nlr, float wd, float mom) {
+VM_KERNEL static void sgd_momentum(float *restrict q, const float *restrict p, const float *restrict g,
+                                   float *restrict buf, size_t n, float gs, float nlr, float wd, float mom) {
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] * gs + wd * p[i];
         const float b = buf[i] * mom + d;
         buf[i] = b;
-        p[i] = p[i] + nlr * b;
+        q[i] = p[i] + nlr * b;
     }
 }
 
 /* Nesterov: p moves along d + momentum * buf. A loop of its own rather than a branch in the loop above. */
-VM_KERNEL static void sgd_nesterov(float *restrict p, const float *restrict g, float *restrict buf, size_t n,
-                                   float gs, float nlr, float wd, float mom) {
+VM_KERNEL static void sgd_nesterov(float *restrict q, const float *restrict p, const float *restrict g,
+                                   float *restrict buf, size_t n, float gs, float nlr, float wd, float mom) {
     for (size_t i = 0; i < n; i++) {
         const float d = g[i] * gs + wd * p[i];
         const float b = buf[i] * mom + d;
         buf[i] = b;
-        p[i] = p[i] + nlr * (d + mom * b);
+        q[i] = p[i] + nlr * (d + mom * b);
     }
 }
 
-static void plain_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+static void plain_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new) {
     const sgd_ctx *c = ctx;
-    sgd_plain(c->p + lo, gr->g + lo, hi - lo, gr->scale, c->nlr, c->wd);
+    sgd_plain(p_new, c->p + lo, gr->g + lo, hi - lo, gr->scale, c->nlr, c->wd);
 }
 
-static void momentum_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+static void momentum_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new) {
     const sgd_ctx *c = ctx;
-    sgd_momentum(c->p + lo, gr->g + lo, c->buf + lo, hi - lo, gr->scale, c->nlr, c->wd, c->mom);
+    sgd_momentum(p_new, c->p + lo, gr->g + lo, c->buf + lo, hi - lo, gr->scale, c->nlr, c->wd, c->mom);
 }
 
-static void nesterov_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi) {
+static void nesterov_span(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new) {
     const sgd_ctx *c = ctx;
-    sgd_nesterov(c->p + lo, gr->g + lo, c->buf + lo, hi - lo, gr->scale, c->nlr, c->wd, c->mom);
+    sgd_nesterov(p_new, c->p + lo, gr->g + lo, c->buf + lo, hi - lo, gr->scale, c->nlr, c->wd, c->mom);
 }
 
 void sgd_step(optim_state *st, float *params, const optim_grads *gr, float lr) {
     const snug_optim_config *cfg = &st->cfg;
     const sgd_ctx c = {.p = params, .buf = st->state, .nlr = -lr, .wd = cfg->weight_decay, .mom = cfg->momentum};
     if (cfg->momentum == 0.0f)
-        optim_run(st, 3, plain_span, &c, gr);
+        optim_run(st, 3, plain_span, &c, gr, params);
     else
-        optim_run(st, 5, cfg->nesterov ? nesterov_span : momentum_span, &c, gr);
+        optim_run(st, 5, cfg->nesterov ? nesterov_span : momentum_span, &c, gr, params);
 }

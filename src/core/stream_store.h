@@ -1,0 +1,26 @@
+/* Stores that bypass the caches (non-temporal), for data the writing core will not read again soon and that
+ * another core may hold: the optimizer's new parameters.
+ *
+ * Why: a store to a line another core holds must first take it from that core (a read for ownership, and an
+ * invalidation the store waits for). The forward and backward products read every weight from both threads, so
+ * every parameter line is in both cores' caches when the update writes it. Where the host puts the two vCPUs
+ * on chiplets that share no cache, each of those waits is a round trip between chiplets (~330 ns, against
+ * ~80 sharing one): the mlp's update took 1.2 ms a step after a full batch and 1.4-1.5 after an accumulation
+ * window, 0.6 and 0.7-0.9 with these stores; sharing a cache the same either way (docs/performance.md,
+ * session 25). A non-temporal store writes the whole line to memory and invalidates the other copies without
+ * the core waiting. */
+#ifndef SNUG_CORE_STREAM_STORE_H
+#define SNUG_CORE_STREAM_STORE_H
+
+#include <stddef.h>
+
+/* dst[0..n) = src[0..n), the aligned lines of dst written past the caches (the edges of an unaligned dst with
+ * plain stores). Bit-for-bit a copy. The stores are weakly ordered: call stream_fence before another thread may
+ * read dst. */
+void stream_floats(float *restrict dst, const float *restrict src, size_t n);
+
+/* Orders this thread's earlier stream_floats stores before its later stores (an sfence), so that a barrier
+ * after it publishes them to the other threads. */
+void stream_fence(void);
+
+#endif
