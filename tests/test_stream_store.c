@@ -1,6 +1,7 @@
-/* The non-temporal copy (src/core/stream_store.c): every length and every alignment of the destination and the
- * source copies exactly, and nothing beside the destination is written. The vector loop, its aligned head and
- * its tail each get lengths that end inside them, so an off-by-one in any of the three shows here. */
+/* The non-temporal copy and zeroing (src/core/stream_store.c): every length and every alignment of the
+ * destination and the source copies (or zeroes) exactly, and nothing beside the destination is written. The
+ * vector loop, its aligned head and its tail each get lengths that end inside them, so an off-by-one in any of
+ * the three shows here. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,6 +33,21 @@ static void copies_every_length_and_alignment(void **unused) {
             }
 }
 
+static void zeroes_every_length_and_alignment(void **unused) {
+    (void)unused;
+    _Alignas(64) float dst[MAX_N + 2 * GUARD];
+    for (size_t dst_off = 0; dst_off < 17; dst_off++)
+        for (size_t n = 0; n <= MAX_N - 20; n++) {
+            for (size_t i = 0; i < MAX_N + 2 * GUARD; i++) dst[i] = -7.0f;
+            float *d = dst + GUARD + dst_off;
+            stream_zero_floats(d, n);
+            stream_fence();
+            for (size_t i = 0; i < n; i++) assert_memory_equal(&d[i], &(float){0.0f}, sizeof(float)); /* +0 */
+            for (float *q = dst; q < d; q++) assert_true(*q == -7.0f);
+            for (float *q = d + n; q < dst + MAX_N + 2 * GUARD; q++) assert_true(*q == -7.0f);
+        }
+}
+
 /* Special values pass bit for bit: the copy never goes through arithmetic. */
 static void copies_bits(void **unused) {
     (void)unused;
@@ -50,6 +66,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(copies_every_length_and_alignment),
         cmocka_unit_test(copies_bits),
+        cmocka_unit_test(zeroes_every_length_and_alignment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

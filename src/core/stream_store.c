@@ -17,11 +17,20 @@ void stream_floats(float *restrict dst, const float *restrict src, size_t n) {
     for (; i < n; i++) dst[i] = src[i];
 }
 
+void stream_zero_floats(float *dst, size_t n) {
+    size_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 15) != 0; i++) dst[i] = 0.0f;
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_setzero_ps());
+    for (; i < n; i++) dst[i] = 0.0f;
+}
+
 void stream_fence(void) { _mm_sfence(); }
 
 #else
 
 void stream_floats(float *restrict dst, const float *restrict src, size_t n) { memcpy(dst, src, n * sizeof *dst); }
+
+void stream_zero_floats(float *dst, size_t n) { memset(dst, 0, n * sizeof *dst); }
 
 void stream_fence(void) {}
 

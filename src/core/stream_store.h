@@ -1,5 +1,7 @@
-/* Stores that bypass the caches (non-temporal), for data the writing core will not read again soon and that
- * another core may hold: the optimizer's new parameters.
+/* Stores that bypass the caches (non-temporal), for lines another core is likely to hold when this one writes
+ * them: the optimizer's new parameters (every thread read them in the products), and the per-thread partial
+ * weight gradients of the convolutions, zeroed at every call after the other thread read them in the last
+ * call's reduction.
  *
  * Why: a store to a line another core holds must first take it from that core (a read for ownership, and an
  * invalidation the store waits for). The forward and backward products read every weight from both threads, so
@@ -18,6 +20,9 @@
  * plain stores). Bit-for-bit a copy. The stores are weakly ordered: call stream_fence before another thread may
  * read dst. */
 void stream_floats(float *restrict dst, const float *restrict src, size_t n);
+
+/* dst[0..n) = 0, as stream_floats stores. */
+void stream_zero_floats(float *dst, size_t n);
 
 /* Orders this thread's earlier stream_floats stores before its later stores (an sfence), so that a barrier
  * after it publishes them to the other threads. */

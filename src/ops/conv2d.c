@@ -52,6 +52,7 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "core/stream_store.h"
 #include "ops/conv3x3_direct.h"
 #include "ops/conv3x3_winograd.h"
 #include "ops/gemm_direct.h"
@@ -489,6 +490,14 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, wino_part(s, scratch, true, t), k->dx_fresh, t, T);
 }
 
+/* A thread's partial weight gradients (bytes, whole floats) zeroed with streaming stores: the master read them
+ * in the last call's reduction, so with the cores on chiplets that share no cache a plain store would wait for
+ * each line to be taken back from it (resnet20's 64-channel layers' backward at accum4 4.6 -> 4.2 ms a step). */
+static void zero_partials(char *at, size_t bytes) {
+    stream_zero_floats((float *)(void *)at, bytes / sizeof(float));
+    stream_fence();
+}
+
 /* A slot's dU, zeroed, where this call's weight gradient takes Winograd (conv_layout.wdw); else NULL. Its
  * owner turns it into dW with conv3x3_winograd_dw_finish once its samples are done. */
 static float *slot_du(const op_call *c, const conv_layout *l, char *slot) {
@@ -589,9 +598,10 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         #pragma omp parallel num_threads((int)l->T)
         {
             if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, (size_t)omp_get_thread_num(), l->T);
-            /* every thread's dU and partials, also those of threads the runtime may not have started */
+            /* every thread's dU and partials, also those of threads the runtime may not have started; streamed
+             * (core/stream_store.h): the last call's reduction read them on the master */
             #pragma omp for schedule(static)
-            for (size_t t = 0; t < l->T; t++) memset(slots + t * l->slot + l->col, 0, l->du + l->part);
+            for (size_t t = 0; t < l->T; t++) zero_partials(slots + t * l->slot + l->col, l->du + l->part);
             char *mine = slots + (size_t)omp_get_thread_num() * l->slot, *part = mine + l->col + l->du;
             float *du = l->wdw && c->dw[0] ? (float *)(void *)(mine + l->col) : NULL;
             float *pdw = c->dw[0] && !du ? (float *)(void *)part : NULL;
@@ -666,7 +676,7 @@ static void conv_backward(const op_call *c) {
     {
         /* Zero every partial, including those of threads the runtime may not have started. */
         #pragma omp for schedule(static)
-        for (size_t t = 0; t < l.T; t++) memset(work + t * l.slot + l.col, 0, l.part);
+        for (size_t t = 0; t < l.T; t++) zero_partials(work + t * l.slot + l.col, l.part);
         char *mine = work + (size_t)omp_get_thread_num() * l.slot;
         float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)

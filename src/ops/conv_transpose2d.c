@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/stream_store.h"
 #include "ops/gemm_direct.h"
 #include "ops/im2col.h"
 #include "ops/op.h"
@@ -277,9 +278,13 @@ static void convt_backward(const op_call *c) {
     char *work = c->work;
     #pragma omp parallel num_threads((int)T)
     {
-        /* Zero every partial, including those of threads the runtime may not have started. */
+        /* Zero every partial, including those of threads the runtime may not have started; streamed, as the
+         * convolutions' (conv2d.c): the master read them in the last call's reduction. */
         #pragma omp for schedule(static)
-        for (size_t t = 0; t < T; t++) memset(work + t * slot + col_bytes, 0, (wn + k.g.c) * sizeof(float));
+        for (size_t t = 0; t < T; t++) {
+            stream_zero_floats((float *)(void *)(work + t * slot + col_bytes), wn + k.g.c);
+            stream_fence();
+        }
         char *mine = work + (size_t)omp_get_thread_num() * slot;
         float *pdw = (float *)(void *)(mine + col_bytes);
         #pragma omp for schedule(static)
