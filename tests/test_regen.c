@@ -107,7 +107,9 @@ static void same_gradients_with_and_without(void **state) {
             float *a = gradients(g, m, &with, &arena_with), *b = gradients(g, m, &without, &arena_without);
             printf("# %s m=%zu: activations %zu regenerating, %zu keeping\n", snug_graph_name(g), m, arena_with,
                    arena_without);
-            assert_true(arena_with < arena_without);
+            /* the token model's products regenerate only through snug's own product (sgemm_enabled) */
+            if (model == 0 || sgemm_enabled()) assert_true(arena_with < arena_without);
+            else assert_true(arena_with == arena_without);
             assert_memory_equal(a, b, g->param_numel * sizeof *a);
             free(a);
             free(b);
