@@ -7,10 +7,10 @@
  *   bench_fma_peak [threads]      prints "fma_peak_gflops N threads T width W" (the best of 5 batches)
  *
  * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
- * On session 23's host (an AMD EPYC of family 25, 2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s
- * with 2 threads, 117 with one, so its SGEMM rate of 190-200 GFLOP/s is 80-85% of what the cores can do. The
- * hosts of this workplace change between sessions (session 14's was a family-26 EPYC whose SGEMM reached 346
- * GFLOP/s): this probe says which one a run had. */
+ * On an AMD EPYC of family 25 (2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s with 2 threads,
+ * 117 with one, so its SGEMM rate of 190-200 GFLOP/s is 80-85% of what the cores can do; a family-26 EPYC
+ * (full-width AVX-512) reaches about 346 GFLOP/s in SGEMM. Virtual machines of one name can be either: this probe
+ * says which one a run had. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,8 @@ live snug process and a live PyTorch process taking turns in blocks of steps on 
 (workloads_duel.csv); the separate processes' ratios are listed beside. Both run under the same
 OMP_WAIT_POLICY: by default the variable is unset, so the OpenMP runtime spins briefly between parallel regions
 and then sleeps (what a user gets, and PyTorch's fastest setting on a quiet machine); `--wait-policy passive`
-(threads sleep at once, kinder to a shared machine) is the second configuration docs/performance.md reports.
+(threads sleep at once, kinder to a shared machine) is the configuration for a machine shared with other work
+(docs/performance.md).
 """
 import argparse
 import csv

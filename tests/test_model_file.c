@@ -1,5 +1,5 @@
 /* Model files (src/graph/model_file.c, model_layers.c; docs/model-files.md): the built-in zoo parses into the
- * expected graphs (mlp, cnn, resmlp and vgg16 node for node identical to the C builders they replaced), every key
+ * expected graphs (mlp, cnn, resmlp and vgg16 node for node identical to the same models built in C), every key
  * and default reaches its builder, and every kind of bad file gets a message "FILE:LINE: layer 'NAME': problem"
  * that points at the right line. */
 #define _POSIX_C_SOURCE 200809L
@@ -75,7 +75,7 @@ static char *slurp(const char *path) {
     return s;
 }
 
-/* ---- the C builders the model files replaced (src/models/builtin.c before model files) --------------------- */
+/* ---- the same models built through the C builder API ------------------------------------------------------- */
 
 static snug_graph *c_mlp(void) {
     snug_graph *g = snug_graph_new("mlp");

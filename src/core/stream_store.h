@@ -7,10 +7,9 @@
  * invalidation the store waits for). The forward and backward products read every weight from both threads, so
  * every parameter line is in both cores' caches when the update writes it. Where the host puts the two vCPUs
  * on chiplets that share no cache, each of those waits is a round trip between chiplets (~330 ns, against
- * ~80 sharing one): the mlp's update took 1.2 ms a step after a full batch and 1.4-1.5 after an accumulation
- * window, 0.6 and 0.7-0.9 with these stores; sharing a cache the same either way (docs/performance.md,
- * session 25). A non-temporal store writes the whole line to memory and invalidates the other copies without
- * the core waiting. */
+ * ~80 sharing one): there these stores halve the mlp's update; sharing a cache they cost nothing
+ * (docs/performance.md). A non-temporal store writes the whole line to memory and invalidates the other copies
+ * without the core waiting. */
 #ifndef SNUG_CORE_STREAM_STORE_H
 #define SNUG_CORE_STREAM_STORE_H
 

@@ -18,8 +18,7 @@ typedef struct memory_impl {
 
 /* Over the threads in contiguous parts of the samples, as the ops after it split a batch, so that each thread
  * writes the lines it reads first (the MNIST and PNG readers split theirs too). With the host's two vCPUs on
- * cores that share no cache, thread 0 copying a whole micro-batch took the mlp 0.35 ms a step at 4 micro-batches
- * of 64 (0.19 split) and 0.27 at full batch (0.15). */
+ * cores that share no cache, one thread copying a whole micro-batch takes nearly twice as long. */
 static void memory_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n, float *x) {  // (n, sample)
     const memory_impl *m = ds->impl;
     const size_t numel = ds->sample_numel;

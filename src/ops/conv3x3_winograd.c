@@ -398,7 +398,7 @@ static void part_barrier(size_t T) {
 
 /* Blocks of part t of T, on thread t's own scratch. A plane of fewer blocks than twice the
  * threads (a small image at micro-batch 1) is split by output channels instead, in groups of MR: each thread
- * transforms every block of the input and computes its own channels (blocks split 3 + 1 had bought nothing). Either
+ * transforms every block of the input and computes its own channels (blocks split 3 + 1 buy nothing). Either
  * way each output is computed whole by one thread, the same operations in the same order: the same bits. */
 static AVX512 void wino_run(const wjob *p, float *scratch, size_t t, size_t T) {
     const size_t tile = p->tile, nxi = xi_count(tile);

@@ -373,7 +373,7 @@ static AVX512 void taps16_f4(float t[9][16], const float *m, size_t plane) {
 
 /* dW += G^T dU G pair by pair, 16 input channels at a time: the 9 taps of each come out as 9 vectors, and the
  * 16 pairs' taps are 144 consecutive floats of dW. Once per call and thread, but at micro-batch 1 that is once
- * per sample: a scalar version in double took more of the cnn's step there than dW's products. */
+ * per sample: a scalar version in double would take more of the cnn's step there than dW's products. */
 static AVX512 void finish_avx512(const conv3x3_shape *s, float *dw, const float *du) {
     const size_t cp = round16(s->c), plane = s->co * cp;
     const bool f4 = conv3x3_winograd_dw_tile(s) == 4;

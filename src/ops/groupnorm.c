@@ -57,8 +57,8 @@ static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
 }
 
 /* The plane kernels run outside the OpenMP region, as VM_KERNEL functions around norm_relu.h's loops (in an
- * outlined region GCC 12 kept a compare and a branch per element of the masked loops: GroupNorm's backward
- * took 8x longer). */
+ * outlined region GCC 12 keeps a compare and a branch per element of the masked loops: GroupNorm's backward
+ * takes 8x longer). */
 
 /* y = the normalised value over hw values, relu(y) where folded. */
 VM_KERNEL static void gn_apply_plane(float *y, const float *x, size_t hw, norm_plane k) {

@@ -40,8 +40,7 @@ size_t lowering_threads(size_t m, int threads);
  * multiply memory the plan could give to activations. Stride-1 3x3 planes (in bands of rows) and
  * non-overlapping up-samplings (in blocks of rows) stay below it; what can exceed it is a large image's
  * stride-2 phase planes, a lowered convolution's column matrix (CPUs without AVX-512, groups) or an overlapping
- * transposed convolution's. Before the bands, the unet-hires model's first decoder convolution needed 545 MiB
- * of padded planes per sample: two slots took 1.07 GiB of every plan from m = 2 on. The workloads' largest
+ * transposed convolution's (a 545 MiB sample's scratch would take 1.07 GiB in two slots). The workloads' largest
  * slots are 4 to 12 MiB. */
 #define LOWERING_SLOT_MAX ((size_t)64 << 20)
 

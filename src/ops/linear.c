@@ -24,13 +24,11 @@
  * db sums there (an AdamW run over 2 ranks drifted 3e-3 from one process when short micro-batches took the
  * BLAS instead).
  *
- * The thresholds are measured (session 13, `snug train --max-steps 100` on MNIST, whole processes
- * alternating): din and dW through sgemm were 15-25% faster per step from 8 to 64 rows than through the
- * unpacked kernels since sgemm claims panels from both ends (mlp at 16 rows 1.15 -> 0.89 s, at 8 rows 1.41 ->
- * 1.12 s; mlp's accum4 micro-batches of 64 5% faster, cnn's of 16 3%, in 8-10 paired `snug bench` runs), even
- * at 5 and 6 rows, 10-35% slower at 2 and 4. The forward of 8 to 16 rows was no faster through sgemm, and 17
- * to 64 rows lost nothing against session 12's transposed gemm_direct forward, which is gone. The bias passes
- * are plain loops below LINEAR_PAR_MIN, so a micro-batch's call never enters the OpenMP runtime for them. */
+ * The thresholds are measured (`snug train --max-steps 100` on MNIST, whole processes alternating): din and dW
+ * through sgemm are 15-25% faster per step from 8 to 64 rows than through the unpacked kernels, even at 5 and 6
+ * rows, and 10-35% slower at 2 and 4. The forward of 8 to 16 rows is no faster through sgemm, and from 17 rows
+ * sgemm is at least as fast as a transposed unpacked forward. The bias passes are plain loops below
+ * LINEAR_PAR_MIN, so a micro-batch's call never enters the OpenMP runtime for them. */
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
@@ -359,11 +357,9 @@ static void linear_forward(const op_call *c) {
  * dW is at least 4 times the rows it copies: each call then writes rows (fi + fo) floats into the block, read
  * once by the product, instead of reading and writing fi fo. The block holds 16 calls of one row, 32 of two,
  * 48 of three, 64 rows from four on (defer_capacity): a model of many layers at micro-batch 1 keeps 16 rows
- * each, as before session 22. (Session 22 deferred calls of 4 to 16 rows too, where only 1 to 3 had: the
- * cnn's fc1 at micro-batches of 16, 4 per step, backward 1.06 -> 0.72 ms a step with the flush, accum4 against
- * full 0.86-0.90 -> 0.88-0.92 with the cores apart, 0.93-0.99 -> 1.01-1.02 sharing a cache, paired runs.) The
- * block is counted as gradients, and a budget with no room for it plans without (then every call updates dW at
- * once). */
+ * each. The cnn's fc1 at micro-batches of 16 (4 per step) defers too: its backward with the flush takes about
+ * a third less time than updating dW per call. The block is counted as gradients, and a budget with no room
+ * for it plans without (then every call updates dW at once). */
 
 /* The pending block: a header (the rows held, then the capacity, 0 until the first call sets it), then x's
  * rows (capacity, fi), then dy's (capacity, fo). */

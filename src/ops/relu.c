@@ -7,10 +7,9 @@
 #include "ops/relu_math.h"
 #include "ops/vmath.h"
 
-/* Below this many elements a parallel loop costs more than it saves (above it par_pays decides). 2^17 until
- * session 23 left the mlp's 64-row micro-batches (65 536 elements) on one thread: with the cores on two
- * chiplets its two backward ReLUs took 0.45 and 0.22 ms a step against 0.23 and 0.13 split (accum4 against
- * full 0.88 -> 0.89-0.90, paired). */
+/* Below this many elements a parallel loop costs more than it saves (above it par_pays decides). 2^15 splits
+ * the mlp's 64-row micro-batches (65 536 elements): with the cores on two chiplets its two backward ReLUs take
+ * about twice as long on one thread. */
 #define RELU_PAR_MIN ((size_t)1 << 15)
 /* Elements per parallel work item: a multiple of every vector width, so spans start aligned to each other. */
 #define RELU_CHUNK ((size_t)1 << 13)

@@ -11,8 +11,7 @@
 #include "optim/optim_impl.h"
 
 /* 256 floats: a block's parameters, gradients, state and new parameters stay in L1 from the update through its
- * streaming store to the zeroing of its gradients. (4096 had been sized before the new parameters had a block
- * of their own; against 1024 and 4096 the difference was under the host's noise.) */
+ * streaming store to the zeroing of its gradients (1024 and 4096 measure the same within the host's noise). */
 #define OPTIM_BLOCK ((size_t)256)
 
 int optim_state_slots(const snug_optim_config *cfg) {
@@ -46,11 +45,10 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
         return;
     }
     /* Each thread its share of every tensor (optim_share), the same every step and the same as the norm's. Not
-     * chunks handed out in turn (sessions 14-23: one vCPU of a 2-vCPU host streams up to 1.5x slower than the
-     * other, and the faster took more chunks): with the two vCPUs on cores that share no cache, half of what
-     * each thread read had been written by the other (the weight gradients' products split rows, the chunks did
-     * not), and the mlp's update after an accumulation window took 2.2-2.4 ms instead of 1.5-1.6. Element-wise,
-     * so the bits do not depend on the shares. */
+     * chunks handed out in turn (which let a faster vCPU take more): with the two vCPUs on cores that share no
+     * cache, half of what each thread read would have been written by the other (the weight gradients'
+     * products split rows), and the mlp's update after an accumulation window takes about 1.5x as long that way.
+     * Element-wise, so the bits do not depend on the shares. */
     optim_span whole;
     int n_spans = st->n_spans;
     const optim_span *spans = optim_spans_or_whole(st->spans, &n_spans, n, &whole);

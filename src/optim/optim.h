@@ -26,7 +26,7 @@ typedef struct optim_span {
  * thread a contiguous part of the weight's rows in the same order (sgemm claims rows from the two ends, and the
  * forward claims the weight's rows the same way): each thread then reads back in the norm and writes in the
  * update the lines it wrote itself. On a host whose two vCPUs sit on cores that share no cache, a line the other
- * core wrote moves at a third of the speed of one's own (docs/performance.md, session 24). */
+ * core wrote moves at a third of the speed of one's own (docs/performance.md). */
 void optim_share(const optim_span *s, int t, int T, size_t *lo, size_t *hi);
 
 /* The thread of T whose share (optim_share) holds element i of the block that spans[0..n_spans) tile. */

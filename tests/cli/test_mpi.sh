@@ -110,8 +110,8 @@ expect_close "$TMP/tiny_1p.bin" "$TMP/tiny_r4.bin"
 # The CNN (conv2d's per-thread partial sums) and a model with dropout, whose masks are keyed by the position in
 # the global batch: the same masks whatever the shard. The CNN runs 5 steps, not 20: its ReLUs and max-pools
 # make longer runs chaotic, one decision within rounding of a tie parting the two runs for good (with seed 7,
-# 1e-5 at step 10 and 2e-4 at step 20 once the input gradient took Winograd F(4x4), against 1e-7 before; seeds
-# 1-4 stay below 4e-7 at step 20 either way).
+# 1e-5 at step 10 and 2e-4 at step 20 with the input gradient on Winograd F(4x4), 1e-7 with F(2x2); seeds 1-4
+# stay below 4e-7 at step 20 either way).
 CNN=("${COMMON[@]}" --max-steps 5 --evaluate off --model cnn --batch 24 --micro-batch 5 --optim sgd --lr 0.05)
 run "cnn, one process" "${CNN[@]}" --save "$TMP/cnn_1p.bin"
 expect_rc 0
