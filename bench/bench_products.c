@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 
 typedef struct layer {
     const char *name;

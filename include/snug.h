@@ -647,11 +647,18 @@ typedef struct snug_system_info {
     const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
     bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
     const char *gemm;        /* what multiplies the linear layers' matrices: "snug AVX-512" (snug's own packed
-                                product, on AVX-512 CPUs unless SNUG_GEMM=blas) or "BLAS" */
+                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS) or "BLAS" */
 } snug_system_info;
 
 void snug_system_info_get(snug_system_info *info);
+/* The OpenMP (and BLAS) threads the engine uses; n <= 0: one per core. Process-wide. */
 void snug_set_threads(int n);
+
+/* What multiplies the linear layers' matrices: snug's own packed AVX-512 product where the CPU has AVX-512 (the
+ * default; its bits depend neither on the thread count nor on how a batch is split), or the BLAS (whose bits
+ * may depend on both). Process-wide, like the thread count: set it before creating trainers. */
+typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
+void snug_set_gemm(snug_gemm choice);
 
 #ifdef __cplusplus
 }

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "op_test_util.h"
-#include "ops/conv3x3_direct.h"
-#include "ops/conv3x3_winograd.h"
+#include "kernels/conv3x3_direct.h"
+#include "kernels/conv3x3_winograd.h"
 #include "ops/op.h"
 #include "snug.h"
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "op_test_util.h"
-#include "ops/conv3x3_winograd.h"
+#include "kernels/conv3x3_winograd.h"
 
 /* c, co, h, w */
 static const size_t shapes[][4] = {

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm_direct.h"
+#include "kernels/gemm_direct.h"
 
 /* A small deterministic fill in [-1, 1). */
 static void fill(float *v, size_t n, uint32_t seed) {

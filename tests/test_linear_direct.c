@@ -19,7 +19,7 @@
 #include "graph/graph.h"
 #include "op_test_util.h"
 #include "ops/op.h"
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 #include "snug.h"
 
 /* See test_op_gradients.c: linear ops differ from central differences by float rounding only. */

@@ -20,7 +20,7 @@
 
 #include "graph/graph.h"
 #include "op_test_util.h"
-#include "ops/conv3x3_direct.h"
+#include "kernels/conv3x3_direct.h"
 #include "ops/op.h"
 #include "snug.h"
 

@@ -16,7 +16,7 @@
 #include "graph/graph.h"
 #include "op_test_util.h"
 #include "ops/op.h"
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 #include "snug.h"
 
 static void test_team_cost(void **state) {

@@ -19,7 +19,7 @@
 #include "core/rng.h"
 #include "exec/exec.h"
 #include "ops/op.h"
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 #include "plan/plan.h"
 #include "snug.h"
 

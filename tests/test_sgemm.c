@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/gemm_direct.h"
-#include "ops/sgemm.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/sgemm.h"
 
 #define GUARD 64
 #define GUARD_VALUE 12345.0f

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/transpose.h"
+#include "kernels/transpose.h"
 
 #define GUARD -7.0f
 

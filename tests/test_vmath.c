@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 #define EXP_MAX_ULP 1.0
 #define ERF_MAX_ULP 1.5

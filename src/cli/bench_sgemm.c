@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "cli/bench.h"
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 
 static void blas_product(size_t n, const float *a, const float *b, float *c, float *work) {
     (void)work;

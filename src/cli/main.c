@@ -75,10 +75,15 @@ static int help_command(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
-/* SNUG_GEMM takes 'blas' or 'snug'; anything else is a typo that would otherwise silently keep the default. */
-static bool gemm_choice_ok(void) {
+/* SNUG_GEMM takes 'blas' or 'snug' (the library's setting, snug_set_gemm); anything else is a typo that would
+ * otherwise silently keep the default. */
+static bool apply_gemm_choice(void) {
     const char *choice = getenv("SNUG_GEMM");
-    if (!choice || strcmp(choice, "blas") == 0 || strcmp(choice, "snug") == 0) return true;
+    if (!choice || strcmp(choice, "snug") == 0) return true;
+    if (strcmp(choice, "blas") == 0) {
+        snug_set_gemm(SNUG_GEMM_BLAS);
+        return true;
+    }
     fprintf(stderr, "snug: SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS multiplies the "
                     "linear layers) or 'snug' (snug's own AVX-512 product, the default), or unset it\n", choice);
     return false;
@@ -86,7 +91,7 @@ static bool gemm_choice_ok(void) {
 
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
-    if (!gemm_choice_ok()) return CLI_EXIT_USAGE;
+    if (!apply_gemm_choice()) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 
 static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
 

@@ -9,10 +9,10 @@
  * ops, one pass over memory fewer each way, and no buffer for the ReLU's gradient. It keeps y (the mask). */
 #include <stdio.h>
 
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 #include "ops/op.h"
-#include "ops/relu_math.h"
-#include "ops/vmath.h"
+#include "kernels/relu_math.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define ADD_PAR_MIN ((size_t)1 << 15)

@@ -26,7 +26,7 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many multiply-adds a parallel loop costs more than it saves. */
 #define ATTN_PAR_MIN ((size_t)1 << 15)

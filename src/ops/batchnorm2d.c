@@ -22,9 +22,9 @@
 #include <string.h>
 
 #include "core/parallel.h"
-#include "ops/norm_relu.h"
+#include "kernels/norm_relu.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define BN_PAR_MIN ((size_t)1 << 15)

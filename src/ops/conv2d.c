@@ -53,10 +53,10 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "core/stream_store.h"
-#include "ops/conv3x3_direct.h"
-#include "ops/conv3x3_winograd.h"
-#include "ops/gemm_direct.h"
-#include "ops/im2col.h"
+#include "kernels/conv3x3_direct.h"
+#include "kernels/conv3x3_winograd.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/im2col.h"
 #include "ops/op.h"
 
 #define CONV_ALIGN ((size_t)64)

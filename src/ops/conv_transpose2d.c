@@ -21,8 +21,8 @@
 
 #include "core/checked.h"
 #include "core/stream_store.h"
-#include "ops/gemm_direct.h"
-#include "ops/im2col.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/im2col.h"
 #include "ops/op.h"
 
 #define CONVT_ALIGN ((size_t)64)

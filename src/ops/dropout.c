@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 #include "core/parallel.h"
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 #include "ops/op.h"
 
 /* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */

@@ -7,9 +7,9 @@
  * every element is computed alone, so the bits do not depend on the thread count. */
 #include <stdio.h>
 
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GELU_PAR_MIN ((size_t)1 << 14)

@@ -12,10 +12,10 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
-#include "ops/norm_relu.h"
-#include "ops/norm_stats.h"
+#include "kernels/norm_relu.h"
+#include "kernels/norm_stats.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GN_PAR_MIN ((size_t)1 << 15)

@@ -10,7 +10,7 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define LN_PAR_MIN ((size_t)1 << 15)

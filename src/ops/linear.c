@@ -38,10 +38,10 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
-#include "ops/gemm_direct.h"
+#include "kernels/gemm_direct.h"
 #include "ops/op.h"
-#include "ops/sgemm.h"
-#include "ops/vmath.h"
+#include "kernels/sgemm.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements the bias loops stay serial: a plain loop over 1 MiB costs about what an OpenMP
  * region's start and barrier do. */

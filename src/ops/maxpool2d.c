@@ -21,10 +21,10 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
-#include "ops/avx512.h"
-#include "ops/gemm_direct.h"
+#include "kernels/avx512.h"
+#include "kernels/gemm_direct.h"
 #include "ops/op.h"
-#include "ops/relu_math.h"
+#include "kernels/relu_math.h"
 
 /* Below this many output elements a parallel loop costs more than it saves. */
 #define POOL_PAR_MIN ((size_t)1 << 14)

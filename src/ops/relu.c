@@ -2,10 +2,10 @@
  * freed after forward and an in-place relu stays correct. NaN passes through, as in PyTorch. */
 #include <stdio.h>
 
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 #include "ops/op.h"
-#include "ops/relu_math.h"
-#include "ops/vmath.h"
+#include "kernels/relu_math.h"
+#include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves (above it par_pays decides). 2^15 splits
  * the mlp's 64-row micro-batches (65 536 elements): with the cores on two chiplets its two backward ReLUs take

@@ -21,7 +21,7 @@
 #include "core/parallel.h"
 #include "core/checked.h"
 #include "ops/op.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 /* Below this many logits a parallel loop costs more than it saves: the kernels are then called directly. */
 #define XENT_PAR_MIN ((size_t)1 << 15)

@@ -22,15 +22,15 @@
  * A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1], 36 products per tile and channel pair (2.25
  * per output pixel instead of 4), dU (36, co, cp), dW += G^T dU G with F(4x4)'s G. Channels in lanes leave no
  * lane idle however small the plane; on 8x8 (4 tiles) the block sums would be too short for their dU updates. */
-#include "ops/conv3x3_winograd.h"
+#include "kernels/conv3x3_winograd.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/checked.h"
-#include "ops/avx512.h"
-#include "ops/conv3x3_winograd_impl.h"
-#include "ops/transpose.h"
+#include "kernels/avx512.h"
+#include "kernels/conv3x3_winograd_impl.h"
+#include "kernels/transpose.h"
 
 /* Output channels per register tile, and input-channel vectors of 16. */
 #define MR 8

@@ -7,7 +7,7 @@
  * that kernel (1 and 2 threads differ in the last bits), which breaks snug's promise that the thread count
  * never changes a result.
  *
- * So on AVX-512 CPUs the linear layers' products go through this one (SNUG_GEMM=blas in the environment sends
+ * So on AVX-512 CPUs the linear layers' products go through this one (snug_set_gemm(SNUG_GEMM_BLAS) sends
  * them back to the BLAS). It is the classic blocked product: blocks of B (KC x NC) and of A (MC x KC) copied
  * into panels that the register tile reads in order (A in strips of 8 rows, B in panels of 32 columns), an
  * 8 x 32 tile of fused multiply-adds. Every element of C is one chain of multiply-adds over k in increasing
@@ -16,8 +16,8 @@
  * gemm_direct (gemm_direct.h) for the same product, so a layer's samples come out the same whichever of the
  * two a call of its rows takes. The copies live in the caller's workspace (planned memory), sized by
  * sgemm_workspace_floats. */
-#ifndef SNUG_OPS_SGEMM_H
-#define SNUG_OPS_SGEMM_H
+#ifndef SNUG_KERNELS_SGEMM_H
+#define SNUG_KERNELS_SGEMM_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,9 +29,11 @@ typedef struct sgemm_mat {
     size_t rs, cs;
 } sgemm_mat;
 
-/* Whether products go through sgemm: the build and the CPU have AVX-512 and SNUG_GEMM is not "blas" (the CLI
- * refuses values other than "blas" and "snug"; the library takes them as the default). */
+/* Whether products go through sgemm: the build and the CPU have AVX-512 and the BLAS was not preferred. */
 bool sgemm_enabled(void);
+/* Sends the linear layers' products to the BLAS (true) or back to sgemm where the CPU allows (false, the
+ * default): snug_set_gemm. */
+void sgemm_prefer_blas(bool blas);
 
 /* Up to this inner dimension, a product with a row-major B updates C row by row without packing (a
  * one-sample micro-batch's weight gradient) and needs no workspace. */

@@ -1,7 +1,7 @@
 /* im2col and its adjoint. Each column row is walked output row by output row; for a given kernel offset the
  * output rows and columns that land inside the input form ranges [lo, hi), computed once, so the inner loops
  * are branch-free copies with zero fill only at the borders. */
-#include "ops/im2col.h"
+#include "kernels/im2col.h"
 
 #include <omp.h>
 #include <stdbool.h>

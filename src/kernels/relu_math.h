@@ -1,8 +1,8 @@
 /* ReLU's value and gradient: the one pair of expressions every op that applies a ReLU uses (relu itself, and
  * the folds into BatchNorm, GroupNorm, add and max-pool: graph/fuse.c), so that a folded ReLU computes the bits
  * of the plain one by construction. Always inlined: they sit inside simd loops. */
-#ifndef SNUG_OPS_RELU_MATH_H
-#define SNUG_OPS_RELU_MATH_H
+#ifndef SNUG_KERNELS_RELU_MATH_H
+#define SNUG_KERNELS_RELU_MATH_H
 
 /* max(x, 0); x < 0 is false for NaN and -0, so both pass, as in PyTorch. */
 static inline __attribute__((always_inline)) float relu_value(float x) { return x < 0.0f ? 0.0f : x; }

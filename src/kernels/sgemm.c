@@ -2,7 +2,7 @@
  * multiply-adds, threads over disjoint parts of C; the claimed scheme's tiles prefetch what the next packing
  * and the next tile will read (prefetch_rows). Compiled for AVX-512 through a function attribute (the build
  * has no -march) and used only where the CPU has it. */
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 
 #include <omp.h>
 #include <stdint.h>
@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "core/parallel.h"
-#include "ops/avx512.h"
-#include "ops/gemm_direct.h"
-#include "ops/transpose.h"
+#include "kernels/avx512.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/transpose.h"
 
 /* The register tile: MR rows (a packed strip of SR = MR rows) by NR columns (two vectors), 16 accumulators.
  * Measured on two Zen 5 cores against 12 and 14 rows and 16-row strips read in halves: within the noise of
@@ -40,14 +40,12 @@ static size_t k_block(size_t K) {
     return (K + blocks - 1) / blocks;
 }
 
-bool sgemm_enabled(void) {
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        const char *choice = getenv("SNUG_GEMM");
-        known = gemm_direct_has_avx512() && !(choice && strcmp(choice, "blas") == 0);
-    }
-    return known == 1;
-}
+/* Set before any product runs (snug_set_gemm), read by every thread afterwards. */
+static bool prefer_blas;
+
+void sgemm_prefer_blas(bool blas) { prefer_blas = blas; }
+
+bool sgemm_enabled(void) { return !prefer_blas && gemm_direct_has_avx512(); }
 
 /* The blocks one thread packs: its A block and its B block. */
 static size_t thread_floats(size_t M, size_t N, size_t K) {

@@ -1,12 +1,12 @@
 /* What conv3x3_winograd.c (the driver, the products, F(2x2, 3x3)'s transforms) shares with
  * conv3x3_winograd_f4.c (F(4x4, 3x3)'s transforms): where a plane's tiles sit in the vectors of a block. */
-#ifndef SNUG_OPS_CONV3X3_WINOGRAD_IMPL_H
-#define SNUG_OPS_CONV3X3_WINOGRAD_IMPL_H
+#ifndef SNUG_KERNELS_CONV3X3_WINOGRAD_IMPL_H
+#define SNUG_KERNELS_CONV3X3_WINOGRAD_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ops/avx512.h"
+#include "kernels/avx512.h"
 
 /* Which tiles share a vector. Narrow planes (tw <= 8 tiles across) put R = 16 / tw whole tile rows into one
  * vector, tile (ty0 + r, tx) in lane r tw + tx, so that small planes fill their vectors; wider ones give each

@@ -1,8 +1,8 @@
 /* Chunked, optionally parallel application of span kernels (elementwise.h). */
-#include "ops/elementwise.h"
+#include "kernels/elementwise.h"
 
 #include "core/parallel.h"
-#include "ops/vmath.h"
+#include "kernels/vmath.h"
 
 static size_t span_len(size_t len, size_t lo, size_t chunk) { return len - lo < chunk ? len - lo : chunk; }
 

@@ -1,5 +1,6 @@
-/* The machine as the ops see it: threads, SIMD level, which BLAS kernel serves the matrix products and whether
- * the linear layers take snug's own product. It lives with the ops because it reports their choices. The BLAS
+/* The machine as the kernels see it: threads, SIMD level, which BLAS kernel serves the matrix products and
+ * whether the linear layers take snug's own product; and the two process-wide settings, threads and that
+ * product. It lives with the kernels because it reports and sets their choices. The BLAS
  * kernel matters most: an OpenBLAS that does not know the CPU falls back to a generic pre-AVX2 kernel several
  * times slower, silently, so snug reports it. */
 #define _POSIX_C_SOURCE 200809L
@@ -10,7 +11,7 @@
 #include <stddef.h>
 #include <strings.h>
 
-#include "ops/sgemm.h"
+#include "kernels/sgemm.h"
 
 /* OpenBLAS core names (as openblas_get_corename spells them, compared case-insensitively) of kernels written
  * for CPUs without AVX2: on a CPU with AVX2 or AVX-512 they leave most of its speed unused. */
@@ -58,6 +59,8 @@ void snug_system_info_get(snug_system_info *info) {
     info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
     info->gemm = sgemm_enabled() ? "snug AVX-512" : "BLAS";
 }
+
+void snug_set_gemm(snug_gemm choice) { sgemm_prefer_blas(choice == SNUG_GEMM_BLAS); }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */
 void snug_set_threads(int n) {

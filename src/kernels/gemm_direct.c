@@ -2,13 +2,13 @@
  * and MR broadcasts of A, fused multiply-adds into 2 MR accumulators. The last columns use masked loads and
  * stores, so any N works without a scalar tail. Compiled for AVX-512 through a function attribute (the build
  * has no -march) and chosen at run time. */
-#include "ops/gemm_direct.h"
+#include "kernels/gemm_direct.h"
 
 #include <cblas.h>
 #include <omp.h>
 
 #include "core/parallel.h"
-#include "ops/avx512.h"
+#include "kernels/avx512.h"
 
 /* Rows of C in one register tile, and columns (two AVX-512 vectors). */
 #define MR 8

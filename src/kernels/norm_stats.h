@@ -1,6 +1,6 @@
 /* The statistics BatchNorm and GroupNorm share: mean and biased variance over a set of planes. */
-#ifndef SNUG_OPS_NORM_STATS_H
-#define SNUG_OPS_NORM_STATS_H
+#ifndef SNUG_KERNELS_NORM_STATS_H
+#define SNUG_KERNELS_NORM_STATS_H
 
 #include <stddef.h>
 

@@ -34,13 +34,13 @@
  * (conv3x3_winograd_available); the sizing functions work everywhere. Accuracy, relative to the sum of the
  * terms' magnitudes against a double-precision reference: F(2x2) within about 1e-7 (the direct kernel's), F(4x4)
  * within about 3e-6. */
-#ifndef SNUG_OPS_CONV3X3_WINOGRAD_H
-#define SNUG_OPS_CONV3X3_WINOGRAD_H
+#ifndef SNUG_KERNELS_CONV3X3_WINOGRAD_H
+#define SNUG_KERNELS_CONV3X3_WINOGRAD_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "ops/conv3x3_direct.h"
+#include "kernels/conv3x3_direct.h"
 
 /* Whether this CPU and build run the Winograd kernels (AVX-512F). */
 bool conv3x3_winograd_available(void);

@@ -2,8 +2,8 @@
  * chunks, in parallel once there are enough elements and the work outweighs opening a team (core/parallel.h),
  * and called directly below that, so that a small call never enters the OpenMP runtime. Every element is
  * computed the same way wherever its chunk starts, so the bits do not depend on the thread count. */
-#ifndef SNUG_OPS_ELEMENTWISE_H
-#define SNUG_OPS_ELEMENTWISE_H
+#ifndef SNUG_KERNELS_ELEMENTWISE_H
+#define SNUG_KERNELS_ELEMENTWISE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -8,8 +8,8 @@
  * threads, one sample per thread at a time, each with its own column buffer and partial parameter gradients,
  * reduced in thread order (deterministic for a given thread count); with fewer, one thread and a threaded
  * BLAS inside each GEMM. */
-#ifndef SNUG_OPS_IM2COL_H
-#define SNUG_OPS_IM2COL_H
+#ifndef SNUG_KERNELS_IM2COL_H
+#define SNUG_KERNELS_IM2COL_H
 
 #include <stddef.h>
 

@@ -26,8 +26,8 @@
  * with barriers between the padding and the products; t = 0, T = 1 does it all. Measured on one core of an
  * AVX-512 machine: 90 to 110 GFLOP/s for 16 to 256 channels on 8x8 to 128x128 planes, 1.1x to 4x the
  * lowering (im2col + GEMM) that it replaces. */
-#ifndef SNUG_OPS_CONV3X3_DIRECT_H
-#define SNUG_OPS_CONV3X3_DIRECT_H
+#ifndef SNUG_KERNELS_CONV3X3_DIRECT_H
+#define SNUG_KERNELS_CONV3X3_DIRECT_H
 
 #include <stdbool.h>
 #include <stddef.h>

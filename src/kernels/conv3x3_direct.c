@@ -1,15 +1,15 @@
 /* conv3x3_direct: the padded-grid convolution of conv3x3_direct.h. Compiled for AVX-512 through a function
  * attribute (the build has no -march), like gemm_direct; conv3x3_direct_available says whether to call it. */
-#include "ops/conv3x3_direct.h"
+#include "kernels/conv3x3_direct.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/checked.h"
-#include "ops/avx512.h"
-#include "ops/gemm_direct.h"
-#include "ops/transpose.h"
+#include "kernels/avx512.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/transpose.h"
 
 /* Output planes of one register tile, and its 16-lane vectors along the grid. */
 #define MR 8

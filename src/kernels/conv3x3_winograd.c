@@ -2,15 +2,15 @@
  * function attribute (the build has no -march), like conv3x3_direct; conv3x3_winograd_available says whether
  * to call it. The input tiles are read straight from the unpadded planes (masked loads, zeros outside), so the
  * scratch holds only one block's transformed input and products. */
-#include "ops/conv3x3_winograd.h"
+#include "kernels/conv3x3_winograd.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "core/checked.h"
-#include "ops/avx512.h"
-#include "ops/conv3x3_winograd_impl.h"
-#include "ops/gemm_direct.h"
+#include "kernels/avx512.h"
+#include "kernels/conv3x3_winograd_impl.h"
+#include "kernels/gemm_direct.h"
 
 /* Output channels of one register tile; its vectors of 16 tiles are the block's (1 to 3). */
 #define MR 8

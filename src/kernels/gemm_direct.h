@@ -8,8 +8,8 @@
  * Each element of C is a sum over p in increasing order, started from C itself when accumulating: the bits do
  * not depend on the thread count nor on how the columns are split. On CPUs without AVX-512 the product is
  * cblas_sgemm's. */
-#ifndef SNUG_OPS_GEMM_DIRECT_H
-#define SNUG_OPS_GEMM_DIRECT_H
+#ifndef SNUG_KERNELS_GEMM_DIRECT_H
+#define SNUG_KERNELS_GEMM_DIRECT_H
 
 #include <stdbool.h>
 #include <stddef.h>

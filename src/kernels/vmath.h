@@ -8,8 +8,8 @@
  * The polynomial coefficients are least-squares fits on Chebyshev nodes at 40 digits, weighted so that the
  * residual is the error of the final result (a relative error for exp and for erf near 0, an absolute one for
  * erf near 1); each fit is far below float rounding (1e-9 or better), so the float evaluation sets the error. */
-#ifndef SNUG_OPS_VMATH_H
-#define SNUG_OPS_VMATH_H
+#ifndef SNUG_KERNELS_VMATH_H
+#define SNUG_KERNELS_VMATH_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,9 +1,9 @@
 /* transpose_floats: 16 x 16 blocks through unpack and lane shuffles (AVX-512, chosen at run time), partial
  * blocks with masked loads and stores; a blocked scalar loop elsewhere. */
-#include "ops/transpose.h"
+#include "kernels/transpose.h"
 
-#include "ops/avx512.h"
-#include "ops/gemm_direct.h"
+#include "kernels/avx512.h"
+#include "kernels/gemm_direct.h"
 
 #define BLOCK 16
 

@@ -4,14 +4,14 @@
  * the forward's bit for bit), the forward's apply, and the two gradient sums of a plane in 16 fixed lanes (the
  * same order, so the same bits, on every instruction set). Always inlined: the callers are VM_KERNEL clones,
  * and a helper compiled on its own would run at the baseline's width. */
-#ifndef SNUG_OPS_NORM_RELU_H
-#define SNUG_OPS_NORM_RELU_H
+#ifndef SNUG_KERNELS_NORM_RELU_H
+#define SNUG_KERNELS_NORM_RELU_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "ops/relu_math.h"
+#include "kernels/relu_math.h"
 
 #define NORM_INLINE static inline __attribute__((always_inline))
 #define NORM_LANES 16

@@ -1,8 +1,8 @@
 /* Out-of-place matrix transpose, for the layouts sgemm's packing wants (a weight read as W^T, a row-major A cut
  * into strips). A scalar transpose costs ~1 ns per float; 16 x 16 blocks turned in AVX-512 registers cost a
  * tenth of that. Both run on the calling thread (sgemm packs inside its own parallel region). */
-#ifndef SNUG_OPS_TRANSPOSE_H
-#define SNUG_OPS_TRANSPOSE_H
+#ifndef SNUG_KERNELS_TRANSPOSE_H
+#define SNUG_KERNELS_TRANSPOSE_H
 
 #include <stddef.h>
 

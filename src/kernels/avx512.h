@@ -1,8 +1,8 @@
 /* What every AVX-512 kernel file shares. The build has no -march (the binaries run on any x86-64), so kernels
  * are compiled for AVX-512 through a function attribute and chosen at run time (gemm_direct_has_avx512);
  * SNUG_AVX512 says this compiler can build them at all. */
-#ifndef SNUG_OPS_AVX512_H
-#define SNUG_OPS_AVX512_H
+#ifndef SNUG_KERNELS_AVX512_H
+#define SNUG_KERNELS_AVX512_H
 
 #include <stddef.h>
 
