@@ -94,10 +94,9 @@ void op_fixture_init(op_fixture *f, snug_graph *g, int node, size_t m_plan, int 
         f->dw[i] = op_test_xmalloc(f->wn[i] * sizeof(float));
         op_test_fill_sym(f->w[i], f->wn[i], &s);
     }
-    f->saved = op_test_xmalloc((f->op->saved_bytes ? f->op->saved_bytes(g, f->node) : 0) * m_plan);
-    f->work = op_test_xmalloc(f->op->workspace_bytes(g, f->node, m_plan, threads));
+    f->saved = op_test_xmalloc((f->op->saved_bytes ? f->op->saved_bytes(f->node) : 0) * m_plan);
+    f->work = op_test_xmalloc(f->op->workspace_bytes(f->node, m_plan, threads));
     f->targets = op_test_xmalloc(m_plan * sizeof(int32_t));
-    f->c.g = g;
     f->c.node = f->node;
     f->c.m = m_plan;
     f->c.threads = threads;
@@ -275,9 +274,9 @@ void op_expect_large_sample_one_slot(snug_graph *(*make)(void), uint64_t seed) {
     for (int t = 0; t < 2; t++) {
         snug_graph *g = make();
         const op_desc *op = g->nodes[1].op;
-        const size_t one = op->workspace_bytes(g, &g->nodes[1], 1, 2);
+        const size_t one = op->workspace_bytes(&g->nodes[1], 1, 2);
         assert_true(one > ((size_t)64 << 20));
-        assert_int_equal(op->workspace_bytes(g, &g->nodes[1], 2, 2), one);
+        assert_int_equal(op->workspace_bytes(&g->nodes[1], 2, 2), one);
         op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, seed);
         op_fixture_analytic(&f[t]);
     }

@@ -411,8 +411,8 @@ static void test_op_micro_batch_one_same_bits(void **state) {
             snug_graph *g = shape == 0 ? conv_graph(24, 20, 21, 40)
                             : shape == 1 ? conv_graph_s2(24, 20, 21, 40)
                                          : conv_graph(32, 24, 24, 48);
-            const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 1);
-            if (shape < 2) assert_true(op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 2) > one); /* a second slot */
+            const size_t one = op_conv2d.workspace_bytes(&g->nodes[1], 1, 1);
+            if (shape < 2) assert_true(op_conv2d.workspace_bytes(&g->nodes[1], 1, 2) > one); /* a second slot */
             op_fixture_init(&f[t], g, 1, 1, t + 1, FILL_PLAIN, 3 + shape);
             op_fixture_analytic(&f[t]);
         }
@@ -432,11 +432,11 @@ static void test_op_large_sample_shares_threads(void **state) {
     (void)state;
     if (!conv3x3_direct_available()) skip();
     snug_graph *g1 = conv_graph(1, 1024, 1024, 16);
-    assert_true(op_conv2d.workspace_bytes(g1, &g1->nodes[1], 1, 2) < ((size_t)8 << 20));
+    assert_true(op_conv2d.workspace_bytes(&g1->nodes[1], 1, 2) < ((size_t)8 << 20));
     snug_graph_free(g1);
     g1 = conv_graph(16, 32, 32, 16); /* small: a slot per sample thread (the transformed weights shared) */
-    assert_true(op_conv2d.workspace_bytes(g1, &g1->nodes[1], 2, 2) >
-                3 * op_conv2d.workspace_bytes(g1, &g1->nodes[1], 1, 1) / 2);
+    assert_true(op_conv2d.workspace_bytes(&g1->nodes[1], 2, 2) >
+                3 * op_conv2d.workspace_bytes(&g1->nodes[1], 1, 1) / 2);
     snug_graph_free(g1);
     op_expect_large_sample_one_slot(large_s2_graph, 17);
 }
@@ -466,8 +466,8 @@ static void test_op_workspace_below_lowering(void **state) {
         snug_graph *g = conv_graph(sh[i][0], sh[i][1], sh[i][2], sh[i][3]);
         const size_t cols = sh[i][0] * 9 * sh[i][1] * sh[i][2] * sizeof(float);
         const size_t part = (sh[i][3] * sh[i][0] * 9 + sh[i][3]) * sizeof(float); /* dW and db */
-        const size_t one = op_conv2d.workspace_bytes(g, &g->nodes[1], 1, 1);
-        const size_t two = op_conv2d.workspace_bytes(g, &g->nodes[1], 8, 2);
+        const size_t one = op_conv2d.workspace_bytes(&g->nodes[1], 1, 1);
+        const size_t two = op_conv2d.workspace_bytes(&g->nodes[1], 8, 2);
         const size_t w1 = wino_bytes(sh[i][0], sh[i][1], sh[i][2], sh[i][3], 1);
         const size_t w2 = wino_bytes(sh[i][0], sh[i][1], sh[i][2], sh[i][3], 2);
         if (one >= cols + w1 || two >= 2 * (cols + part) + w2)

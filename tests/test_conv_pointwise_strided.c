@@ -90,7 +90,7 @@ static void test_matches_reference_and_threads(void **state) {
             snug_conv2d(g, "conv", snug_input(g, "x", k->c, k->h, k->w), k->co, 1, k->s, 0);
             assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
             op_fixture_init(&f[t], g, 1, M, t + 1, FILL_PLAIN, 21 + i);
-            const size_t wb = f[t].op->workspace_bytes(f[t].g, f[t].node, M, t + 1);
+            const size_t wb = f[t].op->workspace_bytes(f[t].node, M, t + 1);
             for (size_t b = 0; b < wb / sizeof(float); b++) ((float *)f[t].work)[b] = NAN;
             op_fixture_analytic(&f[t]);
         }

@@ -161,19 +161,19 @@ static void test_pending_rows_same_bits(void **state) {
     op_fixture a, b;
     op_fixture_init(&a, linear_graph(in, out), 2, 16, threads(), FILL_PLAIN, 5);
     op_fixture_init(&b, linear_graph(in, out), 2, 16, threads(), FILL_PLAIN, 5);
-    const size_t bytes = a.op->pending_bytes(a.g, a.node, 16);
+    const size_t bytes = a.op->pending_bytes(a.node, 16);
     if (bytes == 0) { /* no AVX-512: the products are the BLAS's, nothing is deferred */
         op_fixture_free(&a);
         op_fixture_free(&b);
         return;
     }
-    assert_int_equal(a.op->pending_bytes(a.g, a.node, 17), 0);
-    assert_int_equal(bytes - a.op->pending_bytes(a.g, a.node, 1), 48 * (in + out) * sizeof(float));
+    assert_int_equal(a.op->pending_bytes(a.node, 17), 0);
+    assert_int_equal(bytes - a.op->pending_bytes(a.node, 1), 48 * (in + out) * sizeof(float));
     static const size_t rows[] = {1, 3, 16}, calls[] = {70, 23, 5};
     for (int k = 0; k < 3; k++) {
         /* each run in a block of exactly what a plan of its rows holds: a capacity beyond it is an overflow
          * (ASan) */
-        const size_t need = a.op->pending_bytes(a.g, a.node, rows[k]);
+        const size_t need = a.op->pending_bytes(a.node, rows[k]);
         void *pending = op_test_xmalloc(need);
         memset(pending, 0, need);
         run_calls(&a, rows[k], calls[k], pending);
@@ -197,7 +197,7 @@ static void test_pending_rows_same_bits(void **state) {
         assert_non_null(g);
         int n = 0;
         for (int k = 0; k < g->n_nodes; k++)
-            n += g->nodes[k].op->pending_bytes && g->nodes[k].op->pending_bytes(g, &g->nodes[k], 1) > 0;
+            n += g->nodes[k].op->pending_bytes && g->nodes[k].op->pending_bytes(&g->nodes[k], 1) > 0;
         assert_int_equal(n, deferring[i]);
         snug_graph_free(g);
     }

@@ -71,7 +71,7 @@ static void test_linear_gradients(void **state) {
         assert_int_equal(f.g->params[f.node->params[0]].shape.dims[1], 5);
         assert_int_equal(f.g->params[f.node->params[0]].fan_in, 5);
         assert_int_equal(f.g->params[f.node->params[1]].init, INIT_BIAS_UNIFORM);
-        assert_true(f.op->flops(f.g, f.node) == 70.0);
+        assert_true(f.op->flops(f.node) == 70.0);
         f.op->forward(&f.c);
         for (size_t i = 0; i < m; i++)
             for (size_t o = 0; o < 7; o++) {
@@ -182,7 +182,7 @@ static void test_conv2d_shapes_and_costs(void **state) {
     assert_int_equal(w->fan_in, 27);
     assert_int_equal(w->init, INIT_KAIMING_UNIFORM);
     assert_int_equal(g->params[n->params[1]].fan_in, 27);
-    assert_true(op_conv2d.flops(g, n) == 2.0 * 27 * 4 * 12);
+    assert_true(op_conv2d.flops(n) == 2.0 * 27 * 4 * 12);
     /* One thread: one column buffer (27 x 12 floats, rounded to 64 bytes); four threads and enough samples:
      * four of them plus four partial dW + db (4 x 27 + 4 floats, rounded). On AVX-512 the stride-2 direct
      * path's scratch is larger here: 3 channels x 4 phases x 48 floats (5 rows of 4, + 17, rounded to 16),
@@ -190,12 +190,12 @@ static void test_conv2d_shapes_and_costs(void **state) {
      * samples than threads it runs dx and dW side by side, on two of those. */
     const bool direct = conv3x3_direct_available();
     const size_t slot = direct ? (3 * 4 * 48 + 4 * 48) * sizeof(float) : 1344;
-    assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 1), slot);
-    assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 4), direct ? 2 * slot : slot);
-    assert_int_equal(op_conv2d.workspace_bytes(g, n, 8, 4), 4 * (slot + 448));
+    assert_int_equal(op_conv2d.workspace_bytes(n, 3, 1), slot);
+    assert_int_equal(op_conv2d.workspace_bytes(n, 3, 4), direct ? 2 * slot : slot);
+    assert_int_equal(op_conv2d.workspace_bytes(n, 8, 4), 4 * (slot + 448));
     snug_graph_free(g);
     g = conv_graph(3, 4, 5, 2, 1, 1, 0);
-    assert_int_equal(op_conv2d.workspace_bytes(g, &g->nodes[1], 4, 1), 0); /* pointwise */
+    assert_int_equal(op_conv2d.workspace_bytes(&g->nodes[1], 4, 1), 0); /* pointwise */
     snug_graph_free(g);
 }
 
@@ -308,7 +308,7 @@ static void test_maxpool2d_gradients(void **state) {
             op_fixture f;
             op_fixture_init(&f, pool_graph(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), 1,
                             m, threads(), FILL_DISTINCT, 500 + 10 * i + m);
-            assert_int_equal(f.op->saved_bytes(f.g, f.node), f.out_n * 4);
+            assert_int_equal(f.op->saved_bytes(f.node), f.out_n * 4);
             check_pool_forward(&f, m);
             op_check_all(&f, m, 1e-2f, TOL_LINEAR);
             op_check_backward_adds(&f);
@@ -356,7 +356,7 @@ static void test_softmax_xent_gradients(void **state) {
     for (size_t i = 0; i < 4 * 6; i++) f.x[0][i] *= 3.0f;
     xent_targets(&f);
     assert_int_equal(f.g->tensors[f.node->output].shape.dims[0], 1);
-    assert_int_equal(f.op->saved_bytes(f.g, f.node), 6 * 4);
+    assert_int_equal(f.op->saved_bytes(f.node), 6 * 4);
     op_check_all(&f, 4, 1e-3f, TOL_SOFTMAX);
     op_check_backward_adds(&f);
     /* Ignored items get no gradient at all. */

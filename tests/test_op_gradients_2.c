@@ -51,9 +51,9 @@ static void test_add_table(void **state) {
     assert_int_equal(s.dims[1], 5);
     assert_int_equal(s.dims[2], 7);
     assert_int_equal(n->n_params, 0);
-    assert_true(op_add.flops(g, n) == 105.0);
-    assert_int_equal(op_add.saved_bytes(g, n), 0);
-    assert_int_equal(op_add.workspace_bytes(g, n, 3, 4), 0);
+    assert_true(op_add.flops(n) == 105.0);
+    assert_int_equal(op_add.saved_bytes(n), 0);
+    assert_int_equal(op_add.workspace_bytes(n, 3, 4), 0);
     /* relu runs in place too, and still reads its output in backward */
     assert_true(op_relu.flags & OP_ELEMENTWISE);
     assert_true(op_relu.flags & OP_KEEPS_OUTPUT);
@@ -198,9 +198,9 @@ static void test_dropout_table(void **state) {
     assert_false(op_dropout.flags & (OP_KEEPS_INPUT | OP_KEEPS_OUTPUT | OP_IS_VIEW));
     assert_int_equal(snug_tensor_shape(g, n->output).dims[2], 7);
     assert_int_equal(n->n_params, 0);
-    assert_true(op_dropout.flops(g, n) == 210.0);
-    assert_int_equal(op_dropout.saved_bytes(g, n), 0); /* the mask is regenerated, never stored */
-    assert_int_equal(op_dropout.workspace_bytes(g, n, 3, 4), 0);
+    assert_true(op_dropout.flops(n) == 210.0);
+    assert_int_equal(op_dropout.saved_bytes(n), 0); /* the mask is regenerated, never stored */
+    assert_int_equal(op_dropout.workspace_bytes(n, 3, 4), 0);
     snug_graph_free(g);
 }
 

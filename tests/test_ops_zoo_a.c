@@ -162,19 +162,19 @@ static void test_conv2d_grouped_shapes_and_costs(void **state) {
     assert_int_equal(w->shape.dims[1], 3); /* C / groups */
     assert_int_equal(w->fan_in, 27);       /* PyTorch: weight.size(1) * k * k */
     assert_int_equal(g->params[n->params[1]].fan_in, 27);
-    assert_true(op_conv2d.flops(g, n) == 2.0 * 27 * 4 * 12); /* half the ungrouped convolution's */
+    assert_true(op_conv2d.flops(n) == 2.0 * 27 * 4 * 12); /* half the ungrouped convolution's */
     /* One column buffer for all groups (6*9 rows x 12 pixels, rounded to 64 bytes); partials of the grouped
      * weight (4 x 27) + bias (4), rounded, per thread. */
-    assert_int_equal(op_conv2d.workspace_bytes(g, n, 3, 1), 2624);
-    assert_int_equal(op_conv2d.workspace_bytes(g, n, 8, 4), 4 * (2624 + 448));
+    assert_int_equal(op_conv2d.workspace_bytes(n, 3, 1), 2624);
+    assert_int_equal(op_conv2d.workspace_bytes(n, 8, 4), 4 * (2624 + 448));
     snug_graph_free(g);
     /* groups = 1 is the plain convolution, node for node */
     g = conv_g_graph(3, 7, 5, 4, 3, 2, 1, 1);
     snug_graph *plain = snug_graph_new("t");
     snug_conv2d(plain, "conv", snug_input(plain, "x", 3, 7, 5), 4, 3, 2, 1);
     assert_memory_equal(&g->nodes[1].p.conv2d, &plain->nodes[1].p.conv2d, sizeof(conv2d_params));
-    assert_int_equal(op_conv2d.workspace_bytes(g, &g->nodes[1], 8, 4),
-                     op_conv2d.workspace_bytes(plain, &plain->nodes[1], 8, 4));
+    assert_int_equal(op_conv2d.workspace_bytes(&g->nodes[1], 8, 4),
+                     op_conv2d.workspace_bytes(&plain->nodes[1], 8, 4));
     snug_graph_free(g);
     snug_graph_free(plain);
 }
@@ -288,10 +288,10 @@ static void test_conv_transpose2d_shapes_and_costs(void **state) {
     assert_int_equal(w->init, INIT_KAIMING_UNIFORM);
     assert_int_equal(g->params[n->params[1]].shape.dims[0], 2);
     assert_int_equal(g->params[n->params[1]].fan_in, 18);
-    assert_true(op_conv_transpose2d.flops(g, n) == 2.0 * 3 * 18 * 20);
+    assert_true(op_conv_transpose2d.flops(n) == 2.0 * 3 * 18 * 20);
     /* Column buffer (18 rows x 20 input pixels = 1440 bytes); partial dW (3 x 18) + db (2), rounded. */
-    assert_int_equal(op_conv_transpose2d.workspace_bytes(g, n, 2, 1), 1472);
-    assert_int_equal(op_conv_transpose2d.workspace_bytes(g, n, 8, 4), 4 * (1472 + 256));
+    assert_int_equal(op_conv_transpose2d.workspace_bytes(n, 2, 1), 1472);
+    assert_int_equal(op_conv_transpose2d.workspace_bytes(n, 8, 4), 4 * (1472 + 256));
     snug_graph_free(g);
     g = convt_graph(16, 8, 8, 8, 2, 2, 0); /* UNet: doubles the plane */
     out = &g->tensors[g->nodes[1].output].shape;
@@ -307,7 +307,7 @@ static void test_conv_transpose2d_shapes_and_costs(void **state) {
 static void test_conv_transpose2d_row_blocks(void **state) {
     (void)state;
     snug_graph *g = convt_graph(2, 200, 200, 16, 2, 2, 0);
-    assert_true(op_conv_transpose2d.workspace_bytes(g, &g->nodes[1], 1, 1) <= ((size_t)8 << 20));
+    assert_true(op_conv_transpose2d.workspace_bytes(&g->nodes[1], 1, 1) <= ((size_t)8 << 20));
     op_fixture f;
     op_fixture_init(&f, g, 1, 2, threads(), FILL_PLAIN, 29);
     op_fixture_analytic(&f);
@@ -448,7 +448,7 @@ static void test_global_avgpool(void **state) {
         assert_int_equal(snug_tensor_shape(g, y).dims[0], 3);
         op_fixture f;
         op_fixture_init(&f, g, 1, m, threads(), FILL_PLAIN, 500 + m);
-        assert_true(f.op->flops(f.g, f.node) == 105.0);
+        assert_true(f.op->flops(f.node) == 105.0);
         f.op->forward(&f.c);
         for (size_t p = 0; p < 3 * m; p++) {
             double s = 0;
@@ -534,7 +534,7 @@ static void test_linear_tokens(void **state) {
         assert_int_equal(f.g->params[f.node->params[0]].shape.dims[0], 4);
         assert_int_equal(f.g->params[f.node->params[0]].shape.dims[1], 5);
         assert_int_equal(f.g->params[f.node->params[0]].fan_in, 5);
-        assert_true(f.op->flops(f.g, f.node) == 2.0 * 3 * 5 * 4);
+        assert_true(f.op->flops(f.node) == 2.0 * 3 * 5 * 4);
         f.op->forward(&f.c);
         for (size_t r = 0; r < 3 * m; r++)
             for (size_t o = 0; o < 4; o++) {
@@ -622,8 +622,8 @@ static void test_embedding_table(void **state) {
     const double std = 1.0 / sqrt((double)w->fan_in) / sqrt(3.0);
     assert_true(fabs(std - 0.02) < 1e-5);
     assert_true(n->op->flags & OP_KEEPS_INPUT);
-    assert_int_equal(n->op->saved_bytes(g, n), 0);
-    assert_int_equal(n->op->workspace_bytes(g, n, 8, 4), 0);
+    assert_int_equal(n->op->saved_bytes(n), 0);
+    assert_int_equal(n->op->workspace_bytes(n, 8, 4), 0);
     snug_graph_free(g);
 }
 
@@ -758,7 +758,7 @@ static void test_linear_tied_gradients(void **state) {
         assert_int_equal(s.rank, 2);
         assert_int_equal(s.dims[0], 3);
         assert_int_equal(s.dims[1], 7);
-        assert_true(op_linear_tied.flops(g, head) == 2.0 * 3 * 5 * 7);
+        assert_true(op_linear_tied.flops(head) == 2.0 * 3 * 5 * 7);
         op_fixture f;
         op_fixture_init(&f, g, 4, m, threads(), FILL_PLAIN, 1000 + m);
         f.op->forward(&f.c);
@@ -789,9 +789,9 @@ static void test_linear_tied_shares_gradient(void **state) {
     op_test_fill_sym(de, m * T * D, &s);
     op_test_fill_sym(dy, m * T * V, &s);
     for (size_t i = 0; i < m * T; i++) ids[i] = (float)(op_test_rng_next(&s) % V);
-    op_call ce = {.g = g, .node = wte, .m = m, .threads = 1, .in = {ids}, .out = e, .dout = de, .w = {w},
+    op_call ce = {.node = wte, .m = m, .threads = 1, .in = {ids}, .out = e, .dout = de, .w = {w},
                   .dw = {dw}};
-    op_call ch = {.g = g, .node = head, .m = m, .threads = 1, .in = {x}, .out = y, .din = {dx}, .dout = dy,
+    op_call ch = {.node = head, .m = m, .threads = 1, .in = {x}, .out = y, .din = {dx}, .dout = dy,
                   .w = {w}, .dw = {dw}};
     op_embedding.forward(&ce);
     op_linear_tied.forward(&ch);

@@ -70,7 +70,7 @@ static void bn_bind_with(op_fixture *f, size_t C, size_t H, size_t W, size_t m, 
     if (relu) snug_relu(g, "relu", y);
     op_fixture_init(f, g, 1, m, nthreads, FILL_PLAIN, seed);
     free(f->saved);
-    f->saved = op_test_xmalloc(f->op->saved_bytes(g, f->node) * m + f->op->saved_batch_bytes(g, f->node));
+    f->saved = op_test_xmalloc(f->op->saved_bytes(f->node) * m + f->op->saved_batch_bytes(f->node));
     f->c.saved = f->saved;
     for (int i = BN_RMEAN; i <= BN_RVAR; i++) {
         f->c.state[i] = f->w[i];
@@ -124,8 +124,8 @@ static void test_batchnorm_table_and_forward(void **state) {
     assert_true(p[f.node->params[BN_RVAR]].init == INIT_ONES && p[f.node->params[BN_RVAR]].buffer);
     assert_int_equal(f.g->param_numel, 2 * C);
     assert_int_equal(f.g->state_numel, 2 * C);
-    assert_int_equal(f.op->saved_bytes(f.g, f.node), 0);
-    assert_int_equal(f.op->saved_batch_bytes(f.g, f.node), 2 * C * sizeof(float));
+    assert_int_equal(f.op->saved_bytes(f.node), 0);
+    assert_int_equal(f.op->saved_batch_bytes(f.node), 2 * C * sizeof(float));
     assert_true(f.op->flags & OP_KEEPS_INPUT);
     /* a large offset: the statistics must not cancel */
     for (size_t j = 0; j < m * C * hw; j++) f.x[0][j] += 100.0f;
@@ -329,7 +329,7 @@ static void test_batchnorm_evaluation(void **state) {
     op_fixture f;
     bn_bind(&f, C, 2, 3, m, threads(), 130);
     f.op->forward(&f.c); /* training: fills saved and moves the running statistics */
-    const size_t sb = f.op->saved_batch_bytes(f.g, f.node);
+    const size_t sb = f.op->saved_batch_bytes(f.node);
     void *saved = op_test_xmalloc(sb);
     memcpy(saved, f.saved, sb);
     float *rm = dup_floats(f.w[BN_RMEAN], C), *rv = dup_floats(f.w[BN_RVAR], C);
@@ -393,7 +393,7 @@ static void test_groupnorm(void **state) {
         for (size_t m = 1; m <= 3; m += 2) {
             op_fixture f;
             gn_bind(&f, 6, 3, 5, groups[gi], m, 200 + 10 * gi + m);
-            assert_int_equal(f.op->saved_bytes(f.g, f.node), 2 * groups[gi] * sizeof(float));
+            assert_int_equal(f.op->saved_bytes(f.node), 2 * groups[gi] * sizeof(float));
             assert_int_equal(f.node->n_params, 2);
             assert_string_equal(f.g->params[f.node->params[0]].name, "gn.weight");
             for (size_t j = 0; j < m * 90; j++) f.x[0][j] += 50.0f; /* a large offset must not cancel */
@@ -454,7 +454,7 @@ static void test_layernorm(void **state) {
             op_fixture f;
             ln_bind(&f, rank, rank == 2 ? seq : vec, m, 300 + 10 * (size_t)rank + m);
             const size_t rows = m * (rank == 2 ? 5 : 1);
-            assert_int_equal(f.op->saved_bytes(f.g, f.node), (rank == 2 ? 5 : 1) * 2 * sizeof(float));
+            assert_int_equal(f.op->saved_bytes(f.node), (rank == 2 ? 5 : 1) * 2 * sizeof(float));
             assert_int_equal(f.g->params[f.node->params[0]].numel, 7);
             snug_shape out = snug_tensor_shape(f.g, f.node->output);
             assert_int_equal(out.rank, rank);
@@ -604,10 +604,10 @@ static void test_attention_table(void **state) {
     /* nothing kept beyond the input: backward rebuilds the probabilities */
     assert_null(f.op->saved_bytes);
     /* two (T, T) blocks, P and dS, per thread that can have a task: min(threads, m * heads) */
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 3, 4), 2 * 4 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 16), 2 * 3 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.g, f.node, 1, 1), 2 * 25 * sizeof(float));
-    assert_true(f.op->flops(f.g, f.node) == 4.0 * 25 * 6 + 5.0 * 25 * 3);
+    assert_int_equal(f.op->workspace_bytes(f.node, 3, 4), 2 * 4 * 25 * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.node, 1, 16), 2 * 3 * 25 * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.node, 1, 1), 2 * 25 * sizeof(float));
+    assert_true(f.op->flops(f.node) == 4.0 * 25 * 6 + 5.0 * 25 * 3);
     op_fixture_free(&f);
     /* the causal builder is the causal attention */
     snug_graph *g = snug_graph_new("t");
@@ -748,7 +748,7 @@ static void test_xent_tokens(void **state) {
         snug_shape out = snug_tensor_shape(f.g, f.node->output);
         assert_int_equal(out.rank, 1);
         assert_int_equal(out.dims[0], 5); /* one loss per token: the targets' shape */
-        assert_int_equal(f.op->saved_bytes(f.g, f.node), 20 * sizeof(float));
+        assert_int_equal(f.op->saved_bytes(f.node), 20 * sizeof(float));
         xent_expect_reference(&f, 5, 4, 1);
         op_check_all(&f, m, FD_STEP, TOL_CURVED);
         op_check_backward_adds(&f);

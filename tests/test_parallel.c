@@ -121,8 +121,8 @@ static void grads_free(grads *r, int n_w) {
 static void training_mode(op_fixture *f, int buffers) {
     if (f->op->saved_batch_bytes) {
         free(f->saved);
-        f->saved = op_test_xmalloc(f->op->saved_bytes(f->g, f->node) * f->m_plan +
-                                   f->op->saved_batch_bytes(f->g, f->node));
+        f->saved = op_test_xmalloc(f->op->saved_bytes(f->node) * f->m_plan +
+                                   f->op->saved_batch_bytes(f->node));
         f->c.saved = f->saved;
     }
     for (int i = buffers; i < f->n_w; i++) {

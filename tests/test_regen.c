@@ -130,7 +130,7 @@ static void regenerates_only_sole_readers(void **state) {
     for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
         const int n = node_named(g, yes[i]);
         assert_true(p.regen[n]);
-        const snug_tensor in = plan_base_tensor(g, g->nodes[n].inputs[0]);
+        const snug_tensor in = graph_base_tensor(g, g->nodes[n].inputs[0]);
         assert_true(p.bufs[p.value_fwd[in]].last < p.n_forward);
     }
     for (size_t i = 0; i < sizeof no / sizeof *no; i++) assert_false(p.regen[node_named(g, no[i])]);
@@ -159,7 +159,7 @@ static void recompute_and_regen_agree(void **state) {
         assert_false(plan_find_overlap(&p, &a, &b));
         for (int n = 0; n < g->n_nodes; n++) {
             if (!p.regen[n]) continue;
-            const int producer = g->tensors[plan_base_tensor(g, g->nodes[n].inputs[0])].producer;
+            const int producer = g->tensors[graph_base_tensor(g, g->nodes[n].inputs[0])].producer;
             assert_false(p.seg.recompute[n] || p.seg.recompute[producer]);
         }
         plan_free(&p);

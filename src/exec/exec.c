@@ -28,7 +28,7 @@ static void zero_floats(float *p, size_t n) { ew_apply_unary(zero_split, zero_sp
  * instance, or the recomputed one once forward is over. */
 static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
     const snug_graph *g = x->g;
-    t = plan_base_tensor(g, t);
+    t = graph_base_tensor(g, t);
     if (g->tensors[t].producer == g->input_node) return x->input;
     const plan *p = x->p;
     int b = after_forward && p->value_rec[t] >= 0 ? p->value_rec[t] : p->value_fwd[t];
@@ -39,7 +39,7 @@ static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
  * with the same steps (the calls table never moves), instead of in[0]. */
 static void bind_regen(exec *x, op_call *c) {
     const plan *p = x->p;
-    const int producer = x->g->tensors[plan_base_tensor(x->g, c->node->inputs[0])].producer;
+    const int producer = x->g->tensors[graph_base_tensor(x->g, c->node->inputs[0])].producer;
     for (int s = p->n_forward; s < p->n_steps; s++)
         if (p->steps[s].node == producer && p->steps[s].phase == SNUG_PHASE_BACKWARD) c->regen = &x->calls[s];
     c->in[0] = NULL;
@@ -54,10 +54,10 @@ static void bind_step(exec *x, int s) {
     if (st->node < 0) return;
     const graph_node *nd = &g->nodes[st->node];
     bool after = st->phase != SNUG_PHASE_FORWARD;
-    *c = (op_call){.g = g, .node = nd, .m = p->m, .threads = p->threads, .work = x->workspace};
+    *c = (op_call){.node = nd, .m = p->m, .threads = p->threads, .work = x->workspace};
     for (int i = 0; i < nd->n_inputs; i++) {
         c->in[i] = value_ptr(x, nd->inputs[i], after);
-        c->din[i] = buf_ptr(x, p->grad[plan_base_tensor(g, nd->inputs[i])]);
+        c->din[i] = buf_ptr(x, p->grad[graph_base_tensor(g, nd->inputs[i])]);
     }
     c->out = st->phase == SNUG_PHASE_FORWARD ? buf_ptr(x, p->value_fwd[nd->output]) : value_ptr(x, nd->output, true);
     c->dout = buf_ptr(x, p->grad[nd->output]);
@@ -92,7 +92,7 @@ static int fresh_input(const exec *x, int s, int b) {
     if (!(nd->op->flags & OP_WRITES_FRESH) || p->grad[nd->output] == b) return -1;
     int found = -1;
     for (int i = 0; i < nd->n_inputs; i++) {
-        if (p->grad[plan_base_tensor(g, nd->inputs[i])] != b) continue;
+        if (p->grad[graph_base_tensor(g, nd->inputs[i])] != b) continue;
         if (found >= 0) return -1;
         found = i;
     }

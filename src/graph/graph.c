@@ -11,15 +11,14 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "graph/fuse.h"
 #include "ops/op.h"
 
-char *snug_shape_format(const snug_shape *s, char *buf, size_t len) {
-    int n = snprintf(buf, len, "(");
-    for (int i = 0; i < s->rank && n > 0 && (size_t)n < len; i++)
-        n += snprintf(buf + n, len - (size_t)n, i ? ", %zu" : "%zu", s->dims[i]);
-    if (n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
-    return buf;
+snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t) {
+    while (g->nodes[g->tensors[t].producer].op->flags & OP_IS_VIEW)
+        t = g->nodes[g->tensors[t].producer].inputs[0];
+    return t;
 }
 
 snug_graph *snug_graph_new(const char *name) {
@@ -130,9 +129,13 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     if (!node_args_ok(g, op, name, in, n_in)) return -1;
     snug_shape in_shapes[NODE_MAX_INPUTS], out = {0};
     for (int i = 0; i < n_in; i++) in_shapes[i] = g->tensors[in[i]].shape;
-    graph_node nd = {.op = op, .p = p, .n_inputs = n_in, .output = g->n_tensors};
+    graph_node nd = {.op = op, .p = p, .index = g->n_nodes, .n_inputs = n_in, .output = g->n_tensors};
     snprintf(nd.name, sizeof nd.name, "%s", name);
-    if (n_in) memcpy(nd.inputs, in, sizeof(snug_tensor) * (size_t)n_in);
+    for (int i = 0; i < n_in; i++) {
+        nd.inputs[i] = in[i];
+        nd.in_shape[i] = in_shapes[i];
+        nd.in_numel[i] = g->tensors[in[i]].numel;
+    }
     param_decl decl[NODE_MAX_PARAMS];
     int n_decl = 0;
     char msg[512] = "";
@@ -145,6 +148,8 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
         !grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors))
         return graph_error(g, SNUG_E_OOM, "out of memory while building the graph");
+    nd.out_shape = out;
+    nd.out_numel = numel;
     g->tensors[g->n_tensors] = (graph_tensor){.shape = out, .numel = numel, .producer = g->n_nodes};
     g->nodes[g->n_nodes] = nd;
     if (!add_params(g, g->n_nodes, decl, n_decl)) return -1;

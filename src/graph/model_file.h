@@ -1,6 +1,6 @@
 /* Model files: the parsed form of an INI-like layer list (docs/model-files.md), shared by the reader
  * (model_file.c: text -> sections, with line numbers), the layer table (model_layers.c: sections -> builder
- * calls) and the built-in zoo (src/models/builtin.c: the files of models/, embedded at build time). */
+ * calls) and the built-in zoo (model_zoo.c: the files of models/, embedded at build time). */
 #ifndef SNUG_GRAPH_MODEL_FILE_H
 #define SNUG_GRAPH_MODEL_FILE_H
 

@@ -9,7 +9,7 @@
 
 #include "core/checked.h"
 #include "kernels/avx512.h"
-#include "kernels/conv3x3_winograd_impl.h"
+#include "kernels/winograd_tiles.h"
 #include "kernels/gemm_direct.h"
 
 /* Output channels of one register tile; its vectors of 16 tiles are the block's (1 to 3). */

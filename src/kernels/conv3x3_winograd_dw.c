@@ -29,7 +29,7 @@
 
 #include "core/checked.h"
 #include "kernels/avx512.h"
-#include "kernels/conv3x3_winograd_impl.h"
+#include "kernels/winograd_tiles.h"
 #include "kernels/transpose.h"
 
 /* Output channels per register tile, and input-channel vectors of 16. */

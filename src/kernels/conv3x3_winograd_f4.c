@@ -12,7 +12,7 @@
  * then along each transformed row, whose taps (column 4 tx - 1 + j of tile tx) come out of the buffer by
  * permutes. The output transform runs down the columns of M, then along its rows, and interleaves the four
  * outputs of each tile row into the plane's row order by permutes. */
-#include "kernels/conv3x3_winograd_impl.h"
+#include "kernels/winograd_tiles.h"
 
 #include <stdint.h>
 

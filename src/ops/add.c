@@ -28,7 +28,7 @@ static bool same_shape(const snug_shape *a, const snug_shape *b) {
     return true;
 }
 
-static bool add_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool add_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                       int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 2) {
@@ -109,17 +109,17 @@ static void add_backward(const op_call *c) {
     if (c->din[1] && c->din[1] != c->dout) accumulate(c->din[1], c->dout, len, c->din_fresh & 2u);
 }
 
-static double add_flops(const snug_graph *g, const graph_node *n) {
-    return (double)g->tensors[n->output].numel;
+static double add_flops(const op_node *n) {
+    return (double)n->out_numel;
 }
 
-static size_t add_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t add_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads only dout */
 }
 
-static size_t add_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t add_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 
@@ -132,6 +132,7 @@ const op_desc op_add_relu = {
     .flops = add_flops,
     .saved_bytes = add_saved_bytes,
     .workspace_bytes = add_workspace_bytes,
+    .fold = {.unfolded = &op_add, .hides_values = true},
 };
 
 const op_desc op_add = {
@@ -143,4 +144,5 @@ const op_desc op_add = {
     .flops = add_flops,
     .saved_bytes = add_saved_bytes,
     .workspace_bytes = add_workspace_bytes,
+    .fold.relu_after = &op_add_relu,
 };

@@ -39,13 +39,13 @@ typedef struct attn_dims {
     bool causal;
 } attn_dims;
 
-static attn_dims attn_dims_of(const snug_graph *g, const graph_node *n) {
-    const snug_shape *s = &g->tensors[n->inputs[0]].shape;
+static attn_dims attn_dims_of(const op_node *n) {
+    const snug_shape *s = &n->in_shape[0];
     const size_t H = n->p.attention.heads, C = s->dims[1] / 3;
     return (attn_dims){.T = s->dims[0], .C = C, .H = H, .D = C / H, .causal = n->p.attention.causal};
 }
 
-static bool attn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool attn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const size_t H = n->p.attention.heads;
@@ -142,7 +142,7 @@ static float *attn_thread_blocks(const op_call *c, const attn_dims *d, int per_t
 }
 
 static void attn_forward(const op_call *c) {
-    const attn_dims d = attn_dims_of(c->g, c->node);
+    const attn_dims d = attn_dims_of(c->node);
     const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
     const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
     const float *qkv = c->in[0]; // (m, T, 3C)
@@ -181,7 +181,7 @@ VM_KERNEL static void attn_softmax_backward(float *ds, const float *p, size_t r0
 }
 
 static void attn_backward(const op_call *c) {
-    const attn_dims d = attn_dims_of(c->g, c->node);
+    const attn_dims d = attn_dims_of(c->node);
     const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H, bt = T < ATTN_BLOCK ? T : ATTN_BLOCK;
     const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
     const float scale = (float)(1.0 / sqrt((double)D));
@@ -217,24 +217,24 @@ static void attn_backward(const op_call *c) {
 }
 
 /* Forward: Q K^T and P V over the score entries computed (attn_area), and the softmax. */
-static double attn_flops(const snug_graph *g, const graph_node *n) {
-    const attn_dims d = attn_dims_of(g, n);
+static double attn_flops(const op_node *n) {
+    const attn_dims d = attn_dims_of(n);
     const double area = attn_area(&d);
     return 4.0 * area * (double)d.C + 5.0 * area * (double)d.H;
 }
 
 /* Backward: P recomputed (Q K^T and the softmax, as forward), dV = P^T dO and dP = dO V^T, then dQ = dS K and
  * dK = dS^T Q: five products over the same entries, the softmax and its backward. */
-static double attn_backward_flops(const snug_graph *g, const graph_node *n) {
-    const attn_dims d = attn_dims_of(g, n);
+static double attn_backward_flops(const op_node *n) {
+    const attn_dims d = attn_dims_of(n);
     const double area = attn_area(&d);
     return 10.0 * area * (double)d.C + 10.0 * area * (double)d.H;
 }
 
 /* Two (min(ATTN_BLOCK, T), T) blocks per thread that can run a task, min(threads, m H): backward's P and dS
  * (forward uses the first, for P). */
-static size_t attn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    const attn_dims d = attn_dims_of(g, n);
+static size_t attn_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const attn_dims d = attn_dims_of(n);
     size_t tasks, bytes;
     if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
     const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;

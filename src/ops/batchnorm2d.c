@@ -31,7 +31,7 @@
 
 enum { BN_GAMMA, BN_BETA, BN_RUNNING_MEAN, BN_RUNNING_VAR };
 
-static bool bn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool bn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                      int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
@@ -251,33 +251,31 @@ static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     }
 }
 
-static double bn_flops(const snug_graph *g, const graph_node *n) {
+static double bn_flops(const op_node *n) {
     /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
-    return (n->op == &op_batchnorm2d_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
+    return (n->op == &op_batchnorm2d_relu ? 5.0 : 4.0) * (double)n->in_numel[0];
 }
 
-static size_t bn_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t bn_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads the kept input (OP_KEEPS_INPUT) and the per-batch statistics */
 }
 
-static size_t bn_saved_batch_bytes(const snug_graph *g, const graph_node *n) {
-    return 2 * g->tensors[n->inputs[0]].shape.dims[0] * sizeof(float); /* mean and invstd per channel */
+static size_t bn_saved_batch_bytes(const op_node *n) {
+    return 2 * n->in_shape[0].dims[0] * sizeof(float); /* mean and invstd per channel */
 }
 
-static size_t bn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+static size_t bn_workspace_bytes(const op_node *n, size_t m, int threads) {
     (void)m, (void)threads;
-    return 2 * g->tensors[n->inputs[0]].shape.dims[0] * sizeof(float); /* evaluation's (mean, invstd) */
+    return 2 * n->in_shape[0].dims[0] * sizeof(float); /* evaluation's (mean, invstd) */
 }
 
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_batchnorm2d_relu. */
 #define BN_TABLE                                                                                              \
-    {                                                                                                         \
-        .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                  \
-        .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,     \
-        .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes, .regen = bn_regen,  \
-    }
+    .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                      \
+    .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,         \
+    .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes, .regen = bn_regen
 
-const op_desc op_batchnorm2d = BN_TABLE;
-const op_desc op_batchnorm2d_relu = BN_TABLE;
+const op_desc op_batchnorm2d = {BN_TABLE, .fold.relu_after = &op_batchnorm2d_relu};
+const op_desc op_batchnorm2d_relu = {BN_TABLE, .fold = {.unfolded = &op_batchnorm2d, .hides_values = true}};

@@ -13,7 +13,7 @@
 /* Below this many elements per call a parallel loop costs more than it saves. */
 #define CONCAT_PAR_MIN ((size_t)1 << 15)
 
-static bool concat_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool concat_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                          int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char a[96], b[96];
@@ -81,17 +81,17 @@ static void concat_backward(const op_call *c) {
     if (c->din[1]) add_part(c->din[1], c->dout, m, bn, an, an + bn, c->din_fresh & 2u);
 }
 
-static double concat_flops(const snug_graph *g, const graph_node *n) {
-    return (double)g->tensors[n->output].numel; /* copies: one per element written, as relu counts */
+static double concat_flops(const op_node *n) {
+    return (double)n->out_numel; /* copies: one per element written, as relu counts */
 }
 
-static size_t concat_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t concat_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads only dout */
 }
 
-static size_t concat_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t concat_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

@@ -87,8 +87,8 @@ static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
 
-static conv_ctx conv_ctx_of(const snug_graph *gr, const graph_node *n) {
-    const snug_shape *in = &gr->tensors[n->inputs[0]].shape;
+static conv_ctx conv_ctx_of(const op_node *n) {
+    const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
     conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
                         .pad = p->padding},
@@ -255,7 +255,7 @@ static bool conv_check_sizes(const conv2d_params *p, const snug_shape *in, char 
     return true;
 }
 
-static bool conv_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool conv_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     const conv2d_params *p = &n->p.conv2d;
     if (n_in != 1) {
@@ -404,7 +404,7 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
 }
 
 static void conv_forward(const op_call *c) {
-    const conv_ctx k = conv_ctx_of(c->g, c->node);
+    const conv_ctx k = conv_ctx_of(c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l); /* cannot overflow: the planner sized the same numbers */
@@ -655,7 +655,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
 }
 
 static void conv_backward(const op_call *c) {
-    conv_ctx k = conv_ctx_of(c->g, c->node);
+    conv_ctx k = conv_ctx_of(c->node);
     k.dx_fresh = k.wino && (c->din_fresh & 1u);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
     conv_layout l;
@@ -692,20 +692,20 @@ static void conv_backward(const op_call *c) {
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
 
-static double conv_flops(const snug_graph *g, const graph_node *n) {
-    const conv_ctx k = conv_ctx_of(g, n);
+static double conv_flops(const op_node *n) {
+    const conv_ctx k = conv_ctx_of(n);
     return 2.0 * (double)k.kdim * (double)k.co * (double)k.npix;
 }
 
-static size_t conv_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t conv_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward re-lowers its kept input instead of keeping the (k*k times larger) columns */
 }
 
 /* Backward needs at least what forward does (the same slots, plus partials when T > 1). SIZE_MAX when the size
  * overflows, which no budget fits. */
-static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    const conv_ctx k = conv_ctx_of(g, n);
+static size_t conv_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n);
     conv_layout l;
     size_t total;
     if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.slots, &total) || !size_add(total, l.pre, &total))
@@ -715,8 +715,8 @@ static size_t conv_workspace_bytes(const snug_graph *g, const graph_node *n, siz
 
 /* Winograd's transformed weights of both directions, kept across a window at micro-batches of at most
  * CONV_KEEP_MAX_M; SIZE_MAX on overflow. */
-static size_t conv_kept_bytes(const snug_graph *g, const graph_node *n, size_t m) {
-    const conv_ctx k = conv_ctx_of(g, n);
+static size_t conv_kept_bytes(const op_node *n, size_t m) {
+    const conv_ctx k = conv_ctx_of(n);
     size_t fwd, dx, total;
     if (!k.wino || m > CONV_KEEP_MAX_M) return 0;
     if (!conv_kept_layout(&k, &fwd, &dx) || !size_add(fwd, dx, &total) || !size_add(total, CONV_KEPT_HEAD, &total))
@@ -726,11 +726,11 @@ static size_t conv_kept_bytes(const snug_graph *g, const graph_node *n, size_t m
 
 /* A stage per sample thread (one where threads share a sample or the BLAS threads each product), after the
  * layout's slots: see conv_stage. */
-static size_t conv_regen_stage_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    const conv_ctx k = conv_ctx_of(g, n);
+static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n);
     conv_layout l;
     size_t total;
-    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(conv_stage_bytes(g->tensors[n->inputs[0]].numel),
+    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(conv_stage_bytes(n->in_numel[0]),
                                                          l.T > 1 ? l.T : 1, &total))
         return SIZE_MAX;
     return total;

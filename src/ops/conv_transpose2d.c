@@ -54,8 +54,8 @@ static size_t convt_block_rows(const convt_ctx *k) {
     return rows == 0 ? 1 : rows < h ? rows : h;
 }
 
-static convt_ctx convt_ctx_of(const snug_graph *gr, const graph_node *n) {
-    const snug_shape *in = &gr->tensors[n->inputs[0]].shape, *out = &gr->tensors[n->output].shape;
+static convt_ctx convt_ctx_of(const op_node *n) {
+    const snug_shape *in = &n->in_shape[0], *out = &n->out_shape;
     const conv2d_params *p = &n->p.conv2d;
     convt_ctx k = {.g = {.c = out->dims[0], .h = out->dims[1], .w = out->dims[2], .k = p->kernel,
                          .stride = p->stride, .pad = p->padding, .ho = in->dims[1], .wo = in->dims[2]},
@@ -122,7 +122,7 @@ static bool convt_side(const conv2d_params *p, const snug_shape *in, size_t n, s
     return true;
 }
 
-static bool convt_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool convt_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                         int *n_params, char *msg, size_t msg_len) {
     const conv2d_params *p = &n->p.conv2d;
     if (n_in != 1) {
@@ -204,7 +204,7 @@ static void convt_forward_sample(const convt_ctx *k, float *y, // (co, opix)
 }
 
 static void convt_forward(const op_call *c) {
-    const convt_ctx k = convt_ctx_of(c->g, c->node);
+    const convt_ctx k = convt_ctx_of(c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     const size_t T = convt_threads(&k, m, c->threads);
     size_t col_bytes = 0, part_bytes = 0;
@@ -262,7 +262,7 @@ static void convt_backward_sample(const convt_ctx *k, bool fresh, float *din, //
 }
 
 static void convt_backward(const op_call *c) {
-    const convt_ctx k = convt_ctx_of(c->g, c->node);
+    const convt_ctx k = convt_ctx_of(c->node);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
     const size_t T = convt_threads(&k, m, c->threads), wn = k.ci * k.kdim;
     const bool fresh = c->din_fresh & 1u;
@@ -299,20 +299,20 @@ static void convt_backward(const op_call *c) {
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
 
-static double convt_flops(const snug_graph *g, const graph_node *n) {
-    const convt_ctx k = convt_ctx_of(g, n);
+static double convt_flops(const op_node *n) {
+    const convt_ctx k = convt_ctx_of(n);
     return 2.0 * (double)k.ci * (double)k.kdim * (double)k.npix;
 }
 
-static size_t convt_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t convt_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads its kept input (OP_KEEPS_INPUT) for dW */
 }
 
 /* Forward and backward use the same column buffer, plus partials when T > 1. SIZE_MAX when the size overflows,
  * which no budget fits. */
-static size_t convt_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    const convt_ctx k = convt_ctx_of(g, n);
+static size_t convt_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const convt_ctx k = convt_ctx_of(n);
     const size_t T = convt_threads(&k, m, threads);
     size_t col_bytes, part_bytes, slot, total;
     if (!convt_slot_parts(&k, &col_bytes, &part_bytes)) return SIZE_MAX;

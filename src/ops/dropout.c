@@ -21,7 +21,7 @@
 /* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */
 #define DROPOUT_PAR_MIN ((size_t)1 << 13)
 
-static bool dropout_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out,
+static bool dropout_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out,
                           param_decl *params, int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const float p = n->p.dropout.p;
@@ -43,7 +43,7 @@ static bool dropout_infer(const graph_node *n, const snug_shape *in, int n_in, s
 
 /* The RNG stream of this call: one per (step, node); see the top of the file. */
 static uint64_t dropout_stream(const op_call *c) {
-    const uint64_t node = (uint64_t)(c->node - c->g->nodes);
+    const uint64_t node = (uint64_t)c->node->index;
     return snug_rng_bits(c->step, node, DROPOUT_TAG);
 }
 
@@ -93,17 +93,17 @@ static void dropout_backward(const op_call *c) {
 }
 
 /* A compare and a multiply per element; the hashes behind the mask are not floating-point work. */
-static double dropout_flops(const snug_graph *g, const graph_node *n) {
-    return 2.0 * (double)g->tensors[n->output].numel;
+static double dropout_flops(const op_node *n) {
+    return 2.0 * (double)n->out_numel;
 }
 
-static size_t dropout_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t dropout_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward regenerates the mask from its RNG key */
 }
 
-static size_t dropout_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t dropout_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

@@ -31,7 +31,7 @@
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
-static bool emb_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool emb_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                       int *n_params, char *msg, size_t msg_len) {
     const size_t vocab = n->p.embedding.vocab, dim = n->p.embedding.dim;
     char s[96];
@@ -62,7 +62,7 @@ static bool emb_infer(const graph_node *n, const snug_shape *in, int n_in, snug_
     return true;
 }
 
-static bool pos_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool pos_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                       int *n_params, char *msg, size_t msg_len) {
     const size_t max_len = n->p.embedding.vocab;
     char s[96];
@@ -185,17 +185,17 @@ static void pos_backward(const op_call *c) {
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
 
-static double emb_flops(const snug_graph *g, const graph_node *n) {
-    return (double)g->tensors[n->output].numel; /* a copy: one per element written */
+static double emb_flops(const op_node *n) {
+    return (double)n->out_numel; /* a copy: one per element written */
 }
 
-static size_t emb_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t emb_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* embedding reads its kept input (the ids); position reads only dout */
 }
 
-static size_t emb_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t emb_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

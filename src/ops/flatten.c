@@ -5,7 +5,7 @@
 #include "core/checked.h"
 #include "ops/op.h"
 
-static bool flatten_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out,
+static bool flatten_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out,
                           param_decl *params, int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     size_t numel;
@@ -23,18 +23,18 @@ static bool flatten_infer(const graph_node *n, const snug_shape *in, int n_in, s
     return true;
 }
 
-static double flatten_flops(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static double flatten_flops(const op_node *n) {
+    (void)n;
     return 0.0;
 }
 
-static size_t flatten_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t flatten_saved_bytes(const op_node *n) {
+    (void)n;
     return 0;
 }
 
-static size_t flatten_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t flatten_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

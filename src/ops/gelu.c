@@ -19,7 +19,7 @@
 #define GELU_INV_SQRT2 0.70710678118654752440f    /* 1 / sqrt(2) */
 #define GELU_INV_SQRT2PI 0.39894228040143267794f  /* 1 / sqrt(2 pi) */
 
-static bool gelu_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool gelu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 1) {
@@ -83,19 +83,19 @@ static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t 
     gelu_span(dst + lo, c->in[0] + n * numel + lo, hi - lo);
 }
 
-static double gelu_flops(const snug_graph *g, const graph_node *n) {
+static double gelu_flops(const op_node *n) {
     /* A nominal 8 per element (an erf and a few multiplies): element-wise work is memory-bound, and this only
      * ranks recompute costs against the GEMMs, which dwarf it either way. */
-    return 8.0 * (double)g->tensors[n->output].numel;
+    return 8.0 * (double)n->out_numel;
 }
 
-static size_t gelu_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t gelu_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads the kept input (OP_KEEPS_INPUT) */
 }
 
-static size_t gelu_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t gelu_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

@@ -9,7 +9,7 @@
 /* Below this many input elements a parallel loop costs more than it saves. */
 #define GAP_PAR_MIN ((size_t)1 << 15)
 
-static bool gap_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool gap_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                       int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char s[96];
@@ -62,17 +62,17 @@ static void gap_backward(const op_call *c) {
     }
 }
 
-static double gap_flops(const snug_graph *g, const graph_node *n) {
-    return (double)g->tensors[n->inputs[0]].numel; /* one add per input element */
+static double gap_flops(const op_node *n) {
+    return (double)n->in_numel[0]; /* one add per input element */
 }
 
-static size_t gap_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t gap_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads only dout */
 }
 
-static size_t gap_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t gap_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

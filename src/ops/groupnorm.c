@@ -20,7 +20,7 @@
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GN_PAR_MIN ((size_t)1 << 15)
 
-static bool gn_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool gn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                      int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
@@ -179,32 +179,29 @@ static void gn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     }
 }
 
-static double gn_flops(const snug_graph *g, const graph_node *n) {
+static double gn_flops(const op_node *n) {
     /* statistics (2) + scale and shift (2), and the folded ReLU's compare */
-    return (n->op == &op_groupnorm_relu ? 5.0 : 4.0) * (double)g->tensors[n->inputs[0]].numel;
+    return (n->op == &op_groupnorm_relu ? 5.0 : 4.0) * (double)n->in_numel[0];
 }
 
-static size_t gn_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g;
-    size_t bytes;
+static size_t gn_saved_bytes(const op_node *n) {
+        size_t bytes;
     return size_mul(n->p.norm.groups, 2 * sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
-static size_t gn_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
     (void)threads;
     size_t bytes;
-    const size_t C = g->tensors[n->inputs[0]].shape.dims[0];
+    const size_t C = n->in_shape[0].dims[0];
     return size_mul(m, C, &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
 }
 
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_groupnorm_relu. */
 #define GN_TABLE                                                                                              \
-    {                                                                                                         \
-        .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH, .infer = gn_infer,  \
-        .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,     \
-        .workspace_bytes = gn_workspace_bytes, .regen = gn_regen,                                             \
-    }
+    .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH, .infer = gn_infer,      \
+    .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,         \
+    .workspace_bytes = gn_workspace_bytes, .regen = gn_regen
 
-const op_desc op_groupnorm = GN_TABLE;
-const op_desc op_groupnorm_relu = GN_TABLE;
+const op_desc op_groupnorm = {GN_TABLE, .fold.relu_after = &op_groupnorm_relu};
+const op_desc op_groupnorm_relu = {GN_TABLE, .fold = {.unfolded = &op_groupnorm, .hides_values = true}};

@@ -8,7 +8,7 @@
 /* The builder takes the declared shape as is (snug_input checks it); this validates a declared shape for any
  * other caller: either written into *out beforehand (n_in = 0) or passed as the one input shape (n_in = 1).
  * Checked: rank 1..SNUG_MAX_DIMS, no zero size, an addressable sample. */
-static bool input_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool input_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                         int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in > 1) {
@@ -33,18 +33,18 @@ static void input_forward(const op_call *c) { (void)c; /* the batcher has filled
 
 static void input_backward(const op_call *c) { (void)c; /* nothing upstream of the input */ }
 
-static double input_flops(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static double input_flops(const op_node *n) {
+    (void)n;
     return 0.0;
 }
 
-static size_t input_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t input_saved_bytes(const op_node *n) {
+    (void)n;
     return 0;
 }
 
-static size_t input_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t input_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

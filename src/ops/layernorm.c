@@ -18,7 +18,7 @@
  * over the blocks in order: no races, and the same bits whatever the thread count. */
 #define LN_BLOCK_ROWS ((size_t)32)
 
-static bool ln_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool ln_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                      int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
@@ -147,19 +147,19 @@ static void ln_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
         ln_forward_row(dst + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, c->node->p.norm.eps, true);
 }
 
-static double ln_flops(const snug_graph *g, const graph_node *n) {
-    return 5.0 * (double)g->tensors[n->inputs[0]].numel; /* statistics (2) + normalise, scale, shift (3) */
+static double ln_flops(const op_node *n) {
+    return 5.0 * (double)n->in_numel[0]; /* statistics (2) + normalise, scale, shift (3) */
 }
 
-static size_t ln_saved_bytes(const snug_graph *g, const graph_node *n) {
+static size_t ln_saved_bytes(const op_node *n) {
     size_t bytes;
-    const size_t rows = ln_rows_per_sample(&g->tensors[n->inputs[0]].shape);
+    const size_t rows = ln_rows_per_sample(&n->in_shape[0]);
     return size_mul(rows, 2 * sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
-static size_t ln_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+static size_t ln_workspace_bytes(const op_node *n, size_t m, int threads) {
     (void)threads;
-    const snug_shape *s = &g->tensors[n->inputs[0]].shape;
+    const snug_shape *s = &n->in_shape[0];
     size_t rows, bytes;
     if (!size_mul(m, ln_rows_per_sample(s), &rows)) return SIZE_MAX;
     const size_t blocks = rows / LN_BLOCK_ROWS + (rows % LN_BLOCK_ROWS != 0);

@@ -96,7 +96,7 @@ static bool linear_out_shape(const snug_shape *in, size_t fo, snug_shape *out, c
     return true;
 }
 
-static bool linear_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool linear_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                          int *n_params, char *msg, size_t msg_len) {
     size_t fo = n->p.linear.out_features;
     if (n_in != 1) {
@@ -120,7 +120,7 @@ static bool linear_infer(const graph_node *n, const snug_shape *in, int n_in, sn
     return true;
 }
 
-static bool tied_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool tied_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const size_t vocab = n->p.embedding.vocab, dim = n->p.embedding.dim;
@@ -311,16 +311,16 @@ static void bias_grad(float *db, const float *dy, size_t rows, size_t fo) {
 
 /* The GEMM sizes of a call: rows = m * tokens, fi and fo the last dimensions. */
 /* The widths of a node's calls, and the rows one sample brings. */
-static void node_dims(const snug_graph *g, const graph_node *n, size_t *fi, size_t *fo, size_t *per_sample) {
-    const snug_shape *in = &g->tensors[n->inputs[0]].shape, *out = &g->tensors[n->output].shape;
+static void node_dims(const op_node *n, size_t *fi, size_t *fo, size_t *per_sample) {
+    const snug_shape *in = &n->in_shape[0], *out = &n->out_shape;
     *fi = in->dims[in->rank - 1];
     *fo = out->dims[out->rank - 1];
-    *per_sample = g->tensors[n->inputs[0]].numel / *fi;
+    *per_sample = n->in_numel[0] / *fi;
 }
 
 static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
     size_t per_sample;
-    node_dims(c->g, c->node, fi, fo, &per_sample);
+    node_dims(c->node, fi, fo, &per_sample);
     *rows = c->m * per_sample;
 }
 
@@ -400,15 +400,15 @@ static void defer_rows(const op_call *c, size_t rows, size_t fi, size_t fo) {
 
 static void linear_flush(const op_call *c) {
     size_t fi, fo, per_sample;
-    node_dims(c->g, c->node, &fi, &fo, &per_sample);
+    node_dims(c->node, &fi, &fo, &per_sample);
     if (c->dw[0]) flush_rows(c, fi, fo);
 }
 
 /* Where every call of a plan at m defers: defer_capacity (fi + fo) floats (835 KB for the cnn's 3136->128
  * layer at 16 rows), counted as gradients. */
-static size_t linear_pending_bytes(const snug_graph *g, const graph_node *n, size_t m) {
+static size_t linear_pending_bytes(const op_node *n, size_t m) {
     size_t fi, fo, per_sample, rows, floats, bytes;
-    node_dims(g, n, &fi, &fo, &per_sample);
+    node_dims(n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     if (!defers(rows, fi, fo)) return 0;
     if (!size_add(fi, fo, &floats) || !size_mul(floats, defer_capacity(rows) * sizeof(float), &bytes) ||
@@ -434,7 +434,7 @@ static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
 
 /* The stage: one sample's input, 64-byte aligned after the workspace this call's products use. */
 static float *linear_stage(const op_call *c) {
-    const uintptr_t at = (uintptr_t)c->work + c->node->op->workspace_bytes(c->g, c->node, c->m, c->threads);
+    const uintptr_t at = (uintptr_t)c->work + c->node->op->workspace_bytes(c->node, c->m, c->threads);
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
@@ -484,22 +484,21 @@ static void tied_backward(const op_call *c) {
 /* ---- costs ---------------------------------------------------------------------------------------------- */
 
 /* 2 * rows * fi * fo = 2 * (input numel) * fo. */
-static double linear_flops(const snug_graph *g, const graph_node *n) {
-    const graph_tensor *out = &g->tensors[n->output];
-    double fo = (double)out->shape.dims[out->shape.rank - 1];
-    return 2.0 * (double)g->tensors[n->inputs[0]].numel * fo;
+static double linear_flops(const op_node *n) {
+    double fo = (double)n->out_shape.dims[n->out_shape.rank - 1];
+    return 2.0 * (double)n->in_numel[0] * fo;
 }
 
-static size_t linear_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t linear_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads the input itself (OP_KEEPS_INPUT) */
 }
 
 /* sgemm's packing for the forward, din and dW of the most rows a micro-batch of at most m samples brings
  * (workspace is sized for the largest call, and every smaller call needs no more). */
-static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads) {
     size_t fi, fo, per_sample, rows, floats = 0, bytes;
-    node_dims(g, n, &fi, &fo, &per_sample);
+    node_dims(n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
      * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
@@ -518,10 +517,10 @@ static size_t linear_workspace_bytes(const snug_graph *g, const graph_node *n, s
 
 /* One sample's input (and alignment) where this layer can regenerate its input: LINEAR_REGEN_MIN_ROWS rows a
  * sample, through sgemm; 0 where it cannot. */
-static size_t linear_regen_stage_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
+static size_t linear_regen_stage_bytes(const op_node *n, size_t m, int threads) {
     (void)m, (void)threads;
     size_t fi, fo, per;
-    node_dims(g, n, &fi, &fo, &per);
+    node_dims(n, &fi, &fo, &per);
     return sgemm_enabled() && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi) : 0;
 }
 

@@ -31,8 +31,8 @@
 
 typedef struct pool_geom { size_t c, h, w, k, s, ho, wo; } pool_geom;
 
-static pool_geom pool_geom_of(const snug_graph *g, const graph_node *n) {
-    const snug_shape *in = &g->tensors[n->inputs[0]].shape;
+static pool_geom pool_geom_of(const op_node *n) {
+    const snug_shape *in = &n->in_shape[0];
     pool_geom p = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = n->p.pool2d.kernel,
                    .s = n->p.pool2d.stride};
     p.ho = (p.h - p.k) / p.s + 1;
@@ -40,7 +40,7 @@ static pool_geom pool_geom_of(const snug_graph *g, const graph_node *n) {
     return p;
 }
 
-static bool pool_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool pool_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)params;
     char s[96];
@@ -193,7 +193,7 @@ static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d
 /* Small calls (one sample of a micro-batch of 1) run without an OpenMP region: starting one costs more than
  * the pool itself. Planes are independent, so the bits do not depend on the split. */
 static void pool_forward(const op_call *c) {
-    const pool_geom p = pool_geom_of(c->g, c->node);
+    const pool_geom p = pool_geom_of(c->node);
     const size_t planes = c->m * p.c;
     bool fast = false;
 #ifdef SNUG_AVX512
@@ -339,7 +339,7 @@ static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh,
 }
 
 static void pool_backward(const op_call *c) {
-    const pool_geom p = pool_geom_of(c->g, c->node);
+    const pool_geom p = pool_geom_of(c->node);
     const size_t planes = c->m * p.c;
     const bool fresh = c->din_fresh & 1u;
     if (!c->din[0]) return;
@@ -354,34 +354,33 @@ static void pool_backward(const op_call *c) {
     }
 }
 
-static double pool_flops(const snug_graph *g, const graph_node *n) {
-    const pool_geom p = pool_geom_of(g, n);
+static double pool_flops(const op_node *n) {
+    const pool_geom p = pool_geom_of(n);
     return (double)p.c * (double)p.ho * (double)p.wo * (double)(p.k * p.k); /* one comparison per element */
 }
 
-static size_t pool_saved_bytes(const snug_graph *g, const graph_node *n) {
+static size_t pool_saved_bytes(const op_node *n) {
     size_t bytes;
-    return size_mul(g->tensors[n->output].numel, sizeof(int32_t), &bytes) ? bytes : SIZE_MAX;
+    return size_mul(n->out_numel, sizeof(int32_t), &bytes) ? bytes : SIZE_MAX;
 }
 
-static size_t pool_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t pool_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 
-/* Whether a pool of this node's geometry takes a ReLU before it in (graph/fuse.c): windows that tile the input
+/* Whether a pool of this node's geometry takes a ReLU before it in (op_desc.fold): windows that tile the input
  * exactly, so that every ReLU output is in exactly one window and the masked scatter reaches each. */
-bool maxpool2d_takes_relu(const snug_graph *g, const graph_node *n) {
-    const pool_geom p = pool_geom_of(g, n);
+static bool pool_takes_relu(const op_node *n) {
+    const pool_geom p = pool_geom_of(n);
     return p.k == p.s && p.h % p.k == 0 && p.w % p.k == 0;
 }
 
 #define POOL_OP(FLAGS)                                                                                          \
-    {                                                                                                           \
-        .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                    \
-        .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                        \
-        .workspace_bytes = pool_workspace_bytes,                                                                \
-    }
-const op_desc op_maxpool2d = POOL_OP(OP_WRITES_FRESH);
+    .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                        \
+    .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                            \
+    .workspace_bytes = pool_workspace_bytes
+const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH),
+                              .fold = {.relu_before = &op_maxpool2d_relu, .relu_before_fits = pool_takes_relu}};
 /* Backward reads its own output: the ReLU's mask is y > 0. */
-const op_desc op_maxpool2d_relu = POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT);
+const op_desc op_maxpool2d_relu = {POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT), .fold.unfolded = &op_maxpool2d};

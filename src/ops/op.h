@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph/graph.h"
+#include "core/shape.h"
+#include "ops/node.h"
 
 /* Flags: what an op's backward reads besides dout. The planner keeps exactly these alive until backward. */
 enum {
@@ -34,10 +35,9 @@ enum {
                                    GELU): see op_desc.regen */
 };
 
-/* Everything one op invocation touches, bound by the executor. Shapes come from node and the graph. */
+/* Everything one op invocation touches, bound by the executor. Shapes come from node. */
 typedef struct op_call {
-    const snug_graph *g;
-    const graph_node *node;
+    const op_node *node;
     size_t m;                          /* samples in this micro-batch (at most the planned m) */
     int threads;                       /* OpenMP threads the plan sized the workspace for */
     const float *in[NODE_MAX_INPUTS];  /* (m, in shape) */
@@ -86,37 +86,37 @@ typedef struct op_desc {
     unsigned flags;
     /* Output shape from input shapes; declares parameters into params[*n_params]. On a shape error, writes a
      * message naming the shapes into msg (the caller prefixes the node name) and returns false. */
-    bool (*infer)(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+    bool (*infer)(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                   int *n_params, char *msg, size_t msg_len);
     void (*forward)(const op_call *c);
     void (*backward)(const op_call *c);
     /* Forward FLOPs per sample (a multiply-add counts 2); backward is counted by the planner as 2x for ops
      * with parameters and 1x otherwise. */
-    double (*flops)(const snug_graph *g, const graph_node *n);
+    double (*flops)(const op_node *n);
     /* Backward FLOPs per sample when the rule above is wrong for the op (attention: about 2.5x forward without
      * parameters); NULL to use the rule. */
-    double (*backward_flops)(const snug_graph *g, const graph_node *n);
+    double (*backward_flops)(const op_node *n);
     /* Bytes per sample the op keeps from forward for backward beyond in/out (max-pool argmax, norm statistics). */
-    size_t (*saved_bytes)(const snug_graph *g, const graph_node *n);
+    size_t (*saved_bytes)(const op_node *n);
     /* Bytes kept from forward for backward once per micro-batch, whatever m is (BatchNorm's batch mean and
      * inverse deviation); NULL for none. c->saved holds these first, then saved_bytes * m. A recompute sees the
      * bytes its first forward saved here (and must reuse them, not recompute them). */
-    size_t (*saved_batch_bytes)(const snug_graph *g, const graph_node *n);
+    size_t (*saved_batch_bytes)(const op_node *n);
     /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
-    size_t (*workspace_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
+    size_t (*workspace_bytes)(const op_node *n, size_t m, int threads);
     /* Weight-gradient contributions an op defers from backward to the end of the window at micro-batch m
      * (linear's rank-1 to rank-3 updates, applied as one product): bytes kept across micro-batches, counted as
      * gradients; 0 or NULL for none. The planner drops them where a budget has no room (plan_variant's
      * no_window_extras), so they never decide whether a micro-batch fits. flush applies them to dw and leaves
      * the bytes as at the window's start; the trainer calls it once after the window's last backward, with the
      * op's backward call. A backward without c->pending applies its contributions at once: the same bits. */
-    size_t (*pending_bytes)(const snug_graph *g, const graph_node *n, size_t m);
+    size_t (*pending_bytes)(const op_node *n, size_t m);
     void (*flush)(const op_call *c);
     /* Bytes derived from the op's parameters alone that it keeps across the micro-batches of a window at
      * micro-batch m instead of deriving them again for each (Winograd's transformed weights), counted as
      * params; 0 or NULL for none. Dropped with the pending rows where a budget has no room. The op tags what
      * it derives with c->weights_version and derives it again when that has changed. */
-    size_t (*kept_bytes)(const snug_graph *g, const graph_node *n, size_t m);
+    size_t (*kept_bytes)(const op_node *n, size_t m);
     /* Producers whose output is a cheap per-sample function of what their own backward keeps (a
      * normalisation: its kept input, its saved statistics, its parameters): writes sample n of the output as
      * the forward wrote it, bit for bit, from the producer's backward call c; part t of T of the threads of an
@@ -125,7 +125,21 @@ typedef struct op_desc {
     /* Consumers with OP_REGEN_INPUT: the workspace bytes their backward needs beyond workspace_bytes to hold
      * regenerated input samples at micro-batch m (SIZE_MAX on overflow; 0: this node cannot regenerate its
      * input). The planner adds them where it regenerates that node's input. */
-    size_t (*regen_stage_bytes)(const snug_graph *g, const graph_node *n, size_t m, int threads);
+    size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads);
+    /* How the op folds with a ReLU beside it: graph/fuse.c decides every fold from these alone. */
+    struct {
+        const struct op_desc *relu_after;   /* this op also applying the ReLU that is its output's only reader
+                                               (BatchNorm, GroupNorm, add) */
+        const struct op_desc *relu_before;  /* this op rectifying its input as it loads it (max-pool), where
+                                               relu_before_fits says the windows allow it */
+        bool (*relu_before_fits)(const op_node *n);
+        const struct op_desc *unfolded;     /* a folded op, on either side of a fold: the plain op it stands for */
+        bool hides_values;                  /* a folded op whose output is not its layer's own values (the
+                                               normalisation's are rectified, the pooled ReLU's are not yet): a
+                                               new reader of them undoes the fold */
+        const struct op_desc *view_after;   /* a ReLU: what it becomes folded into the op before it */
+        const struct op_desc *view_before;  /* a ReLU: what it becomes folded into the op after it */
+    } fold;
 } op_desc;
 
 extern const op_desc op_input;
@@ -145,24 +159,21 @@ extern const op_desc op_embedding;
 extern const op_desc op_position_embedding;
 extern const op_desc op_linear_tied;
 extern const op_desc op_batchnorm2d;
-extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in (graph/fuse.c) */
+/* The folded forms (op_desc.fold): */
+extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in */
 extern const op_desc op_groupnorm_relu;   /* GroupNorm likewise */
-extern const op_desc op_add_relu;         /* add likewise (ops/add.c) */
+extern const op_desc op_add_relu;         /* add likewise */
 extern const op_desc op_relu_folded;      /* such a ReLU: a view of the normalisation's output */
-extern const op_desc op_maxpool2d_relu;   /* a max-pool with the ReLU before it folded in (graph/fuse.c) */
+extern const op_desc op_maxpool2d_relu;   /* a max-pool with the ReLU before it folded in */
 extern const op_desc op_relu_pooled;      /* such a ReLU: a view of its input, the values before the ReLU */
-/* Whether max-pool node n takes the ReLU before it in: windows that tile its input exactly (ops/maxpool2d.c). */
-bool maxpool2d_takes_relu(const snug_graph *g, const graph_node *n);
 extern const op_desc op_groupnorm;
 extern const op_desc op_layernorm;
 extern const op_desc op_attention;
 
 /* Shape helpers for op implementations. */
-static inline const snug_shape *op_in_shape(const op_call *c, int i) {
-    return &c->g->tensors[c->node->inputs[i]].shape;
-}
-static inline const snug_shape *op_out_shape(const op_call *c) { return &c->g->tensors[c->node->output].shape; }
-static inline size_t op_in_numel(const op_call *c, int i) { return c->g->tensors[c->node->inputs[i]].numel; }
-static inline size_t op_out_numel(const op_call *c) { return c->g->tensors[c->node->output].numel; }
+static inline const snug_shape *op_in_shape(const op_call *c, int i) { return &c->node->in_shape[i]; }
+static inline const snug_shape *op_out_shape(const op_call *c) { return &c->node->out_shape; }
+static inline size_t op_in_numel(const op_call *c, int i) { return c->node->in_numel[i]; }
+static inline size_t op_out_numel(const op_call *c) { return c->node->out_numel; }
 
 #endif

@@ -14,7 +14,7 @@
 /* Elements per parallel work item: a multiple of every vector width, so spans start aligned to each other. */
 #define RELU_CHUNK ((size_t)1 << 13)
 
-static bool relu_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool relu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 1) {
@@ -70,17 +70,17 @@ static void relu_backward(const op_call *c) {
                         c->out, c->dout, c->m * op_out_numel(c));
 }
 
-static double relu_flops(const snug_graph *g, const graph_node *n) {
-    return (double)g->tensors[n->output].numel;
+static double relu_flops(const op_node *n) {
+    return (double)n->out_numel;
 }
 
-static size_t relu_saved_bytes(const snug_graph *g, const graph_node *n) {
-    (void)g, (void)n;
+static size_t relu_saved_bytes(const op_node *n) {
+    (void)n;
     return 0; /* backward reads the kept output (OP_KEEPS_OUTPUT) */
 }
 
-static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t relu_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 
@@ -91,12 +91,11 @@ static size_t relu_workspace_bytes(const snug_graph *g, const graph_node *n, siz
  * loads them and whose backward applies the mask; the pool is its only reader, so no one sees those values
  * under the ReLU's name. Two descriptors so that each fold knows its own ReLU. */
 #define RELU_VIEW                                                                                               \
-    {                                                                                                           \
-        .kind = "relu", .flags = OP_IS_VIEW, .infer = relu_infer, .forward = NULL, .backward = NULL,            \
-        .flops = relu_flops, .saved_bytes = relu_saved_bytes, .workspace_bytes = relu_workspace_bytes,          \
-    }
-const op_desc op_relu_folded = RELU_VIEW;
-const op_desc op_relu_pooled = RELU_VIEW;
+    .kind = "relu", .flags = OP_IS_VIEW, .infer = relu_infer, .forward = NULL, .backward = NULL,                \
+    .flops = relu_flops, .saved_bytes = relu_saved_bytes, .workspace_bytes = relu_workspace_bytes,              \
+    .fold.unfolded = &op_relu
+const op_desc op_relu_folded = {RELU_VIEW};
+const op_desc op_relu_pooled = {RELU_VIEW, .fold.hides_values = true};
 
 const op_desc op_relu = {
     .kind = "relu",
@@ -107,4 +106,5 @@ const op_desc op_relu = {
     .flops = relu_flops,
     .saved_bytes = relu_saved_bytes,
     .workspace_bytes = relu_workspace_bytes,
+    .fold = {.view_after = &op_relu_folded, .view_before = &op_relu_pooled},
 };

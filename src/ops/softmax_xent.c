@@ -40,7 +40,7 @@ static xent_layout xent_layout_of(const snug_shape *s) {
     }
 }
 
-static bool xent_infer(const graph_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+static bool xent_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
                        int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char s[96];
@@ -245,17 +245,17 @@ static void xent_backward(const op_call *c) {
     }
 }
 
-static double xent_flops(const snug_graph *g, const graph_node *n) {
-    return 5.0 * (double)g->tensors[n->inputs[0]].numel;
+static double xent_flops(const op_node *n) {
+    return 5.0 * (double)n->in_numel[0];
 }
 
-static size_t xent_saved_bytes(const snug_graph *g, const graph_node *n) {
+static size_t xent_saved_bytes(const op_node *n) {
     size_t bytes;
-    return size_mul(g->tensors[n->inputs[0]].numel, sizeof(float), &bytes) ? bytes : SIZE_MAX;
+    return size_mul(n->in_numel[0], sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
-static size_t xent_workspace_bytes(const snug_graph *g, const graph_node *n, size_t m, int threads) {
-    (void)g, (void)n, (void)m, (void)threads;
+static size_t xent_workspace_bytes(const op_node *n, size_t m, int threads) {
+    (void)n, (void)m, (void)threads;
     return 0;
 }
 

@@ -63,8 +63,9 @@ static bool try_variant(search *s, const plan_variant *v) {
 static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
-    if ((s->status = plan_build_policy(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->budget,
-                                       &q, s->err)) == SNUG_OK)
+    if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, &q,
+                                       s->err)) == SNUG_OK &&
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 

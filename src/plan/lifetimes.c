@@ -38,8 +38,8 @@ static bool create_buffers(const snug_graph *g, plan *p) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
         if (n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)) continue;
-        size_t value, saved = n->op->saved_bytes ? n->op->saved_bytes(g, n) : 0, saved_bytes = 0;
-        size_t per_batch = n->op->saved_batch_bytes ? n->op->saved_batch_bytes(g, n) : 0;
+        size_t value, saved = n->op->saved_bytes ? n->op->saved_bytes(n) : 0, saved_bytes = 0;
+        size_t per_batch = n->op->saved_batch_bytes ? n->op->saved_batch_bytes(n) : 0;
         if (!batch_bytes(g->tensors[n->output].numel, p->m, sizeof(float), &value)) return false;
         if ((saved || per_batch) &&
             (!size_mul(saved, p->m, &saved_bytes) || !size_add(saved_bytes, per_batch, &saved_bytes) ||
@@ -80,7 +80,7 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
     unsigned flags = n->op->flags;
     bool after = st->phase != SNUG_PHASE_FORWARD;
     if (st->phase != SNUG_PHASE_BACKWARD) {
-        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), after), s);
+        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, graph_base_tensor(g, n->inputs[i]), after), s);
         touch(p, st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output], s);
         touch(p, st->phase == SNUG_PHASE_FORWARD || p->saved_rec[st->node] < 0 ? p->saved_fwd[st->node]
                                                                                : p->saved_rec[st->node], s);
@@ -88,16 +88,16 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
     }
     if (flags & OP_KEEPS_INPUT)
         for (int i = p->regen[st->node] ? 1 : 0; i < n->n_inputs; i++)
-            touch(p, value_at(p, plan_base_tensor(g, n->inputs[i]), true), s);
+            touch(p, value_at(p, graph_base_tensor(g, n->inputs[i]), true), s);
     if (p->regen[st->node]) { /* what the producer regenerates from: its own backward's reads */
-        const int producer = g->tensors[plan_base_tensor(g, n->inputs[0])].producer;
-        touch(p, value_at(p, plan_base_tensor(g, g->nodes[producer].inputs[0]), true), s);
+        const int producer = g->tensors[graph_base_tensor(g, n->inputs[0])].producer;
+        touch(p, value_at(p, graph_base_tensor(g, g->nodes[producer].inputs[0]), true), s);
         touch(p, p->saved_fwd[producer], s);
     }
     if (flags & OP_KEEPS_OUTPUT) touch(p, value_at(p, n->output, true), s);
     touch(p, p->saved_rec[st->node] >= 0 ? p->saved_rec[st->node] : p->saved_fwd[st->node], s);
     touch(p, p->grad[n->output], s);
-    for (int i = 0; i < n->n_inputs; i++) touch(p, p->grad[plan_base_tensor(g, n->inputs[i])], s);
+    for (int i = 0; i < n->n_inputs; i++) touch(p, p->grad[graph_base_tensor(g, n->inputs[i])], s);
 }
 
 static int root_of(const plan *p, int b) {
@@ -112,7 +112,7 @@ static void share_in_place(const snug_graph *g, plan *p) {
         if (st->phase != SNUG_PHASE_FORWARD && st->phase != SNUG_PHASE_RECOMPUTE) continue;
         const graph_node *n = &g->nodes[st->node];
         if (!(n->op->flags & OP_ELEMENTWISE)) continue;
-        int in = value_at(p, plan_base_tensor(g, n->inputs[0]), st->phase != SNUG_PHASE_FORWARD);
+        int in = value_at(p, graph_base_tensor(g, n->inputs[0]), st->phase != SNUG_PHASE_FORWARD);
         int out = st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output];
         if (in < 0 || out < 0 || p->bufs[in].last != s || p->bufs[in].bytes != p->bufs[out].bytes) continue;
         int root = root_of(p, in);
@@ -129,9 +129,9 @@ static void share_gradients(const snug_graph *g, plan *p) {
         if (st->node < 0 || st->phase != SNUG_PHASE_BACKWARD) continue;
         const graph_node *n = &g->nodes[st->node];
         if (!(n->op->flags & OP_GRAD_PASSTHROUGH)) continue;
-        snug_tensor in0 = plan_base_tensor(g, n->inputs[0]);
+        snug_tensor in0 = graph_base_tensor(g, n->inputs[0]);
         bool repeated = false; /* add(x, x): x's gradient needs dy twice, so it cannot be dy's memory */
-        for (int i = 1; i < n->n_inputs; i++) repeated |= plan_base_tensor(g, n->inputs[i]) == in0;
+        for (int i = 1; i < n->n_inputs; i++) repeated |= graph_base_tensor(g, n->inputs[i]) == in0;
         int gin = p->grad[in0], gout = p->grad[n->output];
         if (repeated || gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes)
             continue;

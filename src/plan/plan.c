@@ -27,8 +27,8 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     *total = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t (*bytes)(const snug_graph *, const graph_node *, size_t) = kept ? op->kept_bytes : op->pending_bytes;
-        size_t b = bytes && !p->variant.no_window_extras ? bytes(g, &g->nodes[i], p->m) : 0;
+        size_t (*bytes)(const op_node *, size_t) = kept ? op->kept_bytes : op->pending_bytes;
+        size_t b = bytes && !p->variant.no_window_extras ? bytes(&g->nodes[i], p->m) : 0;
         at[i] = SIZE_MAX;
         if (b == 0) continue;
         if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;
@@ -54,10 +54,10 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     p->workspace_bytes = 0;
     for (int i = 0; i < g->n_nodes && ok; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t w = op->workspace_bytes ? op->workspace_bytes(g, &g->nodes[i], p->m, p->threads) : 0;
+        size_t w = op->workspace_bytes ? op->workspace_bytes(&g->nodes[i], p->m, p->threads) : 0;
         /* a regenerated input's stages come after the op's own workspace */
         if (p->regen[i] && w != (size_t)-1 &&
-            !size_add(w, op->regen_stage_bytes(g, &g->nodes[i], p->m, p->threads), &w))
+            !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
             w = (size_t)-1;
         if (w == (size_t)-1) ok = false;
         else if (w > p->workspace_bytes) p->workspace_bytes = w;
@@ -105,19 +105,19 @@ static bool plan_live_peak(plan *p) {
 }
 
 double plan_backward_flops(const snug_graph *g, const graph_node *n) {
-    if (n->op->backward_flops) return n->op->backward_flops(g, n);
-    double f = n->op->flops ? n->op->flops(g, n) : 0;
+    if (n->op->backward_flops) return n->op->backward_flops(n);
+    double f = n->op->flops ? n->op->flops(n) : 0;
     /* Ops with parameters compute two products in backward (input and parameter gradients), but no input
      * gradient when their input is the data (it has no gradient buffer, and the op skips that product: MLP's
      * first layer, a network's first convolution). */
-    const bool din = n->n_inputs < 1 || g->tensors[plan_base_tensor(g, n->inputs[0])].producer != g->input_node;
+    const bool din = n->n_inputs < 1 || g->tensors[graph_base_tensor(g, n->inputs[0])].producer != g->input_node;
     return (n->n_params ? f : 0) + (din ? f : 0);
 }
 
 static void plan_flops(const snug_graph *g, plan *p) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *nd = &g->nodes[i];
-        double f = (nd->op->flops ? nd->op->flops(g, nd) : 0) * (double)p->m;
+        double f = (nd->op->flops ? nd->op->flops(nd) : 0) * (double)p->m;
         p->fwd_flops += f;
         p->bwd_flops += plan_backward_flops(g, nd) * (double)p->m;
         if (p->seg.recompute[i]) p->recompute_flops += f;

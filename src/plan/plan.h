@@ -95,11 +95,16 @@ snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
 
-/* Plans a user policy: AUTO searches within budget (0: none); SQRT and EVERY spare every segment whose
- * recompute would save no memory (plan/spare.c); the others are plan_build's. A plan over budget is planned
- * again without pending rows: they are a speed-up that takes only memory the budget leaves free. */
+/* Plans a user policy (plan/policy.c): AUTO searches within budget (0: none); the others are
+ * plan_build_spared's. A plan over budget is planned again without pending rows: they are a speed-up that takes
+ * only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                               snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err);
+
+/* A policy other than AUTO as given, except that SQRT and EVERY keep whole every segment whose recompute would
+ * save no memory (plan/spare.c). */
+snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                              snug_checkpoint_policy policy, plan *p, snug_error *err);
 
 /* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -125,8 +130,5 @@ bool plan_find_overlap(const plan *p, int *a, int *b);
 
 /* Backward FLOPs per sample of one node: the op's own count, or 2x forward with parameters and 1x without. */
 double plan_backward_flops(const snug_graph *g, const graph_node *n);
-
-/* The tensor whose buffer holds t's value: views resolve to the tensor they alias. */
-snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t);
 
 #endif

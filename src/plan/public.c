@@ -86,7 +86,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     for (int i = 0; i < sp->g->n_nodes; i++) {
         if (!p->regen[i]) continue;
         s->regenerated_inputs++;
-        s->regenerated_bytes += p->bufs[p->value_fwd[plan_base_tensor(sp->g, sp->g->nodes[i].inputs[0])]].bytes;
+        s->regenerated_bytes += p->bufs[p->value_fwd[graph_base_tensor(sp->g, sp->g->nodes[i].inputs[0])]].bytes;
     }
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
@@ -137,8 +137,8 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
         return;
     }
     const graph_node *n = &g->nodes[st->node];
-    if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] = n->op->workspace_bytes(g, n, p->m, p->threads);
-    double f = (n->op->flops ? n->op->flops(g, n) : 0) * (double)p->m;
+    if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] = n->op->workspace_bytes(n, p->m, p->threads);
+    double f = (n->op->flops ? n->op->flops(n) : 0) * (double)p->m;
     s->flops = st->phase == SNUG_PHASE_BACKWARD ? plan_backward_flops(g, n) * (double)p->m : f;
 }
 

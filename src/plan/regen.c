@@ -21,15 +21,15 @@ static bool sole_reader(const snug_graph *g, snug_tensor base, int reader) {
         const graph_node *n = &g->nodes[i];
         if (i == reader || (n->op->flags & OP_IS_VIEW)) continue;
         for (int k = 0; k < n->n_inputs; k++)
-            if (plan_base_tensor(g, n->inputs[k]) == base) return false;
+            if (graph_base_tensor(g, n->inputs[k]) == base) return false;
     }
     return true;
 }
 
 int plan_regen_producer(const snug_graph *g, int consumer) {
     const graph_node *n = &g->nodes[consumer];
-    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || n->op->regen_stage_bytes(g, n, 1, 1) == 0) return -1;
-    const snug_tensor base = plan_base_tensor(g, n->inputs[0]);
+    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || n->op->regen_stage_bytes(n, 1, 1) == 0) return -1;
+    const snug_tensor base = graph_base_tensor(g, n->inputs[0]);
     const int producer = g->tensors[base].producer;
     if (producer < 0 || producer == g->input_node) return -1;
     const graph_node *pn = &g->nodes[producer];
@@ -37,7 +37,7 @@ int plan_regen_producer(const snug_graph *g, int consumer) {
 }
 
 int plan_regen_source(const snug_graph *g, int producer) {
-    return g->tensors[plan_base_tensor(g, g->nodes[producer].inputs[0])].producer;
+    return g->tensors[graph_base_tensor(g, g->nodes[producer].inputs[0])].producer;
 }
 
 static bool regenerates(const snug_graph *g, const plan *p, int i) {

@@ -18,12 +18,6 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-snug_tensor plan_base_tensor(const snug_graph *g, snug_tensor t) {
-    while (g->nodes[g->tensors[t].producer].op->flags & OP_IS_VIEW)
-        t = g->nodes[g->tensors[t].producer].inputs[0];
-    return t;
-}
-
 static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)); }
 
 /* Cheap to recompute: fewer forward FLOPs per output element than this. Element-wise ops, normalisations (which
@@ -36,14 +30,14 @@ static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT
  * workload's step for 8% of its activations). */
 static bool is_cheap(const snug_graph *g, const graph_node *n) {
     if (!is_layer(n) || (n->op->flags & OP_IS_LOSS)) return false;
-    double f = n->op->flops ? n->op->flops(g, n) : 0, out = (double)g->tensors[n->output].numel;
+    double f = n->op->flops ? n->op->flops(n) : 0, out = (double)g->tensors[n->output].numel;
     return f < CHEAP_FLOPS_PER_ELEMENT * out && out >= (double)g->tensors[n->inputs[0]].numel;
 }
 
 /* Whether node n reads tensor t (through views). */
 static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
     for (int i = 0; i < n->n_inputs; i++)
-        if (plan_base_tensor(g, n->inputs[i]) == t) return true;
+        if (graph_base_tensor(g, n->inputs[i]) == t) return true;
     return false;
 }
 
@@ -81,7 +75,7 @@ static void mark_crossing(const snug_graph *g, const int *segment, bool *crossin
         const graph_node *n = &g->nodes[c];
         if (!is_layer(n)) continue;
         for (int i = 0; i < n->n_inputs; i++) {
-            int producer = g->tensors[plan_base_tensor(g, n->inputs[i])].producer;
+            int producer = g->tensors[graph_base_tensor(g, n->inputs[i])].producer;
             if (segment[producer] != segment[c]) crossing[producer] = true;
         }
     }
@@ -144,9 +138,9 @@ static void keep_cheap_only(const snug_graph *g, bool *drop) {
         drop[i] = drop[i] && is_cheap(g, n);
         size_t kept_for_replay = 0; /* elements per sample kept only so that this layer can replay */
         for (int k = 0; drop[i] && k < n->n_inputs; k++) {
-            snug_tensor t = plan_base_tensor(g, n->inputs[k]);
+            snug_tensor t = graph_base_tensor(g, n->inputs[k]);
             bool repeated = false;
-            for (int j = 0; j < k; j++) repeated |= plan_base_tensor(g, n->inputs[j]) == t;
+            for (int j = 0; j < k; j++) repeated |= graph_base_tensor(g, n->inputs[j]) == t;
             if (!repeated && !drop[g->tensors[t].producer] && !kept_anyway(g, t)) kept_for_replay += g->tensors[t].numel;
         }
         drop[i] = drop[i] && kept_for_replay < g->tensors[n->output].numel;
@@ -226,7 +220,7 @@ void plan_segments_free(plan_segments *s) {
 double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s) {
     double f = 0;
     for (int i = 0; i < g->n_nodes; i++)
-        if (s->recompute[i] && g->nodes[i].op->flops) f += g->nodes[i].op->flops(g, &g->nodes[i]);
+        if (s->recompute[i] && g->nodes[i].op->flops) f += g->nodes[i].op->flops(&g->nodes[i]);
     return f;
 }
 

@@ -41,14 +41,13 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
     return SNUG_OK;
 }
 
-snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err) {
-    if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, optim, budget, p, err);
+snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                              snug_checkpoint_policy policy, plan *p, snug_error *err) {
     plan_variant v = plan_variant_of(policy);
     snug_status s = plan_build(g, m, threads, optim, &v, p, err);
     if (s == SNUG_OK && (policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY)) {
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
-    return s == SNUG_OK ? plan_within_budget(g, m, threads, optim, budget, p, err) : s;
+    return s;
 }

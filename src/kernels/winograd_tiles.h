@@ -1,7 +1,7 @@
 /* What conv3x3_winograd.c (the driver, the products, F(2x2, 3x3)'s transforms) shares with
  * conv3x3_winograd_f4.c (F(4x4, 3x3)'s transforms): where a plane's tiles sit in the vectors of a block. */
-#ifndef SNUG_KERNELS_CONV3X3_WINOGRAD_IMPL_H
-#define SNUG_KERNELS_CONV3X3_WINOGRAD_IMPL_H
+#ifndef SNUG_KERNELS_WINOGRAD_TILES_H
+#define SNUG_KERNELS_WINOGRAD_TILES_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,71 @@
+/* What an op sees of the node it runs on: its layer's name, its parameters (one small struct per op family),
+ * the per-sample shapes of its inputs and output, and where the graph wires it (tensor handles, parameter
+ * indices) for the planner and the executor. An op reads nothing else of the graph, so the op tables and the
+ * kernels below them know no graph type; the graph keeps its nodes as op nodes (graph/graph.h). */
+#ifndef SNUG_OPS_NODE_H
+#define SNUG_OPS_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "snug.h"
+
+#define SNUG_NAME_MAX 64
+#define NODE_MAX_INPUTS 4
+#define NODE_MAX_PARAMS 4
+
+/* Per-op parameters: small structs, one per op family, in one union. */
+typedef struct linear_params { size_t out_features; } linear_params;
+typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; } conv2d_params;
+typedef struct pool2d_params { size_t kernel, stride; } pool2d_params;
+typedef struct dropout_params { float p; } dropout_params;
+typedef struct norm_params { size_t groups; float eps, momentum; } norm_params;
+typedef struct embedding_params { size_t vocab, dim; } embedding_params;
+typedef struct attention_params { size_t heads; bool causal; } attention_params;
+typedef struct tied_params { int param; } tied_params; /* a layer reusing another layer's parameter */
+
+typedef union op_params {
+    linear_params linear;
+    conv2d_params conv2d;
+    pool2d_params pool2d;
+    dropout_params dropout;
+    norm_params norm;
+    embedding_params embedding;
+    attention_params attention;
+    tied_params tied;
+} op_params;
+
+/* How a parameter starts: PyTorch's defaults, so runs compare with PyTorch. */
+typedef enum param_init {
+    INIT_KAIMING_UNIFORM, /* U(-b, b), b = 1/sqrt(fan_in): kaiming_uniform_(a = sqrt(5)) as nn.Linear/Conv2d */
+    INIT_BIAS_UNIFORM,    /* U(-b, b), b = 1/sqrt(fan_in) */
+    INIT_ZEROS,
+    INIT_ONES,
+} param_init;
+
+/* What an op's shape inference declares for each parameter it owns. */
+typedef struct param_decl {
+    const char *suffix;   /* "weight", "bias" */
+    snug_shape shape;
+    size_t fan_in;
+    param_init init;
+    bool buffer;          /* non-trainable state (running statistics): no gradient, no optimizer */
+} param_decl;
+
+typedef struct op_node {
+    char name[SNUG_NAME_MAX];
+    const struct op_desc *op;
+    op_params p;
+    int index;                                /* its place in the graph: part of the dropout mask's key */
+    int n_inputs;
+    snug_tensor inputs[NODE_MAX_INPUTS];      /* the graph's tensors it reads (ops read the shapes below) */
+    snug_shape in_shape[NODE_MAX_INPUTS];     /* their per-sample shapes */
+    size_t in_numel[NODE_MAX_INPUTS];         /* and elements per sample */
+    snug_tensor output;
+    snug_shape out_shape;
+    size_t out_numel;
+    int n_params;
+    int params[NODE_MAX_PARAMS];              /* indices into the graph's parameter table */
+} op_node;
+
+#endif
