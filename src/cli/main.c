@@ -1,13 +1,13 @@
 /* `snug <command> [options]`: a table of subcommands over the public API in snug.h. A new command adds one row
  * here (name, one-line summary, entry point, help printer). */
 #define _POSIX_C_SOURCE 200809L
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/blas_kernel.h"
 #include "cli/commands.h"
+#include "cli/gemm_choice.h"
 
 typedef struct command {
     const char *name;
@@ -75,18 +75,9 @@ static int help_command(int argc, char **argv) {
     return CLI_EXIT_OK;
 }
 
-/* SNUG_GEMM takes 'blas' or 'snug'; anything else is a typo that would otherwise silently keep the default. */
-static bool gemm_choice_ok(void) {
-    const char *choice = getenv("SNUG_GEMM");
-    if (!choice || strcmp(choice, "blas") == 0 || strcmp(choice, "snug") == 0) return true;
-    fprintf(stderr, "snug: SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS multiplies the "
-                    "linear layers) or 'snug' (snug's own AVX-512 product, the default), or unset it\n", choice);
-    return false;
-}
-
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
-    if (!gemm_choice_ok()) return CLI_EXIT_USAGE;
+    if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
