@@ -27,7 +27,7 @@
  * The thresholds are measured (session 13, `snug train --max-steps 100` on MNIST, whole processes
  * alternating): din and dW through sgemm were 15-25% faster per step from 8 to 64 rows than through the
  * unpacked kernels since sgemm claims panels from both ends (mlp at 16 rows 1.15 -> 0.89 s, at 8 rows 1.41 ->
- * 1.12 s; mlp's accum4 micro-batches of 64 5% faster, cnn's of 16 3%, in 8-10 paired `snug bench` runs), even
+ * 1.12 s; mlp's accum4 micro-batches of 64 5% faster, cnn's of 16 3%, in 8-10 paired `snug-bench` runs), even
  * at 5 and 6 rows, 10-35% slower at 2 and 4. The forward of 8 to 16 rows was no faster through sgemm, and 17
  * to 64 rows lost nothing against session 12's transposed gemm_direct forward, which is gone. The bias passes
  * are plain loops below LINEAR_PAR_MIN, so a micro-batch's call never enters the OpenMP runtime for them. */

@@ -9,7 +9,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "ops/sgemm.h"
 
 static void blas_product(size_t n, const float *a, const float *b, float *c, float *work) {
