@@ -76,8 +76,9 @@ test: deps data build build-asan
 	exit $$status
 
 # Benchmarks write Markdown tables to bench/results/; each reports the machine it ran on.
-# Then the five workloads in snug and in PyTorch (Debian's python3-torch, installed by `install-deps.sh --bench`),
-# interleaved per workload and variant in one run: bench/results/workloads.{csv,md} (docs/performance.md).
+# Then the five workloads in snug (the benchmark program snug-bench) and in PyTorch (Debian's python3-torch,
+# installed by `install-deps.sh --bench`), interleaved per workload and variant in one run:
+# bench/results/workloads.{csv,md} (docs/performance.md).
 BENCH_ARGS ?=
 bench: deps build
 	@mkdir -p bench/results
@@ -86,7 +87,7 @@ bench: deps build
 	./$(BUILD)/bench/bench_products 21 bench/results/products.md
 	@scripts/install-deps.sh --bench
 	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
-	python3 bench/compare.py run --snug ./$(BUILD)/snug --out bench/results $(BENCH_ARGS)
+	python3 bench/compare.py run --bench ./$(BUILD)/bench/snug-bench --out bench/results $(BENCH_ARGS)
 
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"

@@ -1,5 +1,5 @@
 /* bench_fma_peak: the rate at which this machine's cores retire fused multiply-adds from registers, with no
- * memory traffic: the ceiling no product can pass, against which the SGEMM rate of `snug bench` (2048x2048,
+ * memory traffic: the ceiling no product can pass, against which the SGEMM rate of `snug-bench` (2048x2048,
  * the best case of a GEMM) and the workloads' GFLOP/s can be read. Each thread runs 12 independent chains of
  * vector FMAs (more than latency x throughput on current x86 cores, so the chains never wait on each other) at
  * the widest width the CPU has: AVX-512 (16 floats), else AVX2 + FMA (8), else plain C (the compiler's choice).

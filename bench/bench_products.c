@@ -1,7 +1,7 @@
 /* What accumulation costs the matrix products: for the linear layers of the mlp (784 -> 1024 -> 1024) and the
  * cnn (3136 -> 128), each of a layer's three products (forward y = x W^T, input gradient dx = dy W, weight
  * gradient dW += dy^T x) as one call over the batch's B rows against k calls of B / k rows, through snug's own
- * product (src/ops/sgemm.c) on every thread. "cold": a 64 MiB pass over other memory before every call, so the
+ * product (src/kernels/sgemm.c) on every thread. "cold": a 64 MiB pass over other memory before every call, so the
  * weights come from memory as they do in a training step whose working set outgrows the caches; "warm": not.
  * A ratio above 1 is what the micro-batches pay for that product; the workload's accum4 must-show allows 1.05
  * for the whole step. (The cnn layer's forward of 16 rows takes gemm_direct_nt in the layer, not sgemm: its

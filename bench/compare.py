@@ -4,16 +4,16 @@ per workload and variant, so that drift in the machine's load hits both), and wr
 bench/results/workloads.csv and workloads.md: snug's figures with their PyTorch ratios, the machine, the SGEMM
 rate, the geometric mean of the full-batch ratios and the must-shows, met or not. Standard library only.
 
-    python3 bench/compare.py run --snug build/snug --out bench/results       # what `make bench` does
+    python3 bench/compare.py run --bench build/bench/snug-bench --out bench/results   # what `make bench` does
     python3 bench/compare.py merge SNUG.csv TORCH.csv [--paired PAIRED.csv] [--duel DUEL.csv] --out DIR
                                                                              # only merge CSV files
 
 Every measurement is a fresh process, 3 per framework for each workload and variant, alternating (--processes;
 the median process is reported: a whole process can land in a slow mode on a small virtual machine), in rounds
 that run every variant of a workload in turn; the must-shows that compare a variant with full batch take the
-median of the rounds' ratios (snug bench --workload W --variant V; pytorch_bench.py the same), so no
+median of the rounds' ratios (snug-bench --workload W --variant V; pytorch_bench.py the same), so no
 measurement's resident memory includes another's. Those must-shows (4 micro-batches, micro-batch 1, sqrt against
-full batch) come from a third kind of snug process per round and variant, `snug bench --paired`: both trainers in
+full batch) come from a third kind of snug process per round and variant, `snug-bench --paired`: both trainers in
 one process, blocks of steps alternating, so that each ratio compares steps run within a second of each other
 rather than processes a minute apart on a host whose speed changes in between (workloads_paired.csv). The
 full-batch must-shows against PyTorch come the same way from a duel per round and workload (bench/duel.py): a
@@ -38,7 +38,7 @@ import duel
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
 VARIANTS = ("full", "cheap", "accum4", "sqrt", "micro1")
-# The variants whose must-shows compare them with full batch: measured paired too (snug bench --paired).
+# The variants whose must-shows compare them with full batch: measured paired too (snug-bench --paired).
 PAIRED_VARIANTS = ("accum4", "sqrt", "micro1")
 # Untimed steps before a duel's process reports ready: enough that its first block's length is sized on a warm
 # step (PyTorch's second step still creates state).
@@ -72,9 +72,9 @@ def cache_state(probe):
     return "apart" if float(out[1]) > APART_NS else "shared"
 
 
-def fma_peak(snug, threads):
-    """GFLOP/s of fused multiply-adds from registers (bench/bench_fma_peak beside snug's build), or None."""
-    peak = os.path.join(os.path.dirname(os.path.abspath(snug)), "bench", "bench_fma_peak")
+def fma_peak(bench, threads):
+    """GFLOP/s of fused multiply-adds from registers (bench_fma_peak beside snug-bench in the build), or None."""
+    peak = os.path.join(os.path.dirname(os.path.abspath(bench)), "bench_fma_peak")
     if not os.access(peak, os.X_OK):
         return None
     out = subprocess.run([peak, str(threads)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
@@ -109,7 +109,7 @@ def run(args):
     else:
         env["OMP_WAIT_POLICY"] = args.wait_policy
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats), "--steps", str(args.steps)]
-    probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.snug)), "bench", "bench_cache_pair")
+    probe = args.cache_probe or os.path.join(os.path.dirname(os.path.abspath(args.bench)), "bench_cache_pair")
     probe = probe if args.threads > 1 and os.access(probe, os.X_OK) else ""
     snug_rows, torch_rows, paired_rows, duel_rows = [], [], [], []
     paired = [v for v in PAIRED_VARIANTS if v in args.variants] if args.pairs > 0 else []
@@ -130,12 +130,12 @@ def run(args):
             for rnd in range(args.processes):
                 for v in args.variants:
                     out = os.path.join(tmp, "snug.csv")
-                    caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--csv", out] + common,
+                    caches = timed([args.bench, "--workload", w, "--variant", v, "--csv", out] + common,
                                    env, probe)
                     snug_runs[v] += [dict(r, caches=caches) for r in read_rows(out)]
                 for v in paired:
                     out = os.path.join(tmp, "paired.csv")
-                    caches = timed([args.snug, "bench", "--workload", w, "--variant", v, "--paired", "--repeats",
+                    caches = timed([args.bench, "--workload", w, "--variant", v, "--paired", "--repeats",
                                     str(args.pairs), "--steps", str(args.steps), "--threads", str(args.threads),
                                     "--csv", out], env, probe)
                     paired_rows += [dict(r, caches=caches) for r in read_rows(out)]
@@ -148,7 +148,7 @@ def run(args):
                 for v in duels:
                     turns = ["--workload", w, "--variant", v, "--turns", "--threads", str(args.threads), "--steps",
                              str(args.steps), "--warmup", str(DUEL_WARMUP)]
-                    duel_rows += duel.duel([args.snug, "bench"] + turns,
+                    duel_rows += duel.duel([args.bench] + turns,
                                            [TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--config",
                                             config] + turns, env, args.duels, lambda: cache_state(probe), w, v, rnd)
             for v in args.variants:
@@ -206,7 +206,7 @@ def merge(snug_rows, torch_rows):
 
 
 def pair_ratios(paired, w, v, state=None):
-    """Every pair's ratio of variant v of w against full batch (snug bench --paired), from the processes whose
+    """Every pair's ratio of variant v of w against full batch (snug-bench --paired), from the processes whose
     cache state was `state` (any where None)."""
     out = []
     for r in paired:
@@ -249,7 +249,7 @@ def must_shows(rows, paired=(), duels=()):
     duelled = [duel.ratios(duels, w) for w in WORKLOADS]
     if all(duelled):
         full_batch([statistics.median(xs) for xs in duelled], " (median over the pairs of blocks taking turns with "
-                   "PyTorch's process on the same cores, snug bench --turns, whatever the cache state)", True)
+                   "PyTorch's process on the same cores, snug-bench --turns, whatever the cache state)", True)
         per_state("pairs", WORKLOADS, lambda w, state: duel.ratios(duels, w, state=state))
         full_batch(separate, " from separate processes (the median process of each framework; %s)" % ", ".join(
             "%s %.2f" % wx for wx in zip(WORKLOADS, separate)), False)
@@ -325,12 +325,12 @@ def must_shows(rows, paired=(), duels=()):
             "%s %d of %d" % (w, sum(s for _, s in r), len(r)) for w, r in counts if r)
 
     def in_one_process(w, v):
-        """The median pair of snug bench --paired over every process, whatever its cache state; the rounds of
+        """The median pair of snug-bench --paired over every process, whatever its cache state; the rounds of
         separate processes where no paired measurement was made."""
         xs = pair_ratios(paired, w, v)
         return statistics.median(xs) if xs else paired_ratio(w, v)
 
-    method = ("median over the pairs of blocks of steps alternating with full batch in one process (snug bench "
+    method = ("median over the pairs of blocks of steps alternating with full batch in one process (snug-bench "
               "--paired), whatever the cache state" if paired else
               "median of the rounds' ratios, rounds whose two processes ran in one cache state")
     musts = (("accum4", "4 micro-batches keep >= 0.95 of full-batch samples/s", WORKLOADS, False, 0.95),
@@ -398,7 +398,7 @@ def state_cells(ratios_of):
 def paired_table(paired):
     """Markdown lines: per workload and variant, the median pair over every paired process and per cache state."""
     lines = ["## Variants against full batch in one process", "",
-             "`snug bench --workload W --variant V --paired`: the full-batch trainer and the variant's in one "
+             "`snug-bench --workload W --variant V --paired`: the full-batch trainer and the variant's in one "
              "process, blocks of about a quarter second alternating (full, V, V, full, ...), each after one untimed "
              "step; a pair's ratio is V's samples/s over full batch's (for sqrt, its inverse is the step-time "
              "ratio). One such process per round; its cache state probed before and after it (workloads_paired.csv "
@@ -421,7 +421,7 @@ def paired_table(paired):
 def duel_table(duels):
     """Markdown lines: per workload, the median pair of snug against PyTorch taking turns, per cache state too."""
     lines = ["## snug against PyTorch, taking turns on the same cores", "",
-             "`snug bench --workload W --variant full --turns` and `pytorch_bench.py ... --turns`: one live process "
+             "`snug-bench --workload W --variant full --turns` and `pytorch_bench.py ... --turns`: one live process "
              "of each, blocks of about a quarter second alternating between them (snug, PyTorch, PyTorch, snug, "
              "...), each after one untimed step; a pair's ratio is snug's samples/s over PyTorch's in two blocks "
              "run within a second of each other, so both frameworks are measured in the same state of the host. One "
@@ -459,7 +459,7 @@ def write_markdown(path, rows, snug_rows, torch_rows, wait_policy, processes, pa
              "PyTorch's); each process reports the median "
              "of its %s repeats, and each figure below is the median process's (samples/s of every process, in "
              "round order: the CSV's *_process_samples_per_s). Ratios are snug / PyTorch; the must-shows that "
-             "compare a variant with full batch take the median of the rounds' ratios, or where `snug bench "
+             "compare a variant with full batch take the median of the rounds' ratios, or where `snug-bench "
              "--paired` ran its pairs' (below), and the full-batch must-shows against PyTorch the median of the "
              "duels' pairs where they ran (below: both frameworks taking turns on the same cores)."
              % (processes, processes, snug_rows[0]["repeats"]), "",
@@ -510,7 +510,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="measure both, interleaved, then merge")
-    r.add_argument("--snug", default="build/snug")
+    r.add_argument("--bench", default="build/bench/snug-bench",
+                   help="the benchmark program snug-bench; its probes bench_cache_pair and bench_fma_peak are "
+                        "looked for beside it")
     r.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     r.add_argument("--repeats", type=int, default=3)
     r.add_argument("--steps", type=int, default=0)
@@ -521,20 +523,20 @@ def main():
     r.add_argument("--wait-policy", default="default", choices=("default", "passive", "active"),
                    help="OMP_WAIT_POLICY for both frameworks; default: unset (the OpenMP runtime's own spin-then-sleep)")
     r.add_argument("--pairs", type=int, default=6,
-                   help="pairs of blocks per paired process (snug bench --paired; one per round for accum4, sqrt "
+                   help="pairs of blocks per paired process (snug-bench --paired; one per round for accum4, sqrt "
                         "and micro1); 0: no paired processes, the must-shows then compare separate processes")
     r.add_argument("--duels", type=int, default=6,
-                   help="pairs of blocks per duel (snug bench --turns against pytorch_bench.py --turns, one per round "
+                   help="pairs of blocks per duel (snug-bench --turns against pytorch_bench.py --turns, one per round "
                         "and workload at full batch); 0: none, the full-batch must-shows then compare separate "
                         "processes")
     r.add_argument("--cache-probe", default="",
                    help="a program printing 'round_trip_ns N' between two threads, run before and after every "
-                        "process (default: bench/bench_cache_pair beside --snug's build, where it exists)")
+                        "process (default: bench_cache_pair beside --bench, where it exists)")
     r.add_argument("--out", default=os.path.join(HERE, "results"))
     m = sub.add_parser("merge", help="merge a snug CSV and a PyTorch CSV")
     m.add_argument("snug_csv")
     m.add_argument("torch_csv")
-    m.add_argument("--paired", default="", help="a CSV of snug bench --paired (with a caches column, or without)")
+    m.add_argument("--paired", default="", help="a CSV of snug-bench --paired (with a caches column, or without)")
     m.add_argument("--duel", default="", help="a workloads_duel.csv of an earlier run")
     m.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args()
@@ -542,10 +544,13 @@ def main():
         p.error("--processes and --repeats need at least 1, --pairs and --duels at least 0 (got %d, %d, %d and %d)"
                 % (args.processes, args.repeats, args.pairs, args.duels))
     if args.cmd == "run":
+        if not os.access(args.bench, os.X_OK):
+            p.error("--bench %s is not an executable: build snug-bench first (make build), or name it with --bench"
+                    % args.bench)
         if subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
             p.error("%s cannot import torch: install Debian's python3-torch (scripts/install-deps.sh --bench, as root)"
-                    " or use `snug bench` for snug alone" % TORCH_PYTHON)
-        peak = fma_peak(args.snug, args.threads)
+                    " or use `snug-bench` for snug alone" % TORCH_PYTHON)
+        peak = fma_peak(args.bench, args.threads)
         snug_rows, torch_rows, paired, duels = run(args)
     else:
         peak = None

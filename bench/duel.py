@@ -1,4 +1,4 @@
-"""snug and PyTorch taking turns on the same cores: one live process of each (`snug bench --turns`,
+"""snug and PyTorch taking turns on the same cores: one live process of each (`snug-bench --turns`,
 `pytorch_bench.py --turns`), blocks of steps of about a quarter second alternating between them (snug, PyTorch,
 PyTorch, snug, ...), each block after one untimed step. A pair's ratio is PyTorch's ms per step over snug's in
 two blocks run within a second of each other: snug's samples/s over PyTorch's, both in the same state of the
@@ -51,7 +51,7 @@ def duel(snug_cmd, torch_cmd, env, pairs, state, workload, variant, rnd):
     """Rows of `pairs` pairs of blocks, snug first in even pairs; state() is the host's cache state right now
     ('shared', 'apart' or ''), probed before and after each pair. snug is built and warmed up before PyTorch
     starts, so that neither's warm-up (which sizes its blocks) runs beside the other's."""
-    snug = Turns("snug bench", snug_cmd, env)
+    snug = Turns("snug-bench", snug_cmd, env)
     try:
         torch = Turns("pytorch_bench.py", torch_cmd, env)
     except BaseException:

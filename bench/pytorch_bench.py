@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""The benchmark workloads of `snug bench` in PyTorch: same shapes, batches, optimizers, variants and timing
-method, and the CSV columns of `snug bench --csv`, so bench/compare.py reads both alike.
+"""The benchmark workloads of `snug-bench` in PyTorch: same shapes, batches, optimizers, variants and timing
+method, and the CSV columns of `snug-bench --csv`, so bench/compare.py reads both alike.
 
 Run with Debian's python3-torch (apt-get install python3-torch):
 
     /usr/bin/python3 bench/pytorch_bench.py --workload cnn --variant full --threads 2 --csv torch.csv
     /usr/bin/python3 bench/pytorch_bench.py --check-shapes   # the models against tests/reference's
 
-Method (as src/cli/cmd_bench.c): synthetic data held in memory (inputs U(-1, 1) or random token ids, targets
+Method (as bench/harness/main.c): synthetic data held in memory (inputs U(-1, 1) or random token ids, targets
 uniform over the classes); warm-up steps, then repeats of timed optimizer steps, the median; resident memory
 from /proc/self/status, its high-water mark reset by writing 5 to /proc/self/clear_refs before the timed
 steps. Activation RSS = peak RSS - RSS once the data exist but not the model - (parameters + gradients +
@@ -20,7 +20,7 @@ PyTorch's configuration: OPENBLAS_CORETYPE=SkylakeX when the CPU has AVX-512 and
 on, torch.set_num_threads(threads); for the convolution workloads --config auto times contiguous and
 channels_last in child processes and keeps the faster. Each (workload, variant) is measured in a fresh child
 process, so no measurement inherits another's memory; the parent only orchestrates and collects the rows.
-With --turns (one workload, variant and --config) the process speaks the protocol of `snug bench --turns` on
+With --turns (one workload, variant and --config) the process speaks the protocol of `snug-bench --turns` on
 standard input and output instead, so that bench/duel.py can alternate blocks of steps of both frameworks.
 
 The models are nn.Modules (an optimizer needs persistent parameters) with the layer structure of
@@ -87,7 +87,7 @@ def cpu_model():
     return "unknown CPU"
 
 
-# ---- resident memory, as src/cli/bench_rss.c ----
+# ---- resident memory, as bench/harness/rss.c ----
 def release_freed():
     """glibc's malloc_trim(0), as snug's bench_rss_release_freed: memory the SGEMM probe and the data generation
     freed must not sit in the baseline RSS, where the step would reuse it unseen."""
@@ -258,7 +258,7 @@ def build(name):
 
 
 def synthetic(name, batch):
-    """Inputs and targets of one global batch, the distributions of src/cli/bench_data.c."""
+    """Inputs and targets of one global batch, the distributions of bench/harness/data.c."""
     import torch
     g = torch.Generator().manual_seed(1)
     if name == "gpt":
@@ -380,7 +380,7 @@ class Trainer:
 
 
 def turns(args):
-    """--turns: the protocol of `snug bench --turns` (src/cli/bench_turns.c): "ready STEPS" once warm, then for
+    """--turns: the protocol of `snug-bench --turns` (bench/harness/turns.c): "ready STEPS" once warm, then for
     every "go" line one untimed step and a block of timed steps, "block STEPS SECONDS"; ends at the end of
     input. Returns the exit status."""
     tr = Trainer(args)
@@ -484,7 +484,7 @@ def main():
     p.add_argument("--choose-config", action="store_true", help="print the configuration --config auto picks")
     p.add_argument("--turns", action="store_true",
                    help="take turns with another process: one workload and variant, a block of steps timed for "
-                        "every \"go\" line on standard input (the protocol of snug bench --turns)")
+                        "every \"go\" line on standard input (the protocol of snug-bench --turns)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.steps < 0 or args.warmup < 0 or args.repeats < 1 or args.threads < 1:

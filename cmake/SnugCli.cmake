@@ -11,6 +11,8 @@ if(SNUG_CLI_SOURCES)
             "HINT: run `make deps` (Debian/Ubuntu: apt-get install libcjson-dev).")
     endif()
     add_executable(snug ${SNUG_CLI_SOURCES})
+    # the name its messages start with (cli/errors.h); snug-bench compiles some of these files with its own
+    target_compile_definitions(snug PRIVATE CLI_PROGRAM="snug")
     target_include_directories(snug PRIVATE "${PROJECT_SOURCE_DIR}/src")
     target_link_libraries(snug PRIVATE snug_static PkgConfig::CJSON)
 else()

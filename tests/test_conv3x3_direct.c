@@ -1,4 +1,4 @@
-/* The direct 3x3 convolution (ops/conv3x3_direct.h) against a double-precision reference, over shapes that hit
+/* The direct 3x3 convolution (kernels/conv3x3_direct.h) against a double-precision reference, over shapes that hit
  * every edge: one channel, odd widths and widths that are no multiple of 16 (so grid vectors span rows and end
  * inside one), planes smaller than a vector, the small-plane and the large-plane weight gradient, channel
  * counts that leave partial register tiles (output planes not a multiple of 8, 3 or 48). Backward must ADD to

@@ -1,4 +1,4 @@
-/* Winograd (ops/conv3x3_winograd.h) against a double-precision reference: the forward (F(2x2, 3x3)) and the
+/* Winograd (kernels/conv3x3_winograd.h) against a double-precision reference: the forward (F(2x2, 3x3)) and the
  * input gradient (F(4x4, 3x3) on planes of 12x12 and up, else F(2x2)) over shapes that hit every edge: planes of one pixel, row or column, odd planes (a last tile row or
  * column half outside), narrow planes whose vectors hold several tile rows (8x8, 13x13, 14x14; with F(4x4) 2 to
  * 7 tiles across) and wide ones whose tile rows take several vectors (with F(4x4) a last piece of one tile), c != co, channel counts that leave partial register tiles (not a

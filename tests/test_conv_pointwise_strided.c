@@ -1,5 +1,5 @@
 /* The strided 1x1 convolution (a ResNet's downsampling shortcut): its column matrix is x subsampled and its
- * input gradient a scatter (ops/im2col.c, subsample_plane and scatter_plane_add). The conv2d op against a
+ * input gradient a scatter (kernels/im2col.c, subsample_plane and scatter_plane_add). The conv2d op against a
  * double-precision reference for the output and every gradient, over odd planes, planes of one row or one
  * column, one channel, channel counts that leave partial GEMM tiles, strides 2 and 3; the workspace starts
  * full of NaN; the output and the input gradient (per sample, whatever the threads) have the same bits on 1, 2

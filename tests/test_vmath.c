@@ -1,4 +1,4 @@
-/* The vectorised float exp and erf of src/ops/vmath.h against libm's double exp and erf (exact to far below a
+/* The vectorised float exp and erf of src/kernels/vmath.h against libm's double exp and erf (exact to far below a
  * float ulp): every float of the ranges where an error would hide (the branch points, the subnormal results,
  * the overflow edge), a sweep of all bit patterns with a prime stride (tails, subnormal and huge inputs), and
  * the specials. Bounds asserted, in ulp of the exact result (the spacing of floats at its magnitude, 2^-149

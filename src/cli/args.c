@@ -20,6 +20,9 @@ static const char *const schedule_choices[] = {"constant", "cosine", NULL};
 static const char *const scaling_choices[] = {"none", "linear", NULL};
 static const char *const progress_choices[] = {"auto", "on", "off", NULL};
 
+/* --timeline: a name whose extension says the format (cli/timeline.h). */
+static bool timeline_path(const char *path) { return cli_timeline_format_of(path) != CLI_TIMELINE_UNKNOWN; }
+
 #define OPT(field) offsetof(cli_train_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
 #define MODEL_HELP                                                                                              \
@@ -164,9 +167,10 @@ static const flag plan_flags[] = {
     {FLAG("layers", F_SWITCH, layers, NULL,
           "list every buffer of the chosen plan: layer, what, category, bytes, arena offset, lifetime [off]")},
     {FLAG("json", F_SWITCH, json, NULL, "print one JSON document instead of the text report [off]")},
-    {FLAG("timeline", F_TIMELINE, timeline, "FILE.svg|FILE.csv",
+    {FLAG("timeline", F_PATH, timeline, "FILE.svg|FILE.csv",
           "write the memory in use per category over one optimizer step, for the chosen plan and for the same "
-          "micro-batch without checkpointing, as a picture (.svg) or a table (.csv) [none]")},
+          "micro-batch without checkpointing, as a picture (.svg) or a table (.csv) [none]"),
+     .accepts = timeline_path, .expect = "a .svg or a .csv file"},
     {FLAG("threads", F_LONG, threads, "N", "threads the workspace is sized for [all cores]"), .min = 1,
      .max = 4096},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
@@ -376,19 +380,4 @@ void cli_eval_help(FILE *out) {
             "file, memory budget), 2 usage error.\n"
             "Example: snug train --model cnn --max-steps 200 --save cnn.safetensors\n"
             "         snug eval --model cnn --data mnist --weights cnn.safetensors\n");
-}
-
-int cli_usage_error(const char *command, const char *usage, const char *message) {
-    if (command) fprintf(stderr, "snug: %s (see 'snug %s --help')\n", message, command);
-    else fprintf(stderr, "snug: %s (see 'snug --help')\n", message);
-    fprintf(stderr, "%s\n", usage);
-    return CLI_EXIT_USAGE;
-}
-
-int cli_runtime_error(const snug_error *err) {
-    fflush(stdout);
-    const char *name = snug_status_name(err->status);
-    if (strncmp(err->message, name, strlen(name)) == 0) fprintf(stderr, "snug: %s\n", err->message);
-    else fprintf(stderr, "snug: %s: %s\n", name, err->message);
-    return CLI_EXIT_RUNTIME;
 }

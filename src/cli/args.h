@@ -1,8 +1,6 @@
-/* The command line of `snug`: the process-start hook, and the flags of `snug train` and `snug plan` parsed into a
- * snug_train_config plus the options only the CLI uses. The entry points of the commands are in cli/commands.h.
- *
- * Exit statuses shared by every command: 0 done, 1 a runtime error (bad data file, out of memory, non-finite
- * loss), 2 a usage error (unknown command or flag, a missing or bad value). */
+/* The command line of `snug`: the flags of `snug train`, `snug plan` and `snug eval` parsed into a
+ * snug_train_config plus the options only the CLI uses. The entry points of the commands are in cli/commands.h;
+ * the exit statuses and error printers every command shares in cli/errors.h. */
 #ifndef SNUG_CLI_ARGS_H
 #define SNUG_CLI_ARGS_H
 
@@ -10,25 +8,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cli/errors.h"
 #include "snug.h"
-
-enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };
-
-/* Prints `snug: <message> (see 'snug <command> --help')` and a short usage line to stderr; returns
- * CLI_EXIT_USAGE. command may be NULL for errors before a command is known. */
-int cli_usage_error(const char *command, const char *usage, const char *message);
-/* Prints `snug: <status name>: <message>` to stderr (the name left out when the message starts with it), after
- * flushing stdout; returns CLI_EXIT_RUNTIME. */
-int cli_runtime_error(const snug_error *err);
-
-/* ---- process start ---- */
-
-/* Debian's OpenBLAS 0.3.21 does not know some newer CPUs and silently falls back to a generic pre-AVX2 kernel.
- * OpenBLAS reads OPENBLAS_CORETYPE only while it loads, so the fix is to set it and re-execute this program.
- * Call first thing in main; returns only when no re-exec was needed or the exec failed. */
-void cli_blas_kernel_reexec(char **argv);
-/* The OpenBLAS core type this CPU deserves ("SkylakeX" with AVX-512, "Haswell" with AVX2), or NULL. */
-const char *cli_blas_best_core(void);
 
 /* ---- `snug train` ---- */
 typedef enum cli_progress_mode { CLI_PROGRESS_AUTO = 0, CLI_PROGRESS_ON, CLI_PROGRESS_OFF } cli_progress_mode;

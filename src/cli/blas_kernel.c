@@ -4,11 +4,13 @@
  * again. SNUG_NO_REEXEC (set for the second run) rules out a loop; a user who sets OPENBLAS_CORETYPE or
  * SNUG_NO_REEXEC keeps the choice. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli/args.h"
+#include "cli/blas_kernel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "snug.h"
 
 const char *cli_blas_best_core(void) {
 #if defined(__x86_64__) || defined(__i386__)

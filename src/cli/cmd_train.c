@@ -14,6 +14,7 @@
 
 #include "cli/args.h"
 #include "cli/autofit.h"
+#include "cli/blas_kernel.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/periodic_eval.h"

@@ -18,8 +18,4 @@ void cli_plan_help(FILE *out);
 int cmd_eval(int argc, char **argv);
 void cli_eval_help(FILE *out);
 
-/* `snug bench`: the benchmark workloads, timed per variant, with the machine's SGEMM rate (cmd_bench.c). */
-int cmd_bench(int argc, char **argv);
-void cli_bench_help(FILE *out);
-
 #endif

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/timeline.h"
 #include "graph/model_file.h"
 #include "snug.h"
 
@@ -159,9 +158,8 @@ static bool set_micro(const flag *f, void *opt, const char *value, char *msg, si
     return true;
 }
 
-static bool set_timeline(const flag *f, void *field, const char *value, char *msg, size_t len) {
-    if (cli_timeline_format_of(value) == CLI_TIMELINE_UNKNOWN)
-        return flags_fail(msg, len, "--%s must name a .svg or a .csv file, got '%s'", f->name, value);
+static bool set_path(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    if (!f->accepts(value)) return flags_fail(msg, len, "--%s must name %s, got '%s'", f->name, f->expect, value);
     *(const char **)field = value;
     return true;
 }
@@ -203,7 +201,7 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
     }
     case F_CHECKPOINT: return set_checkpoint(f, opt, value, msg, len);
     case F_MICRO: return set_micro(f, opt, value, msg, len);
-    case F_TIMELINE: return set_timeline(f, field, value, msg, len);
+    case F_PATH: return set_path(f, field, value, msg, len);
     case F_GROUP: break;
     }
     return flags_fail(msg, len, "internal error: flag --%s has no parser", f->name);

@@ -1,4 +1,4 @@
-/* The flag-table machinery every command's parser shares: a table of flags (name, kind, where the value goes in
+/* The flag-table machinery every command's parser shares (snug-bench's too, bench/harness/): a table of flags (name, kind, where the value goes in
  * the command's options struct, help text) drives both the parser and the help, so they cannot drift apart.
  * Numbers are parsed strictly: the whole text must be a number, in range, without overflow. Messages are one
  * line saying what is wrong ("unknown flag '--x'", "--steps must be a whole number from 0 to 100000, got 'x'"). */
@@ -23,7 +23,7 @@ typedef enum flag_kind {
     F_CHOICE,  /* int, the index of the value in choices */
     F_CHECKPOINT, /* snug_checkpoint_policy, parsed by snug_parse_checkpoint; sets the bool at aux */
     F_MICRO,   /* size_t in [min, max], or "auto": then the bool at aux (cfg.auto_fit) is set and the size is 0 */
-    F_TIMELINE, /* const char *, a path ending in .svg or .csv */
+    F_PATH,    /* const char *, a path that accepts() takes (by its extension, say) */
     F_HELP,    /* --help */
 } flag_kind;
 
@@ -41,6 +41,8 @@ typedef struct flag {
     const char *const *(*names)(void); /* F_NAME: the valid names, NULL-terminated */
     const char *what;                  /* F_NAME: what a name names, for messages */
     bool files;                        /* F_NAME: a value with a '/' or ending in .ini is a file path instead */
+    bool (*accepts)(const char *path); /* F_PATH: whether the flag takes this path */
+    const char *expect;                /* F_PATH: what it takes, for messages ("a .svg or a .csv file") */
 } flag;
 
 #define UNBOUNDED HUGE_VAL  /* F_FLOAT: no upper bound */

@@ -1,13 +1,13 @@
 /* `snug <command> [options]`: a table of subcommands over the public API in snug.h. A new command adds one row
  * here (name, one-line summary, entry point, help printer). */
 #define _POSIX_C_SOURCE 200809L
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
+#include "cli/blas_kernel.h"
 #include "cli/commands.h"
+#include "cli/gemm_choice.h"
 
 typedef struct command {
     const char *name;
@@ -21,11 +21,10 @@ static const command commands[] = {
     {"plan", "show the memory plans of a model per micro-batch and checkpoint policy, without training",
      cmd_plan, cli_plan_help},
     {"eval", "score saved weights on a data set's evaluation part, without training", cmd_eval, cli_eval_help},
-    {"bench", "time the benchmark workloads per variant: ms per step, GFLOP/s, memory", cmd_bench, cli_bench_help},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval, bench; 'snug help' lists them)"
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval; 'snug help' lists them)"
 
 static const command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)
@@ -55,8 +54,17 @@ static void print_help(FILE *out) {
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
             "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n"
-            "          snug eval --model cnn --data mnist --weights cnn.safetensors\n"
-            "          snug bench --workload cnn --variant full\n");
+            "          snug eval --model cnn --data mnist --weights cnn.safetensors\n");
+}
+
+/* An unknown command or option. The benchmarks, once `snug bench`, are a program of their own: say where. */
+static int unknown_command(const char *name) {
+    char msg[256];
+    if (strcmp(name, "bench") == 0)
+        snprintf(msg, sizeof msg, "unknown command 'bench': the benchmarks are a program of their own, snug-bench, "
+                                  "built beside snug (./build/bench/snug-bench --help)");
+    else snprintf(msg, sizeof msg, name[0] == '-' ? "unknown option '%s'" : "unknown command '%s'", name);
+    return cli_usage_error(NULL, TOP_USAGE, msg);
 }
 
 /* `snug help [command]` */
@@ -66,32 +74,14 @@ static int help_command(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     const command *c = find_command(argv[1]);
-    if (!c) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "unknown command '%s'", argv[1]);
-        return cli_usage_error(NULL, TOP_USAGE, msg);
-    }
+    if (!c) return unknown_command(argv[1]);
     c->help(stdout);
     return CLI_EXIT_OK;
 }
 
-/* SNUG_GEMM takes 'blas' or 'snug' (the library's setting, snug_set_gemm); anything else is a typo that would
- * otherwise silently keep the default. */
-static bool apply_gemm_choice(void) {
-    const char *choice = getenv("SNUG_GEMM");
-    if (!choice || strcmp(choice, "snug") == 0) return true;
-    if (strcmp(choice, "blas") == 0) {
-        snug_set_gemm(SNUG_GEMM_BLAS);
-        return true;
-    }
-    fprintf(stderr, "snug: SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS multiplies the "
-                    "linear layers) or 'snug' (snug's own AVX-512 product, the default), or unset it\n", choice);
-    return false;
-}
-
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
-    if (!apply_gemm_choice()) return CLI_EXIT_USAGE;
+    if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
@@ -104,10 +94,6 @@ int main(int argc, char **argv) {
     }
     if (strcmp(name, "help") == 0) return help_command(argc - 1, argv + 1);
     const command *c = find_command(name);
-    char msg[256];
-    if (!c) {
-        snprintf(msg, sizeof msg, name[0] == '-' ? "unknown option '%s'" : "unknown command '%s'", name);
-        return cli_usage_error(NULL, TOP_USAGE, msg);
-    }
+    if (!c) return unknown_command(name);
     return c->run(argc - 1, argv + 1);
 }

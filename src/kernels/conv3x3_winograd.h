@@ -1,4 +1,4 @@
-/* Winograd F(2x2, 3x3) for the 3x3 stride-1 padding-1 convolutions of ops/conv3x3_direct.h: 16 multiplies per
+/* Winograd F(2x2, 3x3) for the 3x3 stride-1 padding-1 convolutions of kernels/conv3x3_direct.h: 16 multiplies per
  * 2x2 output tile and (input, output) channel pair instead of 36, at the price of transforms that only add.
  * The input gradient takes F(4x4, 3x3) where it saves a quarter of the products or more (conv3x3_winograd_tile;
  * its transforms: conv3x3_winograd_f4.c): 36 multiplies per 4x4 tile, 2.25 per output instead of 4.

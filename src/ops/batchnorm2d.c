@@ -85,7 +85,7 @@ static inline void bn_flush(float *l1, float *l2, double *s1, double *s2) {
 }
 
 /* Mean and biased variance (*var) of m planes of hw values, `stride` apart. Shifted by the first value so that
- * a large mean does not cancel the variance in the one-pass sums (as ops/norm_stats.h). */
+ * a large mean does not cancel the variance in the one-pass sums (as kernels/norm_stats.h). */
 VM_KERNEL static double bn_moments(const float *x, // (m, stride), the first hw of each
                                    size_t m, size_t stride, size_t hw, double *var) {
     const float shift = x[0];

@@ -1,5 +1,5 @@
 /* conv2d: im2col per sample into a per-thread column buffer, then one GEMM per sample and group. The GEMMs are
- * gemm_direct's (ops/gemm_direct.h), which read the column matrix in place instead of packing it: with 16 to 64
+ * gemm_direct's (kernels/gemm_direct.h), which read the column matrix in place instead of packing it: with 16 to 64
  * output channels OpenBLAS spent as long copying as multiplying. The forward GEMM starts from the bias.
  *
  * Groups (PyTorch's `groups`): input channels and output channels split into G equal groups, group j's outputs
@@ -13,7 +13,7 @@
  * that are reduced in thread order, so a given thread count always gives the same bits.
  *
  * 3x3 stride-1 padding-1 convolutions with one group (most of every CNN here) take the direct path of
- * ops/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
+ * kernels/conv3x3_direct.h on CPUs with AVX-512: no lowering, and a scratch of padded planes instead of the column
  * buffer. Samples go to threads the same way; with fewer samples than threads, all threads share each sample
  * (its tiles split between them), so micro-batches of 1 use every core too. So do samples whose padded planes
  * exceed LOWERING_SLOT_MAX (high-resolution images), whatever the micro-batch: one slot of scratch, not one per
@@ -22,7 +22,7 @@
  * conv3x3_s2_forward and conv3x3_s2_backward.
  *
  * Where it measures faster (conv_wino_pays), the stride-1 forward and input gradient take Winograd F(2x2, 3x3)
- * (ops/conv3x3_winograd.h) instead: 2.25x fewer multiplies (the input gradient F(4x4, 3x3) on planes of 12x12
+ * (kernels/conv3x3_winograd.h) instead: 2.25x fewer multiplies (the input gradient F(4x4, 3x3) on planes of 12x12
  * and up: 4x fewer). Its transformed weights are computed once per call,
  * by all threads, into the front of the workspace. Where a sample runs on one thread and its planes are small
  * (conv3x3_winograd_dw_pays), dW takes Winograd too, summed over the samples in the transformed domain (dU)
@@ -43,7 +43,7 @@
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
- * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (ops/im2col.c). */
+ * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (kernels/im2col.c). */
 #include <limits.h>
 #include <omp.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * not determine (GELU is not monotonic below about -0.75), so the op keeps its INPUT (OP_KEEPS_INPUT). That also
  * rules out running in place: the planner only writes an element-wise output over an input that dies at this
  * step, and a kept input lives on until backward. Recompute (OP_ELEMENTWISE) is still cheap.
- * erf and exp come from ops/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
+ * erf and exp come from kernels/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
  * every element is computed alone, so the bits do not depend on the thread count. */
 #include <stdio.h>
 
@@ -13,7 +13,7 @@
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GELU_PAR_MIN ((size_t)1 << 14)
-/* Elements per task of the parallel loops (ops/elementwise.h): each task is one vectorised loop. */
+/* Elements per task of the parallel loops (kernels/elementwise.h): each task is one vectorised loop. */
 #define GELU_CHUNK ((size_t)4096)
 
 #define GELU_INV_SQRT2 0.70710678118654752440f    /* 1 / sqrt(2) */

@@ -51,7 +51,7 @@ static bool gn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shap
     return true;
 }
 
-/* Mean and biased variance of `planes` contiguous planes of hw values (ops/norm_stats.h). */
+/* Mean and biased variance of `planes` contiguous planes of hw values (kernels/norm_stats.h). */
 static double gn_stats(const float *x, size_t planes, size_t hw, double *var) {
     return norm_plane_moments(x, planes, hw, hw, var);
 }

@@ -37,7 +37,7 @@ VM_KERNEL static void relu_span(float *y,       // (n)
     for (size_t i = 0; i < n; i++) y[i] = relu_value(x[i]);
 }
 
-/* relu_grad (ops/relu_math.h) loads both y and dy, then selects: with dy read only where y > 0 the loop keeps
+/* relu_grad (kernels/relu_math.h) loads both y and dy, then selects: with dy read only where y > 0 the loop keeps
  * a branch per element and does not vectorise. */
 /* dx += relu_grad(y, dy). Adding +0 where y <= 0 leaves dx as it was, up to the sign of a zero. */
 VM_KERNEL static void relu_backward_span(float *dx,       // (n)

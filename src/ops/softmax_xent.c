@@ -12,7 +12,7 @@
  *
  * A target outside [0, classes) counts as ignored (SNUG_IGNORE_TARGET): the data layer validates labels, this
  * only keeps a bad one from reading out of bounds. NULL targets (prediction only) ignore every item.
- * exp is ops/vmath.h's (within 1 ulp of libm's), so the class loops vectorise; their sums run in an order fixed
+ * exp is kernels/vmath.h's (within 1 ulp of libm's), so the class loops vectorise; their sums run in an order fixed
  * at compile time, the same for any thread count. */
 #include <math.h>
 #include <omp.h>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end tests of `snug bench`: a short run of the smallest workload writes a well-formed CSV and Markdown
-# table, and bad flags are usage errors. No timing is checked: the figures depend on the machine.
+# End-to-end tests of the benchmark program snug-bench (built beside snug, in bench/): a short run of the
+# smallest workload writes a well-formed CSV and Markdown table, and bad flags are usage errors. No timing is
+# checked: the figures depend on the machine.
 #
 # usage: tests/cli/test_bench.sh SNUG_BINARY DATA_DIR
 set -u
@@ -8,19 +9,33 @@ set -u
 # shellcheck source=tests/cli/harness.sh
 . "$(dirname "$0")/harness.sh"
 
-run "bench --help lists every flag" bench --help
+# `snug bench` is no command: the usage error says where the benchmarks are
+usage_error "snug bench points to snug-bench" "the benchmarks are a program of their own, snug-bench" bench \
+    --workload mlp
+usage_error "snug help bench points to snug-bench" "snug-bench" help bench
+
+BENCH="$(dirname "$SNUG")/bench/snug-bench"
+if [ ! -x "$BENCH" ]; then
+    finish_case
+    CASE="snug-bench is built beside snug"
+    CASE_OK=1
+    fail "no $BENCH: the benchmark program is built with the project"
+    finish_tests
+    exit 1
+fi
+# Every case below runs snug-bench: the harness runs $SNUG.
+SNUG=$BENCH
+
+run "snug-bench --help lists every flag" --help
 expect_rc 0
-for phrase in "usage: snug bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
+for phrase in "usage: snug-bench" --workload resnet20 --variant micro1 --steps --repeats --threads --csv \
     --markdown --paired --turns --profile; do
     expect_in "$OUT" "$phrase"
 done
 
-run "snug --help lists bench" --help
-expect_in "$OUT" "bench"
-
 CSV=$TMP/mlp.csv
 MD=$TMP/mlp.md
-run "bench mlp, 2 steps, 1 repeat, CSV and Markdown" bench --workload mlp --steps 2 --repeats 1 --warmup 1 \
+run "bench mlp, 2 steps, 1 repeat, CSV and Markdown" --workload mlp --steps 2 --repeats 1 --warmup 1 \
     --threads 2 --sgemm-size 256 --csv "$CSV" --markdown "$MD"
 expect_rc 0
 expect_in "$OUT" "SGEMM"
@@ -49,7 +64,7 @@ else
 fi
 [ -f "$MD" ] && expect_in "$MD" "| mlp | micro1 |" || fail "no Markdown table"
 
-run "bench one variant" bench --workload cnn --variant sqrt --steps 1 --repeats 1 --warmup 0 --sgemm-size 128
+run "bench one variant" --workload cnn --variant sqrt --steps 1 --repeats 1 --warmup 0 --sgemm-size 128
 expect_rc 0
 expect_in "$OUT" "cnn"
 expect_not_in "$OUT" "accum4"
@@ -57,7 +72,7 @@ expect_not_in "$OUT" "accum4"
 # --paired: each variant but full against full batch in one process; the CSV has its own columns, the median
 # of the pairs' ratios lies between the lowest and the highest and is the median of the pair_ratios field
 PCSV=$TMP/paired.csv
-run "bench --paired, every variant of the mlp, 3 pairs of 1-step blocks" bench --workload mlp --paired --steps 1 \
+run "bench --paired, every variant of the mlp, 3 pairs of 1-step blocks" --workload mlp --paired --steps 1 \
     --repeats 3 --warmup 1 --threads 2 --csv "$PCSV" --markdown "$TMP/paired.md"
 expect_rc 0
 expect_in "$OUT" "ratio"
@@ -84,24 +99,24 @@ else
 fi
 [ -f "$TMP/paired.md" ] && expect_in "$TMP/paired.md" "| mlp | accum4 | 256 | 64 | 3 |" || fail "no paired Markdown"
 # --profile: where the time goes, node by node, after the row; with --paired full batch's beside it
-run "bench --profile lists the nodes and the parts" bench --workload mlp --variant accum4 --steps 1 --repeats 1 \
+run "bench --profile lists the nodes and the parts" --workload mlp --variant accum4 --steps 1 --repeats 1 \
     --warmup 1 --threads 2 --sgemm-size 128 --profile
 expect_rc 0
 for phrase in "where the time goes: mlp accum4" "fc2 " "linear" "backward" "(update)" "(total)"; do
     expect_in "$OUT" "$phrase"
 done
-run "bench --paired --profile shows full batch beside" bench --workload mlp --variant accum4 --paired --steps 1 \
+run "bench --paired --profile shows full batch beside" --workload mlp --variant accum4 --paired --steps 1 \
     --repeats 2 --warmup 1 --threads 2 --profile
 expect_rc 0
 expect_in "$OUT" "beside it full batch's"
 expect_in "$OUT" "diff"
-usage_error "paired needs a variant to compare" "--paired times a variant against full batch" bench --paired \
+usage_error "paired needs a variant to compare" "--paired times a variant against full batch" --paired \
     --variant full
 
 # --turns: the protocol bench/compare.py's duel speaks. "ready STEPS" once warm, then one "block STEPS SECONDS"
 # line per "go", the end of input ends it (exit 0); any other line is a usage error after the blocks before it
 printf 'go\ngo\ngo\n' >"$TMP/three_go"
-run "bench --turns answers every go with a block" bench --workload mlp --variant accum4 --turns --steps 2 \
+run "bench --turns answers every go with a block" --workload mlp --variant accum4 --turns --steps 2 \
     --warmup 1 --threads 2 <"$TMP/three_go"
 expect_rc 0
 awk 'NR == 1 { if ($1 != "ready" || $2 != 2 || NF != 2) bad = "first line: " $0; next }
@@ -109,38 +124,40 @@ awk 'NR == 1 { if ($1 != "ready" || $2 != 2 || NF != 2) bad = "first line: " $0;
      END { if (NR != 4) bad = bad " lines: " NR; if (bad) { print bad; exit 1 } }' "$OUT" >"$TMP/awk.log" ||
     fail "turns protocol: $(cat "$TMP/awk.log")"
 printf 'go\nstop\ngo\n' >"$TMP/go_stop"
-run "bench --turns: a line other than go is a usage error" bench --workload mlp --variant full --turns --steps 1 \
+run "bench --turns: a line other than go is a usage error" --workload mlp --variant full --turns --steps 1 \
     --warmup 0 --threads 2 <"$TMP/go_stop"
 expect_rc 2
 expect_in "$ERR" 'expected "go" or the end of input, got "stop"'
 [ "$(grep -c '^block ' "$OUT")" = 1 ] || fail "blocks before the bad line: $(grep -c '^block ' "$OUT")"
-run "bench --turns with no input: ready, then done" bench --workload cnn --variant micro1 --turns --steps 1 \
+run "bench --turns with no input: ready, then done" --workload cnn --variant micro1 --turns --steps 1 \
     --warmup 0 </dev/null
 expect_rc 0
 expect_in "$OUT" "ready 1"
 expect_not_in "$OUT" "block"
-usage_error "turns needs one workload" "--turns times one trainer" bench --turns --variant full
-usage_error "turns needs one variant" "--turns times one trainer" bench --turns --workload mlp
-usage_error "turns writes no reports" "it takes no --paired, --profile, --csv or --markdown" bench --turns \
+usage_error "turns needs one workload" "--turns times one trainer" --turns --variant full
+usage_error "turns needs one variant" "--turns times one trainer" --turns --workload mlp
+usage_error "turns writes no reports" "it takes no --paired, --profile, --csv or --markdown" --turns \
     --workload mlp --variant full --csv "$TMP/t.csv"
 
-usage_error "unknown workload" "unknown workload 'vgg'" bench --workload vgg
-usage_error "unknown variant" "--variant must be one of full, cheap, accum4, sqrt, micro1, all" bench --variant half
-usage_error "steps not a number" "--steps must be a whole number" bench --steps x
-usage_error "repeats zero" "--repeats must be a whole number from 1" bench --repeats 0
-usage_error "threads negative" "--threads must be a whole number" bench --threads -1
-usage_error "unknown flag" "unknown flag '--batch'" bench --batch 4
-usage_error "missing value" "--csv needs a value" bench --csv
-usage_error "stray argument" "unexpected argument 'mlp'" bench mlp
+usage_error "unknown workload" "unknown workload 'vgg'" --workload vgg
+usage_error "unknown variant" "--variant must be one of full, cheap, accum4, sqrt, micro1, all" --variant half
+usage_error "steps not a number" "--steps must be a whole number" --steps x
+usage_error "repeats zero" "--repeats must be a whole number from 1" --repeats 0
+usage_error "threads negative" "--threads must be a whole number" --threads -1
+usage_error "unknown flag" "unknown flag '--batch'" --batch 4
+usage_error "missing value" "--csv needs a value" --csv
+usage_error "stray argument" "unexpected argument 'mlp'" mlp
+expect_in "$ERR" "usage: snug-bench"
 
-run "CSV into a missing folder is a runtime error" bench --workload mlp --variant full --steps 1 --repeats 1 \
+run "CSV into a missing folder is a runtime error" --workload mlp --variant full --steps 1 --repeats 1 \
     --warmup 0 --sgemm-size 128 --csv "$TMP/no/such/dir/x.csv"
 expect_rc 1
+expect_in "$ERR" "snug-bench: "
 expect_in "$ERR" "cannot create"
 
 # bench_cache_pair (built beside snug with the benchmarks; compare.py's cache-state probe): a short measurement
 # prints its round trip, bad arguments are usage errors (exit 2)
-PROBE="$(dirname "$SNUG")/bench/bench_cache_pair"
+PROBE="$(dirname "$BENCH")/bench_cache_pair"
 run_probe() {
     finish_case
     CASE=$1
@@ -173,7 +190,7 @@ fi
 
 # bench_fma_peak (the FMA rate from registers, docs/performance.md's ceiling): one thread prints a positive rate
 # and its vector width, bad arguments are usage errors
-PEAK="$(dirname "$SNUG")/bench/bench_fma_peak"
+PEAK="$(dirname "$BENCH")/bench_fma_peak"
 PROBE=$PEAK
 run_probe "bench_fma_peak measures one thread" 1
 expect_rc 0

@@ -14,7 +14,7 @@ COMPARE="$(cd "$(dirname "$0")/../.." && pwd)/bench/compare.py"
 WORKLOADS="mlp cnn resnet20 unet gpt"
 
 # rows FRAMEWORK SAMPLES_PER_S...: one full-batch CSV row per workload, in WORKLOADS order, with the columns
-# compare.py reads (snug bench --csv and pytorch_bench.py write more).
+# compare.py reads (snug-bench --csv and pytorch_bench.py write more).
 rows() {
     local who=$1
     shift

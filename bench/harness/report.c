@@ -1,9 +1,9 @@
-/* The reports of `snug bench`: a table on stdout as the measurements come, and the same results as CSV (the
+/* The reports of snug-bench: a table on stdout as the measurements come, and the same results as CSV (the
  * columns bench/pytorch_bench.py writes too, so bench/compare.py reads both alike) and as Markdown. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/error.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -80,7 +80,7 @@ snug_status bench_write_markdown(const char *path, const bench_machine *m, const
     char machine[512];
     FILE *f = open_out(path, NULL, m, machine, err);
     if (!f) return SNUG_E_IO;
-    fprintf(f, "# snug bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s (the faster of the "
+    fprintf(f, "# snug-bench\n\nMachine: %s.\n\nSGEMM %zux%zu measured in this run: %.1f GFLOP/s (the faster of the "
                "BLAS, %.1f, and snug's own, %.1f).\n\n", machine, m->sgemm_n, m->sgemm_n, m->sgemm_gflops,
             m->blas_gflops, m->own_gflops);
     fprintf(f, "| workload | variant | B | m | ms/step | samples/s | GFLOP/s | of SGEMM | planned MiB | planned "
@@ -97,7 +97,7 @@ snug_status bench_write_markdown(const char *path, const bench_machine *m, const
     return close_checked(f, path, err);
 }
 
-/* ---- paired measurements (bench_paired.c) ---- */
+/* ---- paired measurements (paired.c) ---- */
 
 void bench_print_pair_header(FILE *out, const bench_machine *m) {
     char line[512];
@@ -139,7 +139,7 @@ snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, 
     char machine[512];
     FILE *f = open_out(path, NULL, m, machine, err);
     if (!f) return SNUG_E_IO;
-    fprintf(f, "# snug bench --paired\n\nMachine: %s.\n\nEach variant against full batch in one process: both "
+    fprintf(f, "# snug-bench --paired\n\nMachine: %s.\n\nEach variant against full batch in one process: both "
                "trainers built, then blocks of steps alternating (full, variant, variant, full, ...), each after "
                "one untimed step. Ratio: the variant's samples/s over full batch's, the median over the pairs.\n\n",
             machine);

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 
 /* "model name	: AMD EPYC 7B13" -> "AMD EPYC 7B13" */
 static void cpu_model(char *buf, size_t len) {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/error.h"
 
 /* One block (bench_case_block): *ms per step. */

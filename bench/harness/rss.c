@@ -9,7 +9,7 @@
 #include <malloc.h>
 #endif
 
-#include "cli/bench.h"
+#include "bench.h"
 
 /* "VmRSS:    12345 kB" -> bytes */
 static bool parse_kb(const char *line, const char *key, size_t *bytes) {

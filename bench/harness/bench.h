@@ -1,21 +1,21 @@
-/* `snug bench`: the five benchmark workloads of bench/ (mlp, cnn, resnet20, unet, gpt) in four variants, timed
- * through the public trainer API on synthetic in-memory data. The parts, one concern per file:
- *   bench_args.c       the flags (the same messages and exit status as the other commands)
- *   bench_workloads.c  the workload table, the graphs, the variants' configurations
- *   bench_data.c       the synthetic data set of a workload (random inputs, random valid targets)
- *   bench_sgemm.c      the SGEMM rate of this machine, measured in the same run
- *   bench_rss.c        resident memory from /proc/self/status, and resetting its high-water mark
- *   bench_machine.c    the machine's description (CPU, cores, threads, BLAS and its kernel)
- *   bench_case.c       a workload's trainer in one variant on its data: built, stepped, released
- *   bench_report.c     the table on stdout, the CSV and the Markdown files
- *   bench_paired.c     a variant timed against full batch in one process, blocks of steps alternating
- *   bench_turns.c      one trainer timed in blocks on request, taking turns with another process
- *   bench_profile.c    where the time goes: the ops' times, printed per optimizer step
- *   cmd_bench.c        one measurement per (workload, variant), and the command itself
+/* snug-bench, the benchmark program: the five benchmark workloads of bench/ (mlp, cnn, resnet20, unet, gpt) in
+ * five variants, timed through the public trainer API on synthetic in-memory data. The parts, one concern per file:
+ *   args.c       the flags (src/cli/flags.c's table parser; the same messages and exit statuses as `snug`)
+ *   workloads.c  the workload table, the graphs, the variants' configurations
+ *   data.c       the synthetic data set of a workload (random inputs, random valid targets)
+ *   sgemm.c      the SGEMM rate of this machine, measured in the same run
+ *   rss.c        resident memory from /proc/self/status, and resetting its high-water mark
+ *   machine.c    the machine's description (CPU, cores, threads, BLAS and its kernel)
+ *   case.c       a workload's trainer in one variant on its data: built, stepped, released
+ *   report.c     the table on stdout, the CSV and the Markdown files
+ *   paired.c     a variant timed against full batch in one process, blocks of steps alternating
+ *   turns.c      one trainer timed in blocks on request, taking turns with another process
+ *   profile.c    where the time goes: the ops' times, printed per optimizer step
+ *   main.c       one measurement per (workload, variant), and the program itself
  * bench/pytorch_bench.py measures the same workloads in PyTorch with the same method and CSV columns;
  * bench/compare.py merges both into bench/results/ (make bench). */
-#ifndef SNUG_CLI_BENCH_H
-#define SNUG_CLI_BENCH_H
+#ifndef SNUG_BENCH_H
+#define SNUG_BENCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -89,7 +89,7 @@ typedef struct bench_machine {
     size_t sgemm_n;
     double sgemm_gflops;     /* measured in this run: the faster of the two below */
     double blas_gflops;      /* cblas_sgemm */
-    double own_gflops;       /* snug's own (ops/sgemm.h), 0 where not enabled */
+    double own_gflops;       /* snug's own (kernels/sgemm.h), 0 where not enabled */
 } bench_machine;
 
 void bench_machine_describe(bench_machine *m);
@@ -113,7 +113,7 @@ typedef struct bench_result {
     size_t rss_start;          /* before the trainer existed: the graph and the data only */
     size_t rss_before;         /* just before the first step */
     size_t rss_peak;           /* the high-water mark over the timed steps */
-    size_t activation_rss;     /* rss_peak - rss_start - persistent: see cmd_bench.c */
+    size_t activation_rss;     /* rss_peak - rss_start - persistent: see main.c */
 } bench_result;
 
 /* ---- flags ---- */
@@ -126,13 +126,13 @@ typedef struct bench_options {
     long threads;            /* 0: every core */
     long sgemm_n;
     const char *csv, *markdown;
-    bool paired;             /* time each variant against full batch in one process (bench_paired.c) */
-    bool turns;              /* time blocks on request, taking turns with another process (bench_turns.c) */
-    bool profile;            /* print where the time goes, op by op (bench_profile.c) */
+    bool paired;             /* time each variant against full batch in one process (paired.c) */
+    bool turns;              /* time blocks on request, taking turns with another process (turns.c) */
+    bool profile;            /* print where the time goes, op by op (profile.c) */
     bool help;
 } bench_options;
 
-/* ---- one workload in one variant, built and ready to step (bench_case.c) ---- */
+/* ---- one workload in one variant, built and ready to step (case.c) ---- */
 typedef struct bench_case {
     const bench_workload *w;
     bench_variant v;
@@ -161,7 +161,7 @@ snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double ta
 void bench_case_close(bench_case *c);
 #define BENCH_MAX_STEPS 200
 
-/* ---- where the time goes (bench_profile.c) ---- */
+/* ---- where the time goes (profile.c) ---- */
 /* Starts timing c's ops (snug_trainer_profile) from its next step. */
 snug_status bench_profile_start(bench_case *c, snug_error *err);
 /* Prints c's ops in schedule order, ms per optimizer step since bench_profile_start, and the parts around them;
@@ -172,7 +172,7 @@ void bench_print_profile(FILE *out, const bench_case *c, const bench_case *full)
 /* The median of v[0..n) (n >= 1); sorts v. */
 double bench_median(double *v, size_t n);
 
-/* ---- blocks of steps (bench_paired.c, bench_turns.c) ---- */
+/* ---- blocks of steps (paired.c, turns.c) ---- */
 /* A block's length where --steps is 0: about this long, and at least BENCH_BLOCK_MIN_STEPS timed steps. Short,
  * so that the host's state rarely changes inside a pair of blocks; long enough that the untimed step before
  * each block is the only one paying for the other block's traffic through the caches. */
@@ -180,10 +180,10 @@ double bench_median(double *v, size_t n);
 #define BENCH_BLOCK_MIN_STEPS 1
 
 /* --turns: builds w's trainer in variant v, warms it up, then times a block of steps for every "go" line on
- * stdin (bench_turns.c has the protocol). Returns the exit status. */
+ * stdin (turns.c has the protocol). Returns the exit status. */
 int bench_turns(const bench_options *opt, const bench_workload *w, bench_variant v);
 
-/* ---- a variant against full batch in one process (bench_paired.c) ---- */
+/* ---- a variant against full batch in one process (paired.c) ---- */
 typedef struct bench_pair_result {
     const bench_workload *w;
     bench_variant v;
@@ -220,10 +220,13 @@ snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const
 snug_status bench_write_pair_markdown(const char *path, const bench_machine *m, const bench_pair_result *r,
                                       size_t n, snug_error *err);
 
+/* ---- flags (args.c) ---- */
 /* Fills opt from argv[1..argc); false with one line in msg on a usage error. */
 bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t len);
-#define CLI_BENCH_USAGE                                                                                          \
-    "usage: snug bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
+/* The full help: what is measured, and every flag. */
+void bench_help(FILE *out);
+#define BENCH_USAGE                                                                                              \
+    "usage: snug-bench [--workload mlp|cnn|resnet20|unet|gpt|all] [--variant full|cheap|accum4|sqrt|micro1|all] "     \
     "[--steps N] [--repeats R] [--threads N] [--paired] [--turns] [--profile] [--csv FILE] [--markdown FILE]"
 
 #endif

@@ -1,11 +1,9 @@
-/* The flags of `snug bench`: one table (cli/flags.h) drives the parser and the help, as for the other commands. */
+/* The flags of snug-bench: one table (src/cli/flags.h) drives the parser and the help, as for `snug`'s commands. */
 #define _POSIX_C_SOURCE 200809L
 #include <stddef.h>
 #include <stdio.h>
 
-#include "cli/args.h"
-#include "cli/bench.h"
-#include "cli/commands.h"
+#include "bench.h"
 #include "cli/flags.h"
 
 static const char *const *workload_names(void) {
@@ -59,9 +57,9 @@ bool bench_parse(int argc, char **argv, bench_options *opt, char *msg, size_t le
     return flags_parse(&bench_table, argc, argv, opt, msg, len);
 }
 
-void cli_bench_help(FILE *out) {
+void bench_help(FILE *out) {
     fprintf(out,
-            "usage: snug bench [options]\n\n"
+            "usage: snug-bench [options]\n\n"
             "Time the five benchmark workloads (mlp, cnn, resnet20, unet, gpt: docs/performance.md) on synthetic\n"
             "in-memory data, per variant: full batch, full batch replaying only cheap layers (cheap), 4\n"
             "micro-batches, sqrt checkpointing, micro-batches of 1.\n"
@@ -71,7 +69,7 @@ void cli_bench_help(FILE *out) {
             "first step and at its peak during the timed steps. `make bench` runs it beside PyTorch.\n\n");
     flags_print_help(out, &bench_table);
     fprintf(out, "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error, 2 usage error.\n"
-                 "Example: snug bench --workload cnn --variant full --repeats 5 --csv cnn.csv\n"
-                 "         snug bench --workload mlp --variant accum4 --paired --repeats 8\n"
-                 "         printf 'go\\ngo\\n' | snug bench --workload mlp --variant full --turns\n");
+                 "Example: snug-bench --workload cnn --variant full --repeats 5 --csv cnn.csv\n"
+                 "         snug-bench --workload mlp --variant accum4 --paired --repeats 8\n"
+                 "         printf 'go\\ngo\\n' | snug-bench --workload mlp --variant full --turns\n");
 }

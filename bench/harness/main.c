@@ -1,9 +1,9 @@
-/* `snug bench`: per workload and variant, build the trainer, run warm-up steps, then time repeats of optimizer
- * steps on synthetic in-memory data, through the public API exactly as `snug train` drives it. The SGEMM rate
- * is measured once at the start, with the same threads, so every GFLOP/s figure has its ceiling from the same
- * run (bench.h lists the parts).
+/* snug-bench, the benchmark program: per workload and variant, build the trainer, run warm-up steps, then time
+ * repeats of optimizer steps on synthetic in-memory data, through the public API exactly as `snug train` drives
+ * it. The SGEMM rate is measured once at the start, with the same threads, so every GFLOP/s figure has its
+ * ceiling from the same run (bench.h lists the parts).
  *
- * Memory, measured as the kernel sees it (bench_rss.c), at three moments:
+ * Memory, measured as the kernel sees it (rss.c), at three moments:
  *   rss_start   the graph and the synthetic data exist, the trainer does not;
  *   rss_before  the trainer exists (all planned memory reserved and zeroed), just before the first step;
  *   rss_peak    the high-water mark over the timed steps (reset just before them).
@@ -18,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/bench.h"
-#include "cli/commands.h"
+#include "bench.h"
+#include "cli/blas_kernel.h"
+#include "cli/errors.h"
+#include "cli/gemm_choice.h"
 #include "core/error.h"
 
 #define AUTO_REPEAT_SECONDS 1.0
@@ -148,25 +149,27 @@ static int write_reports(const bench_options *opt, const bench_machine *m, const
 static int bench_turns_checked(const bench_options *opt) {
     const bench_workload *w = bench_find_workload(opt->workload);
     if (!w || opt->variant == BENCH_NVARIANTS)
-        return cli_usage_error("bench", CLI_BENCH_USAGE,
+        return cli_usage_error(NULL, BENCH_USAGE,
                                "--turns times one trainer: choose one --workload and one --variant");
     if (opt->paired || opt->profile || opt->csv || opt->markdown)
-        return cli_usage_error("bench", CLI_BENCH_USAGE,
+        return cli_usage_error(NULL, BENCH_USAGE,
                                "--turns prints only its protocol's lines: it takes no --paired, --profile, --csv or "
                                "--markdown");
     return bench_turns(opt, w, (bench_variant)opt->variant);
 }
 
-int cmd_bench(int argc, char **argv) {
+int main(int argc, char **argv) {
+    cli_blas_kernel_reexec(argv);
+    if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
     bench_options opt;
     char msg[512];
-    if (!bench_parse(argc, argv, &opt, msg, sizeof msg)) return cli_usage_error("bench", CLI_BENCH_USAGE, msg);
+    if (!bench_parse(argc, argv, &opt, msg, sizeof msg)) return cli_usage_error(NULL, BENCH_USAGE, msg);
     if (opt.help) {
-        cli_bench_help(stdout);
+        bench_help(stdout);
         return CLI_EXIT_OK;
     }
     if (opt.paired && opt.variant == BENCH_FULL)
-        return cli_usage_error("bench", CLI_BENCH_USAGE,
+        return cli_usage_error(NULL, BENCH_USAGE,
                                "--paired times a variant against full batch: choose --variant cheap, accum4, sqrt, "
                                "micro1 or all");
     snug_set_threads((int)opt.threads);

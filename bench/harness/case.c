@@ -1,12 +1,12 @@
 /* A benchmark workload in one variant: its graph, its synthetic data and its trainer, built through the public
- * API exactly as `snug train` builds them, stepped on the whole synthetic batch, and released. cmd_bench.c
- * times one such case per process measurement; bench_paired.c keeps two alive and alternates them. */
+ * API exactly as `snug train` builds them, stepped on the whole synthetic batch, and released. main.c
+ * times one such case per process measurement; paired.c keeps two alive and alternates them. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/error.h"
 
 static int compare_doubles(const void *a, const void *b) {

@@ -1,4 +1,4 @@
-/* `snug bench --profile`: where a step's time goes, from the trainer's own op timers (snug_trainer_profile), in
+/* `snug-bench --profile`: where a step's time goes, from the trainer's own op timers (snug_trainer_profile), in
  * ms per optimizer step: every forward, recompute and backward call of each node in schedule order, then the
  * parts around the ops (data, deferred weight gradients, update). Beside a variant measured with --paired, the
  * full-batch trainer's time for the same node and phase, and the difference: what the variant costs, and where
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/error.h"
 
 /* Below this share of the step a line joins the "smaller" line. */

@@ -2,14 +2,14 @@
  * rate" compares figures taken under the same load and thread count. Large square matrices are a GEMM's best
  * case: the rate is the ceiling that GEMM-shaped work (linear layers, lowered convolutions) can reach. Both
  * products this build can run are measured, the BLAS (whatever kernel it picked for this CPU) and snug's own
- * (ops/sgemm.h, where enabled: the linear layers' on AVX-512 CPUs), and the ceiling is the faster of the two, so
+ * (kernels/sgemm.h, where enabled: the linear layers' on AVX-512 CPUs), and the ceiling is the faster of the two, so
  * a slow BLAS kernel cannot flatter the fractions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <omp.h>
 #include <stdlib.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "kernels/sgemm.h"
 
 static void blas_product(size_t n, const float *a, const float *b, float *c, float *work) {

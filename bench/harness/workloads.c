@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/error.h"
 #include "graph/model_file.h"
 
@@ -66,7 +66,7 @@ static char *replace_input(const mf_embedded *e, const char *input, snug_error *
     const char *line = find_input_line(e->text);
     if (!line) {
         snug_fail(err, SNUG_E_FORMAT, "%s: no `input = ...` line in its [model] section, so the benchmark cannot "
-                  "set its input to '%s' (src/cli/bench_workloads.c expects one)", e->path, input);
+                  "set its input to '%s' (bench/harness/workloads.c expects one)", e->path, input);
         return NULL;
     }
     const char *end = line + strcspn(line, "\n");

@@ -4,7 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
-#include "cli/bench.h"
+#include "bench.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/rng.h"

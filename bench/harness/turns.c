@@ -1,4 +1,4 @@
-/* `snug bench --turns`: one workload's trainer, timed in blocks when asked, so that another framework's process
+/* `snug-bench --turns`: one workload's trainer, timed in blocks when asked, so that another framework's process
  * can take turns with it on the same cores (bench/compare.py's duel with bench/pytorch_bench.py --turns).
  * Separate processes a minute apart can see two different machines on a small virtual host (its vCPUs move
  * between cores that share a cache and cores on two chiplets, and a step can take half as long again in the
@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/bench.h"
+#include "bench.h"
+#include "cli/errors.h"
 #include "core/error.h"
 
 /* "go\n" and a little room to recognise longer garbage as garbage. */
@@ -40,7 +40,7 @@ static snug_status serve(bench_case *c, int steps, int *bad, snug_error *err) {
         fflush(stdout);
     }
     if (req < 0) {
-        fprintf(stderr, "snug: bench --turns: expected \"go\" or the end of input, got \"%.40s\"\n", line);
+        fprintf(stderr, "snug-bench: --turns: expected \"go\" or the end of input, got \"%.40s\"\n", line);
         *bad = 1;
     }
     return SNUG_OK;
