@@ -52,21 +52,21 @@ typedef struct result {
 static int run(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol, size_t budget, int steps,
                result *r) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = cfg.micro_batch = BATCH;
-    cfg.checkpoint = pol;
-    cfg.mem_budget = budget;
     cfg.optim.lr = 0.01f;
+    snug_plan_request req = snug_plan_request_default(BATCH);
+    req.checkpoint = pol;
+    req.budget = budget;
+    req.optim = cfg.optim;
     snug_error err;
-    snug_trainer *tr;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) {
+    snug_plan *p = NULL;
+    snug_trainer *tr = NULL;
+    if (snug_plan_new(g, &req, &p, NULL, &err) != SNUG_OK || snug_trainer_new(p, &cfg, &tr, &err) != SNUG_OK) {
         fprintf(stderr, "bench_checkpoint: %s\n", err.message);
+        snug_plan_free(p);
         return 1;
     }
-    snug_plan *p;
     snug_plan_summary s;
-    snug_plan_new(g, &cfg, BATCH, pol, budget, &p, NULL);
     snug_plan_summarize(p, &s);
-    snug_plan_free(p);
     r->arena = s.activation_peak;
     r->total = s.total;
     r->recompute_pct = 100.0 * s.recompute_flops / s.step_flops;
@@ -86,6 +86,7 @@ static int run(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol
     r->ms = 1e3 * t[steps / 2];
     free(t);
     snug_trainer_free(tr);
+    snug_plan_free(p);
     return 0;
 }
 

@@ -31,7 +31,8 @@ typedef struct measure {
 /* Runs in the child: plan, train three steps, measure. */
 static measure measure_one(const char *model, snug_checkpoint_policy pol, size_t m) {
     measure r = {0};
-    snug_graph *g = snug_model_builtin(model, NULL);
+    snug_graph *g = NULL;
+    if (snug_model_builtin(model, &g, NULL) != SNUG_OK) return r;
     size_t n = 256, numel = (size_t)n * 784;
     float *x = malloc(numel * sizeof *x);
     int32_t *y = malloc(n * sizeof *y);
@@ -42,18 +43,17 @@ static measure measure_one(const char *model, snug_checkpoint_policy pol, size_t
     free(x);
     free(y);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 256;
-    cfg.micro_batch = m;
-    cfg.checkpoint = pol;
-    snug_plan *p;
+    snug_plan_request req = snug_plan_request_default(256);
+    req.micro_batch = m;
+    req.checkpoint = pol;
+    snug_plan *p = NULL;
     snug_plan_summary s;
-    snug_plan_new(g, &cfg, m, pol, 0, &p, NULL);
+    if (snug_plan_new(g, &req, &p, NULL, NULL) != SNUG_OK) return r;
     snug_plan_summarize(p, &s);
-    snug_plan_free(p);
     r.planned = s.total;
     size_t before = vm_kib("VmHWM:");
     snug_trainer *tr;
-    if (snug_trainer_new(g, &cfg, &tr, NULL) != SNUG_OK) return r;
+    if (snug_trainer_new(p, &cfg, &tr, NULL) != SNUG_OK) return r;
     size_t idx[256];
     for (size_t i = 0; i < 256; i++) idx[i] = i;
     snug_step_stats st;

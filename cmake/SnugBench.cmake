@@ -22,8 +22,7 @@ if(_snug_bench_harness)
     add_executable(snug-bench ${_snug_bench_harness}
         "${PROJECT_SOURCE_DIR}/src/cli/flags.c"
         "${PROJECT_SOURCE_DIR}/src/cli/errors.c"
-        "${PROJECT_SOURCE_DIR}/src/cli/blas_kernel.c"
-        "${PROJECT_SOURCE_DIR}/src/cli/gemm_choice.c")
+        "${PROJECT_SOURCE_DIR}/src/cli/process_start.c")
     target_compile_definitions(snug-bench PRIVATE CLI_PROGRAM="snug-bench")
     target_include_directories(snug-bench PRIVATE "${PROJECT_SOURCE_DIR}/src")
     target_link_libraries(snug-bench PRIVATE snug_static)

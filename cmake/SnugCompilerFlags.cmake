@@ -14,6 +14,9 @@ endif()
 
 if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
     add_compile_options(-Wall -Wextra -Wpedantic)
+    # A pointer of the wrong type or a call without a declaration is a bug, never a style question.
+    add_compile_options(-Werror=incompatible-pointer-types -Werror=implicit-function-declaration
+                        -Werror=int-conversion)
     # errno is never read after a math call here; without this flag GCC keeps a branch around sqrtf that
     # stops the optimizer loops from vectorising.
     add_compile_options(-fno-math-errno)

@@ -2,18 +2,21 @@
  * snug.h — the whole public API of snug, a training engine for the batch you want in the memory you have.
  *
  * The flow of one run:
- *   1. build a static graph (snug_graph_new, snug_input, snug_conv2d, ...), read one from a model file
- *      (snug_model_load) or take a built-in one (snug_model_builtin); shapes are per sample, the batch dimension
- *      is implicit and set by the plan;
- *   2. open a dataset (snug_mnist_open, or snug_dataset_from_memory);
- *   3. create a trainer (snug_trainer_new): it plans every buffer for the micro-batch size, checks the plan
- *      against the memory budget and reserves all memory before the first step — a step allocates nothing;
- *   4. run optimizer steps (snug_trainer_fit, or snug_trainer_step for one global batch at a time);
- *   5. evaluate (snug_trainer_evaluate) and read the memory report (snug_trainer_memory).
+ *   1. a graph: build one (snug_graph_new, snug_input, snug_conv2d, ...), read a model file (snug_model_load) or
+ *      take a built-in model (snug_model_builtin); shapes are per sample, the batch dimension is the plan's;
+ *   2. a data set: MNIST, text, images and masks, arrays in memory, or your own through callbacks
+ *      (snug_dataset_from_source);
+ *   3. a plan (snug_plan_new): what one optimizer step needs, every byte by category, for a plan request (batch,
+ *      micro-batch or "choose it", checkpoint policy or "choose it", budget, optimizer); a request that does not
+ *      fit says by how much and what would;
+ *   4. a trainer (snug_trainer_new) for that plan: it reserves every byte before the first step, and a step
+ *      allocates nothing; then optimizer steps (snug_trainer_fit, or snug_trainer_step one global batch at a
+ *      time), evaluation (snug_trainer_evaluate) and the memory report (snug_trainer_memory).
  *
- * Errors: functions that can fail return a snug_status and, when given a non-NULL snug_error, fill it with one
- * message that says what failed, where, and what to do. Graph builders record the first error in the graph
- * (sticky, so a chain of builder calls needs one check at the end: snug_graph_check).
+ * One convention: a function that can fail returns a snug_status and, given a non-NULL snug_error, fills it with
+ * one message that says what failed, where, and what to do; what it makes comes back through an out-parameter.
+ * The graph builders are the exception that keeps model code short: they return a tensor handle and record the
+ * first error in the graph (sticky, so a chain of builder calls needs one check at the end: snug_graph_check).
  *
  * Threads: the library uses OpenMP (and the BLAS shares its runtime); snug_set_threads sets the count.
  */
@@ -81,7 +84,7 @@ snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
 
 /* ---------------------------------------------------------------------------------------------------------
- * Graphs: a static graph whose activation shapes are per sample; the batch dimension is implicit.
+ * Tensors and graphs: a static graph whose activation shapes are per sample; the batch dimension is implicit.
  * Tensors are small integer handles into their graph; a negative handle means an earlier error.
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct snug_graph snug_graph;
@@ -94,46 +97,37 @@ typedef struct snug_shape {
     size_t dims[SNUG_MAX_DIMS];
 } snug_shape;
 
+/* A new, empty graph; NULL only when the system is out of memory (snug_graph_check(NULL) then says so). */
 snug_graph *snug_graph_new(const char *name);
 void snug_graph_free(snug_graph *g);
 const char *snug_graph_name(const snug_graph *g);
-
 /* The first error recorded by a builder call, or SNUG_OK. */
 snug_status snug_graph_check(const snug_graph *g, snug_error *err);
+snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
-/* Inputs: one image-like input per graph, (C, H, W) per sample; use h = w = 1 for vectors. */
+/* Every layer below has a name, unique in its graph, that names its parameters ("conv1.weight") and the
+ * messages. Parameters start from PyTorch's default initialisation, drawn from the seed of the run. */
+
+/* ---- Inputs: one per graph ---- */
+
+/* An image-like input, (C, H, W) per sample; h = w = 1 for vectors. */
 snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size_t w);
-/* A sequence input of `tokens` token ids per sample (stored as floats, exact below 2^24), shape (tokens): what a
- * language model reads (snug_text_open's samples). One input per graph, like snug_input. */
+/* A sequence of `tokens` token ids per sample (stored as floats, exact below 2^24), shape (tokens): what a
+ * language model reads (snug_text_open's samples). */
 snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens);
 
-/* Layers. Every name must be unique in the graph; it names the parameters ("conv1.weight") and the messages. */
+/* ---- Products: linear and convolution layers ---- */
+
+/* torch.nn.Linear: x (in) -> (out_features), or (T, in) -> (T, out_features) applied to the last dimension. A
+ * rank-3 input is refused with a hint to flatten it first. */
 snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
+/* The tied output head of a language model: logits = x W^T, no bias, with W (vocab, dim) the weight of the
+ * embedding layer named `embedding_layer` (built earlier in g): x (T, dim) -> (T, vocab), or (dim) -> (vocab).
+ * Declares no parameter: the embedding's gradient receives both layers' contributions. */
+snug_tensor snug_linear_tied(snug_graph *g, const char *name, snug_tensor x, const char *embedding_layer);
+/* torch.nn.Conv2d over x (C, H, W): square kernel, stride and zero padding. */
 snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
                         size_t stride, size_t padding);
-/* max(x, 0). Applied to the output of snug_batchnorm2d, snug_groupnorm or snug_add that no other layer reads
- * (checked as the graph grows), it runs inside that layer: the same results bit for bit, one pass over memory
- * less each way and no gradient buffer of its own. Read only by a snug_maxpool2d whose windows tile it exactly
- * (kernel = stride, both sides multiples of it), it runs inside the pool, which rectifies each value as it
- * loads it: the same results bit for bit, and the full-size output is neither written nor kept. */
-snug_tensor snug_relu(snug_graph *g, const char *name, snug_tensor x);
-snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride);
-snug_tensor snug_flatten(snug_graph *g, const char *name, snug_tensor x);
-/* Softmax cross-entropy over the classes of logits (N, classes); the targets come from the dataset, one class
- * index per sample; the loss of a window is the sum over its items divided by the item count of the whole
- * global batch. It must be the last layer; a graph has exactly one loss. */
-snug_tensor snug_softmax_cross_entropy(snug_graph *g, const char *name, snug_tensor logits);
-
-/* Element-wise sum of two tensors of the same shape: residual connections. */
-snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
-/* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and
- * the others scaled by 1/(1-p). The mask is drawn from the counter-based RNG keyed by (seed, optimizer step,
- * micro-batch, layer, element), so a recomputation replays it bit for bit and nothing is stored for backward.
- * The identity in evaluation. */
-snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p);
-
-/* ---- Model-zoo layers: convolution family, pooling, concatenation, element-wise, embeddings ---- */
-
 /* snug_conv2d with `groups` (PyTorch's Conv2d groups): input and output channels split into `groups` equal
  * groups, each output group sees only its input group; both channel counts must be divisible by groups. Weight
  * "<name>.weight" (out_channels, C/groups, kernel, kernel), bias (out_channels), initialised as PyTorch does
@@ -144,36 +138,41 @@ snug_tensor snug_conv2d_grouped(snug_graph *g, const char *name, snug_tensor x, 
  * Ho, Wo) with Ho = (H - 1) * stride - 2 * padding + kernel (likewise Wo), which must be at least 1. Weight
  * "<name>.weight" (C, out_channels, kernel, kernel) in PyTorch's layout, bias (out_channels); PyTorch's init,
  * whose fan_in for a transposed convolution is out_channels * kernel^2. kernel 2, stride 2, padding 0 doubles
- * the plane (UNet's up-sampling). Keeps its input for backward, like conv2d. */
+ * the plane (UNet's up-sampling). */
 snug_tensor snug_conv_transpose2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels,
                                   size_t kernel, size_t stride, size_t padding);
-/* Concatenation along the first per-sample dimension (torch.cat(dim=1) on batched tensors): (C1, H, W) and
- * (C2, H, W) give (C1 + C2, H, W), a's channels first (UNet's skips); (C1) + (C2) and (T1, D) + (T2, D) too.
- * The ranks and every other dimension must match. Keeps nothing for backward. */
-snug_tensor snug_concat(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+
+/* ---- Activations and element-wise layers ---- */
+
+/* max(x, 0). Right after snug_batchnorm2d, snug_groupnorm or snug_add, or right before a snug_maxpool2d whose
+ * windows tile its input (kernel = stride, both sides multiples of it), and read by nothing else, it runs inside
+ * that layer: the same results bit for bit, with less memory and traffic. */
+snug_tensor snug_relu(snug_graph *g, const char *name, snug_tensor x);
+/* GELU, the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (torch.nn.GELU() default, not the tanh
+ * approximation), any shape. Its backward reads its input, which is therefore kept for backward. */
+snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x);
+/* Element-wise sum of two tensors of the same shape: residual connections. */
+snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+/* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and
+ * the others scaled by 1/(1-p). The mask is a function of (seed, optimizer step, layer, the element's place in
+ * the global batch), so a recomputation replays it bit for bit, nothing is stored for backward, and how a batch
+ * is split does not change it. The identity in evaluation. */
+snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p);
+
+/* ---- Pooling and shapes ---- */
+
+/* torch.nn.MaxPool2d(kernel, stride) over x (C, H, W), no padding. */
+snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride);
 /* Global average pooling: (C, H, W) -> (C), the mean of each plane (torch.nn.AdaptiveAvgPool2d(1) + flatten). */
 snug_tensor snug_global_avgpool(snug_graph *g, const char *name, snug_tensor x);
-/* GELU, the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (torch.nn.GELU() default, not the tanh
- * approximation), any shape. Its backward reads its input, so the input is kept until backward and the op never
- * runs in place (unlike ReLU, which keeps only its output). */
-snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x);
-/* Token embedding (torch.nn.Embedding): tokens (T) holds token ids as floats (exact integers below 2^24; each is
- * rounded to the nearest integer), output (T, dim), the rows of "<name>.weight" (vocab, dim). An id outside
- * [0, vocab) gives a zero row and no gradient (the data layer reports such ids; the layer never reads out of
- * bounds). Init: GPT-2's N(0, 0.02) matched in standard deviation by a uniform U(-b, b), b = sqrt(3) * 0.02
- * (PyTorch's nn.Embedding default would be N(0, 1)). Token ids have no gradient. 1 <= vocab <= 2^24. */
-snug_tensor snug_embedding(snug_graph *g, const char *name, snug_tensor tokens, size_t vocab, size_t dim);
-/* Learned positions (GPT-2): x (T, D) + P[0..T) with "<name>.weight" P (max_len, D), initialised like
- * snug_embedding; T <= max_len. Element-wise: runs in place and keeps nothing for backward. */
-snug_tensor snug_position_embedding(snug_graph *g, const char *name, snug_tensor x, size_t max_len);
-/* The tied output head of a language model: logits = x W^T, no bias, with W (vocab, dim) the weight of the
- * embedding layer named `embedding_layer` (built earlier in g): x (T, dim) -> (T, vocab), or (dim) -> (vocab).
- * Declares no parameter: the embedding's gradient receives both layers' contributions. */
-snug_tensor snug_linear_tied(snug_graph *g, const char *name, snug_tensor x, const char *embedding_layer);
-/* snug_linear (above) also takes (tokens, features): it applies to the last dimension, (T, in) -> (T, out), as
- * torch.nn.Linear does. A rank-3 input is refused with a hint to flatten it first. */
+/* Any shape -> (numel): a view, no copy. */
+snug_tensor snug_flatten(snug_graph *g, const char *name, snug_tensor x);
+/* Concatenation along the first per-sample dimension (torch.cat(dim=1) on batched tensors): (C1, H, W) and
+ * (C2, H, W) give (C1 + C2, H, W), a's channels first (UNet's skips); (C1) + (C2) and (T1, D) + (T2, D) too.
+ * The ranks and every other dimension must match. */
+snug_tensor snug_concat(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
 
-/* ---- Model-zoo layers: normalisation, attention, sequence and pixel losses ---- */
+/* ---- Normalisation ---- */
 
 /* BatchNorm over the channels of x (C, H, W), as torch.nn.BatchNorm2d (PyTorch defaults: eps 1e-5, momentum
  * 0.1). Parameters "<name>.weight" (C, ones) and "<name>.bias" (C, zeros); non-trainable buffers
@@ -192,33 +191,52 @@ snug_tensor snug_groupnorm(snug_graph *g, const char *name, snug_tensor x, size_
 /* LayerNorm over the last dimension of x (T, C) or (C), as torch.nn.LayerNorm(C): "<name>.weight" (C, ones),
  * "<name>.bias" (C, zeros). eps > 0 (PyTorch 1e-5). */
 snug_tensor snug_layernorm(snug_graph *g, const char *name, snug_tensor x, float eps);
+
+/* ---- Sequences: embeddings and attention ---- */
+
+/* Token embedding (torch.nn.Embedding): tokens (T) holds token ids as floats (exact integers below 2^24; each is
+ * rounded to the nearest integer), output (T, dim), the rows of "<name>.weight" (vocab, dim). An id outside
+ * [0, vocab) gives a zero row and no gradient (the data layer reports such ids; the layer never reads out of
+ * bounds). Init: GPT-2's N(0, 0.02) matched in standard deviation by a uniform U(-b, b), b = sqrt(3) * 0.02
+ * (PyTorch's nn.Embedding default would be N(0, 1)). Token ids have no gradient. 1 <= vocab <= 2^24. */
+snug_tensor snug_embedding(snug_graph *g, const char *name, snug_tensor tokens, size_t vocab, size_t dim);
+/* Learned positions (GPT-2): x (T, D) + P[0..T) with "<name>.weight" P (max_len, D), initialised like
+ * snug_embedding; T <= max_len. */
+snug_tensor snug_position_embedding(snug_graph *g, const char *name, snug_tensor x, size_t max_len);
 /* Multi-head scaled dot-product self-attention without projections (put linear layers around it). qkv is
  * (T, 3C): queries, keys and values concatenated along the last dimension, each (T, C); head h uses columns
  * [h*C/heads, (h+1)*C/heads) of each (C divisible by heads). Output (T, C), the heads side by side. Scores are
- * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps only
- * its input for backward, which rebuilds the attention probabilities a block of rows at a time (the same bits
- * as forward's): memory linear in T, not heads * T * T floats per sample. */
+ * scaled by 1/sqrt(C/heads); causal: position t attends to positions 0..t only (a decoder, GPT). Keeps only its
+ * input for backward: memory linear in T, not heads * T * T floats per sample. */
 snug_tensor snug_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads, bool causal);
+/* snug_self_attention with causal = true. */
+snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads);
+
+/* ---- The loss: the last layer, exactly one per graph ---- */
+
+/* Softmax cross-entropy over the classes of the logits, with the data set's targets:
+ *   (classes)       one target per sample, loss output (1);
+ *   (T, classes)    one target per token (a language model), loss output (T);
+ *   (classes, H, W) one target per pixel, class first as in PyTorch's NCHW (segmentation), loss output (H, W).
+ * Targets equal to SNUG_IGNORE_TARGET are ignored (no loss, no gradient, not counted): the loss of a window is
+ * the sum over its counted items divided by the counted items of the whole global batch, and accuracy counts
+ * every counted item. */
+snug_tensor snug_softmax_cross_entropy(snug_graph *g, const char *name, snug_tensor logits);
+
+/* ---- Initialisation ---- */
+
 /* Scales the initial values of layer `layer`'s weight (its first own trainable parameter: a linear or conv
  * weight, an embedding table, a norm's gain) by `scale` >= 0; biases keep theirs. Two uses: 0 on the last norm
  * of a residual branch starts each block as the identity ("zero-init residual", Goyal et al. 2017), which lets
  * deep GroupNorm ResNets train from the first step; 1/sqrt(2 * layers) on a transformer's residual projections
  * (GPT-2). Sticky error (snug_graph_check) for an unknown layer, a layer without a weight, or a bad scale. */
 void snug_init_scale(snug_graph *g, const char *layer, float scale);
-/* snug_self_attention with causal = true. */
-snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads);
-/* snug_softmax_cross_entropy (above) also takes per-token and per-pixel logits:
- *   (classes)       one target per sample, loss output (1);
- *   (T, classes)    one target per token (a language model), loss output (T);
- *   (classes, H, W) one target per pixel, class first as in PyTorch's NCHW (segmentation), loss output (H, W).
- * Targets equal to -1 are ignored (no loss, no gradient, not counted): the loss of a window is the sum over its
- * counted items divided by the counted items of the whole global batch, and accuracy counts every counted item. */
 
-snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
+/* ---- Model files and built-in models ---- */
 
-/* Model files (docs/model-files.md): a network as an INI-like layer list, parsed with libinih. A [model] section
- * gives the input (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per
- * layer in execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, global_avgpool,
+/* Model files (docs/model-files.md): a network as an INI-like layer list. A [model] section gives the input
+ * (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per layer in
+ * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, global_avgpool,
  * flatten, dropout, add, concat, batchnorm2d, groupnorm, layernorm, embedding, position_embedding, linear_tied,
  * self_attention, softmax_cross_entropy) and that type's keys, which are the builder arguments above. A layer reads
  * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
@@ -227,30 +245,55 @@ snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
  * missing keys, bad numbers, inputs that name no layer above (a cycle or a forward reference), duplicate names,
  * shape mismatches (the builder's message), a missing loss or layers after it.
  * snug_model_load reads the file at path (SNUG_E_IO when it cannot be opened); snug_model_parse reads a
- * NUL-terminated text and names it name_for_messages in messages. Both return NULL and fill err on failure; the
- * graph is named by [model] `name`, else by the file name without its folder and ".ini". */
-snug_graph *snug_model_load(const char *path, snug_error *err);
-snug_graph *snug_model_parse(const char *text, const char *name_for_messages, snug_error *err);
+ * NUL-terminated text and names it name_for_messages in messages. The graph is named by [model] `name`, else by
+ * the file name without its folder and ".ini". */
+snug_status snug_model_load(const char *path, snug_graph **out, snug_error *err);
+snug_status snug_model_parse(const char *text, const char *name_for_messages, snug_graph **out, snug_error *err);
 
 /* Built-in models: the model files of the project's models/ folder, compiled into the library (so a name needs
  * no install path). Trainable here: "mlp" (MNIST 1x28x28, 784-1024-1024-10), "cnn" (two conv3x3 + pool blocks,
  * two linear), "resmlp" (a deep chain for checkpointing: 784-256, then 32 residual blocks
  * x + dropout(fc2(relu(fc1(x))), 0.1) with a 1024-wide hidden layer, then 256-10; without normalisation its
- * residual stream grows with depth: train it with --clip or AdamW), "resnet20" (CIFAR ResNet-20 with BatchNorm
- * for 1x32x32 padded MNIST, 10 classes), "resnet20-gn" (the same with GroupNorm), "unet" (1x256x256, 2 classes per
- * pixel) and "gpt" (bytes, context 256, 4 layers, d_model 256). For planning models larger than the machine:
- * "vgg16" (3x224x224, 1000 classes, 138M parameters), "resnet50" (3x224x224, 1000 classes) and "unet-hires" (the
- * unet for 1x1408x2112 inputs). A name that contains '/' or ends in ".ini" is read as a model file instead
- * (snug_model_load), so a command line's --model takes either. Returns NULL and fills err for an unknown name. */
-snug_graph *snug_model_builtin(const char *name, snug_error *err);
+ * residual stream grows with depth: train it with clipping or AdamW), "resnet20" (CIFAR ResNet-20 with
+ * BatchNorm for 1x32x32 padded MNIST, 10 classes), "resnet20-gn" (the same with GroupNorm), "unet" (1x256x256, 2
+ * classes per pixel) and "gpt" (bytes, context 256, 4 layers, d_model 256). For planning models larger than the
+ * machine: "vgg16" (3x224x224, 1000 classes, 138M parameters), "resnet50" (3x224x224, 1000 classes) and
+ * "unet-hires" (the unet for 1x1408x2112 inputs). A name that contains '/' or ends in ".ini" is read as a model
+ * file instead (snug_model_load). SNUG_E_ARG for an unknown name, with the names there are. */
+snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);
+/* Whether snug_model_builtin reads name as a model file: it contains '/' or ends in ".ini". */
+bool snug_model_is_file(const char *name);
 
 /* ---------------------------------------------------------------------------------------------------------
- * Datasets: labelled samples of one per-sample shape, read on demand into a micro-batch buffer.
+ * Data sets: labelled samples of one per-sample shape, read on demand into a micro-batch buffer.
  * ------------------------------------------------------------------------------------------------------- */
 typedef struct snug_dataset snug_dataset;
 
+/* A target that counts for nothing: no loss, no gradient, not an item of the loss normaliser or of accuracy. */
+#define SNUG_IGNORE_TARGET (-1)
+
+/* Your own data, read through callbacks: snug asks for the samples of each micro-batch as it runs, so the data
+ * can live anywhere (files, a database, a generator). Both callbacks may be called from any thread, but never
+ * at the same time; `indices` are sample numbers in [0, size). Each writes n samples (inputs: sample numel floats
+ * each, in sample_shape's order; targets: targets_per_sample each, a class in [0, classes) or
+ * SNUG_IGNORE_TARGET) and returns true, or returns false after filling err with what went wrong: the step
+ * (or evaluation) that asked then stops with that error. */
+typedef struct snug_dataset_source {
+    size_t size;                /* samples */
+    snug_shape sample_shape;    /* (C, H, W) images, (T) token ids, ... */
+    size_t targets_per_sample;  /* 1 (a label), or one per token or pixel */
+    size_t classes;
+    bool (*read_inputs)(void *user, const size_t *indices, size_t n, float *inputs, snug_error *err);
+    bool (*read_targets)(void *user, const size_t *indices, size_t n, int32_t *targets, snug_error *err);
+    void (*close)(void *user);  /* called once by snug_dataset_free; may be NULL */
+    void *user;
+} snug_dataset_source;
+
+/* A data set over src (copied; src->user stays the caller's until close). SNUG_E_ARG for a zero size, shape,
+ * class count or targets per sample, or a missing callback. */
+snug_status snug_dataset_from_source(const snug_dataset_source *src, snug_dataset **out, snug_error *err);
 /* Opens the MNIST IDX files in dir: train-images-idx3-ubyte and train-labels-idx1-ubyte (train = true) or the
  * t10k-* pair. The files are mapped, not copied. Every header, dimension and file size is checked; a bad file
  * is reported by name with the problem. Pixels are normalised as (x/255 - 0.1307) / 0.3081. */
@@ -262,7 +305,7 @@ snug_status snug_mnist_open_files(const char *images_path, const char *labels_pa
 snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
                                      size_t w, size_t classes, snug_dataset **out, snug_error *err);
 /* The general form: inputs (n, sample_shape) floats (any shape: (C, H, W) images, (T) token ids), targets
- * (n, targets_per_sample) class indices in [0, classes) or -1 (ignored): one per sample for classification,
+ * (n, targets_per_sample) class indices in [0, classes) or SNUG_IGNORE_TARGET: one per sample for classification,
  * one per token (T) or pixel (H * W) for sequence and segmentation models. Both arrays are copied. */
 snug_status snug_dataset_from_arrays(const float *inputs, snug_shape sample_shape, const int32_t *targets,
                                      size_t targets_per_sample, size_t n, size_t classes, snug_dataset **out,
@@ -308,13 +351,14 @@ snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_err
  * snug_dataset_free (inner stays). For cheap periodic evaluation on a representative part of a held-out set. */
 snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err);
 
-void snug_dataset_free(snug_dataset *ds);
+void snug_dataset_free(snug_dataset *ds);void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
 size_t snug_dataset_classes(const snug_dataset *ds);
 
 /* ---------------------------------------------------------------------------------------------------------
- * Optimizers, schedules and clipping: all act once per optimizer step, after a whole window of micro-batches.
+ * Plans: what one optimizer step needs, byte by byte and by category, computed from the graph alone (planning
+ * allocates no engine memory, so models far larger than the machine can be planned).
  * ------------------------------------------------------------------------------------------------------- */
 typedef enum snug_optim_kind { SNUG_OPTIM_SGD = 0, SNUG_OPTIM_ADAMW } snug_optim_kind;
 
@@ -327,25 +371,10 @@ typedef struct snug_optim_config {
     float beta1, beta2, eps;  /* AdamW */
 } snug_optim_config;
 
-typedef enum snug_schedule_kind { SNUG_SCHEDULE_CONSTANT = 0, SNUG_SCHEDULE_COSINE } snug_schedule_kind;
+/* SGD, lr 0.05, momentum 0.9, no weight decay; AdamW's betas 0.9 and 0.999 and eps 1e-8 for when kind is
+ * switched to SNUG_OPTIM_ADAMW. */
+snug_optim_config snug_optim_config_default(void);
 
-typedef struct snug_schedule_config {
-    snug_schedule_kind kind;
-    long warmup_steps;    /* linear warmup from 0 to the peak LR over these optimizer steps (cosine only) */
-    float min_lr_ratio;   /* cosine decays to lr * min_lr_ratio at the last step */
-    bool linear_scaling;  /* Goyal et al. 2017: peak LR = lr * batch / reference_batch */
-    size_t reference_batch;
-} snug_schedule_config;
-
-/* The learning rate at optimizer step `step` (0-based) of `total_steps`, for a global batch `batch`. */
-float snug_schedule_lr(const snug_schedule_config *s, float base_lr, size_t batch, long step, long total_steps);
-
-/* ---------------------------------------------------------------------------------------------------------
- * Training
- * ------------------------------------------------------------------------------------------------------- */
-/* ---------------------------------------------------------------------------------------------------------
- * Gradient checkpointing: keep only some activations in forward and recompute the others during backward.
- * ------------------------------------------------------------------------------------------------------- */
 typedef enum snug_checkpoint_kind {
     SNUG_CHECKPOINT_NONE = 0, /* keep everything backward needs */
     SNUG_CHECKPOINT_SQRT,     /* about sqrt(n) segments (Chen et al. 2016): O(sqrt n) memory, one extra forward;
@@ -370,67 +399,59 @@ snug_status snug_parse_checkpoint(const char *text, snug_checkpoint_policy *out,
 /* Writes "none", "cheap", "sqrt", "every:4", "auto" into buf. */
 char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len);
 
-typedef struct snug_step_stats {
-    long step;              /* optimizer steps taken so far (skipped ones not counted) */
-    long epoch;             /* 0-based */
-    long steps_per_epoch;
-    long total_steps;
-    size_t items;           /* items (samples) in this window: the loss normaliser N */
-    size_t micro_batches;   /* k of this window */
-    double loss;            /* sum of item losses over the window / items */
-    float lr;
-    float grad_norm;        /* before clipping */
-    bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
-    double samples_per_s;   /* over the run so far */
-    double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
-                               progress callback) are left out */
-} snug_step_stats;
+/* In snug_plan_request.micro_batch: the micro-batch is chosen for the budget. */
+#define SNUG_MICRO_BATCH_AUTO SIZE_MAX
 
-/* Called after every optimizer step; return false to stop the run early. */
-typedef bool (*snug_progress_fn)(const snug_step_stats *st, void *user);
+/* What a run asks of memory. Everything here changes what the step needs, nothing here changes what it
+ * computes but the batch and the optimizer (a micro-batch or checkpoint policy gives the same gradient within
+ * float rounding). */
+typedef struct snug_plan_request {
+    size_t batch;                       /* the global batch B, over every rank (>= 1) */
+    size_t micro_batch;                 /* m: samples per forward/backward pass, 1..B; or SNUG_MICRO_BATCH_AUTO:
+                                           with checkpoint AUTO, the micro-batch and policy of the best predicted
+                                           throughput that fit; with a fixed policy, the largest micro-batch that
+                                           fits under it, evened out over the same number of passes */
+    snug_checkpoint_policy checkpoint;  /* AUTO: the least recompute that fits the budget */
+    size_t budget;                      /* bytes the plan must fit; 0: no limit (then neither may be AUTO) */
+    bool may_exceed_budget;             /* give a plan over budget instead of refusing it (to compare candidates);
+                                           the budget still leaves out what is optional and steers AUTO */
+    snug_optim_config optim;            /* the optimizer, whose state is planned (SGD with momentum 1x the
+                                           parameters, AdamW 2x, plain SGD none) */
+    int threads;                        /* the workspace is sized per thread (>= 1) */
+    int ranks;                          /* processes sharing every global batch (>= 1): m is planned for one
+                                           rank's share, ceil(B / ranks) */
+} snug_plan_request;
 
-typedef struct snug_train_config {
-    size_t batch;            /* global batch B */
-    size_t micro_batch;      /* m; 0 means m = B */
-    size_t mem_budget;       /* bytes; 0 means unlimited */
-    long epochs;
-    long max_steps;          /* stop after this many optimizer steps; 0: no limit */
-    bool drop_last;          /* drop an epoch's last window when it holds fewer than B samples */
-    bool shuffle;
-    uint64_t seed;
-    float clip_norm;         /* global-norm clipping threshold; 0 disables */
-    int max_nonfinite;       /* stop after this many consecutive skipped steps */
-    snug_optim_config optim;
-    snug_schedule_config schedule;
-    snug_checkpoint_policy checkpoint;  /* which activations to recompute in backward instead of keeping */
-    bool auto_fit;           /* choose micro_batch and checkpoint for mem_budget (snug_plan_choose) */
-    snug_progress_fn progress;
-    void *progress_user;
-} snug_train_config;
+/* Batch B in one pass (m = B), no checkpointing, no budget, snug_optim_config_default(), the engine's threads,
+ * one rank (a job of several sets snug_dist_size()). */
+snug_plan_request snug_plan_request_default(size_t batch);
 
-/* Defaults: B = 64, m = B, no budget, 1 epoch, shuffle, seed 1, SGD lr 0.05 momentum 0.9, constant LR,
- * no clipping, stop after 5 consecutive non-finite steps. */
-snug_train_config snug_train_config_default(void);
-
-typedef struct snug_trainer snug_trainer;
-
-/* Plans the graph for the micro-batch size, checks the plan against the budget and reserves all memory.
- * On SNUG_E_OOM the message names the buffer that does not fit, the categories in use, and the largest
- * micro-batch that would fit ("Try --micro-batch 16."). Parameters are initialised from cfg->seed.
- * The trainer keeps a pointer to g, which must outlive it. */
-snug_status snug_trainer_new(snug_graph *g, const snug_train_config *cfg, snug_trainer **out, snug_error *err);
-void snug_trainer_free(snug_trainer *tr);
-
-/* The largest micro-batch m <= limit whose plan fits `budget` bytes for graph g and the optimizer in cfg
- * (0 if not even m = 1 fits), and the planned bytes per category at that m. */
-size_t snug_fit_micro_batch(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t limit,
-                            snug_mem_report *at_fit);
-
-/* ---------------------------------------------------------------------------------------------------------
- * Plans: what one optimizer step needs at micro-batch m under a checkpoint policy, computed from the graph alone
- * (planning allocates no engine memory, so models far larger than the machine can be planned).
- * ------------------------------------------------------------------------------------------------------- */
 typedef struct snug_plan snug_plan;
+
+/* Why a request does not fit, and the ways out. */
+typedef struct snug_plan_shortfall {
+    size_t needed;                         /* bytes the request needs (where its micro-batch was free: the
+                                              smallest plan there is) */
+    size_t bytes[SNUG_MEM_NCATEGORIES];    /* needed, by category */
+    size_t budget;
+    size_t fixed;                          /* params + grads + optim: what no micro-batch or checkpointing lowers */
+    size_t largest_micro_batch;            /* the largest micro-batch that fits with the requested policy; 0: none */
+    size_t largest_with_recompute;         /* the largest that fits when activations may be recomputed (AUTO);
+                                              0: none */
+    size_t smallest_budget;                /* the least budget any plan fits: micro-batch 1, activations
+                                              recomputed */
+} snug_plan_shortfall;
+
+/* Plans g for req. SNUG_OK: *out is the plan, within the budget (or over it only with may_exceed_budget).
+ * SNUG_E_OOM: nothing is planned, *why (when not NULL) says why and what would fit, and err says the same in
+ * words. SNUG_E_ARG: a bad request (batch 0, a micro-batch larger than the batch, AUTO without a budget, ...).
+ * The plan keeps a pointer to g, which must outlive it. */
+snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *req, snug_plan **out,
+                          snug_plan_shortfall *why, snug_error *err);
+void snug_plan_free(snug_plan *p);
+/* The request the plan answers, with the micro-batch and policy as planned (chosen where the request left them
+ * free; AUTO stays AUTO, the summary says what it resolved to). */
+const snug_plan_request *snug_plan_request_of(const snug_plan *p);
 
 typedef enum snug_phase {
     SNUG_PHASE_FORWARD = 0,
@@ -442,7 +463,16 @@ typedef enum snug_phase {
 const char *snug_phase_name(snug_phase p);
 
 typedef struct snug_plan_summary {
-    size_t micro_batch;
+    size_t batch;                    /* the global batch B */
+    int ranks;                       /* processes sharing it */
+    size_t share;                    /* samples of each global batch one rank takes: ceil(B / ranks) */
+    size_t micro_batch;              /* m, as asked or as chosen */
+    bool micro_batch_chosen;         /* chosen for the budget (SNUG_MICRO_BATCH_AUTO) */
+    size_t micro_batches;            /* k = ceil(share / m): forward/backward passes per optimizer step */
+    size_t last_micro_batch;         /* the samples of the last of them (m when they are even) */
+    size_t budget;                   /* the request's; 0: none */
+    int threads;                     /* the workspace is sized for these */
+    snug_checkpoint_policy requested; /* the policy asked for (AUTO stays AUTO) */
     snug_checkpoint_policy policy;   /* as resolved: AUTO becomes the segmentation it chose (every:N) */
     bool selective;                  /* only cheap outputs are recomputed (CHEAP, or a choice of AUTO) */
     size_t segments;                 /* recomputed segments (0 without checkpointing) */
@@ -461,6 +491,9 @@ typedef struct snug_plan_summary {
                                         GELU, where nothing else reads that output and no recompute is
                                         involved; the same bits, no replay pass */
     size_t regenerated_bytes;        /* the activations those inputs would have kept until backward */
+    size_t batch_statistics_layers;  /* layers that normalise with the statistics of each micro-batch
+                                        (BatchNorm): with more than one micro-batch or rank a step is not
+                                        exactly one of the whole batch */
     size_t total;                    /* everything reserved: the run's memory to the byte */
     size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */
     size_t live_peak;                /* the largest sum of live activation bytes at one step (<= arena) */
@@ -470,12 +503,6 @@ typedef struct snug_plan_summary {
     double recompute_flops;
 } snug_plan_summary;
 
-/* Plans g at micro-batch m under policy. For SNUG_CHECKPOINT_AUTO, budget is the memory the plan must fit
- * (0: as if unlimited, i.e. no checkpointing); if none fits, the plan with the least memory is returned
- * (check its total). */
-snug_status snug_plan_new(const snug_graph *g, const snug_train_config *cfg, size_t micro_batch,
-                          snug_checkpoint_policy policy, size_t budget, snug_plan **out, snug_error *err);
-void snug_plan_free(snug_plan *p);
 void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
 
 typedef struct snug_plan_buffer_info {
@@ -502,11 +529,96 @@ typedef struct snug_plan_step_info {
 size_t snug_plan_step_count(const snug_plan *p);
 void snug_plan_step(const snug_plan *p, size_t i, snug_plan_step_info *s);
 
-/* Chooses the micro-batch and checkpoint policy for cfg->batch in `budget`: for k = 1, 2, ... micro-batches,
- * m = ceil(B/k); the first m that fits without recompute wins unless checkpointing fits a larger m whose predicted
- * throughput is higher. When nothing fits, err states the smallest budget that would, by category. */
-snug_status snug_plan_choose(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t *micro_batch,
-                             snug_checkpoint_policy *policy, snug_error *err);
+/* A chosen plan among its alternatives, as `snug plan` shows them: the chosen plan's request at micro-batches 1,
+ * 2, 4, ... below B, B and the chosen micro-batch, each under none, cheap and sqrt (and auto with a budget) and
+ * the chosen policy, kept even over the budget (summary.total against summary.budget says which fit); in order of
+ * micro-batch, then policy. The set takes `chosen` over: it is freed with the set, or at once on failure. */
+typedef struct snug_plan_set snug_plan_set;
+snug_status snug_plan_set_new(snug_plan *chosen, snug_plan_set **out, snug_error *err);
+void snug_plan_set_free(snug_plan_set *s);
+size_t snug_plan_set_count(const snug_plan_set *s);
+const snug_plan *snug_plan_set_at(const snug_plan_set *s, size_t i);  /* NULL past the end */
+size_t snug_plan_set_chosen(const snug_plan_set *s);                  /* the chosen plan's index */
+/* The chosen micro-batch without checkpointing (the chosen plan itself when that is what it is). */
+const snug_plan *snug_plan_set_baseline(const snug_plan_set *s);
+/* The set as one JSON document named `title`: the candidates with their summaries, the chosen plan with its
+ * baseline and, with buffers, every buffer of it. A NUL-terminated text to free(), or NULL when out of memory. */
+char *snug_plan_set_json(const snug_plan_set *s, const char *title, bool buffers);
+
+/* The memory timeline of plan: bytes in use per category over one optimizer step, beside `baseline` (the same
+ * micro-batch without checkpointing, on the same scale; may be NULL), titled by `title`. Written to path as an
+ * SVG picture or a CSV table by its extension (.svg, .csv), atomically: a reader never sees half a file. */
+snug_status snug_plan_timeline_write(const snug_plan *plan, const snug_plan *baseline, const char *title,
+                                     const char *path, snug_error *err);
+
+/* ---------------------------------------------------------------------------------------------------------
+ * Training: a trainer runs one plan. Optimizers, schedules and clipping act once per optimizer step, after a
+ * whole window of micro-batches.
+ * ------------------------------------------------------------------------------------------------------- */
+typedef enum snug_schedule_kind { SNUG_SCHEDULE_CONSTANT = 0, SNUG_SCHEDULE_COSINE } snug_schedule_kind;
+
+typedef struct snug_schedule_config {
+    snug_schedule_kind kind;
+    long warmup_steps;    /* linear warmup from 0 to the peak LR over these optimizer steps (cosine only) */
+    float min_lr_ratio;   /* cosine decays to lr * min_lr_ratio at the last step */
+    bool linear_scaling;  /* Goyal et al. 2017: peak LR = lr * batch / reference_batch */
+    size_t reference_batch;
+} snug_schedule_config;
+
+/* The learning rate at optimizer step `step` (0-based) of `total_steps`, for a global batch `batch`. */
+float snug_schedule_lr(const snug_schedule_config *s, float base_lr, size_t batch, long step, long total_steps);
+
+typedef struct snug_step_stats {
+    long step;              /* optimizer steps taken so far (skipped ones not counted) */
+    long epoch;             /* 0-based */
+    long steps_per_epoch;
+    long total_steps;
+    size_t items;           /* items (samples) in this window: the loss normaliser N */
+    size_t micro_batches;   /* k of this window */
+    double loss;            /* sum of item losses over the window / items */
+    float lr;
+    float grad_norm;        /* before clipping */
+    bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
+    double samples_per_s;   /* over the run so far */
+    double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
+                               progress callback) are left out */
+} snug_step_stats;
+
+/* Called after every optimizer step; return false to stop the run early. */
+typedef bool (*snug_progress_fn)(const snug_step_stats *st, void *user);
+
+/* What a run does with its plan: everything here but the plan's own choices. */
+typedef struct snug_train_config {
+    long epochs;
+    long max_steps;          /* stop after this many optimizer steps; 0: no limit */
+    bool drop_last;          /* drop an epoch's last window when it holds fewer than B samples */
+    bool shuffle;
+    uint64_t seed;
+    float clip_norm;         /* global-norm clipping threshold; 0 disables */
+    int max_nonfinite;       /* stop after this many consecutive skipped steps */
+    snug_optim_config optim; /* must need the optimizer state the plan was made for */
+    snug_schedule_config schedule;
+    snug_progress_fn progress;
+    void *progress_user;
+} snug_train_config;
+
+/* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 5
+ * consecutive non-finite steps. */
+snug_train_config snug_train_config_default(void);
+
+typedef struct snug_trainer snug_trainer;
+
+/* Reserves every byte of plan (within its budget) and initialises the parameters from cfg->seed. SNUG_E_ARG
+ * when cfg's optimizer needs other state than the plan's, or cfg is invalid; SNUG_E_OOM only when the system
+ * refuses memory. The trainer keeps pointers to plan and its graph, which must outlive it; the batch is the
+ * plan's. */
+snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg, snug_trainer **out,
+                             snug_error *err);
+void snug_trainer_free(snug_trainer *tr);
+
+/* The optimizer steps of one epoch over `samples` samples (windows of the plan's batch; the last one short
+ * unless drop_last) and of the whole run (epochs of them, capped by max_steps): what snug_trainer_fit takes. */
+void snug_trainer_run_length(const snug_trainer *tr, size_t samples, long *steps_per_epoch, long *total_steps);
 
 /* Runs the epochs of cfg over the dataset, calling cfg->progress after each optimizer step. */
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *train, snug_error *err);
@@ -562,7 +674,8 @@ size_t snug_trainer_param_count(const snug_trainer *tr);
 const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads);
 
 void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep);
-size_t snug_trainer_micro_batch(const snug_trainer *tr);
+/* The plan the trainer runs. */
+const snug_plan *snug_trainer_plan(const snug_trainer *tr);
 /* Forward + backward FLOPs of one sample. */
 double snug_trainer_flops_per_sample(const snug_trainer *tr);
 

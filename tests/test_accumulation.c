@@ -22,6 +22,7 @@
 #include "core/rng.h"
 #include "train/trainer.h" /* the optimizer state, to start one trainer where another stands */
 #include "snug.h"
+#include "test_util.h"
 
 #define BATCH 32
 #define SAMPLES 160
@@ -66,8 +67,6 @@ static int free_data(void **state) {
 
 static snug_trainer *new_trainer(snug_graph *g, size_t micro_batch, snug_optim_kind kind) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = BATCH;
-    cfg.micro_batch = micro_batch;
     cfg.seed = 3;
     cfg.max_steps = 20;
     cfg.optim.kind = kind;
@@ -75,7 +74,7 @@ static snug_trainer *new_trainer(snug_graph *g, size_t micro_batch, snug_optim_k
     cfg.optim.weight_decay = 0.01f;
     snug_trainer *tr;
     snug_error err;
-    snug_status s = snug_trainer_new(g, &cfg, &tr, &err);
+    snug_status s = trainer_simple(g, BATCH, micro_batch ? micro_batch : BATCH, &cfg, &tr, &err);
     if (s != SNUG_OK) fail_msg("%s", err.message);
     return tr;
 }
@@ -124,7 +123,7 @@ static snug_graph *dropout_model(void) {
 
 static void check_gradients(const snug_dataset *ds, const char *model) {
     static const size_t splits[] = {8, 4, 1, 5};
-    snug_graph *g = strcmp(model, "dropout") == 0 ? dropout_model() : snug_model_builtin(model, NULL);
+    snug_graph *g = strcmp(model, "dropout") == 0 ? dropout_model() : model_named(model, NULL);
     assert_non_null(g);
     size_t idx[BATCH];
     batch_indices(0, idx);
@@ -140,9 +139,9 @@ static void check_gradients(const snug_dataset *ds, const char *model) {
                splits[s], e.inf, e.l2, loss, loss_full);
         assert_true(e.inf <= 1e-5);
         assert_true(fabs(loss - loss_full) <= 1e-6 * fabs(loss_full));
-        snug_trainer_free(tr);
+        trainer_done(tr);
     }
-    snug_trainer_free(full);
+    trainer_done(full);
     snug_graph_free(g);
 }
 
@@ -208,9 +207,9 @@ static void gpt_padded_sequences(void **state) {
         /* one step: the window's item count is the real tokens of the whole batch */
         assert_int_equal(snug_trainer_step(tr, ds, idx, BATCH, &st, &err), SNUG_OK);
         assert_int_equal(st.items, real);
-        snug_trainer_free(tr);
+        trainer_done(tr);
     }
-    snug_trainer_free(full);
+    trainer_done(full);
     snug_graph_free(g);
     snug_dataset_free(ds);
 }
@@ -244,7 +243,7 @@ static void sync_trainer(snug_trainer *b, const snug_trainer *a) {
  * update and the zeroed gradients of the step before are checked at 20 points of a real training run. */
 static void check_training(const snug_dataset *ds, const char *model, snug_optim_kind kind, bool free_run) {
     static const size_t splits[] = {8, 5, 1};
-    snug_graph *g = snug_model_builtin(model, NULL);
+    snug_graph *g = model_named(model, NULL);
     snug_trainer *full = new_trainer(g, BATCH, kind);
     snug_trainer *parts[3];
     for (int s = 0; s < 3; s++) parts[s] = new_trainer(g, splits[s], kind);
@@ -279,9 +278,9 @@ static void check_training(const snug_dataset *ds, const char *model, snug_optim
         assert_true(e.l2 <= (free_run ? 1e-4 : kind == SNUG_OPTIM_SGD ? 1e-6 : 1e-5));
         if (kind == SNUG_OPTIM_SGD) assert_true(e.inf <= (free_run ? 1e-4 : 1e-6));
         else assert_true(e.inf <= 2e-3);
-        snug_trainer_free(parts[s]);
+        trainer_done(parts[s]);
     }
-    snug_trainer_free(full);
+    trainer_done(full);
     snug_graph_free(g);
 }
 
@@ -298,7 +297,7 @@ static void cnn_adamw_forced(void **state) { check_training(((fixture *)*state)-
  * of 32, the gradient equals the full-batch gradient of those 8 samples scaled by 8/32. */
 static void partial_sums(void **state) {
     const snug_dataset *ds = ((fixture *)*state)->ds;
-    snug_graph *g = snug_model_builtin("mlp", NULL);
+    snug_graph *g = model_named("mlp", NULL);
     size_t idx[BATCH];
     batch_indices(0, idx);
     snug_trainer *a = new_trainer(g, 8, SNUG_OPTIM_SGD), *b = new_trainer(g, 8, SNUG_OPTIM_SGD);
@@ -325,9 +324,9 @@ static void partial_sums(void **state) {
         }
         assert_true(diff <= 1e-5 * scale + 1e-12);
     }
-    snug_trainer_free(a);
-    snug_trainer_free(b);
-    snug_trainer_free(c);
+    trainer_done(a);
+    trainer_done(b);
+    trainer_done(c);
     snug_graph_free(g);
 }
 

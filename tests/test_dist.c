@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "dist/dist.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* Every (n, R): shards in rank order tile [0, n) without gap or overlap, sizes differ by at most one, and rank r
  * starts at floor(r * n / R). */
@@ -112,11 +113,9 @@ static void one_allreduce_per_step(void **state) {
     snug_graph *g = tiny_model();
     snug_dataset *ds = random_data(50);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 16;
-    cfg.micro_batch = 3;
     cfg.epochs = 2;
     snug_trainer *tr = NULL;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 3, &cfg, &tr, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_allreduce_count(tr), 0);
     size_t idx[16];
     for (size_t i = 0; i < 16; i++) idx[i] = i;
@@ -127,13 +126,13 @@ static void one_allreduce_per_step(void **state) {
     double loss;
     assert_int_equal(snug_trainer_gradients(tr, ds, idx, 16, &loss, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_allreduce_count(tr), 2);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     /* A fresh trainer through fit: 2 epochs of ceil(50/16) = 4 steps. */
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 3, &cfg, &tr, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_allreduce_count(tr), 8);
     assert_true(snug_trainer_allreduce_seconds(tr) >= 0);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }
@@ -155,9 +154,8 @@ static void save_writes_the_parameter_block(void **state) {
     (void)state;
     snug_graph *g = tiny_model();
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 4;
     snug_trainer *tr = NULL;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 4, 4, &cfg, &tr, NULL), SNUG_OK);
     char path[] = "/tmp/snug-save-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -195,7 +193,7 @@ static void save_writes_the_parameter_block(void **state) {
     snug_error err;
     assert_int_equal(snug_trainer_save(tr, "/nonexistent-snug-dir/params.bin", &err), SNUG_E_IO);
     assert_non_null(strstr(err.message, "/nonexistent-snug-dir/params.bin.tmp"));
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_graph_free(g);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "snug.h"
+#include "test_util.h"
 #include "data/dataset.h"
 
 /* 3 samples of (C, 2, 2) logits and 4 targets each, at most 3 classes. */
@@ -35,7 +36,7 @@ static void fill_targets(const snug_dataset *ds, const size_t *idx, size_t n, in
 
 static void destroy(snug_dataset *ds) { free(ds->impl); }
 
-static const dataset_ops fixed_ops = {fill_inputs, fill_targets, destroy};
+static const dataset_ops fixed_ops = {.fill_inputs = fill_inputs, .fill_targets = fill_targets, .destroy = destroy};
 
 /* Sample s's prediction at pixel p is pred[s][p] (its logit 4, the others 0), its target target[s][p]. */
 static snug_dataset *pixel_data(size_t classes, const int pred[3][4], const int32_t target[3][4]) {
@@ -59,9 +60,8 @@ static snug_trainer *identity_model(size_t classes, snug_graph **g, size_t batch
     snug_tensor x = snug_conv2d(*g, "id", snug_input(*g, "input", classes, 2, 2), classes, 1, 1, 0);
     snug_softmax_cross_entropy(*g, "loss", x);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = batch;
     snug_trainer *tr = NULL;
-    assert_int_equal(snug_trainer_new(*g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(*g, batch, batch, &cfg, &tr, NULL), SNUG_OK);
     for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
         size_t numel;
         float *v;
@@ -98,7 +98,7 @@ static void two_class_metrics(void **state) {
         assert_true(fabs(r.loss - want) < 1e-5);
         assert_true(fabs(r.bits - r.loss / log(2.0)) < 1e-12);
         snug_dataset_free(ds);
-        snug_trainer_free(tr);
+        trainer_done(tr);
         snug_graph_free(g);
     }
 }
@@ -121,7 +121,7 @@ static void absent_class_left_out(void **state) {
     assert_true(fabs(r.mean_iou - (6.0 / 8.0 + 4.0 / 6.0) / 2) < 1e-12);
     assert_true(r.foreground_iou == 0);
     snug_dataset_free(ds);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_graph_free(g);
 }
 
@@ -132,9 +132,8 @@ static void classification_has_no_iou(void **state) {
     snug_tensor x = snug_flatten(g, "f", snug_input(g, "in", 1, 1, 2));
     snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", x, 2));
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 2;
     snug_trainer *tr = NULL;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 2, 2, &cfg, &tr, NULL), SNUG_OK);
     static const float inputs[4] = {1, 0, 0, 1};
     static const int32_t y[2] = {0, 1};
     snug_dataset *ds = NULL;
@@ -146,7 +145,7 @@ static void classification_has_no_iou(void **state) {
     assert_true(r.mean_iou == 0 && r.foreground_iou == 0);
     assert_true(fabs(r.bits - r.loss / log(2.0)) < 1e-12);
     snug_dataset_free(ds);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_graph_free(g);
 }
 

@@ -21,6 +21,7 @@
 #include "ops/op.h"
 #include "kernels/sgemm.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* See test_op_gradients.c: linear ops differ from central differences by float rounding only. */
 #define TOL_LINEAR 2e-4
@@ -193,7 +194,7 @@ static void test_pending_rows_same_bits(void **state) {
     static const char *const models[] = {"mlp", "gpt"};
     static const int deferring[] = {3, 0};
     for (int i = 0; i < 2; i++) {
-        snug_graph *g = snug_model_builtin(models[i], NULL);
+        snug_graph *g = model_named(models[i], NULL);
         assert_non_null(g);
         int n = 0;
         for (int k = 0; k < g->n_nodes; k++)

@@ -12,6 +12,7 @@
 
 #include "core/mem.h"
 #include "snug.h"
+#include "test_util.h"
 
 static void parses_sizes(void **state) {
     (void)state;
@@ -64,19 +65,34 @@ static void counts_categories_and_refuses_over_budget(void **state) {
     assert_int_equal(mem.peak, 1024 + 300032);
 }
 
-static snug_train_config config(size_t batch, size_t micro, size_t budget) {
-    snug_train_config cfg = snug_train_config_default();
-    cfg.batch = batch;
-    cfg.micro_batch = micro;
-    cfg.mem_budget = budget;
-    return cfg;
+static snug_train_config config(void) { return snug_train_config_default(); }
+
+/* The plan of batch B in micro-batches of m, no checkpointing, within budget (0: none); over it only when
+ * may_exceed. */
+static snug_status plan_at(const snug_graph *g, size_t batch, size_t m, size_t budget, bool may_exceed, snug_plan **p,
+                           snug_plan_shortfall *why, snug_error *err) {
+    const snug_train_config cfg = config();
+    snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, budget, &cfg);
+    req.may_exceed_budget = may_exceed;
+    return snug_plan_new(g, &req, p, why, err);
+}
+
+/* The largest micro-batch up to limit whose plan fits budget: limit itself, or the shortfall's answer. */
+static size_t largest_fit(const snug_graph *g, size_t budget, size_t limit) {
+    snug_plan *p = NULL;
+    snug_plan_shortfall why;
+    snug_status s = plan_at(g, limit, limit, budget, false, &p, &why, NULL);
+    snug_plan_free(p);
+    if (s == SNUG_OK) return limit;
+    assert_int_equal(s, SNUG_E_OOM);
+    return why.largest_micro_batch;
 }
 
 /* Whether m's unbudgeted plan holds bytes that give way to a budget: pending rows, kept weights. */
-static bool extras_at(const snug_graph *g, const snug_train_config *cfg, size_t m) {
+static bool extras_at(const snug_graph *g, size_t m) {
     snug_plan *p;
     snug_plan_summary sum;
-    assert_int_equal(snug_plan_new(g, cfg, m, cfg->checkpoint, 0, &p, NULL), SNUG_OK);
+    assert_int_equal(plan_at(g, m, m, 0, false, &p, NULL, NULL), SNUG_OK);
     snug_plan_summarize(p, &sum);
     snug_plan_free(p);
     return sum.pending_bytes || sum.kept_bytes;
@@ -87,33 +103,33 @@ static void trainer_memory_equals_plan(void **state) {
     (void)state;
     static const char *const models[] = {"mlp", "cnn"};
     for (int i = 0; i < 2; i++) {
-        snug_graph *g = snug_model_builtin(models[i], NULL);
+        snug_graph *g = model_named(models[i], NULL);
         for (size_t m = 1; m <= 64; m *= 4) {
-            snug_train_config cfg = config(64, m, 0);
+            snug_train_config cfg = config();
             snug_trainer *tr;
-            assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
-            snug_mem_report held, planned;
+            assert_int_equal(trainer_simple(g, 64, m, &cfg, &tr, NULL), SNUG_OK);
+            snug_mem_report held;
+            snug_plan_summary planned;
             snug_trainer_memory(tr, &held);
-            /* Unlimited budget, limit m: the fit is m itself, with the planned bytes at m. */
-            assert_int_equal(snug_fit_micro_batch(g, &cfg, 0, m, &planned), m);
-            assert_memory_equal(held.in_use, planned.in_use, sizeof held.in_use);
+            snug_plan_summarize(snug_trainer_plan(tr), &planned);
+            assert_memory_equal(held.in_use, planned.bytes, sizeof held.in_use);
             assert_int_equal(held.total, planned.total);
             /* And a budget of exactly those bytes fits m; where m's plan holds pending weight-gradient rows (at 1 to
              * 3 rows a call) or kept transformed weights (at 1 to 4 samples), a larger micro-batch without them
              * may fit too, and the fit is the largest. */
-            size_t fit = snug_fit_micro_batch(g, &cfg, held.total, 64, NULL);
-            if (extras_at(g, &cfg, m)) assert_true(fit >= m);
+            size_t fit = largest_fit(g, held.total, 64);
+            if (extras_at(g, m)) assert_true(fit >= m);
             else assert_int_equal(fit, m);
             if (fit < 64) { /* and the next micro-batch, planned within that budget, does not fit */
                 snug_plan *next;
                 snug_plan_summary sum;
-                assert_int_equal(snug_plan_new(g, &cfg, fit + 1, cfg.checkpoint, held.total, &next, NULL), SNUG_OK);
+                assert_int_equal(plan_at(g, 64, fit + 1, held.total, true, &next, NULL, NULL), SNUG_OK);
                 snug_plan_summarize(next, &sum);
                 assert_true(sum.total > held.total);
                 snug_plan_free(next);
             }
             assert_int_equal(held.peak, held.total);
-            snug_trainer_free(tr);
+            trainer_done(tr);
         }
         snug_graph_free(g);
     }
@@ -123,20 +139,20 @@ static void trainer_memory_equals_plan(void **state) {
  * without room for them gets the same micro-batch without them, never a refusal. */
 static void pending_rows_give_way_to_the_budget(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("mlp", NULL);
-    snug_train_config cfg = config(16, 1, 0);
+    snug_graph *g = model_named("mlp", NULL);
+    snug_train_config cfg = config();
     snug_trainer *tr;
     snug_mem_report roomy, tight;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 1, &cfg, &tr, NULL), SNUG_OK);
     snug_trainer_memory(tr, &roomy);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     if (roomy.in_use[SNUG_MEM_GRADS] > roomy.in_use[SNUG_MEM_PARAMS]) { /* none without AVX-512 */
-        cfg.mem_budget = roomy.total - 1;
-        assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+        const snug_plan_request req = request_for(16, 1, NO_CHECKPOINT, roomy.total - 1, &cfg);
+        assert_int_equal(trainer_for(g, &req, &cfg, &tr, NULL), SNUG_OK);
         snug_trainer_memory(tr, &tight);
         assert_int_equal(tight.in_use[SNUG_MEM_GRADS], tight.in_use[SNUG_MEM_PARAMS]);
         assert_true(tight.total < roomy.total);
-        snug_trainer_free(tr);
+        trainer_done(tr);
     }
     snug_graph_free(g);
 }
@@ -147,12 +163,12 @@ static void pending_rows_give_way_to_the_budget(void **state) {
  * kept ones derived again every window and every evaluation). */
 static void kept_weights_give_way_to_the_budget(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("cnn", NULL);
-    snug_train_config cfg = config(4, 1, 0);
+    snug_graph *g = model_named("cnn", NULL);
+    snug_train_config cfg = config();
     cfg.shuffle = false;
     snug_plan *p;
     snug_plan_summary sum;
-    assert_int_equal(snug_plan_new(g, &cfg, 1, cfg.checkpoint, 0, &p, NULL), SNUG_OK);
+    assert_int_equal(plan_at(g, 4, 1, 0, false, &p, NULL, NULL), SNUG_OK);
     snug_plan_summarize(p, &sum);
     snug_plan_free(p);
     if (!sum.kept_bytes) { /* no Winograd without AVX-512 */
@@ -161,7 +177,7 @@ static void kept_weights_give_way_to_the_budget(void **state) {
     }
     assert_int_equal(sum.kept_bytes % 64, 0);
     assert_true(sum.bytes[SNUG_MEM_PARAMS] > sum.bytes[SNUG_MEM_GRADS] - sum.pending_bytes);
-    assert_int_equal(snug_plan_new(g, &cfg, 8, cfg.checkpoint, 0, &p, NULL), SNUG_OK);
+    assert_int_equal(plan_at(g, 8, 8, 0, false, &p, NULL, NULL), SNUG_OK);
     snug_plan_summarize(p, &sum);
     snug_plan_free(p);
     assert_int_equal(sum.kept_bytes, 0); /* from 8 samples on, derived every micro-batch */
@@ -175,13 +191,16 @@ static void kept_weights_give_way_to_the_budget(void **state) {
     assert_int_equal(snug_dataset_from_memory(x, y, N, 1, 28, 28, 10, &ds, NULL), SNUG_OK);
     snug_trainer *tr[2];
     snug_mem_report rep[2];
+    size_t budget = 0;
     for (int t = 0; t < 2; t++) {
-        assert_int_equal(snug_trainer_new(g, &cfg, &tr[t], NULL), SNUG_OK);
+        const snug_plan_request req = request_for(4, 1, NO_CHECKPOINT, budget, &cfg);
+        assert_int_equal(trainer_for(g, &req, &cfg, &tr[t], NULL), SNUG_OK);
         snug_trainer_memory(tr[t], &rep[t]);
-        cfg.mem_budget = rep[0].total - 1; /* the second one without the kept weights (nor the pending rows) */
+        budget = rep[0].total - 1; /* the second one without the kept weights (nor the pending rows) */
     }
     assert_true(rep[1].in_use[SNUG_MEM_PARAMS] < rep[0].in_use[SNUG_MEM_PARAMS]);
-    assert_int_equal(snug_trainer_micro_batch(tr[1]), 1);
+    snug_plan_summarize(snug_trainer_plan(tr[1]), &sum);
+    assert_int_equal(sum.micro_batch, 1);
     for (int step = 0; step < 3; step++) {
         size_t idx[4];
         for (int i = 0; i < 4; i++) idx[i] = (size_t)(4 * step + i) % N;
@@ -198,52 +217,61 @@ static void kept_weights_give_way_to_the_budget(void **state) {
     snug_eval_result ev[2]; /* an evaluation after the steps derives them again too */
     for (int t = 0; t < 2; t++) assert_int_equal(snug_trainer_evaluate(tr[t], ds, &ev[t], NULL), SNUG_OK);
     assert_memory_equal(&ev[0].loss, &ev[1].loss, sizeof ev[0].loss);
-    for (int t = 0; t < 2; t++) snug_trainer_free(tr[t]);
+    for (int t = 0; t < 2; t++) trainer_done(tr[t]);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }
 
-/* A budget below the plan: the message names the buffer, the budget, the categories and the largest
- * micro-batch that fits; and with that micro-batch the trainer starts. */
+/* A budget below the plan: the request is refused before any memory is reserved, and the shortfall and the
+ * message name what it needs, the budget, the categories and the largest micro-batch that fits; with that
+ * micro-batch the trainer starts within the budget, and one more sample no longer fits. */
 static void too_small_budget_suggests_micro_batch(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("cnn", NULL);
-    snug_train_config cfg = config(256, 256, 16u << 20);
-    snug_trainer *tr = NULL;
+    snug_graph *g = model_named("cnn", NULL);
+    snug_plan *p = NULL;
+    snug_plan_shortfall why;
     snug_error err = {0};
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
-    assert_null(tr);
+    assert_int_equal(plan_at(g, 256, 256, 16u << 20, false, &p, &why, &err), SNUG_E_OOM);
+    assert_null(p);
     assert_non_null(strstr(err.message, "out of memory: "));
-    assert_non_null(strstr(err.message, "activations need"));
-    assert_non_null(strstr(err.message, "budget 16.00 MiB"));
-    const char *hint = strstr(err.message, "Try --micro-batch ");
-    assert_non_null(hint);
-    size_t m = 0;
-    assert_int_equal(sscanf(hint, "Try --micro-batch %zu.", &m), 1);
+    assert_non_null(strstr(err.message, "at micro-batch 256"));
+    assert_non_null(strstr(err.message, "over the budget of 16.00 MiB"));
+    assert_non_null(strstr(err.message, "params 1.6, grads 1.6, optim 1.6, activations"));
+    assert_true(why.needed > why.budget && why.budget == 16u << 20);
+    const size_t m = why.largest_micro_batch;
     assert_true(m >= 1 && m < 256);
-    cfg.micro_batch = m;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_OK);
+    char said[64];
+    snprintf(said, sizeof said, "The largest micro-batch that fits is %zu", m);
+    assert_non_null(strstr(err.message, said));
+    assert_true(why.largest_with_recompute >= m);
+    snug_train_config cfg = config();
+    const snug_plan_request req = request_for(256, m, NO_CHECKPOINT, 16u << 20, &cfg);
+    snug_trainer *tr = NULL;
+    assert_int_equal(trainer_for(g, &req, &cfg, &tr, &err), SNUG_OK);
     snug_mem_report rep;
     snug_trainer_memory(tr, &rep);
     assert_true(rep.peak <= 16u << 20);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     /* One more sample per micro-batch no longer fits: the suggestion is the largest. */
-    cfg.micro_batch = m + 1;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
+    assert_int_equal(plan_at(g, 256, m + 1, 16u << 20, false, &p, NULL, &err), SNUG_E_OOM);
     snug_graph_free(g);
 }
 
-/* Not even micro-batch 1 fits: the message gives the smallest budget, by category. */
+/* Not even micro-batch 1 fits, and no micro-batch could: the parameters alone exceed the budget; the shortfall
+ * and the message say so and give the smallest budget that fits. */
 static void hopeless_budget_states_minimum(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("mlp", NULL);
-    snug_train_config cfg = config(32, 8, 1u << 20);
-    snug_trainer *tr = NULL;
+    snug_graph *g = model_named("mlp", NULL);
+    snug_plan *p = NULL;
+    snug_plan_shortfall why;
     snug_error err = {0};
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_E_OOM);
-    assert_non_null(strstr(err.message, "model params need"));
-    assert_non_null(strstr(err.message, "Even --micro-batch 1 needs"));
-    assert_non_null(strstr(err.message, "raise --mem"));
+    assert_int_equal(plan_at(g, 32, 8, 1u << 20, false, &p, &why, &err), SNUG_E_OOM);
+    assert_true(why.fixed > why.budget);
+    assert_int_equal(why.largest_micro_batch, 0);
+    assert_int_equal(why.largest_with_recompute, 0);
+    assert_true(why.smallest_budget > why.fixed);
+    assert_non_null(strstr(err.message, "parameters, gradients and optimizer state whatever the micro-batch"));
+    assert_non_null(strstr(err.message, "the smallest budget that fits is"));
     snug_graph_free(g);
 }
 

@@ -19,12 +19,13 @@
 #include "graph/model_file.h"
 #include "ops/op.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* ---- helpers ---------------------------------------------------------------------------------------------- */
 
 static snug_graph *parse_ok(const char *text) {
     snug_error err = {0};
-    snug_graph *g = snug_model_parse(text, "test.ini", &err);
+    snug_graph *g = model_text(text, "test.ini", &err);
     if (!g) print_error("unexpected error: %s\n", err.message);
     assert_non_null(g);
     return g;
@@ -33,7 +34,7 @@ static snug_graph *parse_ok(const char *text) {
 /* The text must fail with status st, and the message must hold `where` ("bad.ini:7: layer 'x':") and phrase. */
 static void expect_error(const char *text, snug_status st, const char *where, const char *phrase) {
     snug_error err = {0};
-    snug_graph *g = snug_model_parse(text, "bad.ini", &err);
+    snug_graph *g = model_text(text, "bad.ini", &err);
     if (g || err.status != st || !strstr(err.message, where) || !strstr(err.message, phrase) ||
         strncmp(err.message, "bad.ini:", 8) != 0)
         print_error("expected status %d with '%s' ... '%s', got status %d: %s\n", (int)st, where, phrase,
@@ -54,7 +55,7 @@ static const graph_node *node_named(const snug_graph *g, const char *name) {
 
 static snug_graph *builtin(const char *name) {
     snug_error err = {0};
-    snug_graph *g = snug_model_builtin(name, &err);
+    snug_graph *g = model_named(name, &err);
     if (!g) print_error("%s: %s\n", name, err.message);
     assert_non_null(g);
     return g;
@@ -321,10 +322,9 @@ static void test_every_builtin_is_its_file(void **state) {
     int n = 0;
     for (const char *const *name = snug_model_names(); *name; name++, n++) {
         snug_graph *g = builtin(*name);
-        snug_train_config cfg = snug_train_config_default();
         snug_plan *plan = NULL;
-        snug_checkpoint_policy none = {SNUG_CHECKPOINT_NONE, 0};
-        assert_int_equal(snug_plan_new(g, &cfg, 1, none, 0, &plan, NULL), SNUG_OK);
+        snug_plan_request req = snug_plan_request_default(1);
+        assert_int_equal(snug_plan_new(g, &req, &plan, NULL, NULL), SNUG_OK);
         snug_plan_free(plan);
         snug_graph_free(g);
 
@@ -409,12 +409,12 @@ static void test_load_from_file(void **state) {
     assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
     close(fd);
     snug_error err = {0};
-    snug_graph *g = snug_model_load(path, &err);
+    snug_graph *g = model_file(path, &err);
     assert_non_null(g);
     assert_int_equal(g->n_nodes, 4);
     assert_int_equal(strncmp(g->name, "snug-model-", 11), 0);
     snug_graph_free(g);
-    g = snug_model_builtin(path, &err);
+    g = model_named(path, &err);
     assert_non_null(g);
     snug_graph_free(g);
 
@@ -422,18 +422,18 @@ static void test_load_from_file(void **state) {
     assert_non_null(f);
     fputs("[model]\ninput = image 1 2 2\n[fc]\ntype = linear\nout = 3\n", f);
     fclose(f);
-    assert_null(snug_model_load(path, &err));
+    assert_null(model_file(path, &err));
     char where[128];
     snprintf(where, sizeof where, "%s:3: layer 'fc':", path); /* messages name the path */
     assert_non_null(strstr(err.message, where));
     unlink(path);
 
-    assert_null(snug_model_load("/nonexistent/dir/net.ini", &err));
+    assert_null(model_file("/nonexistent/dir/net.ini", &err));
     assert_int_equal(err.status, SNUG_E_IO);
     assert_non_null(strstr(err.message, "cannot open model file '/nonexistent/dir/net.ini'"));
-    assert_null(snug_model_builtin("./nonexistent.ini", &err));
+    assert_null(model_named("./nonexistent.ini", &err));
     assert_int_equal(err.status, SNUG_E_IO);
-    assert_null(snug_model_builtin("resnet9000", &err));
+    assert_null(model_named("resnet9000", &err));
     assert_non_null(strstr(err.message, "unknown model 'resnet9000'"));
     assert_non_null(strstr(err.message, "resnet20-gn"));
 }
@@ -452,10 +452,9 @@ static void test_init_scale(void **state) {
     for (int i = 0; i < 4; i++) assert_true(g->params[i].init_scale == want[i]);
     /* the trainer's initial values: layernorm's gain starts at 0, the linear weight within 0.25 of its bound */
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 1;
     snug_error err = {0};
     snug_trainer *tr = NULL;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) print_error("%s\n", err.message);
+    if (trainer_simple(g, 1, 1, &cfg, &tr, &err) != SNUG_OK) print_error("%s\n", err.message);
     assert_non_null(tr);
     size_t numel;
     float *v, *grad;
@@ -465,7 +464,7 @@ static void test_init_scale(void **state) {
     float bound = 0.25f / 4.0f, biggest = 0.0f; /* 1/sqrt(fan_in 16) = 0.25, scaled by 0.25 */
     for (size_t j = 0; j < numel; j++) biggest = fabsf(v[j]) > biggest ? fabsf(v[j]) : biggest;
     assert_true(biggest <= bound && biggest > 0.5f * bound);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_graph_free(g);
 
     expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = -1\n", SNUG_E_FORMAT,
@@ -605,7 +604,7 @@ static void test_errors_syntax_and_files(void **state) {
     snprintf(text, sizeof text, HEAD "[a]\ntype = relu\n; %0250d\n", 7);
     expect_error(text, SNUG_E_FORMAT, "bad.ini:5: ", "the line is longer than 197 characters");
     snug_error err = {0};
-    assert_null(snug_model_parse(NULL, "x.ini", &err));
+    assert_null(model_text(NULL, "x.ini", &err));
     assert_int_equal(err.status, SNUG_E_ARG);
 }
 

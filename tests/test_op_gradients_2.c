@@ -19,6 +19,7 @@
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* add and dropout are linear in what is perturbed: central differences differ by float rounding only. */
 #define TOL_LINEAR 2e-4
@@ -402,7 +403,7 @@ static void test_shape_errors(void **state) {
 static void test_resmlp_builds(void **state) {
     (void)state;
     snug_error err;
-    snug_graph *g = snug_model_builtin("resmlp", &err);
+    snug_graph *g = model_named("resmlp", &err);
     assert_non_null(g);
     /* input, flatten, fc_in, 32 x (fc1, relu, fc2, drop, add), fc_out, loss */
     assert_int_equal(g->n_nodes, 3 + 32 * 5 + 2);
@@ -428,7 +429,7 @@ static void test_resmlp_builds(void **state) {
     bool listed = false;
     for (const char *const *n = snug_model_names(); *n; n++) listed |= strcmp(*n, "resmlp") == 0;
     assert_true(listed);
-    assert_null(snug_model_builtin("resnet", &err));
+    assert_null(model_named("resnet", &err));
     assert_non_null(strstr(err.message, "resmlp"));
 }
 

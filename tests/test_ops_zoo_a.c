@@ -23,6 +23,7 @@
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
+#include "test_util.h"
 
 static int threads(void) { return omp_get_max_threads(); }
 
@@ -931,13 +932,13 @@ static snug_dataset *e2e_data(bool tokens) {
 
 static snug_trainer *e2e_trainer(snug_graph *g, size_t micro_batch, const char *checkpoint) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = E2E_SAMPLES;
-    cfg.micro_batch = micro_batch;
     cfg.seed = 4;
     snug_error err;
-    if (snug_parse_checkpoint(checkpoint, &cfg.checkpoint, &err) != SNUG_OK) fail_msg("%s", err.message);
+    snug_checkpoint_policy policy;
+    if (snug_parse_checkpoint(checkpoint, &policy, &err) != SNUG_OK) fail_msg("%s", err.message);
+    const snug_plan_request req = request_for(E2E_SAMPLES, micro_batch ? micro_batch : E2E_SAMPLES, policy, 0, &cfg);
     snug_trainer *tr;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
     return tr;
 }
 
@@ -1006,9 +1007,9 @@ static void check_e2e_splits(snug_graph *g, const snug_dataset *ds) {
                       snug_graph_name(g), runs[r].m, runs[r].ckpt, worst, loss, loss_full);
         assert_true(worst <= 1e-5);
         assert_true(fabs(loss - loss_full) <= 1e-6 * fabs(loss_full));
-        snug_trainer_free(tr);
+        trainer_done(tr);
     }
-    snug_trainer_free(full);
+    trainer_done(full);
 }
 
 static void test_vision_model_through_trainer(void **state) {
@@ -1019,7 +1020,7 @@ static void test_vision_model_through_trainer(void **state) {
     snug_dataset *ds = e2e_data(false);
     snug_trainer *tr = e2e_trainer(g, 3, "none");
     check_e2e_fd(tr, ds);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     check_e2e_splits(g, ds);
     snug_dataset_free(ds);
     snug_graph_free(g);
@@ -1036,7 +1037,7 @@ static void test_token_model_through_trainer(void **state) {
     snug_trainer *tr = e2e_trainer(g, 3, "none");
     assert_int_equal(snug_trainer_param_count(tr), 6); /* wte, wpe, fc1 (2), fc2 (2) */
     check_e2e_fd(tr, ds);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     check_e2e_splits(g, ds);
     snug_dataset_free(ds);
     snug_graph_free(g);

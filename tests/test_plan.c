@@ -19,6 +19,7 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "snug.h"
+#include "test_util.h"
 
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
                                     AUTO = {SNUG_CHECKPOINT_AUTO, 0}, CHEAP = {SNUG_CHECKPOINT_CHEAP, 0};
@@ -65,7 +66,7 @@ static snug_graph *norm_model(void) {
 static snug_graph *model(int i) {
     if (i == 2) return residual_model(7);
     if (i == 3) return norm_model();
-    snug_graph *g = snug_model_builtin(i == 0 ? "mlp" : "cnn", NULL);
+    snug_graph *g = model_named(i == 0 ? "mlp" : "cnn", NULL);
     assert_non_null(g);
     return g;
 }
@@ -118,13 +119,11 @@ static void reserved_equals_planned(void **state) {
         for (size_t m = 1; m <= 16; m *= 4)
             for (int k = 0; k < 4; k++) {
                 snug_train_config cfg = snug_train_config_default();
-                cfg.batch = 16;
-                cfg.micro_batch = m;
-                cfg.checkpoint = policies[k];
+                const snug_plan_request req = request_for(16, m, policies[k], 0, &cfg);
                 snug_trainer *tr;
-                assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+                assert_int_equal(trainer_for(g, &req, &cfg, &tr, NULL), SNUG_OK);
                 snug_plan *sp;
-                assert_int_equal(snug_plan_new(g, &cfg, m, policies[k], 0, &sp, NULL), SNUG_OK);
+                assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
                 snug_plan_summary s;
                 snug_plan_summarize(sp, &s);
                 snug_mem_report rep;
@@ -132,7 +131,7 @@ static void reserved_equals_planned(void **state) {
                 assert_memory_equal(rep.in_use, s.bytes, sizeof rep.in_use);
                 assert_int_equal(rep.peak, s.total);
                 snug_plan_free(sp);
-                snug_trainer_free(tr);
+                trainer_done(tr);
             }
         snug_graph_free(g);
     }
@@ -141,14 +140,11 @@ static void reserved_equals_planned(void **state) {
 static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol, size_t budget,
                       size_t m, float **out, size_t *n_out, double *loss) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 12;
-    cfg.micro_batch = m;
-    cfg.checkpoint = pol;
-    cfg.mem_budget = budget;
     cfg.seed = 9;
+    const snug_plan_request req = request_for(12, m ? m : 12, pol, budget, &cfg);
     snug_trainer *tr;
     snug_error err;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
     size_t idx[12];
     for (size_t i = 0; i < 12; i++) idx[i] = (i * 5) % 20;
     /* Two optimizer steps first, so that the dropout key's step and the parameters have moved. */
@@ -172,7 +168,7 @@ static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_pol
         memcpy(*out + *n_out, gr ? gr : val, n * sizeof *gr);
         *n_out += n;
     }
-    snug_trainer_free(tr);
+    trainer_done(tr);
 }
 
 static snug_dataset *random_data(size_t n) {
@@ -189,8 +185,9 @@ static snug_dataset *random_data(size_t n) {
 
 static size_t recomputed_segments(const snug_graph *g, snug_checkpoint_policy pol, size_t m) {
     snug_train_config cfg = snug_train_config_default();
+    const snug_plan_request req = request_for(m, m, pol, 0, &cfg);
     snug_plan *p;
-    assert_int_equal(snug_plan_new(g, &cfg, m, pol, 0, &p, NULL), SNUG_OK);
+    assert_int_equal(snug_plan_new(g, &req, &p, NULL, NULL), SNUG_OK);
     snug_plan_summary s;
     snug_plan_summarize(p, &s);
     printf("# %s m=%zu policy %d: %zu segments recomputed, %zu spared\n", snug_graph_name(g), m, (int)pol.kind,
@@ -274,12 +271,10 @@ static void fresh_writers_match_finite_differences(void **state) {
     for (size_t m = 5; m <= 12; m += 7) {
         snug_graph *g = fan_out_model();
         snug_train_config cfg = snug_train_config_default();
-        cfg.batch = 12;
-        cfg.micro_batch = m;
         cfg.seed = 4;
         snug_trainer *tr;
         snug_error err;
-        if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+        if (trainer_simple(g, 12, m ? m : 12, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
         double loss, worst = 0.0;
         assert_int_equal(snug_trainer_gradients(tr, ds, idx, 12, &loss, &err), SNUG_OK);
         /* the analytic gradients first: every loss evaluation below writes the gradient buffers again */
@@ -314,7 +309,7 @@ static void fresh_writers_match_finite_differences(void **state) {
             free(want[i]);
         }
         printf("# fan-out model m=%zu: worst relative difference %.2e\n", m, worst);
-        snug_trainer_free(tr);
+        trainer_done(tr);
         snug_graph_free(g);
     }
     snug_dataset_free(ds);
@@ -332,7 +327,7 @@ static void cheap_replays_only_cheap_layers(void **state) {
     static const double most[] = {1.0, 1.0, 0.97, 1.0}; /* cheap arena / plain arena at most */
     snug_optim_config optim = snug_train_config_default().optim;
     for (int i = 0; i < 4; i++) {
-        snug_graph *g = snug_model_builtin(names[i], NULL);
+        snug_graph *g = model_named(names[i], NULL);
         assert_non_null(g);
         plan none, cheap;
         plan_variant vn = plan_variant_of(NONE), vc = plan_variant_of(CHEAP);
@@ -387,7 +382,7 @@ static void sparing_drops_only_useless_recompute(void **state) {
     static const size_t ms[] = {64, 16, 64, 2};
     snug_optim_config optim = snug_train_config_default().optim;
     for (int i = 0; i < 4; i++) {
-        snug_graph *g = snug_model_builtin(names[i], NULL);
+        snug_graph *g = model_named(names[i], NULL);
         assert_non_null(g);
         const snug_checkpoint_policy policies[] = {SQRT, {SNUG_CHECKPOINT_EVERY, 3}};
         for (int k = 0; k < 2; k++) {
@@ -441,38 +436,45 @@ static void auto_respects_budgets(void **state) {
     }
 }
 
-/* The automatic micro-batch: the trainer it configures fits, and k = ceil(B/m) keeps the batch exact. */
+/* The automatic micro-batch: the trainer it configures fits, and k = ceil(B/m) keeps the batch exact; a budget
+ * nothing fits is explained. */
 static void choose_fits_or_explains(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("cnn", NULL);
+    snug_graph *g = model_named("cnn", NULL);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 256;
     static const size_t budgets[] = {6u << 20, 8u << 20, 24u << 20, 200u << 20};
+    const snug_checkpoint_policy autop = {SNUG_CHECKPOINT_AUTO, 0};
     for (int i = 0; i < 4; i++) {
-        size_t m;
-        snug_checkpoint_policy pol;
-        snug_error err;
-        assert_int_equal(snug_plan_choose(g, &cfg, budgets[i], &m, &pol, &err), SNUG_OK);
-        snug_train_config c = cfg;
-        c.mem_budget = budgets[i];
-        c.auto_fit = true;
+        const snug_plan_request req = request_for(256, SNUG_MICRO_BATCH_AUTO, autop, budgets[i], &cfg);
         snug_trainer *tr;
-        if (snug_trainer_new(g, &c, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+        snug_error err;
+        if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
         snug_mem_report rep;
         snug_trainer_memory(tr, &rep);
+        snug_plan_summary s;
+        snug_plan_summarize(snug_trainer_plan(tr), &s);
         assert_true(rep.peak <= budgets[i]);
-        assert_int_equal(snug_trainer_micro_batch(tr), m);
-        printf("# cnn B=256 in %zu MiB: micro-batch %zu, checkpoint %s, %.2f MiB\n", budgets[i] >> 20, m,
-               pol.kind == SNUG_CHECKPOINT_AUTO ? "auto" : "none", (double)rep.peak / (1 << 20));
-        snug_trainer_free(tr);
+        assert_true(s.micro_batch_chosen);
+        assert_int_equal(s.micro_batches, (256 + s.micro_batch - 1) / s.micro_batch);
+        assert_int_equal(s.last_micro_batch, 256 - (s.micro_batches - 1) * s.micro_batch);
+        printf("# cnn B=256 in %zu MiB: micro-batch %zu, checkpoint %s, %.2f MiB\n", budgets[i] >> 20, s.micro_batch,
+               s.segments ? "auto" : "none", (double)rep.peak / (1 << 20));
+        trainer_done(tr);
     }
-    size_t m;
-    snug_checkpoint_policy pol;
+    snug_plan *p = NULL;
+    snug_plan_shortfall why;
     snug_error err;
-    assert_int_equal(snug_plan_choose(g, &cfg, 1u << 20, &m, &pol, &err), SNUG_E_OOM);
+    snug_plan_request req = request_for(256, SNUG_MICRO_BATCH_AUTO, autop, 5u << 20, &cfg);
+    assert_int_equal(snug_plan_new(g, &req, &p, &why, &err), SNUG_E_OOM);
+    assert_null(p);
     assert_non_null(strstr(err.message, "even at micro-batch 1"));
     assert_non_null(strstr(err.message, "the smallest budget that fits is"));
     assert_non_null(strstr(err.message, "params 1.6"));
+    assert_true(why.fixed <= 5u << 20 && why.smallest_budget > 5u << 20);
+    req.budget = 1u << 20; /* below the parameters alone */
+    assert_int_equal(snug_plan_new(g, &req, &p, &why, &err), SNUG_E_OOM);
+    assert_true(why.fixed > 1u << 20);
+    assert_non_null(strstr(err.message, "whatever the micro-batch"));
     snug_graph_free(g);
 }
 

@@ -35,6 +35,7 @@
 #include "data/dataset.h"
 #include "ops/op.h"
 #include "snug.h"
+#include "test_util.h"
 
 #define TOL 1e-4
 #define ZERO_TOL 1e-6
@@ -207,7 +208,8 @@ static void items_destroy(snug_dataset *ds) {
     free(m);
 }
 
-static const dataset_ops items_ops = {items_fill_inputs, items_fill_targets, items_destroy};
+static const dataset_ops items_ops = {.fill_inputs = items_fill_inputs, .fill_targets = items_fill_targets,
+                                      .destroy = items_destroy};
 
 /* n samples of `shape`, one target per element of the last `targets` positions; x and y are taken over. */
 static snug_dataset *items_dataset(size_t n, snug_shape shape, size_t numel, size_t classes, size_t targets,
@@ -407,11 +409,9 @@ static void check_model(snug_graph *g, const snug_dataset *ds, const reference *
     snug_error err;
     if (snug_graph_check(g, &err) != SNUG_OK) fail_msg("building %s: %s", snug_graph_name(g), err.message);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = r->batch;
-    cfg.micro_batch = micro_batch;
     cfg.shuffle = false;
     snug_trainer *tr;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    if (trainer_simple(g, r->batch, micro_batch ? micro_batch : r->batch, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
     fill_params(tr, r);
     size_t idx[64];
     assert_true(r->batch <= sizeof idx / sizeof idx[0]);
@@ -431,7 +431,7 @@ static void check_model(snug_graph *g, const snug_dataset *ds, const reference *
     printf("# %s micro-batch %zu: max relative differences: loss %.2e, gradient elements %.2e, norms %.2e, "
            "sums %.2e, zero gradients %.2e of |grad|: %s\n", snug_graph_name(g), micro_batch, w.loss, w.sample,
            w.norm, w.sum, w.zero, ok ? "OK" : "NOT OK");
-    snug_trainer_free(tr);
+    trainer_done(tr);
     assert_true(ok);
 }
 

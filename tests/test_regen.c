@@ -22,6 +22,7 @@
 #include "kernels/sgemm.h"
 #include "plan/plan.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* Every convolution path behind a normalisation: c2 Winograd (16 channels on 12x12), c3 pointwise after a
  * GroupNorm with its ReLU, c4 stride 2 after a BatchNorm without one, c5 lowered (5x5), c6 grouped (lowered
@@ -170,7 +171,7 @@ static void recompute_and_regen_agree(void **state) {
 /* ResNet-20: the first convolution's normalised output of each of its 9 blocks. */
 static void resnet20_regenerates_each_block(void **state) {
     (void)state;
-    snug_graph *g = snug_model_builtin("resnet20", NULL);
+    snug_graph *g = model_named("resnet20", NULL);
     assert_non_null(g);
     snug_optim_config optim = snug_train_config_default().optim;
     plan p, q;

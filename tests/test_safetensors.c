@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "snug.h"
+#include "test_util.h"
 
 /* ---- models and trainers ---- */
 
@@ -52,14 +53,13 @@ static snug_graph *lin_model(void) {
     return g;
 }
 
-static snug_trainer *trainer_for(snug_graph *g, uint64_t seed) {
+static snug_trainer *seeded_trainer(snug_graph *g, uint64_t seed) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 2;
     cfg.seed = seed;
     cfg.optim.momentum = 0;
     snug_trainer *tr = NULL;
     snug_error err;
-    if (snug_trainer_new(g, &cfg, &tr, &err) != SNUG_OK) fail_msg("snug_trainer_new: %s", err.message);
+    if (trainer_simple(g, 2, 2, &cfg, &tr, &err) != SNUG_OK) fail_msg("snug_trainer_new: %s", err.message);
     return tr;
 }
 
@@ -173,7 +173,7 @@ static void expect_refused(snug_trainer *tr, const char *path, snug_status statu
 static void round_trip_is_bitwise(void **state) {
     (void)state;
     snug_graph *g = bn_model();
-    snug_trainer *a = trainer_for(g, 1), *b = trainer_for(g, 2);
+    snug_trainer *a = seeded_trainer(g, 1), *b = seeded_trainer(g, 2);
     scribble(a, 1.0f);
     char *path = temp_path("rt");
     assert_int_equal(snug_trainer_save(a, path, NULL), SNUG_OK);
@@ -187,7 +187,7 @@ static void round_trip_is_bitwise(void **state) {
     assert_int_equal(na, nb);
     assert_memory_equal(va, vb, na * sizeof(float));
     free(va), free(vb), remove(path), free(path);
-    snug_trainer_free(a), snug_trainer_free(b), snug_graph_free(g);
+    trainer_done(a), trainer_done(b), snug_graph_free(g);
 }
 
 /* Reads the header of path: its length (checked: 8-byte aligned data, space padding) and its text. */
@@ -213,7 +213,7 @@ static char *header_of(const unsigned char *b, size_t len, size_t *hl) {
 static void layout_is_safetensors(void **state) {
     (void)state;
     snug_graph *g = bn_model();
-    snug_trainer *tr = trainer_for(g, 3);
+    snug_trainer *tr = seeded_trainer(g, 3);
     scribble(tr, -2.0f);
     char *path = temp_path("layout");
     assert_int_equal(snug_trainer_save(tr, path, NULL), SNUG_OK);
@@ -244,14 +244,14 @@ static void layout_is_safetensors(void **state) {
         assert_int_equal(bits, expect);
     }
     free(v), free(h), free(b), remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 /* The tied head declares no parameter: the embedding is written once, and loads back. */
 static void tied_weight_written_once(void **state) {
     (void)state;
     snug_graph *g = tied_model();
-    snug_trainer *a = trainer_for(g, 1), *b = trainer_for(g, 2);
+    snug_trainer *a = seeded_trainer(g, 1), *b = seeded_trainer(g, 2);
     char *path = temp_path("tied");
     assert_int_equal(snug_trainer_save(a, path, NULL), SNUG_OK);
     size_t len, hl;
@@ -265,25 +265,25 @@ static void tied_weight_written_once(void **state) {
     float *va = snapshot(a, &na), *vb = snapshot(b, &nb);
     assert_memory_equal(va, vb, na * sizeof(float));
     free(va), free(vb), free(h), free(bytes), remove(path), free(path);
-    snug_trainer_free(a), snug_trainer_free(b), snug_graph_free(g);
+    trainer_done(a), trainer_done(b), snug_graph_free(g);
 }
 
 /* A save that cannot be written says where, and leaves no temporary behind. */
 static void save_failure_is_reported(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     snug_error err;
     assert_int_equal(snug_trainer_save(tr, "/nonexistent-snug-dir/w.safetensors", &err), SNUG_E_IO);
     assert_non_null(strstr(err.message, "/nonexistent-snug-dir/w.safetensors.tmp"));
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 /* The hand-written reference file loads: the format as written by others (keys in any order, spaces). */
 static void hand_written_file_loads(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("hand");
     /* data bytes 1, 2, 3, ...: fc.weight[0] is the little-endian float with bytes 01 02 03 04 */
     write_st(path, "{ " FC_B ", " FC_W ", \"__metadata__\": {\"a\": \"b\"},"
@@ -296,13 +296,13 @@ static void hand_written_file_loads(void **state) {
     memcpy(&bits, &w[0], 4);
     assert_int_equal(bits, 0x04030201u);
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 static void short_files_and_bad_lengths(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("len");
     expect_refused(tr, "/nonexistent-snug-dir/w.safetensors", SNUG_E_IO, "cannot open", NULL);
     expect_refused(tr, "/tmp", SNUG_E_IO, "not a regular file", NULL);
@@ -319,13 +319,13 @@ static void short_files_and_bad_lengths(void **state) {
     write_st_declared(path, 200, "{" FC_W "," FC_B "}", 24);
     expect_refused(tr, path, SNUG_E_FORMAT, "the header length says 200 bytes", "truncated", NULL);
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 static void bad_json(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("json");
     write_st(path, "{\"fc.weight\":", 24);
     expect_refused(tr, path, SNUG_E_FORMAT, "not valid JSON", NULL);
@@ -342,13 +342,13 @@ static void bad_json(void **state) {
     write_st(path, "{" FC_W "," FC_W "," FC_B "}", 24);
     expect_refused(tr, path, SNUG_E_FORMAT, "'fc.weight' appears twice", NULL);
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 static void bad_entries(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("entry");
     static const struct { const char *weight, *phrase; snug_status status; } cases[] = {
         {"{\"shape\":[2,2],\"data_offsets\":[0,16]}", "has no dtype", SNUG_E_FORMAT},
@@ -378,13 +378,13 @@ static void bad_entries(void **state) {
         expect_refused(tr, path, cases[i].status, cases[i].phrase, NULL);
     }
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 static void offsets_must_tile_the_data(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("tile");
     write_st(path, "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
                    "\"fc.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 24);
@@ -397,13 +397,13 @@ static void offsets_must_tile_the_data(void **state) {
     write_st(path, "{" FC_W "," FC_B "}", 20);
     expect_refused(tr, path, SNUG_E_FORMAT, "outside the 20 data bytes", NULL);
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 static void names_dtypes_and_shapes_must_match(void **state) {
     (void)state;
     snug_graph *g = lin_model();
-    snug_trainer *tr = trainer_for(g, 1);
+    snug_trainer *tr = seeded_trainer(g, 1);
     char *path = temp_path("names");
     write_st(path, "{" FC_W "}", 16);
     expect_refused(tr, path, SNUG_E_FORMAT, "does not hold the weights of model 'lin'", "1 missing ('fc.bias')",
@@ -420,20 +420,20 @@ static void names_dtypes_and_shapes_must_match(void **state) {
     write_st(path, "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2,2],\"data_offsets\":[0,16]}," FC_B "}", 24);
     expect_refused(tr, path, SNUG_E_SHAPE, "has shape [1, 1, 1, 1, 2]... in the file", NULL);
     remove(path), free(path);
-    snug_trainer_free(tr), snug_graph_free(g);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 /* Another model's file: the first few missing and extra names, and how many more. */
 static void another_models_file_lists_names(void **state) {
     (void)state;
     snug_graph *bn = bn_model(), *tied = tied_model();
-    snug_trainer *a = trainer_for(bn, 1), *b = trainer_for(tied, 1);
+    snug_trainer *a = seeded_trainer(bn, 1), *b = seeded_trainer(tied, 1);
     char *path = temp_path("other");
     assert_int_equal(snug_trainer_save(a, path, NULL), SNUG_OK);
     expect_refused(b, path, SNUG_E_FORMAT, "3 missing ('wte.weight', 'ln.weight', 'ln.bias')",
                    "8 not in the model ('conv.weight', 'conv.bias', 'bn.weight', 'bn.bias' and 4 more)", NULL);
     remove(path), free(path);
-    snug_trainer_free(a), snug_trainer_free(b), snug_graph_free(bn), snug_graph_free(tied);
+    trainer_done(a), trainer_done(b), snug_graph_free(bn), snug_graph_free(tied);
 }
 
 /* Every proper prefix of a valid file is refused (and nothing crashes or changes); so is every single-byte
@@ -441,7 +441,7 @@ static void another_models_file_lists_names(void **state) {
 static void truncated_at_every_offset(void **state) {
     (void)state;
     snug_graph *g = bn_model();
-    snug_trainer *a = trainer_for(g, 1), *b = trainer_for(g, 2);
+    snug_trainer *a = seeded_trainer(g, 1), *b = seeded_trainer(g, 2);
     char *path = temp_path("fuzz"), *cut = temp_path("cut");
     assert_int_equal(snug_trainer_save(a, path, NULL), SNUG_OK);
     size_t len;
@@ -472,7 +472,7 @@ static void truncated_at_every_offset(void **state) {
         bytes[at] = keep;
     }
     free(bytes), remove(path), remove(cut), free(path), free(cut);
-    snug_trainer_free(a), snug_trainer_free(b), snug_graph_free(g);
+    trainer_done(a), trainer_done(b), snug_graph_free(g);
 }
 
 int main(void) {

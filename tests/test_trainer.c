@@ -16,6 +16,7 @@
 
 #include "core/rng.h"
 #include "snug.h"
+#include "test_util.h"
 
 static snug_dataset *random_data(size_t n, size_t c, size_t h, size_t w, size_t classes, bool with_nan) {
     size_t numel = n * c * h * w;
@@ -43,18 +44,18 @@ static snug_graph *tiny_model(void) {
 /* A trainer of g over windows of 8 samples in micro-batches of 4, for `epochs` epochs. */
 static snug_trainer *trainer_8_by_4(snug_graph *g, long epochs) {
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 8;
-    cfg.micro_batch = 4;
     cfg.epochs = epochs;
     snug_trainer *tr = NULL;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 8, 4, &cfg, &tr, NULL), SNUG_OK);
     return tr;
 }
 
-static snug_status try_config(snug_graph *g, snug_train_config cfg, snug_error *err) {
+/* Plans batch B in micro-batches of m for g and makes a trainer running cfg: the status of the first that fails. */
+static snug_status try_config(snug_graph *g, size_t batch, size_t m, snug_train_config cfg, snug_error *err) {
     snug_trainer *tr = NULL;
-    snug_status s = snug_trainer_new(g, &cfg, &tr, err);
-    snug_trainer_free(tr);
+    const snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, &cfg);
+    snug_status s = trainer_for(g, &req, &cfg, &tr, err);
+    trainer_done(tr);
     return s;
 }
 
@@ -63,22 +64,30 @@ static void refuses_bad_configs(void **state) {
     snug_graph *g = tiny_model();
     snug_error err;
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 0;
-    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_int_equal(try_config(g, 0, 1, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "batch size 0"));
-    cfg = snug_train_config_default();
-    cfg.batch = 8;
-    cfg.micro_batch = 9;
-    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_int_equal(try_config(g, 8, 9, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "micro-batch 9 is larger than the batch 8"));
-    cfg = snug_train_config_default();
+    assert_int_equal(try_config(g, 8, 0, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "micro-batch 0"));
     cfg.epochs = 0;
-    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_int_equal(try_config(g, 8, 8, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "nothing to train"));
     cfg = snug_train_config_default();
     cfg.optim.lr = -1;
-    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_int_equal(try_config(g, 8, 8, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "learning rate"));
+    /* a run whose optimizer needs other state than the plan reserved */
+    snug_plan *plan = NULL;
+    snug_trainer *tr = NULL;
+    snug_plan_request req = request_for(8, 8, NO_CHECKPOINT, 0, &cfg); /* SGD with momentum: 1 slot */
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_OK);
+    cfg = snug_train_config_default();
+    cfg.optim.kind = SNUG_OPTIM_ADAMW;
+    assert_int_equal(snug_trainer_new(plan, &cfg, &tr, &err), SNUG_E_ARG);
+    assert_null(tr);
+    assert_non_null(strstr(err.message, "plan with the run's optimizer"));
+    snug_plan_free(plan);
     snug_graph_free(g);
 }
 
@@ -88,7 +97,7 @@ static void refuses_bad_graphs(void **state) {
     snug_graph *g = snug_graph_new("noloss");
     snug_linear(g, "fc", snug_flatten(g, "flat", snug_input(g, "input", 1, 2, 2)), 2);
     snug_train_config cfg = snug_train_config_default();
-    assert_int_equal(try_config(g, cfg, &err), SNUG_E_ARG);
+    assert_int_equal(try_config(g, 64, 64, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "has no loss"));
     snug_graph_free(g);
 
@@ -113,7 +122,7 @@ static void refuses_bad_graphs(void **state) {
     assert_non_null(strstr(err.message, "at least 1"));
     snug_graph_free(g);
 
-    assert_null(snug_model_builtin("resnet9000", &err));
+    assert_null(model_named("resnet9000", &err));
     assert_non_null(strstr(err.message, "unknown model 'resnet9000'"));
 }
 
@@ -123,7 +132,7 @@ static void refuses_mismatched_data(void **state) {
     snug_train_config cfg = snug_train_config_default();
     snug_trainer *tr;
     snug_error err;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, &err), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 64, 64, &cfg, &tr, &err), SNUG_OK);
     snug_dataset *wrong_shape = random_data(10, 1, 5, 4, 3, false), *wrong_classes = random_data(10, 1, 4, 4, 4, false);
     assert_int_equal(snug_trainer_fit(tr, wrong_shape, &err), SNUG_E_SHAPE);
     assert_non_null(strstr(err.message, "(1, 5, 4) but model 'tiny' takes (1, 4, 4)"));
@@ -137,7 +146,7 @@ static void refuses_mismatched_data(void **state) {
     snug_dataset_free(wrong_shape);
     snug_dataset_free(wrong_classes);
     snug_dataset_free(ok);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_graph_free(g);
 }
 
@@ -168,13 +177,11 @@ static void epochs_have_ceil_steps(void **state) {
     snug_dataset *ds = random_data(50, 1, 4, 4, 3, false);
     recorder r = {0};
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 16;
-    cfg.micro_batch = 5;
     cfg.epochs = 2;
     cfg.progress = record;
     cfg.progress_user = &r;
     snug_trainer *tr;
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 5, &cfg, &tr, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
     assert_int_equal(r.calls, 8);
     assert_int_equal(r.steps_per_epoch, 4);
@@ -184,15 +191,15 @@ static void epochs_have_ceil_steps(void **state) {
     assert_int_equal(r.micro_batches[0], 4); /* 5 + 5 + 5 + 1 */
     assert_int_equal(r.items[3], 2);
     assert_int_equal(r.micro_batches[3], 1);
-    snug_trainer_free(tr);
+    trainer_done(tr);
 
     cfg.drop_last = true;
     r = (recorder){0};
-    assert_int_equal(snug_trainer_new(g, &cfg, &tr, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 5, &cfg, &tr, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
     assert_int_equal(r.calls, 6);
     assert_int_equal(r.steps_per_epoch, 3);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }
@@ -204,13 +211,9 @@ static void short_window_is_its_own_mean(void **state) {
     snug_graph *g = tiny_model();
     snug_dataset *ds = random_data(20, 1, 4, 4, 3, false);
     snug_train_config cfg = snug_train_config_default();
-    cfg.batch = 16;
-    cfg.micro_batch = 4;
     snug_trainer *a, *b;
-    assert_int_equal(snug_trainer_new(g, &cfg, &a, NULL), SNUG_OK);
-    cfg.batch = 3;
-    cfg.micro_batch = 3;
-    assert_int_equal(snug_trainer_new(g, &cfg, &b, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 16, 4, &cfg, &a, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 3, 3, &cfg, &b, NULL), SNUG_OK);
     size_t idx[3] = {17, 18, 19};
     double la, lb;
     assert_int_equal(snug_trainer_gradients(a, ds, idx, 3, &la, NULL), SNUG_OK);
@@ -223,8 +226,8 @@ static void short_window_is_its_own_mean(void **state) {
         snug_trainer_param(b, i, NULL, NULL, &gb);
         for (size_t j = 0; j < n; j++) assert_true(fabsf(ga[j] - gb[j]) <= 1e-6f * (1 + fabsf(gb[j])));
     }
-    snug_trainer_free(a);
-    snug_trainer_free(b);
+    trainer_done(a);
+    trainer_done(b);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }
@@ -249,9 +252,9 @@ static void nonfinite_skips_then_stops(void **state) {
     assert_true(w[0] == before);
     assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_NONFINITE);
     assert_non_null(strstr(err.message, "not finite for 5 optimizer steps in a row"));
-    assert_non_null(strstr(err.message, "--lr"));
+    assert_non_null(strstr(err.message, "lower the learning rate"));
     assert_true(w[0] == before);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }
@@ -336,7 +339,7 @@ static void profile_counts_what_ran(void **state) {
     assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
     assert_int_equal(snug_trainer_op_times(tr, t, 32), n);
     assert_int_equal(entry(t, n, "out", SNUG_PHASE_FORWARD)->calls, 2);
-    snug_trainer_free(tr);
+    trainer_done(tr);
     snug_dataset_free(ds);
     snug_graph_free(g);
 }

@@ -55,9 +55,11 @@ extern const char *const bench_variant_choices[BENCH_NVARIANTS + 2];
 /* "full", "cheap", "accum4", "sqrt", "micro1". */
 const char *bench_variant_name(bench_variant v);
 /* The graph of w: its built-in model file, with the [model] input replaced when w->input is set. */
-snug_graph *bench_build_graph(const bench_workload *w, snug_error *err);
-/* The trainer configuration of w in variant v (batch, micro-batch, checkpoint policy, optimizer). */
-snug_train_config bench_config(const bench_workload *w, bench_variant v);
+snug_status bench_build_graph(const bench_workload *w, snug_graph **out, snug_error *err);
+/* The plan request of w in variant v (batch, micro-batch, checkpoint policy, optimizer; no budget). */
+snug_plan_request bench_request(const bench_workload *w, bench_variant v);
+/* The run configuration of w (optimizer, no shuffling). */
+snug_train_config bench_config(const bench_workload *w);
 /* Micro-batch size of variant v for a global batch b: b, b/4 (rounded up), or 1. */
 size_t bench_micro_batch(bench_variant v, size_t b);
 
@@ -138,6 +140,7 @@ typedef struct bench_case {
     bench_variant v;
     snug_graph *graph;
     snug_dataset *data;
+    snug_plan *plan;
     snug_trainer *trainer;
     size_t *indices;   /* 0 .. B-1: every step trains on the whole synthetic set */
     long steps_run;    /* optimizer steps so far */

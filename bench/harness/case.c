@@ -21,19 +21,14 @@ double bench_median(double *v, size_t n) {
 
 /* Planned bytes and FLOPs of one optimizer step: a micro-batch's FLOPs scale with its samples, so a step of B
  * samples costs step_flops * B / m whatever the split. */
-static snug_status plan_figures(bench_case *c, const snug_train_config *cfg, bench_result *r, snug_error *err) {
-    snug_plan *p = NULL;
-    snug_status st = snug_plan_new(c->graph, cfg, r->micro_batch, cfg->checkpoint, 0, &p, err);
-    if (st != SNUG_OK) return st;
+static void plan_figures(const bench_case *c, bench_result *r) {
     snug_plan_summary s;
-    snug_plan_summarize(p, &s);
-    snug_plan_free(p);
+    snug_plan_summarize(c->plan, &s);
     r->planned_total = s.total;
     r->planned_activations = s.bytes[SNUG_MEM_ACTIVATIONS];
     r->planned_workspace = s.bytes[SNUG_MEM_WORKSPACE];
     r->persistent = s.bytes[SNUG_MEM_PARAMS] + s.bytes[SNUG_MEM_GRADS] + s.bytes[SNUG_MEM_OPTIM];
     r->step_flops = s.step_flops * (double)c->w->batch / (double)r->micro_batch;
-    return SNUG_OK;
 }
 
 static size_t trainable_params(const snug_trainer *tr) {
@@ -49,15 +44,20 @@ static size_t trainable_params(const snug_trainer *tr) {
 
 snug_status bench_case_open(bench_case *c, bench_result *r, snug_error *err) {
     const bench_workload *w = c->w;
-    snug_train_config cfg = bench_config(w, c->v);
-    *r = (bench_result){.w = w, .v = c->v, .micro_batch = bench_micro_batch(c->v, w->batch)};
-    r->micro_batches = (w->batch + r->micro_batch - 1) / r->micro_batch;
+    const snug_train_config cfg = bench_config(w);
+    const snug_plan_request req = bench_request(w, c->v);
+    *r = (bench_result){.w = w, .v = c->v, .micro_batch = req.micro_batch};
     size_t hwm;
-    c->graph = bench_build_graph(w, err);
-    if (!c->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
-    snug_status st = snug_graph_check(c->graph, err);
+    snug_status st = bench_build_graph(w, &c->graph, err);
+    if (st == SNUG_OK) st = snug_graph_check(c->graph, err);
     if (st == SNUG_OK) st = bench_dataset_new(w, c->graph, w->batch, 1, &c->data, err);
-    if (st == SNUG_OK) st = plan_figures(c, &cfg, r, err);
+    if (st == SNUG_OK) st = snug_plan_new(c->graph, &req, &c->plan, NULL, err);
+    if (st == SNUG_OK) {
+        snug_plan_summary s;
+        snug_plan_summarize(c->plan, &s);
+        r->micro_batches = s.micro_batches;
+        plan_figures(c, r);
+    }
     c->indices = st == SNUG_OK ? malloc(w->batch * sizeof *c->indices) : NULL;
     if (st == SNUG_OK && !c->indices) st = snug_fail(err, SNUG_E_OOM, "cannot hold %zu sample indices", w->batch);
     for (size_t i = 0; st == SNUG_OK && i < w->batch; i++) c->indices[i] = i;
@@ -65,7 +65,7 @@ snug_status bench_case_open(bench_case *c, bench_result *r, snug_error *err) {
         bench_rss_release_freed();
         bench_rss_read(&r->rss_start, &hwm);
     }
-    if (st == SNUG_OK) st = snug_trainer_new(c->graph, &cfg, &c->trainer, err);
+    if (st == SNUG_OK) st = snug_trainer_new(c->plan, &cfg, &c->trainer, err);
     if (st == SNUG_OK) st = snug_trainer_check_dataset(c->trainer, c->data, err);
     if (st == SNUG_OK) {
         r->params = trainable_params(c->trainer);
@@ -113,10 +113,11 @@ snug_status bench_case_warm_up(bench_case *c, long warmup, long steps, double ta
 }
 
 void bench_case_close(bench_case *c) {
-    /* the trainer points into the graph, so it goes first */
+    /* the trainer points into the plan, the plan into the graph */
     if (c->trainer) snug_trainer_free(c->trainer);
+    snug_plan_free(c->plan);
     snug_dataset_free(c->data);
     if (c->graph) snug_graph_free(c->graph);
     free(c->indices);
-    c->trainer = NULL, c->data = NULL, c->graph = NULL, c->indices = NULL;
+    c->trainer = NULL, c->plan = NULL, c->data = NULL, c->graph = NULL, c->indices = NULL;
 }

@@ -19,9 +19,8 @@
 #include <string.h>
 
 #include "bench.h"
-#include "cli/blas_kernel.h"
+#include "cli/process_start.h"
 #include "cli/errors.h"
-#include "cli/gemm_choice.h"
 #include "core/error.h"
 
 #define AUTO_REPEAT_SECONDS 1.0

@@ -82,18 +82,17 @@ static char *replace_input(const mf_embedded *e, const char *input, snug_error *
     return text;
 }
 
-snug_graph *bench_build_graph(const bench_workload *w, snug_error *err) {
-    if (!w->input) return snug_model_builtin(w->model, err);
+snug_status bench_build_graph(const bench_workload *w, snug_graph **out, snug_error *err) {
+    *out = NULL;
+    if (!w->input) return snug_model_builtin(w->model, out, err);
     const mf_embedded *e = find_embedded(w->model);
-    if (!e) {
-        snug_fail(err, SNUG_E_ARG, "the benchmark needs the built-in model '%s', which this build lacks", w->model);
-        return NULL;
-    }
+    if (!e) return snug_fail(err, SNUG_E_ARG, "the benchmark needs the built-in model '%s', which this build lacks",
+                             w->model);
     char *text = replace_input(e, w->input, err);
-    if (!text) return NULL;
-    snug_graph *g = snug_model_parse(text, e->path, err);
+    if (!text) return err && err->status != SNUG_OK ? err->status : SNUG_E_OOM;
+    snug_status st = snug_model_parse(text, e->path, out, err);
     free(text);
-    return g;
+    return st;
 }
 
 size_t bench_micro_batch(bench_variant v, size_t b) {
@@ -106,24 +105,30 @@ size_t bench_micro_batch(bench_variant v, size_t b) {
 
 /* SGD lr 0.01 momentum 0.9; AdamW lr 1e-3, weight decay 0.01 (PyTorch's AdamW default). The rates do not change
  * the speed; bench/pytorch_bench.py uses the same. */
-snug_train_config bench_config(const bench_workload *w, bench_variant v) {
+static snug_optim_config bench_optim(const bench_workload *w) {
+    if (w->optim == SNUG_OPTIM_ADAMW)
+        return (snug_optim_config){.kind = SNUG_OPTIM_ADAMW, .lr = 1e-3f, .weight_decay = 0.01f, .beta1 = 0.9f,
+                                   .beta2 = 0.999f, .eps = 1e-8f};
+    return (snug_optim_config){.kind = w->optim, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f,
+                               .eps = 1e-8f};
+}
+
+snug_plan_request bench_request(const bench_workload *w, bench_variant v) {
+    snug_plan_request r = snug_plan_request_default(w->batch);
+    r.micro_batch = bench_micro_batch(v, w->batch);
+    r.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT    ? SNUG_CHECKPOINT_SQRT
+                                                    : v == BENCH_CHEAP ? SNUG_CHECKPOINT_CHEAP
+                                                                       : SNUG_CHECKPOINT_NONE};
+    r.optim = bench_optim(w);
+    return r;
+}
+
+snug_train_config bench_config(const bench_workload *w) {
     snug_train_config c = snug_train_config_default();
-    c.batch = w->batch;
-    c.micro_batch = bench_micro_batch(v, w->batch);
-    if (c.micro_batch == c.batch) c.micro_batch = 0;
-    c.mem_budget = 0;
     c.shuffle = false;
     c.seed = 1;
     c.clip_norm = 0;
-    c.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT    ? SNUG_CHECKPOINT_SQRT
-                                                    : v == BENCH_CHEAP ? SNUG_CHECKPOINT_CHEAP
-                                                                       : SNUG_CHECKPOINT_NONE};
-    c.auto_fit = false;
-    c.optim = (snug_optim_config){.kind = w->optim, .lr = 0.01f, .momentum = 0.9f, .beta1 = 0.9f,
-                                  .beta2 = 0.999f, .eps = 1e-8f};
-    if (w->optim == SNUG_OPTIM_ADAMW) c.optim = (snug_optim_config){.kind = SNUG_OPTIM_ADAMW, .lr = 1e-3f,
-                                                                    .weight_decay = 0.01f, .beta1 = 0.9f,
-                                                                    .beta2 = 0.999f, .eps = 1e-8f};
+    c.optim = bench_optim(w);
     c.schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .reference_batch = 256};
     return c;
 }

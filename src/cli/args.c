@@ -7,12 +7,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/flags.h"
-#include "cli/timeline.h"
-#include "graph/model_file.h"
 
 static const char *const on_off[] = {"on", "off", NULL};
 static const char *const optim_choices[] = {"sgd", "adamw", NULL};
@@ -20,8 +19,13 @@ static const char *const schedule_choices[] = {"constant", "cosine", NULL};
 static const char *const scaling_choices[] = {"none", "linear", NULL};
 static const char *const progress_choices[] = {"auto", "on", "off", NULL};
 
-/* --timeline: a name whose extension says the format (cli/timeline.h). */
-static bool timeline_path(const char *path) { return cli_timeline_format_of(path) != CLI_TIMELINE_UNKNOWN; }
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcasecmp(s + n - k, suffix) == 0;
+}
+
+/* --timeline: a name whose extension says the format (snug_plan_timeline_write). */
+static bool timeline_path(const char *path) { return path && (ends_with(path, ".svg") || ends_with(path, ".csv")); }
 
 #define OPT(field) offsetof(cli_train_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
@@ -47,18 +51,18 @@ static const flag train_flags[] = {
           "initialisation; every tensor of the model must be in it, with its shape [none]")},
 
     GROUP("Batch and memory"),
-    {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
+    {FLAG("batch", F_SIZE, plan.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
      .max = LONG_MAX},
-    {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
+    {FLAG("micro-batch", F_MICRO, plan.micro_batch, "M|auto",
           "samples per forward/backward pass; the gradients of ceil(B/M) micro-batches add up to one step, "
           "exactly as one batch of B; auto: the micro-batch and checkpoint policy that fit --mem best "
           "[auto with --mem, else = B]"),
-     .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
-    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+     .min = 1, .max = LONG_MAX, .aux = OPT(micro_batch_given)},
+    {FLAG("mem", F_BYTES, plan.budget, "SIZE",
           "memory budget, e.g. 64MiB, 1.5GiB, 500MB; all memory is planned and reserved before the first "
           "step, and a plan over the budget stops at once, naming the micro-batch that fits; under mpirun it "
           "is per rank (per process) [unlimited]")},
-    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|cheap|sqrt|every:N|auto",
+    {FLAG("checkpoint", F_CHECKPOINT, plan.checkpoint, "none|cheap|sqrt|every:N|auto",
           "gradient checkpointing: keep only segment inputs in forward and recompute the rest in backward; "
           "cheap: replay only element-wise and normalisation layers (one extra memory pass, a quarter to a "
           "third fewer activations in conv-norm-ReLU stacks), sqrt: about sqrt(n) segments, every:N: "
@@ -144,15 +148,15 @@ static const flag plan_flags[] = {
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
 
     GROUP("Batch and memory"),
-    {FLAG("batch", F_SIZE, cfg.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
+    {FLAG("batch", F_SIZE, plan.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
      .max = LONG_MAX},
-    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+    {FLAG("mem", F_BYTES, plan.budget, "SIZE",
           "memory budget (per rank, for a run under mpirun): adds the fits column and the auto policy, and "
           "chooses the plan [none]")},
-    {FLAG("micro-batch", F_MICRO, cfg.micro_batch, "M|auto",
+    {FLAG("micro-batch", F_MICRO, plan.micro_batch, "M|auto",
           "the micro-batch of the chosen plan; auto: the one that fits --mem best [auto with --mem, else = B]"),
-     .min = 1, .max = LONG_MAX, .aux = OPT(cfg.auto_fit)},
-    {FLAG("checkpoint", F_CHECKPOINT, cfg.checkpoint, "none|cheap|sqrt|every:N|auto",
+     .min = 1, .max = LONG_MAX, .aux = OPT(micro_batch_given)},
+    {FLAG("checkpoint", F_CHECKPOINT, plan.checkpoint, "none|cheap|sqrt|every:N|auto",
           "the checkpoint policy of the chosen plan [none; under --micro-batch auto, chosen with the "
           "micro-batch unless given]"),
      .aux = OPT(checkpoint_given)},
@@ -160,7 +164,7 @@ static const flag plan_flags[] = {
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),
      .choices = optim_choices},
-    {FLAG("momentum", F_FLOAT, cfg.optim.momentum, "X", "SGD momentum; 0 also saves its buffer [0.9]"),
+    {FLAG("momentum", F_FLOAT, plan.optim.momentum, "X", "SGD momentum; 0 also saves its buffer [0.9]"),
      .fmin = 0, .fmax = 1, .fmax_open = true},
 
     GROUP("Output"),
@@ -194,8 +198,8 @@ static const flag eval_flags[] = {
           "brown.txt [data/brown]")},
 
     GROUP("Batch and memory"),
-    {FLAG("batch", F_SIZE, cfg.batch, "B", "samples per forward pass [64]"), .min = 1, .max = LONG_MAX},
-    {FLAG("mem", F_BYTES, cfg.mem_budget, "SIZE",
+    {FLAG("batch", F_SIZE, plan.batch, "B", "samples per forward pass [64]"), .min = 1, .max = LONG_MAX},
+    {FLAG("mem", F_BYTES, plan.budget, "SIZE",
           "memory budget; with it, the largest batch up to B whose plan fits (a training plan without optimizer "
           "state, whose buffers the evaluation reuses) [unlimited]")},
 
@@ -207,25 +211,29 @@ static const flag eval_flags[] = {
 
 #define NEVAL_FLAGS (sizeof eval_flags / sizeof eval_flags[0])
 
-
 static const flag_table train_table = {train_flags, NTRAIN_FLAGS, offsetof(cli_train_options, help)};
 static const flag_table plan_table = {plan_flags, NPLAN_FLAGS, offsetof(cli_plan_options, help)};
 static const flag_table eval_table = {eval_flags, NEVAL_FLAGS, offsetof(cli_eval_options, help)};
-
 
 static snug_optim_config default_optim(void) {
     return (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .nesterov = false,
                                .weight_decay = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
 }
 
+/* The request every command starts from: batch 64 in one pass, no budget, no checkpointing, plain defaults;
+ * the flags and the finish step fill in the rest. */
+static snug_plan_request default_request(void) {
+    snug_plan_request r = snug_plan_request_default(64);
+    r.optim = default_optim();
+    return r;
+}
+
 /* Sets every value the help documents, so the help and the behaviour agree whatever the library defaults. */
 static void set_defaults(cli_train_options *opt) {
     memset(opt, 0, sizeof *opt);
+    opt->plan = default_request();
     opt->cfg = snug_train_config_default();
     snug_train_config *c = &opt->cfg;
-    c->batch = 64;
-    c->micro_batch = 0;
-    c->mem_budget = 0;
     c->epochs = 1;
     c->max_steps = 0;
     c->drop_last = false;
@@ -234,8 +242,6 @@ static void set_defaults(cli_train_options *opt) {
     c->optim = default_optim();
     c->schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .warmup_steps = 0,
                                          .min_lr_ratio = 0, .linear_scaling = false, .reference_batch = 256};
-    c->checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
-    c->auto_fit = false;
     opt->model = "cnn";
     opt->data = "mnist";
     opt->data_dir = NULL; /* the data set's own default (cli/data_sets.h) */
@@ -245,49 +251,37 @@ static void set_defaults(cli_train_options *opt) {
 
 static void set_plan_defaults(cli_plan_options *opt) {
     memset(opt, 0, sizeof *opt);
-    opt->cfg = snug_train_config_default();
-    opt->cfg.batch = 64;
-    opt->cfg.micro_batch = 0;
-    opt->cfg.mem_budget = 0;
-    opt->cfg.optim = default_optim();
-    opt->cfg.checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
-    opt->cfg.auto_fit = false;
+    opt->plan = default_request();
     opt->model = "cnn";
 }
 
 /* Evaluation plans as training would, with plain SGD: momentum 0 keeps no optimizer state. */
 static void set_eval_defaults(cli_eval_options *opt) {
     memset(opt, 0, sizeof *opt);
-    opt->cfg = snug_train_config_default();
-    opt->cfg.batch = 64;
-    opt->cfg.micro_batch = 0;
-    opt->cfg.mem_budget = 0;
-    opt->cfg.optim = default_optim();
-    opt->cfg.optim.momentum = 0;
-    opt->cfg.checkpoint = (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE, .every = 0};
-    opt->cfg.auto_fit = false;
+    opt->plan = default_request();
+    opt->plan.optim.momentum = 0;
     opt->model = "cnn";
     opt->data = "mnist";
 }
 
-/* The batch flags both commands share: --micro-batch auto is the default with --mem, and needs it; a
- * micro-batch of B is stored as 0 (m = B). */
-static bool finish_batching(snug_train_config *c, char *msg, size_t len) {
-    if (c->auto_fit && c->mem_budget == 0)
-        return flags_fail(msg, len, "--micro-batch auto needs --mem: the budget to fit");
-    if (c->checkpoint.kind == SNUG_CHECKPOINT_AUTO && c->mem_budget == 0)
+/* The batch flags every command shares, into the request: --micro-batch auto is the default with --mem and
+ * needs it, and with it the checkpoint policy is chosen too unless --checkpoint was given. */
+static bool finish_batching(snug_plan_request *r, bool micro_given, bool checkpoint_given, char *msg, size_t len) {
+    if (!micro_given) r->micro_batch = r->budget > 0 ? SNUG_MICRO_BATCH_AUTO : r->batch;
+    const bool micro_auto = r->micro_batch == SNUG_MICRO_BATCH_AUTO;
+    if (micro_auto && r->budget == 0) return flags_fail(msg, len, "--micro-batch auto needs --mem: the budget to fit");
+    if (r->checkpoint.kind == SNUG_CHECKPOINT_AUTO && r->budget == 0)
         return flags_fail(msg, len, "--checkpoint auto needs --mem: the budget to fit");
-    if (c->mem_budget > 0 && c->micro_batch == 0) c->auto_fit = true;
-    if (c->micro_batch > c->batch)
-        return flags_fail(msg, len, "--micro-batch %zu is larger than --batch %zu", c->micro_batch, c->batch);
-    if (c->micro_batch == c->batch) c->micro_batch = 0;
+    if (!micro_auto && r->micro_batch > r->batch)
+        return flags_fail(msg, len, "--micro-batch %zu is larger than --batch %zu", r->micro_batch, r->batch);
+    if (micro_auto && !checkpoint_given) r->checkpoint = (snug_checkpoint_policy){SNUG_CHECKPOINT_AUTO, 0};
     return true;
 }
 
 /* Checks that need more than one flag, and maps the choices into the config. */
 static bool finish(cli_train_options *opt, char *msg, size_t len) {
     snug_train_config *c = &opt->cfg;
-    if (!finish_batching(c, msg, len)) return false;
+    if (!finish_batching(&opt->plan, opt->micro_batch_given, opt->checkpoint_given, msg, len)) return false;
     if (!cli_data_valid(opt->data, msg, len)) return false;
     c->shuffle = opt->shuffle == 0;
     c->optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
@@ -297,20 +291,20 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
         return flags_fail(msg, len, "--warmup needs --schedule cosine");
     if (c->optim.nesterov && (c->optim.kind != SNUG_OPTIM_SGD || c->optim.momentum == 0))
         return flags_fail(msg, len, "--nesterov needs --optim sgd with --momentum > 0");
+    opt->plan.optim = c->optim; /* the optimizer whose state is planned is the one the run uses */
     return true;
 }
 
 static bool finish_plan(cli_plan_options *opt, char *msg, size_t len) {
-    if (!finish_batching(&opt->cfg, msg, len)) return false;
-    opt->cfg.optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
+    if (!finish_batching(&opt->plan, opt->micro_batch_given, opt->checkpoint_given, msg, len)) return false;
+    opt->plan.optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
     return true;
 }
-
 
 static bool finish_eval(cli_eval_options *opt, char *msg, size_t len) {
     if (!opt->weights)
         return flags_fail(msg, len, "--weights FILE is required: the safetensors file to score (snug train --save)");
-    return finish_batching(&opt->cfg, msg, len) && cli_data_valid(opt->data, msg, len);
+    return finish_batching(&opt->plan, false, false, msg, len) && cli_data_valid(opt->data, msg, len);
 }
 
 bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, size_t len) {
@@ -330,7 +324,6 @@ bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, siz
     if (!flags_parse(&plan_table, argc, argv, opt, msg, len)) return false;
     return opt->help || finish_plan(opt, msg, len);
 }
-
 
 void cli_train_help(FILE *out) {
     fprintf(out,

@@ -15,7 +15,8 @@
 typedef enum cli_progress_mode { CLI_PROGRESS_AUTO = 0, CLI_PROGRESS_ON, CLI_PROGRESS_OFF } cli_progress_mode;
 
 typedef struct cli_train_options {
-    snug_train_config cfg;   /* everything the trainer sees (progress callback set later) */
+    snug_plan_request plan;  /* what the run asks of memory (ranks set once the job is known) */
+    snug_train_config cfg;   /* what the run does with its plan (progress callback set later) */
     const char *model;       /* a snug_model_builtin name */
     const char *data;        /* a --data value (cli/data_sets.h): "mnist", "brown", "text:FILE", ... */
     const char *data_dir;    /* where the data set's files are; NULL: the data set's default */
@@ -28,7 +29,8 @@ typedef struct cli_train_options {
     int evaluate;            /* index into on|off: score the test set after training */
     long eval_every;         /* also score it every this many optimizer steps; 0: only at the end */
     size_t eval_samples;     /* periodic evaluations score this many evenly spaced samples; 0: all */
-    bool checkpoint_given;   /* --checkpoint appeared (else cfg.checkpoint is the default, none) */
+    bool micro_batch_given;  /* --micro-batch appeared (else: auto with --mem, B without) */
+    bool checkpoint_given;   /* --checkpoint appeared (else: none, or chosen with an automatic micro-batch) */
     bool help;               /* --help seen: print the help and do nothing else */
     /* choices as indices into their name lists; cli_parse_train maps them into cfg */
     int optim, schedule, lr_scaling, shuffle;
@@ -44,12 +46,13 @@ bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, s
 
 /* ---- `snug plan` ---- */
 typedef struct cli_plan_options {
-    snug_train_config cfg;   /* batch, micro-batch (or auto_fit), budget, checkpoint, optimizer */
+    snug_plan_request plan;  /* the chosen plan's request */
     const char *model;       /* a snug_model_builtin name */
     long threads;            /* 0: all cores; the workspace is sized per thread */
     bool layers;             /* list every buffer of the chosen plan */
     bool json;               /* one JSON document on stdout instead of the text report */
     const char *timeline;    /* NULL, or a .svg or .csv path for the memory timeline */
+    bool micro_batch_given;
     bool checkpoint_given;
     bool help;
     int optim;               /* index into the --optim choices */
@@ -64,7 +67,7 @@ bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, siz
 
 /* ---- `snug eval` ---- */
 typedef struct cli_eval_options {
-    snug_train_config cfg;   /* batch (samples per forward pass), budget; SGD without momentum: no optimizer state */
+    snug_plan_request plan;  /* batch (samples per forward pass), budget; SGD without momentum: no optimizer state */
     const char *model;       /* a built-in name or a model file */
     const char *data;        /* a --data value */
     const char *data_dir;    /* NULL: the data set's default */

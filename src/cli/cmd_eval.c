@@ -5,10 +5,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/args.h"
-#include "cli/autofit.h"
+#include "cli/plan_advice.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/progress.h"
@@ -16,6 +15,7 @@
 typedef struct eval_run {
     cli_eval_options opt;
     snug_graph *graph;
+    snug_plan *plan;
     snug_trainer *trainer;
     cli_data data;             /* its evaluation part only */
     snug_eval_result res;
@@ -23,32 +23,19 @@ typedef struct eval_run {
     int rank, ranks;
 } eval_run;
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The batch (or, with --mem, the largest that fits) is the micro-batch of a training plan; evaluation runs
- * forward passes of that many samples through its buffers. */
-static snug_status plan_batch(eval_run *r, snug_error *err) {
-    snug_train_config *c = &r->opt.cfg;
-    size_t m = 0;
-    snug_checkpoint_policy policy;
-    snug_status st = cli_choose_plan(r->graph, c, false, &m, &policy, err);
-    if (st != SNUG_OK) return st;
-    c->micro_batch = m;
-    c->checkpoint = policy;
-    c->auto_fit = false;
-    return SNUG_OK;
-}
-
+/* The batch (or, with --mem, the one that fits) is the micro-batch of a training plan without optimizer state;
+ * evaluation runs forward passes of that many samples through its buffers. */
 static snug_status setup(eval_run *r, snug_error *err) {
-    r->graph = snug_model_builtin(r->opt.model, err);
-    if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
-    snug_status st = snug_graph_check(r->graph, err);
-    if (st == SNUG_OK) st = plan_batch(r, err);
-    if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
+    snug_status st = snug_model_builtin(r->opt.model, &r->graph, err);
+    if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
+    snug_system_info info;
+    snug_system_info_get(&info);
+    r->opt.plan.threads = info.threads;
+    r->opt.plan.ranks = r->ranks;
+    if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
+    snug_train_config cfg = snug_train_config_default();
+    cfg.optim = r->opt.plan.optim;
+    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &cfg, &r->trainer, err);
     if (st == SNUG_OK) st = snug_trainer_load(r->trainer, r->opt.weights, err);
     if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
@@ -58,6 +45,7 @@ static snug_status setup(eval_run *r, snug_error *err) {
 static void teardown(eval_run *r) {
     cli_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
+    snug_plan_free(r->plan);
     if (r->graph) snug_graph_free(r->graph);
 }
 
@@ -75,7 +63,9 @@ static void report(const eval_run *r) {
     printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
-    printf("batch %zu per forward pass; memory reserved %s (budget %s)\n", snug_trainer_micro_batch(r->trainer),
+    snug_plan_summary ps;
+    snug_plan_summarize(r->plan, &ps);
+    printf("batch %zu per forward pass; memory reserved %s (budget %s)\n", ps.micro_batch,
            snug_format_bytes(rep.total, mem, sizeof mem),
            rep.budget ? snug_format_bytes(rep.budget, budget, sizeof budget) : "unlimited");
     cli_print_eval(stdout, &r->res, r->data.eval_name);
@@ -86,20 +76,11 @@ static void report(const eval_run *r) {
 static snug_status run(eval_run *r, snug_error *err) {
     snug_status st = setup(r, err);
     if (st != SNUG_OK) return st;
-    double t0 = now_seconds();
+    double t0 = cli_now();
     st = snug_trainer_evaluate(r->trainer, r->data.eval, &r->res, err);
-    r->seconds = now_seconds() - t0;
+    r->seconds = cli_now() - t0;
     if (st == SNUG_OK && r->rank == 0) report(r);
     return st;
-}
-
-/* As in `snug train`: alone, the usual message; over several ranks, the rank's message ends the whole job. */
-static int fail_run(const eval_run *r, const snug_error *err) {
-    if (r->ranks <= 1) return cli_runtime_error(err);
-    char line[sizeof err->message + 64];
-    snprintf(line, sizeof line, "snug: rank %d: %s: %s", r->rank, snug_status_name(err->status), err->message);
-    snug_dist_abort(line);
-    return CLI_EXIT_RUNTIME;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -119,7 +100,7 @@ int cmd_eval(int argc, char **argv) {
     }
     if (rc < 0) {
         if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
-        rc = run(&r, &err) == SNUG_OK ? CLI_EXIT_OK : fail_run(&r, &err);
+        rc = run(&r, &err) == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
         teardown(&r);
     }
     snug_dist_finalize();

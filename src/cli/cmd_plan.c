@@ -3,58 +3,45 @@
  * failure to write prints only the error), then the text report or the JSON document. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/autofit.h"
 #include "cli/commands.h"
+#include "cli/plan_advice.h"
 #include "cli/plan_report.h"
-#include "cli/timeline.h"
 #include "core/error.h"
 
-static int effective_threads(long requested) {
-    if (requested > 0) return (int)requested;
-    snug_system_info info;
-    snug_system_info_get(&info);
-    return info.threads;
-}
-
-static snug_status write_timeline(const cli_plan_options *opt, const plan_report *r, snug_error *err) {
-    const plan_row *c = &r->rows[r->chosen];
-    cli_timeline t = {.model = opt->model, .batch = opt->cfg.batch, .micro_batch = c->m,
-                      .budget = opt->cfg.mem_budget};
-    t.plans[0] = (cli_timeline_plan){.name = "checkpointed", .plan = c->plan};
-    t.plans[1] = (cli_timeline_plan){.name = "baseline", .plan = r->baseline};
-    plan_resolved_label(&c->s, t.plans[0].policy, sizeof t.plans[0].policy);
-    plan_resolved_label(&r->baseline_s, t.plans[1].policy, sizeof t.plans[1].policy);
-    return cli_timeline_write(&t, opt->timeline, err);
-}
-
-static snug_status print_report(const cli_plan_options *opt, const plan_report *r, snug_error *err) {
+static snug_status print_report(const cli_plan_options *opt, const snug_plan_set *set, snug_error *err) {
     if (opt->json) {
-        if (plan_print_json(stdout, r, opt->layers) != 0)
-            return snug_fail(err, SNUG_E_IO, "could not build or write the JSON report (out of memory, or stdout "
-                             "closed)");
-        return SNUG_OK;
+        char *text = snug_plan_set_json(set, opt->model, opt->layers);
+        bool ok = text && printf("%s\n", text) >= 0;
+        free(text);
+        return ok ? SNUG_OK
+                  : snug_fail(err, SNUG_E_IO, "could not build or write the JSON report (out of memory, or stdout "
+                                              "closed)");
     }
-    plan_print_table(stdout, r);
-    plan_print_summary(stdout, r);
-    if (opt->layers) plan_print_layers(stdout, r);
+    plan_print_table(stdout, set, opt->model);
+    plan_print_summary(stdout, set);
+    if (opt->layers) plan_print_layers(stdout, set);
     if (opt->timeline) printf("\nmemory timeline written to %s\n", opt->timeline);
     return SNUG_OK;
 }
 
-static snug_status run_plan(const cli_plan_options *opt, snug_graph *g, snug_error *err) {
-    size_t m = 0;
-    snug_checkpoint_policy policy;
-    snug_status st = cli_choose_plan(g, &opt->cfg, opt->checkpoint_given, &m, &policy, err);
-    if (st != SNUG_OK) return st;
-    plan_report r;
-    st = plan_report_build(&r, g, opt->model, &opt->cfg, effective_threads(opt->threads), m, policy,
-                           opt->cfg.auto_fit, err);
-    if (st == SNUG_OK && opt->timeline) st = write_timeline(opt, &r, err);
-    if (st == SNUG_OK) st = print_report(opt, &r, err);
-    plan_report_free(&r);
+/* The chosen plan as `snug train` would make it, except that a micro-batch given by flags is shown even over
+ * the budget (the table says what fits); then the candidates around it; the timeline file is written first, so
+ * that a failure to write prints only the error. */
+static snug_status run_plan(cli_plan_options *opt, snug_graph *g, snug_error *err) {
+    snug_plan *chosen = NULL;
+    snug_plan_set *set = NULL;
+    opt->plan.may_exceed_budget = opt->plan.micro_batch != SNUG_MICRO_BATCH_AUTO;
+    snug_status st = cli_plan(g, &opt->plan, opt->checkpoint_given, &chosen, err);
+    if (st == SNUG_OK) st = snug_plan_set_new(chosen, &set, err);
+    if (st == SNUG_OK && opt->timeline)
+        st = snug_plan_timeline_write(snug_plan_set_at(set, snug_plan_set_chosen(set)), snug_plan_set_baseline(set),
+                                      opt->model, opt->timeline, err);
+    if (st == SNUG_OK) st = print_report(opt, set, err);
+    snug_plan_set_free(set);
     return st;
 }
 
@@ -67,9 +54,13 @@ int cmd_plan(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (opt.threads > 0) snug_set_threads((int)opt.threads);
+    snug_system_info info;
+    snug_system_info_get(&info);
+    opt.plan.threads = info.threads; /* after --threads took effect */
     snug_error err = {0};
-    snug_graph *g = snug_model_builtin(opt.model, &err);
-    snug_status st = g ? snug_graph_check(g, &err) : (err.status != SNUG_OK ? err.status : SNUG_E_ARG);
+    snug_graph *g = NULL;
+    snug_status st = snug_model_builtin(opt.model, &g, &err);
+    if (st == SNUG_OK) st = snug_graph_check(g, &err);
     if (st == SNUG_OK) st = run_plan(&opt, g, &err);
     snug_graph_free(g);
     return st == SNUG_OK ? CLI_EXIT_OK : cli_runtime_error(&err);

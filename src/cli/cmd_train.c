@@ -9,106 +9,65 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/args.h"
-#include "cli/autofit.h"
-#include "cli/blas_kernel.h"
+#include "cli/process_start.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/periodic_eval.h"
+#include "cli/plan_advice.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
 
 typedef struct train_run {
     cli_train_options opt;
     snug_graph *graph;
+    snug_plan *plan;           /* what the flags asked for, as planned */
+    snug_plan_summary ps;      /* its figures */
     snug_trainer *trainer;
     cli_data data;             /* the training and evaluation parts of --data */
     cli_progress progress;
     cli_periodic_eval periodic;  /* --eval-every: scores between steps (their time is not training time) */
     double train_seconds;
     snug_eval_result eval;     /* on the evaluation part, over every rank's share */
-    size_t batchnorm_layers;   /* BatchNorm layers of the model: their statistics are per micro-batch */
     int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
-    /* the plan the trainer runs, as summarised before it was made */
-    bool auto_chosen;          /* micro-batch and policy chosen for --mem */
-    size_t planned_total;      /* bytes */
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
-    size_t segments;           /* recomputed in backward */
-    size_t spared;             /* kept whole: recomputing them would save no memory */
-    size_t regenerated;        /* inputs their readers regenerate in backward (plan/regen.c) */
-    double recompute_percent;  /* of the FLOPs of a micro-batch's forward + backward + recompute */
 } train_run;
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Fixes the micro-batch and the checkpoint policy (chosen for --mem with auto fit), and summarises the plan they
- * make for the header: the trainer then runs exactly that plan. */
-static snug_status choose_plan(train_run *r, snug_error *err) {
-    snug_train_config *c = &r->opt.cfg;
-    size_t m = 0;
-    snug_checkpoint_policy policy;
-    snug_status st = cli_choose_plan(r->graph, c, r->opt.checkpoint_given, &m, &policy, err);
+/* The plan of the flags' request (the library chooses what --mem leaves free), summarised for the header. */
+static snug_status make_plan(train_run *r, snug_error *err) {
+    snug_system_info info;
+    snug_system_info_get(&info);
+    r->opt.plan.threads = info.threads; /* after --threads took effect */
+    r->opt.plan.ranks = r->ranks;
+    snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
     if (st != SNUG_OK) return st;
-    r->auto_chosen = c->auto_fit;
-    c->micro_batch = m;
-    c->checkpoint = policy;
-    c->auto_fit = false;
-    snug_plan *p = NULL;
-    st = snug_plan_new(r->graph, c, m, policy, c->mem_budget, &p, err);
-    if (st != SNUG_OK) return st;
-    snug_plan_summary s;
-    snug_plan_summarize(p, &s);
-    r->planned_total = s.total;
-    plan_policy_label(policy, &s, r->policy, sizeof r->policy);
-    r->segments = s.segments;
-    r->spared = s.spared_segments;
-    r->regenerated = s.regenerated_inputs;
-    r->recompute_percent = plan_recompute_percent(&s);
-    snug_plan_free(p);
+    snug_plan_summarize(r->plan, &r->ps);
+    plan_policy_label(r->ps.requested, &r->ps, r->policy, sizeof r->policy);
     return SNUG_OK;
-}
-
-/* BatchNorm layers, known by their running statistics: the only non-trainable buffers (snug.h). */
-static size_t count_batchnorm(const snug_trainer *tr) {
-    static const char suffix[] = ".running_mean";
-    size_t n = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
-        float *grads = NULL;
-        const char *name = snug_trainer_param(tr, i, NULL, NULL, &grads);
-        size_t len = strlen(name);
-        n += !grads && len >= sizeof suffix - 1 && strcmp(name + len - (sizeof suffix - 1), suffix) == 0;
-    }
-    return n;
 }
 
 /* Model, plan, trainer (the plan's memory), --init, then both data parts, checked against the model: every
  * failure before any output. */
 static snug_status setup(train_run *r, snug_error *err) {
-    r->graph = snug_model_builtin(r->opt.model, err);
-    if (!r->graph) return err->status != SNUG_OK ? err->status : SNUG_E_ARG;
-    snug_status st = snug_graph_check(r->graph, err);
-    if (st == SNUG_OK) st = choose_plan(r, err);
-    if (st == SNUG_OK) st = snug_trainer_new(r->graph, &r->opt.cfg, &r->trainer, err);
+    snug_status st = snug_model_builtin(r->opt.model, &r->graph, err);
+    if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
+    if (st == SNUG_OK) st = make_plan(r, err);
+    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &r->opt.cfg, &r->trainer, err);
     if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
     if (st == SNUG_OK)
         st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
-    if (st == SNUG_OK) r->batchnorm_layers = count_batchnorm(r->trainer);
     return st;
 }
 
 static void teardown(train_run *r) {
-    /* the trainer points into the graph, so it goes first; the evaluation view borrows the data */
+    /* the trainer points into the plan, which points into the graph; the evaluation view borrows the data */
     cli_periodic_eval_free(&r->periodic);
     cli_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
+    snug_plan_free(r->plan);
     if (r->graph) snug_graph_free(r->graph);
 }
 
@@ -134,14 +93,18 @@ static void print_header(void) {
            info.blas_kernel ? info.blas_kernel : "unknown", info.simd, core ? core : "Haswell");
 }
 
-static void print_model(const train_run *r) {
-    size_t params = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
-        size_t numel = 0;
-        float *values, *grads;
-        snug_trainer_param(r->trainer, i, &numel, &values, &grads);
-        params += numel;
+/* Elements of every parameter and buffer. */
+static size_t param_elements(const snug_trainer *tr) {
+    size_t total = 0, numel = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        snug_trainer_param(tr, i, &numel, NULL, NULL);
+        total += numel;
     }
+    return total;
+}
+
+static void print_model(const train_run *r) {
+    const size_t params = param_elements(r->trainer);
     char count[32], flops[32];
     cli_format_count((double)params, count, sizeof count);
     format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
@@ -164,12 +127,7 @@ static void print_model(const train_run *r) {
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
  * all-reduce moves. */
 static void print_ranks(const train_run *r) {
-    size_t b = r->opt.cfg.batch, ranks = (size_t)r->ranks, params = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
-        size_t numel = 0;
-        snug_trainer_param(r->trainer, i, &numel, NULL, NULL);
-        params += numel;
-    }
+    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = param_elements(r->trainer);
     char bytes[32];
     printf("data parallel: %d ranks (MPI), each takes %zu", r->ranks, b / ranks);
     if (b % ranks != 0) printf(" or %zu", b / ranks + 1);
@@ -181,25 +139,22 @@ static void print_ranks(const train_run *r) {
  * ranks, k is the micro-batches of a rank's share. */
 static void print_batching(const train_run *r) {
     const snug_train_config *c = &r->opt.cfg;
-    size_t b = c->batch, m = snug_trainer_micro_batch(r->trainer);
+    const snug_plan_summary *s = &r->ps;
     if (r->ranks > 1) {
         print_ranks(r);
-        b = (b + (size_t)r->ranks - 1) / (size_t)r->ranks;
+        printf("per rank: ");
     }
-    if (m == 0 || m > b) m = b;
-    size_t k = b / m + (b % m != 0);
-    if (r->ranks > 1) printf("per rank: ");
-    if (k == 1) {
-        printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", b);
+    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share;
+    if (s->micro_batches == 1) {
+        printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", s->share);
     } else {
-        printf("batch %zu = %zu micro-batches of %zu", b, k, m);
-        if (b % m != 0) printf(" (the last one %zu)", b % m);
-        printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", k);
+        printf("batch %zu = %zu micro-batches of %zu", s->share, s->micro_batches, m);
+        if (s->last_micro_batch != m) printf(" (the last one %zu)", s->last_micro_batch);
+        printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", s->micro_batches);
     }
-    b = c->batch;
-    size_t n = snug_dataset_size(r->data.train);
-    long spe = cli_steps_per_epoch(n, b, c->drop_last);
-    long total = cli_total_steps(n, b, c->drop_last, c->epochs, c->max_steps);
+    const size_t b = s->batch, n = snug_dataset_size(r->data.train);
+    long spe, total;
+    snug_trainer_run_length(r->trainer, n, &spe, &total);
     printf("%ld steps per epoch", spe);
     if (n % b != 0) {
         if (c->drop_last) printf(" (the last %zu samples of each epoch dropped)", n % b);
@@ -209,34 +164,33 @@ static void print_batching(const train_run *r) {
            c->max_steps > 0 && total == c->max_steps ? " (--max-steps)" : "");
 }
 
-/* What auto fit chose for --mem, when it chose. */
+/* What the library chose for --mem, when it chose. */
 static void print_auto_fit(const train_run *r) {
-    const snug_train_config *c = &r->opt.cfg;
+    const snug_plan_summary *s = &r->ps;
     char planned[32], budget[32];
-    if (!r->auto_chosen) return;
-    size_t b = c->batch, m = c->micro_batch, k = cli_micro_batches(b, m);
-    printf("auto: micro-batch %zu (%zu micro-batch%s of %zu", m, k, k == 1 ? "" : "es", m);
-    if (b % m != 0) printf(", the last one %zu", b % m);
+    if (!s->micro_batch_chosen) return;
+    printf("auto: micro-batch %zu (%zu micro-batch%s of %zu", s->micro_batch, s->micro_batches,
+           s->micro_batches == 1 ? "" : "es", s->micro_batch);
+    if (s->last_micro_batch != s->micro_batch) printf(", the last one %zu", s->last_micro_batch);
     printf(") with checkpoint %s fits: planned %s of the %s budget\n", r->policy,
-           snug_format_bytes(r->planned_total, planned, sizeof planned),
-           snug_format_bytes(c->mem_budget, budget, sizeof budget));
+           snug_format_bytes(s->total, planned, sizeof planned), snug_format_bytes(s->budget, budget, sizeof budget));
 }
 
 /* The checkpoint policy, always, with what its recompute costs. */
 static void print_checkpoint(const train_run *r) {
     const char *policy = r->policy;
-    if (r->segments == 0)
+    const size_t segments = r->ps.segments, spared = r->ps.spared_segments, regenerated = r->ps.regenerated_inputs;
+    if (segments == 0)
         printf("checkpoint %s: every activation backward needs is kept%s, nothing is recomputed%s\n", policy,
-               r->regenerated ? " but the regenerated inputs below" : "",
-               r->spared ? " (recomputing would not lower this plan's peak)" : "");
+               regenerated ? " but the regenerated inputs below" : "",
+               spared ? " (recomputing would not lower this plan's peak)" : "");
     else
         printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch%s\n",
-               policy, r->segments, r->segments == 1 ? "" : "s", r->recompute_percent,
-               r->spared ? "; segments whose recompute would save no memory are kept whole" : "");
-    if (r->regenerated)
+               policy, segments, segments == 1 ? "" : "s", plan_recompute_percent(&r->ps),
+               spared ? "; segments whose recompute would save no memory are kept whole" : "");
+    if (regenerated)
         printf("regenerated: %zu input%s rebuilt in backward from the layer%s that made %s, not kept\n",
-               r->regenerated, r->regenerated == 1 ? "" : "s", r->regenerated == 1 ? "" : "s",
-               r->regenerated == 1 ? "it" : "them");
+               regenerated, regenerated == 1 ? "" : "s", regenerated == 1 ? "" : "s", regenerated == 1 ? "it" : "them");
 }
 
 static void print_optimizer(const train_run *r) {
@@ -250,7 +204,7 @@ static void print_optimizer(const train_run *r) {
     if (c->schedule.kind == SNUG_SCHEDULE_COSINE)
         printf("; cosine schedule, warmup %ld, min lr ratio %g", c->schedule.warmup_steps, c->schedule.min_lr_ratio);
     if (c->schedule.linear_scaling)
-        printf("; linear scaling: peak lr %g", c->optim.lr * (double)c->batch / (double)c->schedule.reference_batch);
+        printf("; linear scaling: peak lr %g", c->optim.lr * (double)r->ps.batch / (double)c->schedule.reference_batch);
     if (c->clip_norm > 0) printf("; clip %g", c->clip_norm);
     printf("\n");
 }
@@ -268,11 +222,9 @@ static void print_memory(const snug_mem_report *rep, const char *title, bool wit
 
 /* BatchNorm under accumulation (or over ranks) is not large-batch training: said once, before training. */
 static void print_batchnorm_warning(const train_run *r) {
-    const snug_train_config *c = &r->opt.cfg;
-    size_t ranks = (size_t)r->ranks, b = (c->batch + ranks - 1) / ranks, m = snug_trainer_micro_batch(r->trainer);
-    if (m == 0 || m > b) m = b;
-    size_t k = cli_micro_batches(b, m);
-    if (r->batchnorm_layers == 0 || (k == 1 && r->ranks == 1)) return;
+    const snug_plan_summary *s = &r->ps;
+    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, k = s->micro_batches;
+    if (r->ps.batch_statistics_layers == 0 || (k == 1 && r->ranks == 1)) return;
     const char *name = snug_graph_name(r->graph);
     bool resnet20 = strcmp(name, "resnet20") == 0;
     printf("WARNING: model %s has %zu BatchNorm layer%s, and this run computes each step's gradient from %zu "
@@ -281,8 +233,8 @@ static void print_batchnorm_warning(const train_run *r) {
            "%zu. Use the GroupNorm variant of the model (%s), whose statistics are per sample and exact under "
            "accumulation, or a larger --micro-batch (16 samples or more keep the statistics stable). See "
            "docs/accumulation.md.\n",
-           name, r->batchnorm_layers, r->batchnorm_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
-           r->ranks > 1 ? " on each rank" : "", m, c->batch, resnet20 ? "--model resnet20-gn" : "e.g. resnet20-gn");
+           name, r->ps.batch_statistics_layers, r->ps.batch_statistics_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
+           r->ranks > 1 ? " on each rank" : "", m, s->batch, resnet20 ? "--model resnet20-gn" : "e.g. resnet20-gn");
 }
 
 static void print_plan(const train_run *r) {
@@ -301,9 +253,9 @@ static void print_plan(const train_run *r) {
 }
 
 static snug_status train(train_run *r, snug_error *err) {
-    double t0 = now_seconds();
+    double t0 = cli_now();
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
-    r->train_seconds = now_seconds() - t0 - r->periodic.seconds;
+    r->train_seconds = cli_now() - t0 - r->periodic.seconds;
     cli_progress_finish(&r->progress);
     if (st == SNUG_OK && r->periodic.status != SNUG_OK) {
         st = r->periodic.status;
@@ -345,19 +297,6 @@ static snug_status save_params(const train_run *r, snug_error *err) {
     return st;
 }
 
-/* A runtime error: alone, the usual message and exit status 1; in a job of several ranks, the rank's message
- * and the end of the whole job (this does not return). */
-static int fail_run(const train_run *r, const snug_error *err) {
-    if (r->ranks <= 1) return cli_runtime_error(err);
-    char line[sizeof err->message + 64];
-    const char *name = snug_status_name(err->status);
-    if (strncmp(err->message, name, strlen(name)) == 0)
-        snprintf(line, sizeof line, "snug: rank %d: %s", r->rank, err->message);
-    else snprintf(line, sizeof line, "snug: rank %d: %s: %s", r->rank, name, err->message);
-    snug_dist_abort(line);
-    return CLI_EXIT_RUNTIME;
-}
-
 static bool live_progress(cli_progress_mode mode) {
     if (mode == CLI_PROGRESS_ON) return true;
     if (mode == CLI_PROGRESS_OFF) return false;
@@ -396,7 +335,7 @@ static snug_status run(train_run *r, snug_error *err) {
     snug_status st = setup(r, err);
     if (st != SNUG_OK) return st;
     r->progress.tr = r->trainer;
-    r->progress.batch = r->opt.cfg.batch;
+    r->progress.batch = r->ps.batch;
     r->progress.dataset_samples = snug_dataset_size(r->data.train);
     st = cli_periodic_eval_init(&r->periodic, r->rank == 0 ? &r->progress : NULL, r->trainer,
                                 r->opt.evaluate == 0 ? r->data.eval : NULL, r->data.eval_name, r->opt.eval_every,
@@ -422,7 +361,10 @@ int cmd_train(int argc, char **argv) {
         if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
         start_progress(&r);
         snug_status st = run(&r, &err);
-        rc = st == SNUG_OK ? CLI_EXIT_OK : fail_run(&r, &err);
+        if (st == SNUG_E_NONFINITE) /* the library's advice, in flags */
+            snprintf(err.message + strlen(err.message), sizeof err.message - strlen(err.message),
+                     " (--lr lower, --clip 1.0)");
+        rc = st == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
         teardown(&r);
     }
     snug_dist_finalize();

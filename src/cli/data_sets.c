@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/shape.h"
 
 #define MNIST_PAD 2          /* 28 + 2 * 2 = 32 */
 #define SHAPES_TRAIN_SEED 1
@@ -32,15 +33,6 @@ bool cli_data_valid(const char *value, char *msg, size_t len) {
     else snprintf(msg, len, "unknown data set '%s' for --data (choose from mnist, mnist32, brown, text:FILE, shapes, "
                   "segmentation:DIR)", value);
     return false;
-}
-
-/* "(1, 28, 28)", as the library's messages write shapes. */
-static char *format_shape(snug_shape s, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "(");
-    for (int i = 0; i < s.rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "", s.dims[i]);
-    if (used < len) snprintf(buf + used, len - used, ")");
-    return buf;
 }
 
 static bool is_dir(const char *path) {
@@ -83,7 +75,7 @@ static snug_status text_context(const snug_graph *g, const char *value, size_t *
     }
     return snug_fail(err, SNUG_E_SHAPE, "--data %s is byte-level text for a language model (an input of T tokens), "
                      "but model '%s' takes %s; use a token model (e.g. --model gpt) or image data",
-                     value, snug_graph_name(g), format_shape(in, shape, sizeof shape));
+                     value, snug_graph_name(g), snug_shape_format(&in, shape, sizeof shape));
 }
 
 static snug_status open_text(cli_data *d, const char *path, const char *value, const snug_graph *g,
@@ -110,7 +102,7 @@ static snug_status open_shapes(cli_data *d, const snug_graph *g, bool want_train
     char shape[64];
     if (in.rank != 3 || in.dims[0] != 1)
         return snug_fail(err, SNUG_E_SHAPE, "--data shapes draws 1-channel images (1, H, W) at the model's size, "
-                         "but model '%s' takes %s", snug_graph_name(g), format_shape(in, shape, sizeof shape));
+                         "but model '%s' takes %s", snug_graph_name(g), snug_shape_format(&in, shape, sizeof shape));
     snprintf(d->source, sizeof d->source, "synthetic shapes (training seed %d, evaluation seed %d)",
              SHAPES_TRAIN_SEED, SHAPES_EVAL_SEED);
     snprintf(d->unit_buf, sizeof d->unit_buf, "images of %zux%zu", in.dims[1], in.dims[2]);

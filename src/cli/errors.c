@@ -17,6 +17,17 @@ int cli_usage_error(const char *command, const char *usage, const char *message)
     return CLI_EXIT_USAGE;
 }
 
+int cli_job_error(int rank, int ranks, const snug_error *err) {
+    if (ranks <= 1) return cli_runtime_error(err);
+    char line[sizeof err->message + 64];
+    const char *name = snug_status_name(err->status);
+    if (strncmp(err->message, name, strlen(name)) == 0)
+        snprintf(line, sizeof line, CLI_PROGRAM ": rank %d: %s", rank, err->message);
+    else snprintf(line, sizeof line, CLI_PROGRAM ": rank %d: %s: %s", rank, name, err->message);
+    snug_dist_abort(line);
+    return CLI_EXIT_RUNTIME;
+}
+
 int cli_runtime_error(const snug_error *err) {
     fflush(stdout);
     const char *name = snug_status_name(err->status);

@@ -17,5 +17,8 @@ int cli_usage_error(const char *command, const char *usage, const char *message)
 /* Prints `<program>: <status name>: <message>` to stderr (the name left out when the message starts with it),
  * after flushing stdout; returns CLI_EXIT_RUNTIME. */
 int cli_runtime_error(const snug_error *err);
+/* cli_runtime_error in a job of one; over several ranks (mpirun), `<program>: rank R: ...` and the end of the
+ * whole job (snug_dist_abort: it does not return), so that no rank is left waiting in a collective. */
+int cli_job_error(int rank, int ranks, const snug_error *err);
 
 #endif

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/model_file.h"
 #include "snug.h"
 
 bool flags_fail(char *msg, size_t len, const char *fmt, ...) {
@@ -113,7 +112,7 @@ static bool set_bytes(const flag *f, void *field, const char *value, char *msg, 
 }
 
 static bool set_name(const flag *f, void *field, const char *value, char *msg, size_t len) {
-    if (f->files && mf_is_path(value)) { /* read (and checked) when the command loads it */
+    if (f->files && snug_model_is_file(value)) { /* read (and checked) when the command loads it */
         *(const char **)field = value;
         return true;
     }
@@ -137,14 +136,13 @@ static bool set_checkpoint(const flag *f, void *opt, const char *value, char *ms
     return true;
 }
 
-/* "auto" sets the companion switch (cfg.auto_fit) and clears the size; a number clears the switch, so the last
- * --micro-batch given wins. */
+/* A size, or "auto" (SNUG_MICRO_BATCH_AUTO); either way the companion switch records that the flag was given. */
 static bool set_micro(const flag *f, void *opt, const char *value, char *msg, size_t len) {
-    bool *is_auto = (bool *)((char *)opt + f->aux);
+    bool *given = (bool *)((char *)opt + f->aux);
     size_t *size = (size_t *)((char *)opt + f->offset);
+    *given = true;
     if (strcmp(value, "auto") == 0) {
-        *is_auto = true;
-        *size = 0;
+        *size = SNUG_MICRO_BATCH_AUTO;
         return true;
     }
     long v;
@@ -154,7 +152,6 @@ static bool set_micro(const flag *f, void *opt, const char *value, char *msg, si
         return flags_fail(msg, len, "--%s must be %s or auto, got '%s'", f->name, range, value);
     }
     *size = (size_t)v;
-    *is_auto = false;
     return true;
 }
 

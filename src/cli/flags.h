@@ -22,7 +22,7 @@ typedef enum flag_kind {
     F_NAME,    /* const char *, one of names() */
     F_CHOICE,  /* int, the index of the value in choices */
     F_CHECKPOINT, /* snug_checkpoint_policy, parsed by snug_parse_checkpoint; sets the bool at aux */
-    F_MICRO,   /* size_t in [min, max], or "auto": then the bool at aux (cfg.auto_fit) is set and the size is 0 */
+    F_MICRO,   /* size_t in [min, max], or "auto" (SNUG_MICRO_BATCH_AUTO); sets the bool at aux (given) */
     F_PATH,    /* const char *, a path that accepts() takes (by its extension, say) */
     F_HELP,    /* --help */
 } flag_kind;

@@ -5,9 +5,8 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "cli/blas_kernel.h"
 #include "cli/commands.h"
-#include "cli/gemm_choice.h"
+#include "cli/process_start.h"
 
 typedef struct command {
     const char *name;
@@ -84,10 +83,7 @@ int main(int argc, char **argv) {
     if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
-    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
-        print_help(stdout);
-        return CLI_EXIT_OK;
-    }
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return help_command(1, argv + 1);
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("snug %s\n", SNUG_VERSION);
         return CLI_EXIT_OK;

@@ -4,13 +4,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 snug_status cli_periodic_eval_init(cli_periodic_eval *pe, cli_progress *progress, snug_trainer *tr,
                                    const snug_dataset *eval, const char *split, long every, size_t samples,
@@ -45,10 +38,10 @@ bool cli_periodic_eval_step(const snug_step_stats *st, void *user) {
     if (!pe->every || st->step % pe->every != 0 || st->step >= st->total_steps || st->step == pe->last_scored)
         return true;
     pe->last_scored = st->step;
-    double t0 = now_seconds();
+    double t0 = cli_now();
     snug_eval_result res;
     pe->status = snug_trainer_evaluate(pe->tr, pe->set, &res, &pe->err);
-    pe->seconds += now_seconds() - t0;
+    pe->seconds += cli_now() - t0;
     if (pe->status != SNUG_OK) return false;
     if (pe->progress) print_score(pe, st, &res);
     return true;

@@ -14,63 +14,82 @@ static void print_bytes_cell(FILE *out, size_t bytes) {
     fprintf(out, " %*s", BYTES_W, snug_format_bytes(bytes, buf, sizeof buf));
 }
 
+/* One row of the table: a plan, its figures, and whether it fits. */
+typedef struct plan_row {
+    const snug_plan *plan;
+    snug_plan_summary s;
+    bool fits, chosen;
+} plan_row;
+
+static plan_row row_at(const snug_plan_set *set, size_t i) {
+    plan_row r = {.plan = snug_plan_set_at(set, i), .chosen = i == snug_plan_set_chosen(set)};
+    snug_plan_summarize(r.plan, &r.s);
+    r.fits = r.s.budget > 0 && r.s.total <= r.s.budget;
+    return r;
+}
+
 /* The policy column fits its longest label ("auto: every:12 selective"). */
-static int policy_width(const plan_report *r) {
+static int policy_width(const snug_plan_set *set) {
     int w = (int)strlen("checkpoint");
-    for (size_t i = 0; i < r->n_rows; i++) {
+    for (size_t i = 0; i < snug_plan_set_count(set); i++) {
         char label[64];
-        int n = (int)strlen(plan_policy_label(r->rows[i].requested, &r->rows[i].s, label, sizeof label));
+        const plan_row row = row_at(set, i);
+        int n = (int)strlen(plan_policy_label(row.s.requested, &row.s, label, sizeof label));
         if (n > w) w = n;
     }
     return w;
 }
 
-static void print_header(FILE *out, const plan_report *r, int pw) {
-    const snug_train_config *c = r->cfg;
+static void print_header(FILE *out, const snug_plan_set *set, const char *model, int pw) {
+    const snug_plan_request *c = snug_plan_request_of(snug_plan_set_at(set, 0));
+    const snug_optim_config optim = c->optim;
     char budget[32];
-    fprintf(out, "plans for model %s, batch %zu, optimizer %s", r->model, c->batch,
-            c->optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
-    if (c->optim.kind == SNUG_OPTIM_SGD) fprintf(out, " (momentum %g)", c->optim.momentum);
-    fprintf(out, ", workspace for %d thread%s, budget %s:\n", r->threads, r->threads == 1 ? "" : "s",
-            c->mem_budget ? snug_format_bytes(c->mem_budget, budget, sizeof budget) : "none");
+    fprintf(out, "plans for model %s, batch %zu, optimizer %s", model, c->batch,
+            optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
+    if (optim.kind == SNUG_OPTIM_SGD) fprintf(out, " (momentum %g)", optim.momentum);
+    fprintf(out, ", workspace for %d thread%s, budget %s:\n", c->threads, c->threads == 1 ? "" : "s",
+            c->budget ? snug_format_bytes(c->budget, budget, sizeof budget) : "none");
     fprintf(out, "  %6s %6s  %-*s", "m", "k", pw, "checkpoint");
     for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++)
         fprintf(out, " %*s", BYTES_W, snug_mem_category_name((snug_mem_category)i));
     fprintf(out, " %*s  %-*s %9s  %s\n", BYTES_W, "total", PEAK_W, "activation peak at", "recompute", "fits");
 }
 
-static void print_row(FILE *out, const plan_report *r, const plan_row *row, int pw) {
+static void print_row(FILE *out, const plan_row *row, int pw) {
     char policy[64], peak[128];
-    fprintf(out, "%c %6zu %6zu  %-*s", row->chosen ? '*' : ' ', row->m, row->k, pw,
-            plan_policy_label(row->requested, &row->s, policy, sizeof policy));
+    fprintf(out, "%c %6zu %6zu  %-*s", row->chosen ? '*' : ' ', row->s.micro_batch, row->s.micro_batches, pw,
+            plan_policy_label(row->s.requested, &row->s, policy, sizeof policy));
     for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++) print_bytes_cell(out, row->s.bytes[i]);
     print_bytes_cell(out, row->s.total);
     snprintf(peak, sizeof peak, "%s %s", row->s.peak_op ? row->s.peak_op : "-", snug_phase_name(row->s.peak_phase));
     fprintf(out, "  %-*s %8.1f%%  %s\n", PEAK_W, peak, plan_recompute_percent(&row->s),
-            r->cfg->mem_budget ? (row->fits ? "yes" : "no") : "-");
+            row->s.budget ? (row->fits ? "yes" : "no") : "-");
 }
 
-void plan_print_table(FILE *out, const plan_report *r) {
-    int pw = policy_width(r);
-    print_header(out, r, pw);
-    for (size_t i = 0; i < r->n_rows; i++) print_row(out, r, &r->rows[i], pw);
+void plan_print_table(FILE *out, const snug_plan_set *set, const char *model) {
+    int pw = policy_width(set);
+    print_header(out, set, model, pw);
+    for (size_t i = 0; i < snug_plan_set_count(set); i++) {
+        const plan_row row = row_at(set, i);
+        print_row(out, &row, pw);
+    }
 }
 
 /* "8 micro-batches of 32" or "3 micro-batches of 22 (the last one 20)" */
-static void print_split(FILE *out, size_t batch, size_t m, size_t k) {
-    if (k == 1) {
-        fprintf(out, "one pass of %zu per step (no accumulation)", batch);
+static void print_split(FILE *out, const snug_plan_summary *s) {
+    if (s->micro_batches == 1) {
+        fprintf(out, "one pass of %zu per step (no accumulation)", s->share);
         return;
     }
-    fprintf(out, "%zu micro-batches of %zu", k, m);
-    if (batch % m != 0) fprintf(out, " (the last one %zu)", batch % m);
+    fprintf(out, "%zu micro-batches of %zu", s->micro_batches, s->micro_batch);
+    if (s->last_micro_batch != s->micro_batch) fprintf(out, " (the last one %zu)", s->last_micro_batch);
     fprintf(out, " per step");
 }
 
-static void print_reserved(FILE *out, const plan_report *r, const plan_row *c) {
+static void print_reserved(FILE *out, const plan_row *c) {
     char buf[32], budget[32];
     fprintf(out, "  reserved %s", snug_format_bytes(c->s.total, buf, sizeof buf));
-    size_t b = r->cfg->mem_budget;
+    size_t b = c->s.budget;
     if (b)
         fprintf(out, " of the %s budget (%.1f%%%s)", snug_format_bytes(b, budget, sizeof budget),
                 100.0 * (double)c->s.total / (double)b, c->fits ? "" : ": OVER the budget");
@@ -88,26 +107,29 @@ static void print_reserved(FILE *out, const plan_report *r, const plan_row *c) {
     fprintf(out, "\n");
 }
 
-static void print_against_baseline(FILE *out, const plan_report *r, const plan_row *c) {
+static void print_against_baseline(FILE *out, const snug_plan_set *set, const plan_row *c) {
     char buf[32], saved[32];
-    if (c->s.segments == 0 || !r->baseline) return;
-    const snug_plan_summary *b = &r->baseline_s;
-    fprintf(out, "  without checkpointing at m = %zu: %s reserved", c->m, snug_format_bytes(b->total, buf, sizeof buf));
-    if (r->cfg->mem_budget && b->total > r->cfg->mem_budget) fprintf(out, " (over the budget)");
+    if (c->s.segments == 0) return;
+    snug_plan_summary base;
+    snug_plan_summarize(snug_plan_set_baseline(set), &base);
+    const snug_plan_summary *b = &base;
+    fprintf(out, "  without checkpointing at m = %zu: %s reserved", c->s.micro_batch,
+            snug_format_bytes(b->total, buf, sizeof buf));
+    if (c->s.budget && b->total > c->s.budget) fprintf(out, " (over the budget)");
     if (b->total > c->s.total)
         fprintf(out, "; checkpointing saves %s", snug_format_bytes(b->total - c->s.total, saved, sizeof saved));
     fprintf(out, "\n");
 }
 
-void plan_print_summary(FILE *out, const plan_report *r) {
-    const plan_row *c = &r->rows[r->chosen];
+void plan_print_summary(FILE *out, const snug_plan_set *set) {
+    const plan_row row = row_at(set, snug_plan_set_chosen(set)), *c = &row;
     char policy[64], resolved[48], arena[32], live[32], buf_comm[32], regen[32];
-    fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->m);
-    print_split(out, r->cfg->batch, c->m, c->k);
-    fprintf(out, ", checkpoint %s (%s)\n", plan_policy_label(c->requested, &c->s, policy, sizeof policy),
-            r->auto_chosen ? "the best fit for the budget, as `snug train --mem` chooses"
-                           : "as given by --micro-batch and --checkpoint");
-    print_reserved(out, r, c);
+    fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->s.micro_batch);
+    print_split(out, &c->s);
+    fprintf(out, ", checkpoint %s (%s)\n", plan_policy_label(c->s.requested, &c->s, policy, sizeof policy),
+            c->s.micro_batch_chosen ? "the best fit for the budget, as `snug train --mem` chooses"
+                                    : "as given by --micro-batch and --checkpoint");
+    print_reserved(out, c);
     fprintf(out, "  communication: under mpirun, all-reduce in place on the gradients: no extra buffer (%s summed "
                  "over the ranks once per optimizer step); the plan and --mem are per rank\n",
             snug_format_bytes(c->s.bytes[SNUG_MEM_GRADS], buf_comm, sizeof buf_comm));
@@ -132,7 +154,7 @@ void plan_print_summary(FILE *out, const plan_report *r) {
                      "lies elsewhere)\n",
                 c->s.spared_segments, c->s.spared_segments == 1 ? "" : "s",
                 c->s.spared_segments == 1 ? "it" : "them");
-    print_against_baseline(out, r, c);
+    print_against_baseline(out, set, c);
 }
 
 static int max_width(const snug_plan *p, size_t n, bool layer, int least) {
@@ -147,8 +169,8 @@ static int max_width(const snug_plan *p, size_t n, bool layer, int least) {
     return w;
 }
 
-void plan_print_layers(FILE *out, const plan_report *r) {
-    const plan_row *c = &r->rows[r->chosen];
+void plan_print_layers(FILE *out, const snug_plan_set *set) {
+    const plan_row row = row_at(set, snug_plan_set_chosen(set)), *c = &row;
     size_t n = snug_plan_buffer_count(c->plan);
     int lw = max_width(c->plan, n, true, 5), ww = max_width(c->plan, n, false, 4);
     fprintf(out, "\nbuffers of the chosen plan (%zu; offsets within the activation arena, lifetimes in schedule "

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MIB (1024.0 * 1024.0)
@@ -41,15 +42,10 @@ char *cli_format_duration(double seconds, char *buf, size_t len) {
     return buf;
 }
 
-long cli_steps_per_epoch(size_t samples, size_t batch, bool drop_last) {
-    size_t n = samples / batch + (!drop_last && samples % batch != 0);
-    return n > (size_t)LONG_MAX ? LONG_MAX : (long)n;
-}
-
-long cli_total_steps(size_t samples, size_t batch, bool drop_last, long epochs, long max_steps) {
-    long spe = cli_steps_per_epoch(samples, batch, drop_last), total;
-    if (__builtin_mul_overflow(spe, epochs, &total)) total = LONG_MAX;
-    return max_steps > 0 && max_steps < total ? max_steps : total;
+double cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* "mem 25.1/64.0 MiB (peak 25.1)", or without "/budget" when unlimited. */

@@ -49,9 +49,7 @@ void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split);
 char *cli_format_count(double value, char *buf, size_t len);
 /* "0:45", "12:03", "1:02:03" */
 char *cli_format_duration(double seconds, char *buf, size_t len);
-/* The steps of a whole run: epochs x steps per epoch, capped by max_steps (0: no cap). */
-long cli_total_steps(size_t samples, size_t batch, bool drop_last, long epochs, long max_steps);
-/* Optimizer steps in one epoch over `samples` with global batch `batch`. */
-long cli_steps_per_epoch(size_t samples, size_t batch, bool drop_last);
+/* A monotonic clock, in seconds. */
+double cli_now(void);
 
 #endif

@@ -66,7 +66,7 @@ void *snug_mem_alloc(snug_mem *mem, snug_mem_category cat, size_t bytes, const c
         free(b);
         free(ptr);
         char need[32];
-        snug_fail(err, SNUG_E_OOM, "out of memory: the system refused %s for %s %s; lower --mem or the batch.",
+        snug_fail(err, SNUG_E_OOM, "out of memory: the system refused %s for %s %s: plan for a smaller budget or micro-batch.",
                   snug_format_bytes(rounded, need, sizeof need), owner, category_names[cat]);
         return NULL;
     }

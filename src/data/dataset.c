@@ -18,3 +18,7 @@ snug_shape snug_dataset_sample_shape(const snug_dataset *ds) {
 }
 
 size_t snug_dataset_classes(const snug_dataset *ds) { return ds ? ds->classes : 0; }
+
+snug_status dataset_read_status(const snug_dataset *ds, snug_error *err) {
+    return ds->ops->read_status ? ds->ops->read_status(ds, err) : SNUG_OK;
+}

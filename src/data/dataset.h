@@ -11,6 +11,10 @@ typedef struct dataset_ops {
     /* Writes targets_per_sample targets per sample (class index, or SNUG_IGNORE_TARGET) into y. */
     void (*fill_targets)(const snug_dataset *ds, const size_t *idx, size_t n, int32_t *y);
     void (*destroy)(snug_dataset *ds);
+    /* The first failed read since the data set was opened (a user's callback that returned false), or SNUG_OK;
+     * NULL for data sets whose reads cannot fail (their files were checked when opened). A failed read leaves
+     * zeros where its samples would be. */
+    snug_status (*read_status)(const snug_dataset *ds, snug_error *err);
 } dataset_ops;
 
 struct snug_dataset {
@@ -22,5 +26,9 @@ struct snug_dataset {
     size_t targets_per_sample;  /* 1 for classification */
     void *impl;                 /* the implementation's own state */
 };
+
+/* ds->ops->read_status, or SNUG_OK where reads cannot fail: the trainer asks after reading, before it uses
+ * what it read. */
+snug_status dataset_read_status(const snug_dataset *ds, snug_error *err);
 
 #endif

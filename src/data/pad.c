@@ -73,10 +73,15 @@ static void pad_destroy(snug_dataset *ds) {
     ds->impl = NULL;
 }
 
+static snug_status pad_read_status(const snug_dataset *ds, snug_error *err) {
+    return dataset_read_status(((const pad_impl *)ds->impl)->inner, err);
+}
+
 static const dataset_ops pad_ops = {
     .fill_inputs = pad_fill_inputs,
     .fill_targets = pad_fill_targets,
     .destroy = pad_destroy,
+    .read_status = pad_read_status,
 };
 
 /* The padded (C, H, W) and its element count, or an error when the inner data is not images or it overflows. */

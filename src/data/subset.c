@@ -53,10 +53,15 @@ static void subset_destroy(snug_dataset *ds) {
     ds->impl = NULL;
 }
 
+static snug_status subset_read_status(const snug_dataset *ds, snug_error *err) {
+    return dataset_read_status(((const subset_impl *)ds->impl)->inner, err);
+}
+
 static const dataset_ops subset_ops = {
     .fill_inputs = subset_fill_inputs,
     .fill_targets = subset_fill_targets,
     .destroy = subset_destroy,
+    .read_status = subset_read_status,
 };
 
 snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err) {

@@ -252,16 +252,16 @@ static snug_status read_doc(mf_doc *d, const char *text, snug_error *err) {
 
 /* ---- the public entry points ----------------------------------------------------------------------------- */
 
-snug_graph *snug_model_parse(const char *text, const char *name_for_messages, snug_error *err) {
+snug_status snug_model_parse(const char *text, const char *name_for_messages, snug_graph **out, snug_error *err) {
+    *out = NULL;
     mf_doc d = {.file = name_for_messages && *name_for_messages ? name_for_messages : "(model text)"};
-    if (!text) {
-        snug_fail(err, SNUG_E_ARG, "%s: no model text given", d.file);
-        return NULL;
-    }
-    snug_graph *g = NULL;
-    if (read_doc(&d, text, err) == SNUG_OK) g = mf_build(&d, err);
+    if (!text) return snug_fail(err, SNUG_E_ARG, "%s: no model text given", d.file);
+    snug_error local = {0};
+    if (read_doc(&d, text, &local) == SNUG_OK) *out = mf_build(&d, &local);
     doc_free(&d);
-    return g;
+    if (*out) return SNUG_OK;
+    if (err) *err = local;
+    return local.status != SNUG_OK ? local.status : SNUG_E_FORMAT;
 }
 
 /* The whole file as a NUL-terminated string, or NULL with err filled. */
@@ -301,14 +301,16 @@ static char *read_text(const char *path, snug_error *err) {
     return NULL;
 }
 
-snug_graph *snug_model_load(const char *path, snug_error *err) {
-    if (!path || !*path) {
-        snug_fail(err, SNUG_E_ARG, "no model file path given");
-        return NULL;
+snug_status snug_model_load(const char *path, snug_graph **out, snug_error *err) {
+    *out = NULL;
+    if (!path || !*path) return snug_fail(err, SNUG_E_ARG, "no model file path given");
+    snug_error local = {0};
+    char *text = read_text(path, &local);
+    if (!text) {
+        if (err) *err = local;
+        return local.status;
     }
-    char *text = read_text(path, err);
-    if (!text) return NULL;
-    snug_graph *g = snug_model_parse(text, path, err);
+    snug_status s = snug_model_parse(text, path, out, err);
     free(text);
-    return g;
+    return s;
 }

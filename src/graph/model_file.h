@@ -50,7 +50,7 @@ snug_graph *mf_build(mf_doc *d, snug_error *err);
 /* The layer types a model file can name, in the order docs/model-files.md lists them, NULL-terminated. */
 const char *const *mf_layer_types(void);
 
-/* True when a --model value names a file rather than a built-in: it contains '/' or ends in ".ini". */
+/* True when a model name names a file rather than a built-in: it contains '/' or ends in ".ini". */
 bool mf_is_path(const char *name);
 
 /* The model files of models/, embedded into the library by cmake/SnugModels.cmake (a generated source). */

@@ -10,22 +10,24 @@
 
 const char *const *snug_model_names(void) { return mf_embedded_names; }
 
+bool snug_model_is_file(const char *name) { return name && mf_is_path(name); }
+
 /* "unknown model 'x': the built-in models are mlp, cnn, ...". */
-static void unknown_model(const char *name, snug_error *err) {
+static snug_status unknown_model(const char *name, snug_error *err) {
     char list[512];
     int n = 0;
     list[0] = '\0';
     for (size_t i = 0; mf_embedded_names[i] && n >= 0 && (size_t)n < sizeof list; i++)
         n += snprintf(list + n, sizeof list - (size_t)n, "%s%s", i ? ", " : "", mf_embedded_names[i]);
-    snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are %s; a model file is named by its path "
-              "(one with a '/' or ending in .ini)", name, list);
+    return snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are %s; a model file is named by its "
+                     "path (one with a '/' or ending in .ini)", name, list);
 }
 
-snug_graph *snug_model_builtin(const char *name, snug_error *err) {
-    if (name && mf_is_path(name)) return snug_model_load(name, err);
+snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err) {
+    *out = NULL;
+    if (name && mf_is_path(name)) return snug_model_load(name, out, err);
     for (size_t i = 0; name && mf_embedded_models[i].name; i++)
         if (strcmp(name, mf_embedded_models[i].name) == 0)
-            return snug_model_parse(mf_embedded_models[i].text, mf_embedded_models[i].path, err);
-    unknown_model(name ? name : "", err);
-    return NULL;
+            return snug_model_parse(mf_embedded_models[i].text, mf_embedded_models[i].path, out, err);
+    return unknown_model(name ? name : "", err);
 }

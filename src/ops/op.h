@@ -79,7 +79,6 @@ typedef struct op_call {
     float loss_scale;                  /* 1 / N, N the item count of the whole global batch */
 } op_call;
 
-#define SNUG_IGNORE_TARGET (-1)
 
 typedef struct op_desc {
     const char *kind;  /* "conv2d": the name users see in messages and model files */

@@ -5,6 +5,11 @@
 #include "optim/optim.h"
 #include "optim/optim_impl.h"
 
+snug_optim_config snug_optim_config_default(void) {
+    return (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .beta1 = 0.9f,
+                               .beta2 = 0.999f, .eps = 1e-8f};
+}
+
 int optim_state_slots(const snug_optim_config *cfg) {
     switch (cfg->kind) {
     case SNUG_OPTIM_SGD:   return cfg->momentum != 0.0f ? 1 : 0;

@@ -41,6 +41,7 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
 /* Parameters, gradients, optimizer state, the data buffers and the shared workspace. */
 static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan *p) {
     size_t slots = (size_t)optim_state_slots(optim), state, in_numel;
+    p->optim_slots = (int)slots;
     const graph_node *in = &g->nodes[g->input_node], *loss = &g->nodes[g->loss_node];
     p->targets_per_sample = g->tensors[loss->output].numel;
     p->state_bytes = 0;
@@ -156,7 +157,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
         plan_free(p);
         if (s == SNUG_E_OVERFLOW)
             return snug_fail(err, SNUG_E_OVERFLOW, "model '%s' at micro-batch %zu needs more memory than this "
-                             "machine can address: lower --micro-batch", g->name, m);
+                             "machine can address: plan a smaller micro-batch", g->name, m);
         return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     }
     plan_flops(g, p);

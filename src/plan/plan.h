@@ -56,6 +56,7 @@ typedef struct plan_segments {
 typedef struct plan {
     size_t m;
     int threads;
+    int optim_slots;                  /* floats of optimizer state per parameter (optim_state_slots) */
     plan_variant variant;             /* resolved: never AUTO */
     plan_segments seg;
     sched_step *steps;
@@ -83,6 +84,21 @@ typedef struct plan {
     int live_peak_step;
     double fwd_flops, bwd_flops, recompute_flops;  /* per micro-batch of m samples */
 } plan;
+
+/* A public plan (snug_plan_new): the plan, its graph, and the request it answers, with the micro-batch and the
+ * policy resolved where the request left them free (request.micro_batch is the chosen m; requested_policy is
+ * the policy planned with, AUTO kept as AUTO, while p.variant says what AUTO resolved to). */
+struct snug_plan {
+    const snug_graph *g;
+    plan p;
+    snug_plan_request request;
+    snug_checkpoint_policy requested_policy;
+    bool micro_batch_chosen;          /* the request left the micro-batch free */
+    size_t share;                     /* samples of a global batch one rank takes (the largest share) */
+};
+
+/* k = ceil(samples / m): the micro-batches of a window of `samples` samples. */
+size_t plan_micro_batches(size_t samples, size_t m);
 
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,

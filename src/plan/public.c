@@ -10,11 +10,6 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-struct snug_plan {
-    const snug_graph *g;
-    plan p;
-};
-
 const char *snug_phase_name(snug_phase p) {
     static const char *const names[] = {"forward", "recompute", "backward", "update"};
     return (unsigned)p < 4 ? names[p] : "unknown";
@@ -49,23 +44,6 @@ char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len) {
     return buf;
 }
 
-snug_status snug_plan_new(const snug_graph *g, const snug_train_config *cfg, size_t micro_batch,
-                          snug_checkpoint_policy policy, size_t budget, snug_plan **out, snug_error *err) {
-    *out = NULL;
-    snug_status s = snug_graph_check(g, err);
-    if (s != SNUG_OK) return s;
-    snug_plan *sp = calloc(1, sizeof *sp);
-    if (!sp) return snug_fail(err, SNUG_E_OOM, "out of memory while planning");
-    sp->g = g;
-    s = plan_build_policy(g, micro_batch, omp_get_max_threads(), &cfg->optim, policy, budget, &sp->p, err);
-    if (s != SNUG_OK) {
-        free(sp);
-        return s;
-    }
-    *out = sp;
-    return SNUG_OK;
-}
-
 void snug_plan_free(snug_plan *p) {
     if (!p) return;
     plan_free(&p->p);
@@ -74,8 +52,18 @@ void snug_plan_free(snug_plan *p) {
 
 void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     const plan *p = &sp->p;
+    const snug_plan_request *r = &sp->request;
     memset(s, 0, sizeof *s);
+    s->batch = r->batch;
+    s->ranks = r->ranks;
+    s->share = sp->share;
     s->micro_batch = p->m;
+    s->micro_batch_chosen = sp->micro_batch_chosen;
+    s->micro_batches = plan_micro_batches(sp->share, p->m);
+    s->last_micro_batch = sp->share - (s->micro_batches - 1) * p->m;
+    s->budget = r->budget;
+    s->threads = p->threads;
+    s->requested = sp->requested_policy;
     s->policy = p->variant.policy;
     s->selective = p->variant.selective;
     s->segments = (size_t)p->seg.n_segments;
@@ -84,6 +72,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->pending_bytes = p->pending_bytes;
     s->kept_bytes = p->kept_bytes;
     for (int i = 0; i < sp->g->n_nodes; i++) {
+        s->batch_statistics_layers += sp->g->nodes[i].op->saved_batch_bytes != NULL;
         if (!p->regen[i]) continue;
         s->regenerated_inputs++;
         s->regenerated_bytes += p->bufs[p->value_fwd[graph_base_tensor(sp->g, sp->g->nodes[i].inputs[0])]].bytes;
@@ -140,57 +129,4 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] = n->op->workspace_bytes(n, p->m, p->threads);
     double f = (n->op->flops ? n->op->flops(n) : 0) * (double)p->m;
     s->flops = st->phase == SNUG_PHASE_BACKWARD ? plan_backward_flops(g, n) * (double)p->m : f;
-}
-
-/* Predicted throughput, relative: small micro-batches run GEMMs far below peak (about half at 8 samples), and
- * recompute adds its FLOPs to the step. */
-static double predicted_throughput(const plan *p) {
-    double m = (double)p->m, work = p->fwd_flops + p->bwd_flops;
-    return m / (m + 8.0) / (1.0 + (work > 0 ? p->recompute_flops / work : 0));
-}
-
-static snug_status nothing_fits(const snug_graph *g, const snug_train_config *cfg, size_t budget, snug_error *err) {
-    plan lean;
-    snug_status s = plan_build_auto(g, 1, omp_get_max_threads(), &cfg->optim, 1, &lean, err);
-    if (s != SNUG_OK) return s;
-    char need[32], have[32], breakdown[256];
-    snug_mem_format_breakdown(lean.bytes, breakdown, sizeof breakdown);
-    snug_fail(err, SNUG_E_OOM,
-              "out of memory: model '%s' does not fit %s even at micro-batch 1 with activations recomputed: the "
-              "smallest budget that fits is %s (%s). Raise --mem to at least that.",
-              g->name, snug_format_bytes(budget, have, sizeof have), snug_format_bytes(lean.total, need, sizeof need),
-              breakdown);
-    plan_free(&lean);
-    return SNUG_E_OOM;
-}
-
-snug_status snug_plan_choose(const snug_graph *g, const snug_train_config *cfg, size_t budget, size_t *micro_batch,
-                             snug_checkpoint_policy *policy, snug_error *err) {
-    snug_status s = snug_graph_check(g, err);
-    if (s != SNUG_OK) return s;
-    if (cfg->batch == 0) return snug_fail(err, SNUG_E_ARG, "batch size 0: the global batch must be at least 1");
-    double best = -1;
-    size_t prev = 0;
-    for (size_t k = 1; k <= cfg->batch; k++) {
-        size_t m = (cfg->batch + k - 1) / k;
-        if (m == prev) continue;
-        prev = m;
-        static const snug_checkpoint_policy none = {SNUG_CHECKPOINT_NONE, 0}, autop = {SNUG_CHECKPOINT_AUTO, 0};
-        bool plain_fits = false;
-        for (int pass = 0; pass < 2 && !plain_fits; pass++) {
-            plan p;
-            if ((s = plan_build_policy(g, m, omp_get_max_threads(), &cfg->optim, pass ? autop : none, budget, &p, err)) != SNUG_OK) return s;
-            bool fits = !budget || p.total <= budget;
-            double t = predicted_throughput(&p);
-            if (fits && t > best) {
-                best = t;
-                *micro_batch = m;
-                *policy = p.seg.n_segments ? autop : none;
-            }
-            plain_fits = fits && pass == 0;
-            plan_free(&p);
-        }
-        if (plain_fits) break; /* smaller micro-batches without recompute are only slower */
-    }
-    return best >= 0 ? SNUG_OK : nothing_fits(g, cfg, budget, err);
 }

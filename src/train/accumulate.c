@@ -21,7 +21,7 @@ static size_t count_items(const int32_t *targets, size_t n) {
 
 /* Reads only the targets of this rank's shard, chunk by chunk through the targets buffer, to count its items. */
 static size_t count_window_items(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n) {
-    size_t m = tr->plan.m, per = tr->plan.targets_per_sample, items = 0;
+    size_t m = tr->plan->m, per = tr->plan->targets_per_sample, items = 0;
     for (size_t start = 0; start < n; start += m) {
         size_t len = n - start < m ? n - start : m;
         ds->ops->fill_targets(ds, indices + start, len, tr->x.targets);
@@ -41,7 +41,7 @@ static double sum_item_losses(const float *loss, size_t n) {
  * one rank draws. Returns the sum of the item losses. */
 static double run_shard(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t begin, size_t len,
                         size_t N, size_t *micro_batches) {
-    size_t m = tr->plan.m, per = tr->plan.targets_per_sample, k = 0;
+    size_t m = tr->plan->m, per = tr->plan->targets_per_sample, k = 0;
     double total = 0;
     for (size_t start = 0; start < len; start += m, k++) {
         size_t part = len - start < m ? len - start : m;
@@ -80,7 +80,8 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     double t0 = trainer_tick(tr);
     size_t N = count_window_items(tr, ds, indices + begin, len);
     trainer_tock(tr, PART_DATA, t0);
-    snug_status s = dist_allreduce_sizes(&N, 1, DIST_SUM, err);
+    snug_status s = dataset_read_status(ds, err);
+    if (s == SNUG_OK) s = dist_allreduce_sizes(&N, 1, DIST_SUM, err);
     if (s != SNUG_OK) return s;
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */
@@ -88,6 +89,7 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     t0 = trainer_tick(tr);
     exec_flush(&tr->x); /* what backward deferred, before the gradients are read */
     trainer_tock(tr, PART_DEFERRED, t0);
+    if ((s = dataset_read_status(ds, err)) != SNUG_OK) return s; /* a read failed: this window is no gradient */
     t0 = trainer_tick(tr);
     s = reduce_window(tr, &total, err);
     trainer_tock(tr, PART_ALLREDUCE, t0);
@@ -133,7 +135,7 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     double norm = grad_global_norm(tr->x.grads, np, tr->opt.spans, tr->opt.n_spans);
     st->grad_norm = (float)norm;
     st->skipped = !isfinite(st->loss) || !isfinite(norm);
-    st->lr = snug_schedule_lr(&tr->cfg.schedule, tr->cfg.optim.lr, tr->cfg.batch, tr->step, tr->total_steps);
+    st->lr = snug_schedule_lr(&tr->cfg.schedule, tr->cfg.optim.lr, tr->batch, tr->step, tr->total_steps);
     if (st->skipped) {
         tr->nonfinite_run++;
         zero_grads(tr); /* backward always adds: the next window starts from zero */
@@ -164,7 +166,8 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1))
         return snug_fail(err, SNUG_E_NONFINITE,
                          "the loss or the gradients were not finite for %d optimizer steps in a row (after step "
-                         "%ld): lower --lr, add --clip 1.0, or check the data for bad values", tr->nonfinite_run,
+                         "%ld): lower the learning rate, clip the gradient norm (at 1.0, say), or check the data for bad "
+                         "values", tr->nonfinite_run,
                          tr->step);
     return SNUG_OK;
 }

@@ -65,7 +65,7 @@ static void score_batch(const exec *x, const logits_layout *l, size_t len, size_
 /* Forward over this rank's shard of ds, micro-batch by micro-batch. */
 static snug_status score_shard(snug_trainer *tr, const snug_dataset *ds, const logits_layout *l, eval_sums *sum,
                                snug_error *err) {
-    size_t begin, n, m = tr->plan.m;
+    size_t begin, n, m = tr->plan->m;
     dist_shard(snug_dataset_size(ds), tr->dist.rank, tr->dist.size, &begin, &n);
     const size_t per_sample = tr->g->tensors[tr->g->nodes[tr->g->loss_node].inputs[0]].numel / l->classes;
     size_t idx_chunk[1024];
@@ -131,6 +131,7 @@ snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug
     const double t0 = omp_get_wtime();
     exec_weights_changed(&tr->x); /* a step or the caller may have changed them since they were derived */
     s = score_shard(tr, ds, &l, &sum, err);
+    if (s == SNUG_OK) s = dataset_read_status(ds, err);
     if (s == SNUG_OK) s = finish(&sum, &l, res, err);
     if (sum.conf != conf_stack) free(sum.conf);
     /* An evaluation between training steps is not training time: move the training clock's start past it. */

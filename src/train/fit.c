@@ -1,22 +1,32 @@
 /* The epoch loop: a seeded order per epoch, cut into global batches of B samples. An epoch's last window holds
- * fewer than B samples unless --drop-last drops it; it is normalised by its real item count. Over several ranks
+ * fewer than B samples unless drop_last drops it; it is normalised by its real item count. Over several ranks
  * every rank runs this same loop over the same order (a pure function of seed and epoch, whatever the number of
  * ranks); snug_trainer_step takes each rank's shard of each window. */
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <limits.h>
+
 #include "core/error.h"
 #include "data/shuffle.h"
 #include "train/trainer.h"
 
-static long steps_per_epoch(const snug_train_config *c, size_t n) {
-    return c->drop_last ? (long)(n / c->batch) : (long)((n + c->batch - 1) / c->batch);
+static long steps_per_epoch(const snug_train_config *c, size_t batch, size_t n) {
+    const size_t steps = n / batch + (!c->drop_last && n % batch != 0);
+    return steps > (size_t)LONG_MAX ? LONG_MAX : (long)steps;
 }
 
 static long planned_steps(const snug_train_config *c, long per_epoch) {
-    long total = per_epoch * c->epochs;
+    long total;
+    if (__builtin_mul_overflow(per_epoch, c->epochs, &total)) total = LONG_MAX;
     if (c->epochs <= 0 || (c->max_steps > 0 && c->max_steps < total)) total = c->max_steps;
     return total;
+}
+
+void snug_trainer_run_length(const snug_trainer *tr, size_t samples, long *steps_per_epoch_out, long *total_steps) {
+    const long per_epoch = steps_per_epoch(&tr->cfg, tr->batch, samples);
+    if (steps_per_epoch_out) *steps_per_epoch_out = per_epoch;
+    if (total_steps) *total_steps = planned_steps(&tr->cfg, per_epoch);
 }
 
 /* Runs one epoch; *stop is set when the caller's callback or the step limit ends the run. */
@@ -27,8 +37,8 @@ static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *o
     if (c->shuffle) shuffle_permutation(c->seed, (uint64_t)epoch, order, n);
     else identity_permutation(order, n);
     for (long w = 0; w < per_epoch && !*stop; w++) {
-        size_t start = (size_t)w * c->batch;
-        size_t len = n - start < c->batch ? n - start : c->batch;
+        size_t start = (size_t)w * tr->batch;
+        size_t len = n - start < tr->batch ? n - start : tr->batch;
         snug_step_stats st;
         snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
         st.epoch = epoch;
@@ -45,7 +55,7 @@ static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *o
  * gives the largest and the smallest over the ranks). */
 static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_error *err) {
     if (tr->dist.size == 1) return SNUG_OK;
-    size_t b = tr->cfg.batch, v[4] = {n, SIZE_MAX - n, b, SIZE_MAX - b};
+    size_t b = tr->batch, v[4] = {n, SIZE_MAX - n, b, SIZE_MAX - b};
     snug_status s = dist_allreduce_sizes(v, 4, DIST_MAX, err);
     if (s != SNUG_OK) return s;
     if (v[0] != SIZE_MAX - v[1])
@@ -54,7 +64,7 @@ static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_err
                          tr->dist.rank, n);
     if (v[2] != SIZE_MAX - v[3])
         return snug_fail(err, SNUG_E_ARG, "the ranks were given different global batches (between %zu and %zu): "
-                         "give every rank the same --batch", SIZE_MAX - v[3], v[2]);
+                         "plan every rank with the same batch", SIZE_MAX - v[3], v[2]);
     return SNUG_OK;
 }
 
@@ -64,10 +74,11 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
     if (s != SNUG_OK) return s;
     const snug_train_config *c = &tr->cfg;
     size_t n = snug_dataset_size(ds);
-    long per_epoch = steps_per_epoch(c, n);
+    long per_epoch = steps_per_epoch(c, tr->batch, n);
     if (per_epoch == 0)
         return snug_fail(err, SNUG_E_ARG,
-                         "--drop-last with batch %zu leaves no step: the data set has only %zu samples", c->batch, n);
+                         "dropping the last partial batch with batch %zu leaves no step: the data set has only %zu "
+                         "samples", tr->batch, n);
     tr->total_steps = planned_steps(c, per_epoch);
     /* The sample order is the data set's index (8 bytes a sample), held like the mapped files themselves
      * outside the engine budget. */

@@ -26,7 +26,7 @@ snug_status snug_trainer_profile(snug_trainer *tr, bool on, snug_error *err) {
     /* the executor's flag is the trainer's too: one switch for the ops and the parts */
     if (!exec_profile(&tr->x, on))
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the profiler's %d timers",
-                         tr->plan.n_steps);
+                         tr->plan->n_steps);
     return SNUG_OK;
 }
 
@@ -37,7 +37,7 @@ static void put(snug_op_time *out, size_t cap, size_t i, snug_op_time t) {
 
 size_t snug_trainer_op_times(const snug_trainer *tr, snug_op_time *out, size_t cap) {
     size_t n = 0;
-    const plan *p = &tr->plan;
+    const plan *p = tr->plan;
     for (int s = 0; tr->x.op_calls && s < p->n_steps; s++) {
         if (tr->x.op_calls[s] == 0) continue;
         const graph_node *node = &tr->g->nodes[p->steps[s].node];

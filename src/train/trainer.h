@@ -20,9 +20,11 @@ typedef enum trainer_part {
 } trainer_part;
 
 struct snug_trainer {
-    snug_graph *g;
+    const snug_graph *g;
+    const snug_plan *public_plan;  /* the plan it runs (borrowed) */
+    const plan *plan;              /* its internal form */
+    size_t batch;                  /* the plan's global batch B */
     snug_train_config cfg;
-    plan plan;
     snug_mem mem;
     exec x;
     optim_state opt;

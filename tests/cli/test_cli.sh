@@ -108,6 +108,16 @@ run "budget too small for the micro-batch given" train --model cnn --mem 1KiB --
     --data-dir "$DATA" --progress off
 expect_rc 1
 expect_in "$ERR" "out of memory"
+expect_in "$ERR" "Raise --mem to at least"
+expect_empty "$OUT"
+
+run "budget too small for the micro-batch given, a smaller one fits" train --model cnn --mem 16MiB \
+    --batch 256 --micro-batch 256 --data-dir "$DATA" --progress off
+expect_rc 1
+expect_in "$ERR" "The largest micro-batch that fits is"
+expect_in "$ERR" "Try --micro-batch "
+expect_in "$ERR" "or --micro-batch auto to let checkpointing keep it larger"
+expect_empty "$OUT"
 expect_in "$ERR" "budget"
 expect_in "$ERR" "--micro-batch"
 expect_empty "$OUT"
@@ -281,6 +291,7 @@ if have_mnist; then
     expect_rc 1
     expect_in "$ERR" "snug: skipped a batch after optimizer step"
     expect_in "$ERR" "not finite"
+    expect_in "$ERR" "(--lr lower, --clip 1.0)"
     [ "$(grep -c '^snug: skipped a batch' "$ERR")" -ge 2 ] || fail "expected one stderr line per skipped step"
 
     # OPENBLAS_CORETYPE=Prescott forces the generic kernel, which the header must flag on an AVX2 CPU.

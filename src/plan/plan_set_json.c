@@ -1,10 +1,11 @@
-/* `snug plan --json`: the candidate plans, the chosen one with its baseline and (with --layers) its buffers, as
- * one JSON document. Byte counts are JSON numbers (exact up to 2^53 bytes, 8 PiB). */
+/* snug_plan_set_json: a plan set as one JSON document (the candidates, the chosen plan with its baseline and,
+ * when asked, its buffers). Byte counts are JSON numbers (exact up to 2^53 bytes, 8 PiB). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "cli/plan_report.h"
+#include "snug.h"
 
 /* cJSON's adders return NULL when out of memory; one flag collects every failure so the document is either
  * whole or not printed at all. */
@@ -51,20 +52,22 @@ static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_
     add_string(d, obj, "peak_phase", snug_phase_name(s->peak_phase));
     add_number(d, obj, "step_flops", s->step_flops);
     add_number(d, obj, "recompute_flops", s->recompute_flops);
-    add_number(d, obj, "recompute_percent", plan_recompute_percent(s));
+    add_number(d, obj, "recompute_percent", s->step_flops > 0 ? 100.0 * s->recompute_flops / s->step_flops : 0.0);
     add_number(d, obj, "schedule_steps", (double)snug_plan_step_count(p));
 }
 
-static cJSON *row_object(json_doc *d, const plan_report *r, const plan_row *row) {
+static cJSON *row_object(json_doc *d, const snug_plan *p, bool chosen) {
     cJSON *o = check(d, cJSON_CreateObject());
     if (!o) return NULL;
+    snug_plan_summary s;
+    snug_plan_summarize(p, &s);
     char policy[32];
-    add_number(d, o, "micro_batch", (double)row->m);
-    add_number(d, o, "micro_batches", (double)row->k);
-    add_string(d, o, "checkpoint", snug_format_checkpoint(row->requested, policy, sizeof policy));
-    add_summary(d, o, row->plan, &row->s);
-    check(d, r->cfg->mem_budget ? cJSON_AddBoolToObject(o, "fits", row->fits) : cJSON_AddNullToObject(o, "fits"));
-    check(d, cJSON_AddBoolToObject(o, "chosen", row->chosen));
+    add_number(d, o, "micro_batch", (double)s.micro_batch);
+    add_number(d, o, "micro_batches", (double)s.micro_batches);
+    add_string(d, o, "checkpoint", snug_format_checkpoint(s.requested, policy, sizeof policy));
+    add_summary(d, o, p, &s);
+    check(d, s.budget ? cJSON_AddBoolToObject(o, "fits", s.total <= s.budget) : cJSON_AddNullToObject(o, "fits"));
+    check(d, cJSON_AddBoolToObject(o, "chosen", chosen));
     return o;
 }
 
@@ -99,52 +102,56 @@ static void add_buffers(json_doc *d, cJSON *obj, const snug_plan *p) {
     }
 }
 
-static void add_chosen(json_doc *d, cJSON *root, const plan_report *r, bool layers) {
-    const plan_row *c = &r->rows[r->chosen];
-    cJSON *o = row_object(d, r, c);
+static void add_chosen(json_doc *d, cJSON *root, const snug_plan_set *set, bool layers) {
+    const snug_plan *c = snug_plan_set_at(set, snug_plan_set_chosen(set));
+    cJSON *o = row_object(d, c, true);
     if (!o) return;
     if (!cJSON_AddItemToObject(root, "chosen", o)) {
         cJSON_Delete(o);
         d->failed = true;
         return;
     }
-    add_string(d, o, "chosen_by", r->auto_chosen ? "budget" : "flags");
+    snug_plan_summary s, b;
+    snug_plan_summarize(c, &s);
+    snug_plan_summarize(snug_plan_set_baseline(set), &b);
+    add_string(d, o, "chosen_by", s.micro_batch_chosen ? "budget" : "flags");
     /* Data parallelism adds no buffer: the all-reduce works in place on the gradient block. */
     cJSON *comm = check(d, cJSON_AddObjectToObject(o, "communication"));
     if (comm) {
         add_number(d, comm, "extra_bytes", 0);
-        add_number(d, comm, "allreduce_bytes_per_step", (double)c->s.bytes[SNUG_MEM_GRADS]);
+        add_number(d, comm, "allreduce_bytes_per_step", (double)s.bytes[SNUG_MEM_GRADS]);
         add_string(d, comm, "note", "all-reduce in place on the gradients: no extra buffer; the plan is per rank");
     }
     cJSON *base = check(d, cJSON_AddObjectToObject(o, "baseline"));
-    if (base) add_summary(d, base, r->baseline, &r->baseline_s);
-    if (layers) add_buffers(d, o, c->plan);
+    if (base) add_summary(d, base, snug_plan_set_baseline(set), &b);
+    if (layers) add_buffers(d, o, c);
 }
 
-static cJSON *build(json_doc *d, const plan_report *r, bool layers) {
+static cJSON *build(json_doc *d, const snug_plan_set *set, const char *title, bool layers) {
     cJSON *root = check(d, cJSON_CreateObject());
     if (!root) return NULL;
-    const snug_train_config *c = r->cfg;
-    add_string(d, root, "model", r->model);
+    const snug_plan_request *c = snug_plan_request_of(snug_plan_set_at(set, 0));
+    add_string(d, root, "model", title);
     add_number(d, root, "batch", (double)c->batch);
-    check(d, c->mem_budget ? cJSON_AddNumberToObject(root, "budget", (double)c->mem_budget)
-                           : cJSON_AddNullToObject(root, "budget"));
+    check(d, c->budget ? cJSON_AddNumberToObject(root, "budget", (double)c->budget)
+                       : cJSON_AddNullToObject(root, "budget"));
     add_string(d, root, "optimizer", c->optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
     if (c->optim.kind == SNUG_OPTIM_SGD) add_number(d, root, "momentum", c->optim.momentum);
-    add_number(d, root, "threads", r->threads);
+    add_number(d, root, "threads", c->threads);
     cJSON *rows = check(d, cJSON_AddArrayToObject(root, "candidates"));
-    for (size_t i = 0; rows && i < r->n_rows; i++) add_to_array(d, rows, row_object(d, r, &r->rows[i]));
-    add_chosen(d, root, r, layers);
+    for (size_t i = 0; rows && i < snug_plan_set_count(set); i++)
+        add_to_array(d, rows, row_object(d, snug_plan_set_at(set, i), i == snug_plan_set_chosen(set)));
+    add_chosen(d, root, set, layers);
     return root;
 }
 
-int plan_print_json(FILE *out, const plan_report *r, bool layers) {
+char *snug_plan_set_json(const snug_plan_set *set, const char *title, bool buffers) {
     json_doc d = {false};
-    cJSON *root = build(&d, r, layers);
-    char *text = root && !d.failed ? cJSON_Print(root) : NULL;
+    cJSON *root = build(&d, set, title, buffers);
+    char *cj = root && !d.failed ? cJSON_Print(root) : NULL;
     cJSON_Delete(root);
-    if (!text) return -1;
-    int rc = fputs(text, out) < 0 || fputc('\n', out) == EOF ? -1 : 0;
-    cJSON_free(text);
-    return rc;
+    if (!cj) return NULL;
+    char *text = strdup(cj); /* the caller frees with free(), whatever cJSON's allocator */
+    cJSON_free(cj);
+    return text;
 }

@@ -1,16 +1,19 @@
-/* Gives OpenBLAS the kernel this CPU deserves. Debian's OpenBLAS 0.3.21 does not recognise some newer CPUs and
- * silently falls back to a generic pre-AVX2 kernel (Prescott: about 7x slower matrix products). OpenBLAS reads
- * OPENBLAS_CORETYPE only while the library loads, before main, so the fix is to set it and execute this program
- * again. SNUG_NO_REEXEC (set for the second run) rules out a loop; a user who sets OPENBLAS_CORETYPE or
- * SNUG_NO_REEXEC keeps the choice. */
+/* What snug's programs (the `snug` command and `snug-bench`, which compiles this file into itself) do when the
+ * process starts (cli/process_start.h). */
 #define _POSIX_C_SOURCE 200809L
-#include "cli/blas_kernel.h"
+#include "cli/process_start.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "snug.h"
+
+/* The name messages start with, as in errors.c. */
+#ifndef CLI_PROGRAM
+#define CLI_PROGRAM "snug"
+#endif
 
 const char *cli_blas_best_core(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,4 +36,16 @@ void cli_blas_kernel_reexec(char **argv) {
     /* The exec failed (no /proc, say): carry on with the slow kernel; the run header warns about it. The
      * variable is dropped again because it no longer describes the loaded library. */
     unsetenv("OPENBLAS_CORETYPE");
+}
+
+bool cli_gemm_choice_ok(void) {
+    const char *choice = getenv("SNUG_GEMM");
+    if (!choice || strcmp(choice, "snug") == 0) return true;
+    if (strcmp(choice, "blas") == 0) {
+        snug_set_gemm(SNUG_GEMM_BLAS);
+        return true;
+    }
+    fprintf(stderr, CLI_PROGRAM ": SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS multiplies "
+                    "the linear layers) or 'snug' (snug's own AVX-512 product, the default), or unset it\n", choice);
+    return false;
 }

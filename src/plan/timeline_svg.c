@@ -3,7 +3,7 @@
  * marks its peak (a line, its size and the layer and phase that reach it), the budget when there is one, shades
  * the recomputed steps, and labels the phases on a strip under the x axis. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli/timeline.h"
+#include "plan/timeline.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -80,7 +80,7 @@ static void put_label(svg *s, double x, double y, const char *attrs, const char 
 
 /* One plan's steps, read once, with the totals the picture needs. */
 typedef struct panel_data {
-    const cli_timeline_plan *tp;
+    const plan_timeline_plan *tp;
     const char *title;       /* of the panel */
     snug_plan_step_info *steps;
     size_t n;
@@ -94,7 +94,7 @@ static size_t step_total(const snug_plan_step_info *s) {
     return total;
 }
 
-static int load_panel(const cli_timeline_plan *tp, const char *title, panel_data *d) {
+static int load_panel(const plan_timeline_plan *tp, const char *title, panel_data *d) {
     memset(d, 0, sizeof *d);
     d->tp = tp;
     d->title = title;
@@ -161,7 +161,7 @@ static void put_defs(svg *s) {
            "</pattern></defs>\n");
 }
 
-static void put_header(svg *s, const cli_timeline *t) {
+static void put_header(svg *s, const plan_timeline *t) {
     char title[256], budget[32] = "";
     snprintf(title, sizeof title, "Memory over one optimizer step: %s, batch %zu, micro-batch %zu", t->model,
              t->batch, t->micro_batch);
@@ -404,10 +404,10 @@ typedef struct scale {
     size_t steps;
 } scale;
 
-static scale shared_scale(const panel_data d[CLI_TIMELINE_PLANS], size_t budget) {
+static scale shared_scale(const panel_data d[PLAN_TIMELINE_PLANS], size_t budget) {
     scale sc = {0};
     double top = (double)budget, fixed = HUGE_VAL;
-    for (int p = 0; p < CLI_TIMELINE_PLANS; p++) {
+    for (int p = 0; p < PLAN_TIMELINE_PLANS; p++) {
         if ((double)d[p].peak > top) top = (double)d[p].peak;
         if (d[p].n > sc.steps) sc.steps = d[p].n;
         for (size_t i = 0; i < d[p].n; i++) {
@@ -420,9 +420,9 @@ static scale shared_scale(const panel_data d[CLI_TIMELINE_PLANS], size_t budget)
     return sc;
 }
 
-static int put_document(FILE *out, const cli_timeline *t, const panel_data d[CLI_TIMELINE_PLANS]) {
+static int put_document(FILE *out, const plan_timeline *t, const panel_data d[PLAN_TIMELINE_PLANS]) {
     scale sc = shared_scale(d, t->budget);
-    double height = HEADER_H + CLI_TIMELINE_PLANS * PANEL_H + FOOTER_H;
+    double height = HEADER_H + PLAN_TIMELINE_PLANS * PANEL_H + FOOTER_H;
     svg s = {.out = out, .failed = false};
     put(&s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
             "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", WIDTH, height, WIDTH, height);
@@ -430,21 +430,21 @@ static int put_document(FILE *out, const cli_timeline *t, const panel_data d[CLI
     put_defs(&s);
     put_header(&s, t);
     put_legend(&s, t->budget != 0);
-    for (int p = 0; p < CLI_TIMELINE_PLANS; p++)
+    for (int p = 0; p < PLAN_TIMELINE_PLANS; p++)
         put_panel(&s, &d[p], HEADER_H + p * PANEL_H, sc.ybase_mib, sc.ymax_mib, sc.steps, t->budget);
     put(&s, "</svg>\n");
     return s.failed ? -1 : 0;
 }
 
-static const char *const panel_titles[CLI_TIMELINE_PLANS] = {"Chosen plan", "Same micro-batch, no checkpointing"};
+static const char *const panel_titles[PLAN_TIMELINE_PLANS] = {"Chosen plan", "Same micro-batch, no checkpointing"};
 
-int cli_timeline_svg(const cli_timeline *t, FILE *out) {
-    panel_data d[CLI_TIMELINE_PLANS];
+int plan_timeline_svg(const plan_timeline *t, FILE *out) {
+    panel_data d[PLAN_TIMELINE_PLANS];
     int loaded = 0;
-    for (; loaded < CLI_TIMELINE_PLANS; loaded++)
+    for (; loaded < PLAN_TIMELINE_PLANS; loaded++)
         if (load_panel(&t->plans[loaded], panel_titles[loaded], &d[loaded]) != 0) break;
     int rc = -1;
-    if (loaded == CLI_TIMELINE_PLANS) {
+    if (loaded == PLAN_TIMELINE_PLANS) {
         if (d[0].summary.segments == 0) d[1].title = "No checkpointing (the chosen plan itself)";
         rc = put_document(out, t, d);
     }

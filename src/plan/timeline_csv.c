@@ -1,7 +1,7 @@
 /* The memory timeline as a table: one row per schedule step of each plan, with the bytes live in each category
  * and their total. Plain RFC 4180 CSV: fields holding a comma, a quote or a line break are quoted. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli/timeline.h"
+#include "plan/timeline.h"
 
 #include <string.h>
 
@@ -34,9 +34,9 @@ static int write_step(FILE *out, const char *plan_name, size_t i, const snug_pla
     return fprintf(out, ",%zu\n", total) < 0 ? -1 : 0;
 }
 
-int cli_timeline_csv(const cli_timeline *t, FILE *out) {
+int plan_timeline_csv(const plan_timeline *t, FILE *out) {
     if (write_header(out) != 0) return -1;
-    for (int p = 0; p < CLI_TIMELINE_PLANS; p++) {
+    for (int p = 0; p < PLAN_TIMELINE_PLANS; p++) {
         const snug_plan *plan = t->plans[p].plan;
         size_t n = snug_plan_step_count(plan);
         for (size_t i = 0; i < n; i++) {

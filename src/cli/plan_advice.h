@@ -1,0 +1,15 @@
+/* The plan a command runs: the library's snug_plan_new for the flags' request, and, when it does not fit, the
+ * library's figures worded as the flags that would (the library itself never names a flag). */
+#ifndef SNUG_CLI_PLAN_ADVICE_H
+#define SNUG_CLI_PLAN_ADVICE_H
+
+#include <stdbool.h>
+
+#include "snug.h"
+
+/* snug_plan_new(g, req); on SNUG_E_OOM the message ends with what to change on the command line.
+ * checkpoint_given: the user fixed the policy with --checkpoint. */
+snug_status cli_plan(const snug_graph *g, const snug_plan_request *req, bool checkpoint_given, snug_plan **out,
+                     snug_error *err);
+
+#endif

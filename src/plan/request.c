@@ -1,0 +1,251 @@
+/* The one way from what a run asks for to its plan (snug_plan_new): a plan request names the global batch, the
+ * micro-batch or "choose it", the checkpoint policy or "choose it", the budget, the optimizer, the threads and
+ * the ranks. A request that fits gives its plan; one that does not gives a structured shortfall: what it needs,
+ * the largest micro-batch that fits as asked and with recompute, and the smallest budget that fits at all.
+ *
+ * Choosing: with both micro-batch and policy free, for k = 1, 2, ... micro-batches of m = ceil(share/k) the
+ * first m that fits without recompute wins, unless checkpointing fits a larger m whose predicted throughput is
+ * higher; with the policy fixed, the largest m that fits under it (plans grow with m, so a bisection finds it),
+ * evened out over the same number of passes. Every probe only plans: nothing is allocated for the engine. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "plan/plan.h"
+
+static const snug_checkpoint_policy policy_none = {SNUG_CHECKPOINT_NONE, 0};
+static const snug_checkpoint_policy policy_auto = {SNUG_CHECKPOINT_AUTO, 0};
+
+snug_plan_request snug_plan_request_default(size_t batch) {
+    snug_system_info info;
+    snug_system_info_get(&info);
+    return (snug_plan_request){
+        .batch = batch,
+        .micro_batch = batch,
+        .checkpoint = policy_none,
+        .optim = snug_optim_config_default(),
+        .threads = info.threads,
+        .ranks = 1,
+    };
+}
+
+size_t plan_micro_batches(size_t samples, size_t m) { return samples / m + (samples % m != 0); }
+
+/* The samples one rank takes of a global batch: the largest share. */
+static size_t rank_share(const snug_plan_request *r) {
+    return r->batch / (size_t)r->ranks + (r->batch % (size_t)r->ranks != 0);
+}
+
+static snug_status check_request(const snug_plan_request *r, snug_error *err) {
+    if (r->batch == 0) return snug_fail(err, SNUG_E_ARG, "batch size 0: the global batch must be at least 1");
+    if (r->micro_batch == 0)
+        return snug_fail(err, SNUG_E_ARG, "micro-batch 0: a micro-batch holds at least 1 sample (or ask for "
+                         "SNUG_MICRO_BATCH_AUTO)");
+    if (r->micro_batch != SNUG_MICRO_BATCH_AUTO && r->micro_batch > r->batch)
+        return snug_fail(err, SNUG_E_ARG, "micro-batch %zu is larger than the batch %zu: the micro-batch splits the "
+                         "global batch, so it must be at most %zu", r->micro_batch, r->batch, r->batch);
+    if (r->checkpoint.kind == SNUG_CHECKPOINT_EVERY && r->checkpoint.every == 0)
+        return snug_fail(err, SNUG_E_ARG, "checkpoint every:0: a segment needs at least 1 layer");
+    if (r->budget == 0 && r->micro_batch == SNUG_MICRO_BATCH_AUTO)
+        return snug_fail(err, SNUG_E_ARG, "an automatic micro-batch needs a memory budget to fit");
+    if (r->budget == 0 && r->checkpoint.kind == SNUG_CHECKPOINT_AUTO)
+        return snug_fail(err, SNUG_E_ARG, "an automatic checkpoint policy needs a memory budget to fit");
+    if (r->threads < 1) return snug_fail(err, SNUG_E_ARG, "%d threads: plan for at least 1", r->threads);
+    if (r->ranks < 1) return snug_fail(err, SNUG_E_ARG, "%d ranks: plan for at least 1", r->ranks);
+    return SNUG_OK;
+}
+
+static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
+                         plan *p, snug_error *err) {
+    return plan_build_policy(g, m, r->threads, &r->optim, policy, r->budget, p, err);
+}
+
+static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
+
+/* Predicted throughput, relative: small micro-batches run products far below peak (about half at 8 samples),
+ * and recompute adds its FLOPs to the step. */
+static double predicted_throughput(const plan *p) {
+    double m = (double)p->m, work = p->fwd_flops + p->bwd_flops;
+    return m / (m + 8.0) / (1.0 + (work > 0 ? p->recompute_flops / work : 0));
+}
+
+/* Micro-batch and policy both free: the best predicted throughput among the plans that fit. *found stays false
+ * when none does. */
+static snug_status choose_both(const snug_graph *g, const snug_plan_request *r, size_t *m_out,
+                               snug_checkpoint_policy *policy_out, bool *found, snug_error *err) {
+    const size_t share = rank_share(r);
+    double best = -1;
+    size_t prev = 0;
+    *found = false;
+    for (size_t k = 1; k <= share; k++) {
+        const size_t m = plan_micro_batches(share, k);
+        if (m == prev) continue;
+        prev = m;
+        bool plain_fits = false;
+        for (int pass = 0; pass < 2 && !plain_fits; pass++) {
+            plan p;
+            snug_status s = build(g, r, m, pass ? policy_auto : policy_none, &p, err);
+            if (s != SNUG_OK) return s;
+            const double t = predicted_throughput(&p);
+            if (fits(r, &p) && t > best) {
+                best = t;
+                *m_out = m;
+                *policy_out = p.seg.n_segments ? policy_auto : policy_none;
+                *found = true;
+            }
+            plain_fits = fits(r, &p) && pass == 0;
+            plan_free(&p);
+        }
+        if (plain_fits) break; /* smaller micro-batches without recompute are only slower */
+    }
+    return SNUG_OK;
+}
+
+/* The largest m in [1, limit] whose plan under policy fits, or 0. */
+static snug_status largest_fitting(const snug_graph *g, const snug_plan_request *r, snug_checkpoint_policy policy,
+                                   size_t limit, size_t *m_out, snug_error *err) {
+    size_t lo = 0, hi = limit;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo + 1) / 2;
+        plan p;
+        snug_status s = build(g, r, mid, policy, &p, err);
+        if (s != SNUG_OK) return s;
+        const bool ok = fits(r, &p);
+        plan_free(&p);
+        if (ok) lo = mid;
+        else hi = mid - 1;
+    }
+    *m_out = lo;
+    return SNUG_OK;
+}
+
+/* The micro-batch and policy the request asks for, chosen where it leaves them free. *found is false when
+ * nothing fits. */
+static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size_t *m, snug_checkpoint_policy *policy,
+                           bool *found, snug_error *err) {
+    *found = true;
+    *policy = r->checkpoint;
+    if (r->micro_batch != SNUG_MICRO_BATCH_AUTO) {
+        *m = r->micro_batch;
+        return SNUG_OK;
+    }
+    if (r->checkpoint.kind == SNUG_CHECKPOINT_AUTO) return choose_both(g, r, m, policy, found, err);
+    size_t largest = 0;
+    snug_status s = largest_fitting(g, r, r->checkpoint, rank_share(r), &largest, err);
+    if (s != SNUG_OK) return s;
+    *found = largest > 0;
+    if (*found) *m = plan_micro_batches(rank_share(r), plan_micro_batches(rank_share(r), largest));
+    return SNUG_OK;
+}
+
+/* What the request needs (its plan, or micro-batch 1 where the micro-batch was free), and the ways out. */
+static snug_status explain(const snug_graph *g, const snug_plan_request *r, const plan *asked,
+                           snug_checkpoint_policy policy, snug_plan_shortfall *why, snug_error *err) {
+    memset(why, 0, sizeof *why);
+    why->budget = r->budget;
+    plan lean;
+    snug_status s = plan_build_auto(g, 1, r->threads, &r->optim, 1, &lean, err); /* the leanest plan there is */
+    if (s != SNUG_OK) return s;
+    why->smallest_budget = lean.total;
+    why->fixed = lean.bytes[SNUG_MEM_PARAMS] + lean.bytes[SNUG_MEM_GRADS] + lean.bytes[SNUG_MEM_OPTIM];
+    const plan *need = asked ? asked : &lean;
+    memcpy(why->bytes, need->bytes, sizeof why->bytes);
+    why->needed = need->total;
+    plan_free(&lean);
+    const size_t limit = asked ? asked->m : rank_share(r);
+    s = largest_fitting(g, r, policy, limit, &why->largest_micro_batch, err);
+    if (s == SNUG_OK && policy.kind != SNUG_CHECKPOINT_AUTO)
+        s = largest_fitting(g, r, policy_auto, limit, &why->largest_with_recompute, err);
+    else why->largest_with_recompute = why->largest_micro_batch;
+    return s;
+}
+
+/* "params 1.6, grads 1.6, ..., data 0.8 MiB" */
+static void format_categories(const size_t bytes[SNUG_MEM_NCATEGORIES], char *buf, size_t len) {
+    int n = 0;
+    for (int c = 0; c < SNUG_MEM_NCATEGORIES && n >= 0 && (size_t)n < len; c++)
+        n += snprintf(buf + n, len - (size_t)n, "%s%s %.1f", c ? ", " : "", snug_mem_category_name((snug_mem_category)c),
+                      (double)bytes[c] / (1 << 20));
+    if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " MiB");
+}
+
+/* The message of a request that does not fit, in the API's terms. */
+static snug_status refuse(const snug_graph *g, const snug_plan_request *r, const snug_plan_shortfall *why,
+                          size_t m, snug_checkpoint_policy policy, snug_error *err) {
+    char need[32], have[32], least[32], name[32], breakdown[256];
+    snug_format_bytes(why->needed, need, sizeof need);
+    snug_format_bytes(r->budget, have, sizeof have);
+    snug_format_bytes(why->smallest_budget, least, sizeof least);
+    snug_format_checkpoint(policy, name, sizeof name);
+    format_categories(why->bytes, breakdown, sizeof breakdown);
+    if (why->fixed > r->budget)
+        return snug_fail(err, SNUG_E_OOM, "out of memory: model '%s' keeps %.1f MiB of parameters, gradients and "
+                         "optimizer state whatever the micro-batch, over the budget of %s: no micro-batch or "
+                         "checkpointing fits; the smallest budget that fits is %s.", g->name,
+                         (double)why->fixed / (1 << 20), have, least);
+    if (r->micro_batch == SNUG_MICRO_BATCH_AUTO)
+        return snug_fail(err, SNUG_E_OOM, "out of memory: model '%s' does not fit %s even at micro-batch 1%s: the "
+                         "smallest budget that fits is %s (%s).", g->name, have,
+                         policy.kind == SNUG_CHECKPOINT_AUTO ? " with activations recomputed" : "", least, breakdown);
+    snug_fail(err, SNUG_E_OOM, "out of memory: model '%s' at micro-batch %zu with checkpoint %s needs %s, over the "
+              "budget of %s (%s).", g->name, m, name, need, have, breakdown);
+    if (why->largest_micro_batch > 0)
+        snug_error_append(err, " The largest micro-batch that fits is %zu", why->largest_micro_batch);
+    else snug_error_append(err, " Not even micro-batch 1 fits that way");
+    if (why->largest_with_recompute > why->largest_micro_batch)
+        snug_error_append(err, "; with activations recomputed, %zu", why->largest_with_recompute);
+    snug_error_append(err, "; the smallest budget that fits at all is %s.", least);
+    return SNUG_E_OOM;
+}
+
+/* A plan that does not fit: explained and refused, or kept where the caller compares candidates. */
+static snug_status over_budget(const snug_graph *g, const snug_plan_request *r, plan *p, size_t m,
+                               snug_checkpoint_policy policy, snug_plan_shortfall *why, snug_error *err) {
+    snug_plan_shortfall local;
+    snug_plan_shortfall *w = why ? why : &local;
+    snug_status s = explain(g, r, p, policy, w, err);
+    if (s == SNUG_OK) s = refuse(g, r, w, m, policy, err);
+    return s;
+}
+
+static snug_status wrap(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
+                        plan *p, snug_plan **out, snug_error *err) {
+    snug_plan *sp = calloc(1, sizeof *sp);
+    if (!sp) {
+        plan_free(p);
+        return snug_fail(err, SNUG_E_OOM, "out of memory while planning");
+    }
+    *sp = (snug_plan){.g = g, .p = *p, .request = *r, .requested_policy = policy, .share = rank_share(r),
+                      .micro_batch_chosen = r->micro_batch == SNUG_MICRO_BATCH_AUTO};
+    sp->request.micro_batch = m;
+    sp->request.checkpoint = policy;
+    *out = sp;
+    return SNUG_OK;
+}
+
+snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *req, snug_plan **out,
+                          snug_plan_shortfall *why, snug_error *err) {
+    *out = NULL;
+    if (why) memset(why, 0, sizeof *why);
+    snug_status s = snug_graph_check(g, err);
+    if (s == SNUG_OK) s = check_request(req, err);
+    size_t m = 0;
+    snug_checkpoint_policy policy;
+    bool found = false;
+    if (s == SNUG_OK) s = resolve(g, req, &m, &policy, &found, err);
+    if (s != SNUG_OK) return s;
+    if (!found) return over_budget(g, req, NULL, 0, req->checkpoint, why, err);
+    plan p;
+    if ((s = build(g, req, m, policy, &p, err)) != SNUG_OK) return s;
+    if (!fits(req, &p) && !req->may_exceed_budget) {
+        s = over_budget(g, req, &p, m, policy, why, err);
+        plan_free(&p);
+        return s;
+    }
+    return wrap(g, req, m, policy, &p, out, err);
+}
+
+const snug_plan_request *snug_plan_request_of(const snug_plan *p) { return &p->request; }

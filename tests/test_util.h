@@ -1,0 +1,68 @@
+/* What many tests share, over the public API: a graph by name or text, and a trainer made as `snug train` makes
+ * one (a plan request, its plan, a trainer running a configuration on it). Header-only, so that each test stays
+ * one executable of its own file. */
+#ifndef SNUG_TESTS_TEST_UTIL_H
+#define SNUG_TESTS_TEST_UTIL_H
+
+#include <stddef.h>
+
+#include "snug.h"
+
+/* snug_model_builtin / snug_model_parse / snug_model_load, returning the graph or NULL. */
+static inline snug_graph *model_named(const char *name, snug_error *err) {
+    snug_graph *g = NULL;
+    snug_model_builtin(name, &g, err);
+    return g;
+}
+static inline snug_graph *model_text(const char *text, const char *file, snug_error *err) {
+    snug_graph *g = NULL;
+    snug_model_parse(text, file, &g, err);
+    return g;
+}
+static inline snug_graph *model_file(const char *path, snug_error *err) {
+    snug_graph *g = NULL;
+    snug_model_load(path, &g, err);
+    return g;
+}
+
+/* The request for batch B in micro-batches of m (m = B: one pass) under policy and budget (0: none), with the
+ * optimizer of cfg. */
+static inline snug_plan_request request_for(size_t batch, size_t m, snug_checkpoint_policy policy, size_t budget,
+                                            const snug_train_config *cfg) {
+    snug_plan_request r = snug_plan_request_default(batch);
+    r.micro_batch = m;
+    r.checkpoint = policy;
+    r.budget = budget;
+    r.optim = cfg->optim;
+    return r;
+}
+
+static const snug_checkpoint_policy NO_CHECKPOINT = {SNUG_CHECKPOINT_NONE, 0};
+
+/* Plans req for g and makes a trainer running cfg on it; the trainer's plan is freed with it (trainer_done). */
+static inline snug_status trainer_for(const snug_graph *g, const snug_plan_request *req, const snug_train_config *cfg,
+                                      snug_trainer **tr, snug_error *err) {
+    snug_plan *plan = NULL;
+    *tr = NULL;
+    snug_status s = snug_plan_new(g, req, &plan, NULL, err);
+    if (s == SNUG_OK) s = snug_trainer_new(plan, cfg, tr, err);
+    if (s != SNUG_OK) snug_plan_free(plan);
+    return s;
+}
+
+/* trainer_for with batch B in micro-batches of m, no checkpointing, no budget. */
+static inline snug_status trainer_simple(const snug_graph *g, size_t batch, size_t m, const snug_train_config *cfg,
+                                         snug_trainer **tr, snug_error *err) {
+    const snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, cfg);
+    return trainer_for(g, &req, cfg, tr, err);
+}
+
+/* Frees a trainer of trainer_for and its plan. */
+static inline void trainer_done(snug_trainer *tr) {
+    if (!tr) return;
+    snug_plan *plan = (snug_plan *)snug_trainer_plan(tr);
+    snug_trainer_free(tr);
+    snug_plan_free(plan);
+}
+
+#endif
