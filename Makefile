@@ -23,7 +23,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data data-mnist data-brown build build-asan demo test bench install clean distclean
+.PHONY: help deps data data-mnist data-brown build build-asan demo test examples bench install clean distclean
 
 help:
 	@echo "snug targets:"
@@ -34,7 +34,8 @@ help:
 	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
 	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
-	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/, then the examples"
+	@echo "  make examples    install $(BUILD)/ into $(BUILD)/stage, build examples/ against it (pkg-config), run them"
 	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
 	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
@@ -72,8 +73,13 @@ test: deps data build build-asan
 	SNUG_DATA_DIR="$(DATA_DIR)" $(CTEST) --test-dir $(BUILD) $(CTEST_ARGS) || status=1; \
 	echo "== tests: $(BUILD_ASAN)/ (ASan + UBSan)"; \
 	SNUG_DATA_DIR="$(DATA_DIR)" $(ASAN_ENV) $(CTEST) --test-dir $(BUILD_ASAN) $(CTEST_ARGS) || status=1; \
+	echo "== examples: built against the installed library"; \
+	scripts/check-examples.sh $(BUILD) || status=1; \
 	if [ $$status -ne 0 ]; then echo "== make test: FAILED (see above)"; else echo "== make test: all passed"; fi; \
 	exit $$status
+
+examples: deps build
+	scripts/check-examples.sh $(BUILD)
 
 # Benchmarks write Markdown tables to bench/results/; each reports the machine it ran on.
 # Then the five workloads in snug (the benchmark program snug-bench) and in PyTorch (Debian's python3-torch,

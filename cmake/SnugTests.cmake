@@ -82,3 +82,11 @@ if(_snug_cli_tests)
         message(WARNING "tests/cli/ has test scripts but the `snug` command is not built (no src/cli/*.c): skipped")
     endif()
 endif()
+
+# The dependency rule of the tree (docs/architecture.md): rooms depend downwards, no include cycle in a room, no
+# getenv or flag name below src/cli/, a thin src/cli/.
+find_program(SNUG_PYTHON3 python3)
+if(SNUG_PYTHON3)
+    add_test(NAME architecture COMMAND "${SNUG_PYTHON3}" "${PROJECT_SOURCE_DIR}/tests/architecture.py"
+             "${PROJECT_SOURCE_DIR}")
+endif()

@@ -7,9 +7,8 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/shape.h"
 #include "data/dataset.h"
-#include "graph/graph.h"
-#include "ops/op.h"
 
 typedef struct memory_impl {
     float *inputs;    /* (n, sample shape) */

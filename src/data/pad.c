@@ -13,7 +13,6 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "ops/op.h"
 
 typedef struct pad_impl {
     snug_dataset *inner;

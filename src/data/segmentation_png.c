@@ -19,7 +19,6 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/png_read.h"
-#include "ops/op.h"
 
 #define SEG_IGNORE_VALUE 255
 #define SEG_PATH_MAX 4096

@@ -23,7 +23,6 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "data/dataset.h"
-#include "ops/op.h"
 
 #define TEXT_VOCAB 256
 
