@@ -479,17 +479,13 @@ typedef struct snug_plan_summary {
     size_t spared_segments;          /* SQRT or EVERY segments kept whole: recomputing them would not lower the
                                         plan's total (the step's peak lies elsewhere) */
     size_t bytes[SNUG_MEM_NCATEGORIES];  /* reserved per category */
-    size_t pending_bytes;            /* of the grads: linear layers' pending rows (micro-batches of 1-3 rows
-                                        add them to the weight gradient 16 samples at a time; 0 elsewhere, and
-                                        where the budget has no room) */
-    size_t kept_bytes;               /* of the params: Winograd's transformed weights, kept across a window's
-                                        micro-batches at micro-batches of 1-4 instead of derived again for
-                                        each (0 elsewhere, and where the budget has no room) */
-    size_t regenerated_inputs;       /* layers that take their input in backward from the layer that made
-                                        it, sample by sample, instead of keeping it: a convolution after a
-                                        BatchNorm or GroupNorm, a transformer's product after a LayerNorm or
-                                        GELU, where nothing else reads that output and no recompute is
-                                        involved; the same bits, no replay pass */
+    size_t pending_bytes;            /* of the grads: weight-gradient contributions some layers defer to the
+                                        end of a window at small micro-batches (the same bits, less traffic);
+                                        only where the budget has room */
+    size_t kept_bytes;               /* of the params: what some layers derive from their weights once per
+                                        window instead of once per micro-batch; only where the budget has room */
+    size_t regenerated_inputs;       /* layers that rebuild their input in backward from the layer that made
+                                        it instead of keeping it (the same bits) */
     size_t regenerated_bytes;        /* the activations those inputs would have kept until backward */
     size_t batch_statistics_layers;  /* layers that normalise with the statistics of each micro-batch
                                         (BatchNorm): with more than one micro-batch or rank a step is not

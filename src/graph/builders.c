@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/grow.h"
 #include "graph/fuse.h"
 #include "graph/graph.h"
 #include "ops/op.h"
@@ -23,18 +24,6 @@ __attribute__((format(printf, 3, 4))) static snug_tensor graph_error(snug_graph 
     vsnprintf(g->err.message, sizeof g->err.message, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-/* Grows an array of `size`-byte items to hold at least `need` items. */
-static bool grow(void **items, int *cap, int need, size_t size) {
-    if (need <= *cap) return true;
-    int ncap = *cap ? *cap * 2 : 16;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(*items, (size_t)ncap * size);
-    if (!p) return false;
-    *items = p;
-    *cap = ncap;
-    return true;
 }
 
 static bool shape_numel(const snug_shape *s, size_t *numel) { return size_prod(s->dims, s->rank, numel); }
@@ -65,7 +54,7 @@ static bool node_args_ok(snug_graph *g, const op_desc *op, const char *name, con
 }
 
 static bool add_params(snug_graph *g, int node, const param_decl *decl, int n) {
-    if (!grow((void **)&g->params, &g->cap_params, g->n_params + n, sizeof *g->params))
+    if (!grow_array((void **)&g->params, &g->cap_params, g->n_params + n, sizeof *g->params))
         return graph_error(g, SNUG_E_OOM, "out of memory while building the graph"), false;
     graph_node *nd = &g->nodes[node];
     for (int i = 0; i < n; i++) {
@@ -109,8 +98,8 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     size_t numel;
     if (!shape_numel(&out, &numel))
         return graph_error(g, SNUG_E_OVERFLOW, "%s '%s': output size overflows", op->kind, name);
-    if (!grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
-        !grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors))
+    if (!grow_array((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
+        !grow_array((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors))
         return graph_error(g, SNUG_E_OOM, "out of memory while building the graph");
     nd.out_shape = out;
     nd.out_numel = numel;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/grow.h"
 
 #define MF_MAX_LINE 197        /* libinih's line buffer is 200 bytes: the text, "\r\n" and the NUL */
 #define MF_MAX_SECTION 49      /* libinih's section buffer is 50 bytes: longer names are cut silently */
@@ -56,17 +57,6 @@ __attribute__((format(printf, 5, 6))) static bool note(reader *r, int line, snug
     r->problem.line = line;
     mf_fail(&r->problem.err, s, r->doc, line, layer, "%s", msg);
     return false;
-}
-
-static bool grow(void **items, int *cap, int need, size_t size) {
-    if (need <= *cap) return true;
-    int ncap = *cap ? *cap * 2 : 16;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(*items, (size_t)ncap * size);
-    if (!p) return false;
-    *items = p;
-    *cap = ncap;
-    return true;
 }
 
 static char *dup_range(const char *s, size_t n) {
@@ -112,7 +102,7 @@ static bool scan_section(reader *r, const char *name, size_t n, int line) {
         if (strlen(d->sections[i].name) == n && memcmp(d->sections[i].name, name, n) == 0)
             return note(r, line, SNUG_E_FORMAT, shown, "duplicate name: a section [%s] is already on line %d "
                         "(every layer needs its own name)", shown, d->sections[i].line);
-    if (!grow((void **)&d->sections, &d->cap_sections, d->n_sections + 1, sizeof *d->sections)) {
+    if (!grow_array((void **)&d->sections, &d->cap_sections, d->n_sections + 1, sizeof *d->sections)) {
         return r->oom = true, false;
     }
     mf_section *s = &d->sections[d->n_sections];
@@ -129,7 +119,7 @@ static bool scan_key(reader *r, const char *start, size_t n, int line) {
     if (r->doc->n_sections == 0)
         return note(r, line, SNUG_E_FORMAT, NULL, "'%.*s' comes before any section: start the file with [model]",
                     (int)n, start);
-    if (!grow((void **)&r->keys, &r->cap_keys, r->n_keys + 1, sizeof *r->keys)) {
+    if (!grow_array((void **)&r->keys, &r->cap_keys, r->n_keys + 1, sizeof *r->keys)) {
         return r->oom = true, false;
     }
     r->keys[r->n_keys++] = (key_line){.line = line, .section = r->doc->n_sections - 1};
@@ -198,7 +188,7 @@ static int on_key(void *user, const char *section, const char *key, const char *
                  s->entries[i].line);
             return 1;
         }
-    if (!grow((void **)&s->entries, &s->cap_entries, s->n_entries + 1, sizeof *s->entries)) {
+    if (!grow_array((void **)&s->entries, &s->cap_entries, s->n_entries + 1, sizeof *s->entries)) {
         r->oom = true;
         return 1;
     }
