@@ -23,6 +23,7 @@
 #ifndef SNUG_H
 #define SNUG_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -45,6 +46,8 @@ typedef enum snug_status {
     SNUG_E_FORMAT,    /* a file is malformed: wrong magic, truncated, inconsistent dimensions */
     SNUG_E_NONFINITE, /* the loss or the gradients stayed NaN or infinite */
     SNUG_E_OVERFLOW,  /* a size computation overflowed size_t */
+    SNUG_E_INTERRUPTED, /* the run stopped on request (snug_train_config.stop) before its end; its state is
+                           written when it has a state folder */
 } snug_status;
 
 typedef struct snug_error {
@@ -596,10 +599,24 @@ typedef struct snug_train_config {
     snug_schedule_config schedule;
     snug_progress_fn progress;
     void *progress_user;
+    /* The run's state (snug_trainer_save_state), written by snug_trainer_fit into state_dir (NULL: never) every
+     * state_every optimizer steps (0: not by count), at least every state_every_seconds of training (0: not by
+     * time), when the run stops on request or on non-finite values, and after its last step; the newest
+     * state_keep (>= 1) are kept, each with state_extra (the caller's text, may be NULL). */
+    const char *state_dir;
+    long state_every;
+    double state_every_seconds;
+    int state_keep;
+    const char *state_extra;
+    /* When *stop becomes non-zero (a signal handler may set it), fit finishes the step in progress, writes the
+     * state (with a state_dir) and returns SNUG_E_INTERRUPTED; over several ranks, when any rank's does, all
+     * stop after the same step. NULL: never. */
+    const volatile sig_atomic_t *stop;
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 5
- * consecutive non-finite steps. */
+ * consecutive non-finite steps; no state folder (states every 10 minutes and the newest 2 kept once there is
+ * one), no stop flag. */
 snug_train_config snug_train_config_default(void);
 
 typedef struct snug_trainer snug_trainer;
@@ -616,7 +633,9 @@ void snug_trainer_free(snug_trainer *tr);
  * unless drop_last) and of the whole run (epochs of them, capped by max_steps): what snug_trainer_fit takes. */
 void snug_trainer_run_length(const snug_trainer *tr, size_t samples, long *steps_per_epoch, long *total_steps);
 
-/* Runs the epochs of cfg over the dataset, calling cfg->progress after each optimizer step. */
+/* Runs the run over the dataset from where the trainer stands (a new trainer: the start; after
+ * snug_trainer_load_state: the window after the state's) to its end (cfg's epochs, capped by max_steps), calling
+ * cfg->progress after each optimizer step; a run already at its end takes no step. */
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *train, snug_error *err);
 
 /* Computes the gradient of one global batch (the samples at `indices`) into the gradient buffers, split into
@@ -696,6 +715,45 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
  * were (only an I/O error while reading the values, after every check passed, leaves them partly loaded). Every
  * rank reads the file itself (like the data, it must be on every machine). */
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err);
+
+/* ---- The training state: stop at any moment, resume exactly (docs/resume.md) ---- */
+
+/* Writes the complete state of the run into the folder dir (made when missing) as state-<N>.safetensors, N the
+ * global batches taken: parameters, buffers and optimizer state as tensors (the weights under snug_trainer_save's
+ * names, "optim.<name>.<slot>" beside them), and in the metadata the batch, the run's configuration, every
+ * counter the next step reads, `extra` (any text of the caller's, may be NULL) and a CRC-32C of the whole file.
+ * Atomic: written beside, synced, renamed, and the folder synced; then only the newest `keep` (>= 1) states are
+ * kept. On failure (a full disk) the states written before are intact and err names the newest. path (may be
+ * NULL) receives the file's name. Over several ranks rank 0 writes (every rank holds the same state). */
+snug_status snug_trainer_save_state(const snug_trainer *tr, const char *dir, int keep, const char *extra,
+                                    char *path, size_t path_len, snug_error *err);
+
+/* What a state file holds, read without a trainer: enough to make the trainer that continues it. */
+typedef struct snug_state_info {
+    char path[4096];          /* the state file */
+    char model[64];           /* its graph's name */
+    size_t batch;             /* the global batch */
+    snug_train_config run;    /* the run's configuration (no progress callback) */
+    long step;                /* optimizer steps taken */
+    long epoch;               /* the epoch it continues in, 0-based */
+    char *extra;              /* the caller's text ("" when none); snug_state_info_free releases it */
+    char skipped[2048];       /* newer files of the folder that are not valid states, each with what is wrong */
+} snug_state_info;
+
+/* The newest valid state of the folder dir: the state files from the newest on are checked (checksum, header,
+ * contents) and the first that passes is described; those skipped are listed in info->skipped. SNUG_E_IO when
+ * dir cannot be read or holds no state file, SNUG_E_FORMAT when none is valid (the message lists why). */
+snug_status snug_state_latest(const char *dir, snug_state_info *info, snug_error *err);
+/* The same for one state file. */
+snug_status snug_state_read(const char *path, snug_state_info *info, snug_error *err);
+void snug_state_info_free(snug_state_info *info);
+
+/* Continues the run of the state file at path in tr: parameters, buffers, optimizer state and counters replace
+ * the trainer's. tr must be for the same model (every tensor by name and shape) with the same batch, optimizer,
+ * seed, schedule, clipping and data order as the state (the message names the first setting that differs, with
+ * both values); its epochs and max_steps may differ (a longer run extends the state's). Every rank reads the
+ * file. On any error the trainer is left as it was. */
+snug_status snug_trainer_load_state(snug_trainer *tr, const char *path, snug_error *err);
 
 /* All-reduces of the gradients so far: one per window (snug_trainer_step, snug_trainer_gradients), whatever the
  * number of micro-batches or ranks. Counted in a job of one rank too, where the reduction is the identity. */

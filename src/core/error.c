@@ -37,6 +37,7 @@ const char *snug_status_name(snug_status s) {
     case SNUG_E_FORMAT: return "bad format";
     case SNUG_E_NONFINITE: return "non-finite values";
     case SNUG_E_OVERFLOW: return "size overflow";
+    case SNUG_E_INTERRUPTED: return "interrupted";
     }
     return "unknown status";
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <limits.h>
+#include <omp.h>
 
 #include "core/error.h"
 #include "data/shuffle.h"
@@ -29,23 +30,30 @@ void snug_trainer_run_length(const snug_trainer *tr, size_t samples, long *steps
     if (total_steps) *total_steps = planned_steps(&tr->cfg, per_epoch);
 }
 
-/* Runs one epoch; *stop is set when the caller's callback or the step limit ends the run. */
+/* Runs epoch `epoch` from window tr->window on; *stop is set when the caller's callback or the step limit ends
+ * the run. The position is advanced before the callback, so that a state saved from it resumes after this
+ * window. */
 static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *order, long epoch, long per_epoch,
                              bool *stop, snug_error *err) {
     const snug_train_config *c = &tr->cfg;
     size_t n = snug_dataset_size(ds);
     if (c->shuffle) shuffle_permutation(c->seed, (uint64_t)epoch, order, n);
     else identity_permutation(order, n);
-    for (long w = 0; w < per_epoch && !*stop; w++) {
+    for (long w = tr->window; w < per_epoch && !*stop; w++) {
         size_t start = (size_t)w * tr->batch;
         size_t len = n - start < tr->batch ? n - start : tr->batch;
         snug_step_stats st;
         snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
         st.epoch = epoch;
         st.steps_per_epoch = per_epoch;
+        if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
+            tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
+            tr->window = w + 1 < per_epoch ? w + 1 : 0;
+        }
         if (c->progress && !c->progress(&st, c->progress_user)) *stop = true;
         if (s != SNUG_OK) return s;
         if (tr->step >= tr->total_steps) *stop = true;
+        if ((s = fit_after_step(tr, stop, err)) != SNUG_OK) return s;
     }
     return SNUG_OK;
 }
@@ -84,10 +92,18 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
      * outside the engine budget. */
     size_t *order = malloc(n * sizeof *order);
     if (!order) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the sample order");
-    bool stop = false;
+    bool stop = tr->step >= tr->total_steps; /* a resumed run that is already done */
     long epochs = c->epochs > 0 ? c->epochs : (tr->total_steps + per_epoch - 1) / per_epoch;
-    for (long e = 0; e < epochs && !stop && s == SNUG_OK; e++)
+    if (tr->start_time == 0) tr->start_time = omp_get_wtime();
+    tr->state_step = tr->step, tr->state_time = omp_get_wtime() - tr->start_time, tr->state_windows = UINT64_MAX;
+    for (long e = tr->epoch; e < epochs && !stop && s == SNUG_OK; e++)
         s = run_epoch(tr, ds, order, e, per_epoch, &stop, err);
     free(order);
+    /* The end of the run, or non-finite values it could not go on with: the last good state stays on disk. */
+    if (s == SNUG_OK || s == SNUG_E_NONFINITE) {
+        snug_error werr;
+        const snug_status w = fit_state_write(tr, s == SNUG_OK ? err : &werr);
+        if (s == SNUG_OK) s = w;
+    }
     return s;
 }

@@ -15,6 +15,8 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "train/safetensors.h"
+#include "train/state.h"
 #include "train/trainer.h"
 
 #define HEADER_MAX ((uint64_t)100 << 20) /* the limit the safetensors library itself enforces */
@@ -22,21 +24,6 @@
 #define NAMES_LISTED 4                   /* missing or extra names named in a message; the rest counted */
 #define SKIPPED_SUFFIX ".num_batches_tracked"
 
-/* One tensor entry of the header, checked. */
-typedef struct st_entry {
-    const char *name;
-    const cJSON *json;
-    uint64_t begin, end;   /* byte range in the data section */
-} st_entry;
-
-typedef struct st_file {
-    const char *path;
-    FILE *f;
-    uint64_t size, header_len, data_len;
-    cJSON *root;
-    st_entry *entries;
-    size_t n;
-} st_file;
 
 static uint64_t get_u64_le(const unsigned char b[8]) {
     uint64_t v = 0;
@@ -94,7 +81,13 @@ static snug_status parse_header(st_file *sf, snug_error *err) {
                       ferror(sf->f) ? strerror(errno) : "unexpected end of file");
     } else {
         text[sf->header_len] = '\0';
+        bool present = false;
         const char *end = NULL;
+        s = st_check_crc(sf->f, sf->path, text, sf->header_len, &present, err);
+        if (s != SNUG_OK) {
+            free(text);
+            return s;
+        }
         if (strlen(text) != (size_t)sf->header_len)
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header holds a NUL byte at %zu: not a safetensors file",
                           sf->path, strlen(text));
@@ -266,7 +259,8 @@ static snug_status match_names(const st_file *sf, const snug_graph *g, snug_erro
     for (int i = 0; i < g->n_params; i++)
         if (!cJSON_GetObjectItemCaseSensitive(sf->root, g->params[i].name)) list_add(&missing, g->params[i].name);
     for (size_t i = 0; i < sf->n; i++)
-        if (!model_has(g, sf->entries[i].name) && !ends_with(sf->entries[i].name, SKIPPED_SUFFIX))
+        if (!model_has(g, sf->entries[i].name) && !ends_with(sf->entries[i].name, SKIPPED_SUFFIX) &&
+            !(st_metadata(sf, STATE_KEY) && strncmp(sf->entries[i].name, "optim.", 6) == 0)) /* a state's */
             list_add(&extra, sf->entries[i].name);
     if (missing.count == 0 && extra.count == 0) return SNUG_OK;
     list_finish(&missing);
@@ -287,13 +281,14 @@ static void format_dims(const size_t *dims, int rank, char *buf, size_t len) {
     if (used < len) snprintf(buf + used, len - used, "]");
 }
 
-/* The file's dtype and shape of parameter p, which exists in the file. */
-static snug_status check_tensor(const st_file *sf, const snug_graph *g, const graph_param *p, snug_error *err) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
+/* The file's dtype and shape of parameter p (under name), which exists in the file. */
+static snug_status check_tensor_as(const st_file *sf, const snug_graph *g, const graph_param *p, const char *name,
+                                   snug_error *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
     const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
     if (strcmp(dtype, "F32") != 0)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' is %s; snug loads F32 only (convert with "
-                         "tensor.float() before saving)", sf->path, p->name, dtype);
+                         "tensor.float() before saving)", sf->path, name, dtype);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
     size_t dims[SNUG_MAX_DIMS + 1] = {0};
     int rank = cJSON_GetArraySize(shape);
@@ -307,8 +302,13 @@ static snug_status check_tensor(const st_file *sf, const snug_graph *g, const gr
     format_dims(dims, rank <= SNUG_MAX_DIMS ? rank : SNUG_MAX_DIMS + 1, have, sizeof have);
     format_dims(p->shape.dims, p->shape.rank, want, sizeof want);
     return snug_fail(err, SNUG_E_SHAPE, "'%s': tensor '%s' has shape %s%s in the file but %s in model '%s'",
-                     sf->path, p->name, have, rank > SNUG_MAX_DIMS ? "..." : "", want, g->name);
+                     sf->path, name, have, rank > SNUG_MAX_DIMS ? "..." : "", want, g->name);
 }
+
+static snug_status check_tensor(const st_file *sf, const snug_graph *g, const graph_param *p, snug_error *err) {
+    return check_tensor_as(sf, g, p, p->name, err);
+}
+
 
 /* numel little-endian floats at data offset `begin` into v. */
 static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) {
@@ -328,6 +328,19 @@ static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) 
     return true;
 }
 
+snug_status st_file_read_param(st_file *sf, const snug_graph *g, const graph_param *p, const char *name, float *v,
+                               snug_error *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
+    if (!t) return snug_fail(err, SNUG_E_FORMAT, "'%s' holds no tensor '%s'", sf->path, name);
+    snug_status s = check_tensor_as(sf, g, p, name, err);
+    uint64_t begin = 0;
+    json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
+    if (s == SNUG_OK && !read_floats_le(sf, begin, v, p->numel))
+        s = snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s", name, sf->path,
+                      ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+    return s;
+}
+
 static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
     for (int i = 0; i < tr->g->n_params; i++) {
         const graph_param *p = &tr->g->params[i];
@@ -342,23 +355,41 @@ static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Everything up to the values: the file, then the model. */
-static snug_status check_file(st_file *sf, const snug_graph *g, snug_error *err) {
+snug_status st_file_open(st_file *sf, const char *path, snug_error *err) {
+    memset(sf, 0, sizeof *sf);
+    sf->path = path;
     snug_status s = open_file(sf, err);
     if (s == SNUG_OK) s = read_header_len(sf, err);
     if (s == SNUG_OK) s = parse_header(sf, err);
     if (s == SNUG_OK) s = check_entries(sf, err);
+    return s;
+}
+
+void st_file_close(st_file *sf) {
+    if (sf->f) fclose(sf->f);
+    cJSON_Delete(sf->root);
+    free(sf->entries);
+    memset(sf, 0, sizeof *sf);
+}
+
+const char *st_metadata(const st_file *sf, const char *key) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(sf->root, "__metadata__");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Everything up to the values: the file, then the model. */
+static snug_status check_file(st_file *sf, const char *path, const snug_graph *g, snug_error *err) {
+    snug_status s = st_file_open(sf, path, err);
     if (s == SNUG_OK) s = match_names(sf, g, err);
     for (int i = 0; s == SNUG_OK && i < g->n_params; i++) s = check_tensor(sf, g, &g->params[i], err);
     return s;
 }
 
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err) {
-    st_file sf = {.path = path};
-    snug_status s = check_file(&sf, tr->g, err);
+    st_file sf;
+    snug_status s = check_file(&sf, path, tr->g, err);
     if (s == SNUG_OK) s = read_values(&sf, tr, err);
-    if (sf.f) fclose(sf.f);
-    cJSON_Delete(sf.root);
-    free(sf.entries);
+    st_file_close(&sf);
     return s;
 }

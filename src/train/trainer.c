@@ -17,6 +17,8 @@ snug_train_config snug_train_config_default(void) {
         .max_nonfinite = 5,
         .optim = snug_optim_config_default(),
         .schedule = {.kind = SNUG_SCHEDULE_CONSTANT, .reference_batch = 256},
+        .state_every_seconds = 600,
+        .state_keep = 2,
     };
 }
 
@@ -26,6 +28,11 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
     if (c->max_steps < 0) return snug_fail(err, SNUG_E_ARG, "negative step limit %ld", c->max_steps);
     if (!(c->optim.lr >= 0)) return snug_fail(err, SNUG_E_ARG, "learning rate %g: it must be >= 0", c->optim.lr);
     if (!(c->clip_norm >= 0)) return snug_fail(err, SNUG_E_ARG, "clip norm %g: it must be >= 0 (0 disables)", c->clip_norm);
+    if (c->state_dir && c->state_keep < 1)
+        return snug_fail(err, SNUG_E_ARG, "keep %d states: keep at least 1", c->state_keep);
+    if (c->state_every < 0 || !(c->state_every_seconds >= 0))
+        return snug_fail(err, SNUG_E_ARG, "state every %ld steps or %g seconds: neither may be negative",
+                         c->state_every, c->state_every_seconds);
     if (c->optim.kind == SNUG_OPTIM_ADAMW &&
         !(c->optim.beta1 >= 0 && c->optim.beta1 < 1 && c->optim.beta2 >= 0 && c->optim.beta2 < 1))
         return snug_fail(err, SNUG_E_ARG, "AdamW betas (%g, %g): each must be in [0, 1)", c->optim.beta1,

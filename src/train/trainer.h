@@ -34,6 +34,10 @@ struct snug_trainer {
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
     int nonfinite_run;     /* consecutive skipped steps */
     size_t samples_seen;   /* of every window, over all ranks */
+    long epoch, window;    /* where snug_trainer_fit goes on: the epoch (0-based) and its next window */
+    long state_step;       /* the step of the last state fit wrote, when (training time, seconds), and after */
+    double state_time;     /* which window (UINT64_MAX: none yet), so the end does not write it twice */
+    uint64_t state_windows;
     double start_time;
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
@@ -45,6 +49,16 @@ struct snug_trainer {
 /* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
 double trainer_tick(const snug_trainer *tr);
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0);
+
+struct st_tensor;
+/* The parameters and buffers as tensors to write (safetensors.h), in graph order, into t (room for every
+ * parameter of the graph); returns how many. */
+size_t trainer_param_tensors(const snug_trainer *tr, struct st_tensor *t);
+
+/* fit_state.c: the state written now (when the run has a state folder), and what follows a step of fit (a state
+ * that is due, a stop that was asked for: *stop set and SNUG_E_INTERRUPTED). */
+snug_status fit_state_write(snug_trainer *tr, snug_error *err);
+snug_status fit_after_step(snug_trainer *tr, bool *stop, snug_error *err);
 
 /* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
 void trainer_init_params(snug_trainer *tr);
