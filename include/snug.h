@@ -354,6 +354,34 @@ snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_err
  * snug_dataset_free (inner stays). For cheap periodic evaluation on a representative part of a held-out set. */
 snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err);
 
+/* Data sets by name, sized for the model that reads them (what `snug train --data` takes):
+ *   "mnist"              the MNIST IDX files in dir (NULL: data/mnist); evaluation part: t10k
+ *   "mnist32"            the same centred in 1x32x32 (2 pixels of background around), for resnet20
+ *   "brown"              the Brown corpus, dir/brown.txt (NULL: data/brown); byte-level text, the context the
+ *                        model's input length; the last 10% is the held-out part
+ *   "text:FILE"          any file, the same way
+ *   "shapes"             synthetic shapes segmentation at the model's H x W: train_samples training samples
+ *                        (seed 1), 500 evaluation samples (seed 2)
+ *   "segmentation:DIR"   PNG images and masks (snug_segmentation_open); evaluation part: DIR/val when it
+ *                        exists, else none (or, when no training part is asked for, DIR itself) */
+typedef struct snug_data {
+    snug_dataset *train;     /* NULL unless asked for */
+    snug_dataset *eval;      /* the evaluation part; NULL when the data set has none */
+    const char *kind;        /* "mnist", "mnist32", "brown", "text", "shapes", "segmentation" */
+    const char *eval_name;   /* what the evaluation part is called: "test", "held-out", "evaluation", ... */
+    char unit[48];           /* what a sample is: "images", "windows of 256 bytes" */
+    char source[1100];       /* where the samples come from: a folder, a file, "synthetic shapes ..." */
+} snug_data;
+
+/* Whether name names a data set; when not, why (into why). */
+bool snug_data_name_valid(const char *name, char *why, size_t len);
+/* Opens the data set name names for a model whose input has the per-sample shape `input` (it fixes a text's
+ * context or the shapes' H x W): the training part when want_train, and the evaluation part. dir: where its
+ * files are (NULL: its default). */
+snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
+                           size_t train_samples, snug_data *d, snug_error *err);
+void snug_data_close(snug_data *d);
+
 void snug_dataset_free(snug_dataset *ds);void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
@@ -583,6 +611,30 @@ typedef struct snug_step_stats {
                                progress callback) are left out */
 } snug_step_stats;
 
+/* What an evaluation counts as one item, from the shape of the loss's logits. */
+typedef enum snug_eval_kind {
+    SNUG_EVAL_SAMPLES = 0, /* logits (classes): one label per sample (classification) */
+    SNUG_EVAL_TOKENS,      /* logits (T, classes): one target per token (a language model; a byte for byte-level
+                              text) */
+    SNUG_EVAL_PIXELS,      /* logits (classes, H, W): one target per pixel (segmentation) */
+} snug_eval_kind;
+
+/* The scores of a data set: every item whose target is not ignored (-1) counts once. */
+typedef struct snug_eval_result {
+    size_t items;          /* counted items: samples, tokens or pixels */
+    double loss;           /* mean cross-entropy per item, in nats; for byte-level text, nats per byte */
+    double accuracy;       /* fraction of items whose argmax over the classes equals the target: classification
+                              accuracy, next-token accuracy, or pixel accuracy */
+    snug_eval_kind kind;
+    size_t classes;        /* the logits' class count */
+    double bits;           /* loss / ln 2: bits per item (bits per byte for byte-level text) */
+    double mean_iou;       /* SNUG_EVAL_PIXELS: the mean over classes of IoU = TP / (TP + FP + FN), counted over
+                              every pixel of the set (not per image); a class that neither occurs nor is predicted
+                              is left out of the mean. 0 for the other kinds */
+    double foreground_iou; /* SNUG_EVAL_PIXELS with 2 classes: the IoU of class 1 (0 when class 1 neither occurs
+                              nor is predicted); 0 otherwise */
+} snug_eval_result;
+
 /* Called after every optimizer step; return false to stop the run early. */
 typedef bool (*snug_progress_fn)(const snug_step_stats *st, void *user);
 
@@ -599,6 +651,12 @@ typedef struct snug_train_config {
     snug_schedule_config schedule;
     snug_progress_fn progress;
     void *progress_user;
+    /* Scores while training: every eval_every optimizer steps (0: never) but after the last, snug_trainer_evaluate
+     * over eval_data, handed to on_eval with progress_user; on_eval returns false to stop the run. The time they
+     * take is not training time (snug_step_stats.elapsed_s). */
+    long eval_every;
+    const snug_dataset *eval_data;
+    bool (*on_eval)(const snug_step_stats *st, const snug_eval_result *res, void *user);
     /* The run's state (snug_trainer_save_state), written by snug_trainer_fit into state_dir (NULL: never) every
      * state_every optimizer steps (0: not by count), at least every state_every_seconds of training (0: not by
      * time), when the run stops on request or on non-finite values, and after its last step; the newest
@@ -646,30 +704,6 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
 /* One optimizer step on one global batch: gradients, clipping, update, schedule. */
 snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                               snug_step_stats *st, snug_error *err);
-
-/* What an evaluation counts as one item, from the shape of the loss's logits. */
-typedef enum snug_eval_kind {
-    SNUG_EVAL_SAMPLES = 0, /* logits (classes): one label per sample (classification) */
-    SNUG_EVAL_TOKENS,      /* logits (T, classes): one target per token (a language model; a byte for byte-level
-                              text) */
-    SNUG_EVAL_PIXELS,      /* logits (classes, H, W): one target per pixel (segmentation) */
-} snug_eval_kind;
-
-/* The scores of a data set: every item whose target is not ignored (-1) counts once. */
-typedef struct snug_eval_result {
-    size_t items;          /* counted items: samples, tokens or pixels */
-    double loss;           /* mean cross-entropy per item, in nats; for byte-level text, nats per byte */
-    double accuracy;       /* fraction of items whose argmax over the classes equals the target: classification
-                              accuracy, next-token accuracy, or pixel accuracy */
-    snug_eval_kind kind;
-    size_t classes;        /* the logits' class count */
-    double bits;           /* loss / ln 2: bits per item (bits per byte for byte-level text) */
-    double mean_iou;       /* SNUG_EVAL_PIXELS: the mean over classes of IoU = TP / (TP + FP + FN), counted over
-                              every pixel of the set (not per image); a class that neither occurs nor is predicted
-                              is left out of the mean. 0 for the other kinds */
-    double foreground_iou; /* SNUG_EVAL_PIXELS with 2 classes: the IoU of class 1 (0 when class 1 neither occurs
-                              nor is predicted); 0 otherwise */
-} snug_eval_result;
 
 /* Scores ds with the current parameters: forward only, micro-batch by micro-batch through the trainer's own
  * buffers (no memory beyond the plan; the per-class counts of mean_iou are a small host array of 3 x classes

@@ -131,6 +131,19 @@ static const flag train_flags[] = {
           "--eval-every scores N evenly spaced samples of the evaluation part, to keep each score cheap; the "
           "final score uses all [0 = all]"),
      .min = 0, .max = LONG_MAX},
+    GROUP("Training state: stop at any moment, resume exactly (docs/resume.md)"),
+    {FLAG("state", F_STRING, state, "DIR",
+          "keep the run's whole state in DIR: written every --state-every steps, every --state-every-time, on "
+          "SIGINT/SIGTERM (which stop the run after the step in progress) and at the end [none]")},
+    {FLAG("state-every", F_LONG, cfg.state_every, "N", "write the state every N optimizer steps [0: by time only]"),
+     .min = 0, .max = LONG_MAX},
+    {FLAG("state-every-time", F_SECONDS, cfg.state_every_seconds, "TIME",
+          "write the state at least this often, in training time (90s, 10m, 2h; 0: never by time) [10m]")},
+    {FLAG("state-keep", F_LONG, state_keep, "K", "keep the newest K states [2]"), .min = 1, .max = 1000000},
+    {FLAG("resume", F_STRING, resume, "DIR",
+          "continue the run whose newest valid state is in DIR, with its flags; flags that do not change the "
+          "result (--mem, --micro-batch, --checkpoint, --threads, output) may be given anew, and a larger "
+          "--epochs or --max-steps extends the run [none]")},
     {FLAG("save", F_STRING, save, "FILE",
           "after training, write the weights (parameters and BatchNorm running statistics) to FILE as "
           "safetensors, under PyTorch state_dict names; written atomically (FILE.tmp, then renamed); under mpirun "
@@ -247,6 +260,7 @@ static void set_defaults(cli_train_options *opt) {
     opt->data_dir = NULL; /* the data set's own default (cli/data_sets.h) */
     opt->train_samples = 2000;
     opt->progress = CLI_PROGRESS_AUTO;
+    opt->state_keep = c->state_keep;
 }
 
 static void set_plan_defaults(cli_plan_options *opt) {
@@ -292,6 +306,9 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
     if (c->optim.nesterov && (c->optim.kind != SNUG_OPTIM_SGD || c->optim.momentum == 0))
         return flags_fail(msg, len, "--nesterov needs --optim sgd with --momentum > 0");
     opt->plan.optim = c->optim; /* the optimizer whose state is planned is the one the run uses */
+    c->state_keep = (int)opt->state_keep;
+    if (opt->resume && opt->init)
+        return flags_fail(msg, len, "--resume continues a run from its state: --init does not apply");
     return true;
 }
 

@@ -26,8 +26,11 @@ typedef struct cli_train_options {
     long log_every;          /* 0: auto, about 20 lines per epoch */
     cli_progress_mode progress;
     const char *save;        /* NULL, or where to write the final weights as safetensors (snug_trainer_save) */
+    const char *state;       /* NULL, or the folder of the run's state (cfg.state_dir, set by cmd_train) */
+    const char *resume;      /* NULL, or the state folder whose newest state this run continues */
     int evaluate;            /* index into on|off: score the test set after training */
     long eval_every;         /* also score it every this many optimizer steps; 0: only at the end */
+    long state_keep;         /* cfg.state_keep, as a flag's long */
     size_t eval_samples;     /* periodic evaluations score this many evenly spaced samples; 0: all */
     bool micro_batch_given;  /* --micro-batch appeared (else: auto with --mem, B without) */
     bool checkpoint_given;   /* --checkpoint appeared (else: none, or chosen with an automatic micro-batch) */

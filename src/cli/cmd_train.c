@@ -7,6 +7,7 @@
  * whole job (snug_dist_abort). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,10 +16,11 @@
 #include "cli/process_start.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
-#include "cli/periodic_eval.h"
 #include "cli/plan_advice.h"
 #include "cli/plan_report.h"
 #include "cli/progress.h"
+#include "cli/resume.h"
+#include "core/error.h"
 
 typedef struct train_run {
     cli_train_options opt;
@@ -28,11 +30,15 @@ typedef struct train_run {
     snug_trainer *trainer;
     cli_data data;             /* the training and evaluation parts of --data */
     cli_progress progress;
-    cli_periodic_eval periodic;  /* --eval-every: scores between steps (their time is not training time) */
+    snug_dataset *eval_view;   /* --eval-samples: the evenly spaced part of the evaluation set scored meanwhile */
     double train_seconds;
     snug_eval_result eval;     /* on the evaluation part, over every rank's share */
     int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
+    int argc;                  /* the run's command line, as stored with its states */
+    char **argv;
+    cli_resume resume;         /* --resume: the state continued and the run's flags */
+    char *state_extra;         /* what every state stores of the command line (cli_state_extra) */
 } train_run;
 
 /* The plan of the flags' request (the library chooses what --mem leaves free), summarised for the header. */
@@ -48,27 +54,53 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Model, plan, trainer (the plan's memory), --init, then both data parts, checked against the model: every
- * failure before any output. */
+/* Model, plan, both data parts, trainer (the plan's memory), --init or the resumed state, the data checked
+ * against the model: every failure before any output. What a state stores of the run and the scores' data are
+ * known once the data is open, and go into the configuration before the trainer copies it. */
 static snug_status setup(train_run *r, snug_error *err) {
-    snug_status st = snug_model_builtin(r->opt.model, &r->graph, err);
+    /* a resumed run reads its model file as it was, unless --model names another */
+    const bool stored = r->resume.model_text && strcmp(r->opt.model, r->resume.model) == 0;
+    snug_status st = stored ? snug_model_parse(r->resume.model_text, r->opt.model, &r->graph, err)
+                            : snug_model_builtin(r->opt.model, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
     if (st == SNUG_OK) st = make_plan(r, err);
-    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &r->opt.cfg, &r->trainer, err);
-    if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
     if (st == SNUG_OK)
         st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
+    const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
+    if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
+        st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
+    r->opt.cfg.state_extra = r->state_extra;
+    r->progress.eval_name = r->data.eval_name;
+    r->opt.cfg.eval_data = r->data.eval;
+    const size_t keep = r->opt.eval_samples;
+    if (st == SNUG_OK && r->data.eval && keep > 0 && keep < snug_dataset_size(r->data.eval) &&
+        (st = snug_dataset_subset(r->data.eval, keep, &r->eval_view, err)) == SNUG_OK)
+        r->opt.cfg.eval_data = r->eval_view;
+    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &r->opt.cfg, &r->trainer, err);
+    if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
+    if (st == SNUG_OK && r->opt.resume) st = cli_resume_load(&r->resume, r->trainer, n, err);
     return st;
+}
+
+/* --state: where the run keeps its state and the signals that stop it, set before the trainer copies the
+ * configuration. */
+static void keep_state(train_run *r) {
+    snug_train_config *c = &r->opt.cfg;
+    if (!r->opt.state) return;
+    c->state_dir = r->opt.state;
+    c->stop = cli_stop_on_signals();
 }
 
 static void teardown(train_run *r) {
     /* the trainer points into the plan, which points into the graph; the evaluation view borrows the data */
-    cli_periodic_eval_free(&r->periodic);
+    snug_dataset_free(r->eval_view);
     cli_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     snug_plan_free(r->plan);
     if (r->graph) snug_graph_free(r->graph);
+    cli_resume_close(&r->resume);
+    free(r->state_extra);
 }
 
 /* "23.4 MFLOP" */
@@ -253,14 +285,9 @@ static void print_plan(const train_run *r) {
 }
 
 static snug_status train(train_run *r, snug_error *err) {
-    double t0 = cli_now();
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
-    r->train_seconds = cli_now() - t0 - r->periodic.seconds;
+    r->train_seconds = r->progress.last.elapsed_s; /* training time: scores between steps left out */
     cli_progress_finish(&r->progress);
-    if (st == SNUG_OK && r->periodic.status != SNUG_OK) {
-        st = r->periodic.status;
-        if (err) *err = r->periodic.err;
-    }
     return st;
 }
 
@@ -307,27 +334,46 @@ static bool live_progress(cli_progress_mode mode) {
  * speaks. Returns -1 to go on, else the exit status. */
 static int parse(train_run *r, int argc, char **argv) {
     char msg[512];
+    r->argc = argc, r->argv = argv;
     if (!cli_parse_train(argc, argv, &r->opt, msg, sizeof msg))
         return r->rank == 0 ? cli_usage_error("train", CLI_TRAIN_USAGE, msg) : CLI_EXIT_USAGE;
     if (r->opt.help) {
         if (r->rank == 0) cli_train_help(stdout);
         return CLI_EXIT_OK;
     }
+    if (!r->opt.resume) return -1;
+    /* --resume: the run's own flags first, then these */
+    snug_error err = {0};
+    if (cli_resume_open(r->opt.resume, argc, argv, &r->resume, &err) != SNUG_OK)
+        return r->rank == 0 ? cli_runtime_error(&err) : CLI_EXIT_RUNTIME;
+    r->argc = r->resume.argc, r->argv = r->resume.argv;
+    if (!cli_parse_train(r->argc, r->argv, &r->opt, msg, sizeof msg))
+        return r->rank == 0 ? cli_usage_error("train", CLI_TRAIN_USAGE, msg) : CLI_EXIT_USAGE;
+    if (!r->opt.state) r->opt.state = r->opt.resume;
+    if (r->rank == 0 && r->resume.info.skipped[0])
+        fprintf(stderr, "snug: warning: skipped states that are not whole: %s\n", r->resume.info.skipped);
     return -1;
 }
 
-/* Rank 0 reports progress; the others train silently. With --eval-every every rank takes part in the scores
- * (an evaluation over ranks is a collective), through r->periodic, which run() fills once the trainer exists
- * and which chains rank 0's display. */
+/* "step 500: held-out loss 2.0312 nats/byte ... on 65,280 bytes" between the progress lines, on rank 0. */
+static bool print_score(const snug_step_stats *st, const snug_eval_result *res, void *user) {
+    cli_progress *p = user;
+    char split[160];
+    snprintf(split, sizeof split, "step %ld: %s", st->step, p->eval_name);
+    cli_progress_finish(p); /* a live line ends before the score's own line */
+    cli_print_eval(p->out, res, split);
+    fflush(p->out);
+    return true;
+}
+
+/* Rank 0 reports progress and scores; the others train silently (but score: an evaluation over ranks is a
+ * collective). */
 static void start_progress(train_run *r) {
     cli_progress_init(&r->progress, stdout, live_progress(r->opt.progress), r->opt.log_every, r->opt.cfg.epochs);
-    if (r->opt.eval_every > 0) {
-        r->opt.cfg.progress = cli_periodic_eval_step;
-        r->opt.cfg.progress_user = &r->periodic;
-        return;
-    }
+    r->opt.cfg.eval_every = r->opt.evaluate == 0 ? r->opt.eval_every : 0;
     if (r->rank != 0) return;
     r->opt.cfg.progress = cli_progress_step;
+    r->opt.cfg.on_eval = print_score;
     r->opt.cfg.progress_user = &r->progress;
 }
 
@@ -337,10 +383,6 @@ static snug_status run(train_run *r, snug_error *err) {
     r->progress.tr = r->trainer;
     r->progress.batch = r->ps.batch;
     r->progress.dataset_samples = snug_dataset_size(r->data.train);
-    st = cli_periodic_eval_init(&r->periodic, r->rank == 0 ? &r->progress : NULL, r->trainer,
-                                r->opt.evaluate == 0 ? r->data.eval : NULL, r->data.eval_name, r->opt.eval_every,
-                                r->opt.eval_samples, err);
-    if (st != SNUG_OK) return st;
     if (r->rank == 0) print_plan(r);
     if ((st = train(r, err)) != SNUG_OK) return st;
     bool evaluate = r->opt.evaluate == 0 && r->data.eval;
@@ -360,11 +402,13 @@ int cmd_train(int argc, char **argv) {
     if (rc < 0) {
         if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
         start_progress(&r);
+        keep_state(&r);
         snug_status st = run(&r, &err);
         if (st == SNUG_E_NONFINITE) /* the library's advice, in flags */
             snprintf(err.message + strlen(err.message), sizeof err.message - strlen(err.message),
                      " (--lr lower, --clip 1.0)");
-        rc = st == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
+        if (st == SNUG_E_INTERRUPTED) rc = r.rank == 0 ? cli_stopped(r.opt.state) : CLI_EXIT_RUNTIME;
+        else rc = st == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
         teardown(&r);
     }
     snug_dist_finalize();

@@ -111,6 +111,16 @@ static bool set_bytes(const flag *f, void *field, const char *value, char *msg, 
     return true;
 }
 
+static bool set_seconds(const flag *f, void *field, const char *value, char *msg, size_t len) {
+    char *end;
+    const double v = strtod(value, &end);
+    const double unit = !*end ? 1 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600 : -1;
+    if (!starts_like_number(value) || !(v >= 0 && v <= 1e7) || unit < 0)
+        return flags_fail(msg, len, "--%s must be a duration such as 90s, 10m or 2h, got '%s'", f->name, value);
+    *(double *)field = v * unit;
+    return true;
+}
+
 static bool set_name(const flag *f, void *field, const char *value, char *msg, size_t len) {
     if (f->files && snug_model_is_file(value)) { /* read (and checked) when the command loads it */
         *(const char **)field = value;
@@ -180,6 +190,7 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
         }
         return true;
     case F_BYTES: return set_bytes(f, field, value, msg, len);
+    case F_SECONDS: return set_seconds(f, field, value, msg, len);
     case F_SWITCH:
     case F_HELP: *(bool *)field = true; return true;
     case F_STRING:

@@ -17,6 +17,7 @@ typedef struct cli_progress {
     const snug_trainer *tr;    /* for the memory figures; set once the trainer exists */
     size_t batch;              /* B and the training set's size, set once the data is open: a window's samples */
     size_t dataset_samples;    /* (an item is a token or a pixel for some models, so items are not samples) */
+    const char *eval_name;     /* what the scores between steps score: "held-out", "test", ... */
     /* state */
     bool line_open;            /* a live line is on screen without its newline */
     double last_draw_s;        /* elapsed time of the last live redraw */

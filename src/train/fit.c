@@ -30,6 +30,19 @@ void snug_trainer_run_length(const snug_trainer *tr, size_t samples, long *steps
     if (total_steps) *total_steps = planned_steps(&tr->cfg, per_epoch);
 }
 
+/* The scores of eval_data every eval_every steps (not after the last: the caller scores the end), once per step
+ * (a skipped step reports the same step again). */
+static snug_status score_now(snug_trainer *tr, const snug_step_stats *st, bool *stop, snug_error *err) {
+    const snug_train_config *c = &tr->cfg;
+    if (!c->eval_every || !c->eval_data || st->step % c->eval_every != 0 || st->step == tr->last_scored)
+        return SNUG_OK;
+    tr->last_scored = st->step;
+    snug_eval_result res;
+    snug_status s = snug_trainer_evaluate(tr, c->eval_data, &res, err);
+    if (s == SNUG_OK && c->on_eval && !c->on_eval(st, &res, c->progress_user)) *stop = true;
+    return s;
+}
+
 /* Runs epoch `epoch` from window tr->window on; *stop is set when the caller's callback or the step limit ends
  * the run. The position is advanced before the callback, so that a state saved from it resumes after this
  * window. */
@@ -53,6 +66,7 @@ static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *o
         if (c->progress && !c->progress(&st, c->progress_user)) *stop = true;
         if (s != SNUG_OK) return s;
         if (tr->step >= tr->total_steps) *stop = true;
+        else if ((s = score_now(tr, &st, stop, err)) != SNUG_OK) return s;
         if ((s = fit_after_step(tr, stop, err)) != SNUG_OK) return s;
     }
     return SNUG_OK;

@@ -23,6 +23,8 @@ const char *state_slot_name(snug_optim_kind kind, int slot);
 bool state_name_number(const char *name, uint64_t *v);
 /* The numbers of the state files in dir, newest first (*out malloc'ed); 0 when none or dir cannot be read. */
 size_t state_list(const char *dir, uint64_t **out);
+/* dir made when missing; SNUG_E_IO when it cannot be, or is not a folder. */
+snug_status state_folder(const char *dir, snug_error *err);
 /* "DIR/state-<number>.safetensors" */
 void state_path_of(const char *dir, uint64_t number, char *buf, size_t len);
 

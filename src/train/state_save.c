@@ -189,6 +189,15 @@ static snug_status write_state(const snug_trainer *tr, const char *dir, const ch
     return s;
 }
 
+snug_status state_folder(const char *dir, snug_error *err) {
+    struct stat st;
+    if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return snug_fail(err, SNUG_E_IO, "cannot create the state folder '%s': %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return snug_fail(err, SNUG_E_IO, "'%s' is not a folder: the state is kept in a folder of its own", dir);
+    return SNUG_OK;
+}
+
 snug_status snug_trainer_save_state(const snug_trainer *tr, const char *dir, int keep, const char *extra,
                                     char *path, size_t path_len, snug_error *err) {
     char local[4096];
@@ -196,12 +205,8 @@ snug_status snug_trainer_save_state(const snug_trainer *tr, const char *dir, int
     path[0] = '\0';
     if (tr->dist.rank != 0) return SNUG_OK;
     if (keep < 1) return snug_fail(err, SNUG_E_ARG, "keep %d states: keep at least 1", keep);
-    struct stat st;
-    if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return snug_fail(err, SNUG_E_IO, "cannot create the state folder '%s': %s", dir, strerror(errno));
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return snug_fail(err, SNUG_E_IO, "'%s' is not a folder: the state is kept in a folder of its own", dir);
-    snug_status s = write_state(tr, dir, extra, path, path_len, err);
+    snug_status s = state_folder(dir, err);
+    if (s == SNUG_OK) s = write_state(tr, dir, extra, path, path_len, err);
     if (s != SNUG_OK) {
         uint64_t *v;
         const size_t n = state_list(dir, &v);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "train/state.h"
 
 snug_train_config snug_train_config_default(void) {
     return (snug_train_config){
@@ -23,6 +24,11 @@ snug_train_config snug_train_config_default(void) {
 }
 
 static snug_status check_config(const snug_train_config *c, const plan *p, snug_error *err) {
+    /* a state folder that cannot be used says so before the first step, not after hours of training */
+    if (c->state_dir && dist_get().rank == 0) {
+        snug_status s = state_folder(c->state_dir, err);
+        if (s != SNUG_OK) return s;
+    }
     if (c->epochs <= 0 && c->max_steps <= 0)
         return snug_fail(err, SNUG_E_ARG, "nothing to train: set at least 1 epoch or a step limit");
     if (c->max_steps < 0) return snug_fail(err, SNUG_E_ARG, "negative step limit %ld", c->max_steps);

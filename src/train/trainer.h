@@ -35,6 +35,7 @@ struct snug_trainer {
     int nonfinite_run;     /* consecutive skipped steps */
     size_t samples_seen;   /* of every window, over all ranks */
     long epoch, window;    /* where snug_trainer_fit goes on: the epoch (0-based) and its next window */
+    long last_scored;      /* the step fit last scored eval_data after */
     long state_step;       /* the step of the last state fit wrote, when (training time, seconds), and after */
     double state_time;     /* which window (UINT64_MAX: none yet), so the end does not write it twice */
     uint64_t state_windows;

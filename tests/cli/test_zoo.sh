@@ -124,11 +124,11 @@ for phrase in mnist32 brown text:FILE shapes segmentation:DIR --train-samples --
     expect_in "$OUT" "$phrase"
 done
 
-usage_error "--data unknown" "unknown data set 'cifar' for --data (choose from mnist, mnist32, brown" \
+usage_error "--data unknown" "--data: unknown data set 'cifar' (choose from mnist, mnist32, brown" \
     train --data cifar
 usage_error "--eval-every negative" "--eval-every must be a whole number >= 0, got '-1'" train --eval-every -1
 usage_error "--eval-samples not a number" "--eval-samples must be a whole number" train --eval-samples many
-usage_error "--data text: without a file" "--data text: needs a path after the colon (text:FILE)" train --data text:
+usage_error "--data text: without a file" "--data: data set text: needs a path after the colon (text:FILE)" train --data text:
 usage_error "--data segmentation: without a folder" "needs a path after the colon (segmentation:DIR)" \
     train --data segmentation:
 usage_error "--data empty" "--data needs a non-empty value" train --data=
@@ -149,7 +149,7 @@ expect_empty "$OUT"
 
 run "shapes for a token model" train --model "$TMP/tinygpt.ini" --data shapes "${FAST[@]}"
 expect_rc 1
-expect_in "$ERR" "--data shapes draws 1-channel images"
+expect_in "$ERR" "data set shapes draws 1-channel images"
 expect_empty "$OUT"
 
 run "shapes for a 10-class model: the trainer's check, before any output" train --model cnn --data shapes \

@@ -1,0 +1,171 @@
+/* The data sets snug knows by name (snug_data_open), sized for the model that will read them:
+ *
+ *   mnist               the MNIST IDX files in dir (default data/mnist); the evaluation part is t10k
+ *   mnist32             the same, centred in 1x32x32 (2 pixels of background around), for resnet20
+ *   brown               the Brown corpus, dir/brown.txt (default data/brown); byte-level, context = the model's
+ *                       input length; the last 10% is the held-out part
+ *   text:FILE           any file, the same way
+ *   shapes              synthetic shapes segmentation at the model's H x W: train_samples training samples
+ *                       (seed 1), 500 evaluation samples (seed 2); the same sets in every run
+ *   segmentation:DIR    PNGs in DIR/images and DIR/masks; the evaluation part is DIR/val/{images,masks} when
+ *                       DIR/val exists; without it, the training set itself when no training part is asked for
+ *
+ * Every failure says where snug looked. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdbool.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "snug.h"
+
+#define MNIST_PAD 2          /* 28 + 2 * 2 = 32 */
+#define TEXT_HOLDOUT 0.1
+#define SHAPES_EVAL_SAMPLES 500
+#define SHAPES_TRAIN_SEED 1
+#define SHAPES_EVAL_SEED 2
+
+static const char *const plain_names[] = {"mnist", "mnist32", "brown", "shapes", NULL};
+
+/* "text:FILE" -> FILE when value starts with prefix ("text:"), else NULL. */
+static const char *after_prefix(const char *value, const char *prefix) {
+    size_t n = strlen(prefix);
+    return strncmp(value, prefix, n) == 0 ? value + n : NULL;
+}
+
+bool snug_data_name_valid(const char *name, char *why, size_t len) {
+    for (int i = 0; plain_names[i]; i++)
+        if (strcmp(name, plain_names[i]) == 0) return true;
+    const char *file = after_prefix(name, "text:"), *dir = after_prefix(name, "segmentation:");
+    if ((file && file[0]) || (dir && dir[0])) return true;
+    if (file || dir) snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name, file ? "FILE" : "DIR");
+    else snprintf(why, len, "unknown data set '%s' (choose from mnist, mnist32, brown, text:FILE, shapes, "
+                  "segmentation:DIR)", name);
+    return false;
+}
+
+static bool is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* ---- MNIST ---- */
+
+static snug_status open_mnist_part(const char *dir, bool train, size_t pad, snug_dataset **out, snug_error *err) {
+    return pad ? snug_mnist_open_padded(dir, train, pad, out, err) : snug_mnist_open(dir, train, out, err);
+}
+
+static snug_status open_mnist(snug_data *d, const char *dir, bool want_train, size_t pad, snug_error *err) {
+    if (!dir) dir = "data/mnist";
+    snprintf(d->source, sizeof d->source, "%s", dir);
+    d->eval_name = "test";
+    snprintf(d->unit, sizeof d->unit, "images");
+    /* A missing folder is the usual first-run problem: say where snug looked. */
+    if (!is_dir(dir))
+        return snug_fail(err, SNUG_E_IO, "data directory '%s' does not exist: it should hold the MNIST IDX files",
+                         dir);
+    snug_status st = want_train ? open_mnist_part(dir, true, pad, &d->train, err) : SNUG_OK;
+    return st == SNUG_OK ? open_mnist_part(dir, false, pad, &d->eval, err) : st;
+}
+
+/* ---- text ---- */
+
+static snug_status text_context(snug_shape in, const char *value, size_t *context, snug_error *err) {
+    char shape[64];
+    if (in.rank == 1) {
+        *context = in.dims[0];
+        return SNUG_OK;
+    }
+    return snug_fail(err, SNUG_E_SHAPE, "data set %s is byte-level text for a language model (an input of T "
+                     "tokens), but the model takes %s; use a token model (e.g. gpt) or image data",
+                     value, snug_shape_format(&in, shape, sizeof shape));
+}
+
+static snug_status open_text(snug_data *d, const char *path, const char *value, snug_shape in,
+                             bool want_train, snug_error *err) {
+    size_t context = 0;
+    snug_status st = text_context(in, value, &context, err);
+    if (st != SNUG_OK) return st;
+    snprintf(d->source, sizeof d->source, "%s", path);
+    snprintf(d->unit, sizeof d->unit, "windows of %zu bytes", context);
+    d->eval_name = "held-out";
+    if (want_train) st = snug_text_open(path, context, TEXT_HOLDOUT, false, &d->train, err);
+    if (st == SNUG_OK) st = snug_text_open(path, context, TEXT_HOLDOUT, true, &d->eval, err);
+    return st;
+}
+
+/* ---- synthetic shapes ---- */
+
+static snug_status open_shapes(snug_data *d, snug_shape in, bool want_train, size_t train_samples,
+                               snug_error *err) {
+    char shape[64];
+    if (in.rank != 3 || in.dims[0] != 1)
+        return snug_fail(err, SNUG_E_SHAPE, "data set shapes draws 1-channel images (1, H, W) at the model's size, "
+                         "but the model takes %s", snug_shape_format(&in, shape, sizeof shape));
+    snprintf(d->source, sizeof d->source, "synthetic shapes (training seed %d, evaluation seed %d)",
+             SHAPES_TRAIN_SEED, SHAPES_EVAL_SEED);
+    snprintf(d->unit, sizeof d->unit, "images of %zux%zu", in.dims[1], in.dims[2]);
+    d->eval_name = "evaluation";
+    snug_status st = SNUG_OK;
+    if (want_train) st = snug_shapes_new(train_samples, in.dims[1], in.dims[2], SHAPES_TRAIN_SEED, &d->train, err);
+    if (st == SNUG_OK)
+        st = snug_shapes_new(SHAPES_EVAL_SAMPLES, in.dims[1], in.dims[2], SHAPES_EVAL_SEED, &d->eval, err);
+    return st;
+}
+
+/* ---- PNG segmentation ---- */
+
+static snug_status open_segmentation(snug_data *d, const char *dir, bool want_train, snug_error *err) {
+    char val[1040];
+    snprintf(val, sizeof val, "%s/val", dir);
+    bool has_val = is_dir(val);
+    snprintf(d->source, sizeof d->source, "%s%s", dir,
+             has_val ? " (evaluation: val/)" : want_train ? " (no val/ folder: not evaluated)"
+                                                          : " (no val/ folder: its own samples are scored)");
+    snprintf(d->unit, sizeof d->unit, "images");
+    d->eval_name = "validation";
+    snug_status st = SNUG_OK;
+    if (want_train || !has_val) st = snug_segmentation_open(dir, want_train ? &d->train : &d->eval, err);
+    if (st == SNUG_OK && has_val) st = snug_segmentation_open(val, &d->eval, err);
+    if (!want_train && !has_val) d->eval_name = "training-set";
+    return st;
+}
+
+snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
+                           size_t train_samples, snug_data *d, snug_error *err) {
+    memset(d, 0, sizeof *d);
+    const char *text = after_prefix(name, "text:"), *seg = after_prefix(name, "segmentation:");
+    char brown[1040];
+    snug_status st;
+    if (strcmp(name, "mnist") == 0 || strcmp(name, "mnist32") == 0) {
+        d->kind = name[5] ? "mnist32" : "mnist";
+        st = open_mnist(d, dir, want_train, name[5] ? MNIST_PAD : 0, err);
+    } else if (strcmp(name, "brown") == 0) {
+        d->kind = "brown";
+        snprintf(brown, sizeof brown, "%s/brown.txt", dir ? dir : "data/brown");
+        st = open_text(d, brown, name, input, want_train, err);
+    } else if (text) {
+        d->kind = "text";
+        st = open_text(d, text, name, input, want_train, err);
+    } else if (strcmp(name, "shapes") == 0) {
+        d->kind = "shapes";
+        st = open_shapes(d, input, want_train, train_samples, err);
+    } else if (seg) {
+        d->kind = "segmentation";
+        st = open_segmentation(d, seg, want_train, err);
+    } else {
+        st = snug_fail(err, SNUG_E_ARG, "unknown data set '%s'", name);
+    }
+    if (st != SNUG_OK) snug_data_close(d);
+    return st;
+}
+
+void snug_data_close(snug_data *d) {
+    if (d->train) snug_dataset_free(d->train);
+    if (d->eval) snug_dataset_free(d->eval);
+    d->train = d->eval = NULL;
+}

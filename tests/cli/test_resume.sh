@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Runs that survive anything (docs/resume.md), end to end on MNIST with a small model file (dropout, AdamW, a
+# short last micro-batch, a cosine schedule):
+#   - killed with SIGKILL at 20 random moments (forward, backward, the update, the state write itself) and resumed
+#     each time, the run ends with the bits of the uninterrupted run, and after every kill every state file of the
+#     folder is whole (its CRC-32C checked here, independently of snug);
+#   - SIGINT and SIGTERM stop it after the step in progress with its state written (exit 130 / 143), and the
+#     resumed run ends bitwise;
+#   - resumed with another --micro-batch, --mem and --checkpoint: the same run within 1e-5;
+#   - a flag that changes the result is refused by name, a damaged newest state is skipped with a warning, an
+#     empty folder and a folder that cannot be written say so; a longer --max-steps extends a finished run.
+. "$(dirname "$0")/harness.sh"
+
+PY=$(command -v python3 || true)
+if ! have_mnist || [ -z "$PY" ]; then
+    echo "skip: the resume tests need MNIST in $DATA and python3"
+    exit 0
+fi
+
+cat >"$TMP/small.ini" <<'INI'
+[model]
+input = image 1 28 28
+name = small
+[flat]
+type = flatten
+[fc1]
+type = linear
+out = 24
+[act]
+type = relu
+[drop]
+type = dropout
+p = 0.2
+[fc2]
+type = linear
+out = 10
+[loss]
+type = softmax_cross_entropy
+INI
+
+RUN=(train --model "$TMP/small.ini" --data-dir "$DATA" --batch 30 --micro-batch 8 --max-steps 3000 --optim adamw
+     --lr 0.002 --schedule cosine --warmup 10 --seed 3 --threads 1 --progress off --evaluate off)
+# A state every 3 steps: a state write takes a few milliseconds (its fsyncs), a step a fraction of one, so kills
+# land in both, and the run lasts several seconds.
+EVERY=(--state-every 3)
+
+# Every state-*.safetensors of a folder whole: its header parses and its CRC-32C matches.
+check_states() {
+    "$PY" - "$1" <<'PYEOF'
+import glob, json, struct, sys
+T = []
+for i in range(256):
+    c = i
+    for _ in range(8):
+        c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    T.append(c)
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = T[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+for path in glob.glob(sys.argv[1] + "/state-*.safetensors"):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = raw[8:8 + n].decode()
+    meta = json.loads(header)["__metadata__"]
+    want = meta["crc32c"]
+    at = 8 + header.index('"crc32c":"') + len('"crc32c":"')
+    got = crc32c(raw[:at] + b"00000000" + raw[at + 8:])
+    assert "%08x" % got == want, "%s: crc %08x, header says %s" % (path, got, want)
+    json.loads(meta["snug_state"])
+PYEOF
+}
+
+# max |a - b| / max |a| per tensor of two safetensors files, at most bound.
+close_enough() {
+    "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import json, struct, sys
+def load(p):
+    raw = open(p, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in h.items():
+        if k == "__metadata__": continue
+        b, e = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((e - b) // 4), raw[8 + n + b:8 + n + e])
+    return out
+a, b, bound = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+for k in a:
+    scale = max(abs(x) for x in a[k]) or 1.0
+    d = max(abs(x - y) for x, y in zip(a[k], b[k])) / scale
+    assert d <= bound, "%s: %g > %g" % (k, d, bound)
+PYEOF
+}
+
+run "the uninterrupted run (the reference)" "${RUN[@]}" --save "$TMP/ref.safetensors"
+expect_rc 0
+
+# ---------------------------------------------------------------------------------------------------------
+finish_case
+CASE="killed with SIGKILL at 20 random moments, resumed each time: bitwise the uninterrupted run"
+CASE_OK=1
+STATE=$TMP/killed
+"$SNUG" "${RUN[@]}" --save "$TMP/killed.safetensors" --state "$STATE" "${EVERY[@]}" >/dev/null 2>&1 &
+pid=$!
+kills=0
+for i in $(seq 1 20); do
+    sleep "0.$((RANDOM % 5 + 1))$((RANDOM % 10))"
+    kill -9 "$pid" 2>/dev/null && kills=$((kills + 1))
+    wait "$pid" 2>/dev/null
+    check_states "$STATE" >"$TMP/check.log" 2>&1 || fail "after kill $i: $(tail -n 2 "$TMP/check.log" | tr '\n' ' ')"
+    "$SNUG" train --resume "$STATE" >/dev/null 2>"$TMP/resume.err" &
+    pid=$!
+done
+wait "$pid"
+RC=$?
+echo "      $kills kills landed in a running process; the last resume exited $RC"
+[ "$kills" -ge 15 ] || fail "only $kills of 20 kills found the run still going (make the run longer)"
+[ "$RC" -eq 0 ] || fail "the last resume exited $RC: $(tail -n 2 "$TMP/resume.err")"
+cmp -s "$TMP/ref.safetensors" "$TMP/killed.safetensors" || fail "the final weights differ from the uninterrupted run's"
+
+# ---------------------------------------------------------------------------------------------------------
+for sig in INT TERM; do
+    finish_case
+    CASE="SIG$sig stops the run after the step in progress, its state written; the resumed run is bitwise"
+    CASE_OK=1
+    STATE=$TMP/sig$sig
+    "$SNUG" "${RUN[@]}" --save "$TMP/sig.safetensors" --state "$STATE" "${EVERY[@]}" >"$OUT" 2>"$ERR" &
+    pid=$!
+    sleep 0.6
+    kill -s "$sig" "$pid"
+    wait "$pid"
+    RC=$?
+    want=$([ "$sig" = INT ] && echo 130 || echo 143)
+    [ "$RC" -eq "$want" ] || fail "exit status $RC, expected $want"
+    expect_in "$ERR" "stopped by SIG$sig after the step in progress"
+    expect_in "$ERR" "Resume with: snug train --resume $STATE"
+    check_states "$STATE" >"$TMP/check.log" 2>&1 || fail "state not whole: $(tail -n 1 "$TMP/check.log")"
+    "$SNUG" train --resume "$STATE" >"$OUT" 2>"$ERR"
+    RC=$?
+    expect_rc 0
+    cmp -s "$TMP/ref.safetensors" "$TMP/sig.safetensors" || fail "the final weights differ from the uninterrupted run's"
+done
+
+# ---------------------------------------------------------------------------------------------------------
+# With another micro-batch the sums of a step run in another order: the same run within rounding. SGD, whose
+# update does not divide by the gradient's size as AdamW's does, keeps that rounding where it arose.
+SGD=(train --model "$TMP/small.ini" --data-dir "$DATA" --batch 30 --micro-batch 8 --optim sgd --lr 0.05 --seed 3
+     --threads 1 --progress off --evaluate off)
+run "an SGD run of 300 steps (the reference)" "${SGD[@]}" --max-steps 300 --save "$TMP/sgd.safetensors"
+expect_rc 0
+run "the same run stopped at step 100 (--max-steps), its state kept" "${SGD[@]}" --max-steps 100 \
+    --save "$TMP/other.safetensors" --state "$TMP/other" --state-keep 3
+expect_rc 0
+[ "$(ls "$TMP/other" | wc -l)" -eq 1 ] || fail "expected one state (the end), found: $(ls "$TMP/other")"
+
+run "resumed with another --micro-batch, --mem and --checkpoint, extended to 300 steps: within 1e-5" \
+    train --resume "$TMP/other" --micro-batch 5 --mem 64MiB --checkpoint sqrt --max-steps 300
+expect_rc 0
+close_enough "$TMP/sgd.safetensors" "$TMP/other.safetensors" 1e-5 >"$TMP/close.log" 2>&1 ||
+    fail "$(tail -n 1 "$TMP/close.log")"
+
+run "a flag that changes the result is refused, by name" train --resume "$TMP/other" --lr 0.01
+expect_rc 1
+expect_in "$ERR" "optim.lr differs (0.05 in the state, 0.01 in this run)"
+expect_in "$ERR" "--lr defines the result"
+
+run "another model is refused" train --resume "$TMP/other" --model mlp
+expect_rc 1
+expect_in "$ERR" "is a state of model 'small', not of 'mlp'"
+
+# the newest state damaged: skipped with a warning, the one before used
+cp -r "$TMP/other" "$TMP/damaged"
+newest=$(ls "$TMP/damaged"/state-* | sort | tail -n 1)
+cp "$newest" "$TMP/damaged/state-999999999999.safetensors"
+printf 'x' | dd of="$TMP/damaged/state-999999999999.safetensors" bs=1 seek=300 conv=notrunc 2>/dev/null
+run "a damaged newest state is skipped with a warning" train --resume "$TMP/damaged" --max-steps 301
+expect_rc 0
+expect_in "$ERR" "warning: skipped states that are not whole"
+expect_in "$ERR" "state-999999999999.safetensors"
+
+mkdir -p "$TMP/empty"
+run "an empty folder says so" train --resume "$TMP/empty"
+expect_rc 1
+expect_in "$ERR" "holds no training state"
+
+touch "$TMP/not-a-folder"
+run "a state folder that is a file says so, before training" "${RUN[@]}" --state "$TMP/not-a-folder"
+expect_rc 1
+expect_in "$ERR" "is not a folder"
+
+run "--resume with --init is a usage error" train --resume "$TMP/other" --init "$TMP/ref.safetensors"
+expect_rc 2
+expect_in "$ERR" "--init does not apply"
+
+run "--state-every-time takes durations" "${RUN[@]}" --state-every-time 1h30 --state "$TMP/x"
+expect_rc 2
+expect_in "$ERR" "--state-every-time must be a duration"
+
+finish_tests
