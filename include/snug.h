@@ -646,7 +646,9 @@ typedef struct snug_train_config {
     bool shuffle;
     uint64_t seed;
     float clip_norm;         /* global-norm clipping threshold; 0 disables */
-    int max_nonfinite;       /* stop after this many consecutive skipped steps */
+    int max_nonfinite;       /* a step whose loss or gradient is not finite is skipped (no update, the schedule held,
+                                counted); after this many in a row the run stops (its state written when it has a
+                                state folder) */
     snug_optim_config optim; /* must need the optimizer state the plan was made for */
     snug_schedule_config schedule;
     snug_progress_fn progress;
@@ -672,7 +674,7 @@ typedef struct snug_train_config {
     const volatile sig_atomic_t *stop;
 } snug_train_config;
 
-/* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 5
+/* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10
  * consecutive non-finite steps; no state folder (states every 10 minutes and the newest 2 kept once there is
  * one), no stop flag. */
 snug_train_config snug_train_config_default(void);

@@ -98,6 +98,8 @@ static const flag train_flags[] = {
      .fmax = UNBOUNDED, .fmin_open = true},
     {FLAG("clip", F_FLOAT, cfg.clip_norm, "NORM", "clip the global gradient norm of each step to NORM [0 = off]"),
      .fmin = 0, .fmax = UNBOUNDED},
+    {FLAG("max-skips", F_LONG, max_skips, "N", "steps with a non-finite loss are skipped; stop after N in a row [10]"),
+     .min = 1, .max = 1000000},
 
     GROUP("Learning-rate schedule"),
     {FLAG("schedule", F_CHOICE, schedule, "constant|cosine", "learning-rate schedule [constant]"),
@@ -261,6 +263,7 @@ static void set_defaults(cli_train_options *opt) {
     opt->train_samples = 2000;
     opt->progress = CLI_PROGRESS_AUTO;
     opt->state_keep = c->state_keep;
+    opt->max_skips = c->max_nonfinite;
 }
 
 static void set_plan_defaults(cli_plan_options *opt) {
@@ -307,6 +310,7 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
         return flags_fail(msg, len, "--nesterov needs --optim sgd with --momentum > 0");
     opt->plan.optim = c->optim; /* the optimizer whose state is planned is the one the run uses */
     c->state_keep = (int)opt->state_keep;
+    c->max_nonfinite = (int)opt->max_skips;
     if (opt->resume && opt->init)
         return flags_fail(msg, len, "--resume continues a run from its state: --init does not apply");
     return true;

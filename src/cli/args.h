@@ -31,6 +31,7 @@ typedef struct cli_train_options {
     int evaluate;            /* index into on|off: score the test set after training */
     long eval_every;         /* also score it every this many optimizer steps; 0: only at the end */
     long state_keep;         /* cfg.state_keep, as a flag's long */
+    long max_skips;          /* cfg.max_nonfinite, likewise */
     size_t eval_samples;     /* periodic evaluations score this many evenly spaced samples; 0: all */
     bool micro_batch_given;  /* --micro-batch appeared (else: auto with --mem, B without) */
     bool checkpoint_given;   /* --checkpoint appeared (else: none, or chosen with an automatic micro-batch) */

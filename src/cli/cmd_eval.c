@@ -43,7 +43,7 @@ static snug_status setup(eval_run *r, snug_error *err) {
 }
 
 static void teardown(eval_run *r) {
-    cli_data_close(&r->data);
+    snug_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     snug_plan_free(r->plan);
     if (r->graph) snug_graph_free(r->graph);

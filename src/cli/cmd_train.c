@@ -95,7 +95,7 @@ static void keep_state(train_run *r) {
 static void teardown(train_run *r) {
     /* the trainer points into the plan, which points into the graph; the evaluation view borrows the data */
     snug_dataset_free(r->eval_view);
-    cli_data_close(&r->data);
+    snug_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     snug_plan_free(r->plan);
     if (r->graph) snug_graph_free(r->graph);

@@ -48,5 +48,3 @@ snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug
     }
     return st;
 }
-
-void cli_data_close(cli_data *d) { snug_data_close(d); }

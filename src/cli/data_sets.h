@@ -21,6 +21,5 @@ snug_status cli_data_open(const char *value, const char *dir, const snug_graph *
 /* Checks both parts against the trainer's model (snug_trainer_check_dataset) before anything runs; the message
  * adds the --data value that fits when there is one (mnist32 for a 32x32 model, mnist for 28x28). */
 snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug_graph *g, snug_error *err);
-void cli_data_close(cli_data *d);
 
 #endif

@@ -42,7 +42,8 @@ bool snug_data_name_valid(const char *name, char *why, size_t len) {
         if (strcmp(name, plain_names[i]) == 0) return true;
     const char *file = after_prefix(name, "text:"), *dir = after_prefix(name, "segmentation:");
     if ((file && file[0]) || (dir && dir[0])) return true;
-    if (file || dir) snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name, file ? "FILE" : "DIR");
+    if (file || dir)
+        snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name, file ? "FILE" : "DIR");
     else snprintf(why, len, "unknown data set '%s' (choose from mnist, mnist32, brown, text:FILE, shapes, "
                   "segmentation:DIR)", name);
     return false;

@@ -166,8 +166,8 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1))
         return snug_fail(err, SNUG_E_NONFINITE,
                          "the loss or the gradients were not finite for %d optimizer steps in a row (after step "
-                         "%ld): lower the learning rate, clip the gradient norm (at 1.0, say), or check the data for bad "
-                         "values", tr->nonfinite_run,
+                         "%ld): lower the learning rate, clip the gradient norm (at 1.0, say), or check the data "
+                         "for bad values", tr->nonfinite_run,
                          tr->step);
     return SNUG_OK;
 }

@@ -47,7 +47,8 @@ static char *build_header(const st_tensor *t, size_t n, const st_pair *meta, siz
     size_t at = 0;
     for (size_t i = 0; ok && i < n; i++) {
         size_t bytes, end;
-        ok = size_mul(t[i].numel, sizeof(float), &bytes) && size_add(at, bytes, &end) && add_tensor(root, &t[i], at, end);
+        ok = size_mul(t[i].numel, sizeof(float), &bytes) && size_add(at, bytes, &end) &&
+             add_tensor(root, &t[i], at, end);
         at = end;
     }
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;

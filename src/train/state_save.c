@@ -39,10 +39,12 @@ static bool add_run(cJSON *o, const snug_train_config *c) {
            cJSON_AddStringToObject(o, "seed", seed) && cJSON_AddNumberToObject(o, "clip_norm", c->clip_norm) &&
            cJSON_AddNumberToObject(o, "max_nonfinite", c->max_nonfinite) &&
            cJSON_AddStringToObject(opt, "kind", c->optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd") &&
-           cJSON_AddNumberToObject(opt, "lr", c->optim.lr) && cJSON_AddNumberToObject(opt, "momentum", c->optim.momentum) &&
+           cJSON_AddNumberToObject(opt, "lr", c->optim.lr) &&
+           cJSON_AddNumberToObject(opt, "momentum", c->optim.momentum) &&
            cJSON_AddBoolToObject(opt, "nesterov", c->optim.nesterov) &&
            cJSON_AddNumberToObject(opt, "weight_decay", c->optim.weight_decay) &&
-           cJSON_AddNumberToObject(opt, "beta1", c->optim.beta1) && cJSON_AddNumberToObject(opt, "beta2", c->optim.beta2) &&
+           cJSON_AddNumberToObject(opt, "beta1", c->optim.beta1) &&
+           cJSON_AddNumberToObject(opt, "beta2", c->optim.beta2) &&
            cJSON_AddNumberToObject(opt, "eps", c->optim.eps) &&
            cJSON_AddStringToObject(sch, "kind", c->schedule.kind == SNUG_SCHEDULE_COSINE ? "cosine" : "constant") &&
            cJSON_AddNumberToObject(sch, "warmup_steps", (double)c->schedule.warmup_steps) &&

@@ -15,7 +15,7 @@ snug_train_config snug_train_config_default(void) {
         .epochs = 1,
         .shuffle = true,
         .seed = 1,
-        .max_nonfinite = 5,
+        .max_nonfinite = 10,
         .optim = snug_optim_config_default(),
         .schedule = {.kind = SNUG_SCHEDULE_CONSTANT, .reference_batch = 256},
         .state_every_seconds = 600,
@@ -33,7 +33,8 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
         return snug_fail(err, SNUG_E_ARG, "nothing to train: set at least 1 epoch or a step limit");
     if (c->max_steps < 0) return snug_fail(err, SNUG_E_ARG, "negative step limit %ld", c->max_steps);
     if (!(c->optim.lr >= 0)) return snug_fail(err, SNUG_E_ARG, "learning rate %g: it must be >= 0", c->optim.lr);
-    if (!(c->clip_norm >= 0)) return snug_fail(err, SNUG_E_ARG, "clip norm %g: it must be >= 0 (0 disables)", c->clip_norm);
+    if (!(c->clip_norm >= 0))
+        return snug_fail(err, SNUG_E_ARG, "clip norm %g: it must be >= 0 (0 disables)", c->clip_norm);
     if (c->state_dir && c->state_keep < 1)
         return snug_fail(err, SNUG_E_ARG, "keep %d states: keep at least 1", c->state_keep);
     if (c->state_every < 0 || !(c->state_every_seconds >= 0))
