@@ -343,7 +343,9 @@ snug_status snug_shapes_new(size_t n, size_t height, size_t width, uint64_t seed
  * all of one size and channel count, normalised as v / 127.5 - 1. Masks: 8-bit grayscale or palette PNGs of their
  * image's size, a class index per pixel, 255 = ignore (-1); classes = the largest index + 1 (at least 2). Every
  * file is decoded once here (one at a time), so a missing, corrupt or mismatched file is reported now, by name;
- * samples are decoded again on demand, nothing is kept in memory. */
+ * samples are decoded again on demand, nothing is kept in memory. A file's size is checked from its header before
+ * it is decoded: one of another size than the first image, or of more than 256 MiB of decoded pixels, is refused
+ * (SNUG_E_FORMAT) without decoding it. */
 snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_error *err);
 
 /* A view of count samples of inner (1 <= count <= its size), evenly spaced: sample i of the view is sample
