@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/escape.h"
 #include "graph/graph.h"
 #include "graph/model_file.h"
 #include "ops/op.h"
@@ -608,6 +609,59 @@ static void test_errors_syntax_and_files(void **state) {
     assert_int_equal(err.status, SNUG_E_ARG);
 }
 
+/* ---- text from the file reaches messages escaped -------------------------------------------------------- */
+
+/* The text must fail like expect_error, with every byte of the message printable ASCII. */
+static void expect_escaped(const char *text, snug_status st, const char *where, const char *phrase) {
+    expect_error(text, st, where, phrase);
+    snug_error err = {0};
+    snug_graph *g = model_text(text, "bad.ini", &err);
+    assert_null(g);
+    for (const unsigned char *c = (const unsigned char *)err.message; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) fail_msg("byte 0x%02x in: %s", *c, err.message);
+}
+
+/* Keys, values, section names and types from the file are printed with \xNN for every byte outside printable
+ * ASCII (and a backslash doubled): an escape sequence in a model file cannot drive the terminal. */
+static void test_errors_escape_file_text(void **state) {
+    (void)state;
+    expect_escaped(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = \x1b[2J\n", SNUG_E_FORMAT,
+                   "bad.ini:7: layer 'l':", "out = '\\x1b[2J' is not a whole number");
+    expect_escaped(HEAD "[l]\ntype = \x1b[31mlinear\n", SNUG_E_FORMAT, "bad.ini:4: layer 'l':",
+                   "unknown layer type '\\x1b[31mlinear'");
+    expect_escaped(HEAD "[l]\ntype = relu\n\x1b[2J = 3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "unknown key '\\x1b[2J' for type relu");
+    expect_escaped(HEAD "[l]\ntype = relu\nk\xc3\xa9y = 3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "unknown key 'k\\xc3\\xa9y'");
+    expect_escaped(HEAD "[l]\ntype = relu\ninput = a\\b\x07\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "input = a\\\\b\\x07: there is no layer 'a\\\\b\\x07'");
+    expect_escaped(HEAD "[f]\ntype = flatten\n[a]\ntype = add\ninputs = \x1b\n", SNUG_E_FORMAT,
+                   "bad.ini:7: layer 'a':", "inputs = \\x1b: give two layer names");
+    expect_escaped(HEAD "[r]\ntype = relu\n\x1b = 1\n\x1b = 2\n", SNUG_E_FORMAT, "bad.ini:6: layer 'r':",
+                   "'\\x1b' is given twice");
+    expect_escaped(HEAD "[a\x1b[2Jb]\ntype = relu\n", SNUG_E_FORMAT, "bad.ini:3: layer 'a\\x1b[2Jb':",
+                   "(found '\\x1b')");
+    expect_escaped("\x1b[2J = 1\n[model]\n", SNUG_E_FORMAT, "bad.ini:1: ", "'\\x1b[2J' comes before any section");
+    expect_escaped("[model]\ninput = image 1 \x1b 2\n", SNUG_E_FORMAT, "bad.ini:2: [model]:",
+                   "input = image 1 \\x1b 2: write");
+    expect_escaped("[model]\ninput = tokens 4\n\x9b = 1\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
+                   "unknown key '\\x9b'");
+    expect_escaped(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = \x1b\n", SNUG_E_FORMAT,
+                   "bad.ini:8: layer 'l':", "init_scale = '\\x1b' is not");
+    /* the helper itself: a text too long for it is cut, and says so */
+    char long_text[300];
+    memset(long_text, 0x1b, sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = '\0';
+    const escaped cut = escape_text(long_text);
+    assert_true(strlen(cut.text) < ESCAPED_MAX);
+    assert_string_equal(cut.text + strlen(cut.text) - 7, "\\x1b...");
+    assert_string_equal(escape_range("a\0b", 3).text, "a\\x00b");
+    assert_string_equal(escape_text(NULL).text, "(null)");
+    /* the model's name is printed by every message about the model: it is refused unless printable */
+    expect_escaped("[model]\nname = net\x1b[2J\ninput = tokens 4\n", SNUG_E_FORMAT, "bad.ini:2: [model]:",
+                   "name = 'net\\x1b[2J'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtins_identical_to_c_builders),
@@ -624,6 +678,7 @@ int main(void) {
         cmocka_unit_test(test_errors_shapes_and_loss),
         cmocka_unit_test(test_errors_model_section),
         cmocka_unit_test(test_errors_syntax_and_files),
+        cmocka_unit_test(test_errors_escape_file_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -436,6 +436,46 @@ static void another_models_file_lists_names(void **state) {
     trainer_done(a), trainer_done(b), snug_graph_free(bn), snug_graph_free(tied);
 }
 
+/* Every byte of a message is printable ASCII: nothing from the file reaches the terminal as a control byte. */
+static void assert_printable(const char *message) {
+    for (const unsigned char *c = (const unsigned char *)message; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) fail_msg("byte 0x%02x at %td of: %s", *c, (const char *)c - message, message);
+}
+
+/* Loading path is refused with status and a printable message that holds phrase. */
+static void expect_escaped(snug_trainer *tr, const char *path, snug_status status, const char *phrase) {
+    snug_error err = {0};
+    assert_int_equal(snug_trainer_load(tr, path, &err), status);
+    assert_printable(err.message);
+    if (!strstr(err.message, phrase)) fail_msg("message lacks '%s': %s", phrase, err.message);
+}
+
+/* Names and dtypes from the header reach messages escaped (\xNN, a backslash doubled): a tensor called
+ * "\u001b[2J" would otherwise clear the reader's screen. */
+static void file_text_in_messages_is_escaped(void **state) {
+    (void)state;
+    snug_graph *g = lin_model();
+    snug_trainer *tr = seeded_trainer(g, 1);
+    char *path = temp_path("escape");
+    write_st(path, "{" FC_W "," FC_B ",\"\\u001b[2J\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}", 32);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "1 not in the model ('\\x1b[2J')");
+    write_st(path, "{" FC_W "," FC_B ",\"a\xff\\\\b\x7f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
+             32);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "('a\\xff\\\\b\\x7f')");
+    write_st(path, "{\"fc.weight\":{\"dtype\":\"F\\u001b]0;pwned\\u0007\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                   FC_B "}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "unknown dtype F\\x1b]0;pwned\\x07");
+    write_st(path, "{\"fc.weight\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                   "\"\\u009b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "('\\xc2\\x9b')");
+    write_st(path, "{\"\\r\":3}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "entry '\\x0d' is not an object");
+    write_st(path, "{\"x\":{\"\x1b[2J", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "not valid JSON");
+    remove(path), free(path);
+    trainer_done(tr), snug_graph_free(g);
+}
+
 /* Every proper prefix of a valid file is refused (and nothing crashes or changes); so is every single-byte
  * corruption of the header that makes it invalid, and none crashes. */
 static void truncated_at_every_offset(void **state) {
@@ -488,6 +528,7 @@ int main(void) {
         cmocka_unit_test(offsets_must_tile_the_data),
         cmocka_unit_test(names_dtypes_and_shapes_must_match),
         cmocka_unit_test(another_models_file_lists_names),
+        cmocka_unit_test(file_text_in_messages_is_escaped),
         cmocka_unit_test(truncated_at_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 /* From the sections of a model file to builder calls: [model] makes the input, every other section one layer
  * through the public builder of its `type`. A table lists each type's keys (kind, default), so the parser, its
  * "unknown key" messages and docs/model-files.md all follow one list. Shape checks stay with the builders:
- * their messages come back prefixed with the file, the line and the layer. */
+ * their messages come back prefixed with the file, the line and the layer. Keys and values from the file reach
+ * messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/escape.h"
 #include "graph/graph.h"
 #include "graph/model_file.h"
 
@@ -233,7 +235,8 @@ static const mf_entry *first_unused(const mf_section *s) {
     return first;
 }
 
-/* The tensor a layer named `ref` (or the model input) gives, for layer s reading it through key e. */
+/* The tensor a layer named `ref` (or the model input) gives, for layer s reading it through key e. A ref that
+ * names a section is a valid layer name; one that names nothing is printed escaped. */
 static bool resolve(builder *b, const mf_section *s, const mf_entry *e, const char *ref, snug_tensor *out) {
     for (int i = 0; i < b->g->n_nodes; i++)
         if (strcmp(b->g->nodes[i].name, ref) == 0) return *out = b->g->nodes[i].output, true;
@@ -245,8 +248,10 @@ static bool resolve(builder *b, const mf_section *s, const mf_entry *e, const ch
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = %s: cycle or forward reference: "
                        "'%s' is defined later (line %d); a layer reads only layers above it, so move it up or "
                        "read another layer", e->key, ref, ref, b->doc->sections[later].line), false;
+    const escaped shown = escape_text(ref);
     return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = %s: there is no layer '%s' (name a "
-                   "layer above this one, or '" MODEL_INPUT "' for the model input)", e->key, ref, ref), false;
+                   "layer above this one, or '" MODEL_INPUT "' for the model input)", e->key, shown.text,
+                   shown.text), false;
 }
 
 /* `inputs = a, b`: exactly two names. */
@@ -268,7 +273,7 @@ static bool resolve_pair(builder *b, const mf_section *s, const mf_entry *e, snu
     }
     if (!names[0][0] || !names[1][0])
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "inputs = %s: give two layer names "
-                       "separated by a comma, e.g. inputs = conv1, relu2", e->value), false;
+                       "separated by a comma, e.g. inputs = conv1, relu2", escape_text(e->value).text), false;
     return resolve(b, s, e, names[0], &in[0]) && resolve(b, s, e, names[1], &in[1]);
 }
 
@@ -299,7 +304,7 @@ static bool layer_values(builder *b, const mf_section *s, const layer_type *t, c
         }
         if (!parse_value(k->kind, e->value, &v[i]))
             return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = '%s' is not %s", k->name,
-                           e->value, kind_hint(k->kind)), false;
+                           escape_text(e->value).text, kind_hint(k->kind)), false;
         snug_tensor unused;
         if (k->kind == V_LAYER && !resolve(b, s, e, e->value, &unused)) return false;
     }
@@ -318,7 +323,8 @@ static bool take_keys(builder *b, mf_section *s, const layer_type *t, const mf_e
     char keys[256];
     list_keys(t, keys, sizeof keys);
     return mf_fail(b->err, SNUG_E_FORMAT, b->doc, extra->line, s->name, "unknown key '%s' for type %s (it takes: "
-                   "%s; and any layer with a weight: " INIT_SCALE_KEY ")", extra->key, t->name, keys), false;
+                   "%s; and any layer with a weight: " INIT_SCALE_KEY ")", escape_text(extra->key).text, t->name,
+                   keys), false;
 }
 
 /* `init_scale = X`, a key of every layer with a weight: scales its initial values (snug_init_scale). */
@@ -327,7 +333,8 @@ static bool apply_init_scale(builder *b, const mf_section *s, const mf_entry *e)
     value v;
     if (!parse_value(V_FLOAT, e->value, &v) || v.f < 0.0f)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' is not a finite "
-                       "number >= 0 (0 starts the weight at zero, 1 keeps the default)", e->value), false;
+                       "number >= 0 (0 starts the weight at zero, 1 keeps the default)", escape_text(e->value).text),
+               false;
     snug_init_scale(b->g, s->name, v.f);
     snug_error ge;
     if (snug_graph_check(b->g, &ge) != SNUG_OK)
@@ -362,7 +369,7 @@ static bool build_layer(builder *b, int index) {
     const layer_type *t = find_type(te->value);
     if (!t)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, te->line, s->name, "unknown layer type '%s' (choose from: "
-                       "%s)", te->value, list), false;
+                       "%s)", escape_text(te->value).text, list), false;
     const mf_entry *in_entry, *given[MAX_KEYS], *scale;
     snug_tensor in[2];
     value v[MAX_KEYS];
@@ -396,8 +403,8 @@ static bool model_input(builder *b, const mf_section *s, const mf_entry *e) {
         snug_input_tokens(b->g, MODEL_INPUT, (size_t)d[0]);
     else
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "input = %s: write 'input = image C H W' "
-                       "(channels, height, width) or 'input = tokens T' (a sequence of T token ids)", e->value),
-               false;
+                       "(channels, height, width) or 'input = tokens T' (a sequence of T token ids)",
+                       escape_text(e->value).text), false;
     snug_error ge;
     if (snug_graph_check(b->g, &ge) != SNUG_OK)
         return mf_fail(b->err, ge.status, b->doc, e->line, s->name, "%s", ge.message), false;
@@ -405,17 +412,24 @@ static bool model_input(builder *b, const mf_section *s, const mf_entry *e) {
     return true;
 }
 
-/* The graph's name: `name`, else the file name without its folder and ".ini". */
-static void model_name(const mf_doc *d, const mf_entry *e, char *buf, size_t len) {
+/* The graph's name: `name`, else the file name without its folder and ".ini". A name from the file must be
+ * printable ASCII: every message and report about the model prints it. */
+static bool model_name(builder *b, const mf_section *s, const mf_entry *e, char *buf, size_t len) {
     if (e) {
+        for (const unsigned char *c = (const unsigned char *)e->value; *c; c++)
+            if (*c < 0x20 || *c > 0x7e)
+                return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "name = '%s': a model name is "
+                               "printable ASCII text (letters, digits, punctuation, spaces)",
+                               escape_text(e->value).text), false;
         snprintf(buf, len, "%s", e->value);
-        return;
+        return true;
     }
-    const char *base = strrchr(d->file, '/');
-    base = base ? base + 1 : d->file;
+    const char *base = strrchr(b->doc->file, '/');
+    base = base ? base + 1 : b->doc->file;
     size_t n = strlen(base);
     if (n > 4 && strcmp(base + n - 4, ".ini") == 0) n -= 4;
     snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), base);
+    return true;
 }
 
 /* The first section: [model], with `input` and an optional `name`. Creates the graph. */
@@ -429,12 +443,12 @@ static bool build_model(builder *b) {
     const mf_entry *name = mf_take(s, "name"), *input = mf_take(s, "input"), *extra = first_unused(s);
     if (extra)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, extra->line, s->name, "unknown key '%s' (it takes: name, "
-                       "input)", extra->key), false;
+                       "input)", escape_text(extra->key).text), false;
     if (!input)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, s->line, s->name, "no 'input' (add input = image C H W, or "
                        "input = tokens T)"), false;
     char gname[SNUG_NAME_MAX];
-    model_name(b->doc, name, gname, sizeof gname);
+    if (!model_name(b, s, name, gname, sizeof gname)) return false;
     b->g = snug_graph_new(gname);
     if (!b->g) return snug_fail(b->err, SNUG_E_OOM, "%s: out of memory while building the graph", b->doc->file),
                       false;

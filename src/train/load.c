@@ -2,10 +2,10 @@
  * in it is checked before it is used, every check has its own message, and the parameters change only after
  * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
  * offsets inside the data), the entries together (no overlap, no gap, the data fully covered), then the names
- * against the model (none missing, none extra) and each tensor's dtype and shape. */
+ * against the model (none missing, none extra) and each tensor's dtype and shape. Names and dtypes from the
+ * header reach messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 #include "train/trainer.h"
 
 #define HEADER_MAX ((uint64_t)100 << 20) /* the limit the safetensors library itself enforces */
@@ -76,11 +77,9 @@ static snug_status read_header_len(st_file *sf, snug_error *err) {
     return SNUG_OK;
 }
 
-/* A few characters of text around a parse error, printable only, for the message. */
-static void excerpt(const char *at, char *buf, size_t len) {
-    size_t o = 0;
-    for (; at && *at && o + 1 < len && o < 24; at++) buf[o++] = isprint((unsigned char)*at) ? *at : '?';
-    buf[o] = '\0';
+/* A few bytes of text around a parse error, escaped, for the message. */
+static escaped excerpt(const char *at) {
+    return at ? escape_range(at, strnlen(at, 24)) : escape_text("");
 }
 
 /* The JSON text: one object, nothing but spaces after it, no NUL inside. */
@@ -99,10 +98,9 @@ static snug_status parse_header(st_file *sf, snug_error *err) {
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header holds a NUL byte at %zu: not a safetensors file",
                           sf->path, strlen(text));
         else if (!(sf->root = cJSON_ParseWithOpts(text, &end, true))) {
-            char near[32];
-            excerpt(end ? end : cJSON_GetErrorPtr(), near, sizeof near);
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is not valid JSON (at byte %td of %ju: '%s')",
-                          sf->path, end ? end - text : 0, (uintmax_t)sf->header_len, near);
+                          sf->path, end ? end - text : 0, (uintmax_t)sf->header_len,
+                          excerpt(end ? end : cJSON_GetErrorPtr()).text);
         } else if (!cJSON_IsObject(sf->root))
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is JSON but not an object of tensors", sf->path);
     }
@@ -134,16 +132,18 @@ static size_t dtype_size(const char *dtype) {
 static snug_status shape_numel(const st_file *sf, const char *name, const cJSON *shape, uint64_t *numel,
                                snug_error *err) {
     if (!cJSON_IsArray(shape))
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no \"shape\" list", sf->path, name);
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no \"shape\" list", sf->path,
+                         escape_text(name).text);
     uint64_t n = 1;
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         uint64_t v;
         if (!json_whole(d, &v))
             return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has a shape entry that is not a whole number "
-                             ">= 0", sf->path, name);
+                             ">= 0", sf->path, escape_text(name).text);
         if (v != 0 && n > UINT64_MAX / v)
-            return snug_fail(err, SNUG_E_OVERFLOW, "'%s': the shape of tensor '%s' overflows", sf->path, name);
+            return snug_fail(err, SNUG_E_OVERFLOW, "'%s': the shape of tensor '%s' overflows", sf->path,
+                             escape_text(name).text);
         n *= v;
     }
     *numel = n;
@@ -156,28 +156,28 @@ static snug_status check_entry(const st_file *sf, const cJSON *t, st_entry *e, s
     e->json = t;
     if (!cJSON_IsObject(t))
         return snug_fail(err, SNUG_E_FORMAT, "'%s': entry '%s' is not an object with dtype, shape and "
-                         "data_offsets", sf->path, e->name);
+                         "data_offsets", sf->path, escape_text(e->name).text);
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
     const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
     size_t esize = cJSON_IsString(dtype) ? dtype_size(dtype->valuestring) : 0;
     if (esize == 0)
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has %s dtype%s%s", sf->path, e->name,
-                         cJSON_IsString(dtype) ? "the unknown" : "no", cJSON_IsString(dtype) ? " " : "",
-                         cJSON_IsString(dtype) ? dtype->valuestring : "");
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has %s dtype%s%s", sf->path,
+                         escape_text(e->name).text, cJSON_IsString(dtype) ? "the unknown" : "no",
+                         cJSON_IsString(dtype) ? " " : "", cJSON_IsString(dtype) ? escape_text(dtype->valuestring).text : "");
     uint64_t numel = 0;
     snug_status s = shape_numel(sf, e->name, cJSON_GetObjectItemCaseSensitive(t, "shape"), &numel, err);
     if (s != SNUG_OK) return s;
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
         !json_whole(cJSON_GetArrayItem(offsets, 0), &e->begin) || !json_whole(cJSON_GetArrayItem(offsets, 1), &e->end))
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' needs \"data_offsets\": [begin, end], two whole "
-                         "numbers", sf->path, e->name);
+                         "numbers", sf->path, escape_text(e->name).text);
     if (e->begin > e->end || e->end > sf->data_len)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has data offsets [%ju, %ju] outside the %ju data "
-                         "bytes of the file (truncated?)", sf->path, e->name, (uintmax_t)e->begin,
+                         "bytes of the file (truncated?)", sf->path, escape_text(e->name).text, (uintmax_t)e->begin,
                          (uintmax_t)e->end, (uintmax_t)sf->data_len);
     if (numel > UINT64_MAX / esize || e->end - e->begin != numel * esize)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' spans %ju bytes but its shape and dtype %s need "
-                         "%ju", sf->path, e->name, (uintmax_t)(e->end - e->begin), dtype->valuestring,
+                         "%ju", sf->path, escape_text(e->name).text, (uintmax_t)(e->end - e->begin), dtype->valuestring,
                          (uintmax_t)(numel * esize));
     return SNUG_OK;
 }
@@ -196,10 +196,11 @@ static snug_status check_tiling(st_file *sf, snug_error *err) {
         const st_entry *e = &sf->entries[i];
         if (e->begin < at)
             return snug_fail(err, SNUG_E_FORMAT, "'%s': tensors '%s' and '%s' overlap (bytes %ju and on)", sf->path,
-                             sf->entries[i - 1].name, e->name, (uintmax_t)e->begin);
+                             escape_text(sf->entries[i - 1].name).text, escape_text(e->name).text,
+                             (uintmax_t)e->begin);
         if (e->begin > at)
             return snug_fail(err, SNUG_E_FORMAT, "'%s': bytes %ju to %ju of the data belong to no tensor (a gap "
-                             "before '%s')", sf->path, (uintmax_t)at, (uintmax_t)e->begin, e->name);
+                             "before '%s')", sf->path, (uintmax_t)at, (uintmax_t)e->begin, escape_text(e->name).text);
         at = e->end;
     }
     if (at != sf->data_len)
@@ -222,7 +223,8 @@ static snug_status check_entries(st_file *sf, snug_error *err) {
         }
         for (size_t i = 0; i < sf->n; i++)
             if (strcmp(sf->entries[i].name, t->string) == 0)
-                return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' appears twice", sf->path, t->string);
+                return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' appears twice", sf->path,
+                                 escape_text(t->string).text);
         snug_status s = check_entry(sf, t, &sf->entries[sf->n], err);
         if (s != SNUG_OK) return s;
         sf->n++;
@@ -250,7 +252,7 @@ typedef struct name_list {
 static void list_add(name_list *l, const char *name) {
     size_t used = strlen(l->text);
     if (l->count < NAMES_LISTED)
-        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", name);
+        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", escape_text(name).text);
     l->count++;
 }
 
@@ -293,7 +295,7 @@ static snug_status check_tensor(const st_file *sf, const snug_graph *g, const gr
     const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
     if (strcmp(dtype, "F32") != 0)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' is %s; snug loads F32 only (convert with "
-                         "tensor.float() before saving)", sf->path, p->name, dtype);
+                         "tensor.float() before saving)", sf->path, p->name, escape_text(dtype).text);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
     size_t dims[SNUG_MAX_DIMS + 1] = {0};
     int rank = cJSON_GetArraySize(shape);
