@@ -694,8 +694,10 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
  * hold no other tensor (PyTorch's "<bn>.num_batches_tracked" counters excepted: snug keeps none, they are
  * skipped). A malformed file (shorter than its header says, a bad header length, JSON that does not parse or is
  * not a table of tensors, offsets out of range, overlapping or leaving gaps), missing or extra names (the first
- * few listed), another dtype or shape: each is an error that says which, and the parameters are left as they
- * were (only an I/O error while reading the values, after every check passed, leaves them partly loaded). Every
+ * few listed), another dtype or shape, a value that is NaN or infinite (SNUG_E_NONFINITE, naming the tensor and
+ * the first such index): each is an error that says which, and the parameters are left as they were (every value
+ * is read and checked before any is copied; only a file that fails or changes while the values are copied, after
+ * every check passed, leaves them partly loaded). Every
  * rank reads the file itself (like the data, it must be on every machine). */
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err);
 

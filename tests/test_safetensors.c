@@ -11,6 +11,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,6 +438,46 @@ static void another_models_file_lists_names(void **state) {
     trainer_done(a), trainer_done(b), snug_graph_free(bn), snug_graph_free(tied);
 }
 
+/* A file of lin_model's two tensors holding these 6 floats (fc.weight 4, fc.bias 2), little-endian. */
+static void write_lin_values(const char *path, const float v[6]) {
+    const char *header = "{" FC_W "," FC_B "}";
+    const size_t hl = strlen(header);
+    unsigned char b[8 + 128 + 24];
+    assert_true(hl <= 128);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    for (int k = 0; k < 6; k++) {
+        uint32_t bits;
+        memcpy(&bits, &v[k], 4);
+        for (int i = 0; i < 4; i++) b[8 + hl + 4 * (size_t)k + (size_t)i] = (unsigned char)(bits >> (8 * i));
+    }
+    write_bytes(path, b, 8 + hl + 24);
+}
+
+/* A NaN or an infinity anywhere is refused (SNUG_E_NONFINITE) with the tensor and the first bad index, and
+ * nothing is loaded, not even the tensors before it; finite extremes load. */
+static void non_finite_values_are_refused(void **state) {
+    (void)state;
+    snug_graph *g = lin_model();
+    snug_trainer *tr = seeded_trainer(g, 1);
+    char *path = temp_path("nonfinite");
+    float v[6] = {1, 2, NAN, 4, 5, 6};
+    write_lin_values(path, v);
+    expect_refused(tr, path, SNUG_E_NONFINITE, "tensor 'fc.weight'", "index 2", "NaN", NULL);
+    v[2] = 3, v[5] = -INFINITY, v[4] = INFINITY;
+    write_lin_values(path, v);
+    expect_refused(tr, path, SNUG_E_NONFINITE, "tensor 'fc.bias'", "index 0", "infinity", NULL);
+    v[4] = FLT_MAX, v[5] = -FLT_MIN / 2; /* finite: the largest float, a subnormal */
+    write_lin_values(path, v);
+    snug_error err = {0};
+    if (snug_trainer_load(tr, path, &err) != SNUG_OK) fail_msg("load: %s", err.message);
+    float *b;
+    snug_trainer_param(tr, 1, NULL, &b, NULL);
+    assert_true(b[0] == FLT_MAX && b[1] == -FLT_MIN / 2);
+    remove(path), free(path);
+    trainer_done(tr), snug_graph_free(g);
+}
+
 /* Every byte of a message is printable ASCII: nothing from the file reaches the terminal as a control byte. */
 static void assert_printable(const char *message) {
     for (const unsigned char *c = (const unsigned char *)message; *c; c++)
@@ -529,6 +571,7 @@ int main(void) {
         cmocka_unit_test(names_dtypes_and_shapes_must_match),
         cmocka_unit_test(another_models_file_lists_names),
         cmocka_unit_test(file_text_in_messages_is_escaped),
+        cmocka_unit_test(non_finite_values_are_refused),
         cmocka_unit_test(truncated_at_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,11 +2,12 @@
  * in it is checked before it is used, every check has its own message, and the parameters change only after
  * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
  * offsets inside the data), the entries together (no overlap, no gap, the data fully covered), then the names
- * against the model (none missing, none extra) and each tensor's dtype and shape. Names and dtypes from the
- * header reach messages escaped (core/escape.h). */
+ * against the model (none missing, none extra) and each tensor's dtype and shape, then every value (finite).
+ * Names and dtypes from the header reach messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,8 +313,16 @@ static snug_status check_tensor(const st_file *sf, const snug_graph *g, const gr
                      sf->path, p->name, have, rank > SNUG_MAX_DIMS ? "..." : "", want, g->name);
 }
 
-/* numel little-endian floats at data offset `begin` into v. */
-static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) {
+/* The first value of a tensor that is not finite. */
+typedef struct first_bad {
+    size_t index;          /* numel when every value is finite */
+    float value;
+} first_bad;
+
+/* The numel little-endian floats at data offset `begin`: into v, or with v NULL only read; the first that is
+ * not finite into *bad. False on a read error. */
+static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel, first_bad *bad) {
+    *bad = (first_bad){.index = numel};
     uint64_t at = 8 + sf->header_len + begin;
     if (at > (uint64_t)INT64_MAX || fseeko(sf->f, (off_t)at, SEEK_SET) != 0) return false;
     unsigned char buf[4096];
@@ -323,23 +332,54 @@ static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) 
         for (size_t i = 0; i < chunk; i++) {
             uint32_t bits = 0;
             for (int b = 0; b < 4; b++) bits |= (uint32_t)buf[4 * i + (size_t)b] << (8 * b);
-            memcpy(&v[done + i], &bits, sizeof bits);
+            float x;
+            memcpy(&x, &bits, sizeof bits);
+            if (!isfinite(x) && bad->index == numel) *bad = (first_bad){.index = done + i, .value = x};
+            if (v) v[done + i] = x;
         }
         done += chunk;
     }
     return true;
 }
 
+static uint64_t data_begin(const st_file *sf, const graph_param *p) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
+    uint64_t begin = 0;
+    json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
+    return begin;
+}
+
+/* Every value is read and checked before any is copied: a NaN or an infinity (which would make every loss NaN)
+ * refuses the file with the parameters unchanged, like every other problem. */
+static snug_status check_values(st_file *sf, const snug_graph *g, snug_error *err) {
+    for (int i = 0; i < g->n_params; i++) {
+        const graph_param *p = &g->params[i];
+        first_bad bad;
+        if (!read_floats_le(sf, data_begin(sf, p), NULL, p->numel, &bad))
+            return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are "
+                             "unchanged", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of "
+                             "file");
+        if (bad.index < p->numel)
+            return snug_fail(err, SNUG_E_NONFINITE, "'%s': tensor '%s' holds %s at index %zu (of %zu, row-major): "
+                             "weights must be finite; the parameters are unchanged", sf->path, p->name,
+                             isnan(bad.value) ? "NaN" : bad.value > 0 ? "+infinity" : "-infinity", bad.index,
+                             p->numel);
+    }
+    return SNUG_OK;
+}
+
 static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
     for (int i = 0; i < tr->g->n_params; i++) {
         const graph_param *p = &tr->g->params[i];
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
-        uint64_t begin = 0;
-        json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
         float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
-        if (!read_floats_le(sf, begin, v, p->numel))
+        first_bad bad;
+        if (!read_floats_le(sf, data_begin(sf, p), v, p->numel, &bad))
             return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are partly "
                              "loaded", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+        if (bad.index < p->numel)
+            return snug_fail(err, SNUG_E_NONFINITE, "'%s' changed while it was read: tensor '%s' now holds a "
+                             "non-finite value at index %zu; the parameters are partly loaded", sf->path, p->name,
+                             bad.index);
     }
     return SNUG_OK;
 }
@@ -358,6 +398,7 @@ static snug_status check_file(st_file *sf, const snug_graph *g, snug_error *err)
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err) {
     st_file sf = {.path = path};
     snug_status s = check_file(&sf, tr->g, err);
+    if (s == SNUG_OK) s = check_values(&sf, tr->g, err);
     if (s == SNUG_OK) s = read_values(&sf, tr, err);
     if (sf.f) fclose(sf.f);
     cJSON_Delete(sf.root);
