@@ -421,6 +421,12 @@ static void names_dtypes_and_shapes_must_match(void **state) {
                    NULL);
     write_st(path, "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2,2],\"data_offsets\":[0,16]}," FC_B "}", 24);
     expect_refused(tr, path, SNUG_E_SHAPE, "has shape [1, 1, 1, 1, 2]... in the file", NULL);
+    /* names come before the byte accounting: a file whose header lost a tensor (its bytes still there), or that
+     * lists another model's tensors over a gap, names what is missing rather than counting bytes */
+    write_st(path, "{" FC_W "}", 24);
+    expect_refused(tr, path, SNUG_E_FORMAT, "1 missing ('fc.bias')", NULL);
+    write_st(path, "{" FC_W ",\"conv.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}", 32);
+    expect_refused(tr, path, SNUG_E_FORMAT, "1 missing ('fc.bias'); 1 not in the model ('conv.bias')", NULL);
     remove(path), free(path);
     trainer_done(tr), snug_graph_free(g);
 }

@@ -1,8 +1,9 @@
 /* Loading weights from a safetensors file (the layout is in save.c). The file is untrusted input: every number
  * in it is checked before it is used, every check has its own message, and the parameters change only after
  * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
- * offsets inside the data), the entries together (no overlap, no gap, the data fully covered), then the names
- * against the model (none missing, none extra) and each tensor's dtype and shape, then every value (finite).
+ * offsets inside the data), the names against the model (none missing, none extra: a file of another model, or
+ * one that lost a tensor, is named as such rather than by its byte counts), the entries together (no overlap, no
+ * gap, the data fully covered), each tensor's dtype and shape, then every value (finite).
  * Names and dtypes from the header reach messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
@@ -210,7 +211,7 @@ static snug_status check_tiling(st_file *sf, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Every entry but __metadata__ checked, then their tiling. */
+/* Every entry but __metadata__ checked on its own. */
 static snug_status check_entries(st_file *sf, snug_error *err) {
     size_t count = (size_t)cJSON_GetArraySize(sf->root);
     sf->entries = calloc(count ? count : 1, sizeof *sf->entries);
@@ -230,7 +231,7 @@ static snug_status check_entries(st_file *sf, snug_error *err) {
         if (s != SNUG_OK) return s;
         sf->n++;
     }
-    return check_tiling(sf, err);
+    return SNUG_OK;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -384,13 +385,14 @@ static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Everything up to the values: the file, then the model. */
+/* Everything up to the values: the file on its own, its names against the model, then its layout. */
 static snug_status check_file(st_file *sf, const snug_graph *g, snug_error *err) {
     snug_status s = open_file(sf, err);
     if (s == SNUG_OK) s = read_header_len(sf, err);
     if (s == SNUG_OK) s = parse_header(sf, err);
     if (s == SNUG_OK) s = check_entries(sf, err);
-    if (s == SNUG_OK) s = match_names(sf, g, err);
+    if (s == SNUG_OK) s = match_names(sf, g, err); /* before the tiling: a file of another model says so */
+    if (s == SNUG_OK) s = check_tiling(sf, err);
     for (int i = 0; s == SNUG_OK && i < g->n_params; i++) s = check_tensor(sf, g, &g->params[i], err);
     return s;
 }
