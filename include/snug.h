@@ -77,8 +77,10 @@ typedef struct snug_mem_report {
     size_t peak;                            /* the largest total ever held */
 } snug_mem_report;
 
-/* Parses "256MiB", "1.5GiB", "64M", "1000000" (bytes) into bytes. KiB/MiB/GiB/TiB and K/M/G/T are powers of
- * 1024; kB/MB/GB/TB are powers of 1000. Rejects zero, negatives, garbage and overflow. */
+/* Parses "256MiB", "1.5GiB", "64M", "1000000" (bytes) into bytes: a decimal number and a unit. KiB/MiB/GiB/TiB
+ * and K/M/G/T are powers of 1024; kB/MB/GB/TB are powers of 1000; no unit (or B) counts bytes, and then the number
+ * must be whole ("1.5" is refused, not read as 1 byte). Rejects zero, negatives, hexadecimal, garbage and
+ * overflow. */
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 /* Writes "44.00 MiB" style text. Returns buf. */
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
