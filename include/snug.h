@@ -103,7 +103,10 @@ typedef struct snug_shape {
 snug_graph *snug_graph_new(const char *name);
 void snug_graph_free(snug_graph *g);
 const char *snug_graph_name(const snug_graph *g);
-/* The first error recorded by a builder call, or SNUG_OK. */
+/* The first error recorded by a builder call, or SNUG_OK. Once the graph has its loss it is complete, and then a
+ * layer other than the loss whose output no later layer reads is an error too (SNUG_E_ARG, naming the layer): it
+ * would hold parameters and memory for nothing, and is almost always a layer wired to the wrong input. Planning
+ * (snug_plan_new) checks the graph this way. */
 snug_status snug_graph_check(const snug_graph *g, snug_error *err);
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 

@@ -471,7 +471,7 @@ static void test_init_scale(void **state) {
     expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = -1\n", SNUG_E_FORMAT,
                  "bad.ini:8: layer 'l':", "init_scale = '-1' is not a finite number >= 0");
     expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = nan\n", SNUG_E_FORMAT,
-                 "bad.ini:8: layer 'l':", "init_scale = 'nan' is not a finite number >= 0");
+                 "bad.ini:8: layer 'l':", "init_scale = 'nan' is not a finite decimal number");
     expect_error(HEAD "[r]\ntype = relu\ninit_scale = 0\n", SNUG_E_ARG, "bad.ini:5: layer 'r':",
                  "a relu layer has no weight of its own to scale");
     expect_error(HEAD "[r]\ntype = relu\nint_scale = 0\n", SNUG_E_FORMAT, "bad.ini:5: layer 'r':",
@@ -524,15 +524,36 @@ static void test_errors_numbers(void **state) {
         expect_error(text, SNUG_E_FORMAT, "bad.ini:7: layer 'l':", phrase);
     }
     expect_error(HEAD "[d]\ntype = dropout\np = half\n", SNUG_E_FORMAT, "bad.ini:5: layer 'd':",
-                 "p = 'half' is not a finite number");
+                 "p = 'half' is not a finite decimal number, e.g. 0.1 or 1e-5");
     expect_error(HEAD "[d]\ntype = dropout\np = 1e400\n", SNUG_E_FORMAT, "bad.ini:5: layer 'd':",
-                 "is not a finite number");
+                 "p = '1e400' is too large for a float");
     expect_error("[model]\ninput = tokens 4\n[e]\ntype = embedding\nvocab = 8\ndim = 6\n[a]\ntype = linear\n"
                  "out = 18\n[s]\ntype = self_attention\nheads = 2\ncausal = maybe\n",
                  SNUG_E_FORMAT, "bad.ini:13: layer 's':", "causal = 'maybe' is not true or false");
     /* a value the builder refuses comes back with the file's prefix, without the builder's own */
-    expect_error(HEAD "[d]\ntype = dropout\np = 1.5\n", SNUG_E_SHAPE, "bad.ini:3: layer 'd': ",
+    expect_error(HEAD "[d]\ntype = dropout\np = 1.5\n", SNUG_E_ARG, "bad.ini:3: layer 'd': ",
                  "drop probability p = 1.5 is outside [0, 1)");
+    /* real numbers are decimal: a hexadecimal float is refused, not read */
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 0x1p-3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = '0x1p-3' is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 0X1P-3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = infinity\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = 'infinity' is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 1e-5x\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "is not a finite decimal number");
+    /* a value a float cannot hold is reported as written, not as what it rounds to */
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 1e-50\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = '1e-50' underflows a float (to 0)");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\nmomentum = -1e39\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "momentum = '-1e39' is too large for a float");
+    /* stride 0 is refused wherever it is written; maxpool2d's stride defaults to the kernel only when left out */
+    expect_error(HEAD "[p]\ntype = maxpool2d\nkernel = 2\nstride = 0\n", SNUG_E_ARG, "bad.ini:3: layer 'p':",
+                 "stride 0");
+    expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\nstride = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "stride 0");
+    expect_error(HEAD "[c]\ntype = conv_transpose2d\nout_channels = 2\nkernel = 2\nstride = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "stride 0");
 }
 
 static void test_errors_references(void **state) {
@@ -583,7 +604,7 @@ static void test_errors_model_section(void **state) {
                  "input = picture 1 2 3: write 'input = image C H W'");
     expect_error("[model]\ninput = image 1 -2 3\n", SNUG_E_FORMAT, "bad.ini:2: [model]:", "write 'input = image");
     expect_error("[model]\ninput = tokens 4 4\n", SNUG_E_FORMAT, "bad.ini:2: [model]:", "input = tokens T");
-    expect_error("[model]\ninput = image 0 4 4\n", SNUG_E_SHAPE, "bad.ini:2: [model]:", "at least 1");
+    expect_error("[model]\ninput = image 0 4 4\n", SNUG_E_ARG, "bad.ini:2: [model]:", "at least 1");
     expect_error("[model]\ninput = tokens 4\nbatch = 3\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
                  "unknown key 'batch' (it takes: name, input)");
     expect_error("[model]\ninput = tokens 4\n[model]\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
@@ -607,6 +628,36 @@ static void test_errors_syntax_and_files(void **state) {
     snug_error err = {0};
     assert_null(model_text(NULL, "x.ini", &err));
     assert_int_equal(err.status, SNUG_E_ARG);
+}
+
+/* ---- a layer whose output nothing reads ------------------------------------------------------------------ */
+
+/* A layer nobody reads (almost always a typo in `input = NAME`) is refused by name, in a file at its line and in a
+ * graph built in C by snug_graph_check once the loss is there; the loss itself is read by nobody. */
+static void test_unread_layers_refused(void **state) {
+    (void)state;
+    expect_error(HEAD "[f]\ntype = flatten\n[a]\ntype = linear\nout = 3\n[b]\ntype = linear\ninput = f\nout = 3\n"
+                      "[loss]\ntype = softmax_cross_entropy\n",
+                 SNUG_E_FORMAT, "bad.ini:5: layer 'a':", "its output is never read");
+    expect_error(HEAD "[r]\ntype = relu\n[f]\ntype = flatten\ninput = input\n[loss]\ntype = softmax_cross_entropy\n",
+                 SNUG_E_FORMAT, "bad.ini:3: layer 'r':", "its output is never read");
+    snug_graph_free(parse_ok(HEAD "[f]\ntype = flatten\n[a]\ntype = linear\nout = 3\n[b]\ntype = linear\n"
+                                  "input = f\nout = 3\n[s]\ntype = add\ninputs = a, b\n"
+                                  "[loss]\ntype = softmax_cross_entropy\n"));
+
+    snug_graph *g = snug_graph_new("c");
+    snug_tensor x = snug_flatten(g, "f", snug_input(g, "x", 1, 2, 2));
+    snug_linear(g, "stray", x, 5);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK); /* still being built: a later layer may read it */
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", x, 3));
+    snug_error err = {0};
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "model 'c': the output of layer 'stray' (linear) is never read"));
+    snug_plan_request req = snug_plan_request_default(4);
+    snug_plan *plan = NULL;
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_E_ARG);
+    assert_null(plan);
+    snug_graph_free(g);
 }
 
 /* ---- text from the file reaches messages escaped -------------------------------------------------------- */
@@ -679,6 +730,7 @@ int main(void) {
         cmocka_unit_test(test_errors_model_section),
         cmocka_unit_test(test_errors_syntax_and_files),
         cmocka_unit_test(test_errors_escape_file_text),
+        cmocka_unit_test(test_unread_layers_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

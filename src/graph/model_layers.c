@@ -6,11 +6,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/decimal.h"
 #include "core/error.h"
 #include "core/escape.h"
 #include "graph/graph.h"
@@ -32,7 +34,8 @@ typedef union value {
 typedef struct key_spec {
     const char *name;
     value_kind kind;
-    const char *def;        /* the default as text; NULL: the key is required */
+    const char *def;        /* the default as text, or the name of an earlier key of the type whose value it
+                               takes (maxpool2d's stride = kernel); NULL: the key is required */
 } key_spec;
 
 typedef snug_tensor (*build_fn)(snug_graph *g, const char *name, const snug_tensor *in, const value *v);
@@ -65,7 +68,7 @@ static snug_tensor b_gelu(snug_graph *g, const char *n, const snug_tensor *in, c
     return snug_gelu(g, n, in[0]);
 }
 static snug_tensor b_maxpool2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
-    return snug_maxpool2d(g, n, in[0], v[0].z, v[1].z ? v[1].z : v[0].z);
+    return snug_maxpool2d(g, n, in[0], v[0].z, v[1].z);
 }
 static snug_tensor b_global_avgpool(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     (void)v;
@@ -112,8 +115,8 @@ static snug_tensor b_softmax_cross_entropy(snug_graph *g, const char *n, const s
     return snug_softmax_cross_entropy(g, n, in[0]);
 }
 
-/* The order here is the order of docs/model-files.md. maxpool2d's stride 0 means "= kernel" (PyTorch's
- * default). */
+/* The order here is the order of docs/model-files.md. maxpool2d's stride defaults to its kernel (PyTorch's
+ * default); a stride written as 0 reaches the builder, which refuses it. */
 static const layer_type types[] = {
     {"linear", 1, b_linear, {{"out", V_SIZE, NULL}}},
     {"conv2d", 1, b_conv2d, {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"},
@@ -122,7 +125,7 @@ static const layer_type types[] = {
      {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"}, {"padding", V_SIZE, "0"}}},
     {"relu", 1, b_relu, {{0}}},
     {"gelu", 1, b_gelu, {{0}}},
-    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "0"}}},
+    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}}},
     {"global_avgpool", 1, b_global_avgpool, {{0}}},
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},
@@ -157,7 +160,7 @@ static const layer_type *find_type(const char *name) {
 static const char *kind_hint(value_kind k) {
     switch (k) {
     case V_SIZE: return "a whole number >= 0, e.g. 32";
-    case V_FLOAT: return "a finite number, e.g. 0.1 or 1e-5";
+    case V_FLOAT: return "a finite decimal number, e.g. 0.1 or 1e-5";
     case V_BOOL: return "true or false";
     case V_LAYER: return "the name of a layer above";
     }
@@ -174,33 +177,37 @@ static bool parse_size(const char *s, size_t *out) {
     return true;
 }
 
-static bool parse_float(const char *s, float *out) {
-    if (!*s || isspace((unsigned char)s[0])) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v) || fabs(v) > 3.4e38) return false;
+/* A float as written: NULL, or why it is not one (the end of a message "KEY = 'VALUE' ..."). A value a float
+ * cannot hold is refused as written, rather than reported as the 0 or infinity it would round to. */
+static const char *parse_float(const char *s, float *out) {
+    const size_t len = decimal_length(s);
+    if (len == 0 || s[len] != '\0') return "is not a finite decimal number, e.g. 0.1 or 1e-5";
+    const double v = strtod(s, NULL);
+    if (!(fabs(v) <= FLT_MAX)) return "is too large for a float (at most about 3.4e38)";
+    if (decimal_nonzero(s, len) && (float)v == 0.0f)
+        return "underflows a float (to 0): the smallest positive float is about 1.4e-45";
     *out = (float)v;
-    return true;
+    return NULL;
 }
 
-static bool parse_bool(const char *s, bool *out) {
+static const char *parse_bool(const char *s, bool *out) {
     static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
     for (int i = 0; i < 4; i++) {
-        if (strcmp(s, yes[i]) == 0) return *out = true, true;
-        if (strcmp(s, no[i]) == 0) return *out = false, true;
+        if (strcmp(s, yes[i]) == 0) return *out = true, NULL;
+        if (strcmp(s, no[i]) == 0) return *out = false, NULL;
     }
-    return false;
+    return "is not true or false";
 }
 
-static bool parse_value(value_kind k, const char *s, value *out) {
+/* NULL, or why s is not a value of kind k (the end of a message "KEY = 'VALUE' ..."). */
+static const char *parse_value(value_kind k, const char *s, value *out) {
     switch (k) {
-    case V_SIZE: return parse_size(s, &out->z);
+    case V_SIZE: return parse_size(s, &out->z) ? NULL : "is not a whole number >= 0, e.g. 32";
     case V_FLOAT: return parse_float(s, &out->f);
     case V_BOOL: return parse_bool(s, &out->b);
-    case V_LAYER: out->s = s; return *s != '\0';
+    case V_LAYER: out->s = s; return *s ? NULL : "is not the name of a layer above";
     }
-    return false;
+    return "is not a value";
 }
 
 /* ---- building ------------------------------------------------------------------------------------------------ */
@@ -289,7 +296,14 @@ static bool layer_inputs(builder *b, const mf_section *s, const layer_type *t, c
     return resolve(b, s, e, e->value, &in[0]);
 }
 
-/* The values of the type's keys (given[i] from the section, or the defaults). */
+/* The index of the key called name among the first n keys of t, or -1. */
+static int key_index(const layer_type *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(t->keys[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* The values of the type's keys (given[i] from the section, or the defaults: a value, or an earlier key's). */
 static bool layer_values(builder *b, const mf_section *s, const layer_type *t, const mf_entry *const *given,
                          value *v) {
     for (int i = 0; t->keys[i].name; i++) {
@@ -299,12 +313,15 @@ static bool layer_values(builder *b, const mf_section *s, const layer_type *t, c
             return mf_fail(b->err, SNUG_E_FORMAT, b->doc, s->line, s->name, "type %s needs '%s' (add %s = %s)",
                            t->name, k->name, k->name, kind_hint(k->kind)), false;
         if (!e) {
-            parse_value(k->kind, k->def, &v[i]); /* the defaults are valid */
+            const int same = key_index(t, i, k->def);
+            if (same >= 0) v[i] = v[same];
+            else parse_value(k->kind, k->def, &v[i]); /* the defaults are valid */
             continue;
         }
-        if (!parse_value(k->kind, e->value, &v[i]))
-            return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = '%s' is not %s", k->name,
-                           escape_text(e->value).text, kind_hint(k->kind)), false;
+        const char *why = parse_value(k->kind, e->value, &v[i]);
+        if (why)
+            return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = '%s' %s", k->name,
+                           escape_text(e->value).text, why), false;
         snug_tensor unused;
         if (k->kind == V_LAYER && !resolve(b, s, e, e->value, &unused)) return false;
     }
@@ -331,7 +348,11 @@ static bool take_keys(builder *b, mf_section *s, const layer_type *t, const mf_e
 static bool apply_init_scale(builder *b, const mf_section *s, const mf_entry *e) {
     if (!e) return true;
     value v;
-    if (!parse_value(V_FLOAT, e->value, &v) || v.f < 0.0f)
+    const char *why = parse_value(V_FLOAT, e->value, &v);
+    if (why)
+        return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' %s",
+                       escape_text(e->value).text, why), false;
+    if (v.f < 0.0f)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' is not a finite "
                        "number >= 0 (0 starts the weight at zero, 1 keeps the default)", escape_text(e->value).text),
                false;
@@ -459,6 +480,14 @@ snug_graph *mf_build(mf_doc *d, snug_error *err) {
     builder b = {.doc = d, .loss_section = -1, .err = err};
     bool ok = build_model(&b);
     for (int i = 1; ok && i < d->n_sections; i++) ok = build_layer(&b, i);
+    const int unread = ok && b.loss_section >= 0 ? graph_unread_node(b.g) : -1;
+    if (unread >= 0) {
+        ok = false;
+        const int at = mf_section_index(d, b.g->nodes[unread].name), sec = at >= 0 ? at : 0; /* 0: [model] */
+        mf_fail(err, SNUG_E_FORMAT, d, d->sections[sec].line, d->sections[sec].name, "its output is never read: no "
+                "later layer takes it (a layer reads the one above it unless it says input = NAME); read it "
+                "from a later layer or remove it");
+    }
     if (ok && b.loss_section < 0) {
         const mf_section *last = &d->sections[d->n_sections - 1];
         ok = false;
