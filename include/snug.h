@@ -247,8 +247,10 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale);
  * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
  * `inputs = A, B`. The last layer is the loss. Every problem is reported as
  * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),
- * missing keys, bad numbers, inputs that name no layer above (a cycle or a forward reference), duplicate names,
- * shape mismatches (the builder's message), a missing loss or layers after it.
+ * missing keys, bad numbers (real values are decimal and must fit a float), inputs that name no layer above (a
+ * cycle or a forward reference), duplicate names, shape mismatches and bad arguments (the builder's message), a
+ * missing loss or layers after it, a layer whose output nothing reads. Text from the file is quoted with every
+ * byte outside printable ASCII as \xNN.
  * snug_model_load reads the file at path (SNUG_E_IO when it cannot be opened); snug_model_parse reads a
  * NUL-terminated text and names it name_for_messages in messages. The graph is named by [model] `name`, else by
  * the file name without its folder and ".ini". */
