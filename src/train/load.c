@@ -162,10 +162,11 @@ static snug_status check_entry(const st_file *sf, const cJSON *t, st_entry *e, s
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
     const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
     size_t esize = cJSON_IsString(dtype) ? dtype_size(dtype->valuestring) : 0;
+    if (esize == 0 && !cJSON_IsString(dtype))
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no dtype", sf->path, escape_text(e->name).text);
     if (esize == 0)
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has %s dtype%s%s", sf->path,
-                         escape_text(e->name).text, cJSON_IsString(dtype) ? "the unknown" : "no",
-                         cJSON_IsString(dtype) ? " " : "", cJSON_IsString(dtype) ? escape_text(dtype->valuestring).text : "");
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has the unknown dtype %s", sf->path,
+                         escape_text(e->name).text, escape_text(dtype->valuestring).text);
     uint64_t numel = 0;
     snug_status s = shape_numel(sf, e->name, cJSON_GetObjectItemCaseSensitive(t, "shape"), &numel, err);
     if (s != SNUG_OK) return s;
