@@ -80,8 +80,10 @@ typedef struct snug_mem_report {
     size_t peak;                            /* the largest total ever held */
 } snug_mem_report;
 
-/* Parses "256MiB", "1.5GiB", "64M", "1000000" (bytes) into bytes. KiB/MiB/GiB/TiB and K/M/G/T are powers of
- * 1024; kB/MB/GB/TB are powers of 1000. Rejects zero, negatives, garbage and overflow. */
+/* Parses "256MiB", "1.5GiB", "64M", "1000000" (bytes) into bytes: a decimal number and a unit. KiB/MiB/GiB/TiB
+ * and K/M/G/T are powers of 1024; kB/MB/GB/TB are powers of 1000; no unit (or B) counts bytes, and then the number
+ * must be whole ("1.5" is refused, not read as 1 byte). Rejects zero, negatives, hexadecimal, garbage and
+ * overflow. */
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 /* Writes "44.00 MiB" style text. Returns buf. */
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
@@ -104,7 +106,10 @@ typedef struct snug_shape {
 snug_graph *snug_graph_new(const char *name);
 void snug_graph_free(snug_graph *g);
 const char *snug_graph_name(const snug_graph *g);
-/* The first error recorded by a builder call, or SNUG_OK. */
+/* The first error recorded by a builder call, or SNUG_OK. Once the graph has its loss it is complete, and then a
+ * layer other than the loss whose output no later layer reads is an error too (SNUG_E_ARG, naming the layer): it
+ * would hold parameters and memory for nothing, and is almost always a layer wired to the wrong input. Planning
+ * (snug_plan_new) checks the graph this way. */
 snug_status snug_graph_check(const snug_graph *g, snug_error *err);
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
 
@@ -245,8 +250,10 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale);
  * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
  * `inputs = A, B`. The last layer is the loss. Every problem is reported as
  * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),
- * missing keys, bad numbers, inputs that name no layer above (a cycle or a forward reference), duplicate names,
- * shape mismatches (the builder's message), a missing loss or layers after it.
+ * missing keys, bad numbers (real values are decimal and must fit a float), inputs that name no layer above (a
+ * cycle or a forward reference), duplicate names, shape mismatches and bad arguments (the builder's message), a
+ * missing loss or layers after it, a layer whose output nothing reads. Text from the file is quoted with every
+ * byte outside printable ASCII as \xNN.
  * snug_model_load reads the file at path (SNUG_E_IO when it cannot be opened); snug_model_parse reads a
  * NUL-terminated text and names it name_for_messages in messages. The graph is named by [model] `name`, else by
  * the file name without its folder and ".ini". */
@@ -346,7 +353,9 @@ snug_status snug_shapes_new(size_t n, size_t height, size_t width, uint64_t seed
  * all of one size and channel count, normalised as v / 127.5 - 1. Masks: 8-bit grayscale or palette PNGs of their
  * image's size, a class index per pixel, 255 = ignore (-1); classes = the largest index + 1 (at least 2). Every
  * file is decoded once here (one at a time), so a missing, corrupt or mismatched file is reported now, by name;
- * samples are decoded again on demand, nothing is kept in memory. */
+ * samples are decoded again on demand, nothing is kept in memory. A file's size is checked from its header before
+ * it is decoded: one of another size than the first image, or of more than 256 MiB of decoded pixels, is refused
+ * (SNUG_E_FORMAT) without decoding it. */
 snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_error *err);
 
 /* A view of count samples of inner (1 <= count <= its size), evenly spaced: sample i of the view is sample
@@ -747,8 +756,10 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
  * hold no other tensor (PyTorch's "<bn>.num_batches_tracked" counters excepted: snug keeps none, they are
  * skipped). A malformed file (shorter than its header says, a bad header length, JSON that does not parse or is
  * not a table of tensors, offsets out of range, overlapping or leaving gaps), missing or extra names (the first
- * few listed), another dtype or shape: each is an error that says which, and the parameters are left as they
- * were (only an I/O error while reading the values, after every check passed, leaves them partly loaded). Every
+ * few listed), another dtype or shape, a value that is NaN or infinite (SNUG_E_NONFINITE, naming the tensor and
+ * the first such index): each is an error that says which, and the parameters are left as they were (every value
+ * is read and checked before any is copied; only a file that fails or changes while the values are copied, after
+ * every check passed, leaves them partly loaded). Every
  * rank reads the file itself (like the data, it must be on every machine). */
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err);
 

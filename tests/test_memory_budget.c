@@ -19,19 +19,27 @@ static void parses_sizes(void **state) {
     static const struct { const char *text; size_t bytes; } ok[] = {
         {"256MiB", 256u << 20}, {"1.5GiB", 3u << 29}, {"64M", 64u << 20}, {"1000000", 1000000},
         {"2 KiB", 2048},        {"3kB", 3000},        {"1gb", 1000000000}, {"512b", 512},
+        {"1e3", 1000},          {"2.0", 2},           {"1.5KiB", 1536},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         size_t b = 0;
         assert_int_equal(snug_parse_size(ok[i].text, &b, NULL), SNUG_OK);
         assert_int_equal(b, ok[i].bytes);
     }
-    static const char *const bad[] = {"", "0", "-5MiB", "12XB", "MiB", "1e400", "nan", "0.5", "99999999999TiB"};
+    static const char *const bad[] = {"",    "0",      "-5MiB", "12XB",    "MiB",   "1e400",
+                                      "nan", "0.5",    "99999999999TiB", "1.5", "1.5b", "0x10",
+                                      "0x1p20MiB", "inf", " 5MiB"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t b = 0;
         snug_error err = {0};
-        assert_int_not_equal(snug_parse_size(bad[i], &b, &err), SNUG_OK);
+        if (snug_parse_size(bad[i], &b, &err) == SNUG_OK) fail_msg("'%s' parsed as %zu bytes", bad[i], b);
         assert_non_null(strstr(err.message, "size"));
     }
+    /* a fraction without a unit is not rounded to a byte count: it names the unit it needs */
+    snug_error err = {0};
+    size_t b = 0;
+    assert_int_equal(snug_parse_size("1.5", &b, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "bad size '1.5': a byte count is a whole number"));
 }
 
 static void formats_bytes(void **state) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/escape.h"
 #include "graph/graph.h"
 #include "graph/model_file.h"
 #include "ops/op.h"
@@ -470,7 +471,7 @@ static void test_init_scale(void **state) {
     expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = -1\n", SNUG_E_FORMAT,
                  "bad.ini:8: layer 'l':", "init_scale = '-1' is not a finite number >= 0");
     expect_error(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = nan\n", SNUG_E_FORMAT,
-                 "bad.ini:8: layer 'l':", "init_scale = 'nan' is not a finite number >= 0");
+                 "bad.ini:8: layer 'l':", "init_scale = 'nan' is not a finite decimal number");
     expect_error(HEAD "[r]\ntype = relu\ninit_scale = 0\n", SNUG_E_ARG, "bad.ini:5: layer 'r':",
                  "a relu layer has no weight of its own to scale");
     expect_error(HEAD "[r]\ntype = relu\nint_scale = 0\n", SNUG_E_FORMAT, "bad.ini:5: layer 'r':",
@@ -523,15 +524,36 @@ static void test_errors_numbers(void **state) {
         expect_error(text, SNUG_E_FORMAT, "bad.ini:7: layer 'l':", phrase);
     }
     expect_error(HEAD "[d]\ntype = dropout\np = half\n", SNUG_E_FORMAT, "bad.ini:5: layer 'd':",
-                 "p = 'half' is not a finite number");
+                 "p = 'half' is not a finite decimal number, e.g. 0.1 or 1e-5");
     expect_error(HEAD "[d]\ntype = dropout\np = 1e400\n", SNUG_E_FORMAT, "bad.ini:5: layer 'd':",
-                 "is not a finite number");
+                 "p = '1e400' is too large for a float");
     expect_error("[model]\ninput = tokens 4\n[e]\ntype = embedding\nvocab = 8\ndim = 6\n[a]\ntype = linear\n"
                  "out = 18\n[s]\ntype = self_attention\nheads = 2\ncausal = maybe\n",
                  SNUG_E_FORMAT, "bad.ini:13: layer 's':", "causal = 'maybe' is not true or false");
     /* a value the builder refuses comes back with the file's prefix, without the builder's own */
-    expect_error(HEAD "[d]\ntype = dropout\np = 1.5\n", SNUG_E_SHAPE, "bad.ini:3: layer 'd': ",
+    expect_error(HEAD "[d]\ntype = dropout\np = 1.5\n", SNUG_E_ARG, "bad.ini:3: layer 'd': ",
                  "drop probability p = 1.5 is outside [0, 1)");
+    /* real numbers are decimal: a hexadecimal float is refused, not read */
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 0x1p-3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = '0x1p-3' is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 0X1P-3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = infinity\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = 'infinity' is not a finite decimal number");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 1e-5x\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "is not a finite decimal number");
+    /* a value a float cannot hold is reported as written, not as what it rounds to */
+    expect_error(HEAD "[n]\ntype = batchnorm2d\neps = 1e-50\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "eps = '1e-50' underflows a float (to 0)");
+    expect_error(HEAD "[n]\ntype = batchnorm2d\nmomentum = -1e39\n", SNUG_E_FORMAT, "bad.ini:5: layer 'n':",
+                 "momentum = '-1e39' is too large for a float");
+    /* stride 0 is refused wherever it is written; maxpool2d's stride defaults to the kernel only when left out */
+    expect_error(HEAD "[p]\ntype = maxpool2d\nkernel = 2\nstride = 0\n", SNUG_E_ARG, "bad.ini:3: layer 'p':",
+                 "stride 0");
+    expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\nstride = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "stride 0");
+    expect_error(HEAD "[c]\ntype = conv_transpose2d\nout_channels = 2\nkernel = 2\nstride = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "stride 0");
 }
 
 static void test_errors_references(void **state) {
@@ -582,7 +604,7 @@ static void test_errors_model_section(void **state) {
                  "input = picture 1 2 3: write 'input = image C H W'");
     expect_error("[model]\ninput = image 1 -2 3\n", SNUG_E_FORMAT, "bad.ini:2: [model]:", "write 'input = image");
     expect_error("[model]\ninput = tokens 4 4\n", SNUG_E_FORMAT, "bad.ini:2: [model]:", "input = tokens T");
-    expect_error("[model]\ninput = image 0 4 4\n", SNUG_E_SHAPE, "bad.ini:2: [model]:", "at least 1");
+    expect_error("[model]\ninput = image 0 4 4\n", SNUG_E_ARG, "bad.ini:2: [model]:", "at least 1");
     expect_error("[model]\ninput = tokens 4\nbatch = 3\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
                  "unknown key 'batch' (it takes: name, input)");
     expect_error("[model]\ninput = tokens 4\n[model]\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
@@ -608,6 +630,89 @@ static void test_errors_syntax_and_files(void **state) {
     assert_int_equal(err.status, SNUG_E_ARG);
 }
 
+/* ---- a layer whose output nothing reads ------------------------------------------------------------------ */
+
+/* A layer nobody reads (almost always a typo in `input = NAME`) is refused by name, in a file at its line and in a
+ * graph built in C by snug_graph_check once the loss is there; the loss itself is read by nobody. */
+static void test_unread_layers_refused(void **state) {
+    (void)state;
+    expect_error(HEAD "[f]\ntype = flatten\n[a]\ntype = linear\nout = 3\n[b]\ntype = linear\ninput = f\nout = 3\n"
+                      "[loss]\ntype = softmax_cross_entropy\n",
+                 SNUG_E_FORMAT, "bad.ini:5: layer 'a':", "its output is never read");
+    expect_error(HEAD "[r]\ntype = relu\n[f]\ntype = flatten\ninput = input\n[loss]\ntype = softmax_cross_entropy\n",
+                 SNUG_E_FORMAT, "bad.ini:3: layer 'r':", "its output is never read");
+    snug_graph_free(parse_ok(HEAD "[f]\ntype = flatten\n[a]\ntype = linear\nout = 3\n[b]\ntype = linear\n"
+                                  "input = f\nout = 3\n[s]\ntype = add\ninputs = a, b\n"
+                                  "[loss]\ntype = softmax_cross_entropy\n"));
+
+    snug_graph *g = snug_graph_new("c");
+    snug_tensor x = snug_flatten(g, "f", snug_input(g, "x", 1, 2, 2));
+    snug_linear(g, "stray", x, 5);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK); /* still being built: a later layer may read it */
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", x, 3));
+    snug_error err = {0};
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "model 'c': the output of layer 'stray' (linear) is never read"));
+    snug_plan_request req = snug_plan_request_default(4);
+    snug_plan *plan = NULL;
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_E_ARG);
+    assert_null(plan);
+    snug_graph_free(g);
+}
+
+/* ---- text from the file reaches messages escaped -------------------------------------------------------- */
+
+/* The text must fail like expect_error, with every byte of the message printable ASCII. */
+static void expect_escaped(const char *text, snug_status st, const char *where, const char *phrase) {
+    expect_error(text, st, where, phrase);
+    snug_error err = {0};
+    snug_graph *g = model_text(text, "bad.ini", &err);
+    assert_null(g);
+    for (const unsigned char *c = (const unsigned char *)err.message; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) fail_msg("byte 0x%02x in: %s", *c, err.message);
+}
+
+/* Keys, values, section names and types from the file are printed with \xNN for every byte outside printable
+ * ASCII (and a backslash doubled): an escape sequence in a model file cannot drive the terminal. */
+static void test_errors_escape_file_text(void **state) {
+    (void)state;
+    expect_escaped(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = \x1b[2J\n", SNUG_E_FORMAT,
+                   "bad.ini:7: layer 'l':", "out = '\\x1b[2J' is not a whole number");
+    expect_escaped(HEAD "[l]\ntype = \x1b[31mlinear\n", SNUG_E_FORMAT, "bad.ini:4: layer 'l':",
+                   "unknown layer type '\\x1b[31mlinear'");
+    expect_escaped(HEAD "[l]\ntype = relu\n\x1b[2J = 3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "unknown key '\\x1b[2J' for type relu");
+    expect_escaped(HEAD "[l]\ntype = relu\nk\xc3\xa9y = 3\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "unknown key 'k\\xc3\\xa9y'");
+    expect_escaped(HEAD "[l]\ntype = relu\ninput = a\\b\x07\n", SNUG_E_FORMAT, "bad.ini:5: layer 'l':",
+                   "input = a\\\\b\\x07: there is no layer 'a\\\\b\\x07'");
+    expect_escaped(HEAD "[f]\ntype = flatten\n[a]\ntype = add\ninputs = \x1b\n", SNUG_E_FORMAT,
+                   "bad.ini:7: layer 'a':", "inputs = \\x1b: give two layer names");
+    expect_escaped(HEAD "[r]\ntype = relu\n\x1b = 1\n\x1b = 2\n", SNUG_E_FORMAT, "bad.ini:6: layer 'r':",
+                   "'\\x1b' is given twice");
+    expect_escaped(HEAD "[a\x1b[2Jb]\ntype = relu\n", SNUG_E_FORMAT, "bad.ini:3: layer 'a\\x1b[2Jb':",
+                   "(found '\\x1b')");
+    expect_escaped("\x1b[2J = 1\n[model]\n", SNUG_E_FORMAT, "bad.ini:1: ", "'\\x1b[2J' comes before any section");
+    expect_escaped("[model]\ninput = image 1 \x1b 2\n", SNUG_E_FORMAT, "bad.ini:2: [model]:",
+                   "input = image 1 \\x1b 2: write");
+    expect_escaped("[model]\ninput = tokens 4\n\x9b = 1\n", SNUG_E_FORMAT, "bad.ini:3: [model]:",
+                   "unknown key '\\x9b'");
+    expect_escaped(HEAD "[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\ninit_scale = \x1b\n", SNUG_E_FORMAT,
+                   "bad.ini:8: layer 'l':", "init_scale = '\\x1b' is not");
+    /* the helper itself: a text too long for it is cut, and says so */
+    char long_text[300];
+    memset(long_text, 0x1b, sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = '\0';
+    const escaped cut = escape_text(long_text);
+    assert_true(strlen(cut.text) < ESCAPED_MAX);
+    assert_string_equal(cut.text + strlen(cut.text) - 7, "\\x1b...");
+    assert_string_equal(escape_range("a\0b", 3).text, "a\\x00b");
+    assert_string_equal(escape_text(NULL).text, "(null)");
+    /* the model's name is printed by every message about the model: it is refused unless printable */
+    expect_escaped("[model]\nname = net\x1b[2J\ninput = tokens 4\n", SNUG_E_FORMAT, "bad.ini:2: [model]:",
+                   "name = 'net\\x1b[2J'");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_builtins_identical_to_c_builders),
@@ -624,6 +729,8 @@ int main(void) {
         cmocka_unit_test(test_errors_shapes_and_loss),
         cmocka_unit_test(test_errors_model_section),
         cmocka_unit_test(test_errors_syntax_and_files),
+        cmocka_unit_test(test_errors_escape_file_text),
+        cmocka_unit_test(test_unread_layers_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

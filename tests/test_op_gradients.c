@@ -417,11 +417,11 @@ static void test_flatten_and_input(void **state) {
     param_decl decl[NODE_MAX_PARAMS];
     int n_decl = -1;
     char msg[256] = "";
-    assert_true(op_input.infer(&g->nodes[0], &in, 1, &out, decl, &n_decl, msg, sizeof msg));
+    assert_int_equal(op_input.infer(&g->nodes[0], &in, 1, &out, decl, &n_decl, msg, sizeof msg), SNUG_OK);
     assert_int_equal(out.dims[2], 28);
     assert_int_equal(n_decl, 0);
     out = (snug_shape){.rank = 3, .dims = {1, 0, 28}};
-    assert_false(op_input.infer(&g->nodes[0], NULL, 0, &out, decl, &n_decl, msg, sizeof msg));
+    assert_int_equal(op_input.infer(&g->nodes[0], NULL, 0, &out, decl, &n_decl, msg, sizeof msg), SNUG_E_SHAPE);
     assert_non_null(strstr(msg, "(1, 0, 28)"));
     snug_graph_free(g);
 }
@@ -436,7 +436,7 @@ static void test_shape_errors(void **state) {
 
     g = snug_graph_new("t");
     snug_conv2d(g, "c1", snug_input(g, "x", 1, 3, 3), 4, 3, 0, 0);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'c1'", "stride 0", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"conv2d", "'c1'", "stride 0", NULL});
 
     g = snug_graph_new("t");
     snug_conv2d(g, "c2", snug_flatten(g, "f", snug_input(g, "x", 1, 3, 3)), 4, 1, 1, 0);
@@ -449,6 +449,19 @@ static void test_shape_errors(void **state) {
     g = snug_graph_new("t");
     snug_maxpool2d(g, "p1", snug_input(g, "x", 2, 3, 5), 4, 2);
     op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"maxpool2d", "'p1'", "(2, 3, 5)", "4x4", NULL});
+
+    /* a value out of its range is a bad argument, not a shape mismatch */
+    g = snug_graph_new("t");
+    snug_maxpool2d(g, "p1", snug_input(g, "x", 2, 4, 4), 2, 0);
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"maxpool2d", "'p1'", "stride 0", NULL});
+
+    g = snug_graph_new("t");
+    snug_linear(g, "fc1", snug_flatten(g, "f", snug_input(g, "x", 2, 4, 4)), 0);
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"linear", "'fc1'", "out_features 0", NULL});
+
+    g = snug_graph_new("t");
+    snug_input(g, "x", 2, 0, 4);
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"input", "'x'", "at least 1", NULL});
 
     g = snug_graph_new("t");
     snug_softmax_cross_entropy(g, "loss", snug_input(g, "x", 10, 1, 1));

@@ -391,11 +391,11 @@ static void test_shape_errors(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         g = snug_graph_new("t");
         snug_dropout(g, "drop", snug_input(g, "x", 2, 3, 4), bad[i]);
-        op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"dropout", "'drop'", "[0, 1)", NULL});
+        op_expect_error(g, SNUG_E_ARG, (const char *const[]){"dropout", "'drop'", "[0, 1)", NULL});
     }
     g = snug_graph_new("t");
     snug_dropout(g, "drop", snug_input(g, "x", 2, 3, 4), 1.0f);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"p = 1 ", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"p = 1 ", NULL});
 }
 
 /* ---- the built-in model made of them --------------------------------------------------------------------- */

@@ -820,7 +820,7 @@ static void test_shape_errors(void **state) {
     op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'g1'", "groups 3", "output channels 4", NULL});
     g = snug_graph_new("t");
     snug_conv2d_grouped(g, "g1", snug_input(g, "x", 6, 5, 5), 4, 3, 1, 1, 0);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv2d", "'g1'", "groups 0", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"conv2d", "'g1'", "groups 0", NULL});
 
     g = snug_graph_new("t");
     snug_conv_transpose2d(g, "up", snug_input(g, "x", 2, 1, 1), 3, 2, 1, 1);
@@ -831,7 +831,7 @@ static void test_shape_errors(void **state) {
     op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv_transpose2d", "'up'", "(18)", NULL});
     g = snug_graph_new("t");
     snug_conv_transpose2d(g, "up", snug_input(g, "x", 2, 3, 3), 3, 2, 0, 0);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"conv_transpose2d", "'up'", "stride 0", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"conv_transpose2d", "'up'", "stride 0", NULL});
 
     g = snug_graph_new("t");
     snug_tensor x = snug_input(g, "x", 2, 8, 8);
@@ -856,10 +856,10 @@ static void test_shape_errors(void **state) {
     op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"embedding", "'wte'", "(4, 2, 2)", "flatten", NULL});
     g = snug_graph_new("t");
     snug_embedding(g, "wte", snug_flatten(g, "f", snug_input(g, "tok", 4, 1, 1)), 0, 8);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"embedding", "'wte'", "vocab 0", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"embedding", "'wte'", "vocab 0", NULL});
     g = snug_graph_new("t");
     snug_embedding(g, "wte", snug_flatten(g, "f", snug_input(g, "tok", 4, 1, 1)), ((size_t)1 << 24) + 1, 8);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"embedding", "'wte'", "16777217", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"embedding", "'wte'", "16777217", NULL});
 
     snug_tensor e;
     g = token_graph(5, 10, 4, &e);

@@ -808,11 +808,11 @@ static void test_shape_errors(void **state) {
 
     g = snug_graph_new("t");
     snug_batchnorm2d(g, "bn2", snug_input(g, "x", 2, 3, 4), 0.0f, 0.1f);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"batchnorm2d", "'bn2'", "eps", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"batchnorm2d", "'bn2'", "eps", NULL});
 
     g = snug_graph_new("t");
     snug_batchnorm2d(g, "bn3", snug_input(g, "x", 2, 3, 4), 1e-5f, 1.5f);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"batchnorm2d", "'bn3'", "momentum", "1.5", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"batchnorm2d", "'bn3'", "momentum", "1.5", NULL});
 
     g = snug_graph_new("t");
     snug_groupnorm(g, "gn1", snug_input(g, "x", 6, 3, 5), 4, 1e-5f);
@@ -820,7 +820,7 @@ static void test_shape_errors(void **state) {
 
     g = snug_graph_new("t");
     snug_groupnorm(g, "gn2", snug_input(g, "x", 6, 3, 5), 0, 1e-5f);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"groupnorm", "'gn2'", "0 groups", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"groupnorm", "'gn2'", "0 groups", NULL});
 
     g = snug_graph_new("t");
     snug_layernorm(g, "ln1", snug_input(g, "x", 2, 3, 4), 1e-5f);
@@ -828,7 +828,7 @@ static void test_shape_errors(void **state) {
 
     g = snug_graph_new("t");
     snug_layernorm(g, "ln2", snug_flatten(g, "flat", snug_input(g, "x", 2, 3, 4)), -1.0f);
-    op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"layernorm", "'ln2'", "eps", NULL});
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"layernorm", "'ln2'", "eps", NULL});
 
     static const size_t bad_width[2] = {5, 16}, qkv[2] = {5, 18};
     g = snug_graph_new("t");
@@ -843,6 +843,10 @@ static void test_shape_errors(void **state) {
     g = snug_graph_new("t");
     snug_causal_self_attention(g, "attn3", snug_input(g, "x", 5, 18, 1), 2);
     op_expect_error(g, SNUG_E_SHAPE, (const char *const[]){"attention", "'attn3'", "(5, 18, 1)", NULL});
+
+    g = snug_graph_new("t");
+    snug_causal_self_attention(g, "attn4", shaped_input(g, 2, qkv), 0);
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"attention", "'attn4'", "heads", "at least 1", NULL});
 
     g = snug_graph_new("t"); /* a forgotten flatten is not a 1x1 image */
     snug_softmax_cross_entropy(g, "loss", snug_input(g, "x", 10, 1, 1));

@@ -11,6 +11,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,6 +421,12 @@ static void names_dtypes_and_shapes_must_match(void **state) {
                    NULL);
     write_st(path, "{\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2,2],\"data_offsets\":[0,16]}," FC_B "}", 24);
     expect_refused(tr, path, SNUG_E_SHAPE, "has shape [1, 1, 1, 1, 2]... in the file", NULL);
+    /* names come before the byte accounting: a file whose header lost a tensor (its bytes still there), or that
+     * lists another model's tensors over a gap, names what is missing rather than counting bytes */
+    write_st(path, "{" FC_W "}", 24);
+    expect_refused(tr, path, SNUG_E_FORMAT, "1 missing ('fc.bias')", NULL);
+    write_st(path, "{" FC_W ",\"conv.bias\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}", 32);
+    expect_refused(tr, path, SNUG_E_FORMAT, "1 missing ('fc.bias'); 1 not in the model ('conv.bias')", NULL);
     remove(path), free(path);
     trainer_done(tr), snug_graph_free(g);
 }
@@ -434,6 +442,86 @@ static void another_models_file_lists_names(void **state) {
                    "8 not in the model ('conv.weight', 'conv.bias', 'bn.weight', 'bn.bias' and 4 more)", NULL);
     remove(path), free(path);
     trainer_done(a), trainer_done(b), snug_graph_free(bn), snug_graph_free(tied);
+}
+
+/* A file of lin_model's two tensors holding these 6 floats (fc.weight 4, fc.bias 2), little-endian. */
+static void write_lin_values(const char *path, const float v[6]) {
+    const char *header = "{" FC_W "," FC_B "}";
+    const size_t hl = strlen(header);
+    unsigned char b[8 + 128 + 24];
+    assert_true(hl <= 128);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, header, hl);
+    for (int k = 0; k < 6; k++) {
+        uint32_t bits;
+        memcpy(&bits, &v[k], 4);
+        for (int i = 0; i < 4; i++) b[8 + hl + 4 * (size_t)k + (size_t)i] = (unsigned char)(bits >> (8 * i));
+    }
+    write_bytes(path, b, 8 + hl + 24);
+}
+
+/* A NaN or an infinity anywhere is refused (SNUG_E_NONFINITE) with the tensor and the first bad index, and
+ * nothing is loaded, not even the tensors before it; finite extremes load. */
+static void non_finite_values_are_refused(void **state) {
+    (void)state;
+    snug_graph *g = lin_model();
+    snug_trainer *tr = seeded_trainer(g, 1);
+    char *path = temp_path("nonfinite");
+    float v[6] = {1, 2, NAN, 4, 5, 6};
+    write_lin_values(path, v);
+    expect_refused(tr, path, SNUG_E_NONFINITE, "tensor 'fc.weight'", "index 2", "NaN", NULL);
+    v[2] = 3, v[5] = -INFINITY, v[4] = INFINITY;
+    write_lin_values(path, v);
+    expect_refused(tr, path, SNUG_E_NONFINITE, "tensor 'fc.bias'", "index 0", "infinity", NULL);
+    v[4] = FLT_MAX, v[5] = -FLT_MIN / 2; /* finite: the largest float, a subnormal */
+    write_lin_values(path, v);
+    snug_error err = {0};
+    if (snug_trainer_load(tr, path, &err) != SNUG_OK) fail_msg("load: %s", err.message);
+    float *b;
+    snug_trainer_param(tr, 1, NULL, &b, NULL);
+    assert_true(b[0] == FLT_MAX && b[1] == -FLT_MIN / 2);
+    remove(path), free(path);
+    trainer_done(tr), snug_graph_free(g);
+}
+
+/* Every byte of a message is printable ASCII: nothing from the file reaches the terminal as a control byte. */
+static void assert_printable(const char *message) {
+    for (const unsigned char *c = (const unsigned char *)message; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) fail_msg("byte 0x%02x at %td of: %s", *c, (const char *)c - message, message);
+}
+
+/* Loading path is refused with status and a printable message that holds phrase. */
+static void expect_escaped(snug_trainer *tr, const char *path, snug_status status, const char *phrase) {
+    snug_error err = {0};
+    assert_int_equal(snug_trainer_load(tr, path, &err), status);
+    assert_printable(err.message);
+    if (!strstr(err.message, phrase)) fail_msg("message lacks '%s': %s", phrase, err.message);
+}
+
+/* Names and dtypes from the header reach messages escaped (\xNN, a backslash doubled): a tensor called
+ * "\u001b[2J" would otherwise clear the reader's screen. */
+static void file_text_in_messages_is_escaped(void **state) {
+    (void)state;
+    snug_graph *g = lin_model();
+    snug_trainer *tr = seeded_trainer(g, 1);
+    char *path = temp_path("escape");
+    write_st(path, "{" FC_W "," FC_B ",\"\\u001b[2J\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}", 32);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "1 not in the model ('\\x1b[2J')");
+    write_st(path, "{" FC_W "," FC_B ",\"a\xff\\\\b\x7f\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[24,32]}}",
+             32);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "('a\\xff\\\\b\\x7f')");
+    write_st(path, "{\"fc.weight\":{\"dtype\":\"F\\u001b]0;pwned\\u0007\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                   FC_B "}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "unknown dtype F\\x1b]0;pwned\\x07");
+    write_st(path, "{\"fc.weight\":{\"dtype\":\"I32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                   "\"\\u009b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[16,24]}}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "('\\xc2\\x9b')");
+    write_st(path, "{\"\\r\":3}", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "entry '\\x0d' is not an object");
+    write_st(path, "{\"x\":{\"\x1b[2J", 24);
+    expect_escaped(tr, path, SNUG_E_FORMAT, "not valid JSON");
+    remove(path), free(path);
+    trainer_done(tr), snug_graph_free(g);
 }
 
 /* Every proper prefix of a valid file is refused (and nothing crashes or changes); so is every single-byte
@@ -488,6 +576,8 @@ int main(void) {
         cmocka_unit_test(offsets_must_tile_the_data),
         cmocka_unit_test(names_dtypes_and_shapes_must_match),
         cmocka_unit_test(another_models_file_lists_names),
+        cmocka_unit_test(file_text_in_messages_is_escaped),
+        cmocka_unit_test(non_finite_values_are_refused),
         cmocka_unit_test(truncated_at_every_offset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "snug.h"
@@ -518,6 +519,101 @@ static void test_png_errors(void **state) {
     assert_int_equal(snug_segmentation_open(binary, NULL, &err), SNUG_E_ARG);
 }
 
+/* ---- decompression bombs: a PNG's header is read and checked before a byte of pixels is decoded ---- */
+
+static uint32_t crc32_of(const uint8_t *bytes, size_t len) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < len; i++) {
+        c ^= bytes[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+static size_t put_be32(uint8_t *at, uint32_t v) {
+    for (int i = 0; i < 4; i++) at[i] = (uint8_t)(v >> (24 - 8 * i));
+    return 4;
+}
+
+/* One chunk (length, type, data, CRC of type and data) at `at`; returns its size. */
+static size_t put_chunk(uint8_t *at, const char type[4], const uint8_t *data, uint32_t len) {
+    size_t n = put_be32(at, len);
+    memcpy(at + n, type, 4);
+    if (len) memcpy(at + n + 4, data, len);
+    n += 4 + len;
+    return n + put_be32(at + n, crc32_of(at + 4, 4 + len));
+}
+
+/* A 70-byte PNG, every CRC valid, whose header declares an 8-bit grayscale image of h x w pixels and whose one
+ * IDAT holds a complete zlib stream of one byte: what libpng would allocate for is the header's, not the file's. */
+static const char *put_bomb(const char *dir, const char *sub, const char *name, uint32_t h, uint32_t w) {
+    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const uint8_t zlib_one_byte[] = {0x78, 0x01, 0x01, 0x01, 0x00, 0xfe, 0xff, 0x00, 0x00, 0x01, 0x00, 0x01};
+    uint8_t ihdr[13] = {0}, file[128];
+    put_be32(ihdr, w);
+    put_be32(ihdr + 4, h);
+    ihdr[8] = 8;  /* bit depth; colour type 0 (gray), deflate, adaptive filters, no interlace */
+    size_t n = 0;
+    memcpy(file, signature, sizeof signature);
+    n += sizeof signature;
+    n += put_chunk(file + n, "IHDR", ihdr, sizeof ihdr);
+    n += put_chunk(file + n, "IDAT", zlib_one_byte, sizeof zlib_one_byte);
+    n += put_chunk(file + n, "IEND", NULL, 0);
+    return put_bytes(dir, sub, name, file, n);
+}
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A 60000 x 60000 header (3.6 GB of pixels) is refused by its size, by name, before anything is decoded: as the
+ * first image (the bound on one image), after another (the size of the set), as a mask, and when it replaces a
+ * good file after open (its sample is blanked). The whole test takes milliseconds. */
+static void test_png_bomb_refused_before_decoding(void **state) {
+    (void)state;
+    const double start = seconds_now();
+    const char *first = make_set("bomb-first");
+    const char *huge = put_bomb(first, "images", "a.png", 60000, 60000);
+    put_bomb(first, "masks", "a.png", 60000, 60000);
+    expect_open_error(first, SNUG_E_FORMAT, huge, "60000 x 60000");
+    expect_open_error(first, SNUG_E_FORMAT, huge, "more than the 256 MiB");
+
+    const char *second = make_set("bomb-second");
+    put_pair(second, "a.png");
+    const char *odd = put_bomb(second, "images", "b.png", 60000, 60000);
+    put_bomb(second, "masks", "b.png", 4, 4);
+    expect_open_error(second, SNUG_E_FORMAT, odd, "is 60000 x 60000 with 1 channel(s) but");
+    expect_open_error(second, SNUG_E_FORMAT, odd, "all images must have one size");
+
+    const char *mask = make_set("bomb-mask");
+    put_pair(mask, "a.png");
+    static const uint8_t img[16] = {0};
+    png_spec si = gray8(4, 4, img);
+    put_png(mask, "images", "b.png", &si);
+    const char *bad_mask = put_bomb(mask, "masks", "b.png", 60000, 60000);
+    expect_open_error(mask, SNUG_E_FORMAT, bad_mask, "is 60000 x 60000 but its image");
+
+    const char *later = make_set("bomb-later");
+    put_pair(later, "a.png");
+    put_pair(later, "b.png");
+    snug_dataset *ds = seg_ok(later);
+    put_bomb(later, "images", "b.png", 60000, 60000);
+    put_bomb(later, "masks", "b.png", 60000, 60000);
+    const size_t idx[2] = {0, 1};
+    sample_buf b = fill(ds, idx, 2);
+    for (size_t p = 0; p < 16; p++) {
+        assert_true(b.x[16 + p] == 0.0f);
+        assert_int_equal(b.y[16 + p], SNUG_IGNORE_TARGET);
+    }
+    release(b);
+    snug_dataset_free(ds);
+    const double took = seconds_now() - start;
+    print_message("four bombs refused in %.3f s\n", took);
+    assert_true(took < 0.5);
+}
+
 /* A file replaced by garbage after open: its sample is blanked (inputs 0, targets ignored), the others load. */
 static void test_png_changed_after_open(void **state) {
     (void)state;
@@ -552,6 +648,7 @@ int main(void) {
         cmocka_unit_test(test_png_colour_formats),
         cmocka_unit_test(test_png_errors),
         cmocka_unit_test(test_png_changed_after_open),
+        cmocka_unit_test(test_png_bomb_refused_before_decoding),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }

@@ -116,10 +116,18 @@ static void refuses_bad_graphs(void **state) {
     assert_non_null(strstr(err.message, "the loss must be the last layer"));
     snug_graph_free(g);
 
-    g = snug_graph_new("zero");
+    g = snug_graph_new("zero"); /* a bad argument, not a shape mismatch */
     snug_input(g, "input", 0, 2, 2);
-    assert_int_equal(snug_graph_check(g, &err), SNUG_E_SHAPE);
+    assert_int_equal(snug_graph_check(g, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "at least 1"));
+    snug_graph_free(g);
+
+    g = snug_graph_new("stray"); /* a layer nothing reads: no trainer, no plan */
+    x = snug_flatten(g, "flat", snug_input(g, "input", 1, 2, 2));
+    snug_linear(g, "typo", x, 4);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", x, 2));
+    assert_int_equal(try_config(g, 64, 64, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "layer 'typo' (linear) is never read"));
     snug_graph_free(g);
 
     assert_null(model_named("resnet9000", &err));

@@ -1,4 +1,5 @@
-/* Human sizes: "256MiB" in, "44.00 MiB" out. */
+/* Human sizes: "256MiB" in (a decimal number and a unit; without a unit, a whole number of bytes), "44.00 MiB"
+ * out. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/decimal.h"
 #include "core/error.h"
 #include "snug.h"
 
@@ -25,17 +27,22 @@ static const unit units[] = {
 
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err) {
     if (!text || !*text) return snug_fail(err, SNUG_E_ARG, "empty size: give a size such as 256MiB or 1.5GiB");
+    const size_t len = decimal_length(text);
     errno = 0;
-    char *end;
-    double value = strtod(text, &end);
-    if (end == text || errno == ERANGE || !isfinite(value))
-        return snug_fail(err, SNUG_E_ARG, "bad size '%s': give a number and a unit, such as 256MiB or 1.5GiB",
-                         text);
+    double value = len ? strtod(text, NULL) : 0;
+    if (len == 0 || errno == ERANGE || !isfinite(value))
+        return snug_fail(err, SNUG_E_ARG, "bad size '%s': give a decimal number and a unit, such as 256MiB or "
+                         "1.5GiB", text);
+    const char *end = text + len;
     while (isspace((unsigned char)*end)) end++;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(end, units[i].suffix) != 0) continue;
         double b = value * units[i].factor;
         if (!(b >= 1)) return snug_fail(err, SNUG_E_ARG, "bad size '%s': it must be at least 1 byte", text);
+        /* a number without a unit counts bytes: 1.5 is not a size, and rounding it would be a guess */
+        if (units[i].factor == 1 && b != floor(b))
+            return snug_fail(err, SNUG_E_ARG, "bad size '%s': a byte count is a whole number; give a unit for a "
+                             "fraction (%sMiB, %sGiB)", text, text, text);
         if (b >= 18446744073709551615.0)
             return snug_fail(err, SNUG_E_OVERFLOW, "bad size '%s': too large for this machine", text);
         *bytes = (size_t)b;

@@ -19,6 +19,7 @@
 typedef struct png_reader {
     const char *path;
     png_purpose purpose;
+    const png_header *want; /* the size the caller expects, or NULL */
     FILE *file;
     png_structp png;
     png_infop info;
@@ -70,7 +71,27 @@ static bool set_transforms(png_reader *r, int color_type, int bit_depth, snug_er
     return true;
 }
 
-/* Reads the header, checks it against the purpose, and sizes the pixel buffer. */
+/* The header's size against the caller's and against the bound, before anything is allocated: a few kilobytes
+ * of zlib can declare gigabytes of pixels. total: the decoded bytes, or 0 when they overflow size_t. */
+static bool size_acceptable(png_reader *r, size_t total, snug_error *err) {
+    const png_header *h = &r->header, *want = r->want;
+    if (want && (h->height != want->height || h->width != want->width ||
+                 (want->channels && h->channels != want->channels))) {
+        r->status = snug_fail(err, SNUG_E_SHAPE, "%s is %zu x %zu with %zu channel(s), expected %zu x %zu with "
+                              "%zu", r->path, h->height, h->width, h->channels, want->height, want->width,
+                              want->channels ? want->channels : h->channels);
+        return false;
+    }
+    if (total == 0 || total > PNG_MAX_DECODED_BYTES) {
+        r->status = snug_fail(err, SNUG_E_FORMAT, "%s declares %zu x %zu pixels with %zu channel(s), more than "
+                              "the %zu MiB one image may decode to: refused before decoding (resize the image)",
+                              r->path, h->height, h->width, h->channels, PNG_MAX_DECODED_BYTES >> 20);
+        return false;
+    }
+    return true;
+}
+
+/* Reads the header, checks it against the purpose and the expected size, and sizes the pixel buffer. */
 static bool read_header(png_reader *r, snug_error *err) {
     png_read_info(r->png, r->info);
     const int color_type = png_get_color_type(r->png, r->info), bit_depth = png_get_bit_depth(r->png, r->info);
@@ -82,11 +103,9 @@ static bool read_header(png_reader *r, snug_error *err) {
     r->header.channels = png_get_channels(r->png, r->info);
     size_t row_bytes, total;
     if (!size_mul(r->header.width, r->header.channels, &row_bytes) ||
-        !size_mul(row_bytes, r->header.height, &total) || row_bytes != png_get_rowbytes(r->png, r->info)) {
-        r->status = snug_fail(err, SNUG_E_FORMAT, "%s: %zu x %zu pixels of %zu channels do not fit in memory",
-                              r->path, r->header.height, r->header.width, r->header.channels);
-        return false;
-    }
+        !size_mul(row_bytes, r->header.height, &total) || row_bytes != png_get_rowbytes(r->png, r->info))
+        total = 0;
+    if (!size_acceptable(r, total, err)) return false;
     r->pixels = malloc(total);
     r->rows = malloc(r->header.height * sizeof *r->rows);
     if (!r->pixels || !r->rows) {
@@ -134,17 +153,15 @@ static void close_png(png_reader *r) {
     free(r->pixels);
 }
 
-snug_status png_decode(const char *path, png_purpose purpose, png_header *h, png_pixels_fn fn, void *ctx,
-                       snug_error *err) {
-    png_reader r = {.path = path, .purpose = purpose, .status = SNUG_OK};
+snug_status png_decode(const char *path, png_purpose purpose, const png_header *want, png_header *h,
+                       png_pixels_fn fn, void *ctx, snug_error *err) {
+    png_reader r = {.path = path, .purpose = purpose, .want = want, .status = SNUG_OK};
     snug_status s = open_png(&r, err);
     if (s == SNUG_OK && !decode_guarded(&r, err))
         s = r.status != SNUG_OK ? r.status
                                 : snug_fail(err, SNUG_E_FORMAT, "%s: corrupt PNG: %s", path, r.libpng_message);
-    if (s == SNUG_OK) {
-        *h = r.header;
-        if (fn) s = fn(ctx, r.pixels, &r.header, err);
-    }
+    if (s == SNUG_OK || s == SNUG_E_SHAPE) *h = r.header;
+    if (s == SNUG_OK && fn) s = fn(ctx, r.pixels, &r.header, err);
     close_png(&r);
     return s;
 }

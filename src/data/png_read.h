@@ -15,6 +15,11 @@
 
 typedef enum png_purpose { PNG_AS_IMAGE = 0, PNG_AS_MASK } png_purpose;
 
+/* The most bytes one decoded image may take (256 MiB: an 8-bit RGB image of about 9400 x 9400 pixels). A PNG's
+ * header declares its size and a few kilobytes of zlib can declare gigabytes, so the size is checked against
+ * this bound (and against the size the caller expects) before anything is allocated or decoded. */
+#define PNG_MAX_DECODED_BYTES ((size_t)1 << 28)
+
 typedef struct png_header {
     size_t height, width;
     size_t channels;  /* as delivered: 1 or 3 */
@@ -25,9 +30,12 @@ typedef struct png_header {
 typedef snug_status (*png_pixels_fn)(void *ctx, const uint8_t *pixels, const png_header *h, snug_error *err);
 
 /* Decodes the whole file at path (every chunk, CRCs checked) into a temporary buffer, fills *h and calls fn
- * (when not NULL) once with the pixels. Fails with SNUG_E_IO (cannot open or read), SNUG_E_FORMAT (not a PNG,
- * corrupt, or a kind the purpose does not accept) or SNUG_E_OOM; the message names path. */
-snug_status png_decode(const char *path, png_purpose purpose, png_header *h, png_pixels_fn fn, void *ctx,
-                       snug_error *err);
+ * (when not NULL) once with the pixels. The header is checked first, before any pixel is decoded: want (when not
+ * NULL) is the size the caller expects (height and width, and channels when not 0), and the decoded bytes must
+ * not pass PNG_MAX_DECODED_BYTES. Fails with SNUG_E_SHAPE (*h filled from the header) when the size is not
+ * want's, SNUG_E_IO (cannot open or read), SNUG_E_FORMAT (not a PNG, corrupt, larger than the bound, or a kind
+ * the purpose does not accept) or SNUG_E_OOM; the message names path and, for a size, the dimensions. */
+snug_status png_decode(const char *path, png_purpose purpose, const png_header *want, png_header *h,
+                       png_pixels_fn fn, void *ctx, snug_error *err);
 
 #endif

@@ -45,19 +45,11 @@ typedef struct fill_ctx {
     int32_t *y;      /* (H, W) */
 } fill_ctx;
 
-static snug_status check_shape(const char *path, const png_header *want, const png_header *h, snug_error *err) {
-    if (h->height != want->height || h->width != want->width || (want->channels && h->channels != want->channels))
-        return snug_fail(err, SNUG_E_FORMAT, "%s is %zu x %zu with %zu channel%s, expected %zu x %zu with %zu (as "
-                         "when the dataset was opened)", path, h->height, h->width, h->channels,
-                         h->channels == 1 ? "" : "s", want->height, want->width, want->channels);
-    return SNUG_OK;
-}
-
+/* The fill functions ask png_decode for the size the dataset was opened with, so a file replaced since then by
+ * one of another size is refused before it is decoded. */
 static snug_status put_image(void *ctx, const uint8_t *pixels, const png_header *h, snug_error *err) {
+    (void)err;
     fill_ctx *f = ctx;
-    const png_header *want = &f->m->shape;
-    snug_status s = check_shape("the image", want, h, err);
-    if (s != SNUG_OK) return s;
     const size_t plane = h->height * h->width, C = h->channels;
     for (size_t p = 0; p < plane; p++)  /* interleaved (H, W, C) to planar (C, H, W) */
         for (size_t c = 0; c < C; c++) f->x[c * plane + p] = (float)pixels[p * C + c] / 127.5f - 1.0f;
@@ -66,9 +58,6 @@ static snug_status put_image(void *ctx, const uint8_t *pixels, const png_header 
 
 static snug_status put_mask(void *ctx, const uint8_t *pixels, const png_header *h, snug_error *err) {
     fill_ctx *f = ctx;
-    const png_header want = {.height = f->m->shape.height, .width = f->m->shape.width, .channels = 1};
-    snug_status s = check_shape("the mask", &want, h, err);
-    if (s != SNUG_OK) return s;
     const size_t plane = h->height * h->width;
     for (size_t p = 0; p < plane; p++) {
         if (pixels[p] != SEG_IGNORE_VALUE && pixels[p] >= f->m->classes)
@@ -96,7 +85,7 @@ static void seg_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n,
         snug_error err = {0};
         seg_path(path, m, "images", idx[i]);  /* fits: checked at open */
         png_header h;
-        if (png_decode(path, PNG_AS_IMAGE, &h, put_image, &f, &err) != SNUG_OK) {
+        if (png_decode(path, PNG_AS_IMAGE, &m->shape, &h, put_image, &f, &err) != SNUG_OK) {
             memset(f.x, 0, ds->sample_numel * sizeof *f.x);
             report_changed(path, &err);
         }
@@ -113,7 +102,8 @@ static void seg_fill_targets(const snug_dataset *ds, const size_t *idx, size_t n
         snug_error err = {0};
         seg_path(path, m, "masks", idx[i]);
         png_header h;
-        if (png_decode(path, PNG_AS_MASK, &h, put_mask, &f, &err) != SNUG_OK) {
+        const png_header want = {.height = m->shape.height, .width = m->shape.width, .channels = 1};
+        if (png_decode(path, PNG_AS_MASK, &want, &h, put_mask, &f, &err) != SNUG_OK) {
             for (size_t p = 0; p < ds->targets_per_sample; p++) f.y[p] = SNUG_IGNORE_TARGET;
             report_changed(path, &err);
         }
@@ -198,32 +188,32 @@ static snug_status scan_mask(void *ctx, const uint8_t *pixels, const png_header 
     return SNUG_OK;
 }
 
-/* Decodes image i and its mask, and checks their shapes against the first image. */
+/* Decodes image i and its mask; their sizes are checked against the first image's before they are decoded. */
 static snug_status check_sample(seg_impl *m, size_t i, scan_ctx *sc, snug_error *err) {
     char image[SEG_PATH_MAX], mask[SEG_PATH_MAX];
     if (!seg_path(image, m, "images", i) || !seg_path(mask, m, "masks", i))
         return snug_fail(err, SNUG_E_ARG, "snug_segmentation_open: the path of %s in %s is longer than %d bytes",
                          m->names[i], m->dir, SEG_PATH_MAX - 1);
     png_header h, hm;
-    snug_status s = png_decode(image, PNG_AS_IMAGE, &h, NULL, NULL, err);
-    if (s != SNUG_OK) return s;
-    if (i == 0) m->shape = h;
-    if (h.height != m->shape.height || h.width != m->shape.width || h.channels != m->shape.channels)
+    snug_status s = png_decode(image, PNG_AS_IMAGE, i == 0 ? NULL : &m->shape, &h, NULL, NULL, err);
+    if (s == SNUG_E_SHAPE)
         return snug_fail(err, SNUG_E_FORMAT, "%s is %zu x %zu with %zu channel(s) but %s/images/%s (the first) is "
                          "%zu x %zu with %zu: all images must have one size and channel count", image, h.height,
                          h.width, h.channels, m->dir, m->names[0], m->shape.height, m->shape.width,
                          m->shape.channels);
+    if (s != SNUG_OK) return s;
+    if (i == 0) m->shape = h;
     FILE *probe = fopen(mask, "rb");
     if (!probe)
         return snug_fail(err, SNUG_E_IO, "the image %s has no mask: cannot open %s: %s", image, mask,
                          strerror(errno));
     fclose(probe);
-    s = png_decode(mask, PNG_AS_MASK, &hm, scan_mask, sc, err);
-    if (s != SNUG_OK) return s;
-    if (hm.height != h.height || hm.width != h.width)
+    const png_header want = {.height = h.height, .width = h.width, .channels = 1};
+    s = png_decode(mask, PNG_AS_MASK, &want, &hm, scan_mask, sc, err);
+    if (s == SNUG_E_SHAPE)
         return snug_fail(err, SNUG_E_FORMAT, "the mask %s is %zu x %zu but its image %s is %zu x %zu", mask,
                          hm.height, hm.width, image, h.height, h.width);
-    return SNUG_OK;
+    return s;
 }
 
 static snug_status check_all(seg_impl *m, snug_error *err) {

@@ -92,9 +92,10 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     param_decl decl[NODE_MAX_PARAMS];
     int n_decl = 0;
     char msg[512] = "";
+    snug_status s = SNUG_OK;
     if (declared) out = *declared;
-    else if (!op->infer(&nd, in_shapes, n_in, &out, decl, &n_decl, msg, sizeof msg))
-        return graph_error(g, SNUG_E_SHAPE, "%s '%s': %s", op->kind, name, msg);
+    else if ((s = op->infer(&nd, in_shapes, n_in, &out, decl, &n_decl, msg, sizeof msg)) != SNUG_OK)
+        return graph_error(g, s, "%s '%s': %s", op->kind, name, msg);
     size_t numel;
     if (!shape_numel(&out, &numel))
         return graph_error(g, SNUG_E_OVERFLOW, "%s '%s': output size overflows", op->kind, name);
@@ -158,7 +159,7 @@ snug_tensor snug_input(snug_graph *g, const char *name, size_t c, size_t h, size
         return graph_error(g, SNUG_E_ARG, "input '%s': the graph already has input '%s' (one input per graph)",
                            name ? name : "?", g->nodes[g->input_node].name);
     if (g->err.status == SNUG_OK && (!c || !h || !w))
-        return graph_error(g, SNUG_E_SHAPE, "input '%s': every dimension must be at least 1, got (%zu, %zu, %zu)",
+        return graph_error(g, SNUG_E_ARG, "input '%s': every dimension must be at least 1, got (%zu, %zu, %zu)",
                            name ? name : "?", c, h, w);
     snug_shape s = {.rank = 3, .dims = {c, h, w}};
     snug_tensor t = add_node(g, &op_input, name, NULL, 0, no_params(), &s);
@@ -171,7 +172,7 @@ snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens) {
         return graph_error(g, SNUG_E_ARG, "input '%s': the graph already has input '%s' (one input per graph)",
                            name ? name : "?", g->nodes[g->input_node].name);
     if (g->err.status == SNUG_OK && !tokens)
-        return graph_error(g, SNUG_E_SHAPE, "input '%s': a sequence needs at least 1 token", name ? name : "?");
+        return graph_error(g, SNUG_E_ARG, "input '%s': a sequence needs at least 1 token", name ? name : "?");
     snug_shape s = {.rank = 1, .dims = {tokens}};
     snug_tensor t = add_node(g, &op_input, name, NULL, 0, no_params(), &s);
     if (t >= 0) g->input_node = g->n_nodes - 1;

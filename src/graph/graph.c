@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "graph/graph.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,12 +35,31 @@ void snug_graph_free(snug_graph *g) {
 
 const char *snug_graph_name(const snug_graph *g) { return g->name; }
 
+int graph_unread_node(const snug_graph *g) {
+    bool *read = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *read);
+    if (!read) return -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_inputs; k++) read[g->nodes[i].inputs[k]] = true;
+    int unread = -1;
+    for (int i = 0; i < g->n_nodes && unread < 0; i++)
+        if (i != g->loss_node && !read[g->nodes[i].output]) unread = i;
+    free(read);
+    return unread;
+}
+
 snug_status snug_graph_check(const snug_graph *g, snug_error *err) {
     if (!g) return snug_fail(err, SNUG_E_OOM, "out of memory while building the graph");
     if (g->err.status != SNUG_OK) {
         if (err) *err = g->err;
         return g->err.status;
     }
+    /* Only a graph with its loss is complete: until then a later layer may still read any output. */
+    const int unread = g->loss_node >= 0 ? graph_unread_node(g) : -1;
+    if (unread >= 0)
+        return snug_fail(err, SNUG_E_ARG, "model '%s': the output of layer '%s' (%s) is never read: every layer "
+                         "but the loss must feed a later one (an unread layer holds parameters and memory for "
+                         "nothing); did a later layer mean to read it?", g->name, g->nodes[unread].name,
+                         g->nodes[unread].op->kind);
     return SNUG_OK;
 }
 

@@ -47,6 +47,11 @@ struct snug_graph {
 /* The tensor whose memory holds t's values: views (flatten, a folded ReLU) resolve to the tensor they alias. */
 snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t);
 
+/* The first node other than the loss whose output no node reads, or -1 (also when out of memory for the scan):
+ * in a complete graph such a layer holds parameters and memory for nothing, and is almost always a wiring
+ * mistake. */
+int graph_unread_node(const snug_graph *g);
+
 /* The shape a tensor has per sample. */
 static inline const graph_tensor *graph_tensor_at(const snug_graph *g, snug_tensor t) { return &g->tensors[t]; }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/escape.h"
 
 snug_status mf_fail(snug_error *err, snug_status status, const mf_doc *d, int line, const char *layer,
                     const char *fmt, ...) {
@@ -17,7 +18,7 @@ snug_status mf_fail(snug_error *err, snug_status status, const mf_doc *d, int li
     int n;
     if (!layer) n = snprintf(m, len, "%s:%d: ", d->file, line);
     else if (strcmp(layer, "model") == 0) n = snprintf(m, len, "%s:%d: [model]: ", d->file, line);
-    else n = snprintf(m, len, "%s:%d: layer '%s': ", d->file, line, layer);
+    else n = snprintf(m, len, "%s:%d: layer '%s': ", d->file, line, escape_text(layer).text);
     if (n < 0 || (size_t)n >= len) return status;
     va_list ap;
     va_start(ap, fmt);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/escape.h"
 #include "core/grow.h"
 
 #define MF_MAX_LINE 197        /* libinih's line buffer is 200 bytes: the text, "\r\n" and the NUL */
@@ -87,7 +88,7 @@ static bool name_char_ok(char c) {
 static bool scan_section(reader *r, const char *name, size_t n, int line) {
     while (n && isspace((unsigned char)*name)) name++, n--;
     while (n && isspace((unsigned char)name[n - 1])) n--;
-    char shown[MF_MAX_SECTION + 8];
+    char shown[MF_MAX_SECTION + 8]; /* raw: mf_fail escapes the layer name it prints */
     snprintf(shown, sizeof shown, "%.*s%s", (int)(n < MF_MAX_SECTION ? n : MF_MAX_SECTION), name,
              n > MF_MAX_SECTION ? "..." : "");
     if (n == 0) return note(r, line, SNUG_E_FORMAT, NULL, "a section without a name: write [LAYER_NAME]");
@@ -96,7 +97,7 @@ static bool scan_section(reader *r, const char *name, size_t n, int line) {
     for (size_t i = 0; i < n; i++)
         if (!name_char_ok(name[i]))
             return note(r, line, SNUG_E_FORMAT, shown, "a layer name holds letters, digits, '_', '.' and '-' "
-                        "only (found '%c'): rename it", name[i]);
+                        "only (found '%s'): rename it", escape_range(&name[i], 1).text);
     mf_doc *d = r->doc;
     for (int i = 0; i < d->n_sections; i++)
         if (strlen(d->sections[i].name) == n && memcmp(d->sections[i].name, name, n) == 0)
@@ -117,8 +118,8 @@ static bool scan_section(reader *r, const char *name, size_t n, int line) {
 static bool scan_key(reader *r, const char *start, size_t n, int line) {
     while (n && isspace((unsigned char)start[n - 1])) n--;
     if (r->doc->n_sections == 0)
-        return note(r, line, SNUG_E_FORMAT, NULL, "'%.*s' comes before any section: start the file with [model]",
-                    (int)n, start);
+        return note(r, line, SNUG_E_FORMAT, NULL, "'%s' comes before any section: start the file with [model]",
+                    escape_range(start, n).text);
     if (!grow_array((void **)&r->keys, &r->cap_keys, r->n_keys + 1, sizeof *r->keys)) {
         return r->oom = true, false;
     }
@@ -184,8 +185,8 @@ static int on_key(void *user, const char *section, const char *key, const char *
     mf_section *s = &r->doc->sections[kl.section];
     for (int i = 0; i < s->n_entries; i++)
         if (strcmp(s->entries[i].key, key) == 0) {
-            note(r, kl.line, SNUG_E_FORMAT, s->name, "'%s' is given twice (first on line %d): keep one", key,
-                 s->entries[i].line);
+            note(r, kl.line, SNUG_E_FORMAT, s->name, "'%s' is given twice (first on line %d): keep one",
+                 escape_text(key).text, s->entries[i].line);
             return 1;
         }
     if (!grow_array((void **)&s->entries, &s->cap_entries, s->n_entries + 1, sizeof *s->entries)) {

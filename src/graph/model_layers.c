@@ -1,16 +1,20 @@
 /* From the sections of a model file to builder calls: [model] makes the input, every other section one layer
  * through the public builder of its `type`. A table lists each type's keys (kind, default), so the parser, its
  * "unknown key" messages and docs/model-files.md all follow one list. Shape checks stay with the builders:
- * their messages come back prefixed with the file, the line and the layer. */
+ * their messages come back prefixed with the file, the line and the layer. Keys and values from the file reach
+ * messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/decimal.h"
 #include "core/error.h"
+#include "core/escape.h"
 #include "graph/graph.h"
 #include "graph/model_file.h"
 
@@ -30,7 +34,8 @@ typedef union value {
 typedef struct key_spec {
     const char *name;
     value_kind kind;
-    const char *def;        /* the default as text; NULL: the key is required */
+    const char *def;        /* the default as text, or the name of an earlier key of the type whose value it
+                               takes (maxpool2d's stride = kernel); NULL: the key is required */
 } key_spec;
 
 typedef snug_tensor (*build_fn)(snug_graph *g, const char *name, const snug_tensor *in, const value *v);
@@ -63,7 +68,7 @@ static snug_tensor b_gelu(snug_graph *g, const char *n, const snug_tensor *in, c
     return snug_gelu(g, n, in[0]);
 }
 static snug_tensor b_maxpool2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
-    return snug_maxpool2d(g, n, in[0], v[0].z, v[1].z ? v[1].z : v[0].z);
+    return snug_maxpool2d(g, n, in[0], v[0].z, v[1].z);
 }
 static snug_tensor b_global_avgpool(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     (void)v;
@@ -110,8 +115,8 @@ static snug_tensor b_softmax_cross_entropy(snug_graph *g, const char *n, const s
     return snug_softmax_cross_entropy(g, n, in[0]);
 }
 
-/* The order here is the order of docs/model-files.md. maxpool2d's stride 0 means "= kernel" (PyTorch's
- * default). */
+/* The order here is the order of docs/model-files.md. maxpool2d's stride defaults to its kernel (PyTorch's
+ * default); a stride written as 0 reaches the builder, which refuses it. */
 static const layer_type types[] = {
     {"linear", 1, b_linear, {{"out", V_SIZE, NULL}}},
     {"conv2d", 1, b_conv2d, {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"},
@@ -120,7 +125,7 @@ static const layer_type types[] = {
      {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"}, {"padding", V_SIZE, "0"}}},
     {"relu", 1, b_relu, {{0}}},
     {"gelu", 1, b_gelu, {{0}}},
-    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "0"}}},
+    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}}},
     {"global_avgpool", 1, b_global_avgpool, {{0}}},
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},
@@ -155,7 +160,7 @@ static const layer_type *find_type(const char *name) {
 static const char *kind_hint(value_kind k) {
     switch (k) {
     case V_SIZE: return "a whole number >= 0, e.g. 32";
-    case V_FLOAT: return "a finite number, e.g. 0.1 or 1e-5";
+    case V_FLOAT: return "a finite decimal number, e.g. 0.1 or 1e-5";
     case V_BOOL: return "true or false";
     case V_LAYER: return "the name of a layer above";
     }
@@ -172,33 +177,37 @@ static bool parse_size(const char *s, size_t *out) {
     return true;
 }
 
-static bool parse_float(const char *s, float *out) {
-    if (!*s || isspace((unsigned char)s[0])) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v) || fabs(v) > 3.4e38) return false;
+/* A float as written: NULL, or why it is not one (the end of a message "KEY = 'VALUE' ..."). A value a float
+ * cannot hold is refused as written, rather than reported as the 0 or infinity it would round to. */
+static const char *parse_float(const char *s, float *out) {
+    const size_t len = decimal_length(s);
+    if (len == 0 || s[len] != '\0') return "is not a finite decimal number, e.g. 0.1 or 1e-5";
+    const double v = strtod(s, NULL);
+    if (!(fabs(v) <= FLT_MAX)) return "is too large for a float (at most about 3.4e38)";
+    if (decimal_nonzero(s, len) && (float)v == 0.0f)
+        return "underflows a float (to 0): the smallest positive float is about 1.4e-45";
     *out = (float)v;
-    return true;
+    return NULL;
 }
 
-static bool parse_bool(const char *s, bool *out) {
+static const char *parse_bool(const char *s, bool *out) {
     static const char *const yes[] = {"true", "yes", "on", "1"}, *const no[] = {"false", "no", "off", "0"};
     for (int i = 0; i < 4; i++) {
-        if (strcmp(s, yes[i]) == 0) return *out = true, true;
-        if (strcmp(s, no[i]) == 0) return *out = false, true;
+        if (strcmp(s, yes[i]) == 0) return *out = true, NULL;
+        if (strcmp(s, no[i]) == 0) return *out = false, NULL;
     }
-    return false;
+    return "is not true or false";
 }
 
-static bool parse_value(value_kind k, const char *s, value *out) {
+/* NULL, or why s is not a value of kind k (the end of a message "KEY = 'VALUE' ..."). */
+static const char *parse_value(value_kind k, const char *s, value *out) {
     switch (k) {
-    case V_SIZE: return parse_size(s, &out->z);
+    case V_SIZE: return parse_size(s, &out->z) ? NULL : "is not a whole number >= 0, e.g. 32";
     case V_FLOAT: return parse_float(s, &out->f);
     case V_BOOL: return parse_bool(s, &out->b);
-    case V_LAYER: out->s = s; return *s != '\0';
+    case V_LAYER: out->s = s; return *s ? NULL : "is not the name of a layer above";
     }
-    return false;
+    return "is not a value";
 }
 
 /* ---- building ------------------------------------------------------------------------------------------------ */
@@ -233,7 +242,8 @@ static const mf_entry *first_unused(const mf_section *s) {
     return first;
 }
 
-/* The tensor a layer named `ref` (or the model input) gives, for layer s reading it through key e. */
+/* The tensor a layer named `ref` (or the model input) gives, for layer s reading it through key e. A ref that
+ * names a section is a valid layer name; one that names nothing is printed escaped. */
 static bool resolve(builder *b, const mf_section *s, const mf_entry *e, const char *ref, snug_tensor *out) {
     for (int i = 0; i < b->g->n_nodes; i++)
         if (strcmp(b->g->nodes[i].name, ref) == 0) return *out = b->g->nodes[i].output, true;
@@ -245,8 +255,10 @@ static bool resolve(builder *b, const mf_section *s, const mf_entry *e, const ch
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = %s: cycle or forward reference: "
                        "'%s' is defined later (line %d); a layer reads only layers above it, so move it up or "
                        "read another layer", e->key, ref, ref, b->doc->sections[later].line), false;
+    const escaped shown = escape_text(ref);
     return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = %s: there is no layer '%s' (name a "
-                   "layer above this one, or '" MODEL_INPUT "' for the model input)", e->key, ref, ref), false;
+                   "layer above this one, or '" MODEL_INPUT "' for the model input)", e->key, shown.text,
+                   shown.text), false;
 }
 
 /* `inputs = a, b`: exactly two names. */
@@ -268,7 +280,7 @@ static bool resolve_pair(builder *b, const mf_section *s, const mf_entry *e, snu
     }
     if (!names[0][0] || !names[1][0])
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "inputs = %s: give two layer names "
-                       "separated by a comma, e.g. inputs = conv1, relu2", e->value), false;
+                       "separated by a comma, e.g. inputs = conv1, relu2", escape_text(e->value).text), false;
     return resolve(b, s, e, names[0], &in[0]) && resolve(b, s, e, names[1], &in[1]);
 }
 
@@ -284,7 +296,14 @@ static bool layer_inputs(builder *b, const mf_section *s, const layer_type *t, c
     return resolve(b, s, e, e->value, &in[0]);
 }
 
-/* The values of the type's keys (given[i] from the section, or the defaults). */
+/* The index of the key called name among the first n keys of t, or -1. */
+static int key_index(const layer_type *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(t->keys[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* The values of the type's keys (given[i] from the section, or the defaults: a value, or an earlier key's). */
 static bool layer_values(builder *b, const mf_section *s, const layer_type *t, const mf_entry *const *given,
                          value *v) {
     for (int i = 0; t->keys[i].name; i++) {
@@ -294,12 +313,15 @@ static bool layer_values(builder *b, const mf_section *s, const layer_type *t, c
             return mf_fail(b->err, SNUG_E_FORMAT, b->doc, s->line, s->name, "type %s needs '%s' (add %s = %s)",
                            t->name, k->name, k->name, kind_hint(k->kind)), false;
         if (!e) {
-            parse_value(k->kind, k->def, &v[i]); /* the defaults are valid */
+            const int same = key_index(t, i, k->def);
+            if (same >= 0) v[i] = v[same];
+            else parse_value(k->kind, k->def, &v[i]); /* the defaults are valid */
             continue;
         }
-        if (!parse_value(k->kind, e->value, &v[i]))
-            return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = '%s' is not %s", k->name,
-                           e->value, kind_hint(k->kind)), false;
+        const char *why = parse_value(k->kind, e->value, &v[i]);
+        if (why)
+            return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = '%s' %s", k->name,
+                           escape_text(e->value).text, why), false;
         snug_tensor unused;
         if (k->kind == V_LAYER && !resolve(b, s, e, e->value, &unused)) return false;
     }
@@ -318,16 +340,22 @@ static bool take_keys(builder *b, mf_section *s, const layer_type *t, const mf_e
     char keys[256];
     list_keys(t, keys, sizeof keys);
     return mf_fail(b->err, SNUG_E_FORMAT, b->doc, extra->line, s->name, "unknown key '%s' for type %s (it takes: "
-                   "%s; and any layer with a weight: " INIT_SCALE_KEY ")", extra->key, t->name, keys), false;
+                   "%s; and any layer with a weight: " INIT_SCALE_KEY ")", escape_text(extra->key).text, t->name,
+                   keys), false;
 }
 
 /* `init_scale = X`, a key of every layer with a weight: scales its initial values (snug_init_scale). */
 static bool apply_init_scale(builder *b, const mf_section *s, const mf_entry *e) {
     if (!e) return true;
     value v;
-    if (!parse_value(V_FLOAT, e->value, &v) || v.f < 0.0f)
+    const char *why = parse_value(V_FLOAT, e->value, &v);
+    if (why)
+        return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' %s",
+                       escape_text(e->value).text, why), false;
+    if (v.f < 0.0f)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, INIT_SCALE_KEY " = '%s' is not a finite "
-                       "number >= 0 (0 starts the weight at zero, 1 keeps the default)", e->value), false;
+                       "number >= 0 (0 starts the weight at zero, 1 keeps the default)", escape_text(e->value).text),
+               false;
     snug_init_scale(b->g, s->name, v.f);
     snug_error ge;
     if (snug_graph_check(b->g, &ge) != SNUG_OK)
@@ -362,7 +390,7 @@ static bool build_layer(builder *b, int index) {
     const layer_type *t = find_type(te->value);
     if (!t)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, te->line, s->name, "unknown layer type '%s' (choose from: "
-                       "%s)", te->value, list), false;
+                       "%s)", escape_text(te->value).text, list), false;
     const mf_entry *in_entry, *given[MAX_KEYS], *scale;
     snug_tensor in[2];
     value v[MAX_KEYS];
@@ -396,8 +424,8 @@ static bool model_input(builder *b, const mf_section *s, const mf_entry *e) {
         snug_input_tokens(b->g, MODEL_INPUT, (size_t)d[0]);
     else
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "input = %s: write 'input = image C H W' "
-                       "(channels, height, width) or 'input = tokens T' (a sequence of T token ids)", e->value),
-               false;
+                       "(channels, height, width) or 'input = tokens T' (a sequence of T token ids)",
+                       escape_text(e->value).text), false;
     snug_error ge;
     if (snug_graph_check(b->g, &ge) != SNUG_OK)
         return mf_fail(b->err, ge.status, b->doc, e->line, s->name, "%s", ge.message), false;
@@ -405,17 +433,24 @@ static bool model_input(builder *b, const mf_section *s, const mf_entry *e) {
     return true;
 }
 
-/* The graph's name: `name`, else the file name without its folder and ".ini". */
-static void model_name(const mf_doc *d, const mf_entry *e, char *buf, size_t len) {
+/* The graph's name: `name`, else the file name without its folder and ".ini". A name from the file must be
+ * printable ASCII: every message and report about the model prints it. */
+static bool model_name(builder *b, const mf_section *s, const mf_entry *e, char *buf, size_t len) {
     if (e) {
+        for (const unsigned char *c = (const unsigned char *)e->value; *c; c++)
+            if (*c < 0x20 || *c > 0x7e)
+                return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "name = '%s': a model name is "
+                               "printable ASCII text (letters, digits, punctuation, spaces)",
+                               escape_text(e->value).text), false;
         snprintf(buf, len, "%s", e->value);
-        return;
+        return true;
     }
-    const char *base = strrchr(d->file, '/');
-    base = base ? base + 1 : d->file;
+    const char *base = strrchr(b->doc->file, '/');
+    base = base ? base + 1 : b->doc->file;
     size_t n = strlen(base);
     if (n > 4 && strcmp(base + n - 4, ".ini") == 0) n -= 4;
     snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), base);
+    return true;
 }
 
 /* The first section: [model], with `input` and an optional `name`. Creates the graph. */
@@ -429,12 +464,12 @@ static bool build_model(builder *b) {
     const mf_entry *name = mf_take(s, "name"), *input = mf_take(s, "input"), *extra = first_unused(s);
     if (extra)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, extra->line, s->name, "unknown key '%s' (it takes: name, "
-                       "input)", extra->key), false;
+                       "input)", escape_text(extra->key).text), false;
     if (!input)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, s->line, s->name, "no 'input' (add input = image C H W, or "
                        "input = tokens T)"), false;
     char gname[SNUG_NAME_MAX];
-    model_name(b->doc, name, gname, sizeof gname);
+    if (!model_name(b, s, name, gname, sizeof gname)) return false;
     b->g = snug_graph_new(gname);
     if (!b->g) return snug_fail(b->err, SNUG_E_OOM, "%s: out of memory while building the graph", b->doc->file),
                       false;
@@ -445,6 +480,14 @@ snug_graph *mf_build(mf_doc *d, snug_error *err) {
     builder b = {.doc = d, .loss_section = -1, .err = err};
     bool ok = build_model(&b);
     for (int i = 1; ok && i < d->n_sections; i++) ok = build_layer(&b, i);
+    const int unread = ok && b.loss_section >= 0 ? graph_unread_node(b.g) : -1;
+    if (unread >= 0) {
+        ok = false;
+        const int at = mf_section_index(d, b.g->nodes[unread].name), sec = at >= 0 ? at : 0; /* 0: [model] */
+        mf_fail(err, SNUG_E_FORMAT, d, d->sections[sec].line, d->sections[sec].name, "its output is never read: no "
+                "later layer takes it (a layer reads the one above it unless it says input = NAME); read it "
+                "from a later layer or remove it");
+    }
     if (ok && b.loss_section < 0) {
         const mf_section *last = &d->sections[d->n_sections - 1];
         ok = false;

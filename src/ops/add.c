@@ -28,22 +28,22 @@ static bool same_shape(const snug_shape *a, const snug_shape *b) {
     return true;
 }
 
-static bool add_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                      int *n_params, char *msg, size_t msg_len) {
+static snug_status add_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                             int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 2) {
         snprintf(msg, msg_len, "takes two inputs, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (!same_shape(&in[0], &in[1])) {
         char a[96], b[96];
         snprintf(msg, msg_len, "inputs %s and %s differ: add needs equal shapes",
                  snug_shape_format(&in[0], a, sizeof a), snug_shape_format(&in[1], b, sizeof b));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = in[0];
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* y = a + b over n elements; y may be a (in place). A plain function with a simd loop, run by the element-wise

@@ -45,37 +45,41 @@ static attn_dims attn_dims_of(const op_node *n) {
     return (attn_dims){.T = s->dims[0], .C = C, .H = H, .D = C / H, .causal = n->p.attention.causal};
 }
 
-static bool attn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status attn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const size_t H = n->p.attention.heads;
     char s[96];
     size_t tt;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input (q, k, v concatenated), got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 2 || in[0].dims[1] % 3 != 0) {
         snprintf(msg, msg_len, "expects (T, 3C): queries, keys and values side by side, got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     const size_t T = in[0].dims[0], C = in[0].dims[1] / 3;
-    if (H == 0 || C % H != 0) {
+    if (H == 0) {
+        snprintf(msg, msg_len, "needs heads at least 1, got 0");
+        return SNUG_E_ARG;
+    }
+    if (C % H != 0) {
         snprintf(msg, msg_len, "%zu heads do not divide the model width C = %zu of input %s: choose a divisor of %zu",
                  H, C, snug_shape_format(&in[0], s, sizeof s), C);
-        return false;
+        return SNUG_E_SHAPE;
     }
     /* The BLAS takes int dimensions; the scores are T x T per head. */
     if (T > INT_MAX || in[0].dims[1] > INT_MAX || !size_mul(T, T, &tt) || !size_mul(tt, H, &tt) ||
         tt > SIZE_MAX / sizeof(float)) {
         snprintf(msg, msg_len, "input %s is too large for %zu heads of T x T scores",
                  snug_shape_format(&in[0], s, sizeof s), H);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 2, .dims = {T, C}};
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* The scores of rows [r0, r0 + nr) into probabilities, in place, row t at b + (t - r0) T over the block's nk keys:

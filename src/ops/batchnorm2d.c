@@ -31,26 +31,26 @@
 
 enum { BN_GAMMA, BN_BETA, BN_RUNNING_MEAN, BN_RUNNING_VAR };
 
-static bool bn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                     int *n_params, char *msg, size_t msg_len) {
+static snug_status bn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                            int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 3) {
         snprintf(msg, msg_len, "expects an image-like input (C, H, W), got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (!(p->eps > 0.0f) || !isfinite(p->eps)) {
         snprintf(msg, msg_len, "eps must be positive and finite, got %g (PyTorch's default is 1e-5)", (double)p->eps);
-        return false;
+        return SNUG_E_ARG;
     }
     if (!(p->momentum >= 0.0f && p->momentum <= 1.0f)) {
         snprintf(msg, msg_len, "momentum must be in [0, 1], got %g (PyTorch's default is 0.1)", (double)p->momentum);
-        return false;
+        return SNUG_E_ARG;
     }
     const size_t C = in[0].dims[0];
     const snug_shape cs = {.rank = 1, .dims = {C}};
@@ -62,7 +62,7 @@ static bool bn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shap
     params[BN_RUNNING_VAR] = (param_decl){.suffix = "running_var", .shape = cs, .fan_in = C, .init = INIT_ONES,
                                           .buffer = true};
     *n_params = 4;
-    return true;
+    return SNUG_OK;
 }
 
 /* ---- per-channel kernels --------------------------------------------------------------------------------

@@ -13,13 +13,13 @@
 /* Below this many elements per call a parallel loop costs more than it saves. */
 #define CONCAT_PAR_MIN ((size_t)1 << 15)
 
-static bool concat_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                         int *n_params, char *msg, size_t msg_len) {
+static snug_status concat_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                                int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char a[96], b[96];
     if (n_in != 2) {
         snprintf(msg, msg_len, "takes two inputs, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     bool fits = in[0].rank == in[1].rank && in[0].rank >= 1;
     for (int i = 1; fits && i < in[0].rank; i++) fits = in[0].dims[i] == in[1].dims[i];
@@ -27,16 +27,16 @@ static bool concat_infer(const op_node *n, const snug_shape *in, int n_in, snug_
         snprintf(msg, msg_len, "inputs %s and %s do not fit: concat joins along the first dimension and needs "
                  "the same rank and the same other dimensions", snug_shape_format(&in[0], a, sizeof a),
                  snug_shape_format(&in[1], b, sizeof b));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = in[0];
     if (!size_add(in[0].dims[0], in[1].dims[0], &out->dims[0])) {
         snprintf(msg, msg_len, "inputs %s and %s: the joined dimension overflows",
                  snug_shape_format(&in[0], a, sizeof a), snug_shape_format(&in[1], b, sizeof b));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* Rows are split into blocks so that one large sample (m = 1 on a big image) still spreads over the threads. */

@@ -219,50 +219,51 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
-static bool conv_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
+static snug_status conv_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
     char s[96];
     if (in->rank != 3) {
         snprintf(msg, msg_len, "expects an input (channels, height, width), got %s",
                  snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (in->dims[0] == 0 || in->dims[1] == 0 || in->dims[2] == 0) {
         snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0 || p->groups == 0) {
         snprintf(msg, msg_len, "needs out_channels, kernel, stride and groups >= 1, got out_channels %zu, "
                  "kernel %zu, stride %zu, groups %zu", p->out_channels, p->kernel, p->stride, p->groups);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in->dims[0] % p->groups || p->out_channels % p->groups) {
         snprintf(msg, msg_len, "groups %zu must divide both the input channels %zu (input %s) and the output "
                  "channels %zu", p->groups, in->dims[0], snug_shape_format(in, s, sizeof s), p->out_channels);
-        return false;
+        return SNUG_E_SHAPE;
     }
     size_t ph, pw;
     if (!size_mul(p->padding, 2, &ph) || !size_add(ph, in->dims[2], &pw) || !size_add(ph, in->dims[1], &ph)) {
         snprintf(msg, msg_len, "padding %zu is too large for input %s", p->padding,
                  snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_ARG;
     }
     if (p->kernel > ph || p->kernel > pw) {
         snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s padded by %zu (%zux%zu): use a "
                  "smaller kernel or more padding", p->kernel, p->kernel, snug_shape_format(in, s, sizeof s),
                  p->padding, ph, pw);
-        return false;
+        return SNUG_E_SHAPE;
     }
-    return true;
+    return SNUG_OK;
 }
 
-static bool conv_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status conv_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     const conv2d_params *p = &n->p.conv2d;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
-    if (!conv_check_sizes(p, &in[0], msg, msg_len)) return false;
+    const snug_status st = conv_check_sizes(p, &in[0], msg, msg_len);
+    if (st != SNUG_OK) return st;
     size_t c = in[0].dims[0], cg = c / p->groups, k = p->kernel, co = p->out_channels;
     size_t ho = (in[0].dims[1] + 2 * p->padding - k) / p->stride + 1;
     size_t wo = (in[0].dims[2] + 2 * p->padding - k) / p->stride + 1;
@@ -275,7 +276,7 @@ static bool conv_infer(const op_node *n, const snug_shape *in, int n_in, snug_sh
         char s[96];
         snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zu is too large: "
                  "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, INT_MAX);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
     /* PyTorch's fan_in: weight.size(1) * k * k, the inputs one output sees. */
@@ -284,7 +285,7 @@ static bool conv_infer(const op_node *n, const snug_shape *in, int n_in, snug_sh
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = cg * k * k,
                              .init = INIT_BIAS_UNIFORM};
     *n_params = 2;
-    return true;
+    return SNUG_OK;
 }
 
 /* ---- forward -------------------------------------------------------------------------------------------- */

@@ -87,28 +87,28 @@ static size_t convt_threads(const convt_ctx *k, size_t m, int threads) {
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
-static bool convt_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
+static snug_status convt_check_sizes(const conv2d_params *p, const snug_shape *in, char *msg, size_t msg_len) {
     char s[96];
     if (in->rank != 3) {
         snprintf(msg, msg_len, "expects an input (channels, height, width), got %s",
                  snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (in->dims[0] == 0 || in->dims[1] == 0 || in->dims[2] == 0) {
         snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0) {
         snprintf(msg, msg_len, "needs out_channels, kernel and stride >= 1, got out_channels %zu, "
                  "kernel %zu, stride %zu", p->out_channels, p->kernel, p->stride);
-        return false;
+        return SNUG_E_ARG;
     }
-    return true;
+    return SNUG_OK;
 }
 
-/* One output side, (n - 1) s - 2p + k; false (and a message) when it is not at least 1 or overflows. */
-static bool convt_side(const conv2d_params *p, const snug_shape *in, size_t n, size_t *out, char *msg,
-                       size_t msg_len) {
+/* One output side, (n - 1) s - 2p + k; SNUG_E_SHAPE (and a message) when it is not at least 1 or overflows. */
+static snug_status convt_side(const conv2d_params *p, const snug_shape *in, size_t n, size_t *out, char *msg,
+                              size_t msg_len) {
     size_t full, pad2;
     char s[96];
     if (!size_mul(n - 1, p->stride, &full) || !size_add(full, p->kernel, &full) ||
@@ -116,24 +116,25 @@ static bool convt_side(const conv2d_params *p, const snug_shape *in, size_t n, s
         snprintf(msg, msg_len, "padding %zu leaves no output for input %s with kernel %zu and stride %zu: "
                  "the output side (n - 1) * stride - 2 * padding + kernel must be at least 1", p->padding,
                  snug_shape_format(in, s, sizeof s), p->kernel, p->stride);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = full - pad2;
-    return true;
+    return SNUG_OK;
 }
 
-static bool convt_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                        int *n_params, char *msg, size_t msg_len) {
+static snug_status convt_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                               int *n_params, char *msg, size_t msg_len) {
     const conv2d_params *p = &n->p.conv2d;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
-    if (!convt_check_sizes(p, &in[0], msg, msg_len)) return false;
+    snug_status st = convt_check_sizes(p, &in[0], msg, msg_len);
+    if (st != SNUG_OK) return st;
     size_t c = in[0].dims[0], k = p->kernel, co = p->out_channels, ho, wo;
-    if (!convt_side(p, &in[0], in[0].dims[1], &ho, msg, msg_len) ||
-        !convt_side(p, &in[0], in[0].dims[2], &wo, msg, msg_len))
-        return false;
+    if ((st = convt_side(p, &in[0], in[0].dims[1], &ho, msg, msg_len)) != SNUG_OK ||
+        (st = convt_side(p, &in[0], in[0].dims[2], &wo, msg, msg_len)) != SNUG_OK)
+        return st;
     size_t kdim, npix, opix, wn, on, cols;
     const size_t f[] = {co, k, k};
     /* Every GEMM dimension is an int for the BLAS; the products must address. */
@@ -143,7 +144,7 @@ static bool convt_infer(const op_node *n, const snug_shape *in, int n_in, snug_s
         char s[96];
         snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zu is too large: "
                  "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, INT_MAX);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
     /* PyTorch's fan_in: weight.size(1) * k * k, which for a transposed convolution is Co * k * k. */
@@ -152,7 +153,7 @@ static bool convt_infer(const op_node *n, const snug_shape *in, int n_in, snug_s
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = kdim,
                              .init = INIT_BIAS_UNIFORM};
     *n_params = 2;
-    return true;
+    return SNUG_OK;
 }
 
 /* ---- forward -------------------------------------------------------------------------------------------- */

@@ -21,22 +21,22 @@
 /* Below this many elements a parallel loop costs more than it saves (an element costs a few hashes). */
 #define DROPOUT_PAR_MIN ((size_t)1 << 13)
 
-static bool dropout_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out,
-                          param_decl *params, int *n_params, char *msg, size_t msg_len) {
+static snug_status dropout_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                                 int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const float p = n->p.dropout.p;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (!(p >= 0.0f && p < 1.0f)) { /* written so that NaN fails too */
         snprintf(msg, msg_len, "drop probability p = %g is outside [0, 1): use 0 <= p < 1 (p = 1 would drop "
                  "every element)", (double)p);
-        return false;
+        return SNUG_E_ARG;
     }
     *out = in[0];
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 #define DROPOUT_TAG 0x64726f706f7574ULL /* "dropout" */

@@ -31,64 +31,64 @@
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
-static bool emb_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                      int *n_params, char *msg, size_t msg_len) {
+static snug_status emb_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                             int *n_params, char *msg, size_t msg_len) {
     const size_t vocab = n->p.embedding.vocab, dim = n->p.embedding.dim;
     char s[96];
     size_t wn, on;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 1 || in[0].dims[0] == 0) {
         snprintf(msg, msg_len, "expects token ids (tokens), got %s: add a flatten",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (vocab == 0 || dim == 0 || vocab > EMB_MAX_VOCAB) {
         snprintf(msg, msg_len, "needs 1 <= vocab <= %zu (ids travel as exact floats) and dim >= 1, got vocab "
                  "%zu and dim %zu", EMB_MAX_VOCAB, vocab, dim);
-        return false;
+        return SNUG_E_ARG;
     }
     if (!size_mul(vocab, dim, &wn) || !size_mul(in[0].dims[0], dim, &on) || wn > SIZE_MAX / sizeof(float)) {
         snprintf(msg, msg_len, "table (%zu, %zu) over input %s is too large", vocab, dim,
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 2, .dims = {in[0].dims[0], dim}};
     params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 2, .dims = {vocab, dim}},
                              .fan_in = EMB_INIT_FAN_IN, .init = INIT_KAIMING_UNIFORM};
     *n_params = 1;
-    return true;
+    return SNUG_OK;
 }
 
-static bool pos_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                      int *n_params, char *msg, size_t msg_len) {
+static snug_status pos_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                             int *n_params, char *msg, size_t msg_len) {
     const size_t max_len = n->p.embedding.vocab;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 2 || in[0].dims[0] == 0 || in[0].dims[1] == 0) {
         snprintf(msg, msg_len, "expects (tokens, features), got %s", snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (in[0].dims[0] > max_len) {
         snprintf(msg, msg_len, "input %s has %zu positions, more than max_len %zu: raise max_len to the "
                  "context length", snug_shape_format(&in[0], s, sizeof s), in[0].dims[0], max_len);
-        return false;
+        return SNUG_E_SHAPE;
     }
     size_t wn;
     if (!size_mul(max_len, in[0].dims[1], &wn) || wn > SIZE_MAX / sizeof(float)) {
         snprintf(msg, msg_len, "table (%zu, %zu) is too large", max_len, in[0].dims[1]);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = in[0];
     params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 2, .dims = {max_len, in[0].dims[1]}},
                              .fan_in = EMB_INIT_FAN_IN, .init = INIT_KAIMING_UNIFORM};
     *n_params = 1;
-    return true;
+    return SNUG_OK;
 }
 
 /* ---- embedding kernels ---------------------------------------------------------------------------------- */

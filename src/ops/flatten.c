@@ -5,22 +5,22 @@
 #include "core/checked.h"
 #include "ops/op.h"
 
-static bool flatten_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out,
-                          param_decl *params, int *n_params, char *msg, size_t msg_len) {
+static snug_status flatten_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                                 int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     size_t numel;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank < 1 || in[0].rank > SNUG_MAX_DIMS || !size_prod(in[0].dims, in[0].rank, &numel)) {
         char s[96];
         snprintf(msg, msg_len, "cannot flatten input %s", snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 1, .dims = {numel}};
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 static double flatten_flops(const op_node *n) {

@@ -19,16 +19,16 @@
 #define GELU_INV_SQRT2 0.70710678118654752440f    /* 1 / sqrt(2) */
 #define GELU_INV_SQRT2PI 0.39894228040143267794f  /* 1 / sqrt(2 pi) */
 
-static bool gelu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status gelu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     *out = in[0];
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* y = x Phi(x) over n elements. */

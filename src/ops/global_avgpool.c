@@ -9,22 +9,22 @@
 /* Below this many input elements a parallel loop costs more than it saves. */
 #define GAP_PAR_MIN ((size_t)1 << 15)
 
-static bool gap_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                      int *n_params, char *msg, size_t msg_len) {
+static snug_status gap_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                             int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 3 || in[0].dims[0] == 0 || in[0].dims[1] == 0 || in[0].dims[2] == 0) {
         snprintf(msg, msg_len, "expects an input (channels, height, width) with no zero dimension, got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 1, .dims = {in[0].dims[0]}};
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* The pixels of one plane: the input's numel over its channels. */

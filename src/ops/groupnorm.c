@@ -20,35 +20,39 @@
 /* Below this many elements a parallel loop costs more than it saves. */
 #define GN_PAR_MIN ((size_t)1 << 15)
 
-static bool gn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                     int *n_params, char *msg, size_t msg_len) {
+static snug_status gn_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                            int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 3) {
         snprintf(msg, msg_len, "expects an image-like input (C, H, W), got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     const size_t C = in[0].dims[0];
-    if (p->groups == 0 || C % p->groups != 0) {
+    if (p->groups == 0) {
+        snprintf(msg, msg_len, "0 groups: a group norm needs at least 1 group (a divisor of the %zu channels)", C);
+        return SNUG_E_ARG;
+    }
+    if (C % p->groups != 0) {
         snprintf(msg, msg_len, "%zu groups do not divide the %zu channels of input %s: choose a divisor of %zu",
                  p->groups, C, snug_shape_format(&in[0], s, sizeof s), C);
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (!(p->eps > 0.0f) || !isfinite(p->eps)) {
         snprintf(msg, msg_len, "eps must be positive and finite, got %g (PyTorch's default is 1e-5)", (double)p->eps);
-        return false;
+        return SNUG_E_ARG;
     }
     const snug_shape cs = {.rank = 1, .dims = {C}};
     *out = in[0];
     params[0] = (param_decl){.suffix = "weight", .shape = cs, .fan_in = C, .init = INIT_ONES};
     params[1] = (param_decl){.suffix = "bias", .shape = cs, .fan_in = C, .init = INIT_ZEROS};
     *n_params = 2;
-    return true;
+    return SNUG_OK;
 }
 
 /* Mean and biased variance of `planes` contiguous planes of hw values (kernels/norm_stats.h). */

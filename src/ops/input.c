@@ -8,12 +8,12 @@
 /* The builder takes the declared shape as is (snug_input checks it); this validates a declared shape for any
  * other caller: either written into *out beforehand (n_in = 0) or passed as the one input shape (n_in = 1).
  * Checked: rank 1..SNUG_MAX_DIMS, no zero size, an addressable sample. */
-static bool input_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                        int *n_params, char *msg, size_t msg_len) {
+static snug_status input_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                               int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in > 1) {
         snprintf(msg, msg_len, "takes no inputs, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (n_in == 1) *out = in[0];
     size_t numel, bytes;
@@ -23,10 +23,10 @@ static bool input_infer(const op_node *n, const snug_shape *in, int n_in, snug_s
         char s[96];
         snprintf(msg, msg_len, "shape %s is invalid: every dimension must be >= 1 and the sample must "
                  "fit in memory", snug_shape_format(out, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 static void input_forward(const op_call *c) { (void)c; /* the batcher has filled the buffer */ }

@@ -18,22 +18,22 @@
  * over the blocks in order: no races, and the same bits whatever the thread count. */
 #define LN_BLOCK_ROWS ((size_t)32)
 
-static bool ln_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                     int *n_params, char *msg, size_t msg_len) {
+static snug_status ln_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                            int *n_params, char *msg, size_t msg_len) {
     const norm_params *p = &n->p.norm;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 1 && in[0].rank != 2) {
         snprintf(msg, msg_len, "normalises the last dimension of (T, C) or (C), got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (!(p->eps > 0.0f) || !isfinite(p->eps)) {
         snprintf(msg, msg_len, "eps must be positive and finite, got %g (PyTorch's default is 1e-5)", (double)p->eps);
-        return false;
+        return SNUG_E_ARG;
     }
     const size_t C = in[0].dims[in[0].rank - 1];
     const snug_shape cs = {.rank = 1, .dims = {C}};
@@ -41,7 +41,7 @@ static bool ln_infer(const op_node *n, const snug_shape *in, int n_in, snug_shap
     params[0] = (param_decl){.suffix = "weight", .shape = cs, .fan_in = C, .init = INIT_ONES};
     params[1] = (param_decl){.suffix = "bias", .shape = cs, .fan_in = C, .init = INIT_ZEROS};
     *n_params = 2;
-    return true;
+    return SNUG_OK;
 }
 
 static size_t ln_width(const snug_shape *s) { return s->dims[s->rank - 1]; }

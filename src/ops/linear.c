@@ -67,73 +67,75 @@
 /* ---- shape inference ------------------------------------------------------------------------------------ */
 
 /* x must be (features) or (tokens, features) with no zero dimension. */
-static bool linear_input_ok(const snug_shape *in, char *msg, size_t msg_len) {
+static snug_status linear_input_ok(const snug_shape *in, char *msg, size_t msg_len) {
     char s[96];
     if (in->rank != 1 && in->rank != 2) {
         snprintf(msg, msg_len, "expects (features) or (tokens, features), got %s: add a flatten",
                  snug_shape_format(in, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     for (int i = 0; i < in->rank; i++)
         if (in->dims[i] == 0) {
             snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
-            return false;
+            return SNUG_E_SHAPE;
         }
-    return true;
+    return SNUG_OK;
 }
 
-/* in with its last dimension replaced by fo; false (and a message) when a BLAS dimension would not fit. */
-static bool linear_out_shape(const snug_shape *in, size_t fo, snug_shape *out, char *msg, size_t msg_len) {
+/* in with its last dimension replaced by fo; SNUG_E_SHAPE (and a message) when a BLAS dimension would not fit. */
+static snug_status linear_out_shape(const snug_shape *in, size_t fo, snug_shape *out, char *msg, size_t msg_len) {
     size_t fi = in->dims[in->rank - 1], wn;
     /* The BLAS takes int dimensions; rows are split into int-sized GEMMs at run time. */
     if (fi > INT_MAX || fo > INT_MAX || !size_mul(fi, fo, &wn) || wn > SIZE_MAX / sizeof(float)) {
         snprintf(msg, msg_len, "weight (%zu, %zu) is too large: each dimension must stay below %d", fo, fi,
                  INT_MAX);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = *in;
     out->dims[in->rank - 1] = fo;
-    return true;
+    return SNUG_OK;
 }
 
-static bool linear_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                         int *n_params, char *msg, size_t msg_len) {
+static snug_status linear_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                                int *n_params, char *msg, size_t msg_len) {
     size_t fo = n->p.linear.out_features;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
-    if (!linear_input_ok(&in[0], msg, msg_len)) return false;
+    snug_status st = linear_input_ok(&in[0], msg, msg_len);
+    if (st != SNUG_OK) return st;
     size_t fi = in[0].dims[in[0].rank - 1];
     if (fo == 0) {
         char s[96];
         snprintf(msg, msg_len, "needs out_features >= 1, got input %s and out_features %zu",
                  snug_shape_format(&in[0], s, sizeof s), fo);
-        return false;
+        return SNUG_E_ARG;
     }
-    if (!linear_out_shape(&in[0], fo, out, msg, msg_len)) return false;
+    if ((st = linear_out_shape(&in[0], fo, out, msg, msg_len)) != SNUG_OK) return st;
     params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 2, .dims = {fo, fi}}, .fan_in = fi,
                              .init = INIT_KAIMING_UNIFORM};
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {fo}}, .fan_in = fi,
                              .init = INIT_BIAS_UNIFORM};
     *n_params = 2;
-    return true;
+    return SNUG_OK;
 }
 
-static bool tied_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status tied_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)params;
     const size_t vocab = n->p.embedding.vocab, dim = n->p.embedding.dim;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
-    if (!linear_input_ok(&in[0], msg, msg_len)) return false;
+    const snug_status st = linear_input_ok(&in[0], msg, msg_len);
+    if (st != SNUG_OK) return st;
     if (in[0].dims[in[0].rank - 1] != dim || vocab == 0) {
         char s[96];
         snprintf(msg, msg_len, "input %s does not end in %zu, the dimension of the tied weight (%zu, %zu)",
                  snug_shape_format(&in[0], s, sizeof s), dim, vocab, dim);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *n_params = 0; /* the weight is the embedding's, shared by the builder */
     return linear_out_shape(&in[0], vocab, out, msg, msg_len);

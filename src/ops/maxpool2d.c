@@ -40,39 +40,39 @@ static pool_geom pool_geom_of(const op_node *n) {
     return p;
 }
 
-static bool pool_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)params;
     char s[96];
     const size_t k = n->p.pool2d.kernel, st = n->p.pool2d.stride;
     size_t numel;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     if (in[0].rank != 3) {
         snprintf(msg, msg_len, "expects an input (channels, height, width), got %s",
                  snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (k == 0 || st == 0) {
         snprintf(msg, msg_len, "needs kernel and stride >= 1, got kernel %zu, stride %zu", k, st);
-        return false;
+        return SNUG_E_ARG;
     }
     if (k > in[0].dims[1] || k > in[0].dims[2]) {
         snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s: use a smaller kernel or "
                  "pool earlier", k, k, snug_shape_format(&in[0], s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (!size_prod(in[0].dims, 3, &numel) || numel > INT32_MAX) {
         snprintf(msg, msg_len, "input %s has more than %d elements per sample: its argmax indices "
                  "are int32", snug_shape_format(&in[0], s, sizeof s), INT32_MAX);
-        return false;
+        return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3,
                         .dims = {in[0].dims[0], (in[0].dims[1] - k) / st + 1, (in[0].dims[2] - k) / st + 1}};
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* One output element: the maximum of its window and where it is (first maximum; NaN beats everything), of the

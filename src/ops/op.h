@@ -83,10 +83,12 @@ typedef struct op_call {
 typedef struct op_desc {
     const char *kind;  /* "conv2d": the name users see in messages and model files */
     unsigned flags;
-    /* Output shape from input shapes; declares parameters into params[*n_params]. On a shape error, writes a
-     * message naming the shapes into msg (the caller prefixes the node name) and returns false. */
-    bool (*infer)(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                  int *n_params, char *msg, size_t msg_len);
+    /* Output shape from input shapes; declares parameters into params[*n_params]. On an error, writes a message
+     * into msg (the caller prefixes the node name) and returns its status: SNUG_E_SHAPE when the input shapes do
+     * not fit the op (or its parameters, as groups that do not divide the channels), SNUG_E_ARG when a parameter
+     * is out of its range whatever the input (eps, momentum, p, a stride or a group count of 0). */
+    snug_status (*infer)(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                         int *n_params, char *msg, size_t msg_len);
     void (*forward)(const op_call *c);
     void (*backward)(const op_call *c);
     /* Forward FLOPs per sample (a multiply-add counts 2); backward is counted by the planner as 2x for ops

@@ -14,16 +14,16 @@
 /* Elements per parallel work item: a multiple of every vector width, so spans start aligned to each other. */
 #define RELU_CHUNK ((size_t)1 << 13)
 
-static bool relu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status relu_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     *out = in[0];
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 /* y = max(x, 0) over n elements; y may be x (in place: each element is read before it is written). x < 0 is

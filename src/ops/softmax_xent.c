@@ -40,39 +40,39 @@ static xent_layout xent_layout_of(const snug_shape *s) {
     }
 }
 
-static bool xent_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
-                       int *n_params, char *msg, size_t msg_len) {
+static snug_status xent_infer(const op_node *n, const snug_shape *in, int n_in, snug_shape *out, param_decl *params,
+                              int *n_params, char *msg, size_t msg_len) {
     (void)n, (void)params;
     char s[96];
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input (the logits), got %d", n_in);
-        return false;
+        return SNUG_E_ARG;
     }
     const snug_shape *x = &in[0];
     if (x->rank == 3 && x->dims[1] * x->dims[2] == 1) { /* almost surely a forgotten flatten, not 1x1 pixels */
         snprintf(msg, msg_len, "got logits %s: add a flatten for one class per sample, or give per-pixel logits "
                  "(classes, H, W) with more than one pixel", snug_shape_format(x, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (x->rank < 1 || x->rank > 3) {
         snprintf(msg, msg_len, "expects logits (classes), (T, classes) or (classes, H, W), got %s: add a flatten "
                  "or a linear layer before it", snug_shape_format(x, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     const xent_layout l = xent_layout_of(x);
     if (l.classes == 0 || l.outer == 0 || l.inner == 0) {
         snprintf(msg, msg_len, "got empty logits %s", snug_shape_format(x, s, sizeof s));
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (l.classes > INT32_MAX) { /* targets are int32 class indices */
         snprintf(msg, msg_len, "logits %s have more than %d classes", snug_shape_format(x, s, sizeof s), INT32_MAX);
-        return false;
+        return SNUG_E_SHAPE;
     }
     if (x->rank == 1) *out = (snug_shape){.rank = 1, .dims = {1}};
     else if (x->rank == 2) *out = (snug_shape){.rank = 1, .dims = {x->dims[0]}};
     else *out = (snug_shape){.rank = 2, .dims = {x->dims[1], x->dims[2]}};
     *n_params = 0;
-    return true;
+    return SNUG_OK;
 }
 
 static bool counted(const op_call *c, size_t i, size_t classes) {

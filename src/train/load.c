@@ -1,12 +1,14 @@
 /* Loading weights from a safetensors file (the layout is in save.c). The file is untrusted input: every number
  * in it is checked before it is used, every check has its own message, and the parameters change only after
  * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
- * offsets inside the data), the entries together (no overlap, no gap, the data fully covered), then the names
- * against the model (none missing, none extra) and each tensor's dtype and shape. */
+ * offsets inside the data), the names against the model (none missing, none extra: a file of another model, or
+ * one that lost a tensor, is named as such rather than by its byte counts), the entries together (no overlap, no
+ * gap, the data fully covered), each tensor's dtype and shape, then every value (finite).
+ * Names and dtypes from the header reach messages escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
-#include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 #include "train/safetensors.h"
 #include "train/state.h"
 #include "train/trainer.h"
@@ -63,11 +66,9 @@ static snug_status read_header_len(st_file *sf, snug_error *err) {
     return SNUG_OK;
 }
 
-/* A few characters of text around a parse error, printable only, for the message. */
-static void excerpt(const char *at, char *buf, size_t len) {
-    size_t o = 0;
-    for (; at && *at && o + 1 < len && o < 24; at++) buf[o++] = isprint((unsigned char)*at) ? *at : '?';
-    buf[o] = '\0';
+/* A few bytes of text around a parse error, escaped, for the message. */
+static escaped excerpt(const char *at) {
+    return at ? escape_range(at, strnlen(at, 24)) : escape_text("");
 }
 
 /* The JSON text: one object, nothing but spaces after it, no NUL inside. */
@@ -92,10 +93,9 @@ static snug_status parse_header(st_file *sf, snug_error *err) {
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header holds a NUL byte at %zu: not a safetensors file",
                           sf->path, strlen(text));
         else if (!(sf->root = cJSON_ParseWithOpts(text, &end, true))) {
-            char near[32];
-            excerpt(end ? end : cJSON_GetErrorPtr(), near, sizeof near);
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is not valid JSON (at byte %td of %ju: '%s')",
-                          sf->path, end ? end - text : 0, (uintmax_t)sf->header_len, near);
+                          sf->path, end ? end - text : 0, (uintmax_t)sf->header_len,
+                          excerpt(end ? end : cJSON_GetErrorPtr()).text);
         } else if (!cJSON_IsObject(sf->root))
             s = snug_fail(err, SNUG_E_FORMAT, "'%s': the header is JSON but not an object of tensors", sf->path);
     }
@@ -127,16 +127,18 @@ static size_t dtype_size(const char *dtype) {
 static snug_status shape_numel(const st_file *sf, const char *name, const cJSON *shape, uint64_t *numel,
                                snug_error *err) {
     if (!cJSON_IsArray(shape))
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no \"shape\" list", sf->path, name);
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no \"shape\" list", sf->path,
+                         escape_text(name).text);
     uint64_t n = 1;
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         uint64_t v;
         if (!json_whole(d, &v))
             return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has a shape entry that is not a whole number "
-                             ">= 0", sf->path, name);
+                             ">= 0", sf->path, escape_text(name).text);
         if (v != 0 && n > UINT64_MAX / v)
-            return snug_fail(err, SNUG_E_OVERFLOW, "'%s': the shape of tensor '%s' overflows", sf->path, name);
+            return snug_fail(err, SNUG_E_OVERFLOW, "'%s': the shape of tensor '%s' overflows", sf->path,
+                             escape_text(name).text);
         n *= v;
     }
     *numel = n;
@@ -149,28 +151,29 @@ static snug_status check_entry(const st_file *sf, const cJSON *t, st_entry *e, s
     e->json = t;
     if (!cJSON_IsObject(t))
         return snug_fail(err, SNUG_E_FORMAT, "'%s': entry '%s' is not an object with dtype, shape and "
-                         "data_offsets", sf->path, e->name);
+                         "data_offsets", sf->path, escape_text(e->name).text);
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
     const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
     size_t esize = cJSON_IsString(dtype) ? dtype_size(dtype->valuestring) : 0;
+    if (esize == 0 && !cJSON_IsString(dtype))
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has no dtype", sf->path, escape_text(e->name).text);
     if (esize == 0)
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has %s dtype%s%s", sf->path, e->name,
-                         cJSON_IsString(dtype) ? "the unknown" : "no", cJSON_IsString(dtype) ? " " : "",
-                         cJSON_IsString(dtype) ? dtype->valuestring : "");
+        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has the unknown dtype %s", sf->path,
+                         escape_text(e->name).text, escape_text(dtype->valuestring).text);
     uint64_t numel = 0;
     snug_status s = shape_numel(sf, e->name, cJSON_GetObjectItemCaseSensitive(t, "shape"), &numel, err);
     if (s != SNUG_OK) return s;
     if (!cJSON_IsArray(offsets) || cJSON_GetArraySize(offsets) != 2 ||
         !json_whole(cJSON_GetArrayItem(offsets, 0), &e->begin) || !json_whole(cJSON_GetArrayItem(offsets, 1), &e->end))
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' needs \"data_offsets\": [begin, end], two whole "
-                         "numbers", sf->path, e->name);
+                         "numbers", sf->path, escape_text(e->name).text);
     if (e->begin > e->end || e->end > sf->data_len)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' has data offsets [%ju, %ju] outside the %ju data "
-                         "bytes of the file (truncated?)", sf->path, e->name, (uintmax_t)e->begin,
+                         "bytes of the file (truncated?)", sf->path, escape_text(e->name).text, (uintmax_t)e->begin,
                          (uintmax_t)e->end, (uintmax_t)sf->data_len);
     if (numel > UINT64_MAX / esize || e->end - e->begin != numel * esize)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' spans %ju bytes but its shape and dtype %s need "
-                         "%ju", sf->path, e->name, (uintmax_t)(e->end - e->begin), dtype->valuestring,
+                         "%ju", sf->path, escape_text(e->name).text, (uintmax_t)(e->end - e->begin), dtype->valuestring,
                          (uintmax_t)(numel * esize));
     return SNUG_OK;
 }
@@ -189,10 +192,11 @@ static snug_status check_tiling(st_file *sf, snug_error *err) {
         const st_entry *e = &sf->entries[i];
         if (e->begin < at)
             return snug_fail(err, SNUG_E_FORMAT, "'%s': tensors '%s' and '%s' overlap (bytes %ju and on)", sf->path,
-                             sf->entries[i - 1].name, e->name, (uintmax_t)e->begin);
+                             escape_text(sf->entries[i - 1].name).text, escape_text(e->name).text,
+                             (uintmax_t)e->begin);
         if (e->begin > at)
             return snug_fail(err, SNUG_E_FORMAT, "'%s': bytes %ju to %ju of the data belong to no tensor (a gap "
-                             "before '%s')", sf->path, (uintmax_t)at, (uintmax_t)e->begin, e->name);
+                             "before '%s')", sf->path, (uintmax_t)at, (uintmax_t)e->begin, escape_text(e->name).text);
         at = e->end;
     }
     if (at != sf->data_len)
@@ -201,7 +205,7 @@ static snug_status check_tiling(st_file *sf, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Every entry but __metadata__ checked, then their tiling. */
+/* Every entry but __metadata__ checked on its own. */
 static snug_status check_entries(st_file *sf, snug_error *err) {
     size_t count = (size_t)cJSON_GetArraySize(sf->root);
     sf->entries = calloc(count ? count : 1, sizeof *sf->entries);
@@ -215,12 +219,13 @@ static snug_status check_entries(st_file *sf, snug_error *err) {
         }
         for (size_t i = 0; i < sf->n; i++)
             if (strcmp(sf->entries[i].name, t->string) == 0)
-                return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' appears twice", sf->path, t->string);
+                return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' appears twice", sf->path,
+                                 escape_text(t->string).text);
         snug_status s = check_entry(sf, t, &sf->entries[sf->n], err);
         if (s != SNUG_OK) return s;
         sf->n++;
     }
-    return check_tiling(sf, err);
+    return SNUG_OK;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -243,7 +248,7 @@ typedef struct name_list {
 static void list_add(name_list *l, const char *name) {
     size_t used = strlen(l->text);
     if (l->count < NAMES_LISTED)
-        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", name);
+        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", escape_text(name).text);
     l->count++;
 }
 
@@ -281,14 +286,14 @@ static void format_dims(const size_t *dims, int rank, char *buf, size_t len) {
     if (used < len) snprintf(buf + used, len - used, "]");
 }
 
-/* The file's dtype and shape of parameter p (under name), which exists in the file. */
+/* The file's dtype and shape of tensor `name` (which exists in the file), as parameter p's. */
 static snug_status check_tensor_as(const st_file *sf, const snug_graph *g, const graph_param *p, const char *name,
                                    snug_error *err) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
     const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
     if (strcmp(dtype, "F32") != 0)
         return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' is %s; snug loads F32 only (convert with "
-                         "tensor.float() before saving)", sf->path, name, dtype);
+                         "tensor.float() before saving)", sf->path, name, escape_text(dtype).text);
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
     size_t dims[SNUG_MAX_DIMS + 1] = {0};
     int rank = cJSON_GetArraySize(shape);
@@ -309,9 +314,16 @@ static snug_status check_tensor(const st_file *sf, const snug_graph *g, const gr
     return check_tensor_as(sf, g, p, p->name, err);
 }
 
+/* The first value of a tensor that is not finite. */
+typedef struct first_bad {
+    size_t index;          /* numel when every value is finite */
+    float value;
+} first_bad;
 
-/* numel little-endian floats at data offset `begin` into v. */
-static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) {
+/* The numel little-endian floats at data offset `begin`: into v, or with v NULL only read; the first that is
+ * not finite into *bad. False on a read error. */
+static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel, first_bad *bad) {
+    *bad = (first_bad){.index = numel};
     uint64_t at = 8 + sf->header_len + begin;
     if (at > (uint64_t)INT64_MAX || fseeko(sf->f, (off_t)at, SEEK_SET) != 0) return false;
     unsigned char buf[4096];
@@ -321,36 +333,54 @@ static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel) 
         for (size_t i = 0; i < chunk; i++) {
             uint32_t bits = 0;
             for (int b = 0; b < 4; b++) bits |= (uint32_t)buf[4 * i + (size_t)b] << (8 * b);
-            memcpy(&v[done + i], &bits, sizeof bits);
+            float x;
+            memcpy(&x, &bits, sizeof bits);
+            if (!isfinite(x) && bad->index == numel) *bad = (first_bad){.index = done + i, .value = x};
+            if (v) v[done + i] = x;
         }
         done += chunk;
     }
     return true;
 }
 
-snug_status st_file_read_param(st_file *sf, const snug_graph *g, const graph_param *p, const char *name, float *v,
-                               snug_error *err) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
-    if (!t) return snug_fail(err, SNUG_E_FORMAT, "'%s' holds no tensor '%s'", sf->path, name);
-    snug_status s = check_tensor_as(sf, g, p, name, err);
+static uint64_t data_begin(const st_file *sf, const graph_param *p) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
     uint64_t begin = 0;
     json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
-    if (s == SNUG_OK && !read_floats_le(sf, begin, v, p->numel))
-        s = snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s", name, sf->path,
-                      ferror(sf->f) ? strerror(errno) : "unexpected end of file");
-    return s;
+    return begin;
+}
+
+/* Every value is read and checked before any is copied: a NaN or an infinity (which would make every loss NaN)
+ * refuses the file with the parameters unchanged, like every other problem. */
+static snug_status check_values(st_file *sf, const snug_graph *g, snug_error *err) {
+    for (int i = 0; i < g->n_params; i++) {
+        const graph_param *p = &g->params[i];
+        first_bad bad;
+        if (!read_floats_le(sf, data_begin(sf, p), NULL, p->numel, &bad))
+            return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are "
+                             "unchanged", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of "
+                             "file");
+        if (bad.index < p->numel)
+            return snug_fail(err, SNUG_E_NONFINITE, "'%s': tensor '%s' holds %s at index %zu (of %zu, row-major): "
+                             "weights must be finite; the parameters are unchanged", sf->path, p->name,
+                             isnan(bad.value) ? "NaN" : bad.value > 0 ? "+infinity" : "-infinity", bad.index,
+                             p->numel);
+    }
+    return SNUG_OK;
 }
 
 static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
     for (int i = 0; i < tr->g->n_params; i++) {
         const graph_param *p = &tr->g->params[i];
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
-        uint64_t begin = 0;
-        json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
         float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
-        if (!read_floats_le(sf, begin, v, p->numel))
+        first_bad bad;
+        if (!read_floats_le(sf, data_begin(sf, p), v, p->numel, &bad))
             return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are partly "
                              "loaded", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+        if (bad.index < p->numel)
+            return snug_fail(err, SNUG_E_NONFINITE, "'%s' changed while it was read: tensor '%s' now holds a "
+                             "non-finite value at index %zu; the parameters are partly loaded", sf->path, p->name,
+                             bad.index);
     }
     return SNUG_OK;
 }
@@ -365,6 +395,8 @@ snug_status st_file_open(st_file *sf, const char *path, snug_error *err) {
     return s;
 }
 
+snug_status st_file_check_layout(st_file *sf, snug_error *err) { return check_tiling(sf, err); }
+
 void st_file_close(st_file *sf) {
     if (sf->f) fclose(sf->f);
     cJSON_Delete(sf->root);
@@ -378,10 +410,28 @@ const char *st_metadata(const st_file *sf, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Everything up to the values: the file, then the model. */
+snug_status st_file_read_param(st_file *sf, const snug_graph *g, const graph_param *p, const char *name, float *v,
+                               snug_error *err) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
+    if (!t) return snug_fail(err, SNUG_E_FORMAT, "'%s' holds no tensor '%s'", sf->path, name);
+    snug_status s = check_tensor_as(sf, g, p, name, err);
+    uint64_t begin = 0;
+    json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
+    first_bad bad;
+    if (s == SNUG_OK && !read_floats_le(sf, begin, v, p->numel, &bad))
+        s = snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s", name, sf->path,
+                      ferror(sf->f) ? strerror(errno) : "unexpected end of file");
+    else if (s == SNUG_OK && bad.index < p->numel)
+        s = snug_fail(err, SNUG_E_NONFINITE, "'%s': tensor '%s' holds a non-finite value at index %zu", sf->path, name,
+                      bad.index);
+    return s;
+}
+
+/* Everything up to the values: the file on its own, its names against the model, then its layout. */
 static snug_status check_file(st_file *sf, const char *path, const snug_graph *g, snug_error *err) {
     snug_status s = st_file_open(sf, path, err);
-    if (s == SNUG_OK) s = match_names(sf, g, err);
+    if (s == SNUG_OK) s = match_names(sf, g, err); /* before the tiling: a file of another model says so */
+    if (s == SNUG_OK) s = check_tiling(sf, err);
     for (int i = 0; s == SNUG_OK && i < g->n_params; i++) s = check_tensor(sf, g, &g->params[i], err);
     return s;
 }
@@ -389,6 +439,7 @@ static snug_status check_file(st_file *sf, const char *path, const snug_graph *g
 snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err) {
     st_file sf;
     snug_status s = check_file(&sf, path, tr->g, err);
+    if (s == SNUG_OK) s = check_values(&sf, tr->g, err);
     if (s == SNUG_OK) s = read_values(&sf, tr, err);
     st_file_close(&sf);
     return s;

@@ -61,8 +61,10 @@ typedef struct st_file {
 } st_file;
 
 /* Opens path and checks it: the header length against the file size, the checksum where there is one, the JSON,
- * each entry (dtype, shape, offsets) and the entries together (no overlap, no gap). */
+ * each entry (dtype, shape, offsets). */
 snug_status st_file_open(st_file *sf, const char *path, snug_error *err);
+/* The entries together: no overlap, no gap, the data covered. */
+snug_status st_file_check_layout(st_file *sf, snug_error *err);
 void st_file_close(st_file *sf);
 /* The metadata entry `key`, or NULL. */
 const char *st_metadata(const st_file *sf, const char *key);

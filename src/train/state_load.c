@@ -137,6 +137,7 @@ static snug_status read_info(const char *path, snug_state_info *info, state_coun
                              snug_error *err) {
     st_file sf;
     snug_status s = st_file_open(&sf, path, err);
+    if (s == SNUG_OK) s = st_file_check_layout(&sf, err);
     if (s == SNUG_OK) s = read_metadata(&sf, info, k, err);
     if (s == SNUG_OK) snprintf(info->path, sizeof info->path, "%s", path);
     if (s == SNUG_OK && keep_open) *keep_open = sf;

@@ -71,6 +71,10 @@ usage_error "--micro-batch > --batch (given first)" "--micro-batch 40 is larger 
 usage_error "--mem 0" "--mem" train --mem 0
 usage_error "--mem 12XB" "--mem" train --mem 12XB
 usage_error "--mem -1MiB" "--mem" train --mem -1MiB
+usage_error "--mem 1.5 (a fraction without a unit)" "--mem: bad size '1.5': a byte count is a whole number" \
+    train --mem 1.5
+usage_error "--mem 1.5 (plan)" "give a unit for a fraction (1.5MiB, 1.5GiB)" plan --model cnn --mem 1.5
+usage_error "--mem 0x1p30 (hexadecimal)" "--mem: bad size '0x1p30'" train --mem 0x1p30
 usage_error "--lr abc" "--lr must be a number > 0, got 'abc'" train --lr abc
 usage_error "--lr -1" "--lr must be a number > 0, got '-1'" train --lr -1
 usage_error "--lr 0" "--lr must be a number > 0" train --lr 0
