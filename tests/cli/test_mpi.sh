@@ -98,6 +98,16 @@ for R in 2 4; do
     expect_close "$TMP/mlp_1p.bin" "$TMP/mlp_r$R.bin"
 done
 
+# A run's state written by one process and continued by two ranks (docs/resume.md): the same run within rounding.
+run "mlp, 10 steps in one process with a state folder" "${MLP[@]}" --max-steps 10 --evaluate off \
+    --state "$TMP/mpi_state"
+expect_rc 0
+run_mpi "mlp, its state resumed on 2 ranks to step 20: the single process's parameters" 2 \
+    train --resume "$TMP/mpi_state" --max-steps 20 --save "$TMP/mlp_resumed.bin"
+expect_rc 0
+expect_in "$OUT" "data parallel: 2 ranks"
+expect_close "$TMP/mlp_1p.bin" "$TMP/mlp_resumed.bin"
+
 # B = 3 over 4 ranks: rank 0's shard is empty; it contributes zeros and still joins every reduction.
 TINY=("${COMMON[@]}" --evaluate off --model mlp --batch 3 --micro-batch 1)
 run "mlp, B = 3, one process" "${TINY[@]}" --save "$TMP/tiny_1p.bin"
