@@ -317,14 +317,14 @@ static void test_missing_file_and_directory(void **state) {
     snprintf(missing, sizeof missing, "%s/no-such-images", tmp_dir);
     snug_dataset *ds;
     snug_error err;
-    expect_error(open_pair(missing, labels, &ds, &err), &err, SNUG_E_IO, missing, "make data");
+    expect_error(open_pair(missing, labels, &ds, &err), &err, SNUG_E_IO, missing, "IDX files in one directory");
     assert_null(ds);
 
     /* The whole directory missing: snug_mnist_open names the file it looked for. */
     snprintf(missing, sizeof missing, "%s/no-such-dir", tmp_dir);
     memset(&err, 0, sizeof err);
     expect_error(snug_mnist_open(missing, true, &ds, &err), &err, SNUG_E_IO, "no-such-dir/train-images-idx3-ubyte",
-                 "make data");
+                 "IDX files in one directory");
 
     expect_error(open_pair(tmp_dir, labels, &ds, &err), &err, SNUG_E_IO, tmp_dir, "is a directory");
 }

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -315,12 +317,68 @@ static void folder_keeps_the_newest(void **state) {
     snug_dataset_free(ds);
 }
 
+/* A full disk during a state write (a file size limit makes write(2) fail the way ENOSPC does): the error says
+ * the disk may be full and that the newest state is intact; that state still loads, and no temporary file is
+ * left behind. */
+static void full_disk_keeps_the_previous_state(void **state) {
+    (void)state;
+    snug_dataset *ds = data();
+    snug_graph *g = model("state", 8);
+    char *dir = make_dir();
+    run_spec r = {.optim = SNUG_OPTIM_ADAMW, .micro_batch = 8, .dir = dir};
+    stop_flag = 0, stop_at = 0;
+    snug_train_config c = config(&r);
+    c.max_steps = 4;
+    const snug_plan_request req = request_for(BATCH, 8, NO_CHECKPOINT, 0, &c);
+    snug_trainer *tr = NULL;
+    assert_int_equal(trainer_for(g, &req, &c, &tr, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_fit(tr, ds, NULL), SNUG_OK);
+    snug_state_info before;
+    snug_error err;
+    assert_int_equal(snug_state_latest(dir, &before, &err), SNUG_OK);
+
+    /* A few more steps, then a state write that cannot finish. */
+    c.max_steps = 7;
+    c.state_dir = NULL;
+    snug_trainer *more = NULL;
+    assert_int_equal(trainer_for(g, &req, &c, &more, NULL), SNUG_OK);
+    assert_int_equal(snug_trainer_load_state(more, before.path, &err), SNUG_OK);
+    assert_int_equal(snug_trainer_fit(more, ds, NULL), SNUG_OK);
+    struct rlimit was, small = {.rlim_cur = 256, .rlim_max = RLIM_INFINITY};
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &was), 0);
+    small.rlim_max = was.rlim_max;
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const snug_status s = snug_trainer_save_state(more, dir, 2, NULL, NULL, 0, &err);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &was), 0);
+    signal(SIGXFSZ, old);
+    assert_int_equal(s, SNUG_E_IO);
+    assert_non_null(strstr(err.message, "is the disk full?"));
+    assert_non_null(strstr(err.message, "is intact"));
+    assert_non_null(strstr(err.message, before.path));
+
+    snug_state_info after;
+    assert_int_equal(snug_state_latest(dir, &after, &err), SNUG_OK);
+    assert_string_equal(after.path, before.path);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls -A '%s' | grep tmp)\"", dir);
+    assert_int_equal(system(cmd), 0);
+    snug_state_info_free(&before);
+    snug_state_info_free(&after);
+    trainer_done(more);
+    trainer_done(tr);
+    remove_dir(dir);
+    snug_graph_free(g);
+    snug_dataset_free(ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_bitwise),
         cmocka_unit_test(resume_with_another_micro_batch),
         cmocka_unit_test(damaged_states_are_skipped),
         cmocka_unit_test(folder_keeps_the_newest),
+        cmocka_unit_test(full_disk_keeps_the_previous_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,8 +41,7 @@ static snug_status open_regular(const char *path, int *fd_out, size_t *len, snug
         int e = errno;
         if (e == ENOENT)
             return snug_fail(err, SNUG_E_IO,
-                             "cannot open %s: no such file; run `make data` to download MNIST into data/mnist, "
-                             "or give the directory that holds the IDX files", path);
+                             "cannot open %s: no such file (MNIST is four IDX files in one directory)", path);
         return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", path, strerror(e));
     }
     struct stat st;

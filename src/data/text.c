@@ -77,9 +77,7 @@ static snug_status map_file(const char *path, text_impl *t, snug_error *err) {
     /* O_NONBLOCK: a FIFO given by mistake must fail below, not hang here; regular files ignore it. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return snug_fail(err, SNUG_E_IO, "cannot open the text file %s: %s%s", path, strerror(errno),
-                         errno == ENOENT ? " (run `make data-brown` for the Brown corpus in data/brown/brown.txt)"
-                                         : "");
+        return snug_fail(err, SNUG_E_IO, "cannot open the text file %s: %s", path, strerror(errno));
     struct stat st;
     snug_status s = SNUG_OK;
     if (fstat(fd, &st) != 0)

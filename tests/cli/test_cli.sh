@@ -166,6 +166,8 @@ run "data directory without the MNIST files" train --model mlp --data-dir "$TMP/
 expect_rc 1
 expect_in "$ERR" "$TMP/empty"
 expect_in "$ERR" "make data"
+# The advice is given once: the library says what is missing, the CLI how to get it.
+[ "$(grep -o 'make data' "$ERR" | wc -l)" = 1 ] || fail "the advice to run make data is repeated: $ERR"
 expect_empty "$OUT"
 
 # ---------------------------------------------------------------------------------------------------------
