@@ -261,7 +261,93 @@ static void nonfinite_skips_then_stops(void **state) {
     assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_NONFINITE);
     assert_non_null(strstr(err.message, "not finite for 10 optimizer steps in a row"));
     assert_non_null(strstr(err.message, "lower the learning rate"));
+    assert_non_null(strstr(err.message, "sample 0 of the data set holds a non-finite value (nan)"));
     assert_true(w[0] == before);
+    trainer_done(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* Sets every value of parameter i to v. */
+static void set_param(snug_trainer *tr, size_t i, float v) {
+    size_t n;
+    float *w;
+    snug_trainer_param(tr, i, &n, &w, NULL);
+    for (size_t j = 0; j < n; j++) w[j] = v;
+}
+
+/* The message that stops a run names where the last skipped window first met a non-finite value: a layer's
+ * output in forward (weights so large that 'hidden' overflows), or a gradient in backward (a forward that stays
+ * finite, tiny activations times huge weights, whose gradient with respect to the activations overflows). */
+static void nonfinite_names_the_layer(void **state) {
+    (void)state;
+    snug_graph *g = tiny_model();
+    snug_train_config cfg = snug_train_config_default();
+    cfg.max_nonfinite = 2;
+    cfg.epochs = 3;
+    snug_trainer *tr;
+    snug_error err;
+
+    snug_dataset *ds = random_data(8, 1, 4, 4, 3, false);
+    assert_int_equal(trainer_simple(g, 8, 4, &cfg, &tr, NULL), SNUG_OK);
+    set_param(tr, 0, 3e38f); /* hidden.weight */
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_NONFINITE);
+    assert_non_null(strstr(err.message, "is in the output of layer 'hidden'"));
+    assert_non_null(strstr(err.message, "in forward, for sample"));
+    trainer_done(tr);
+    snug_dataset_free(ds);
+
+    /* zero images of class 0: hidden = relu(bias) = 1e-30, logits = out.weight x 8e-30 (finite), the gradient of
+     * the 8 activations sums 3 rows of +-3e38 weights: 6e38 overflows */
+    float x[16] = {0};
+    int32_t y[1] = {0};
+    assert_int_equal(snug_dataset_from_memory(x, y, 1, 1, 4, 4, 3, &ds, NULL), SNUG_OK);
+    assert_int_equal(trainer_simple(g, 1, 1, &cfg, &tr, NULL), SNUG_OK);
+    set_param(tr, 0, 0.0f);
+    set_param(tr, 1, 1e-30f);
+    size_t n;
+    float *w2;
+    snug_trainer_param(tr, 2, &n, &w2, NULL); /* out.weight: (3, 8) */
+    for (size_t j = 0; j < n; j++) w2[j] = j < 8 ? -3e38f : 3e38f;
+    set_param(tr, 3, 0.0f);
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_NONFINITE);
+    assert_non_null(strstr(err.message, "in the gradient of layer 'out' (linear) with respect to its input 1"));
+    assert_non_null(strstr(err.message, "in backward, for sample 0"));
+    trainer_done(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* A skipped window changes nothing but the counters: BatchNorm's running statistics, updated by its forward,
+ * are put back as they were before it. */
+static void skipped_window_keeps_running_statistics(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("bn");
+    snug_tensor x = snug_batchnorm2d(g, "bn", snug_input(g, "input", 1, 4, 4), 1e-5f, 0.1f);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "out", snug_flatten(g, "flat", x), 3));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    snug_dataset *ds = random_data(8, 1, 4, 4, 3, true);
+    snug_train_config cfg = snug_train_config_default();
+    snug_trainer *tr;
+    assert_int_equal(trainer_simple(g, 8, 4, &cfg, &tr, NULL), SNUG_OK);
+    float before[64], *v;
+    size_t at = 0, n;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        snug_trainer_param(tr, i, &n, &v, NULL);
+        assert_true(at + n <= 64);
+        memcpy(before + at, v, n * sizeof *v);
+        at += n;
+    }
+    size_t idx[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    snug_step_stats st;
+    assert_int_equal(snug_trainer_step(tr, ds, idx, 8, &st, NULL), SNUG_OK);
+    assert_true(st.skipped);
+    at = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        snug_trainer_param(tr, i, &n, &v, NULL);
+        assert_memory_equal(before + at, v, n * sizeof *v);
+        at += n;
+    }
     trainer_done(tr);
     snug_dataset_free(ds);
     snug_graph_free(g);
@@ -357,6 +443,7 @@ int main(void) {
         cmocka_unit_test(refuses_bad_configs),       cmocka_unit_test(refuses_bad_graphs),
         cmocka_unit_test(refuses_mismatched_data),   cmocka_unit_test(epochs_have_ceil_steps),
         cmocka_unit_test(short_window_is_its_own_mean), cmocka_unit_test(nonfinite_skips_then_stops),
+        cmocka_unit_test(nonfinite_names_the_layer), cmocka_unit_test(skipped_window_keeps_running_statistics),
         cmocka_unit_test(profile_counts_what_ran),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,6 +2,7 @@
  * Every pointer is bound once, at plan time: a step only fills in m and the random key. */
 #include "exec/exec.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,7 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (!(x->params = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->params_bytes, "model", err))) return SNUG_E_OOM;
     if (p->state_bytes && !(x->state = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->state_bytes, "model", err)))
         return SNUG_E_OOM;
+    if (p->state_bytes) x->state_before = (float *)((char *)x->state + p->state_bytes / 2);
     if (!(x->grads = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->params_bytes, "model", err))) return SNUG_E_OOM;
     if (p->optim_bytes && !(x->optim_state = snug_mem_alloc(mem, SNUG_MEM_OPTIM, p->optim_bytes, "optimizer", err)))
         return SNUG_E_OOM;
@@ -217,15 +219,36 @@ static void set_run(const exec *x, op_call *c, size_t m, const exec_key *key) {
     c->training = key->training;
 }
 
-void exec_forward(exec *x, size_t m, const exec_key *key) {
+/* The first element of v[0..n) that is not finite, or n. */
+static size_t first_nonfinite(const float *v, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return i;
+    return n;
+}
+
+/* Whether a checked run found a non-finite value in the n floats at v, per-sample numel apiece: where says
+ * which step's node, which sample, which input (-1: the output). Views alias their base, checked where written. */
+static bool found_in(const float *v, size_t per, size_t m, const op_call *c, int input, exec_nonfinite *where) {
+    if (!where || !v || (c->node->op->flags & OP_IS_VIEW)) return false;
+    const size_t i = first_nonfinite(v, per * m);
+    if (i == per * m) return false;
+    *where = (exec_nonfinite){.node = c->node, .input = input, .sample = i / per, .value = v[i]};
+    return true;
+}
+
+static bool run_forward(exec *x, size_t m, const exec_key *key, exec_nonfinite *where) {
     for (int s = 0; s < x->p->n_forward; s++) {
         op_call c = x->calls[s];
         set_run(x, &c, m, key);
         const double t0 = tick(x, key);
         if (c.node->op->forward) c.node->op->forward(&c);
         tock(x, s, t0);
+        if (found_in(c.out, x->g->tensors[c.node->output].numel, m, &c, -1, where)) return true;
     }
+    return false;
 }
+
+void exec_forward(exec *x, size_t m, const exec_key *key) { run_forward(x, m, key, NULL); }
 
 void exec_flush(exec *x) {
     const plan *p = x->p;
@@ -237,7 +260,7 @@ void exec_flush(exec *x) {
     }
 }
 
-void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
+static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *key, exec_nonfinite *where) {
     const plan *p = x->p;
     for (int s = p->n_forward; s < p->n_steps; s++) {
         const sched_step *st = &p->steps[s];
@@ -258,5 +281,20 @@ void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
             op->backward(&c);
         }
         tock(x, s, t0);
+        if (!where || st->phase == SNUG_PHASE_RECOMPUTE) continue;
+        for (int i = 0; i < c.node->n_inputs; i++)
+            if (found_in(c.din[i], x->g->tensors[graph_base_tensor(x->g, c.node->inputs[i])].numel, m, &c, i, where))
+                return true;
     }
+    return false;
+}
+
+void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key) {
+    run_backward(x, m, loss_scale, key, NULL);
+}
+
+bool exec_find_nonfinite(exec *x, size_t m, float loss_scale, const exec_key *key, exec_nonfinite *where) {
+    const op_call input = {.node = &x->g->nodes[x->g->input_node]}; /* the data block: no step writes it */
+    return found_in(x->input, input.node->out_numel, m, &input, -1, where) || run_forward(x, m, key, where) ||
+           run_backward(x, m, loss_scale, key, where);
 }

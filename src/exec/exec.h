@@ -20,6 +20,7 @@ typedef struct exec {
     char *arena;              /* activations, at the plan's offsets */
     float *params, *grads, *optim_state;
     float *state;             /* non-trainable buffers (running statistics) */
+    float *state_before;      /* their copy from the window's start (the trainer's: a skipped window restores it) */
     float *input;             /* (m, input shape): the batcher writes here */
     int32_t *targets;         /* (m, targets per sample) */
     void *workspace;
@@ -48,6 +49,20 @@ void exec_forward(exec *x, size_t m, const exec_key *key);
 /* Backward (with the plan's recompute) from the loss, scaled by loss_scale (1/N), adding into the parameter
  * gradients. key must be the one forward used. Some contributions may be pending until exec_flush. */
 void exec_backward(exec *x, size_t m, float loss_scale, const exec_key *key);
+/* Where a checked pass met its first non-finite value: in the output of node (input -1) during forward, or in
+ * the gradient of its input `input` during backward; sample is the position within the micro-batch. */
+typedef struct exec_nonfinite {
+    const op_node *node;
+    int input;
+    size_t sample;
+    float value;
+} exec_nonfinite;
+
+/* Forward then backward as above, each step's output (forward) or input gradients (backward) checked as it is
+ * written, stopping at the first non-finite value: true and *where filled, or false when none. A diagnosis, not
+ * a training pass: it adds into the parameter gradients and may leave pending contributions and the running
+ * statistics changed; the caller restores what it keeps. */
+bool exec_find_nonfinite(exec *x, size_t m, float loss_scale, const exec_key *key, exec_nonfinite *where);
 /* Applies every op's pending contributions to the parameter gradients (after a window's last backward). */
 void exec_flush(exec *x);
 /* The parameters may have changed (an optimizer step, the caller's writes through its pointers): what the

@@ -52,6 +52,8 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
               aligned_bytes(in_numel, sizeof(float), &p->input_bytes) &&
               size_mul(p->targets_per_sample, p->m, &state) && aligned_bytes(state, sizeof(int32_t), &p->targets_bytes);
     if (!slots) p->optim_bytes = 0;
+    /* the buffers and their copy from the window's start: a skipped window restores them */
+    ok = ok && size_mul(p->state_bytes, 2, &p->state_bytes);
     p->workspace_bytes = 0;
     for (int i = 0; i < g->n_nodes && ok; i++) {
         const op_desc *op = g->nodes[i].op;

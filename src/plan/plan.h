@@ -68,7 +68,8 @@ typedef struct plan {
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
     size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
-    size_t state_bytes;               /* non-trainable buffers (running statistics), counted as params */
+    size_t state_bytes;               /* non-trainable buffers (running statistics) and their copy from the
+                                         window's start, counted as params */
     size_t pending_bytes;             /* ops' deferred weight-gradient rows (op_desc.pending_bytes), counted as
                                          gradients */
     size_t *pending_at;               /* per node: its offset in the pending block, or SIZE_MAX for none */

@@ -75,6 +75,7 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
                                size_t *items, double *loss, size_t *micro_batches, snug_error *err) {
     size_t begin, len, k = 0;
     exec_weights_changed(&tr->x); /* the last window's step (or the caller) may have changed them */
+    if (tr->x.state) memcpy(tr->x.state_before, tr->x.state, tr->g->state_numel * sizeof(float));
     dist_shard(n, tr->dist.rank, tr->dist.size, &begin, &len);
     /* N is summed over the ranks before the first forward, so that every rank scales by the same 1/N. */
     double t0 = trainer_tick(tr);
@@ -96,13 +97,19 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     if (s != SNUG_OK) return s;
     tr->windows++;
     tr->samples_seen += n;
+    tr->window_items = N;
     *items = N;
     *loss = N ? total / (double)N : 0.0;
     *micro_batches = k;
     return SNUG_OK;
 }
 
-static void zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
+void trainer_zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
+
+/* A skipped window changes nothing but the counters: its running statistics go back to the window's start. */
+void trainer_restore_buffers(snug_trainer *tr) {
+    if (tr->x.state) memcpy(tr->x.state, tr->x.state_before, tr->g->state_numel * sizeof(float));
+}
 
 static snug_status check_window(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                                 snug_error *err) {
@@ -122,7 +129,7 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
     snug_status s = check_window(tr, ds, indices, n, err);
     if (s != SNUG_OK) return s;
     size_t items, k;
-    zero_grads(tr);
+    trainer_zero_grads(tr);
     return trainer_accumulate(tr, ds, indices, n, &items, loss, &k, err);
 }
 
@@ -138,7 +145,8 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     st->lr = snug_schedule_lr(&tr->cfg.schedule, tr->cfg.optim.lr, tr->batch, tr->step, tr->total_steps);
     if (st->skipped) {
         tr->nonfinite_run++;
-        zero_grads(tr); /* backward always adds: the next window starts from zero */
+        trainer_zero_grads(tr); /* backward always adds: the next window starts from zero */
+        trainer_restore_buffers(tr);
         trainer_tock(tr, PART_UPDATE, t0);
         return;
     }
@@ -163,11 +171,13 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     st->total_steps = tr->total_steps;
     st->elapsed_s = omp_get_wtime() - tr->start_time;
     st->samples_per_s = st->elapsed_s > 0 ? (double)tr->samples_seen / st->elapsed_s : 0;
-    if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1))
+    if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1)) {
+        char where[512];
+        trainer_find_nonfinite(tr, ds, indices, n, where, sizeof where);
         return snug_fail(err, SNUG_E_NONFINITE,
                          "the loss or the gradients were not finite for %d optimizer steps in a row (after step "
-                         "%ld): lower the learning rate, clip the gradient norm (at 1.0, say), or check the data "
-                         "for bad values", tr->nonfinite_run,
-                         tr->step);
+                         "%ld)%s; lower the learning rate, clip the gradient norm (at 1.0, say), or check the data "
+                         "for bad values", tr->nonfinite_run, tr->step, where);
+    }
     return SNUG_OK;
 }

@@ -33,6 +33,7 @@ struct snug_trainer {
     uint64_t windows;      /* global batches processed, skipped ones included: the dropout key's step */
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
     int nonfinite_run;     /* consecutive skipped steps */
+    size_t window_items;   /* the item count N of the last window, over all ranks */
     size_t samples_seen;   /* of every window, over all ranks */
     long epoch, window;    /* where snug_trainer_fit goes on: the epoch (0-based) and its next window */
     long last_scored;      /* the step fit last scored eval_data after */
@@ -73,5 +74,15 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
  * *micro_batches = this rank's k. Collective: every rank calls it with the same window. */
 snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                                size_t *items, double *loss, size_t *micro_batches, snug_error *err);
+/* The gradient buffers zeroed; the running statistics back to the last window's start (a skipped window). */
+void trainer_zero_grads(snug_trainer *tr);
+void trainer_restore_buffers(snug_trainer *tr);
+
+/* nonfinite.c: where the last window (indices[0..n), just skipped) first met a non-finite value on this rank,
+ * as text to append to a message (" : the first ... in layer 'fc1' ...", or "" when none was found here). Runs
+ * the window's micro-batches again, checked step by step; leaves the gradients zero and the buffers restored.
+ * Local: it calls no collective. */
+void trainer_find_nonfinite(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n, char *msg,
+                            size_t len);
 
 #endif

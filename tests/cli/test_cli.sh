@@ -298,6 +298,7 @@ if have_mnist; then
     expect_in "$ERR" "snug: skipped a batch after optimizer step"
     expect_in "$ERR" "not finite"
     expect_in "$ERR" "(--lr lower, --clip 1.0)"
+    expect_in "$ERR" "is in the output of layer 'fc"
     [ "$(grep -c '^snug: skipped a batch' "$ERR")" -ge 2 ] || fail "expected one stderr line per skipped step"
 
     # OPENBLAS_CORETYPE=Prescott forces the generic kernel, which the header must flag on an AVX2 CPU.
