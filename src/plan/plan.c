@@ -81,9 +81,18 @@ static bool plan_totals(plan *p) {
     return true;
 }
 
+/* Whether every offset and sum of the arena fits in size_t: the greedy placement never puts a buffer past twice
+ * the bytes of all buffers, so a quarter of the address space for them all leaves room for every sum. */
+static bool arena_addressable(const plan *p) {
+    size_t all = 0;
+    for (int b = 0; b < p->n_bufs; b++)
+        if (p->bufs[b].shares < 0 && !size_add(all, p->bufs[b].bytes, &all)) return false;
+    return all <= SIZE_MAX / 4;
+}
+
 /* The activation bytes live at every step, and the largest sum and where it occurs: a sweep over lifetime starts
  * and ends. The running sum wraps while an end is subtracted before a start is added, and is right after each
- * step's changes. */
+ * step's changes (arena_addressable keeps every true sum in size_t). */
 static bool plan_live_peak(plan *p) {
     size_t *delta = calloc((size_t)p->n_steps + 1, sizeof *delta);
     p->live_at = malloc(((size_t)p->n_steps + 1) * sizeof *p->live_at);
@@ -159,7 +168,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, &reads, p) && plan_schedule(g, p);
     plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
-    if (ok && !plan_lifetimes(g, p)) s = SNUG_E_OVERFLOW, ok = false;
+    if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
     ok = ok && plan_assign_offsets(p) && plan_live_peak(p);
     if (ok && !plan_totals(p)) s = SNUG_E_OVERFLOW, ok = false;
     if (!ok) {

@@ -100,6 +100,9 @@ struct snug_plan {
 
 /* k = ceil(samples / m): the micro-batches of a window of `samples` samples. */
 size_t plan_micro_batches(size_t samples, size_t m);
+/* The largest micro-batch of g that may be planned (plan/request.c): its samples' inputs, layer outputs and
+ * targets come to at most 1 EiB. 0 when one sample's do not. */
+size_t plan_micro_batch_ceiling(const snug_graph *g);
 
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
