@@ -2,8 +2,9 @@
  * machine addresses is refused before planning, with what and why; a plan whose buffers together pass the
  * address space is an overflow error, not undefined arithmetic (this test runs under UBSan in the sanitizer
  * build); a batch of billions with the micro-batch chosen for a budget gets its answer, the largest micro-batch
- * that fits; and the chosen micro-batch and policy are those of the plain search over every k = 1, 2, ... (kept
- * here as the reference) wherever that search plans at most a few dozen micro-batches. */
+ * that fits; the chosen micro-batch and policy are those of the plain search over every k = 1, 2, ... (kept here
+ * as the reference) wherever that search plans at most a few dozen micro-batches; and a batch past the samples a
+ * data set has is fitted to them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -167,12 +168,34 @@ static void choice_matches_reference(void **state) {
     }
 }
 
+/* A batch past the samples a data set has becomes their count, its micro-batch with it; nothing else changes. */
+static void batch_fits_the_samples(void **state) {
+    (void)state;
+    snug_plan_request r = snug_plan_request_default(100000);
+    assert_int_equal(snug_plan_request_fit_samples(&r, 500), 100000);
+    assert_int_equal(r.batch, 500);
+    assert_int_equal(r.micro_batch, 500);
+    r = snug_plan_request_default(100000);
+    r.micro_batch = 64;
+    snug_plan_request_fit_samples(&r, 500);
+    assert_int_equal(r.batch, 500);
+    assert_int_equal(r.micro_batch, 64);
+    r.micro_batch = SNUG_MICRO_BATCH_AUTO;
+    snug_plan_request_fit_samples(&r, 100);
+    assert_int_equal(r.batch, 100);
+    assert_true(r.micro_batch == SNUG_MICRO_BATCH_AUTO);
+    assert_int_equal(snug_plan_request_fit_samples(&r, 0), 100);
+    assert_int_equal(snug_plan_request_fit_samples(&r, 1000), 100);
+    assert_int_equal(r.batch, 100);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(absurd_micro_batches_refused),
         cmocka_unit_test(plan_past_the_address_space),
         cmocka_unit_test(huge_batch_chooses_its_micro_batch),
         cmocka_unit_test(choice_matches_reference),
+        cmocka_unit_test(batch_fits_the_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

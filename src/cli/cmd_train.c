@@ -31,6 +31,7 @@ typedef struct train_run {
     cli_periodic_eval periodic;  /* --eval-every: scores between steps (their time is not training time) */
     double train_seconds;
     snug_eval_result eval;     /* on the evaluation part, over every rank's share */
+    size_t asked_batch;        /* --batch, when the training part is smaller */
     int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
 } train_run;
@@ -48,16 +49,17 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Model, plan, trainer (the plan's memory), --init, then both data parts, checked against the model: every
- * failure before any output. */
+/* Model, both data parts, plan (for no more samples than the training part has), trainer (the plan's memory),
+ * --init, the data checked against the model: every failure before any output. */
 static snug_status setup(train_run *r, snug_error *err) {
     snug_status st = snug_model_builtin(r->opt.model, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
+    if (st == SNUG_OK)
+        st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
+    if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.train));
     if (st == SNUG_OK) st = make_plan(r, err);
     if (st == SNUG_OK) st = snug_trainer_new(r->plan, &r->opt.cfg, &r->trainer, err);
     if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
-    if (st == SNUG_OK)
-        st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
     return st;
 }
@@ -93,18 +95,8 @@ static void print_header(void) {
            info.blas_kernel ? info.blas_kernel : "unknown", info.simd, core ? core : "Haswell");
 }
 
-/* Elements of every parameter and buffer. */
-static size_t param_elements(const snug_trainer *tr) {
-    size_t total = 0, numel = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
-        snug_trainer_param(tr, i, &numel, NULL, NULL);
-        total += numel;
-    }
-    return total;
-}
-
 static void print_model(const train_run *r) {
-    const size_t params = param_elements(r->trainer);
+    const size_t params = cli_param_count(r->trainer);
     char count[32], flops[32];
     cli_format_count((double)params, count, sizeof count);
     format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
@@ -127,7 +119,7 @@ static void print_model(const train_run *r) {
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
  * all-reduce moves. */
 static void print_ranks(const train_run *r) {
-    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = param_elements(r->trainer);
+    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = cli_param_count(r->trainer);
     char bytes[32];
     printf("data parallel: %d ranks (MPI), each takes %zu", r->ranks, b / ranks);
     if (b % ranks != 0) printf(" or %zu", b / ranks + 1);
@@ -144,7 +136,10 @@ static void print_batching(const train_run *r) {
         print_ranks(r);
         printf("per rank: ");
     }
-    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share;
+    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, b = s->batch;
+    const size_t n = snug_dataset_size(r->data.train);
+    if (r->asked_batch > b)
+        printf("--batch %zu is more than the %zu training %s: each step takes them all\n", r->asked_batch, n, r->data.unit);
     if (s->micro_batches == 1) {
         printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", s->share);
     } else {
@@ -152,7 +147,6 @@ static void print_batching(const train_run *r) {
         if (s->last_micro_batch != m) printf(" (the last one %zu)", s->last_micro_batch);
         printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", s->micro_batches);
     }
-    const size_t b = s->batch, n = snug_dataset_size(r->data.train);
     long spe, total;
     snug_trainer_run_length(r->trainer, n, &spe, &total);
     printf("%ld steps per epoch", spe);

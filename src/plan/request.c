@@ -36,6 +36,14 @@ snug_plan_request snug_plan_request_default(size_t batch) {
     };
 }
 
+size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples) {
+    const size_t asked = req->batch;
+    if (samples == 0 || asked <= samples) return asked;
+    req->batch = samples;
+    if (req->micro_batch != SNUG_MICRO_BATCH_AUTO && req->micro_batch > samples) req->micro_batch = samples;
+    return asked;
+}
+
 size_t plan_micro_batches(size_t samples, size_t m) { return samples / m + (samples % m != 0); }
 
 /* The samples one rank takes of a global batch: the largest share. */
