@@ -465,6 +465,10 @@ typedef struct snug_plan_request {
 /* Batch B in one pass (m = B), no checkpointing, no budget, snug_optim_config_default(), the engine's threads,
  * one rank (a job of several sets snug_dist_size()). */
 snug_plan_request snug_plan_request_default(size_t batch);
+/* A batch larger than the `samples` a data set has takes them all: req's batch becomes samples (and a
+ * micro-batch past it too), so that its plan reserves no more than the data fills. Returns the batch asked for;
+ * samples 0 changes nothing. */
+size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples);
 
 typedef struct snug_plan snug_plan;
 

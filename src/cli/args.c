@@ -213,7 +213,8 @@ static const flag eval_flags[] = {
           "brown.txt [data/brown]")},
 
     GROUP("Batch and memory"),
-    {FLAG("batch", F_SIZE, plan.batch, "B", "samples per forward pass [64]"), .min = 1, .max = LONG_MAX},
+    {FLAG("batch", F_SIZE, plan.batch, "B", "samples per forward pass, at most the evaluation part's [64]"),
+     .min = 1, .max = LONG_MAX},
     {FLAG("mem", F_BYTES, plan.budget, "SIZE",
           "memory budget; with it, the largest batch up to B whose plan fits (a training plan without optimizer "
           "state, whose buffers the evaluation reuses) [unlimited]")},

@@ -1,7 +1,8 @@
-/* `snug eval`: build the model, plan and reserve its memory as for training but without optimizer state (plain
- * SGD), load the weights, open the data set's evaluation part, score it, report. Nothing reaches stdout until
- * every resource exists, so an error (a weights file of another model, a missing data file) is the only thing
- * a failed run prints. Under mpirun every rank scores its share and rank 0 prints. */
+/* `snug eval`: build the model, open the data set's evaluation part, plan and reserve memory as for training but
+ * without optimizer state (plain SGD) and for no more samples than the part has, load the weights, score it,
+ * report. Nothing reaches stdout until every resource exists, so an error (a weights file of another model, a
+ * missing data file) is the only thing a failed run prints. Under mpirun every rank scores its share and rank 0
+ * prints. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,7 @@ typedef struct eval_run {
     snug_trainer *trainer;
     cli_data data;             /* its evaluation part only */
     snug_eval_result res;
+    size_t asked_batch;        /* --batch, when the evaluation part is smaller */
     double seconds;
     int rank, ranks;
 } eval_run;
@@ -32,12 +34,13 @@ static snug_status setup(eval_run *r, snug_error *err) {
     snug_system_info_get(&info);
     r->opt.plan.threads = info.threads;
     r->opt.plan.ranks = r->ranks;
+    if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
+    if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
     snug_train_config cfg = snug_train_config_default();
     cfg.optim = r->opt.plan.optim;
     if (st == SNUG_OK) st = snug_trainer_new(r->plan, &cfg, &r->trainer, err);
     if (st == SNUG_OK) st = snug_trainer_load(r->trainer, r->opt.weights, err);
-    if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
     return st;
 }
@@ -50,14 +53,9 @@ static void teardown(eval_run *r) {
 }
 
 static void report(const eval_run *r) {
-    size_t params = 0, n = snug_dataset_size(r->data.eval);
-    for (size_t i = 0; i < snug_trainer_param_count(r->trainer); i++) {
-        size_t numel = 0;
-        snug_trainer_param(r->trainer, i, &numel, NULL, NULL);
-        params += numel;
-    }
+    const size_t n = snug_dataset_size(r->data.eval);
     char count[32], samples[32], mem[32], budget[32], speed[32];
-    cli_format_count((double)params, count, sizeof count);
+    cli_format_count((double)cli_param_count(r->trainer), count, sizeof count);
     cli_format_count((double)n, samples, sizeof samples);
     printf("model %s: %s parameters, weights from %s\n", snug_graph_name(r->graph), count, r->opt.weights);
     printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);
@@ -65,8 +63,10 @@ static void report(const eval_run *r) {
     snug_trainer_memory(r->trainer, &rep);
     snug_plan_summary ps;
     snug_plan_summarize(r->plan, &ps);
-    printf("batch %zu per forward pass; memory reserved %s (budget %s)\n", ps.micro_batch,
-           snug_format_bytes(rep.total, mem, sizeof mem),
+    printf("batch %zu per forward pass", ps.micro_batch);
+    if (r->asked_batch > ps.batch) printf(" (--batch %zu is more than the %s %s %s)", r->asked_batch, samples,
+                                          r->data.eval_name, r->data.unit);
+    printf("; memory reserved %s (budget %s)\n", snug_format_bytes(rep.total, mem, sizeof mem),
            rep.budget ? snug_format_bytes(rep.budget, budget, sizeof budget) : "unlimited");
     cli_print_eval(stdout, &r->res, r->data.eval_name);
     cli_format_count(r->seconds > 0 ? (double)n / r->seconds : 0, speed, sizeof speed);

@@ -33,6 +33,7 @@ typedef struct train_run {
     snug_dataset *eval_view;   /* --eval-samples: the evenly spaced part of the evaluation set scored meanwhile */
     double train_seconds;
     snug_eval_result eval;     /* on the evaluation part, over every rank's share */
+    size_t asked_batch;        /* --batch, when the training part is smaller */
     int rank, ranks;           /* this process's place in the job (0 of 1 without mpirun) */
     char policy[64];           /* as asked, and what auto resolved to: "auto: every:3 selective" */
     int argc;                  /* the run's command line, as stored with its states */
@@ -54,19 +55,20 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     return SNUG_OK;
 }
 
-/* Model, plan, both data parts, trainer (the plan's memory), --init or the resumed state, the data checked
- * against the model: every failure before any output. What a state stores of the run and the scores' data are
- * known once the data is open, and go into the configuration before the trainer copies it. */
+/* Model, both data parts, plan (for no more samples than the training part has), trainer (the plan's memory),
+ * --init or the resumed state, the data checked against the model: every failure before any output. What a
+ * state stores of the run and the scores' data go into the configuration before the trainer copies it. */
 static snug_status setup(train_run *r, snug_error *err) {
     /* a resumed run reads its model file as it was, unless --model names another */
     const bool stored = r->resume.model_text && strcmp(r->opt.model, r->resume.model) == 0;
     snug_status st = stored ? snug_model_parse(r->resume.model_text, r->opt.model, &r->graph, err)
                             : snug_model_builtin(r->opt.model, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
-    if (st == SNUG_OK) st = make_plan(r, err);
     if (st == SNUG_OK)
         st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
+    if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
+    if (st == SNUG_OK) st = make_plan(r, err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
         st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
     r->opt.cfg.state_extra = r->state_extra;
@@ -125,18 +127,8 @@ static void print_header(void) {
            info.blas_kernel ? info.blas_kernel : "unknown", info.simd, core ? core : "Haswell");
 }
 
-/* Elements of every parameter and buffer. */
-static size_t param_elements(const snug_trainer *tr) {
-    size_t total = 0, numel = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
-        snug_trainer_param(tr, i, &numel, NULL, NULL);
-        total += numel;
-    }
-    return total;
-}
-
 static void print_model(const train_run *r) {
-    const size_t params = param_elements(r->trainer);
+    const size_t params = cli_param_count(r->trainer);
     char count[32], flops[32];
     cli_format_count((double)params, count, sizeof count);
     format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
@@ -159,7 +151,7 @@ static void print_model(const train_run *r) {
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
  * all-reduce moves. */
 static void print_ranks(const train_run *r) {
-    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = param_elements(r->trainer);
+    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = cli_param_count(r->trainer);
     char bytes[32];
     printf("data parallel: %d ranks (MPI), each takes %zu", r->ranks, b / ranks);
     if (b % ranks != 0) printf(" or %zu", b / ranks + 1);
@@ -176,7 +168,10 @@ static void print_batching(const train_run *r) {
         print_ranks(r);
         printf("per rank: ");
     }
-    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share;
+    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, b = s->batch;
+    const size_t n = snug_dataset_size(r->data.train);
+    if (r->asked_batch > b)
+        printf("--batch %zu is more than the %zu training %s: each step takes them all\n", r->asked_batch, n, r->data.unit);
     if (s->micro_batches == 1) {
         printf("batch %zu in one forward/backward pass per optimizer step (no accumulation)\n", s->share);
     } else {
@@ -184,7 +179,6 @@ static void print_batching(const train_run *r) {
         if (s->last_micro_batch != m) printf(" (the last one %zu)", s->last_micro_batch);
         printf(": gradients of %zu forward/backward passes accumulated per optimizer step\n", s->micro_batches);
     }
-    const size_t b = s->batch, n = snug_dataset_size(r->data.train);
     long spe, total;
     snug_trainer_run_length(r->trainer, n, &spe, &total);
     printf("%ld steps per epoch", spe);

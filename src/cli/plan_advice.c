@@ -3,13 +3,8 @@
 #include "cli/plan_advice.h"
 
 #include <stdio.h>
-#include <string.h>
 
-/* Appends text to err's message, as far as it fits. */
-static void append(snug_error *err, const char *text) {
-    size_t n = strlen(err->message);
-    snprintf(err->message + n, sizeof err->message - n, "%s", text);
-}
+#include "core/error.h"
 
 static void advise(const snug_plan_request *req, bool checkpoint_given, const snug_plan_shortfall *why,
                    snug_error *err) {
@@ -36,7 +31,7 @@ static void advise(const snug_plan_request *req, bool checkpoint_given, const sn
     } else {
         snprintf(line, sizeof line, " Even --micro-batch 1 needs more: raise --mem to at least %s.", least);
     }
-    append(err, line);
+    snug_error_append(err, "%s", line);
 }
 
 snug_status cli_plan(const snug_graph *g, const snug_plan_request *req, bool checkpoint_given, snug_plan **out,

@@ -22,6 +22,15 @@ void cli_progress_init(cli_progress *p, FILE *out, bool live, long log_every, lo
     p->epoch_at = -1;
 }
 
+size_t cli_param_count(const snug_trainer *tr) {
+    size_t total = 0, numel = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        snug_trainer_param(tr, i, &numel, NULL, NULL);
+        total += numel;
+    }
+    return total;
+}
+
 char *cli_format_count(double value, char *buf, size_t len) {
     char digits[32];
     snprintf(digits, sizeof digits, "%.0f", value < 0 || !isfinite(value) ? 0.0 : value);

@@ -28,12 +28,6 @@ __attribute__((format(printf, 3, 4))) static snug_tensor graph_error(snug_graph 
 
 static bool shape_numel(const snug_shape *s, size_t *numel) { return size_prod(s->dims, s->rank, numel); }
 
-static bool name_taken(const snug_graph *g, const char *name) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, name) == 0) return true;
-    return false;
-}
-
 /* Checks everything about a new node that does not depend on its op. */
 static bool node_args_ok(snug_graph *g, const op_desc *op, const char *name, const snug_tensor *in, int n_in) {
     if (g->err.status != SNUG_OK) return false;
@@ -41,7 +35,7 @@ static bool node_args_ok(snug_graph *g, const op_desc *op, const char *name, con
     if (strlen(name) >= SNUG_NAME_MAX)
         return graph_error(g, SNUG_E_ARG, "layer name '%.40s...' is too long (at most %d characters)", name,
                            SNUG_NAME_MAX - 1), false;
-    if (name_taken(g, name))
+    if (graph_find_node(g, name) >= 0)
         return graph_error(g, SNUG_E_ARG, "layer name '%s' is used twice: names must be unique", name), false;
     if (g->loss_node >= 0)
         return graph_error(g, SNUG_E_ARG, "%s '%s' comes after the loss '%s': the loss must be the last layer",
@@ -76,6 +70,18 @@ static bool add_params(snug_graph *g, int node, const param_decl *decl, int n) {
     return true;
 }
 
+/* Node `node` reads its inputs: their reader counts, and its first input's list of first readers. */
+static void note_reads(snug_graph *g, int node) {
+    const graph_node *nd = &g->nodes[node];
+    for (int i = 0; i < nd->n_inputs; i++) g->tensors[nd->inputs[i]].readers++;
+    g->first_reader_prev[node] = -1;
+    if (nd->n_inputs > 0) {
+        graph_tensor *t = &g->tensors[nd->inputs[0]];
+        g->first_reader_prev[node] = t->last_first_reader;
+        t->last_first_reader = node;
+    }
+}
+
 /* Appends a node of `op` over inputs, inferring its output shape (or taking `declared`, for the input). */
 static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, const snug_tensor *in, int n_in,
                             op_params p, const snug_shape *declared) {
@@ -100,15 +106,20 @@ static snug_tensor add_node(snug_graph *g, const op_desc *op, const char *name, 
     if (!shape_numel(&out, &numel))
         return graph_error(g, SNUG_E_OVERFLOW, "%s '%s': output size overflows", op->kind, name);
     if (!grow_array((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) ||
+        !grow_array((void **)&g->first_reader_prev, &g->cap_first_reader_prev, g->n_nodes + 1,
+                    sizeof *g->first_reader_prev) ||
         !grow_array((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors))
         return graph_error(g, SNUG_E_OOM, "out of memory while building the graph");
     nd.out_shape = out;
     nd.out_numel = numel;
-    g->tensors[g->n_tensors] = (graph_tensor){.shape = out, .numel = numel, .producer = g->n_nodes};
+    g->tensors[g->n_tensors] = (graph_tensor){.shape = out, .numel = numel, .producer = g->n_nodes,
+                                              .last_first_reader = -1};
     g->nodes[g->n_nodes] = nd;
     if (!add_params(g, g->n_nodes, decl, n_decl)) return -1;
-    g->n_nodes++;
-    graph_fuse_added(g, g->n_nodes - 1);
+    const int node = g->n_nodes++;
+    if (!graph_index_name(g, node)) return graph_error(g, SNUG_E_OOM, "out of memory while building the graph");
+    note_reads(g, node);
+    graph_fuse_added(g, node);
     return g->n_tensors++;
 }
 
@@ -135,9 +146,9 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale) {
                     "weight at zero, 1 keeps the default)", (double)scale, layer ? layer : "?");
         return;
     }
-    for (int i = 0; layer && i < g->n_nodes; i++) {
+    const int i = graph_find_node(g, layer);
+    if (i >= 0) {
         const graph_node *nd = &g->nodes[i];
-        if (strcmp(nd->name, layer) != 0) continue;
         /* The layer's own first trainable parameter: a weight, or a norm's gain. A tied head owns none. */
         for (int k = 0; k < nd->n_params; k++) {
             graph_param *p = &g->params[nd->params[k]];

@@ -45,17 +45,10 @@ snug_tensor snug_position_embedding(snug_graph *g, const char *name, snug_tensor
     return graph_add_node(g, &op_position_embedding, name, &x, 1, p);
 }
 
-/* The node called `layer`, or -1. */
-static int node_named(const snug_graph *g, const char *layer) {
-    for (int i = 0; i < g->n_nodes; i++)
-        if (strcmp(g->nodes[i].name, layer) == 0) return i;
-    return -1;
-}
-
 snug_tensor snug_linear_tied(snug_graph *g, const char *name, snug_tensor x, const char *embedding_layer) {
     if (g->err.status != SNUG_OK) return -1;
     const char *who = name ? name : "?";
-    int e = embedding_layer ? node_named(g, embedding_layer) : -1;
+    int e = embedding_layer ? graph_find_node(g, embedding_layer) : -1;
     if (e < 0) {
         snug_fail(&g->err, SNUG_E_ARG, "linear_tied '%s': no layer '%s' in the graph: name an embedding layer "
                   "built before this one", who, embedding_layer ? embedding_layer : "(null)");

@@ -4,21 +4,21 @@
 
 #include "ops/op.h"
 
-/* Whether any node before `skip` reads tensor t. */
-static bool read_before(const snug_graph *g, snug_tensor t, int skip) {
-    for (int i = 0; i < skip; i++)
-        for (int k = 0; k < g->nodes[i].n_inputs; k++)
-            if (g->nodes[i].inputs[k] == t) return true;
-    return false;
+/* Whether any node before `node`, the last one, reads tensor t: readers counted as the graph grows, less the
+ * new node's own reads. */
+static bool read_before(const snug_graph *g, snug_tensor t, int node) {
+    int own = 0;
+    for (int k = 0; k < g->nodes[node].n_inputs; k++) own += g->nodes[node].inputs[k] == t;
+    return g->tensors[t].readers > own;
 }
 
 /* Restores node `folded`, whose output hides its layer's values, and its partner (the fold's other node, the
- * only reader of that output) to their plain ops. */
+ * only reader of that output) to their plain ops: the nodes whose first input is that output. */
 static void unfold(snug_graph *g, int folded) {
     const snug_tensor t = g->nodes[folded].output;
     g->nodes[folded].op = g->nodes[folded].op->fold.unfolded;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op->fold.unfolded && g->nodes[i].inputs[0] == t) g->nodes[i].op = g->nodes[i].op->fold.unfolded;
+    for (int i = g->tensors[t].last_first_reader; i >= 0; i = g->first_reader_prev[i])
+        if (g->nodes[i].op->fold.unfolded) g->nodes[i].op = g->nodes[i].op->fold.unfolded;
 }
 
 /* A node that rectifies as it loads (a max-pool) reading a plain ReLU's output that nothing else reads takes

@@ -30,6 +30,8 @@ void snug_graph_free(snug_graph *g) {
     free(g->nodes);
     free(g->tensors);
     free(g->params);
+    free(g->names.slots);
+    free(g->first_reader_prev);
     free(g);
 }
 

@@ -23,6 +23,8 @@ typedef struct graph_tensor {
     snug_shape shape;     /* per sample: the batch dimension is implicit */
     size_t numel;         /* elements per sample */
     int producer;         /* node index */
+    int readers;          /* input slots of nodes that name it (not through views) */
+    int last_first_reader; /* the latest node that has it as its first input, or -1 (graph.first_reader_prev) */
 } graph_tensor;
 
 /* A node of the graph is an op node (ops/node.h): the op, its parameters and the shapes around it, with the
@@ -42,7 +44,19 @@ struct snug_graph {
     int input_node;       /* -1 until snug_input */
     int loss_node;        /* -1 until a loss */
     snug_error err;       /* the first builder error (sticky) */
+    struct {              /* the index of node names (graph/names.c), open-addressed */
+        int *slots;       /* node index or -1 */
+        int n_slots;      /* a power of two, at least twice the nodes; 0 before the first node */
+    } names;
+    int *first_reader_prev; /* per node: the previous node with the same first input, or -1 (a list per tensor
+                               from graph_tensor.last_first_reader, which the ReLU folds walk) */
+    int cap_first_reader_prev;
 };
+
+/* The node called name, or -1. */
+int graph_find_node(const snug_graph *g, const char *name);
+/* Adds node `node` (already appended, with its name) to the name index; false when the system refuses memory. */
+bool graph_index_name(snug_graph *g, int node);
 
 /* The tensor whose memory holds t's values: views (flatten, a folded ReLU) resolve to the tensor they alias. */
 snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t);

@@ -245,8 +245,8 @@ static const mf_entry *first_unused(const mf_section *s) {
 /* The tensor a layer named `ref` (or the model input) gives, for layer s reading it through key e. A ref that
  * names a section is a valid layer name; one that names nothing is printed escaped. */
 static bool resolve(builder *b, const mf_section *s, const mf_entry *e, const char *ref, snug_tensor *out) {
-    for (int i = 0; i < b->g->n_nodes; i++)
-        if (strcmp(b->g->nodes[i].name, ref) == 0) return *out = b->g->nodes[i].output, true;
+    const int node = graph_find_node(b->g, ref);
+    if (node >= 0) return *out = b->g->nodes[node].output, true;
     if (strcmp(ref, s->name) == 0)
         return mf_fail(b->err, SNUG_E_FORMAT, b->doc, e->line, s->name, "%s = %s: the layer reads its own output "
                        "(a cycle): name a layer above it", e->key, ref), false;

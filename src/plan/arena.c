@@ -12,11 +12,19 @@
  * places on two of them) every such line crosses between the caches: 25 against 85 GB/s on this machine's
  * EPYC, and a pooling layer that writes partial lines waits out each transfer (the cnn's full batch 10.4 ms
  * a step against 6.5 ms with the vCPUs on one cache; 8.2 ms with no reuse at all). Where that pass cannot fit a
- * buffer within the first arena, the first placement stands. */
+ * buffer within the first arena, the first placement stands.
+ *
+ * Both passes ask, for each buffer, about the placed buffers whose lifetimes meet its own: a deep chain keeps
+ * thousands of them live at once, so asking each of them would make planning quadratic, and weighing every placed
+ * buffer for every offset the second pass tries, cubic. Only the memory those buffers cover together
+ * matters, so a tree over the schedule's steps keeps that memory as merged byte ranges (time_index), and a
+ * question reads a few dozen sets of ranges; the second pass finds the placed buffers near an offset through
+ * buckets of memory (memory_index), and stops at the first offset that crosses nothing. The offsets are the
+ * ones a scan of every placed buffer gives (tests/test_plan_reference.c keeps that scan). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "core/checked.h"
 #include "core/mem.h"
 
 #include "plan/plan.h"
@@ -34,32 +42,139 @@ static int by_size_desc(const void *a, const void *b) {
     return x->index - y->index;
 }
 
-static bool lifetimes_meet(const act_buffer *a, const act_buffer *b) {
-    return a->first <= b->last && b->first <= a->last;
+/* Grows an array of `size`-byte items with room for *cap to hold `need`. */
+static bool reserve(void **items, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return true;
+    size_t ncap = *cap ? *cap : 4;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(*items, ncap * size);
+    if (!p) return false;
+    *items = p;
+    *cap = ncap;
+    return true;
 }
 
-/* Adds b to placed[0, n), which stays in offset order (the fits walk it in that order, no sort per buffer). */
-static void insert_by_offset(act_buffer **placed, int n, act_buffer *b) {
-    int i = n;
-    while (i > 0 && placed[i - 1]->offset > b->offset) {
-        placed[i] = placed[i - 1];
-        i--;
+/* ---- byte ranges ----------------------------------------------------------------------------------------------
+ * A set of disjoint, non-touching byte ranges in ascending order: the memory some buffers cover together. */
+typedef struct range {
+    size_t start, end;
+} range;
+
+typedef struct range_set {
+    range *r;
+    size_t n, cap;
+} range_set;
+
+/* The first range of s that ends after pos (s->n when none). */
+static size_t first_ending_after(const range_set *s, size_t pos) {
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (s->r[mid].end > pos) hi = mid;
+        else lo = mid + 1;
     }
-    placed[i] = b;
+    return lo;
 }
 
-/* The lowest offset where b fits between the placed buffers (kept in offset order) that live at the same time. */
-static size_t lowest_fit(const act_buffer *b, act_buffer **placed, int n_placed, act_buffer **scratch) {
-    int n = 0;
-    for (int i = 0; i < n_placed; i++)
-        if (lifetimes_meet(b, placed[i])) scratch[n++] = placed[i];
-    size_t offset = 0;
-    for (int i = 0; i < n; i++) {
-        if (scratch[i]->offset >= offset + b->bytes) break;
-        size_t end = scratch[i]->offset + scratch[i]->bytes;
-        if (end > offset) offset = end;
+/* Adds [start, end) to s, merged with the ranges it overlaps or touches. */
+static bool range_add(range_set *s, size_t start, size_t end) {
+    const size_t i = start ? first_ending_after(s, start - 1) : 0; /* the first range ending at start or later */
+    size_t j = i; /* past the last range starting at end or earlier */
+    while (j < s->n && s->r[j].start <= end) j++;
+    if (i == j) {
+        if (!reserve((void **)&s->r, &s->cap, s->n + 1, sizeof *s->r)) return false;
+        memmove(&s->r[i + 1], &s->r[i], (s->n - i) * sizeof *s->r);
+        s->r[i] = (range){start, end};
+        s->n++;
+        return true;
     }
-    return offset;
+    const range merged = {start < s->r[i].start ? start : s->r[i].start, end > s->r[j - 1].end ? end : s->r[j - 1].end};
+    s->r[i] = merged;
+    memmove(&s->r[i + 1], &s->r[j], (s->n - j) * sizeof *s->r);
+    s->n -= j - i - 1;
+    return true;
+}
+
+/* The lowest offset from pos on where `bytes` fit outside every range of the sets q[0, k). Each range that
+ * overlaps the window moves it past that range's end, and every offset it skips was blocked. */
+static size_t lowest_free(const range_set *const *q, int k, size_t pos, size_t bytes) {
+    for (bool moved = true; moved;) {
+        moved = false;
+        for (int i = 0; i < k; i++) {
+            const size_t at = first_ending_after(q[i], pos);
+            if (at < q[i]->n && q[i]->r[at].start < pos + bytes) {
+                pos = q[i]->r[at].end;
+                moved = true;
+            }
+        }
+    }
+    return pos;
+}
+
+/* The end of the free gap at pos (free in every set), at most limit. */
+static size_t gap_end(const range_set *const *q, int k, size_t pos, size_t limit) {
+    for (int i = 0; i < k; i++) {
+        const size_t at = first_ending_after(q[i], pos);
+        if (at < q[i]->n && q[i]->r[at].start < limit) limit = q[i]->r[at].start;
+    }
+    return limit;
+}
+
+/* ---- the placed buffers by lifetime ---------------------------------------------------------------------------
+ * A segment tree over the schedule's steps. A placed buffer meets the lifetime [f, l] when it is live at step f,
+ * or starts within (f, l]. `cover` holds each buffer's memory at the O(log steps) nodes that tile its lifetime,
+ * so the buffers live at f are those of the nodes from f's leaf up to the root; `starts` holds it at its first
+ * step's leaf and every node above, so those starting within (f, l] are those of the nodes that tile it. */
+typedef struct time_index {
+    size_t leaves;          /* a power of two, at least the steps */
+    range_set *cover, *starts;
+    const range_set **q;    /* the sets of one question */
+} time_index;
+
+static bool time_index_init(time_index *t, int steps) {
+    t->leaves = 1;
+    while (t->leaves < (size_t)steps) t->leaves *= 2;
+    t->cover = calloc(2 * t->leaves, sizeof *t->cover);
+    t->starts = calloc(2 * t->leaves, sizeof *t->starts);
+    t->q = malloc(4 * (size_t)(sizeof(size_t) * 8 + 1) * sizeof *t->q);
+    return t->cover && t->starts && t->q;
+}
+
+static void time_index_clear(time_index *t) {
+    for (size_t i = 0; i < 2 * t->leaves; i++) t->cover[i].n = t->starts[i].n = 0;
+}
+
+static void time_index_free(time_index *t) {
+    for (size_t i = 0; t->cover && t->starts && i < 2 * t->leaves; i++) {
+        free(t->cover[i].r);
+        free(t->starts[i].r);
+    }
+    free(t->cover);
+    free(t->starts);
+    free(t->q);
+}
+
+static bool time_index_add(time_index *t, const act_buffer *b) {
+    const size_t start = b->offset, end = b->offset + b->bytes;
+    bool ok = true;
+    for (size_t lo = (size_t)b->first + t->leaves, hi = (size_t)b->last + 1 + t->leaves; lo < hi; lo /= 2, hi /= 2) {
+        if (lo & 1) ok &= range_add(&t->cover[lo++], start, end);
+        if (hi & 1) ok &= range_add(&t->cover[--hi], start, end);
+    }
+    for (size_t v = (size_t)b->first + t->leaves; v >= 1; v /= 2) ok &= range_add(&t->starts[v], start, end);
+    return ok;
+}
+
+/* Gathers in t->q the non-empty sets that hold the placed buffers meeting b's lifetime; returns their count. */
+static int time_index_meeting(time_index *t, const act_buffer *b) {
+    int k = 0;
+    for (size_t v = (size_t)b->first + t->leaves; v >= 1; v /= 2)
+        if (t->cover[v].n) t->q[k++] = &t->cover[v];
+    for (size_t lo = (size_t)b->first + 1 + t->leaves, hi = (size_t)b->last + 1 + t->leaves; lo < hi; lo /= 2, hi /= 2) {
+        if ((lo & 1) && t->starts[lo++].n) t->q[k++] = &t->starts[lo - 1];
+        if ((hi & 1) && t->starts[--hi].n) t->q[k++] = &t->starts[hi];
+    }
+    return k;
 }
 
 /* ---- thread parts ------------------------------------------------------------------------------------------
@@ -92,91 +207,165 @@ static size_t crossed_bytes(const thread_parts *tp, size_t x, size_t xb, size_t 
     return hi > lo ? hi - lo - same : 0;
 }
 
-/* What placing b at `offset` crosses with every placed buffer whose memory it would reuse. */
-static size_t crossed_with_placed(const thread_parts *tp, const act_buffer *b, size_t offset, act_buffer **placed,
-                                  int n_placed) {
-    size_t total = 0;
-    for (int i = 0; i < n_placed; i++)
-        if (placed[i]->offset < offset + b->bytes && offset < placed[i]->offset + placed[i]->bytes)
-            total += crossed_bytes(tp, placed[i]->offset, placed[i]->bytes, offset, b->bytes);
-    return total;
+/* ---- the placed buffers by memory -------------------------------------------------------------------------------
+ * Every placed buffer, whatever its lifetime, as a slot (offset, bytes) with the number of buffers placed there,
+ * in buckets of `width` bytes by offset. Buffers are placed largest first, so none is wider than the first,
+ * and those reaching into [x, y) start in the buckets from x - width to y. */
+typedef struct slot {
+    size_t offset, bytes, count;
+} slot;
+
+typedef struct slot_bucket {
+    slot *s;
+    size_t n, cap;
+} slot_bucket;
+
+typedef struct memory_index {
+    size_t width, n_buckets;
+    slot_bucket *b;
+} memory_index;
+
+static bool memory_index_init(memory_index *mi, size_t width, size_t arena) {
+    mi->width = width ? width : 1;
+    mi->n_buckets = arena / mi->width + 1;
+    mi->b = calloc(mi->n_buckets, sizeof *mi->b);
+    return mi->b != NULL;
 }
 
-/* The arrays the placement works in, each with room for every buffer (cand: a cut of every buffer per thread
- * boundary, and a gap's two ends). */
-typedef struct arena_work {
-    act_buffer **placed; /* placed so far, in offset order */
-    act_buffer **live;   /* those whose lifetimes meet the buffer being placed */
-    act_buffer **near;   /* those whose memory reaches into the gap being tried */
-    size_t *cand;        /* the gap's candidate offsets */
-} arena_work;
+static void memory_index_free(memory_index *mi) {
+    for (size_t i = 0; mi->b && i < mi->n_buckets; i++) free(mi->b[i].s);
+    free(mi->b);
+}
+
+static bool memory_index_add(memory_index *mi, const act_buffer *b) {
+    slot_bucket *k = &mi->b[b->offset / mi->width];
+    for (size_t i = 0; i < k->n; i++)
+        if (k->s[i].offset == b->offset && k->s[i].bytes == b->bytes) return k->s[i].count++, true;
+    if (!reserve((void **)&k->s, &k->cap, k->n + 1, sizeof *k->s)) return false;
+    k->s[k->n++] = (slot){b->offset, b->bytes, 1};
+    return true;
+}
+
+/* The buckets that may hold slots reaching into [x, y). */
+static void buckets_near(const memory_index *mi, size_t x, size_t y, size_t *first, size_t *last) {
+    *first = x > mi->width ? (x - mi->width) / mi->width : 0;
+    *last = (y - 1) / mi->width;
+    if (*last >= mi->n_buckets) *last = mi->n_buckets - 1;
+}
+
+/* What placing `bytes` at `offset` crosses with every placed buffer whose memory it would reuse. */
+static size_t crossed_at(const thread_parts *tp, const memory_index *mi, size_t offset, size_t bytes) {
+    size_t total = 0, first, last;
+    buckets_near(mi, offset, offset + bytes, &first, &last);
+    for (size_t k = first; k <= last; k++)
+        for (size_t i = 0; i < mi->b[k].n; i++) {
+            const slot *s = &mi->b[k].s[i];
+            if (s->offset < offset + bytes && offset < s->offset + s->bytes)
+                total += s->count * crossed_bytes(tp, s->offset, s->bytes, offset, bytes);
+        }
+    return total;
+}
 
 static int by_value(const void *a, const void *b) {
     const size_t x = *(const size_t *)a, y = *(const size_t *)b;
     return (x > y) - (x < y);
 }
 
-/* Candidates in the free gap [lo, hi): its ends, and each offset that puts a cut of b on the same cut of a
- * placed buffer reaching into the gap (the crossing is piecewise linear in the offset, least at such
- * alignments), each tried once (many buffers share offsets). Only those buffers can share memory with b
- * there. Keeps the best as *best, *best_crossed (the lower offset of a tie). */
-static void try_gap(const thread_parts *tp, const act_buffer *b, size_t lo, size_t hi, int n_placed,
-                    arena_work *w, size_t *best, size_t *best_crossed) {
-    if (hi < lo + b->bytes) return;
-    int n = 0, nc = 0;
-    for (int i = 0; i < n_placed; i++)
-        if (w->placed[i]->offset < hi && w->placed[i]->offset + w->placed[i]->bytes > lo) w->near[n++] = w->placed[i];
-    w->cand[nc++] = lo;
-    w->cand[nc++] = hi - b->bytes;
-    for (int i = 0; i < n; i++)
-        for (int t = 1; t < tp->T; t++) {
-            const size_t at = part_cut(tp, w->near[i]->offset, w->near[i]->bytes, t), rel = part_cut(tp, 0, b->bytes, t);
-            if (at < rel) continue;
-            const size_t o = (at - rel) / SNUG_MEM_ALIGN * SNUG_MEM_ALIGN;
-            if (o >= lo && o + b->bytes <= hi) w->cand[nc++] = o;
-        }
-    qsort(w->cand, (size_t)nc, sizeof *w->cand, by_value);
-    for (int i = 0; i < nc; i++) {
-        if (i > 0 && w->cand[i] == w->cand[i - 1]) continue;
-        const size_t c = crossed_with_placed(tp, b, w->cand[i], w->near, n);
-        if (c < *best_crossed || (c == *best_crossed && w->cand[i] < *best)) {
-            *best = w->cand[i];
-            *best_crossed = c;
-        }
+/* The best offset so far for the buffer being placed: the fewest crossed bytes, then the lowest offset. */
+typedef struct fit {
+    size_t offset, crossed;
+    size_t *cand;
+    size_t n_cand, cap_cand;
+} fit;
+
+static void consider(fit *f, size_t offset, size_t crossed) {
+    if (crossed < f->crossed || (crossed == f->crossed && offset < f->offset)) {
+        f->offset = offset;
+        f->crossed = crossed;
     }
 }
 
-/* The offset within [0, arena) where b's thread parts cross the fewest bytes of the placed buffers' parts;
- * false where no gap between the buffers live at the same time holds it. */
-static bool affine_fit(const thread_parts *tp, const act_buffer *b, size_t arena, int n_placed, arena_work *w,
-                       size_t *offset) {
-    int n = 0;
-    for (int i = 0; i < n_placed; i++)
-        if (lifetimes_meet(b, w->placed[i])) w->live[n++] = w->placed[i];
-    size_t best = SIZE_MAX, best_crossed = SIZE_MAX, lo = 0;
-    for (int i = 0; i <= n; i++) {
-        const size_t hi = i < n ? w->live[i]->offset : arena;
-        if (hi > lo) try_gap(tp, b, lo, hi, n_placed, w, &best, &best_crossed);
-        if (i < n && w->live[i]->offset + w->live[i]->bytes > lo) lo = w->live[i]->offset + w->live[i]->bytes;
+/* Candidates in the free gap [lo, hi), ascending: its ends, and each offset that puts a cut of b on the same cut
+ * of a placed buffer reaching into the gap (the crossing is piecewise linear in the offset, least at such
+ * alignments), each tried once (many buffers share offsets). The gap's start comes first: where it crosses
+ * nothing, no later candidate can do better. */
+static bool try_gap(const thread_parts *tp, const memory_index *mi, size_t bytes, size_t lo, size_t hi, fit *f) {
+    const size_t at_lo = crossed_at(tp, mi, lo, bytes);
+    consider(f, lo, at_lo);
+    if (at_lo == 0) return true;
+    f->n_cand = 0;
+    if (!reserve((void **)&f->cand, &f->cap_cand, 2, sizeof *f->cand)) return false;
+    f->cand[f->n_cand++] = lo;
+    f->cand[f->n_cand++] = hi - bytes;
+    size_t first, last;
+    buckets_near(mi, lo, hi, &first, &last);
+    for (size_t k = first; k <= last; k++)
+        for (size_t i = 0; i < mi->b[k].n; i++) {
+            const slot *s = &mi->b[k].s[i];
+            if (!(s->offset < hi && s->offset + s->bytes > lo)) continue;
+            if (!reserve((void **)&f->cand, &f->cap_cand, f->n_cand + (size_t)tp->T, sizeof *f->cand)) return false;
+            for (int t = 1; t < tp->T; t++) {
+                const size_t at = part_cut(tp, s->offset, s->bytes, t), rel = part_cut(tp, 0, bytes, t);
+                if (at < rel) continue;
+                const size_t o = (at - rel) / SNUG_MEM_ALIGN * SNUG_MEM_ALIGN;
+                if (o >= lo && o + bytes <= hi) f->cand[f->n_cand++] = o;
+            }
+        }
+    qsort(f->cand, f->n_cand, sizeof *f->cand, by_value);
+    for (size_t i = 0; i < f->n_cand && f->crossed > 0; i++) {
+        if (i > 0 && f->cand[i] == f->cand[i - 1]) continue;
+        consider(f, f->cand[i], f->cand[i] == lo ? at_lo : crossed_at(tp, mi, f->cand[i], bytes));
     }
-    *offset = best;
-    return best != SIZE_MAX;
+    return true;
 }
 
 /* ---- placement ---------------------------------------------------------------------------------------------- */
 
-/* Places the roots in `order`: lowest fit, or (tp not NULL) affine_fit within `arena`. False where an affine
- * pass finds no room for a buffer. */
-static bool place(plan *p, const order_key *order, int n, const thread_parts *tp, size_t arena, arena_work *w) {
-    int n_placed = 0;
+typedef struct arena_work {
+    time_index time;
+    memory_index memory;
+    fit fit;
+} arena_work;
+
+/* First pass: each root in `order` at the lowest offset free over its lifetime. */
+static bool place_lowest(plan *p, const order_key *order, int n, arena_work *w) {
     p->arena_bytes = 0;
+    time_index_clear(&w->time);
     for (int i = 0; i < n; i++) {
         act_buffer *b = &p->bufs[order[i].index];
-        if (!tp) b->offset = lowest_fit(b, w->placed, n_placed, w->live);
-        else if (!affine_fit(tp, b, arena, n_placed, w, &b->offset)) return false;
-        insert_by_offset(w->placed, n_placed++, b);
+        const int k = time_index_meeting(&w->time, b);
+        b->offset = lowest_free(w->time.q, k, 0, b->bytes);
+        if (!time_index_add(&w->time, b)) return false;
         if (b->offset + b->bytes > p->arena_bytes) p->arena_bytes = b->offset + b->bytes;
     }
+    return true;
+}
+
+/* Second pass: each root in `order` within [0, arena), in the gaps free over its lifetime, at the offset whose
+ * thread parts cross the fewest bytes of the placed buffers' parts. *fits is false where no gap holds a buffer. */
+static bool place_affine(plan *p, const order_key *order, int n, const thread_parts *tp, size_t arena,
+                         arena_work *w, bool *fits) {
+    *fits = false;
+    p->arena_bytes = 0;
+    time_index_clear(&w->time);
+    if (!memory_index_init(&w->memory, n ? order[0].bytes : 1, arena)) return false;
+    for (int i = 0; i < n; i++) {
+        act_buffer *b = &p->bufs[order[i].index];
+        const int k = time_index_meeting(&w->time, b);
+        w->fit.offset = w->fit.crossed = SIZE_MAX;
+        for (size_t pos = 0; w->fit.crossed > 0;) {
+            const size_t lo = lowest_free(w->time.q, k, pos, b->bytes);
+            if (lo >= arena || arena - lo < b->bytes) break;
+            const size_t hi = gap_end(w->time.q, k, lo, arena);
+            if (!try_gap(tp, &w->memory, b->bytes, lo, hi, &w->fit)) return false;
+            pos = hi;
+        }
+        if (w->fit.offset == SIZE_MAX) return true;
+        b->offset = w->fit.offset;
+        if (!time_index_add(&w->time, b) || !memory_index_add(&w->memory, b)) return false;
+        if (b->offset + b->bytes > p->arena_bytes) p->arena_bytes = b->offset + b->bytes;
+    }
+    *fits = true;
     return true;
 }
 
@@ -189,51 +378,40 @@ static int roots_by_size(const plan *p, order_key *order) {
     return n;
 }
 
+/* Both passes; the first placement stands where the second finds no room. */
+static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass) {
+    if (!place_lowest(p, order, n, w)) return false;
+    if (p->threads <= 1) return true;
+    const size_t arena = p->arena_bytes;
+    for (int i = 0; i < n; i++) first_pass[i] = p->bufs[order[i].index].offset;
+    const thread_parts tp = {.m = p->m, .T = p->threads};
+    bool fits;
+    if (!place_affine(p, order, n, &tp, arena, w, &fits)) return false;
+    if (!fits) {
+        for (int i = 0; i < n; i++) p->bufs[order[i].index].offset = first_pass[i];
+        p->arena_bytes = arena;
+    }
+    return true;
+}
+
 bool plan_assign_offsets(plan *p) {
-    const size_t nb = (size_t)p->n_bufs + 1, cuts = p->threads > 1 ? (size_t)p->threads - 1 : 1;
-    size_t cand_bytes;
-    const bool cand_fits = size_mul(nb, cuts, &cand_bytes) && size_add(cand_bytes, 2, &cand_bytes) &&
-                           size_mul(cand_bytes, sizeof(size_t), &cand_bytes);
+    const size_t nb = (size_t)p->n_bufs + 1;
     order_key *order = malloc(nb * sizeof *order);
-    arena_work w = {.placed = malloc(nb * sizeof *w.placed), .live = malloc(nb * sizeof *w.live),
-                    .near = malloc(nb * sizeof *w.near), .cand = cand_fits ? malloc(cand_bytes) : NULL};
-    const bool ok = order && w.placed && w.live && w.near && w.cand;
+    size_t *first_pass = malloc(nb * sizeof *first_pass);
+    arena_work w = {0};
+    bool ok = order && first_pass && time_index_init(&w.time, p->n_steps);
     p->arena_bytes = 0;
-    if (ok) {
-        const int n = roots_by_size(p, order);
-        place(p, order, n, NULL, 0, &w);
-        const thread_parts tp = {.m = p->m, .T = p->threads};
-        if (p->threads > 1 && !place(p, order, n, &tp, p->arena_bytes, &w))
-            place(p, order, n, NULL, 0, &w); /* no room: the first placement, again */
+    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass);
+    if (ok)
         for (int b = 0; b < p->n_bufs; b++) {
             int root = b;
             while (p->bufs[root].shares >= 0) root = p->bufs[root].shares;
             p->bufs[b].offset = p->bufs[root].offset;
         }
-    }
+    time_index_free(&w.time);
+    memory_index_free(&w.memory);
+    free(w.fit.cand);
     free(order);
-    free(w.placed);
-    free(w.live);
-    free(w.near);
-    free(w.cand);
+    free(first_pass);
     return ok;
-}
-
-/* Sharers live inside their root's lifetime and memory by construction; only roots need checking. */
-bool plan_find_overlap(const plan *p, int *a, int *b) {
-    for (int i = 0; i < p->n_bufs; i++) {
-        const act_buffer *x = &p->bufs[i];
-        if (x->shares >= 0) continue;
-        if (x->offset + x->bytes > p->arena_bytes) { *a = *b = i; return true; }
-        for (int j = i + 1; j < p->n_bufs; j++) {
-            const act_buffer *y = &p->bufs[j];
-            if (y->shares >= 0 || !lifetimes_meet(x, y)) continue;
-            if (x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes) {
-                *a = i;
-                *b = j;
-                return true;
-            }
-        }
-    }
-    return false;
 }

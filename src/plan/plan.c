@@ -83,23 +83,38 @@ static bool plan_totals(plan *p) {
     return true;
 }
 
-/* The largest sum of live activation bytes over the schedule, and where it occurs: a sweep over lifetime
- * starts and ends. */
+/* Whether every offset and sum of the arena fits in size_t: the greedy placement never puts a buffer past twice
+ * the bytes of all buffers, so a quarter of the address space for them all leaves room for every sum. */
+static bool arena_addressable(const plan *p) {
+    size_t all = 0;
+    for (int b = 0; b < p->n_bufs; b++)
+        if (p->bufs[b].shares < 0 && !size_add(all, p->bufs[b].bytes, &all)) return false;
+    return all <= SIZE_MAX / 4;
+}
+
+/* The activation bytes live at every step, and the largest sum and where it occurs: a sweep over lifetime starts
+ * and ends. The running sum wraps while an end is subtracted before a start is added, and is right after each
+ * step's changes (arena_addressable keeps every true sum in size_t). */
 static bool plan_live_peak(plan *p) {
-    long long *delta = calloc((size_t)p->n_steps + 1, sizeof *delta);
-    if (!delta) return false;
+    size_t *delta = calloc((size_t)p->n_steps + 1, sizeof *delta);
+    p->live_at = malloc(((size_t)p->n_steps + 1) * sizeof *p->live_at);
+    if (!delta || !p->live_at) {
+        free(delta);
+        return false;
+    }
     for (int b = 0; b < p->n_bufs; b++) {
         if (p->bufs[b].shares >= 0) continue;
-        delta[p->bufs[b].first] += (long long)p->bufs[b].bytes;
-        delta[p->bufs[b].last + 1] -= (long long)p->bufs[b].bytes;
+        delta[p->bufs[b].first] += p->bufs[b].bytes;
+        delta[p->bufs[b].last + 1] -= p->bufs[b].bytes;
     }
-    long long live = 0;
+    size_t live = 0;
     p->live_peak = 0;
     p->live_peak_step = 0;
     for (int s = 0; s < p->n_steps; s++) {
         live += delta[s];
-        if ((size_t)live > p->live_peak) {
-            p->live_peak = (size_t)live;
+        p->live_at[s] = live;
+        if (live > p->live_peak) {
+            p->live_peak = live;
             p->live_peak_step = s;
         }
     }
@@ -149,10 +164,13 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     p->m = m;
     p->threads = threads > 0 ? threads : 1;
     p->variant = *v;
-    snug_status s = plan_segment(g, v, &p->seg);
-    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, p) && plan_schedule(g, p);
+    plan_reads reads;
+    if (!plan_reads_init(g, &reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
+    snug_status s = plan_segment(g, &reads, v, &p->seg);
+    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, &reads, p) && plan_schedule(g, p);
+    plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
-    if (ok && !plan_lifetimes(g, p)) s = SNUG_E_OVERFLOW, ok = false;
+    if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
     ok = ok && plan_assign_offsets(p) && plan_live_peak(p);
     if (ok && !plan_totals(p)) s = SNUG_E_OVERFLOW, ok = false;
     if (!ok) {
@@ -187,5 +205,6 @@ void plan_free(plan *p) {
     free(p->pending_at);
     free(p->kept_at);
     free(p->regen);
+    free(p->live_at);
     memset(p, 0, sizeof *p);
 }

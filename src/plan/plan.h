@@ -83,6 +83,7 @@ typedef struct plan {
     size_t total;
     size_t live_peak;
     int live_peak_step;
+    size_t *live_at;                  /* per step: the activation bytes live at it */
     double fwd_flops, bwd_flops, recompute_flops;  /* per micro-batch of m samples */
 } plan;
 
@@ -100,6 +101,9 @@ struct snug_plan {
 
 /* k = ceil(samples / m): the micro-batches of a window of `samples` samples. */
 size_t plan_micro_batches(size_t samples, size_t m);
+/* The largest micro-batch of g that may be planned (plan/request.c): its samples' inputs, layer outputs and
+ * targets come to at most 1 EiB. 0 when one sample's do not. */
+size_t plan_micro_batch_ceiling(const snug_graph *g);
 
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -127,22 +131,34 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             size_t budget, plan *p, snug_error *err);
 
+/* Who reads each tensor (plan/reads.c), for the stages below. */
+typedef struct plan_reads {
+    int *slots;          /* per tensor: input slots of nodes other than views naming it, through views */
+    bool *kept;          /* per tensor: a layer that keeps its input for backward reads it */
+} plan_reads;
+bool plan_reads_init(const snug_graph *g, plan_reads *r);
+void plan_reads_free(plan_reads *r);
+/* Whether node is the only node other than views that reads tensor t (directly or through views). */
+bool plan_reads_only(const snug_graph *g, const plan_reads *r, snug_tensor t, int node);
+
 /* Internal stages of plan_build, one file each. */
-snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s);
+snug_status plan_segment(const snug_graph *g, const plan_reads *r, const plan_variant *v, plan_segments *s);
 /* Forward FLOPs per sample of the layers a segmentation recomputes. */
 double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s);
 void plan_segments_free(plan_segments *s);
-bool plan_regen(const snug_graph *g, plan *p);        /* which inputs are regenerated (needs the segments) */
+/* Which inputs are regenerated (needs the segments). */
+bool plan_regen(const snug_graph *g, const plan_reads *r, plan *p);
 /* The layer whose output consumer would regenerate (plan/regen.c), recompute aside, or -1; and the producer of
  * that layer's input, which regenerating reads. */
-int plan_regen_producer(const snug_graph *g, int consumer);
+int plan_regen_producer(const snug_graph *g, const plan_reads *r, int consumer);
 int plan_regen_source(const snug_graph *g, int producer);
 bool plan_schedule(const snug_graph *g, plan *p);     /* steps from the segments */
 bool plan_lifetimes(const snug_graph *g, plan *p);    /* buffers, lifetimes, in-place sharing */
-bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena */
+bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena (plan/arena.c) */
 
-/* Checks that no two buffers live at the same step overlap in the arena; returns the first offending pair's
- * indices in *a, *b, or false when there is none. Used by the tests on every plan they make. */
+/* Checks that no two buffers live at the same step overlap in the arena (plan/overlap.c); returns an offending
+ * pair's indices in *a, *b (a buffer past the arena's end as both), or false when there is none. Used by the tests
+ * on every plan they make. */
 bool plan_find_overlap(const plan *p, int *a, int *b);
 
 /* Backward FLOPs per sample of one node: the op's own count, or 2x forward with parameters and 1x without. */

@@ -19,14 +19,15 @@ static bool same_policy(snug_checkpoint_policy a, snug_checkpoint_policy b) {
 
 #define MAX_SIZES 72  /* log2 of any size_t B, plus B and the chosen m */
 
-/* The candidate micro-batches, ascending: powers of two below B, B, and the chosen m. Returns the count. */
-static size_t candidate_sizes(size_t batch, size_t chosen_m, size_t *ms) {
+/* The candidate micro-batches, ascending: powers of two below B, B, and the chosen m; none past the ceiling (a
+ * micro-batch too large to plan). Returns the count. */
+static size_t candidate_sizes(size_t batch, size_t chosen_m, size_t ceiling, size_t *ms) {
     size_t n = 0;
-    for (size_t m = 1; m < batch && n + 2 < MAX_SIZES; m *= 2) {
+    for (size_t m = 1; m < batch && m <= ceiling && n + 2 < MAX_SIZES; m *= 2) {
         ms[n++] = m;
         if (m > batch / 2) break; /* the next doubling would pass B (or overflow) */
     }
-    ms[n++] = batch;
+    if (batch <= ceiling) ms[n++] = batch;
     bool present = false;
     for (size_t i = 0; i < n; i++) present |= ms[i] == chosen_m;
     if (!present) {
@@ -61,7 +62,7 @@ static snug_status fill(snug_plan_set *s, snug_plan *chosen, bool *kept, snug_er
                                           {SNUG_CHECKPOINT_SQRT, 0}};
     size_t n_policies = 3, ms[MAX_SIZES];
     if (chosen->request.budget > 0) policies[n_policies++] = (snug_checkpoint_policy){SNUG_CHECKPOINT_AUTO, 0};
-    const size_t n_sizes = candidate_sizes(chosen->request.batch, chosen->p.m, ms);
+    const size_t n_sizes = candidate_sizes(chosen->request.batch, chosen->p.m, plan_micro_batch_ceiling(chosen->g), ms);
     s->plans = calloc(n_sizes * (n_policies + 1), sizeof *s->plans);
     if (!s->plans) return snug_fail(err, SNUG_E_OOM, "no memory for %zu candidate plans", n_sizes * n_policies);
     for (size_t i = 0; i < n_sizes; i++) {

@@ -118,9 +118,7 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
     s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes;
-    for (int b = 0; b < p->n_bufs; b++)
-        if (p->bufs[b].shares < 0 && p->bufs[b].first <= (int)i && (int)i <= p->bufs[b].last)
-            s->bytes[SNUG_MEM_ACTIVATIONS] += p->bufs[b].bytes;
+    s->bytes[SNUG_MEM_ACTIVATIONS] = p->live_at[i];
     if (st->node < 0) {
         s->flops = 4.0 * (double)g->param_numel;
         return;

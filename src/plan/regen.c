@@ -15,40 +15,29 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-/* Whether node `reader` is the only layer that reads tensor base (directly or through views). */
-static bool sole_reader(const snug_graph *g, snug_tensor base, int reader) {
-    for (int i = 0; i < g->n_nodes; i++) {
-        const graph_node *n = &g->nodes[i];
-        if (i == reader || (n->op->flags & OP_IS_VIEW)) continue;
-        for (int k = 0; k < n->n_inputs; k++)
-            if (graph_base_tensor(g, n->inputs[k]) == base) return false;
-    }
-    return true;
-}
-
-int plan_regen_producer(const snug_graph *g, int consumer) {
+int plan_regen_producer(const snug_graph *g, const plan_reads *r, int consumer) {
     const graph_node *n = &g->nodes[consumer];
     if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || n->op->regen_stage_bytes(n, 1, 1) == 0) return -1;
     const snug_tensor base = graph_base_tensor(g, n->inputs[0]);
     const int producer = g->tensors[base].producer;
     if (producer < 0 || producer == g->input_node) return -1;
     const graph_node *pn = &g->nodes[producer];
-    return pn->op->regen && pn->n_inputs == 1 && sole_reader(g, base, consumer) ? producer : -1;
+    return pn->op->regen && pn->n_inputs == 1 && plan_reads_only(g, r, base, consumer) ? producer : -1;
 }
 
 int plan_regen_source(const snug_graph *g, int producer) {
     return g->tensors[graph_base_tensor(g, g->nodes[producer].inputs[0])].producer;
 }
 
-static bool regenerates(const snug_graph *g, const plan *p, int i) {
-    const int producer = plan_regen_producer(g, i);
+static bool regenerates(const snug_graph *g, const plan_reads *r, const plan *p, int i) {
+    const int producer = plan_regen_producer(g, r, i);
     return producer >= 0 && !p->seg.recompute[i] && !p->seg.recompute[producer] &&
            !p->seg.recompute[plan_regen_source(g, producer)];
 }
 
-bool plan_regen(const snug_graph *g, plan *p) {
+bool plan_regen(const snug_graph *g, const plan_reads *r, plan *p) {
     p->regen = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->regen);
     if (!p->regen) return false;
-    for (int i = 0; i < g->n_nodes; i++) p->regen[i] = !p->variant.no_regen && regenerates(g, p, i);
+    for (int i = 0; i < g->n_nodes; i++) p->regen[i] = !p->variant.no_regen && regenerates(g, r, p, i);
     return true;
 }

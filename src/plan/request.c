@@ -3,17 +3,21 @@
  * the ranks. A request that fits gives its plan; one that does not gives a structured shortfall: what it needs,
  * the largest micro-batch that fits as asked and with recompute, and the smallest budget that fits at all.
  *
- * Choosing: with both micro-batch and policy free, for k = 1, 2, ... micro-batches of m = ceil(share/k) the
- * first m that fits without recompute wins, unless checkpointing fits a larger m whose predicted throughput is
- * higher; with the policy fixed, the largest m that fits under it (plans grow with m, so a bisection finds it),
- * evened out over the same number of passes. Every probe only plans: nothing is allocated for the engine. */
+ * Choosing: with both micro-batch and policy free, of the micro-batches m = ceil(share/k), k = 1, 2, ..., the
+ * largest that fits without recompute wins, unless checkpointing fits a larger m whose predicted throughput is
+ * higher; with the policy fixed, the largest m that fits under it, evened out over the same number of passes.
+ * Plans grow with m, so bisections find those micro-batches, and a batch of billions costs a few dozen plans.
+ * Every probe only plans: nothing is allocated for the engine. A micro-batch whose samples would take more memory
+ * than any machine addresses is refused before any planning, and no search goes past it. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "ops/op.h"
 #include "plan/plan.h"
 
 static const snug_checkpoint_policy policy_none = {SNUG_CHECKPOINT_NONE, 0};
@@ -32,11 +36,54 @@ snug_plan_request snug_plan_request_default(size_t batch) {
     };
 }
 
+size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples) {
+    const size_t asked = req->batch;
+    if (samples == 0 || asked <= samples) return asked;
+    req->batch = samples;
+    if (req->micro_batch != SNUG_MICRO_BATCH_AUTO && req->micro_batch > samples) req->micro_batch = samples;
+    return asked;
+}
+
 size_t plan_micro_batches(size_t samples, size_t m) { return samples / m + (samples % m != 0); }
 
 /* The samples one rank takes of a global batch: the largest share. */
 static size_t rank_share(const snug_plan_request *r) {
     return r->batch / (size_t)r->ranks + (r->batch % (size_t)r->ranks != 0);
+}
+
+/* Bytes one sample puts through the graph: its input and targets and every layer's output. A plan keeps a share
+ * of those for each sample of a micro-batch, so a micro-batch whose share would pass PLAN_BYTES_CEILING is no
+ * plan for any machine; refusing it up front bounds every size the planner computes, and every search. */
+#define PLAN_BYTES_CEILING ((size_t)1 << 60)
+
+static size_t sample_bytes(const snug_graph *g) {
+    /* the targets: one per item of the loss */
+    size_t numel = g->loss_node >= 0 ? g->tensors[g->nodes[g->loss_node].output].numel : 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!(g->nodes[i].op->flags & OP_IS_VIEW) && !size_add(numel, g->tensors[g->nodes[i].output].numel, &numel))
+            return SIZE_MAX;
+    return numel > SIZE_MAX / sizeof(float) ? SIZE_MAX : numel * sizeof(float);
+}
+
+size_t plan_micro_batch_ceiling(const snug_graph *g) { return PLAN_BYTES_CEILING / sample_bytes(g); }
+
+static size_t at_most(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Refuses a micro-batch (the batch in one pass, when the micro-batch is not chosen) past the ceiling. */
+static snug_status check_size(const snug_graph *g, const snug_plan_request *r, snug_error *err) {
+    const size_t m = r->micro_batch == SNUG_MICRO_BATCH_AUTO ? 1 : r->micro_batch, ceiling = plan_micro_batch_ceiling(g);
+    if (m <= ceiling) return SNUG_OK;
+    char per[32];
+    snug_format_bytes(sample_bytes(g), per, sizeof per);
+    if (ceiling == 0)
+        return snug_fail(err, SNUG_E_OVERFLOW, "model '%s' puts %s through its layers for one sample, more than the "
+                         "1 EiB any plan may address", g->name, per);
+    snug_fail(err, SNUG_E_OVERFLOW, "%s %zu of model '%s' is too large to plan: at %s of inputs, layer outputs and "
+              "targets a sample, it would take over 1 EiB, more than any machine addresses; plan at most %zu samples "
+              "per micro-batch", r->micro_batch == r->batch ? "batch" : "micro-batch", m, g->name, per, ceiling);
+    if (r->micro_batch == r->batch)
+        snug_error_append(err, " (split the batch into micro-batches, or have the micro-batch chosen for a budget)");
+    return SNUG_E_OVERFLOW;
 }
 
 static snug_status check_request(const snug_plan_request *r, snug_error *err) {
@@ -72,38 +119,6 @@ static double predicted_throughput(const plan *p) {
     return m / (m + 8.0) / (1.0 + (work > 0 ? p->recompute_flops / work : 0));
 }
 
-/* Micro-batch and policy both free: the best predicted throughput among the plans that fit. *found stays false
- * when none does. */
-static snug_status choose_both(const snug_graph *g, const snug_plan_request *r, size_t *m_out,
-                               snug_checkpoint_policy *policy_out, bool *found, snug_error *err) {
-    const size_t share = rank_share(r);
-    double best = -1;
-    size_t prev = 0;
-    *found = false;
-    for (size_t k = 1; k <= share; k++) {
-        const size_t m = plan_micro_batches(share, k);
-        if (m == prev) continue;
-        prev = m;
-        bool plain_fits = false;
-        for (int pass = 0; pass < 2 && !plain_fits; pass++) {
-            plan p;
-            snug_status s = build(g, r, m, pass ? policy_auto : policy_none, &p, err);
-            if (s != SNUG_OK) return s;
-            const double t = predicted_throughput(&p);
-            if (fits(r, &p) && t > best) {
-                best = t;
-                *m_out = m;
-                *policy_out = p.seg.n_segments ? policy_auto : policy_none;
-                *found = true;
-            }
-            plain_fits = fits(r, &p) && pass == 0;
-            plan_free(&p);
-        }
-        if (plain_fits) break; /* smaller micro-batches without recompute are only slower */
-    }
-    return SNUG_OK;
-}
-
 /* The largest m in [1, limit] whose plan under policy fits, or 0. */
 static snug_status largest_fitting(const snug_graph *g, const snug_plan_request *r, snug_checkpoint_policy policy,
                                    size_t limit, size_t *m_out, snug_error *err) {
@@ -122,6 +137,66 @@ static snug_status largest_fitting(const snug_graph *g, const snug_plan_request 
     return SNUG_OK;
 }
 
+/* With micro-batch and policy both free, at most this many micro-batches are planned with recompute. */
+#define RECOMPUTE_PROBES 32
+
+/* The best fitting plan so far, by predicted throughput. */
+typedef struct choice {
+    double best;
+    size_t m;
+    snug_checkpoint_policy policy;
+    bool found;
+} choice;
+
+/* Keeps micro-batch m under policy (AUTO: what it resolves to) when its plan fits and beats the choice so far. */
+static snug_status probe(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
+                         choice *c, snug_error *err) {
+    plan p;
+    snug_status s = build(g, r, m, policy, &p, err);
+    if (s != SNUG_OK) return s;
+    const double t = predicted_throughput(&p);
+    if (fits(r, &p) && t > c->best)
+        *c = (choice){.best = t, .m = m, .policy = p.seg.n_segments ? policy_auto : policy_none, .found = true};
+    plan_free(&p);
+    return SNUG_OK;
+}
+
+/* The largest micro-batch ceil(share/k) at most m: m evened out over the passes it needs. */
+static size_t evened(size_t share, size_t m) { return plan_micro_batches(share, plan_micro_batches(share, m)); }
+
+/* The micro-batches ceil(share/k) in (above, top], largest first: every one when there are at most
+ * RECOMPUTE_PROBES, else that many spread evenly between. Returns the count. */
+static size_t recompute_candidates(size_t share, size_t above, size_t top, size_t ms[RECOMPUTE_PROBES + 1]) {
+    size_t n = 0;
+    for (size_t m = evened(share, top); m > above && n <= RECOMPUTE_PROBES; m = m > 1 ? evened(share, m - 1) : 0)
+        ms[n++] = m;
+    if (n <= RECOMPUTE_PROBES) return n;
+    n = 0;
+    for (size_t i = 0; i < RECOMPUTE_PROBES; i++) {
+        const size_t m = evened(share, top - (size_t)((double)(top - above - 1) * (double)i / (RECOMPUTE_PROBES - 1)));
+        if (m > above && (n == 0 || m < ms[n - 1])) ms[n++] = m;
+    }
+    return n;
+}
+
+/* Micro-batch and policy both free: of the micro-batches m = ceil(share/k), k = 1, 2, ..., the largest that fits
+ * without recompute (m0), unless a larger m that fits with recompute is predicted to run faster. Plans grow with
+ * m, so m0 and the largest m that fits with recompute are bisections, and the micro-batches between them are
+ * planned with recompute, largest first (a tie keeps the larger): every one, or a spread of RECOMPUTE_PROBES of
+ * them, so that a batch of billions costs a few dozen plans. c->found stays false when nothing fits. */
+static snug_status choose_both(const snug_graph *g, const snug_plan_request *r, choice *c, snug_error *err) {
+    const size_t share = rank_share(r), limit = at_most(share, plan_micro_batch_ceiling(g));
+    size_t plain = 0, with_recompute = 0, ms[RECOMPUTE_PROBES + 1];
+    *c = (choice){.best = -1};
+    snug_status s = largest_fitting(g, r, policy_none, limit, &plain, err);
+    if (s == SNUG_OK) s = largest_fitting(g, r, policy_auto, limit, &with_recompute, err);
+    const size_t m0 = plain ? evened(share, plain) : 0;
+    const size_t n = s == SNUG_OK && with_recompute > m0 ? recompute_candidates(share, m0, with_recompute, ms) : 0;
+    for (size_t i = 0; i < n && s == SNUG_OK; i++) s = probe(g, r, ms[i], policy_auto, c, err);
+    if (s == SNUG_OK && m0) s = probe(g, r, m0, policy_none, c, err);
+    return s;
+}
+
 /* The micro-batch and policy the request asks for, chosen where it leaves them free. *found is false when
  * nothing fits. */
 static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size_t *m, snug_checkpoint_policy *policy,
@@ -132,9 +207,16 @@ static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size
         *m = r->micro_batch;
         return SNUG_OK;
     }
-    if (r->checkpoint.kind == SNUG_CHECKPOINT_AUTO) return choose_both(g, r, m, policy, found, err);
+    if (r->checkpoint.kind == SNUG_CHECKPOINT_AUTO) {
+        choice c;
+        snug_status s = choose_both(g, r, &c, err);
+        *m = c.m;
+        *policy = c.policy;
+        *found = c.found;
+        return s;
+    }
     size_t largest = 0;
-    snug_status s = largest_fitting(g, r, r->checkpoint, rank_share(r), &largest, err);
+    snug_status s = largest_fitting(g, r, r->checkpoint, at_most(rank_share(r), plan_micro_batch_ceiling(g)), &largest, err);
     if (s != SNUG_OK) return s;
     *found = largest > 0;
     if (*found) *m = plan_micro_batches(rank_share(r), plan_micro_batches(rank_share(r), largest));
@@ -155,7 +237,7 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     memcpy(why->bytes, need->bytes, sizeof why->bytes);
     why->needed = need->total;
     plan_free(&lean);
-    const size_t limit = asked ? asked->m : rank_share(r);
+    const size_t limit = asked ? asked->m : at_most(rank_share(r), plan_micro_batch_ceiling(g));
     s = largest_fitting(g, r, policy, limit, &why->largest_micro_batch, err);
     if (s == SNUG_OK && policy.kind != SNUG_CHECKPOINT_AUTO)
         s = largest_fitting(g, r, policy_auto, limit, &why->largest_with_recompute, err);
@@ -232,6 +314,7 @@ snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *req, snu
     if (why) memset(why, 0, sizeof *why);
     snug_status s = snug_graph_check(g, err);
     if (s == SNUG_OK) s = check_request(req, err);
+    if (s == SNUG_OK) s = check_size(g, req, err);
     size_t m = 0;
     snug_checkpoint_policy policy;
     bool found = false;

@@ -8,26 +8,45 @@
 
 static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)); }
 
-/* True when node i is the highest layer of its segment that holds any recomputed layer. */
-static bool opens_segment_backward(const snug_graph *g, const plan_segments *s, int i) {
-    for (int j = i + 1; j < g->n_nodes; j++)
-        if (is_layer(&g->nodes[j]) && s->segment[j] == s->segment[i]) return false;
-    for (int j = i; j >= 0 && s->segment[j] == s->segment[i]; j--)
-        if (s->recompute[j]) return true;
-    return false;
+/* Per node: whether it is the highest layer of its segment and a recomputed node lies in the run of nodes of
+ * its segment that ends at it. Then its backward is the first of the segment's, and the replay comes before it. */
+static bool *segment_openers(const snug_graph *g, const plan_segments *s) {
+    const size_t nn = (size_t)g->n_nodes + 1;
+    bool *opens = calloc(nn, sizeof *opens);
+    int *last_layer = malloc(nn * sizeof *last_layer); /* per segment id (ids are below the node count + 1) */
+    if (!opens || !last_layer) {
+        free(opens);
+        free(last_layer);
+        return NULL;
+    }
+    for (size_t i = 0; i < nn; i++) last_layer[i] = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (is_layer(&g->nodes[i])) last_layer[s->segment[i]] = i;
+    bool recomputed_in_run = false;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (i == 0 || s->segment[i - 1] != s->segment[i]) recomputed_in_run = false;
+        recomputed_in_run |= s->recompute[i];
+        opens[i] = last_layer[s->segment[i]] == i && recomputed_in_run;
+    }
+    free(last_layer);
+    return opens;
 }
 
 bool plan_schedule(const snug_graph *g, plan *p) {
     /* At most: forward + recompute + backward of every node, and the update. */
     p->steps = malloc(((size_t)g->n_nodes * 3 + 1) * sizeof *p->steps);
-    if (!p->steps) return false;
+    bool *opens = segment_openers(g, &p->seg);
+    if (!p->steps || !opens) {
+        free(opens);
+        return false;
+    }
     int n = 0;
     for (int i = 0; i < g->n_nodes; i++)
         if (is_layer(&g->nodes[i])) p->steps[n++] = (sched_step){i, SNUG_PHASE_FORWARD};
     p->n_forward = n;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         if (!is_layer(&g->nodes[i])) continue;
-        if (opens_segment_backward(g, &p->seg, i)) {
+        if (opens[i]) {
             int first = i;
             while (first > 0 && p->seg.segment[first - 1] == p->seg.segment[i]) first--;
             for (int j = first; j <= i; j++)
@@ -37,5 +56,6 @@ bool plan_schedule(const snug_graph *g, plan *p) {
     }
     p->steps[n++] = (sched_step){-1, SNUG_PHASE_UPDATE};
     p->n_steps = n;
+    free(opens);
     return true;
 }

@@ -34,24 +34,12 @@ static bool is_cheap(const snug_graph *g, const graph_node *n) {
     return f < CHEAP_FLOPS_PER_ELEMENT * out && out >= (double)g->tensors[n->inputs[0]].numel;
 }
 
-/* Whether node n reads tensor t (through views). */
-static bool reads(const snug_graph *g, const graph_node *n, snug_tensor t) {
-    for (int i = 0; i < n->n_inputs; i++)
-        if (graph_base_tensor(g, n->inputs[i]) == t) return true;
-    return false;
-}
-
 /* Whether backward reads tensor t whatever the policy: a reader keeps its input (a convolution, a normalisation),
  * or its producer keeps its output (ReLU), or it is the graph input (always resident). Readers through views
  * (flatten) count. */
-static bool kept_anyway(const snug_graph *g, snug_tensor t) {
+static bool kept_anyway(const snug_graph *g, const plan_reads *r, snug_tensor t) {
     const graph_node *producer = &g->nodes[g->tensors[t].producer];
-    if (producer->op->flags & (OP_IS_INPUT | OP_KEEPS_OUTPUT)) return true;
-    for (int c = 0; c < g->n_nodes; c++) {
-        const graph_node *n = &g->nodes[c];
-        if (is_layer(n) && (n->op->flags & OP_KEEPS_INPUT) && reads(g, n, t)) return true;
-    }
-    return false;
+    return (producer->op->flags & (OP_IS_INPUT | OP_KEEPS_OUTPUT)) || r->kept[t];
 }
 
 static size_t layer_count(const snug_graph *g) {
@@ -132,7 +120,7 @@ static void assign_segments(const snug_graph *g, snug_checkpoint_policy policy, 
  * anyway (or from other droppable layers), or from inputs smaller than their output: a UNet's concatenation of
  * an upsampled tensor and a skip (kept anyway) is replayed from the upsampled half, which is then kept instead
  * of the whole. */
-static void keep_cheap_only(const snug_graph *g, bool *drop) {
+static void keep_cheap_only(const snug_graph *g, const plan_reads *r, bool *drop) {
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
         drop[i] = drop[i] && is_cheap(g, n);
@@ -141,7 +129,7 @@ static void keep_cheap_only(const snug_graph *g, bool *drop) {
             snug_tensor t = graph_base_tensor(g, n->inputs[k]);
             bool repeated = false;
             for (int j = 0; j < k; j++) repeated |= graph_base_tensor(g, n->inputs[j]) == t;
-            if (!repeated && !drop[g->tensors[t].producer] && !kept_anyway(g, t)) kept_for_replay += g->tensors[t].numel;
+            if (!repeated && !drop[g->tensors[t].producer] && !kept_anyway(g, r, t)) kept_for_replay += g->tensors[t].numel;
         }
         drop[i] = drop[i] && kept_for_replay < g->tensors[n->output].numel;
     }
@@ -157,32 +145,34 @@ static bool regenerated_if_kept(const snug_graph *g, const bool *drop, const int
 
 /* Of the droppable layers, drops only those whose output backward reads or another dropped layer replays from:
  * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU), and
- * none whose reader regenerates its output instead. */
-static void drop_only_useful(const snug_graph *g, bool *drop, int *reader) {
+ * none whose reader regenerates its output instead. Layers are decided last first, so every reader of a layer's
+ * output (a later layer) is decided before it: replayed_from marks the tensors the dropped ones read. */
+static void drop_only_useful(const snug_graph *g, const plan_reads *r, bool *drop, int *reader, bool *replayed_from) {
     for (int i = 0; i < g->n_nodes; i++) reader[i] = -1;
     for (int c = 0; c < g->n_nodes; c++) {
-        const int producer = plan_regen_producer(g, c);
+        const int producer = plan_regen_producer(g, r, c);
         if (producer >= 0) reader[producer] = c;
     }
     for (int i = g->n_nodes - 1; i >= 0; i--) {
-        snug_tensor out = g->nodes[i].output;
-        bool useful = drop[i] && kept_anyway(g, out) && !regenerated_if_kept(g, drop, reader, i);
-        for (int c = i + 1; drop[i] && !useful && c < g->n_nodes; c++)
-            useful = drop[c] && reads(g, &g->nodes[c], out);
-        drop[i] = drop[i] && useful;
+        const graph_node *n = &g->nodes[i];
+        drop[i] = drop[i] && ((kept_anyway(g, r, n->output) && !regenerated_if_kept(g, drop, reader, i)) ||
+                              replayed_from[n->output]);
+        for (int k = 0; drop[i] && k < n->n_inputs; k++) replayed_from[graph_base_tensor(g, n->inputs[k])] = true;
     }
 }
 
-snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segments *s) {
+snug_status plan_segment(const snug_graph *g, const plan_reads *r, const plan_variant *v, plan_segments *s) {
     memset(s, 0, sizeof *s);
     size_t nn = (size_t)g->n_nodes;
     s->segment = calloc(nn, sizeof *s->segment);
     s->recompute = calloc(nn, sizeof *s->recompute);
     bool *crossing = calloc(nn, sizeof *crossing);
     int *reader = calloc(nn ? nn : 1, sizeof *reader);
-    if (!s->segment || !s->recompute || !crossing || !reader) {
+    bool *replayed_from = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *replayed_from);
+    if (!s->segment || !s->recompute || !crossing || !reader || !replayed_from) {
         free(crossing);
         free(reader);
+        free(replayed_from);
         plan_segments_free(s);
         return SNUG_E_OOM;
     }
@@ -198,8 +188,8 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
                           (v->recomputed_segments < 0 || s->segment[i] < v->recomputed_segments) &&
                           !(s->segment[i] < 64 && (v->spared >> s->segment[i] & 1));
     }
-    if (v->selective) keep_cheap_only(g, s->recompute);
-    drop_only_useful(g, s->recompute, reader);
+    if (v->selective) keep_cheap_only(g, r, s->recompute);
+    drop_only_useful(g, r, s->recompute, reader, replayed_from);
     int counted = -1;
     for (int i = 0; i < g->n_nodes; i++)
         if (s->recompute[i] && s->segment[i] != counted) {
@@ -208,6 +198,7 @@ snug_status plan_segment(const snug_graph *g, const plan_variant *v, plan_segmen
         }
     free(crossing);
     free(reader);
+    free(replayed_from);
     return SNUG_OK;
 }
 

@@ -210,6 +210,33 @@ expect_in "$ERR" "--mem"
 expect_empty "$OUT"
 
 # ---------------------------------------------------------------------------------------------------------
+# absurd sizes: refused before planning, or answered with a few dozen plans however large the batch
+plan "plan: a batch too large to plan in one pass is refused, saying what fits" --model cnn \
+    --batch 9223372036854775807
+expect_rc 1
+expect_in "$ERR" "batch 9223372036854775807 of model 'cnn' is too large to plan"
+expect_in "$ERR" "over 1 EiB"
+expect_in "$ERR" "plan at most"
+expect_empty "$OUT"
+
+plan "plan: a micro-batch too large to plan is refused" --model cnn --batch 9223372036854775807 \
+    --micro-batch 10000000000000
+expect_rc 1
+expect_in "$ERR" "micro-batch 10000000000000 of model 'cnn' is too large to plan"
+expect_empty "$OUT"
+
+# (a search over k = 1, 2, ... micro-batches would plan millions of candidates for these)
+for batch in 4294967296 1099511627776 9223372036854775807; do
+    plan "plan: --batch $batch under --mem 1GiB chooses a micro-batch that fits" --model cnn --batch "$batch" \
+        --mem 1GiB
+    expect_rc 0
+    grep -qE '^chosen plan \(\*\): micro-batch [0-9]+, [0-9]+ micro-batches of [0-9]+' "$OUT" ||
+        fail "no chosen micro-batch"
+    expect_in "$OUT" "of the 1.00 GiB budget"
+    expect_empty "$ERR"
+done
+
+# ---------------------------------------------------------------------------------------------------------
 # --json
 plan "plan --json: one document with the chosen plan" --model cnn --batch 256 --mem 8MiB --json
 expect_rc 0

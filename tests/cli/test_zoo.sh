@@ -317,6 +317,31 @@ expect_in "$OUT" "data shapes: 500 evaluation images of 16x16"
 [ "$(grep '^evaluation pixel accuracy ' "$OUT" | sed 's/ (loss.*//')" = "$(echo "$SEG_LINE" | sed 's/ (loss.*//')" ] ||
     fail "eval's pixel line differs from training's '$SEG_LINE'"
 
+# A --batch past the data set: the plan is for the samples there are (not gigabytes for a million), and the header
+# says so.
+run "eval: a --batch past the evaluation set plans for the set" eval --model "$TMP/tinyseg.ini" --data shapes \
+    --weights "$TMP/seg.safetensors" --batch 1000000 --threads 1
+expect_rc 0
+expect_in "$OUT" "batch 500 per forward pass (--batch 1000000 is more than the 500 evaluation images of 16x16)"
+[ "$(grep '^evaluation pixel accuracy ' "$OUT" | sed 's/ (loss.*//')" = "$(echo "$SEG_LINE" | sed 's/ (loss.*//')" ] ||
+    fail "eval's pixel line differs from training's '$SEG_LINE'"
+expect_empty "$ERR"
+
+run "eval: a --batch past the evaluation set under --mem" eval --model "$TMP/tinyseg.ini" --data shapes \
+    --weights "$TMP/seg.safetensors" --batch 1000000 --mem 4MiB --threads 1
+expect_rc 0
+expect_in "$OUT" "(--batch 1000000 is more than the 500 evaluation images of 16x16)"
+expect_in "$OUT" "(budget 4.00 MiB)"
+expect_empty "$ERR"
+
+run "train: a --batch past the training set plans for the set" train --model "$TMP/tinyseg.ini" --data shapes \
+    --train-samples 16 --batch 100000 --micro-batch 100000 --mem 8MiB --max-steps 1 "${FAST[@]}"
+expect_rc 0
+expect_in "$OUT" "--batch 100000 is more than the 16 training images of 16x16: each step takes them all"
+expect_in "$OUT" "batch 16 in one forward/backward pass per optimizer step"
+expect_in "$OUT" "trained 1 steps (16 samples)"
+expect_empty "$ERR"
+
 # BatchNorm: a warning before training when one step accumulates several micro-batches, none otherwise.
 run "BatchNorm under accumulation: a warning" train --model "$TMP/tinybn.ini" --data shapes --train-samples 16 \
     --batch 8 --micro-batch 2 --max-steps 2 --save "$TMP/bn.safetensors" "${FAST[@]}"
