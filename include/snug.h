@@ -87,6 +87,16 @@ typedef struct snug_mem_report {
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 /* Writes "44.00 MiB" style text. Returns buf. */
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
+/* Parses a duration into seconds: a decimal number and a unit, s, m or h ("90s", "10m", "1.5h"), or a number of
+ * seconds without one. 0 is a duration; negatives, hexadecimal, inf, nan and more than 1e7 seconds are not. */
+snug_status snug_parse_duration(const char *text, double *seconds, snug_error *err);
+/* Writes a count rounded to a whole number with thousands separators: "1,234,567". Returns buf. */
+char *snug_format_count(double value, char *buf, size_t len);
+/* Writes a duration as "0:45", "12:03" or "1:02:03" (rounded to the second). Returns buf. */
+char *snug_format_duration(double seconds, char *buf, size_t len);
+/* Writes a FLOP count with a decimal prefix: "25.1 MFLOP", "912 FLOP". Returns buf. */
+char *snug_format_flops(double flops, char *buf, size_t len);
+
 
 /* ---------------------------------------------------------------------------------------------------------
  * Tensors and graphs: a static graph whose activation shapes are per sample; the batch dimension is implicit.

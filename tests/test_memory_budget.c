@@ -1,6 +1,6 @@
-/* The budgeted allocator and the memory plan: sizes parse strictly, every byte is counted in its category, a
- * budget that is too small is one clear message naming the buffer and the micro-batch that would fit, and the
- * memory a trainer holds is exactly its plan. */
+/* The budgeted allocator and the memory plan: sizes (and durations) parse strictly, every byte is counted in its
+ * category, a budget that is too small is one clear message naming the buffer and the micro-batch that would fit,
+ * and the memory a trainer holds is exactly its plan. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,6 +48,33 @@ static void formats_bytes(void **state) {
     assert_string_equal(snug_format_bytes(44u << 20, buf, sizeof buf), "44.00 MiB");
     assert_string_equal(snug_format_bytes(512, buf, sizeof buf), "512 B");
     assert_string_equal(snug_format_bytes(3u << 29, buf, sizeof buf), "1.50 GiB");
+}
+
+/* Durations as --state-every-time and --rank-timeout take them: decimal, with s, m or h, or seconds alone. */
+static void parses_durations(void **state) {
+    (void)state;
+    static const struct { const char *text; double seconds; } ok[] = {
+        {"90s", 90}, {"10m", 600}, {"2h", 7200}, {"1.5h", 5400}, {"45", 45}, {"0", 0}, {"0.25s", 0.25}, {"1e3", 1000},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        double v = -1;
+        assert_int_equal(snug_parse_duration(ok[i].text, &v, NULL), SNUG_OK);
+        assert_true(v == ok[i].seconds);
+    }
+    static const char *const bad[] = {"", "s", "-1s", "1h30", "10 m", "0x10s", "inf", "nan", "1e8", "5d", " 5s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double v = -1;
+        snug_error err = {0};
+        if (snug_parse_duration(bad[i], &v, &err) == SNUG_OK) fail_msg("'%s' parsed as %g s", bad[i], v);
+        assert_non_null(strstr(err.message, "bad duration"));
+    }
+    char buf[32];
+    assert_string_equal(snug_format_duration(3723, buf, sizeof buf), "1:02:03");
+    assert_string_equal(snug_format_duration(44.6, buf, sizeof buf), "0:45");
+    assert_string_equal(snug_format_count(1234567, buf, sizeof buf), "1,234,567");
+    assert_string_equal(snug_format_count(999, buf, sizeof buf), "999");
+    assert_string_equal(snug_format_flops(25.1e6, buf, sizeof buf), "25.1 MFLOP");
+    assert_string_equal(snug_format_flops(912, buf, sizeof buf), "912 FLOP");
 }
 
 static void counts_categories_and_refuses_over_budget(void **state) {
@@ -287,6 +314,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parses_sizes),
         cmocka_unit_test(formats_bytes),
+        cmocka_unit_test(parses_durations),
         cmocka_unit_test(counts_categories_and_refuses_over_budget),
         cmocka_unit_test(trainer_memory_equals_plan),
         cmocka_unit_test(pending_rows_give_way_to_the_budget),

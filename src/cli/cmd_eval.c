@@ -55,8 +55,8 @@ static void teardown(eval_run *r) {
 static void report(const eval_run *r) {
     const size_t n = snug_dataset_size(r->data.eval);
     char count[32], samples[32], mem[32], budget[32], speed[32];
-    cli_format_count((double)cli_param_count(r->trainer), count, sizeof count);
-    cli_format_count((double)n, samples, sizeof samples);
+    snug_format_count((double)cli_param_count(r->trainer), count, sizeof count);
+    snug_format_count((double)n, samples, sizeof samples);
     printf("model %s: %s parameters, weights from %s\n", snug_graph_name(r->graph), count, r->opt.weights);
     printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);
     snug_mem_report rep;
@@ -69,7 +69,7 @@ static void report(const eval_run *r) {
     printf("; memory reserved %s (budget %s)\n", snug_format_bytes(rep.total, mem, sizeof mem),
            rep.budget ? snug_format_bytes(rep.budget, budget, sizeof budget) : "unlimited");
     cli_print_eval(stdout, &r->res, r->data.eval_name);
-    cli_format_count(r->seconds > 0 ? (double)n / r->seconds : 0, speed, sizeof speed);
+    snug_format_count(r->seconds > 0 ? (double)n / r->seconds : 0, speed, sizeof speed);
     printf("evaluated in %.2f s, %s samples/s\n", r->seconds, speed);
 }
 

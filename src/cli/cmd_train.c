@@ -105,14 +105,6 @@ static void teardown(train_run *r) {
     free(r->state_extra);
 }
 
-/* "23.4 MFLOP" */
-static void format_flops(double flops, char *buf, size_t len) {
-    static const char *const units[] = {"", "k", "M", "G", "T", "P"};
-    int u = 0;
-    while (flops >= 1000.0 && u < 5) flops /= 1000.0, u++;
-    snprintf(buf, len, "%.*f %sFLOP", u ? 1 : 0, flops, units[u]);
-}
-
 static void print_header(void) {
     snug_system_info info;
     snug_system_info_get(&info);
@@ -130,17 +122,17 @@ static void print_header(void) {
 static void print_model(const train_run *r) {
     const size_t params = cli_param_count(r->trainer);
     char count[32], flops[32];
-    cli_format_count((double)params, count, sizeof count);
-    format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
+    snug_format_count((double)params, count, sizeof count);
+    snug_format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
     const char *name = snug_graph_name(r->graph);
     printf("model %s: %s parameters, %s per sample (forward + backward)", name, count, flops);
     if (strcmp(name, r->opt.model) != 0) printf(", from %s", r->opt.model);  /* a model file */
     printf("\n");
     const cli_data *d = &r->data;
     char ntrain[32], neval[32];
-    cli_format_count((double)snug_dataset_size(d->train), ntrain, sizeof ntrain);
+    snug_format_count((double)snug_dataset_size(d->train), ntrain, sizeof ntrain);
     if (d->eval) {
-        cli_format_count((double)snug_dataset_size(d->eval), neval, sizeof neval);
+        snug_format_count((double)snug_dataset_size(d->eval), neval, sizeof neval);
         printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
     } else {
         printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
@@ -294,10 +286,10 @@ static void report(const train_run *r, bool evaluated) {
         printf("not evaluated: --data %s has no evaluation part (a val/ folder)\n", r->opt.data);
     const cli_progress *p = &r->progress;
     double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
-    cli_format_count((double)p->samples, samples, sizeof samples);
-    cli_format_count(rate, speed, sizeof speed);
+    snug_format_count((double)p->samples, samples, sizeof samples);
+    snug_format_count(rate, speed, sizeof speed);
     printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->any ? p->last.step : 0L, samples,
-           cli_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
+           snug_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
     if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
     printf("\n");
     if (r->ranks > 1)

@@ -104,21 +104,12 @@ static bool set_integer(const flag *f, void *field, const char *value, char *msg
     return true;
 }
 
-static bool set_bytes(const flag *f, void *field, const char *value, char *msg, size_t len) {
+/* The library's parsers: a size ("256MiB") or a duration ("10m"). */
+static bool set_parsed(const flag *f, void *field, const char *value, char *msg, size_t len) {
     snug_error err = {0};
-    if (snug_parse_size(value, (size_t *)field, &err) != SNUG_OK)
-        return flags_fail(msg, len, "--%s: %s", f->name, err.message);
-    return true;
-}
-
-static bool set_seconds(const flag *f, void *field, const char *value, char *msg, size_t len) {
-    char *end;
-    const double v = strtod(value, &end);
-    const double unit = !*end ? 1 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") ? 60 : !strcmp(end, "h") ? 3600 : -1;
-    if (!starts_like_number(value) || !(v >= 0 && v <= 1e7) || unit < 0)
-        return flags_fail(msg, len, "--%s must be a duration such as 90s, 10m or 2h, got '%s'", f->name, value);
-    *(double *)field = v * unit;
-    return true;
+    snug_status s = f->kind == F_BYTES ? snug_parse_size(value, (size_t *)field, &err)
+                                       : snug_parse_duration(value, (double *)field, &err);
+    return s == SNUG_OK || flags_fail(msg, len, "--%s: %s", f->name, err.message);
 }
 
 static bool set_name(const flag *f, void *field, const char *value, char *msg, size_t len) {
@@ -189,8 +180,8 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
             return flags_fail(msg, len, "--%s must be %s, got '%s'", f->name, list, value);
         }
         return true;
-    case F_BYTES: return set_bytes(f, field, value, msg, len);
-    case F_SECONDS: return set_seconds(f, field, value, msg, len);
+    case F_BYTES:
+    case F_SECONDS: return set_parsed(f, field, value, msg, len);
     case F_SWITCH:
     case F_HELP: *(bool *)field = true; return true;
     case F_STRING:

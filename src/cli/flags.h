@@ -24,7 +24,7 @@ typedef enum flag_kind {
     F_CHECKPOINT, /* snug_checkpoint_policy, parsed by snug_parse_checkpoint; sets the bool at aux */
     F_MICRO,   /* size_t in [min, max], or "auto" (SNUG_MICRO_BATCH_AUTO); sets the bool at aux (given) */
     F_PATH,    /* const char *, a path that accepts() takes (by its extension, say) */
-    F_SECONDS, /* double, a duration: "90s", "10m", "2h", or whole seconds; 0 allowed */
+    F_SECONDS, /* double, a duration parsed by snug_parse_duration: "90s", "10m", "2h", or seconds; 0 allowed */
     F_HELP,    /* --help */
 } flag_kind;
 

@@ -31,26 +31,6 @@ size_t cli_param_count(const snug_trainer *tr) {
     return total;
 }
 
-char *cli_format_count(double value, char *buf, size_t len) {
-    char digits[32];
-    snprintf(digits, sizeof digits, "%.0f", value < 0 || !isfinite(value) ? 0.0 : value);
-    size_t n = strlen(digits), o = 0;
-    for (size_t i = 0; i < n && o + 2 < len; i++) {
-        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
-        buf[o++] = digits[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-char *cli_format_duration(double seconds, char *buf, size_t len) {
-    if (!isfinite(seconds) || seconds < 0) seconds = 0;
-    unsigned long s = (unsigned long)(seconds + 0.5);
-    if (s >= 3600) snprintf(buf, len, "%lu:%02lu:%02lu", s / 3600, s / 60 % 60, s % 60);
-    else snprintf(buf, len, "%lu:%02lu", s / 60, s % 60);
-    return buf;
-}
-
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -72,7 +52,7 @@ static void format_memory(const cli_progress *p, bool compact, char *buf, size_t
 static void format_eta(const snug_step_stats *st, char *buf, size_t len) {
     if (st->step <= 0) { snprintf(buf, len, "-"); return; }
     double per_step = st->elapsed_s / (double)st->step;
-    cli_format_duration(per_step * (double)(st->total_steps - st->step), buf, len);
+    snug_format_duration(per_step * (double)(st->total_steps - st->step), buf, len);
 }
 
 /* The fields both displays share: epoch, step, loss, speed, memory, ETA. The compact form, for a narrow
@@ -80,7 +60,7 @@ static void format_eta(const snug_step_stats *st, char *buf, size_t len) {
 static void format_fields(const cli_progress *p, const snug_step_stats *st, bool compact, char *buf,
                           size_t len) {
     char speed[32], mem[96], eta[32];
-    cli_format_count(st->samples_per_s, speed, sizeof speed);
+    snug_format_count(st->samples_per_s, speed, sizeof speed);
     format_memory(p, compact, mem, sizeof mem);
     format_eta(st, eta, sizeof eta);
     if (compact)
@@ -125,7 +105,7 @@ static void write_log(cli_progress *p, const snug_step_stats *st, bool last) {
     if (!last && st->step % p->log_every != 0) return;
     char line[256], elapsed[32];
     format_fields(p, st, false, line, sizeof line);
-    fprintf(p->out, "%s  elapsed %s\n", line, cli_format_duration(st->elapsed_s, elapsed, sizeof elapsed));
+    fprintf(p->out, "%s  elapsed %s\n", line, snug_format_duration(st->elapsed_s, elapsed, sizeof elapsed));
     fflush(p->out);
 }
 
@@ -173,7 +153,7 @@ bool cli_progress_step(const snug_step_stats *st, void *user) {
 
 void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split) {
     char items[32];
-    cli_format_count((double)res->items, items, sizeof items);
+    snug_format_count((double)res->items, items, sizeof items);
     if (res->kind == SNUG_EVAL_TOKENS) {
         bool bytes = res->classes == 256;  /* byte-level text: a token is a byte */
         const char *unit = bytes ? "byte" : "token";

@@ -1,5 +1,5 @@
 /* What a run shows while it trains: one live line rewritten in place on a terminal, or plain log lines every
- * few steps otherwise; skipped (non-finite) steps on stderr at once. Also the number formats the CLI shares. */
+ * few steps otherwise; skipped (non-finite) steps on stderr at once; the clock and count the commands share. */
 #ifndef SNUG_CLI_PROGRESS_H
 #define SNUG_CLI_PROGRESS_H
 
@@ -48,10 +48,6 @@ void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split);
 
 /* Elements of every parameter and buffer of the trainer's model. */
 size_t cli_param_count(const snug_trainer *tr);
-/* "1,234,567" */
-char *cli_format_count(double value, char *buf, size_t len);
-/* "0:45", "12:03", "1:02:03" */
-char *cli_format_duration(double seconds, char *buf, size_t len);
 /* A monotonic clock, in seconds. */
 double cli_now(void);
 

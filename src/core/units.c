@@ -1,5 +1,5 @@
-/* Human sizes: "256MiB" in (a decimal number and a unit; without a unit, a whole number of bytes), "44.00 MiB"
- * out. */
+/* Human sizes, durations and counts: "256MiB" in (a decimal number and a unit; without a unit, a whole number of
+ * bytes), "44.00 MiB" out; "10m" in, "1:02:03" out; "1,234,567" and "25.1 MFLOP" out. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <errno.h>
@@ -59,5 +59,46 @@ char *snug_format_bytes(size_t bytes, char *buf, size_t len) {
     while (v >= 1024.0 && u < 5) { v /= 1024.0; u++; }
     if (u == 0) snprintf(buf, len, "%zu B", bytes);
     else snprintf(buf, len, "%.2f %s", v, names[u]);
+    return buf;
+}
+
+snug_status snug_parse_duration(const char *text, double *seconds, snug_error *err) {
+    const size_t len = text ? decimal_length(text) : 0;
+    const char *unit = len ? text + len : "";
+    const double factor = !strcmp(unit, "") || !strcmp(unit, "s") ? 1 : !strcmp(unit, "m") ? 60
+                          : !strcmp(unit, "h") ? 3600 : -1;
+    const double v = len ? strtod(text, NULL) * factor : -1;
+    if (len == 0 || factor < 0 || !(v >= 0 && v <= 1e7))
+        return snug_fail(err, SNUG_E_ARG, "bad duration '%s': give a number of seconds, minutes or hours such as "
+                         "90s, 10m or 2h (at most 1e7 seconds)", text ? text : "");
+    *seconds = v;
+    return SNUG_OK;
+}
+
+char *snug_format_count(double value, char *buf, size_t len) {
+    char digits[32];
+    snprintf(digits, sizeof digits, "%.0f", value < 0 || !isfinite(value) ? 0.0 : value);
+    size_t n = strlen(digits), o = 0;
+    for (size_t i = 0; i < n && o + 2 < len; i++) {
+        if (i > 0 && (n - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+char *snug_format_duration(double seconds, char *buf, size_t len) {
+    if (!isfinite(seconds) || seconds < 0) seconds = 0;
+    unsigned long s = (unsigned long)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, len, "%lu:%02lu:%02lu", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, len, "%lu:%02lu", s / 60, s % 60);
+    return buf;
+}
+
+char *snug_format_flops(double flops, char *buf, size_t len) {
+    static const char *const units[] = {"", "k", "M", "G", "T", "P"};
+    int u = 0;
+    while (flops >= 1000.0 && u < 5) flops /= 1000.0, u++;
+    snprintf(buf, len, "%.*f %sFLOP", u ? 1 : 0, flops, units[u]);
     return buf;
 }

@@ -206,6 +206,6 @@ expect_in "$ERR" "--init does not apply"
 
 run "--state-every-time takes durations" "${RUN[@]}" --state-every-time 1h30 --state "$TMP/x"
 expect_rc 2
-expect_in "$ERR" "--state-every-time must be a duration"
+expect_in "$ERR" "--state-every-time: bad duration '1h30'"
 
 finish_tests
