@@ -705,9 +705,11 @@ snug_train_config snug_train_config_default(void);
 typedef struct snug_trainer snug_trainer;
 
 /* Reserves every byte of plan (within its budget) and initialises the parameters from cfg->seed. SNUG_E_ARG
- * when cfg's optimizer needs other state than the plan's, or cfg is invalid; SNUG_E_OOM only when the system
- * refuses memory. The trainer keeps pointers to plan and its graph, which must outlive it; the batch is the
- * plan's. */
+ * when cfg's optimizer needs other state than the plan's, or cfg is invalid; SNUG_E_OOM, before anything is
+ * reserved, when the plan needs more than this machine offers (snug_plan_check_machine with
+ * snug_machine_memory_get: a plan over physical memory or the control group's limit would be killed by the
+ * kernel while its memory is zeroed), and when the system refuses memory. The trainer keeps pointers to plan and
+ * its graph, which must outlive it; the batch is the plan's. */
 snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg, snug_trainer **out,
                              snug_error *err);
 void snug_trainer_free(snug_trainer *tr);
@@ -887,6 +889,26 @@ void snug_set_threads(int n);
  * may depend on both). Process-wide, like the thread count: set it before creating trainers. */
 typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
 void snug_set_gemm(snug_gemm choice);
+/* The memory this process can ever hold: the machine's physical memory and, inside a container or a job
+ * scheduler's allocation, its control group's limit (cgroup v2 memory.max, v1 memory.limit_in_bytes: the
+ * tightest on the group's path). Ceilings, not the memory free at the moment, which moves with every other
+ * process: what a plan can never get, not what it may have to wait or swap for. */
+typedef struct snug_machine_memory {
+    size_t physical;  /* bytes of physical memory; 0: unknown */
+    size_t cgroup;    /* the control group's limit; 0: none (or not readable) */
+    size_t usable;    /* the smaller of the two that are known; 0: unknown, and nothing is checked */
+} snug_machine_memory;
+
+/* Reads this machine's figures (from sysconf, /proc/self/cgroup and /sys/fs/cgroup). */
+void snug_machine_memory_get(snug_machine_memory *m);
+
+/* Whether plan p can be reserved within machine m: SNUG_OK when its total is at most m->usable (or m->usable is
+ * 0); else SNUG_E_OOM, and err says what the plan needs by category, what the machine offers, and the way out:
+ * when the parameters, gradients and optimizer state alone are over, that no micro-batch or checkpointing lowers
+ * them (a smaller model, or an optimizer with less state); otherwise, that a smaller micro-batch or
+ * checkpointing does, by planning for a budget of at most m->usable. The budget does not enter: a plan far under
+ * a large budget fits a machine its budget does not. */
+snug_status snug_plan_check_machine(const snug_plan *p, const snug_machine_memory *m, snug_error *err);
 
 #ifdef __cplusplus
 }

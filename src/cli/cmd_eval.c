@@ -39,7 +39,8 @@ static snug_status setup(eval_run *r, snug_error *err) {
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
     snug_train_config cfg = snug_train_config_default();
     cfg.optim = r->opt.plan.optim;
-    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &cfg, &r->trainer, err);
+    if (st == SNUG_OK)
+        st = cli_trainer(r->plan, &cfg, "the batch is then the largest that fits", &r->trainer, err);
     if (st == SNUG_OK) st = snug_trainer_load(r->trainer, r->opt.weights, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
     return st;

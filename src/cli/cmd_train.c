@@ -78,7 +78,9 @@ static snug_status setup(train_run *r, snug_error *err) {
     if (st == SNUG_OK && r->data.eval && keep > 0 && keep < snug_dataset_size(r->data.eval) &&
         (st = snug_dataset_subset(r->data.eval, keep, &r->eval_view, err)) == SNUG_OK)
         r->opt.cfg.eval_data = r->eval_view;
-    if (st == SNUG_OK) st = snug_trainer_new(r->plan, &r->opt.cfg, &r->trainer, err);
+    if (st == SNUG_OK)
+        st = cli_trainer(r->plan, &r->opt.cfg, "--micro-batch auto then picks the micro-batch and checkpointing "
+                         "that fit", &r->trainer, err);
     if (st == SNUG_OK && r->opt.init) st = snug_trainer_load(r->trainer, r->opt.init, err);
     if (st == SNUG_OK) st = cli_data_check(&r->data, r->trainer, r->graph, err);
     if (st == SNUG_OK && r->opt.resume) st = cli_resume_load(&r->resume, r->trainer, n, err);

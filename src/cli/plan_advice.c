@@ -1,7 +1,8 @@
-/* cli_plan (plan_advice.h): a shortfall's ways out, in flags. */
+/* cli_plan and cli_trainer (plan_advice.h): a shortfall's ways out, in flags. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/plan_advice.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -39,5 +40,23 @@ snug_status cli_plan(const snug_graph *g, const snug_plan_request *req, bool che
     snug_plan_shortfall why;
     snug_status st = snug_plan_new(g, req, out, &why, err);
     if (st == SNUG_E_OOM && err && why.smallest_budget > 0) advise(req, checkpoint_given, &why, err);
+    return st;
+}
+
+snug_status cli_trainer(const snug_plan *plan, const snug_train_config *cfg, const char *fit, snug_trainer **out,
+                        snug_error *err) {
+    snug_machine_memory m;
+    snug_plan_summary s;
+    snug_status st = snug_trainer_new(plan, cfg, out, err);
+    snug_machine_memory_get(&m);
+    if (st != SNUG_E_OOM || !err || snug_plan_check_machine(plan, &m, NULL) == SNUG_OK) return st;
+    snug_plan_summarize(plan, &s);
+    const size_t model = s.bytes[SNUG_MEM_PARAMS] - s.kept_bytes + s.bytes[SNUG_MEM_GRADS] - s.pending_bytes;
+    char mem[32]; /* a --mem value, rounded down */
+    if (m.usable >= 1u << 30) snprintf(mem, sizeof mem, "%.1fGiB", floor((double)m.usable / (1u << 30) * 10) / 10);
+    else snprintf(mem, sizeof mem, "%zuMiB", m.usable >> 20);
+    if (model + s.bytes[SNUG_MEM_OPTIM] < m.usable) snug_error_append(err, " Try --mem %s or less: %s.", mem, fit);
+    else if (s.bytes[SNUG_MEM_OPTIM] > 0 && model < m.usable)
+        snug_error_append(err, " Try --optim sgd --momentum 0 (no optimizer state).");
     return st;
 }

@@ -11,5 +11,9 @@
  * checkpoint_given: the user fixed the policy with --checkpoint. */
 snug_status cli_plan(const snug_graph *g, const snug_plan_request *req, bool checkpoint_given, snug_plan **out,
                      snug_error *err);
+/* snug_trainer_new(plan, cfg); when the plan is more than the machine offers, the message ends with the flags
+ * that lower it: `fit` says what --mem then chooses ("--micro-batch auto then ..."). */
+snug_status cli_trainer(const snug_plan *plan, const snug_train_config *cfg, const char *fit, snug_trainer **out,
+                        snug_error *err);
 
 #endif

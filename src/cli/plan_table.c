@@ -130,6 +130,11 @@ void plan_print_summary(FILE *out, const snug_plan_set *set) {
             c->s.micro_batch_chosen ? "the best fit for the budget, as `snug train --mem` chooses"
                                     : "as given by --micro-batch and --checkpoint");
     print_reserved(out, c);
+    snug_machine_memory m;
+    snug_error machine = {0};
+    snug_machine_memory_get(&m);
+    if (snug_plan_check_machine(c->plan, &m, &machine) != SNUG_OK)
+        fprintf(out, "  machine: snug train would stop before its first step: %s\n", machine.message);
     fprintf(out, "  communication: under mpirun, all-reduce in place on the gradients: no extra buffer (%s summed "
                  "over the ranks once per optimizer step); the plan and --mem are per rank\n",
             snug_format_bytes(c->s.bytes[SNUG_MEM_GRADS], buf_comm, sizeof buf_comm));

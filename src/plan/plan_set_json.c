@@ -102,6 +102,21 @@ static void add_buffers(json_doc *d, cJSON *obj, const snug_plan *p) {
     }
 }
 
+/* This machine's memory and whether the plan can be reserved on it (snug_plan_check_machine's message if not). */
+static void add_machine(json_doc *d, cJSON *o, const snug_plan *p) {
+    snug_machine_memory m;
+    snug_error err = {0};
+    snug_machine_memory_get(&m);
+    const bool fits = snug_plan_check_machine(p, &m, &err) == SNUG_OK;
+    cJSON *obj = check(d, cJSON_AddObjectToObject(o, "machine"));
+    if (!obj) return;
+    add_number(d, obj, "physical_bytes", (double)m.physical);
+    check(d, m.cgroup ? cJSON_AddNumberToObject(obj, "cgroup_bytes", (double)m.cgroup)
+                      : cJSON_AddNullToObject(obj, "cgroup_bytes"));
+    check(d, cJSON_AddBoolToObject(obj, "fits", fits));
+    add_string(d, obj, "message", fits ? NULL : err.message);
+}
+
 static void add_chosen(json_doc *d, cJSON *root, const snug_plan_set *set, bool layers) {
     const snug_plan *c = snug_plan_set_at(set, snug_plan_set_chosen(set));
     cJSON *o = row_object(d, c, true);
@@ -124,6 +139,7 @@ static void add_chosen(json_doc *d, cJSON *root, const snug_plan_set *set, bool 
     }
     cJSON *base = check(d, cJSON_AddObjectToObject(o, "baseline"));
     if (base) add_summary(d, base, snug_plan_set_baseline(set), &b);
+    add_machine(d, o, c);
     if (layers) add_buffers(d, o, c);
 }
 

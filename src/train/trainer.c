@@ -51,8 +51,14 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
     return SNUG_OK;
 }
 
-/* Reserves the plan's blocks within its budget: they fit, since the plan does, unless the system refuses. */
+/* Reserves the plan's blocks within its budget: they fit, since the plan does, unless the machine cannot hold
+ * them. That is checked first: zeroing a plan larger than the machine (or its control group) gets the process
+ * killed without a word, and a budget is only a ceiling, so a large one says nothing of what the machine has. */
 static snug_status trainer_reserve(snug_trainer *tr, snug_error *err) {
+    snug_machine_memory machine;
+    snug_machine_memory_get(&machine);
+    snug_status s = snug_plan_check_machine(tr->public_plan, &machine, err);
+    if (s != SNUG_OK) return s;
     snug_mem_init(&tr->mem, tr->public_plan->request.budget);
     return exec_bind(&tr->x, tr->g, tr->plan, &tr->mem, err);
 }

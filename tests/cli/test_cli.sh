@@ -141,6 +141,28 @@ expect_rc 1
 expect_in "$ERR" "out of memory"
 expect_empty "$OUT"
 
+# Plans larger than this machine: its memory and swap from /proc/meminfo, doubled, so that no plan of that size
+# can be reserved here (nor, alone, any of its largest blocks: a build without the check fails to allocate instead
+# of being killed while it zeroes). The budget is only a ceiling: --mem 1TiB does not make such a plan fit.
+HOST_BYTES=$(awk '/^(MemTotal|SwapTotal):/ { kib += $2 } END { printf "%.0f", kib * 1024 }' /proc/meminfo)
+# 784 inputs to `wide` linear outputs: 3136 bytes of parameters per output
+WIDE=$(awk -v h="$HOST_BYTES" 'BEGIN { printf "%.0f", 2 * h / 3136 + 1 }')
+printf '[model]\nname = wide\ninput = image 1 28 28\n[flat]\ntype = flatten\n[fc1]\ntype = linear\nout = %s\n[fc2]\ntype = linear\nout = 10\n[loss]\ntype = softmax_cross_entropy\n' \
+    "$WIDE" >"$TMP/wide.ini"
+run "parameters larger than the machine: refused before any memory is reserved, whatever --mem" \
+    train --model "$TMP/wide.ini" --data shapes --batch 1 --mem 1TiB --progress off
+expect_rc 1
+expect_in "$ERR" "snug: out of memory: this plan needs "
+expect_in "$ERR" "(params "
+expect_in "$ERR" "more than the "
+expect_in "$ERR" "no smaller micro-batch or checkpointing lowers them: train a smaller model"
+expect_not_in "$ERR" "Try --mem"
+expect_empty "$OUT"
+
+run "snug plan plans it, and says that training would stop" plan --model "$TMP/wide.ini" --batch 1
+expect_rc 0
+expect_in "$OUT" "machine: snug train would stop before its first step: out of memory: this plan needs"
+
 MISSING=$TMP/no-such-dir
 run "missing data directory" train --model mlp --data-dir "$MISSING" --progress off
 expect_rc 1
@@ -251,6 +273,25 @@ if have_mnist; then
     expect_in "$ERR" "truncated"
     expect_in "$ERR" "train-images-idx3-ubyte"
     expect_empty "$OUT"
+
+    # A 3x3 convolution to `channels` planes of 28x28 keeps about 3136 bytes per channel and sample: at the 60,000
+    # samples of MNIST in one pass, twice the machine's memory; the parameters are a few KiB.
+    CHANNELS=$(awk -v h="$HOST_BYTES" 'BEGIN { printf "%.0f", 2 * h / (3136 * 60000) + 1 }')
+    printf '[model]\nname = convwide\ninput = image 1 28 28\n[conv]\ntype = conv2d\nout_channels = %s\nkernel = 3\npadding = 1\n[pool]\ntype = global_avgpool\n[fc]\ntype = linear\nout = 10\n[loss]\ntype = softmax_cross_entropy\n' \
+        "$CHANNELS" >"$TMP/convwide.ini"
+    run "activations larger than the machine under --mem 1TiB: refused, a smaller budget advised" \
+        train --model "$TMP/convwide.ini" --batch 60000 --mem 1TiB --progress off --data-dir "$DATA"
+    expect_rc 1
+    expect_in "$ERR" "snug: out of memory: this plan needs "
+    expect_in "$ERR" "at micro-batch 60000, shrinks with a smaller micro-batch or checkpointing"
+    expect_in "$ERR" "Try --mem "
+    expect_in "$ERR" "--micro-batch auto then picks the micro-batch and checkpointing that fit"
+    expect_empty "$OUT"
+
+    run "a budget far beyond the machine is only a ceiling: a plan that needs little runs" train --model mlp \
+        --mem 1TiB --max-steps 2 --evaluate off --progress off --data-dir "$DATA"
+    expect_rc 0
+    expect_in "$OUT" "budget           1.00 TiB"
 
     run "real run: mlp, batch 32 in micro-batches of 8" train --model mlp --batch=32 --micro-batch 8 \
         --max-steps 20 --progress off --log-every 5 --data-dir "$DATA"
