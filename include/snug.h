@@ -97,7 +97,6 @@ char *snug_format_duration(double seconds, char *buf, size_t len);
 /* Writes a FLOP count with a decimal prefix: "25.1 MFLOP", "912 FLOP". Returns buf. */
 char *snug_format_flops(double flops, char *buf, size_t len);
 
-
 /* ---------------------------------------------------------------------------------------------------------
  * Tensors and graphs: a static graph whose activation shapes are per sample; the batch dimension is implicit.
  * Tensors are small integer handles into their graph; a negative handle means an earlier error.
@@ -695,11 +694,18 @@ typedef struct snug_train_config {
      * state (with a state_dir) and returns SNUG_E_INTERRUPTED; over several ranks, when any rank's does, all
      * stop after the same step. NULL: never. */
     const volatile sig_atomic_t *stop;
+    /* Over several ranks: the most seconds a collective (an all-reduce of the loss, the item count, the
+     * gradients or the scores, the broadcast of the parameters) waits for the ranks that have not reached it.
+     * Past it the job ends (MPI_Abort, exit status 1) with one message that names the ranks that did not arrive
+     * (or says that every rank arrived and the collective itself did not complete), so that a rank stopped, hung
+     * or cut off never leaves the others waiting forever. 0: wait forever (a rank under a debugger). A job of one
+     * rank waits for nothing. */
+    double rank_timeout_seconds;
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10
  * consecutive non-finite steps; no state folder (states every 10 minutes and the newest 2 kept once there is
- * one), no stop flag. */
+ * one), no stop flag; collectives wait at most 10 minutes for a rank. */
 snug_train_config snug_train_config_default(void);
 
 typedef struct snug_trainer snug_trainer;
@@ -889,6 +895,7 @@ void snug_set_threads(int n);
  * may depend on both). Process-wide, like the thread count: set it before creating trainers. */
 typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
 void snug_set_gemm(snug_gemm choice);
+
 /* The memory this process can ever hold: the machine's physical memory and, inside a container or a job
  * scheduler's allocation, its control group's limit (cgroup v2 memory.max, v1 memory.limit_in_bytes: the
  * tightest on the group's path). Ceilings, not the memory free at the moment, which moves with every other

@@ -77,10 +77,10 @@ static void plain_process_is_a_job_of_one(void **state) {
     float f[3] = {1.5f, -2.0f, 3.25f};
     double d = 0.125;
     size_t z[2] = {7, 9};
-    assert_int_equal(dist_allreduce_floats(f, 3, NULL), SNUG_OK);
-    assert_int_equal(dist_allreduce_doubles(&d, 1, NULL), SNUG_OK);
-    assert_int_equal(dist_allreduce_sizes(z, 2, DIST_MAX, NULL), SNUG_OK);
-    assert_int_equal(dist_broadcast_floats(f, 3, NULL), SNUG_OK);
+    assert_int_equal(dist_allreduce_floats(f, 3, 1, NULL), SNUG_OK);
+    assert_int_equal(dist_allreduce_doubles(&d, 1, 1, NULL), SNUG_OK);
+    assert_int_equal(dist_allreduce_sizes(z, 2, DIST_MAX, 1, NULL), SNUG_OK);
+    assert_int_equal(dist_broadcast_floats(f, 3, 1, NULL), SNUG_OK);
     assert_true(f[0] == 1.5f && f[1] == -2.0f && f[2] == 3.25f && d == 0.125 && z[0] == 7 && z[1] == 9);
     snug_dist_finalize();
 }

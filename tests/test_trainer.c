@@ -77,6 +77,12 @@ static void refuses_bad_configs(void **state) {
     cfg.optim.lr = -1;
     assert_int_equal(try_config(g, 8, 8, cfg, &err), SNUG_E_ARG);
     assert_non_null(strstr(err.message, "learning rate"));
+    cfg = snug_train_config_default();
+    assert_true(cfg.rank_timeout_seconds == 600);
+    cfg.rank_timeout_seconds = -1;
+    assert_int_equal(try_config(g, 8, 8, cfg, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "rank timeout -1 seconds"));
+    cfg = snug_train_config_default();
     /* a run whose optimizer needs other state than the plan reserved */
     snug_plan *plan = NULL;
     snug_trainer *tr = NULL;

@@ -118,6 +118,9 @@ static const flag train_flags[] = {
     GROUP("Run and output"),
     {FLAG("threads", F_LONG, threads, "N", "threads for the engine and the BLAS [all cores]"), .min = 1,
      .max = 4096},
+    {FLAG("rank-timeout", F_SECONDS, cfg.rank_timeout_seconds, "TIME",
+          "under mpirun: when a collective waits longer than this for a rank (stopped, hung or cut off), end the "
+          "job with a message naming the ranks that did not arrive (90s, 10m, 2h; 0: wait forever) [10m]")},
     {FLAG("log-every", F_LONG, log_every, "N",
           "without a live line, log every N steps and the last [auto: about 20 lines per epoch]"),
      .min = 1, .max = LONG_MAX},
@@ -255,6 +258,7 @@ static void set_defaults(cli_train_options *opt) {
     c->drop_last = false;
     c->seed = 1;
     c->clip_norm = 0;
+    c->rank_timeout_seconds = 600;
     c->optim = default_optim();
     c->schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .warmup_steps = 0,
                                          .min_lr_ratio = 0, .linear_scaling = false, .reference_batch = 256};

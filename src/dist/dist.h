@@ -4,7 +4,9 @@
  * thread pool, it is the only global state of the library.
  *
  * Every collective must be called by every rank in the same order with the same counts; a rank that cannot go on
- * calls dist_abort instead of returning, so that the others are not left waiting inside a collective. */
+ * calls dist_abort instead of returning, so that the others are not left waiting inside a collective. A rank
+ * that can say nothing (stopped, hung, cut off) is caught by the timeout every collective takes: past it, the
+ * collective ends the job itself, naming the ranks that did not arrive. */
 #ifndef SNUG_DIST_DIST_H
 #define SNUG_DIST_DIST_H
 
@@ -34,12 +36,18 @@ _Noreturn void dist_abort(const char *message);
 typedef enum dist_op { DIST_SUM = 0, DIST_MAX } dist_op;
 
 /* In-place reductions: afterwards every rank holds the same result. Buffers of any length (split into calls of
- * at most INT_MAX elements, MPI's count type). A job of one returns at once. */
-snug_status dist_allreduce_floats(float *buf, size_t n, snug_error *err);   /* sum */
-snug_status dist_allreduce_doubles(double *buf, size_t n, snug_error *err); /* sum */
-snug_status dist_allreduce_sizes(size_t *buf, size_t n, dist_op op, snug_error *err);
-/* Rank 0's buffer to every rank. */
-snug_status dist_broadcast_floats(float *buf, size_t n, snug_error *err);
+ * at most INT_MAX elements, MPI's count type). A job of one returns at once.
+ *
+ * timeout_s (0: none) bounds how long one call waits for the other ranks. Past it the call does not return: it
+ * writes "snug: rank R: rank S of N did not reach an all-reduce within the rank timeout of T s ..." (or, when
+ * every rank reached it, that the collective did not complete) and ends the job with exit status 1. Of the ranks
+ * that time out, the lowest that arrived speaks; the others give it a while (the timeout, at most 10 s, per rank
+ * before them) to end the job before they speak. */
+snug_status dist_allreduce_floats(float *buf, size_t n, double timeout_s, snug_error *err);   /* sum */
+snug_status dist_allreduce_doubles(double *buf, size_t n, double timeout_s, snug_error *err); /* sum */
+snug_status dist_allreduce_sizes(size_t *buf, size_t n, dist_op op, double timeout_s, snug_error *err);
+/* Rank 0's buffer to every rank, with the same timeout. */
+snug_status dist_broadcast_floats(float *buf, size_t n, double timeout_s, snug_error *err);
 
 /* The contiguous shard of a global batch of n samples that `rank` of `size` takes: [*begin, *begin + *len),
  * begin = floor(rank * n / size). Shards differ by at most one sample; with n < size some are empty. */

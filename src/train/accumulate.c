@@ -62,11 +62,11 @@ static double run_shard(snug_trainer *tr, const snug_dataset *ds, const size_t *
  * (in place: no buffer beyond the gradients themselves). In a job of one both are the identity, but the
  * all-reduce is still counted, so a test on one process sees how often a job of many would reduce. */
 static snug_status reduce_window(snug_trainer *tr, double *loss_sum, snug_error *err) {
-    snug_status s = dist_allreduce_doubles(loss_sum, 1, err);
+    snug_status s = dist_allreduce_doubles(loss_sum, 1, tr->cfg.rank_timeout_seconds, err);
     if (s != SNUG_OK) return s;
     tr->grad_allreduces++;
     double t0 = omp_get_wtime();
-    s = dist_allreduce_floats(tr->x.grads, tr->g->param_numel, err);
+    s = dist_allreduce_floats(tr->x.grads, tr->g->param_numel, tr->cfg.rank_timeout_seconds, err);
     tr->allreduce_s += omp_get_wtime() - t0;
     return s;
 }
@@ -82,7 +82,7 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     size_t N = count_window_items(tr, ds, indices + begin, len);
     trainer_tock(tr, PART_DATA, t0);
     snug_status s = dataset_read_status(ds, err);
-    if (s == SNUG_OK) s = dist_allreduce_sizes(&N, 1, DIST_SUM, err);
+    if (s == SNUG_OK) s = dist_allreduce_sizes(&N, 1, DIST_SUM, tr->cfg.rank_timeout_seconds, err);
     if (s != SNUG_OK) return s;
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */

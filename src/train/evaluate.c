@@ -99,12 +99,13 @@ static void set_iou(const size_t *conf, size_t classes, snug_eval_result *res) {
     res->mean_iou = present ? total / (double)present : 0;
 }
 
-/* Sums over the ranks, then the result. */
-static snug_status finish(eval_sums *sum, const logits_layout *l, snug_eval_result *res, snug_error *err) {
+/* Sums over the ranks (each waiting at most `timeout` seconds for them), then the result. */
+static snug_status finish(eval_sums *sum, const logits_layout *l, double timeout, snug_eval_result *res,
+                          snug_error *err) {
     size_t counts[2] = {sum->correct, sum->items};
-    snug_status s = dist_allreduce_doubles(&sum->loss, 1, err);
-    if (s == SNUG_OK) s = dist_allreduce_sizes(counts, 2, DIST_SUM, err);
-    if (s == SNUG_OK && sum->conf) s = dist_allreduce_sizes(sum->conf, 3 * l->classes, DIST_SUM, err);
+    snug_status s = dist_allreduce_doubles(&sum->loss, 1, timeout, err);
+    if (s == SNUG_OK) s = dist_allreduce_sizes(counts, 2, DIST_SUM, timeout, err);
+    if (s == SNUG_OK && sum->conf) s = dist_allreduce_sizes(sum->conf, 3 * l->classes, DIST_SUM, timeout, err);
     if (s != SNUG_OK) return s;
     memset(res, 0, sizeof *res);
     res->kind = l->kind;
@@ -132,7 +133,7 @@ snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug
     exec_weights_changed(&tr->x); /* a step or the caller may have changed them since they were derived */
     s = score_shard(tr, ds, &l, &sum, err);
     if (s == SNUG_OK) s = dataset_read_status(ds, err);
-    if (s == SNUG_OK) s = finish(&sum, &l, res, err);
+    if (s == SNUG_OK) s = finish(&sum, &l, tr->cfg.rank_timeout_seconds, res, err);
     if (sum.conf != conf_stack) free(sum.conf);
     /* An evaluation between training steps is not training time: move the training clock's start past it. */
     if (tr->start_time != 0) tr->start_time += omp_get_wtime() - t0;

@@ -78,7 +78,7 @@ static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *o
 static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_error *err) {
     if (tr->dist.size == 1) return SNUG_OK;
     size_t b = tr->batch, v[4] = {n, SIZE_MAX - n, b, SIZE_MAX - b};
-    snug_status s = dist_allreduce_sizes(v, 4, DIST_MAX, err);
+    snug_status s = dist_allreduce_sizes(v, 4, DIST_MAX, tr->cfg.rank_timeout_seconds, err);
     if (s != SNUG_OK) return s;
     if (v[0] != SIZE_MAX - v[1])
         return snug_fail(err, SNUG_E_ARG, "the ranks' training sets differ in size (between %zu and %zu samples; "

@@ -10,7 +10,8 @@
 /* Whether any rank's stop flag is set. */
 static snug_status stop_asked(const snug_trainer *tr, bool *asked, snug_error *err) {
     size_t v = tr->cfg.stop && *tr->cfg.stop;
-    snug_status s = tr->dist.size > 1 ? dist_allreduce_sizes(&v, 1, DIST_MAX, err) : SNUG_OK;
+    snug_status s =
+        tr->dist.size > 1 ? dist_allreduce_sizes(&v, 1, DIST_MAX, tr->cfg.rank_timeout_seconds, err) : SNUG_OK;
     *asked = v != 0;
     return s;
 }

@@ -20,6 +20,7 @@ snug_train_config snug_train_config_default(void) {
         .schedule = {.kind = SNUG_SCHEDULE_CONSTANT, .reference_batch = 256},
         .state_every_seconds = 600,
         .state_keep = 2,
+        .rank_timeout_seconds = 600,
     };
 }
 
@@ -40,6 +41,9 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
     if (c->state_every < 0 || !(c->state_every_seconds >= 0))
         return snug_fail(err, SNUG_E_ARG, "state every %ld steps or %g seconds: neither may be negative",
                          c->state_every, c->state_every_seconds);
+    if (!(c->rank_timeout_seconds >= 0 && c->rank_timeout_seconds < 1e9))
+        return snug_fail(err, SNUG_E_ARG, "rank timeout %g seconds: it must be from 0 (wait forever) to 1e9",
+                         c->rank_timeout_seconds);
     if (c->optim.kind == SNUG_OPTIM_ADAMW &&
         !(c->optim.beta1 >= 0 && c->optim.beta1 < 1 && c->optim.beta2 >= 0 && c->optim.beta2 < 1))
         return snug_fail(err, SNUG_E_ARG, "AdamW betas (%g, %g): each must be in [0, 1)", c->optim.beta1,
@@ -101,7 +105,8 @@ snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg
     trainer_init_params(tr);
     /* The ranks start from rank 0's parameters: the initialisation is a pure function of the seed, but a rank
      * given another seed (or a future checkpoint) must not start elsewhere. */
-    if ((s = dist_broadcast_floats(tr->x.params, tr->g->param_numel, err)) != SNUG_OK) {
+    s = dist_broadcast_floats(tr->x.params, tr->g->param_numel, tr->cfg.rank_timeout_seconds, err);
+    if (s != SNUG_OK) {
         snug_trainer_free(tr);
         return s;
     }

@@ -29,7 +29,7 @@ run "train --help lists every flag group and key flags" train --help
 expect_rc 0
 for phrase in --micro-batch --mem --checkpoint every:N --epochs --max-steps --drop-last --shuffle --seed --optim \
     --lr --momentum --nesterov --weight-decay --beta1 --beta2 --eps --schedule --warmup --min-lr-ratio \
-    --lr-scaling --ref-batch --clip --threads --log-every --progress --data-dir mlp cnn; do
+    --lr-scaling --ref-batch --clip --threads --rank-timeout --log-every --progress --data-dir mlp cnn; do
     expect_in "$OUT" "$phrase"
 done
 expect_empty "$ERR"
@@ -105,6 +105,8 @@ usage_error "switch given a value" "--drop-last takes no value" train --drop-las
 usage_error "--warmup without a cosine schedule" "--warmup needs --schedule cosine" train --warmup 10
 usage_error "--nesterov without momentum" "--nesterov needs" train --nesterov --momentum 0
 usage_error "error points at the command's help" "(see 'snug train --help')" train --batch 0
+usage_error "--rank-timeout 1h30" "--rank-timeout: bad duration '1h30'" train --rank-timeout 1h30
+usage_error "--rank-timeout -3s" "--rank-timeout: bad duration '-3s'" train --rank-timeout=-3s
 
 # ---------------------------------------------------------------------------------------------------------
 # runtime errors: exit 1, one message, nothing on stdout. Planning follows opening the data set (a batch past it

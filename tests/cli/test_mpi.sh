@@ -5,6 +5,8 @@
 #     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp);
 #   - exactly one gradient all-reduce per optimizer step; only rank 0 prints;
 #   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
+#   - a rank that does not reach a collective (one that skips it, one stopped with SIGSTOP) ends the job after
+#     --rank-timeout, with a message naming it;
 #   - a usage error under mpirun is reported once.
 #
 # usage: tests/cli/test_mpi.sh SNUG_BINARY DATA_DIR
@@ -173,6 +175,67 @@ echo "      exit status $RC after $took s"
 [ "$took" -le 10 ] || fail "took $took s (more than 10)"
 expect_in "$ERR" "snug: rank 1: bad format: $TMP/bad/train-images-idx3-ubyte: truncated"
 expect_not_in "$OUT" "test accuracy"
+
+# ---------------------------------------------------------------------------------------------------------
+# A rank that never comes (--rank-timeout): the job ends with a message naming it instead of waiting forever.
+# First a rank that leaves the collectives on purpose (rank 1 skips the evaluation rank 0 runs), which names it
+# every time; then a rank stopped with SIGSTOP at some moment of training, which usually names it too (or, when
+# the stop caught it inside an all-reduce after it had arrived, says that every rank arrived).
+finish_case
+CASE="a rank that skips a collective is named after --rank-timeout 2s"
+CASE_OK=1
+SHORT=(train --model mlp --batch 64 --max-steps 3 --progress off --threads 1 --data-dir "$DATA" --rank-timeout 2s)
+start=$(date +%s)
+timeout 120 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$SNUG" "${SHORT[@]}" : -np 1 "$SNUG" "${SHORT[@]}" --evaluate off \
+    >"$OUT" 2>"$ERR"
+RC=$?
+took=$(($(date +%s) - start))
+echo "      exit status $RC after $took s"
+[ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exit status $RC: expected a failure, not success or a timeout"
+[ "$took" -le 60 ] || fail "took $took s (more than 60)"
+expect_in "$ERR" "snug: rank 0: rank 1 of 2 did not reach an all-reduce within the rank timeout of 2 s"
+expect_not_in "$OUT" "test accuracy"
+
+finish_case
+CASE="a rank stopped with SIGSTOP mid-run ends the job after --rank-timeout 3s, with a message"
+CASE_OK=1
+PIDFILE=$TMP/rank1.pid
+LONG=(train --model mlp --batch 64 --max-steps 100000 --evaluate off --progress off --log-every 1 --threads 1
+    --data-dir "$DATA" --rank-timeout 3s)
+timeout 300 "$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$SNUG" "${LONG[@]}" : \
+    -np 1 sh -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" "$SNUG" "${LONG[@]}" >"$OUT" 2>"$ERR" &
+JOB=$!
+# training has begun once rank 0 logs its steps (the collectives before them are the trainer's broadcast)
+for _ in $(seq 1200); do
+    grep -q "step 3/" "$OUT" 2>/dev/null && [ -s "$PIDFILE" ] && break
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.1
+done
+STOPPED=$(cat "$PIDFILE" 2>/dev/null)
+start=$(date +%s)
+if grep -q "step 3/" "$OUT" && [ -n "$STOPPED" ] && kill -STOP "$STOPPED"; then
+    wait "$JOB"
+    RC=$?
+    took=$(($(date +%s) - start))
+    echo "      exit status $RC, $took s after the stop: $(grep -o 'did not reach\|every rank reached' "$ERR" | head -1)"
+    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exit status $RC: expected a failure, not success or a timeout"
+    [ "$took" -le 60 ] || fail "took $took s after the stop (more than 60)"
+    grep -qE "snug: rank 0: (rank 1 of 2 did not reach|every rank reached) an all-reduce(,| within) .*rank timeout of 3 s" \
+        "$ERR" || fail "no message naming the stopped rank, or saying every rank arrived"
+    expect_in "$ERR" "; ending the job"
+else
+    fail "the job did not start training (or rank 1's pid is unknown)"
+    kill "$JOB" 2>/dev/null
+    wait "$JOB"
+fi
+# The job ends the stopped rank too (killed, it may linger a moment as a zombie); one that outlives the job is a
+# failure, and must not outlive the test.
+running() { [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
+for _ in $(seq 100); do running "$STOPPED" || break; sleep 0.1; done
+if running "$STOPPED"; then
+    fail "rank 1 (pid $STOPPED) was still there 10 s after the job"
+    kill -KILL "$STOPPED"
+fi
 
 # A usage error is the same on every rank: exit 2, said once.
 run_mpi "a usage error under mpirun is reported once" 2 train --frobnicate
