@@ -35,6 +35,12 @@ for t in "${targets[@]}"; do
 done
 cmake --build "$build" -j"$jobs" --target "${targets[@]/#/fuzz_}"
 
+# Stack traces with function names need an llvm-symbolizer (package llvm-16, not installed here); any version
+# serves. Without one, `addr2line -f -e BINARY ADDRESS` names the frames of a report.
+for sym in /usr/lib/llvm-16/bin/llvm-symbolizer /usr/lib/llvm-*/bin/llvm-symbolizer; do
+    [[ -x $sym ]] && { export ASAN_SYMBOLIZER_PATH=$sym; break; }
+done
+
 mkdir -p "$build/logs"
 summary=()
 failed=0

@@ -13,7 +13,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
-/* Reads up to MAX_SAMPLES samples, inputs and targets, as the trainer would. */
+/* Reads up to MAX_SAMPLES samples, inputs and targets, as the trainer would; every label must be a digit and
+ * every pixel one of the 256 normalised values (or the padding's background, one of them). */
 static void read_all(const snug_dataset *ds) {
     size_t n = ds->n < MAX_SAMPLES ? ds->n : MAX_SAMPLES, idx[MAX_SAMPLES];
     for (size_t i = 0; i < n; i++) idx[i] = ds->n - 1 - i; /* from the end: the last bytes of the file */
@@ -22,6 +23,16 @@ static void read_all(const snug_dataset *ds) {
     if (x && y) {
         ds->ops->fill_targets(ds, idx, n, y);
         ds->ops->fill_inputs(ds, idx, n, x);
+        for (size_t i = 0; i < n; i++)
+            if (y[i] < 0 || y[i] >= (int32_t)ds->classes) {
+                fprintf(stderr, "fuzz: sample %zu has label %d, outside 0..%zu\n", idx[i], (int)y[i], ds->classes - 1);
+                abort();
+            }
+        for (size_t i = 0; i < n * ds->sample_numel; i++)
+            if (!(x[i] >= -0.43f && x[i] <= 2.83f)) { /* (0/255 - 0.1307) / 0.3081 .. (1 - 0.1307) / 0.3081 */
+                fprintf(stderr, "fuzz: pixel value %g is no normalised byte\n", (double)x[i]);
+                abort();
+            }
     }
     free(x);
     free(y);

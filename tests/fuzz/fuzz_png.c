@@ -12,15 +12,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* Every sample, inputs and targets: pixels in [-1, 1], targets a class of the data set or ignored. */
 static void read_all(const snug_dataset *ds) {
     const size_t n = ds->n;
-    size_t *idx = malloc(n * sizeof *idx);
+    size_t *idx = calloc(n ? n : 1, sizeof *idx);
     float *x = malloc(n * ds->sample_numel * sizeof *x);
     int32_t *y = malloc(n * ds->targets_per_sample * sizeof *y);
     if (idx && x && y) {
         for (size_t i = 0; i < n; i++) idx[i] = i;
         ds->ops->fill_targets(ds, idx, n, y);
         ds->ops->fill_inputs(ds, idx, n, x);
+        for (size_t i = 0; i < n * ds->targets_per_sample; i++)
+            if (y[i] < SNUG_IGNORE_TARGET || y[i] >= (int32_t)ds->classes) {
+                fprintf(stderr, "fuzz: target %d outside -1..%zu\n", (int)y[i], ds->classes - 1);
+                abort();
+            }
+        for (size_t i = 0; i < n * ds->sample_numel; i++)
+            if (!(x[i] >= -1.0f && x[i] <= 1.0f)) {
+                fprintf(stderr, "fuzz: pixel value %g outside [-1, 1]\n", (double)x[i]);
+                abort();
+            }
     }
     free(idx);
     free(x);

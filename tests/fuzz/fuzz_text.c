@@ -11,16 +11,23 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* Every window, inputs and targets: token ids are bytes, targets bytes or ignored. */
 static void read_all(const snug_dataset *ds) {
     if (!ds) return;
     const size_t n = ds->n;
-    size_t *idx = malloc(n * sizeof *idx);
+    size_t *idx = calloc(n ? n : 1, sizeof *idx);
     float *x = malloc(n * ds->sample_numel * sizeof *x);
     int32_t *y = malloc(n * ds->targets_per_sample * sizeof *y);
     if (idx && x && y) {
         for (size_t i = 0; i < n; i++) idx[i] = n - 1 - i;
         ds->ops->fill_targets(ds, idx, n, y);
         ds->ops->fill_inputs(ds, idx, n, x);
+        for (size_t i = 0; i < n * ds->sample_numel; i++)
+            if (!(x[i] >= 0.0f && x[i] <= 255.0f && x[i] == (float)(int)x[i]) || y[i] < SNUG_IGNORE_TARGET ||
+                y[i] > 255) {
+                fprintf(stderr, "fuzz: token %g, target %d: not a byte\n", (double)x[i], (int)y[i]);
+                abort();
+            }
     }
     free(idx);
     free(x);
