@@ -13,6 +13,7 @@ PREFIX    ?= /usr/local
 DESTDIR   ?=
 BUILD     := build
 BUILD_ASAN := build-asan
+BUILD_FUZZ := build-fuzz
 DATA_DIR  := $(CURDIR)/data/mnist
 CTEST_ARGS ?= --output-on-failure
 
@@ -23,7 +24,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data data-mnist data-brown build build-asan demo test examples bench install clean distclean
+.PHONY: help deps data data-mnist data-brown build build-asan demo test examples bench fuzz install clean distclean
 
 help:
 	@echo "snug targets:"
@@ -37,10 +38,11 @@ help:
 	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/, then the examples"
 	@echo "  make examples    install $(BUILD)/ into $(BUILD)/stage, build examples/ against it (pkg-config), run them"
 	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
+	@echo "  make fuzz        build tests/fuzz/ with Clang's libFuzzer in $(BUILD_FUZZ)/, run each target FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
-	@echo "  make clean       remove $(BUILD)/ and $(BUILD_ASAN)/"
+	@echo "  make clean       remove $(BUILD)/, $(BUILD_ASAN)/ and $(BUILD_FUZZ)/"
 	@echo "  make distclean   clean, and remove data/ (MNIST, the Brown corpus and the download cache)"
-	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)' BENCH_ARGS='...'"
+	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)' BENCH_ARGS='...' FUZZ_SECONDS FUZZ_TARGETS='...'"
 
 deps:
 	@scripts/install-deps.sh
@@ -95,11 +97,19 @@ bench: deps build
 	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
 	python3 bench/compare.py run --bench ./$(BUILD)/bench/snug-bench --out bench/results $(BENCH_ARGS)
 
+# Fuzzing (docs/testing.md): each target of tests/fuzz/ (all, or FUZZ_TARGETS='model_file png') runs FUZZ_SECONDS
+# under libFuzzer, ASan and UBSan, one after the other; a crash, leak or timeout fails the target. `make test`
+# replays the committed corpora without Clang.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz:
+	@scripts/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)
 
 distclean: clean
 	rm -rf data

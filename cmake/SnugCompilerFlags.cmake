@@ -30,3 +30,17 @@ if(SNUG_SANITIZE)
     add_compile_options(${_snug_sanitize_flags})
     add_link_options(${_snug_sanitize_flags})
 endif()
+
+# The fuzzing build (`make fuzz`, scripts/fuzz.sh; cmake/SnugFuzz.cmake): every object instrumented for
+# libFuzzer's coverage and checked by ASan + UBSan; only the fuzz targets link libFuzzer itself.
+option(SNUG_FUZZ "Build the libFuzzer targets of tests/fuzz/ (Clang only)" OFF)
+if(SNUG_FUZZ)
+    if(NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+        message(FATAL_ERROR "SNUG_FUZZ=ON needs Clang (compiler here: ${CMAKE_C_COMPILER_ID}); "
+                "configure with CC=clang-16 (scripts/install-deps.sh --fuzz installs it)")
+    endif()
+    set(_snug_fuzz_flags -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+                         -fno-omit-frame-pointer -Wno-pass-failed)
+    add_compile_options(${_snug_fuzz_flags})
+    add_link_options(-fsanitize=address,undefined)
+endif()

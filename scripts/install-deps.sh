@@ -2,14 +2,17 @@
 # Checks the system packages snug needs to build, test and fetch data, and installs the missing ones.
 # Debian/Ubuntu: as root it runs apt-get; otherwise it prints the exact command to run and exits 1.
 # With everything present it is a quick no-op (one dpkg-query call, no apt-get update).
-#   usage: scripts/install-deps.sh [--check] [--bench]
-#     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch)
+#   usage: scripts/install-deps.sh [--check] [--bench | --fuzz]
+#     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch);
+#     --fuzz: the packages of `make fuzz` too (Clang 16 with libFuzzer, its sanitizer runtimes and OpenMP)
 set -euo pipefail
 
 # python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results
 BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin python3)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
+# make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them
+FUZZ_PACKAGES=(clang-16 libfuzzer-16-dev libclang-rt-16-dev libomp-16-dev)
 
 check_only=0
 PACKAGES=("${BUILD_PACKAGES[@]}")
@@ -17,8 +20,9 @@ for arg in "$@"; do
     case "$arg" in
         --check) check_only=1 ;;
         --bench) PACKAGES=("${BENCH_PACKAGES[@]}") ;;
+        --fuzz) PACKAGES=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
         -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install-deps: unknown option '$arg' (expected --check, --bench or nothing)" >&2; exit 2 ;;
+        *) echo "install-deps: unknown option '$arg' (expected --check, --bench, --fuzz or nothing)" >&2; exit 2 ;;
     esac
 done
 readonly PACKAGES

@@ -46,7 +46,7 @@ static char *build_header(const st_tensor *t, size_t n, const st_pair *meta, siz
     ok = ok && cJSON_AddStringToObject(m, ST_CRC_KEY, CRC_PLACEHOLDER) != NULL;
     size_t at = 0;
     for (size_t i = 0; ok && i < n; i++) {
-        size_t bytes, end;
+        size_t bytes, end = 0;
         ok = size_mul(t[i].numel, sizeof(float), &bytes) && size_add(at, bytes, &end) &&
              add_tensor(root, &t[i], at, end);
         at = end;
