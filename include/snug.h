@@ -67,7 +67,7 @@ typedef enum snug_mem_category {
     SNUG_MEM_OPTIM,        /* optimizer state: SGD momentum 1x params, AdamW 2x */
     SNUG_MEM_ACTIVATIONS,  /* what forward keeps for backward, and the gradients flowing back */
     SNUG_MEM_WORKSPACE,    /* scratch of a single op (im2col columns, per-thread partial sums) */
-    SNUG_MEM_DATA,         /* the input and target buffers of one micro-batch */
+    SNUG_MEM_DATA,         /* the input and target buffers of one micro-batch, and what the data sets hold */
     SNUG_MEM_NCATEGORIES
 } snug_mem_category;
 
@@ -400,10 +400,16 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
                            size_t train_samples, snug_data *d, snug_error *err);
 void snug_data_close(snug_data *d);
 
-void snug_dataset_free(snug_dataset *ds);void snug_dataset_free(snug_dataset *ds);
+void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
 size_t snug_dataset_classes(const snug_dataset *ds);
+/* The bytes a data set holds in this process while `threads` threads read it: what it keeps (MNIST's labels,
+ * the copies of snug_dataset_from_arrays) and what decoding needs per thread (one PNG image and libpng's state).
+ * Files are read in pieces, never mapped or held whole, and a view (snug_dataset_subset) holds nothing of its
+ * own; a data set of callbacks counts 0 (what the caller holds is the caller's). A run counts these bytes in its
+ * data category (snug_plan_request.data_bytes). */
+size_t snug_dataset_memory(const snug_dataset *ds, int threads);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Plans: what one optimizer step needs, byte by byte and by category, computed from the graph alone (planning
@@ -469,6 +475,12 @@ typedef struct snug_plan_request {
     int threads;                        /* the workspace is sized per thread (>= 1) */
     int ranks;                          /* processes sharing every global batch (>= 1): m is planned for one
                                            rank's share, ceil(B / ranks) */
+    size_t data_bytes;                  /* what the data sets hold beside the micro-batch buffers, counted in
+                                           the data category (snug_plan_request_whole_process); 0: nothing */
+    size_t runtime_bytes;               /* what the libraries under the engine hold beside the plan while it
+                                           runs (the BLAS's packing panels and job tables, the C library's
+                                           heaps), counted in the workspace category: SNUG_RUNTIME_BYTES per
+                                           thread for a budget that bounds the process; 0: nothing */
 } snug_plan_request;
 
 /* Batch B in one pass (m = B), no checkpointing, no budget, snug_optim_config_default(), the engine's threads,
@@ -478,6 +490,15 @@ snug_plan_request snug_plan_request_default(size_t batch);
  * micro-batch past it too), so that its plan reserves no more than the data fills. Returns the batch asked for;
  * samples 0 changes nothing. */
 size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples);
+/* Makes req's budget bound the whole process but its fixed start-up memory (snug_engine_start): data_bytes
+ * becomes what a run over these data sets holds beside its micro-batch buffers (each one's snug_dataset_memory
+ * for req's threads, and the order a trainer draws an epoch of `train` in, a size_t per sample; either may be
+ * NULL), and runtime_bytes SNUG_RUNTIME_BYTES per thread. */
+void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *eval);
+/* An allowance per thread for snug_plan_request.runtime_bytes: above what the libraries were measured to add
+ * to a process beside its plan on every model of the zoo (tests/cli/test_rss.sh), once their start-up memory
+ * is measured (snug_engine_start). */
+#define SNUG_RUNTIME_BYTES ((size_t)2 << 20)
 
 typedef struct snug_plan snug_plan;
 
@@ -916,6 +937,20 @@ void snug_machine_memory_get(snug_machine_memory *m);
  * checkpointing does, by planning for a budget of at most m->usable. The budget does not enter: a plan far under
  * a large budget fits a machine its budget does not. */
 snug_status snug_plan_check_machine(const snug_plan *p, const snug_machine_memory *m, snug_error *err);
+
+/* This process's resident memory now and at its peak so far, in bytes (VmRSS and VmHWM of /proc/self/status);
+ * false, and zeros, where the system does not say. */
+bool snug_process_resident(size_t *now, size_t *peak);
+
+/* Starts the engine's threads and the BLAS now rather than at the first step, so that their stacks and the
+ * BLAS's own buffers are resident, and returns the process's resident bytes then: the program's fixed memory
+ * (code, libraries, threads), outside any budget. A run that measures it before it opens its data and reserves
+ * its plan can hold itself to `budget + program` resident bytes (what `snug train` reports). 0 where the system
+ * does not say. Call it after snug_set_threads. */
+size_t snug_engine_start(void);
+/* Writes "resident peak: 25.4 MiB, the program's 7.7 MiB and 17.7 MiB within the budget" for the program's
+ * bytes as snug_engine_start gave them. NULL where the system does not say. */
+char *snug_format_resident_peak(size_t program, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

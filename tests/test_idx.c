@@ -210,10 +210,48 @@ static void test_idx_open_reports_dims(void **state) {
     assert_int_equal(f.ndims, 4);
     for (int i = 0; i < 4; i++) assert_int_equal(f.dims[i], dims[i]);
     assert_int_equal(f.count, 12);
-    assert_memory_equal(f.data, data, sizeof data);
+    uint8_t read[12], part[5];
+    assert_true(idx_read(&f, 0, sizeof read, read));
+    assert_memory_equal(read, data, sizeof data);
+    assert_true(idx_read(&f, 7, sizeof part, part)); /* any piece, at any element */
+    assert_memory_equal(part, data + 7, sizeof part);
+    assert_false(idx_read(&f, 8, sizeof part, part)); /* past the end: zeros, and the status names the file */
+    for (size_t i = 0; i < sizeof part; i++) assert_int_equal(part[i], 0);
+    assert_int_equal(idx_status(&f, &err), SNUG_E_IO);
+    assert_non_null(strstr(err.message, "four-d"));
     idx_close(&f);
-    assert_null(f.map);
+    assert_int_equal(f.file.fd, -1);
     idx_close(&f);  /* twice is harmless */
+}
+
+/* The images are read as needed, not mapped: a file cut short under a running data set gives zeros and a read
+ * status that names it (a mapped file would have ended the process with SIGBUS). The labels are read once and
+ * are the data set's own memory. */
+static void test_images_read_as_needed(void **state) {
+    (void)state;
+    const char *images = write_small_images("cut-images");
+    const char *labels = write_small_labels("cut-labels");
+    snug_dataset *ds;
+    snug_error err;
+    assert_int_equal(open_pair(images, labels, &ds, &err), SNUG_OK);
+    assert_int_equal(snug_dataset_memory(ds, 4), 3);
+    const size_t first[1] = {0}, last[1] = {2};
+    float x[6];
+    int32_t y[1];
+    ds->ops->fill_inputs(ds, last, 1, x);
+    assert_int_equal(dataset_read_status(ds, &err), SNUG_OK);
+    assert_float_equal(x[5], normalised(small_pixels[17]), 0);
+    assert_int_equal(truncate(images, 16 + 6 + 3), 0); /* header, sample 0, half of sample 1 */
+    ds->ops->fill_inputs(ds, first, 1, x);
+    assert_int_equal(dataset_read_status(ds, &err), SNUG_OK);
+    ds->ops->fill_inputs(ds, last, 1, x);
+    for (size_t p = 0; p < 6; p++) assert_float_equal(x[p], normalised(0), 0);
+    ds->ops->fill_targets(ds, last, 1, y);
+    assert_int_equal(y[0], small_labels[2]);
+    assert_int_equal(dataset_read_status(ds, &err), SNUG_E_IO);
+    assert_non_null(strstr(err.message, "cut-images at byte 28"));
+    assert_non_null(strstr(err.message, "changed"));
+    snug_dataset_free(ds);
 }
 
 /* ---- broken files ---- */
@@ -506,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_open_dir_uses_standard_names),
         cmocka_unit_test(test_large_fill_matches_serial),
         cmocka_unit_test(test_idx_open_reports_dims),
+        cmocka_unit_test(test_images_read_as_needed),
         cmocka_unit_test(test_truncated_images),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_bad_magic),

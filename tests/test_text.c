@@ -173,7 +173,7 @@ static void test_errors(void **state) {
     snprintf(missing, sizeof missing, "%s/no-such-file.txt", tmp_dir);
     expect_error(open_err(missing, 4, 0.1, false, &err), &err, SNUG_E_IO, missing, "No such file");
     expect_error(open_err(empty, 4, 0.1, false, &err), &err, SNUG_E_FORMAT, empty, "empty");
-    expect_error(open_err(tmp_dir, 4, 0.1, false, &err), &err, SNUG_E_IO, tmp_dir, "not a regular file");
+    expect_error(open_err(tmp_dir, 4, 0.1, false, &err), &err, SNUG_E_IO, tmp_dir, "is a directory, expected a text file");
     expect_error(open_err(good, 0, 0.1, false, &err), &err, SNUG_E_ARG, good, "context must be > 0");
     expect_error(open_err(good, 4, 1.0, false, &err), &err, SNUG_E_ARG, good, "holdout");
     expect_error(open_err(good, 4, -0.1, false, &err), &err, SNUG_E_ARG, good, "holdout");

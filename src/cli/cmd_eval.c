@@ -36,6 +36,7 @@ static snug_status setup(eval_run *r, snug_error *err) {
     r->opt.plan.ranks = r->ranks;
     if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
+    snug_plan_request_whole_process(&r->opt.plan, NULL, r->data.eval);
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
     snug_train_config cfg = snug_train_config_default();
     cfg.optim = r->opt.plan.optim;

@@ -40,6 +40,7 @@ typedef struct train_run {
     char **argv;
     cli_resume resume;         /* --resume: the state continued and the run's flags */
     char *state_extra;         /* what every state stores of the command line (cli_state_extra) */
+    size_t program;            /* resident bytes before the data and the plan: outside the budget */
 } train_run;
 
 /* The plan of the flags' request (the library chooses what --mem leaves free), summarised for the header. */
@@ -48,6 +49,7 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     snug_system_info_get(&info);
     r->opt.plan.threads = info.threads; /* after --threads took effect */
     r->opt.plan.ranks = r->ranks;
+    snug_plan_request_whole_process(&r->opt.plan, r->data.train, r->data.eval);
     snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
     if (st != SNUG_OK) return st;
     snug_plan_summarize(r->plan, &r->ps);
@@ -229,15 +231,18 @@ static void print_optimizer(const train_run *r) {
     printf("\n");
 }
 
-static void print_memory(const snug_mem_report *rep, const char *title, bool with_peak) {
-    char buf[32];
-    printf("%s\n", title);
-    for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++)
-        printf("  %-12s %12s\n", snug_mem_category_name((snug_mem_category)c),
-               snug_format_bytes(rep->in_use[c], buf, sizeof buf));
+/* The plan's categories; then the program outside them and, at the end, the process's resident peak. */
+static void print_memory(const snug_mem_report *rep, const char *title, bool with_peak, size_t program) {
+    char buf[128];
+    puts(title);
+    for (snug_mem_category c = 0; c < SNUG_MEM_NCATEGORIES; c++)
+        printf("  %-12s %12s\n", snug_mem_category_name(c), snug_format_bytes(rep->in_use[c], buf, sizeof buf));
     printf("  %-12s %12s\n", "total", snug_format_bytes(rep->total, buf, sizeof buf));
     if (with_peak) printf("  %-12s %12s\n", "peak", snug_format_bytes(rep->peak, buf, sizeof buf));
     printf("  %-12s %12s\n", "budget", rep->budget ? snug_format_bytes(rep->budget, buf, sizeof buf) : "unlimited");
+    if (program && !with_peak)
+        printf("program: %s outside the budget (code, libraries, threads)\n", snug_format_bytes(program, buf, 32));
+    if (program && with_peak && snug_format_resident_peak(program, buf, sizeof buf)) printf("%s\n", buf);
 }
 
 /* BatchNorm under accumulation (or over ranks) is not large-batch training: said once, before training. */
@@ -246,7 +251,6 @@ static void print_batchnorm_warning(const train_run *r) {
     const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, k = s->micro_batches;
     if (r->ps.batch_statistics_layers == 0 || (k == 1 && r->ranks == 1)) return;
     const char *name = snug_graph_name(r->graph);
-    bool resnet20 = strcmp(name, "resnet20") == 0;
     printf("WARNING: model %s has %zu BatchNorm layer%s, and this run computes each step's gradient from %zu "
            "micro-batch%s of %zu%s: BatchNorm normalises with the statistics of each micro-batch of %zu samples "
            "(and updates its running statistics once per micro-batch), so this is not exactly training with batch "
@@ -254,7 +258,8 @@ static void print_batchnorm_warning(const train_run *r) {
            "accumulation, or a larger --micro-batch (16 samples or more keep the statistics stable). See "
            "docs/accumulation.md.\n",
            name, r->ps.batch_statistics_layers, r->ps.batch_statistics_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
-           r->ranks > 1 ? " on each rank" : "", m, s->batch, resnet20 ? "--model resnet20-gn" : "e.g. resnet20-gn");
+           r->ranks > 1 ? " on each rank" : "", m, s->batch,
+           strcmp(name, "resnet20") ? "e.g. resnet20-gn" : "--model resnet20-gn");
 }
 
 static void print_plan(const train_run *r) {
@@ -268,7 +273,7 @@ static void print_plan(const train_run *r) {
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
     print_memory(&rep, r->ranks > 1 ? "memory reserved before the first step (per rank):"
-                                     : "memory reserved before the first step:", false);
+                                     : "memory reserved before the first step:", false, r->program);
     fflush(stdout);
 }
 
@@ -299,7 +304,7 @@ static void report(const train_run *r, bool evaluated) {
                "included)\n", snug_trainer_allreduce_count(r->trainer), snug_trainer_allreduce_seconds(r->trainer));
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
-    print_memory(&rep, r->ranks > 1 ? "memory by category (per rank):" : "memory by category:", true);
+    print_memory(&rep, r->ranks > 1 ? "memory by category (per rank):" : "memory by category:", true, r->program);
 }
 
 /* --save: rank 0 writes the safetensors file; every rank holds the same parameters. */
@@ -389,6 +394,7 @@ int cmd_train(int argc, char **argv) {
     int rc = parse(&r, argc, argv);
     if (rc < 0) {
         if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);
+        r.program = snug_engine_start();
         start_progress(&r);
         keep_state(&r);
         snug_status st = run(&r, &err);

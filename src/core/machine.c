@@ -101,3 +101,31 @@ void snug_machine_memory_get(snug_machine_memory *m) {
     m->cgroup = machine_cgroup_limit("/");
     m->usable = tighter(m->physical, m->cgroup);
 }
+
+/* "VmRSS:\t  7168 kB" lines of /proc/self/status. */
+bool snug_process_resident(size_t *now, size_t *peak) {
+    size_t kib[2] = {0, 0};
+    int found = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "VmRSS: %llu kB", &v) == 1) kib[0] = (size_t)v, found |= 1;
+        if (sscanf(line, "VmHWM: %llu kB", &v) == 1) kib[1] = (size_t)v, found |= 2;
+    }
+    if (f) fclose(f);
+    if (found != 3) kib[0] = kib[1] = 0;
+    if (now) *now = kib[0] << 10;
+    if (peak) *peak = kib[1] << 10;
+    return found == 3;
+}
+
+char *snug_format_resident_peak(size_t program, char *buf, size_t len) {
+    size_t peak;
+    char all[32], fixed[32], within[32];
+    if (!snug_process_resident(NULL, &peak) || peak < program) return NULL;
+    snprintf(buf, len, "resident peak: %s, the program's %s and %s within the budget",
+             snug_format_bytes(peak, all, sizeof all), snug_format_bytes(program, fixed, sizeof fixed),
+             snug_format_bytes(peak - program, within, sizeof within));
+    return buf;
+}

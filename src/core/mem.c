@@ -49,6 +49,23 @@ static snug_status over_budget(const snug_mem *mem, snug_mem_category cat, size_
                      category_names[cat], need, budget, breakdown);
 }
 
+bool snug_mem_hold(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err) {
+    size_t total;
+    if (!size_add(mem->total, bytes, &total)) {
+        snug_fail(err, SNUG_E_OVERFLOW, "out of memory: %s %s would need more than SIZE_MAX bytes.", owner,
+                  category_names[cat]);
+        return false;
+    }
+    if (mem->budget && total > mem->budget) {
+        over_budget(mem, cat, bytes, owner, err);
+        return false;
+    }
+    mem->in_use[cat] += bytes;
+    mem->total = total;
+    if (total > mem->peak) mem->peak = total;
+    return true;
+}
+
 void *snug_mem_alloc(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err) {
     size_t rounded, total;
     if (!size_align(bytes ? bytes : 1, SNUG_MEM_ALIGN, &rounded) || !size_add(mem->total, rounded, &total)) {

@@ -25,6 +25,10 @@ void snug_mem_init(snug_mem *mem, size_t budget);
  *    grads 1.6, optim 1.6, activations 212.0, workspace 9.3, data 4.0)." */
 void *snug_mem_alloc(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err);
 
+/* Counts bytes held elsewhere (what the data sets keep: their own allocations) under `cat` without allocating
+ * them, so that the budget and the report cover them; false and err over budget, as snug_mem_alloc. */
+bool snug_mem_hold(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err);
+
 /* Frees every allocation; the counters go to zero, the peak stays. */
 void snug_mem_release_all(snug_mem *mem);
 

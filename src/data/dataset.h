@@ -24,6 +24,8 @@ struct snug_dataset {
     size_t sample_numel;
     size_t classes;
     size_t targets_per_sample;  /* 1 for classification */
+    size_t memory_bytes;        /* what the data set keeps in memory itself (snug_dataset_memory) */
+    size_t scratch_bytes;       /* what one thread's read of a sample holds while it decodes (a PNG image) */
     void *impl;                 /* the implementation's own state */
 };
 

@@ -1,17 +1,12 @@
-/* Mapping and validating IDX files. Every check names the path, says what is wrong with the numbers involved,
+/* Opening, validating and reading IDX files. Every check names the path, says what is wrong with the numbers involved,
  * and how to get a good file. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "data/idx.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -33,45 +28,11 @@ static void format_dims(const size_t *dims, int ndims, char *buf, size_t len) {
     }
 }
 
-/* Opens path and returns its size in *len, refusing what cannot be an IDX file before mapping it. */
-static snug_status open_regular(const char *path, int *fd_out, size_t *len, snug_error *err) {
-    /* O_NONBLOCK: a FIFO given by mistake must fail below, not hang here; regular files ignore it. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return snug_fail(err, SNUG_E_IO,
-                             "cannot open %s: no such file (MNIST is four IDX files in one directory)", path);
-        return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", path, strerror(e));
-    }
-    struct stat st;
-    snug_status s = SNUG_OK;
-    if (fstat(fd, &st) != 0)
-        s = snug_fail(err, SNUG_E_IO, "cannot stat %s: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        s = snug_fail(err, SNUG_E_IO, "%s is a directory, expected an IDX file", path);
-    else if (!S_ISREG(st.st_mode))
-        s = snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected an IDX file", path);
-    else if (st.st_size == 0)
-        s = snug_fail(err, SNUG_E_FORMAT, "%s is empty (0 bytes), expected an IDX file; re-download it with "
-                      "`make data`", path);
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        s = snug_fail(err, SNUG_E_FORMAT, "%s is too large to map (%jd bytes)", path, (intmax_t)st.st_size);
-    else if (st.st_size < 4)
-        s = snug_fail(err, SNUG_E_FORMAT, "%s: truncated: %jd bytes, an IDX header needs at least 4", path,
-                      (intmax_t)st.st_size);
-    if (s != SNUG_OK) {
-        close(fd);
-        return s;
-    }
-    *fd_out = fd;
-    *len = (size_t)st.st_size;
-    return SNUG_OK;
-}
-
-/* Checks the magic and reads ndims and the dimensions into f; len >= 4. */
-static snug_status parse_header(const char *path, const uint8_t *b, size_t len, int expected_ndims, idx_file *f,
-                                snug_error *err) {
+/* Checks the magic and reads ndims and the dimensions into f. */
+/* b: the first head_len bytes of a file of len bytes (head_len >= 4, and all of the header when the file holds
+ * it). */
+static snug_status parse_header(const char *path, const uint8_t *b, size_t head_len, size_t len,
+                                int expected_ndims, idx_file *f, snug_error *err) {
     if (b[0] != 0 || b[1] != 0)
         return snug_fail(err, SNUG_E_FORMAT, "%s: bad magic: first bytes %02x %02x, an IDX file starts with 00 00 "
                          "(is it an IDX file? a .gz must be unpacked first)", path, b[0], b[1]);
@@ -86,7 +47,7 @@ static snug_status parse_header(const char *path, const uint8_t *b, size_t len, 
         return snug_fail(err, SNUG_E_FORMAT, "%s: has %d dimension%s, expected %d (MNIST images have 3, labels 1: "
                          "were the two files swapped?)", path, ndims, ndims == 1 ? "" : "s", expected_ndims);
     size_t header = 4 + 4 * (size_t)ndims;
-    if (len < header)
+    if (len < header || head_len < header)
         return snug_fail(err, SNUG_E_FORMAT, "%s: truncated: expected at least %zu bytes of header, found %zu",
                          path, header, len);
     for (int i = 0; i < ndims; i++) {
@@ -117,30 +78,31 @@ static snug_status check_size(const char *path, idx_file *f, size_t len, snug_er
 snug_status idx_open(const char *path, int expected_ndims, idx_file *f, snug_error *err) {
     memset(f, 0, sizeof *f);
     if (!path) return snug_fail(err, SNUG_E_ARG, "idx_open: path is NULL");
-    int fd = -1;
-    size_t len = 0;
-    snug_status s = open_regular(path, &fd, &len, err);
+    snug_status s = data_file_open(path, "an IDX file", "(MNIST is four IDX files in one directory)", 4, &f->file,
+                                   err);
     if (s != SNUG_OK) return s;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    close(fd);  /* the mapping keeps the file alive */
-    if (map == MAP_FAILED)
-        return snug_fail(err, SNUG_E_IO, "cannot map %s (%zu bytes): %s", path, len, strerror(map_errno));
-    s = parse_header(path, map, len, expected_ndims, f, err);
-    if (s == SNUG_OK) s = check_size(path, f, len, err);
+    uint8_t head[4 + 4 * IDX_MAX_DIMS];
+    const size_t head_len = f->file.len < sizeof head ? f->file.len : sizeof head;
+    if (!data_file_read(&f->file, 0, head, head_len)) s = data_file_status(&f->file, err);
+    if (s == SNUG_OK) s = parse_header(path, head, head_len, f->file.len, expected_ndims, f, err);
+    if (s == SNUG_OK) s = check_size(path, f, f->file.len, err);
     if (s != SNUG_OK) {
-        munmap(map, len);
-        memset(f, 0, sizeof *f);
+        idx_close(f);
         return s;
     }
-    f->map = map;
-    f->map_len = len;
-    f->data = (const uint8_t *)map + 4 + 4 * (size_t)f->ndims;
+    f->data_offset = 4 + 4 * (size_t)f->ndims;
     return SNUG_OK;
 }
 
+bool idx_read(idx_file *f, size_t first, size_t n, uint8_t *buf) {
+    return data_file_read(&f->file, f->data_offset + first, buf, n);
+}
+
+snug_status idx_status(const idx_file *f, snug_error *err) { return data_file_status(&f->file, err); }
+
 void idx_close(idx_file *f) {
     if (!f) return;
-    if (f->map) munmap(f->map, f->map_len);
+    data_file_close(&f->file);
     memset(f, 0, sizeof *f);
+    f->file.fd = -1;
 }

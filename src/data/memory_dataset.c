@@ -1,6 +1,6 @@
 /* A dataset over arrays the caller gives (tests, benchmarks, small problems, bindings): any sample shape, one
  * or more targets per sample (a label, or one per token or pixel). Both arrays are copied, so the caller may free
- * them at once; the copies are the caller's data (plain malloc), outside the engine budget. */
+ * them at once; the copies are the data set's own memory (snug_dataset_memory), which a run counts in its data. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,7 +105,8 @@ snug_status snug_dataset_from_arrays(const float *inputs, snug_shape sample_shap
     memcpy(targets_copy, targets, target_bytes);
     *m = (memory_impl){.inputs = inputs_copy, .targets = targets_copy};
     *ds = (snug_dataset){.ops = &memory_ops, .n = n, .sample_shape = sample_shape, .sample_numel = numel,
-                         .classes = classes, .targets_per_sample = targets_per_sample, .impl = m};
+                         .classes = classes, .targets_per_sample = targets_per_sample,
+                         .memory_bytes = input_bytes + target_bytes, .impl = m};
     *out = ds;
     return SNUG_OK;
 }

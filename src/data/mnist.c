@@ -1,5 +1,6 @@
-/* MNIST as a dataset: an images IDX file (N, H, W) and a labels IDX file (N), both mapped. Pixels are normalised
- * on the way into the micro-batch buffer, through a 256-entry table that holds exactly what PyTorch's
+/* MNIST as a dataset: an images IDX file (N, H, W), read sample by sample into the micro-batch buffer, and a
+ * labels IDX file (N), read once and kept (N bytes: the data set's own memory, counted in a run's data). Pixels
+ * are normalised on the way in, through a 256-entry table that holds exactly what PyTorch's
  * ToTensor + Normalize((0.1307,), (0.3081,)) computes in float32. */
 #define _POSIX_C_SOURCE 200809L
 
@@ -20,22 +21,25 @@
 #define MNIST_PARALLEL_MIN_PIXELS ((size_t)1 << 18)
 
 typedef struct mnist_impl {
-    idx_file images;  /* (n, H, W) */
-    idx_file labels;  /* (n) */
+    idx_file images;  /* (n, H, W), read as needed */
+    uint8_t *labels;  /* (n), read when opened */
     float table[256]; /* normalised value of each byte */
 } mnist_impl;
 
+/* Each sample's bytes are read into the last quarter of its own float slot and widened from the front: float p
+ * (bytes 4p..4p+3) overwrites only bytes before byte 3 * pixels + p + 1, which are read already, so no scratch
+ * buffer is needed. */
 static void mnist_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n,
                               float *x) {  // (n, 1, H, W)
-    const mnist_impl *m = ds->impl;
+    mnist_impl *m = ds->impl;
     const size_t pixels = ds->sample_numel;
-    const uint8_t *base = m->images.data;  // (N, H, W)
     const float *table = m->table;
 #pragma omp parallel for schedule(static) if (n * pixels >= MNIST_PARALLEL_MIN_PIXELS)
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->n);
-        const uint8_t *src = base + idx[i] * pixels;
         float *dst = x + i * pixels;
+        uint8_t *src = (uint8_t *)dst + 3 * pixels;
+        idx_read(&m->images, idx[i] * pixels, pixels, src); /* zeros when it fails: see mnist_read_status */
         for (size_t p = 0; p < pixels; p++) dst[p] = table[src[p]];
     }
 }
@@ -44,7 +48,7 @@ static void mnist_fill_targets(const snug_dataset *ds, const size_t *idx, size_t
     const mnist_impl *m = ds->impl;
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->n);
-        y[i] = m->labels.data[idx[i]];
+        y[i] = m->labels[idx[i]];
     }
 }
 
@@ -52,30 +56,42 @@ static void mnist_destroy(snug_dataset *ds) {
     mnist_impl *m = ds->impl;
     if (!m) return;
     idx_close(&m->images);
-    idx_close(&m->labels);
+    free(m->labels);
     free(m);
     ds->impl = NULL;
+}
+
+static snug_status mnist_read_status(const snug_dataset *ds, snug_error *err) {
+    return idx_status(&((const mnist_impl *)ds->impl)->images, err);
 }
 
 static const dataset_ops mnist_ops = {
     .fill_inputs = mnist_fill_inputs,
     .fill_targets = mnist_fill_targets,
     .destroy = mnist_destroy,
+    .read_status = mnist_read_status,
 };
 
-/* The pair must describe the same samples, and every label must be a digit. */
-static snug_status check_pair(const char *images_path, const char *labels_path, const mnist_impl *m,
-                              snug_error *err) {
-    if (m->images.dims[0] != m->labels.dims[0])
-        return snug_fail(err, SNUG_E_FORMAT, "%s has %zu images but %s has %zu labels: the two files do not "
-                         "belong together (train-* and t10k-* mixed?)", images_path, m->images.dims[0],
-                         labels_path, m->labels.dims[0]);
-    for (size_t i = 0; i < m->labels.count; i++)
-        if (m->labels.data[i] >= MNIST_CLASSES)
-            return snug_fail(err, SNUG_E_FORMAT, "%s: label %zu is %u, outside 0..%d: the labels file is corrupt; "
-                             "re-download it with `make data`", labels_path, i, (unsigned)m->labels.data[i],
-                             MNIST_CLASSES - 1);
-    return SNUG_OK;
+/* The pair must describe the same samples, and every label must be a digit. Reads the labels into m. */
+static snug_status read_labels(const char *images_path, const char *labels_path, mnist_impl *m, snug_error *err) {
+    idx_file labels;
+    snug_status s = idx_open(labels_path, 1, &labels, err);
+    if (s != SNUG_OK) return s;
+    if (m->images.dims[0] != labels.dims[0])
+        s = snug_fail(err, SNUG_E_FORMAT, "%s has %zu images but %s has %zu labels: the two files do not belong "
+                      "together (train-* and t10k-* mixed?)", images_path, m->images.dims[0], labels_path,
+                      labels.dims[0]);
+    else if (!(m->labels = malloc(labels.count)))
+        s = snug_fail(err, SNUG_E_OOM, "out of memory for the %zu labels of %s", labels.count, labels_path);
+    else if (!idx_read(&labels, 0, labels.count, m->labels))
+        s = idx_status(&labels, err);
+    for (size_t i = 0; s == SNUG_OK && i < labels.count; i++)
+        if (m->labels[i] >= MNIST_CLASSES)
+            s = snug_fail(err, SNUG_E_FORMAT, "%s: label %zu is %u, outside 0..%d: the labels file is corrupt; "
+                          "re-download it with `make data`", labels_path, i, (unsigned)m->labels[i],
+                          MNIST_CLASSES - 1);
+    idx_close(&labels);
+    return s;
 }
 
 static void fill_table(float *table) {  // (256)
@@ -99,8 +115,7 @@ snug_status snug_mnist_open_files(const char *images_path, const char *labels_pa
     ds->ops = &mnist_ops;
     ds->impl = m;
     snug_status s = idx_open(images_path, 3, &m->images, err);
-    if (s == SNUG_OK) s = idx_open(labels_path, 1, &m->labels, err);
-    if (s == SNUG_OK) s = check_pair(images_path, labels_path, m, err);
+    if (s == SNUG_OK) s = read_labels(images_path, labels_path, m, err);
     if (s != SNUG_OK) {
         snug_dataset_free(ds);
         return s;
@@ -111,6 +126,7 @@ snug_status snug_mnist_open_files(const char *images_path, const char *labels_pa
     ds->sample_numel = m->images.dims[1] * m->images.dims[2];  /* cannot overflow: idx_open checked the product */
     ds->classes = MNIST_CLASSES;
     ds->targets_per_sample = 1;
+    ds->memory_bytes = m->images.dims[0]; /* the labels */
     *out = ds;
     return SNUG_OK;
 }

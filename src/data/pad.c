@@ -134,6 +134,8 @@ snug_status snug_dataset_pad(snug_dataset *inner, size_t pad_h, size_t pad_w, fl
     ds->sample_numel = numel;
     ds->classes = inner->classes;
     ds->targets_per_sample = p->pixel_targets ? pixels : 1;
+    ds->memory_bytes = inner->memory_bytes; /* the frame is drawn in place: nothing more */
+    ds->scratch_bytes = inner->scratch_bytes;
     *out = ds;
     return SNUG_OK;
 }

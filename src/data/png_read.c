@@ -165,3 +165,8 @@ snug_status png_decode(const char *path, png_purpose purpose, const png_header *
     close_png(&r);
     return s;
 }
+
+size_t png_decode_bytes(const png_header *h) {
+    /* sizes of an image that was decoded once already: no product overflows */
+    return h->height * h->width * h->channels + h->height * sizeof(png_bytep) + PNG_DECODER_BYTES;
+}

@@ -38,4 +38,9 @@ typedef snug_status (*png_pixels_fn)(void *ctx, const uint8_t *pixels, const png
 snug_status png_decode(const char *path, png_purpose purpose, const png_header *want, png_header *h,
                        png_pixels_fn fn, void *ctx, snug_error *err);
 
+/* What one png_decode of an image of h's size holds at most: the decoded pixels and their row pointers, and a
+ * bound on libpng's and zlib's state and the FILE's buffer (a few KiB of structures, zlib's 32 KiB window). */
+#define PNG_DECODER_BYTES ((size_t)64 << 10)
+size_t png_decode_bytes(const png_header *h);
+
 #endif

@@ -258,6 +258,10 @@ snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_err
     ds->sample_numel = h->channels * h->height * h->width;  /* png_decode allocated this many bytes */
     ds->classes = m->classes;
     ds->targets_per_sample = h->height * h->width;
+    /* the listing, and one image decoding per thread */
+    ds->memory_bytes = strlen(m->dir) + 1 + m->count * sizeof *m->names;
+    for (size_t i = 0; i < m->count; i++) ds->memory_bytes += strlen(m->names[i]) + 1;
+    ds->scratch_bytes = png_decode_bytes(h);
     *out = ds;
     return SNUG_OK;
 }

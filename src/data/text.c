@@ -1,5 +1,5 @@
-/* A byte-level text dataset for language models: vocabulary 256 (a token is a byte), the whole file mapped
- * read-only. The file splits into a training part (the first 1 - holdout of its bytes) and a held-out part (the
+/* A byte-level text dataset for language models: vocabulary 256 (a token is a byte), read window by window
+ * (data/data_file.h), never mapped or copied whole. The file splits into a training part (the first 1 - holdout of its bytes) and a held-out part (the
  * rest); a sample is a window of one part, and no window crosses from one part into the other.
  *
  * Sample i of a part starts at byte s = i * context of the part: its inputs are bytes [s, s + context), its
@@ -10,104 +10,88 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <assert.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "data/data_file.h"
 #include "data/dataset.h"
 
 #define TEXT_VOCAB 256
 
 typedef struct text_impl {
-    void *map;            /* the whole file, read-only */
-    size_t map_len;
-    const uint8_t *part;  /* (len) the bytes of this part, inside the mapping */
+    data_file file;
+    size_t start;         /* the part: bytes [start, start + len) of the file */
     size_t len;
     size_t context;
 } text_impl;
 
+/* Reads the bytes [at, at + count) of the part that exist into the last quarter of dst's count 4-byte slots, and
+ * returns how many there were; widening from the front then overwrites only bytes already read (mnist.c does
+ * the same). A failed read leaves zeros, and the failure for text_read_status. */
+static size_t read_tail(text_impl *t, size_t at, size_t count, void *dst) {
+    const size_t have = at >= t->len ? 0 : t->len - at < count ? t->len - at : count;
+    uint8_t *bytes = (uint8_t *)dst + 3 * count;
+    data_file_read(&t->file, t->start + at, bytes, have);
+    return have;
+}
+
 static void text_fill_inputs(const snug_dataset *ds, const size_t *idx, size_t n,
                              float *x) {  // (n, context)
-    const text_impl *t = ds->impl;
+    text_impl *t = ds->impl;
     const size_t T = t->context;
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->n);
-        const size_t s = idx[i] * T;
         float *dst = x + i * T;
-        for (size_t p = 0; p < T; p++) dst[p] = s + p < t->len ? (float)t->part[s + p] : 0.0f;
+        const uint8_t *bytes = (const uint8_t *)dst + 3 * T;
+        const size_t have = read_tail(t, idx[i] * T, T, dst);
+        for (size_t p = 0; p < T; p++) dst[p] = p < have ? (float)bytes[p] : 0.0f;
     }
 }
 
 static void text_fill_targets(const snug_dataset *ds, const size_t *idx, size_t n,
                               int32_t *y) {  // (n, context)
-    const text_impl *t = ds->impl;
+    text_impl *t = ds->impl;
     const size_t T = t->context;
     for (size_t i = 0; i < n; i++) {
         assert(idx[i] < ds->n);
-        const size_t s = idx[i] * T + 1;
         int32_t *dst = y + i * T;
-        for (size_t p = 0; p < T; p++) dst[p] = s + p < t->len ? (int32_t)t->part[s + p] : SNUG_IGNORE_TARGET;
+        const uint8_t *bytes = (const uint8_t *)dst + 3 * T;
+        const size_t have = read_tail(t, idx[i] * T + 1, T, dst);
+        for (size_t p = 0; p < T; p++) dst[p] = p < have ? (int32_t)bytes[p] : SNUG_IGNORE_TARGET;
     }
 }
 
 static void text_destroy(snug_dataset *ds) {
     text_impl *t = ds->impl;
     if (!t) return;
-    if (t->map) munmap(t->map, t->map_len);
+    data_file_close(&t->file);
     free(t);
     ds->impl = NULL;
+}
+
+static snug_status text_read_status(const snug_dataset *ds, snug_error *err) {
+    return data_file_status(&((const text_impl *)ds->impl)->file, err);
 }
 
 static const dataset_ops text_ops = {
     .fill_inputs = text_fill_inputs,
     .fill_targets = text_fill_targets,
     .destroy = text_destroy,
+    .read_status = text_read_status,
 };
-
-/* Maps the regular, non-empty file at path read-only into t->map. */
-static snug_status map_file(const char *path, text_impl *t, snug_error *err) {
-    /* O_NONBLOCK: a FIFO given by mistake must fail below, not hang here; regular files ignore it. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return snug_fail(err, SNUG_E_IO, "cannot open the text file %s: %s", path, strerror(errno));
-    struct stat st;
-    snug_status s = SNUG_OK;
-    if (fstat(fd, &st) != 0)
-        s = snug_fail(err, SNUG_E_IO, "cannot stat %s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        s = snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a text file", path);
-    else if (st.st_size == 0)
-        s = snug_fail(err, SNUG_E_FORMAT, "%s is empty (0 bytes): a text dataset needs text", path);
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        s = snug_fail(err, SNUG_E_FORMAT, "%s is too large to map (%jd bytes)", path, (intmax_t)st.st_size);
-    if (s == SNUG_OK) {
-        t->map_len = (size_t)st.st_size;
-        void *map = mmap(NULL, t->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED)
-            s = snug_fail(err, SNUG_E_IO, "cannot map %s (%zu bytes): %s", path, t->map_len, strerror(errno));
-        else
-            t->map = map;
-    }
-    close(fd);  /* the mapping keeps the file alive */
-    return s;
-}
 
 /* Points t->part at the requested part: [0, split) for training, [split, len) held out. */
 static snug_status select_part(const char *path, double holdout, bool heldout_part, text_impl *t,
                                snug_error *err) {
-    const size_t len = t->map_len;
+    const size_t len = t->file.len;
     /* floor, so that a file is split the same way on every machine; exact for files below 2^53 bytes */
     const size_t split = (size_t)floor((double)len * (1.0 - holdout));
     const size_t start = heldout_part ? split : 0, end = heldout_part ? len : split;
-    t->part = (const uint8_t *)t->map + start;
+    t->start = start;
     t->len = end - start;
     /* A full window: context inputs and the byte that follows the last of them. */
     if (t->len < t->context + 1)
@@ -143,7 +127,7 @@ snug_status snug_text_open(const char *path, size_t context, double holdout, boo
     ds->ops = &text_ops;
     ds->impl = t;
     t->context = context;
-    s = map_file(path, t, err);
+    s = data_file_open(path, "a text file", NULL, 1, &t->file, err);
     if (s == SNUG_OK) s = select_part(path, holdout, heldout_part, t, err);
     if (s != SNUG_OK) {
         snug_dataset_free(ds);

@@ -139,6 +139,10 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
         return SNUG_E_OOM;
     if (!(x->input = snug_mem_alloc(mem, SNUG_MEM_DATA, p->input_bytes, "input", err))) return SNUG_E_OOM;
     if (!(x->targets = snug_mem_alloc(mem, SNUG_MEM_DATA, p->targets_bytes, "targets", err))) return SNUG_E_OOM;
+    if (p->data_set_bytes && !snug_mem_hold(mem, SNUG_MEM_DATA, p->data_set_bytes, "data sets", err))
+        return SNUG_E_OOM;
+    if (p->runtime_bytes && !snug_mem_hold(mem, SNUG_MEM_WORKSPACE, p->runtime_bytes, "runtime", err))
+        return SNUG_E_OOM;
     if (p->workspace_bytes && !(x->workspace = snug_mem_alloc(mem, SNUG_MEM_WORKSPACE, p->workspace_bytes, "shared", err)))
         return SNUG_E_OOM;
     if (p->pending_bytes && !(x->pending = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->pending_bytes, "pending rows", err)))

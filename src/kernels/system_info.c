@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "kernels/sgemm.h"
@@ -67,4 +68,29 @@ void snug_set_threads(int n) {
     if (n <= 0) n = omp_get_num_procs();
     omp_set_num_threads(n);
     openblas_set_num_threads(n);
+}
+
+/* The first parallel region creates the OpenMP team (a stack and a malloc arena per thread); the BLAS maps its
+ * per-thread buffers
+ * at its first threaded product and touches what that product packs. A product of WARM_N-sided matrices is
+ * threaded and packs full panels of the BLAS's blocking, about what the layers' products touch later. */
+#define WARM_N 512
+
+size_t snug_engine_start(void) {
+    volatile int started = 0;
+#pragma omp parallel
+    {
+        free(malloc(4096)); /* a thread's first allocation gives it its own malloc arena */
+#pragma omp atomic
+        started++;
+    }
+    float *a = calloc((size_t)WARM_N * WARM_N, sizeof *a), *c = malloc((size_t)WARM_N * WARM_N * sizeof *c);
+    for (int i = 0; a && c && i < 2; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, WARM_N, WARM_N, WARM_N, 1.0f, a, WARM_N, a, WARM_N,
+                    0.0f, c, WARM_N);
+    free(a);
+    free(c);
+    size_t now = 0;
+    snug_process_resident(&now, NULL);
+    return now;
 }

@@ -75,12 +75,20 @@ static bool plan_totals(plan *p) {
     b[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     b[SNUG_MEM_OPTIM] = p->optim_bytes;
     b[SNUG_MEM_ACTIVATIONS] = p->arena_bytes;
-    b[SNUG_MEM_WORKSPACE] = p->workspace_bytes;
-    b[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes;
+    if (!size_add(p->workspace_bytes, p->runtime_bytes, &b[SNUG_MEM_WORKSPACE])) return false;
+    if (!size_add(p->input_bytes, p->targets_bytes, &b[SNUG_MEM_DATA]) ||
+        !size_add(b[SNUG_MEM_DATA], p->data_set_bytes, &b[SNUG_MEM_DATA]))
+        return false;
     p->total = 0;
     for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++)
         if (!size_add(p->total, b[c], &p->total)) return false;
     return true;
+}
+
+bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes) {
+    p->data_set_bytes = data_set_bytes;
+    p->runtime_bytes = runtime_bytes;
+    return plan_totals(p);
 }
 
 /* Whether every offset and sum of the arena fits in size_t: the greedy placement never puts a buffer past twice

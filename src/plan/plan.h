@@ -79,6 +79,8 @@ typedef struct plan {
     bool *regen;                      /* per node: its backward regenerates its input instead of keeping it
                                          (plan/regen.c): the input dies after forward */
     size_t targets_per_sample;
+    size_t data_set_bytes;            /* what the data sets hold (snug_plan_request.data_bytes), counted as data */
+    size_t runtime_bytes;             /* snug_plan_request.runtime_bytes, counted as workspace */
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
     size_t live_peak;
@@ -115,6 +117,9 @@ snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const
 /* The variant of a user policy other than AUTO. */
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
+/* Counts what the data sets hold in the plan's data category, what the runtime holds in its workspace, and both
+ * in its total; false when the sums overflow. */
+bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes);
 
 /* Plans a user policy (plan/policy.c): AUTO searches within budget (0: none); the others are
  * plan_build_spared's. A plan over budget is planned again without pending rows: they are a speed-up that takes

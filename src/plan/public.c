@@ -117,14 +117,15 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes + p->kept_bytes;
     s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
-    s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes;
+    s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes + p->data_set_bytes;
     s->bytes[SNUG_MEM_ACTIVATIONS] = p->live_at[i];
+    s->bytes[SNUG_MEM_WORKSPACE] = p->runtime_bytes;
     if (st->node < 0) {
         s->flops = 4.0 * (double)g->param_numel;
         return;
     }
     const graph_node *n = &g->nodes[st->node];
-    if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] = n->op->workspace_bytes(n, p->m, p->threads);
+    if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] += n->op->workspace_bytes(n, p->m, p->threads);
     double f = (n->op->flops ? n->op->flops(n) : 0) * (double)p->m;
     s->flops = st->phase == SNUG_PHASE_BACKWARD ? plan_backward_flops(g, n) * (double)p->m : f;
 }

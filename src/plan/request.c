@@ -44,6 +44,16 @@ size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples) {
     return asked;
 }
 
+void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *eval) {
+    const size_t order = snug_dataset_size(train), per = sizeof(size_t);
+    size_t bytes = order > SIZE_MAX / per ? SIZE_MAX : order * per;
+    const size_t held[2] = {snug_dataset_memory(train, req->threads), snug_dataset_memory(eval, req->threads)};
+    for (int i = 0; i < 2; i++) bytes = bytes > SIZE_MAX - held[i] ? SIZE_MAX : bytes + held[i];
+    req->data_bytes = bytes;
+    const size_t threads = req->threads > 1 ? (size_t)req->threads : 1;
+    req->runtime_bytes = threads > SIZE_MAX / SNUG_RUNTIME_BYTES ? SIZE_MAX : threads * SNUG_RUNTIME_BYTES;
+}
+
 size_t plan_micro_batches(size_t samples, size_t m) { return samples / m + (samples % m != 0); }
 
 /* The samples one rank takes of a global batch: the largest share. */
@@ -105,9 +115,22 @@ static snug_status check_request(const snug_plan_request *r, snug_error *err) {
     return SNUG_OK;
 }
 
+/* The budget left to the engine once the data sets' bytes are counted (1 when they take it all: then nothing
+ * fits, as it should). */
+static size_t engine_budget(const snug_plan_request *r) {
+    if (!r->budget) return 0;
+    const size_t beside = r->data_bytes > SIZE_MAX - r->runtime_bytes ? SIZE_MAX : r->data_bytes + r->runtime_bytes;
+    return r->budget > beside ? r->budget - beside : 1;
+}
+
 static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                          plan *p, snug_error *err) {
-    return plan_build_policy(g, m, r->threads, &r->optim, policy, r->budget, p, err);
+    snug_status s = plan_build_policy(g, m, r->threads, &r->optim, policy, engine_budget(r), p, err);
+    if (s == SNUG_OK && !plan_add_beside(p, r->data_bytes, r->runtime_bytes)) {
+        plan_free(p);
+        s = snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow size_t", r->data_bytes, r->runtime_bytes);
+    }
+    return s;
 }
 
 static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
@@ -231,6 +254,10 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     plan lean;
     snug_status s = plan_build_auto(g, 1, r->threads, &r->optim, 1, &lean, err); /* the leanest plan there is */
     if (s != SNUG_OK) return s;
+    if (!plan_add_beside(&lean, r->data_bytes, r->runtime_bytes)) {
+        plan_free(&lean);
+        return snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow size_t", r->data_bytes, r->runtime_bytes);
+    }
     why->smallest_budget = lean.total;
     why->fixed = lean.bytes[SNUG_MEM_PARAMS] + lean.bytes[SNUG_MEM_GRADS] + lean.bytes[SNUG_MEM_OPTIM];
     const plan *need = asked ? asked : &lean;
