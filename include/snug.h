@@ -314,7 +314,7 @@ typedef struct snug_dataset_source {
  * class count or targets per sample, or a missing callback. */
 snug_status snug_dataset_from_source(const snug_dataset_source *src, snug_dataset **out, snug_error *err);
 /* Opens the MNIST IDX files in dir: train-images-idx3-ubyte and train-labels-idx1-ubyte (train = true) or the
- * t10k-* pair. The files are mapped, not copied. Every header, dimension and file size is checked; a bad file
+ * t10k-* pair. The images are read as needed (pread, never mapped), the labels once. Every header, dimension and file size is checked; a bad file
  * is reported by name with the problem. Pixels are normalised as (x/255 - 0.1307) / 0.3081. */
 snug_status snug_mnist_open(const char *dir, bool train, snug_dataset **out, snug_error *err);
 /* Opens one image file and one label file given by path. */
@@ -339,7 +339,8 @@ snug_status snug_mnist_open_padded(const char *dir, bool train, size_t pad, snug
 snug_status snug_dataset_pad(snug_dataset *inner, size_t pad_h, size_t pad_w, float value, snug_dataset **out,
                              snug_error *err);
 
-/* Byte-level text for language models (vocabulary 256: a token is a byte), the file at path mapped read-only.
+/* Byte-level text for language models (vocabulary 256: a token is a byte), the file at path read window by
+ * window (pread, never mapped).
  * The first 1 - holdout of the bytes are the training part, the last holdout the held-out part (heldout_part
  * selects it; holdout in [0, 1), e.g. 0.1). Sample i of a part is the window starting at its byte i * context:
  * inputs are bytes [s, s + context) as floats (token ids, exact), targets bytes [s + 1, s + context + 1), so

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -562,6 +563,32 @@ static const char *put_bomb(const char *dir, const char *sub, const char *name, 
     return put_bytes(dir, sub, name, file, n);
 }
 
+/* A 4 x 4 image whose zTXt chunk declares 2 GB and holds 4 bytes: libpng allocated and cleared the declared
+ * length before reading it (2 GB resident, seconds, for a file of 80 bytes). Text and profile chunks are now
+ * skipped unread: the file is refused as truncated without the process growing. */
+static void test_png_chunk_bomb_allocates_nothing(void **state) {
+    (void)state;
+    static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    uint8_t ihdr[13] = {0}, file[128];
+    put_be32(ihdr, 4);
+    put_be32(ihdr + 4, 4);
+    ihdr[8] = 8;
+    size_t n = sizeof signature;
+    memcpy(file, signature, n);
+    n += put_chunk(file + n, "IHDR", ihdr, sizeof ihdr);
+    n += put_be32(file + n, 0x7e7e7e7e); /* the declared length; then the type and 4 bytes, and the file ends */
+    memcpy(file + n, "zTXt\0\0\0\0", 8);
+    n += 8;
+    const char *dir = make_set("chunk-bomb");
+    const char *path = put_bytes(dir, "images", "a.png", file, n);
+    put_pair(dir, "b.png");
+    struct rusage before, after;
+    getrusage(RUSAGE_SELF, &before);
+    expect_open_error(dir, SNUG_E_FORMAT, path, "");
+    getrusage(RUSAGE_SELF, &after);
+    assert_true(after.ru_maxrss - before.ru_maxrss < 64 * 1024); /* KiB: nothing near the declared 2 GB */
+}
+
 static double seconds_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -649,6 +676,7 @@ int main(void) {
         cmocka_unit_test(test_png_errors),
         cmocka_unit_test(test_png_changed_after_open),
         cmocka_unit_test(test_png_bomb_refused_before_decoding),
+        cmocka_unit_test(test_png_chunk_bomb_allocates_nothing),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }

@@ -19,6 +19,8 @@ typedef enum png_purpose { PNG_AS_IMAGE = 0, PNG_AS_MASK } png_purpose;
  * header declares its size and a few kilobytes of zlib can declare gigabytes, so the size is checked against
  * this bound (and against the size the caller expects) before anything is allocated or decoded. */
 #define PNG_MAX_DECODED_BYTES ((size_t)1 << 28)
+/* The most an ancillary chunk (text, colour profile) may take when read; larger ones make the file corrupt. */
+#define PNG_CHUNK_MAX_BYTES ((size_t)1 << 22)
 
 typedef struct png_header {
     size_t height, width;
