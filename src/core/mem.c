@@ -49,34 +49,43 @@ static snug_status over_budget(const snug_mem *mem, snug_mem_category cat, size_
                      category_names[cat], need, budget, breakdown);
 }
 
-bool snug_mem_hold(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err) {
-    size_t total;
-    if (!size_add(mem->total, bytes, &total)) {
-        snug_fail(err, SNUG_E_OVERFLOW, "out of memory: %s %s would need more than SIZE_MAX bytes.", owner,
-                  category_names[cat]);
-        return false;
-    }
-    if (mem->budget && total > mem->budget) {
+static bool too_large(snug_mem_category cat, const char *owner, snug_error *err) {
+    snug_fail(err, SNUG_E_OVERFLOW, "out of memory: %s %s would need more than SIZE_MAX bytes.", owner,
+              category_names[cat]);
+    return false;
+}
+
+/* Whether `bytes` more fit the budget under `cat`: *total is what the total would become; else err says why. */
+static bool room_for(const snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, size_t *total,
+                     snug_error *err) {
+    if (!size_add(mem->total, bytes, total)) return too_large(cat, owner, err);
+    if (mem->budget && *total > mem->budget) {
         over_budget(mem, cat, bytes, owner, err);
         return false;
     }
+    return true;
+}
+
+static void count(snug_mem *mem, snug_mem_category cat, size_t bytes, size_t total) {
     mem->in_use[cat] += bytes;
     mem->total = total;
     if (total > mem->peak) mem->peak = total;
+}
+
+bool snug_mem_hold(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err) {
+    size_t total;
+    if (!room_for(mem, cat, bytes, owner, &total, err)) return false;
+    count(mem, cat, bytes, total);
     return true;
 }
 
 void *snug_mem_alloc(snug_mem *mem, snug_mem_category cat, size_t bytes, const char *owner, snug_error *err) {
     size_t rounded, total;
-    if (!size_align(bytes ? bytes : 1, SNUG_MEM_ALIGN, &rounded) || !size_add(mem->total, rounded, &total)) {
-        snug_fail(err, SNUG_E_OVERFLOW, "out of memory: %s %s would need more than SIZE_MAX bytes.", owner,
-                  category_names[cat]);
+    if (!size_align(bytes ? bytes : 1, SNUG_MEM_ALIGN, &rounded)) {
+        too_large(cat, owner, err);
         return NULL;
     }
-    if (mem->budget && total > mem->budget) {
-        over_budget(mem, cat, rounded, owner, err);
-        return NULL;
-    }
+    if (!room_for(mem, cat, rounded, owner, &total, err)) return NULL;
     snug_mem_block *b = malloc(sizeof *b);
     void *ptr = aligned_alloc(SNUG_MEM_ALIGN, rounded);
     if (!b || !ptr) {
@@ -90,9 +99,7 @@ void *snug_mem_alloc(snug_mem *mem, snug_mem_category cat, size_t bytes, const c
     memset(ptr, 0, rounded);
     *b = (snug_mem_block){.next = mem->blocks, .cat = cat, .bytes = rounded, .ptr = ptr};
     mem->blocks = b;
-    mem->in_use[cat] += rounded;
-    mem->total = total;
-    if (total > mem->peak) mem->peak = total;
+    count(mem, cat, rounded, total);
     return ptr;
 }
 

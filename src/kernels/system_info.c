@@ -73,17 +73,14 @@ void snug_set_threads(int n) {
 /* The first parallel region creates the OpenMP team (a stack and a malloc arena per thread); the BLAS maps its
  * per-thread buffers
  * at its first threaded product and touches what that product packs. A product of WARM_N-sided matrices is
- * threaded and packs full panels of the BLAS's blocking, about what the layers' products touch later. */
+ * threaded and packs full panels of the BLAS's blocking, about what the layers' products touch later. It runs
+ * twice: the first product's job tables are mapped and returned, the second's land in the C library's heap,
+ * where every later product's go. */
 #define WARM_N 512
 
 size_t snug_engine_start(void) {
-    volatile int started = 0;
 #pragma omp parallel
-    {
-        free(malloc(4096)); /* a thread's first allocation gives it its own malloc arena */
-#pragma omp atomic
-        started++;
-    }
+    free(malloc(4096)); /* a thread's first allocation gives it its own malloc arena */
     float *a = calloc((size_t)WARM_N * WARM_N, sizeof *a), *c = malloc((size_t)WARM_N * WARM_N * sizeof *c);
     for (int i = 0; a && c && i < 2; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, WARM_N, WARM_N, WARM_N, 1.0f, a, WARM_N, a, WARM_N,

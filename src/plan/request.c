@@ -123,14 +123,18 @@ static size_t engine_budget(const snug_plan_request *r) {
     return r->budget > beside ? r->budget - beside : 1;
 }
 
+/* Adds what the request holds beside the engine's blocks to a plan just built (s: its status); frees it when
+ * the sums overflow. */
+static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s, snug_error *err) {
+    if (s != SNUG_OK || plan_add_beside(p, r->data_bytes, r->runtime_bytes)) return s;
+    plan_free(p);
+    return snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow "
+                     "size_t", r->data_bytes, r->runtime_bytes);
+}
+
 static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                          plan *p, snug_error *err) {
-    snug_status s = plan_build_policy(g, m, r->threads, &r->optim, policy, engine_budget(r), p, err);
-    if (s == SNUG_OK && !plan_add_beside(p, r->data_bytes, r->runtime_bytes)) {
-        plan_free(p);
-        s = snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow size_t", r->data_bytes, r->runtime_bytes);
-    }
-    return s;
+    return add_beside(r, p, plan_build_policy(g, m, r->threads, &r->optim, policy, engine_budget(r), p, err), err);
 }
 
 static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
@@ -252,12 +256,9 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     memset(why, 0, sizeof *why);
     why->budget = r->budget;
     plan lean;
-    snug_status s = plan_build_auto(g, 1, r->threads, &r->optim, 1, &lean, err); /* the leanest plan there is */
+    /* the leanest plan there is */
+    snug_status s = add_beside(r, &lean, plan_build_auto(g, 1, r->threads, &r->optim, 1, &lean, err), err);
     if (s != SNUG_OK) return s;
-    if (!plan_add_beside(&lean, r->data_bytes, r->runtime_bytes)) {
-        plan_free(&lean);
-        return snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow size_t", r->data_bytes, r->runtime_bytes);
-    }
     why->smallest_budget = lean.total;
     why->fixed = lean.bytes[SNUG_MEM_PARAMS] + lean.bytes[SNUG_MEM_GRADS] + lean.bytes[SNUG_MEM_OPTIM];
     const plan *need = asked ? asked : &lean;

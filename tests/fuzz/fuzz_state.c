@@ -11,13 +11,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1);
-    if (!copy) return 0;
-    memcpy(copy, data, size);
-    fuzz_fix_state_crc(copy, size);
     char path[512];
-    fuzz_write(fuzz_path(path, "state-000000000001.safetensors"), copy, size);
-    free(copy);
+    fuzz_write_checksummed(fuzz_path(path, "state-000000000001.safetensors"), data, size);
     snug_error err = {0};
     snug_state_info info;
     if (snug_state_read(path, &info, &err) == SNUG_OK) snug_state_info_free(&info);

@@ -94,4 +94,14 @@ static inline void fuzz_fix_state_crc(uint8_t *p, size_t len) {
     memcpy(p + 8 + at, hex, 8);
 }
 
+/* Writes the fuzz input to `path`, its checksum made right where it carries one (fuzz_fix_state_crc). */
+static inline void fuzz_write_checksummed(const char *path, const uint8_t *data, size_t size) {
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy) abort();
+    memcpy(copy, data, size);
+    fuzz_fix_state_crc(copy, size);
+    fuzz_write(path, copy, size);
+    free(copy);
+}
+
 #endif

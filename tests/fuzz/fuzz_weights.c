@@ -19,13 +19,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    uint8_t *copy = malloc(size ? size : 1);
-    if (!copy) return 0;
-    memcpy(copy, data, size);
-    fuzz_fix_state_crc(copy, size);
     char path[512], again[512];
-    fuzz_write(fuzz_path(path, "weights.safetensors"), copy, size);
-    free(copy);
+    fuzz_write_checksummed(fuzz_path(path, "weights.safetensors"), data, size);
     snug_error err = {0};
     if (snug_trainer_load(trainer.tr, path, &err) == SNUG_OK) {
         for (size_t i = 0; i < snug_trainer_param_count(trainer.tr); i++) {
