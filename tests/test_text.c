@@ -148,6 +148,34 @@ static void test_holdout_split(void **state) {
     snug_dataset_free(held);
 }
 
+/* Windows are read from the file as needed, not mapped: a file cut short under an open data set gives zeros
+ * (inputs) and ignored targets, and a read status that names the file; the windows before the cut still read. */
+static void test_file_cut_under_a_run(void **state) {
+    (void)state;
+    const char *text = "abcdefghijklmnopqrstuvwxyz";
+    const char *path = write_file("cut.txt", text, 26);
+    snug_dataset *ds = open_ok(path, 4, 0.0, false);
+    snug_error err = {0};
+    assert_int_equal(truncate(path, 10), 0);
+    const size_t first[1] = {0}, last[1] = {5};
+    float x[4];
+    int32_t y[4];
+    ds->ops->fill_inputs(ds, first, 1, x);
+    ds->ops->fill_targets(ds, first, 1, y);
+    assert_int_equal(dataset_read_status(ds, &err), SNUG_OK);
+    assert_float_equal(x[3], (float)'d', 0);
+    assert_int_equal(y[3], 'e');
+    ds->ops->fill_inputs(ds, last, 1, x);
+    ds->ops->fill_targets(ds, last, 1, y);
+    for (int t = 0; t < 4; t++) {
+        assert_float_equal(x[t], 0.0f, 0);
+        assert_true(y[t] == 0 || y[t] == SNUG_IGNORE_TARGET);
+    }
+    assert_int_equal(dataset_read_status(ds, &err), SNUG_E_IO);
+    assert_non_null(strstr(err.message, "cut.txt at byte 20"));
+    snug_dataset_free(ds);
+}
+
 static void expect_error(snug_status got, const snug_error *err, snug_status want, const char *a, const char *b) {
     if (got != want || !strstr(err->message, a) || !strstr(err->message, b))
         print_error("status %d (want %d), message: %s\n  (want \"%s\" and \"%s\")\n", got, want, err->message, a, b);
@@ -230,6 +258,7 @@ int main(void) {
         cmocka_unit_test(test_exact_windows),
         cmocka_unit_test(test_last_window_padded),
         cmocka_unit_test(test_holdout_split),
+        cmocka_unit_test(test_file_cut_under_a_run),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_brown_corpus),
     };
