@@ -458,9 +458,25 @@ char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len);
 /* In snug_plan_request.micro_batch: the micro-batch is chosen for the budget. */
 #define SNUG_MICRO_BATCH_AUTO SIZE_MAX
 
+/* The number format of a run's activations and products (docs/precision.md). Parameters, gradients, optimizer
+ * state and the sums of gradients over micro-batches are float32 in both. */
+typedef enum snug_precision {
+    SNUG_PRECISION_FP32 = 0,  /* float32 throughout */
+    SNUG_PRECISION_BF16,      /* bfloat16 mixed precision: every layer's output is rounded to bfloat16 (nearest,
+                                 ties to even) as it is made, and the outputs kept for backward are stored in
+                                 bfloat16, half the bytes; the weights of the matrix products (linear,
+                                 convolutions) enter them rounded to bfloat16; products sum in float32; losses,
+                                 normalisation statistics, softmax and gradients stay float32 */
+} snug_precision;
+
+/* Parses "fp32" or "bf16" (also "float32", "bfloat16"). */
+snug_status snug_parse_precision(const char *text, snug_precision *out, snug_error *err);
+/* "fp32" or "bf16". */
+const char *snug_precision_name(snug_precision p);
+
 /* What a run asks of memory. Everything here changes what the step needs, nothing here changes what it
- * computes but the batch and the optimizer (a micro-batch or checkpoint policy gives the same gradient within
- * float rounding). */
+ * computes but the batch, the optimizer and the precision (a micro-batch or checkpoint policy gives the same
+ * gradient within float rounding, in either precision). */
 typedef struct snug_plan_request {
     size_t batch;                       /* the global batch B, over every rank (>= 1) */
     size_t micro_batch;                 /* m: samples per forward/backward pass, 1..B; or SNUG_MICRO_BATCH_AUTO:
@@ -478,6 +494,8 @@ typedef struct snug_plan_request {
                                            rank's share, ceil(B / ranks) */
     size_t data_bytes;                  /* what the data sets hold beside the micro-batch buffers, counted in
                                            the data category (snug_plan_request_whole_process); 0: nothing */
+    snug_precision precision;           /* the activations' and products' format (FP32 by default): BF16 halves
+                                           what the kept activations take, so about twice the micro-batch fits */
     size_t runtime_bytes;               /* what the libraries under the engine hold beside the plan while it
                                            runs (the BLAS's packing panels and job tables, the C library's
                                            heaps), counted in the workspace category: SNUG_RUNTIME_BYTES per
@@ -578,7 +596,10 @@ void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
 
 typedef struct snug_plan_buffer_info {
     const char *layer;            /* the layer that owns it */
-    const char *what;             /* "output", "gradient", "saved", "recomputed output", ... */
+    const char *what;             /* "output", "gradient", "saved", "recomputed output", and in bf16 "packed
+                                     output" (kept from forward to backward) and "unpacked output" (read from
+                                     it after forward) */
+    const char *dtype;            /* "fp32", "bf16", or "own" (saved bytes in the op's own layout) */
     snug_mem_category category;
     size_t bytes;
     size_t offset;                /* in the activation arena (activations), else 0 */
@@ -824,6 +845,7 @@ typedef struct snug_state_info {
     char path[4096];          /* the state file */
     char model[64];           /* its graph's name */
     size_t batch;             /* the global batch */
+    snug_precision precision; /* the plan's (a state written before precisions existed: FP32) */
     snug_train_config run;    /* the run's configuration (no progress callback) */
     long step;                /* optimizer steps taken */
     long epoch;               /* the epoch it continues in, 0-based */

@@ -3,7 +3,8 @@
  * bitwise equal with and without recompute (dropout and normalisations included); the cheap policy replays only
  * cheap layers and saves memory where it can; AUTO never exceeds its budget; an impossible budget is one message
  * with the smallest budget that fits; whole-model gradients through fan-out (the executor's first writers
- * write activation gradients whole, the others add) match finite differences. */
+ * write activation gradients whole, the others add) match finite differences. The first four run again in bf16
+ * (the same promises with outputs packed between forward and backward). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +24,18 @@
 
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
                                     AUTO = {SNUG_CHECKPOINT_AUTO, 0}, CHEAP = {SNUG_CHECKPOINT_CHEAP, 0};
+
+/* The precision the tests below plan and train in (set by the group's setup). */
+static snug_precision precision = SNUG_PRECISION_FP32;
+static int in_bf16(void **state) { (void)state; precision = SNUG_PRECISION_BF16; return 0; }
+static int in_fp32(void **state) { (void)state; precision = SNUG_PRECISION_FP32; return 0; }
+
+static snug_plan_request request_in(size_t batch, size_t m, snug_checkpoint_policy pol, size_t budget,
+                                    const snug_train_config *cfg) {
+    snug_plan_request r = request_for(batch, m, pol, budget, cfg);
+    r.precision = precision;
+    return r;
+}
 
 /* A residual chain with dropout, blocks x + dropout(fc2(relu(fc1(x)))) with a 4x wider hidden layer as in a
  * transformer's MLP: what checkpointing must get exactly right (crossing tensors, replayed masks). */
@@ -90,7 +103,8 @@ static void offsets_never_overlap(void **state) {
             for (size_t every = 0; every <= 5; every++)
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
-                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1};
+                                      sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1,
+                                      precision == SNUG_PRECISION_BF16, false};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -101,6 +115,7 @@ static void offsets_never_overlap(void **state) {
         for (size_t k = 0; k < 3; k++) {
             plan p;
             plan_variant v = plan_variant_of(CHEAP);
+            v.bf16 = precision == SNUG_PRECISION_BF16;
             assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
             check_no_overlap(&p, "cheap");
             plan_free(&p);
@@ -119,7 +134,7 @@ static void reserved_equals_planned(void **state) {
         for (size_t m = 1; m <= 16; m *= 4)
             for (int k = 0; k < 4; k++) {
                 snug_train_config cfg = snug_train_config_default();
-                const snug_plan_request req = request_for(16, m, policies[k], 0, &cfg);
+                const snug_plan_request req = request_in(16, m, policies[k], 0, &cfg);
                 snug_trainer *tr;
                 assert_int_equal(trainer_for(g, &req, &cfg, &tr, NULL), SNUG_OK);
                 snug_plan *sp;
@@ -141,7 +156,7 @@ static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_pol
                       size_t m, float **out, size_t *n_out, double *loss) {
     snug_train_config cfg = snug_train_config_default();
     cfg.seed = 9;
-    const snug_plan_request req = request_for(12, m ? m : 12, pol, budget, &cfg);
+    const snug_plan_request req = request_in(12, m ? m : 12, pol, budget, &cfg);
     snug_trainer *tr;
     snug_error err;
     if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
@@ -185,7 +200,7 @@ static snug_dataset *random_data(size_t n) {
 
 static size_t recomputed_segments(const snug_graph *g, snug_checkpoint_policy pol, size_t m) {
     snug_train_config cfg = snug_train_config_default();
-    const snug_plan_request req = request_for(m, m, pol, 0, &cfg);
+    const snug_plan_request req = request_in(m, m, pol, 0, &cfg);
     snug_plan *p;
     assert_int_equal(snug_plan_new(g, &req, &p, NULL, NULL), SNUG_OK);
     snug_plan_summary s;
@@ -210,6 +225,7 @@ static void recompute_is_bitwise_exact(void **state) {
             gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
             plan none;
             plan_variant vn = plan_variant_of(NONE);
+            vn.bf16 = precision == SNUG_PRECISION_BF16;
             snug_optim_config optim = snug_train_config_default().optim;
             assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
             if (model_i == 3) { /* cheap replays the concatenation, LayerNorm and GELU; not gn2: with relu2
@@ -389,7 +405,7 @@ static void sparing_drops_only_useless_recompute(void **state) {
             plan all, spared;
             plan_variant v = plan_variant_of(policies[k]);
             assert_int_equal(plan_build(g, ms[i], 2, &optim, &v, &all, NULL), SNUG_OK);
-            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], 0, &spared, NULL), SNUG_OK);
+            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], false, 0, &spared, NULL), SNUG_OK);
             printf("# %s m=%zu %s: total %zu -> %zu, recompute %.1f%% -> %.1f%% of forward, %d segments spared\n",
                    names[i], ms[i], k ? "every:3" : "sqrt", all.total, spared.total,
                    100 * all.recompute_flops / all.fwd_flops, 100 * spared.recompute_flops / spared.fwd_flops,
@@ -418,12 +434,12 @@ static void auto_respects_budgets(void **state) {
         plan_variant vn = plan_variant_of(NONE), vs = plan_variant_of(SQRT);
         assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
         assert_int_equal(plan_build(g, m, 2, &optim, &vs, &sq, NULL), SNUG_OK);
-        assert_int_equal(plan_build_auto(g, m, 2, &optim, 1, &lean, NULL), SNUG_OK);
+        assert_int_equal(plan_build_auto(g, m, 2, &optim, false, 1, &lean, NULL), SNUG_OK);
         for (int r = 0; r < 12; r++) {
             size_t budget = lean.total + (size_t)(snug_rng_uniform(11, (uint64_t)i, (uint64_t)r) *
                                                  (double)(none.total - lean.total + 1));
             plan a;
-            assert_int_equal(plan_build_auto(g, m, 2, &optim, budget, &a, NULL), SNUG_OK);
+            assert_int_equal(plan_build_auto(g, m, 2, &optim, false, budget, &a, NULL), SNUG_OK);
             assert_true(a.total <= budget);
             check_no_overlap(&a, "auto");
             if (sq.total <= budget) assert_true(a.recompute_flops <= sq.recompute_flops);
@@ -549,6 +565,9 @@ int main(void) {
         cmocka_unit_test(sparing_drops_only_useless_recompute),
         cmocka_unit_test(auto_respects_budgets),   cmocka_unit_test(choose_fits_or_explains),
         cmocka_unit_test(fresh_writers_match_finite_differences),
+        cmocka_unit_test_setup_teardown(offsets_never_overlap, in_bf16, in_fp32),
+        cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16, in_fp32),
+        cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16, in_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

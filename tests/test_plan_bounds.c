@@ -109,7 +109,7 @@ static bool reference_choice(const snug_graph *g, const snug_plan_request *r, si
         bool plain_fits = false;
         for (int pass = 0; pass < 2 && !plain_fits; pass++) {
             plan p;
-            assert_int_equal(plan_build_policy(g, m, r->threads, &r->optim, pass ? AUTO : NONE, r->budget, &p, NULL),
+            assert_int_equal(plan_build_policy(g, m, r->threads, &r->optim, pass ? AUTO : NONE, false, r->budget, &p, NULL),
                              SNUG_OK);
             const bool fits = p.total <= r->budget;
             if (fits && throughput(&p) > best) {

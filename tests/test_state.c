@@ -50,6 +50,7 @@ typedef struct run_spec {
     size_t micro_batch;
     long stop_after;      /* set the stop flag at this step (0: never) */
     const char *dir;
+    snug_precision precision;
 } run_spec;
 
 static volatile sig_atomic_t stop_flag;
@@ -80,7 +81,8 @@ static snug_train_config config(const run_spec *r) {
 
 static snug_trainer *trainer(const snug_graph *g, const run_spec *r) {
     snug_train_config c = config(r);
-    const snug_plan_request req = request_for(BATCH, r->micro_batch, NO_CHECKPOINT, 0, &c);
+    snug_plan_request req = request_for(BATCH, r->micro_batch, NO_CHECKPOINT, 0, &c);
+    req.precision = r->precision;
     snug_trainer *tr = NULL;
     snug_error err;
     if (trainer_for(g, &req, &c, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
@@ -172,6 +174,46 @@ static void resume_is_bitwise(void **state) {
         }
         free(want);
     }
+    snug_graph_free(g);
+    snug_dataset_free(ds);
+}
+
+/* bf16: a stopped run continues with the bits of the uninterrupted one (every value it keeps is float32, the
+ * packed activations live within a step); a float32 trainer refuses its state, naming the precision. */
+static void bf16_resume_is_bitwise_and_keeps_its_precision(void **state) {
+    (void)state;
+    snug_dataset *ds = data();
+    snug_graph *g = model("state", 8);
+    const run_spec r = {.optim = SNUG_OPTIM_ADAMW, .micro_batch = 3, .precision = SNUG_PRECISION_BF16};
+    size_t n, m;
+    float *want = full_run(g, ds, r, &n);
+    for (long stop = 2; stop < STEPS + 3; stop += 5) {
+        float *got = stopped_run(g, ds, r, stop, 3, &m);
+        assert_int_equal(n, m);
+        if (memcmp(want, got, n * sizeof *want) != 0) fail_msg("bf16 stopped after step %ld: not bitwise", stop);
+        free(got);
+    }
+    char *dir = make_dir();
+    run_spec w = r;
+    w.dir = dir;
+    stop_flag = 0, stop_at = 4;
+    snug_trainer *tr = trainer(g, &w);
+    snug_error err;
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_INTERRUPTED);
+    trainer_done(tr);
+    stop_flag = 0, stop_at = 0;
+    snug_state_info info;
+    assert_int_equal(snug_state_latest(dir, &info, &err), SNUG_OK);
+    assert_int_equal(info.precision, SNUG_PRECISION_BF16);
+    w.precision = SNUG_PRECISION_FP32;
+    tr = trainer(g, &w);
+    assert_int_equal(snug_trainer_load_state(tr, info.path, &err), SNUG_E_ARG);
+    printf("# %s\n", err.message);
+    assert_non_null(strstr(err.message, "precision differs (bf16 in the state, fp32 in this run)"));
+    trainer_done(tr);
+    snug_state_info_free(&info);
+    remove_dir(dir);
+    free(want);
     snug_graph_free(g);
     snug_dataset_free(ds);
 }
@@ -376,6 +418,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_bitwise),
         cmocka_unit_test(resume_with_another_micro_batch),
+        cmocka_unit_test(bf16_resume_is_bitwise_and_keeps_its_precision),
         cmocka_unit_test(damaged_states_are_skipped),
         cmocka_unit_test(folder_keeps_the_newest),
         cmocka_unit_test(full_disk_keeps_the_previous_state),

@@ -11,6 +11,8 @@ static const char *const *workload_names(void) {
     return names;
 }
 
+static const char *const precision_choices[] = {"fp32", "bf16", NULL}; /* in snug_precision's order */
+
 #define OPT(field) offsetof(bench_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
 
@@ -46,6 +48,9 @@ static const flag bench_flags[] = {
           "also print where the time goes: each node's forward, recompute and backward and the parts around "
           "them (data, update) in ms per optimizer step, from the trainer's op timers; with --paired full "
           "batch's beside each line [off]")},
+    {FLAG("precision", F_CHOICE, precision, "fp32|bf16",
+          "the trainers' precision; with --paired the variant's, against full batch in fp32 [fp32]"),
+     .choices = precision_choices},
     {FLAG("help", F_HELP, help, NULL, "show this help and exit")},
 };
 

@@ -57,7 +57,7 @@ const char *bench_variant_name(bench_variant v);
 /* The graph of w: its built-in model file, with the [model] input replaced when w->input is set. */
 snug_status bench_build_graph(const bench_workload *w, snug_graph **out, snug_error *err);
 /* The plan request of w in variant v (batch, micro-batch, checkpoint policy, optimizer; no budget). */
-snug_plan_request bench_request(const bench_workload *w, bench_variant v);
+snug_plan_request bench_request(const bench_workload *w, bench_variant v, snug_precision precision);
 /* The run configuration of w (optimizer, no shuffling). */
 snug_train_config bench_config(const bench_workload *w);
 /* Micro-batch size of variant v for a global batch b: b, b/4 (rounded up), or 1. */
@@ -131,6 +131,8 @@ typedef struct bench_options {
     bool paired;             /* time each variant against full batch in one process (paired.c) */
     bool turns;              /* time blocks on request, taking turns with another process (turns.c) */
     bool profile;            /* print where the time goes, op by op (profile.c) */
+    int precision;           /* a snug_precision: the measured trainers' (paired: the variant's; full batch
+                                stays fp32, so the ratio is bf16's against fp32's) */
     bool help;
 } bench_options;
 
@@ -138,6 +140,7 @@ typedef struct bench_options {
 typedef struct bench_case {
     const bench_workload *w;
     bench_variant v;
+    snug_precision precision;
     snug_graph *graph;
     snug_dataset *data;
     snug_plan *plan;
@@ -208,7 +211,7 @@ snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w
 void bench_pair_results_free(bench_pair_result *r, size_t n);
 
 /* ---- reports ---- */
-void bench_print_header(FILE *out, const bench_machine *m);
+void bench_print_header(FILE *out, const bench_machine *m, snug_precision precision);
 void bench_print_row(FILE *out, const bench_result *r);
 /* CSV: a header line, then one row per result; the columns are pytorch_bench.py's. */
 snug_status bench_write_csv(const char *path, const bench_machine *m, const bench_result *r, size_t n,
@@ -216,7 +219,7 @@ snug_status bench_write_csv(const char *path, const bench_machine *m, const benc
 snug_status bench_write_markdown(const char *path, const bench_machine *m, const bench_result *r, size_t n,
                                  snug_error *err);
 /* The paired measurements: a header and one line per variant; CSV and Markdown with their own columns. */
-void bench_print_pair_header(FILE *out, const bench_machine *m);
+void bench_print_pair_header(FILE *out, const bench_machine *m, snug_precision precision);
 void bench_print_pair_row(FILE *out, const bench_pair_result *r);
 snug_status bench_write_pair_csv(const char *path, const bench_machine *m, const bench_pair_result *r, size_t n,
                                  snug_error *err);

@@ -45,7 +45,7 @@ static size_t trainable_params(const snug_trainer *tr) {
 snug_status bench_case_open(bench_case *c, bench_result *r, snug_error *err) {
     const bench_workload *w = c->w;
     const snug_train_config cfg = bench_config(w);
-    const snug_plan_request req = bench_request(w, c->v);
+    const snug_plan_request req = bench_request(w, c->v, c->precision);
     *r = (bench_result){.w = w, .v = c->v, .micro_batch = req.micro_batch};
     size_t hwm;
     snug_status st = bench_build_graph(w, &c->graph, err);

@@ -82,7 +82,7 @@ static snug_status run_all(const bench_options *opt, const bench_machine *m, ben
         if (strcmp(opt->workload, "all") != 0 && strcmp(opt->workload, ws[i].name) != 0) continue;
         for (int v = 0; v < BENCH_NVARIANTS; v++) {
             if (opt->variant != BENCH_NVARIANTS && opt->variant != v) continue;
-            bench_case c = {.w = &ws[i], .v = (bench_variant)v};
+            bench_case c = {.w = &ws[i], .v = (bench_variant)v, .precision = (snug_precision)opt->precision};
             snug_status st = measure(opt, m, &c, &results[*n], err);
             if (st == SNUG_OK) bench_print_row(stdout, &results[(*n)++]);
             if (st == SNUG_OK && opt->profile) st = profile(&c, results[*n - 1].steps, err);
@@ -128,7 +128,7 @@ static int bench_paired(const bench_options *opt, const bench_machine *m) {
         snug_fail(&err, SNUG_E_OOM, "cannot hold the benchmark's results in memory");
         return cli_runtime_error(&err);
     }
-    bench_print_pair_header(stdout, m);
+    bench_print_pair_header(stdout, m, (snug_precision)opt->precision);
     int rc = run_paired(opt, results, &n, &err) == SNUG_OK ? write_pair_reports(opt, m, results, n)
                                                           : cli_runtime_error(&err);
     bench_pair_results_free(results, n);
@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
     m.sgemm_n = (size_t)opt.sgemm_n;
     bench_sgemm_probe(m.sgemm_n, SGEMM_TRIES, &m.blas_gflops, &m.own_gflops);
     m.sgemm_gflops = m.blas_gflops > m.own_gflops ? m.blas_gflops : m.own_gflops;
-    bench_print_header(stdout, &m);
+    bench_print_header(stdout, &m, (snug_precision)opt.precision);
     size_t nw, n = 0;
     bench_workloads(&nw);
     bench_result *results = calloc(nw * BENCH_NVARIANTS, sizeof *results);

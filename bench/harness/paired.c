@@ -53,7 +53,7 @@ static void summarize(bench_pair_result *r, double *full_ms, double *ms, double 
 snug_status bench_pair_measure(const bench_options *opt, const bench_workload *w, bench_variant v,
                                bench_pair_result *r, snug_error *err) {
     *r = (bench_pair_result){.w = w, .v = v, .micro_batch = bench_micro_batch(v, w->batch), .pairs = (int)opt->repeats};
-    bench_case full = {.w = w, .v = BENCH_FULL}, var = {.w = w, .v = v};
+    bench_case full = {.w = w, .v = BENCH_FULL}, var = {.w = w, .v = v, .precision = (snug_precision)opt->precision};
     bench_result full_figures, figures;
     const size_t n = (size_t)r->pairs;
     double *times = calloc(3 * n, sizeof *times);

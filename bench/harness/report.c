@@ -10,10 +10,10 @@
 
 static double mib(size_t bytes) { return (double)bytes / MIB; }
 
-void bench_print_header(FILE *out, const bench_machine *m) {
+void bench_print_header(FILE *out, const bench_machine *m, snug_precision precision) {
     char line[512];
     bench_machine_line(m, line, sizeof line);
-    fprintf(out, "machine: %s\n", line);
+    fprintf(out, "machine: %s\nprecision: %s\n", line, snug_precision_name(precision));
     fprintf(out, "SGEMM %zux%zu: %.1f GFLOP/s (best of the probe, %d threads; the BLAS %.1f, snug's own %.1f)\n",
             m->sgemm_n, m->sgemm_n, m->sgemm_gflops, m->threads, m->blas_gflops, m->own_gflops);
     fprintf(out, "%-9s %-7s %5s %5s %10s %10s %8s %6s %10s %10s %10s %10s\n", "workload", "variant", "B", "m",
@@ -99,12 +99,12 @@ snug_status bench_write_markdown(const char *path, const bench_machine *m, const
 
 /* ---- paired measurements (paired.c) ---- */
 
-void bench_print_pair_header(FILE *out, const bench_machine *m) {
+void bench_print_pair_header(FILE *out, const bench_machine *m, snug_precision precision) {
     char line[512];
     bench_machine_line(m, line, sizeof line);
     fprintf(out, "machine: %s\n", line);
-    fprintf(out, "each variant against full batch in one process, blocks of steps alternating; ratio: the variant's "
-                 "samples/s over full batch's\n");
+    fprintf(out, "each variant (%s) against full batch (fp32) in one process, blocks of steps alternating; ratio: the "
+                 "variant's samples/s over full batch's\n", snug_precision_name(precision));
     fprintf(out, "%-9s %-7s %5s %5s %6s %12s %12s %7s %7s %7s\n", "workload", "variant", "B", "m", "pairs",
             "full ms/step", "ms/step", "ratio", "lowest", "highest");
 }

@@ -47,7 +47,7 @@ static snug_status serve(bench_case *c, int steps, int *bad, snug_error *err) {
 }
 
 int bench_turns(const bench_options *opt, const bench_workload *w, bench_variant v) {
-    bench_case c = {.w = w, .v = v};
+    bench_case c = {.w = w, .v = v, .precision = (snug_precision)opt->precision};
     bench_result figures;
     snug_error err = {0};
     int steps = 0, bad = 0;

@@ -113,8 +113,9 @@ static snug_optim_config bench_optim(const bench_workload *w) {
                                .eps = 1e-8f};
 }
 
-snug_plan_request bench_request(const bench_workload *w, bench_variant v) {
+snug_plan_request bench_request(const bench_workload *w, bench_variant v, snug_precision precision) {
     snug_plan_request r = snug_plan_request_default(w->batch);
+    r.precision = precision;
     r.micro_batch = bench_micro_batch(v, w->batch);
     r.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT    ? SNUG_CHECKPOINT_SQRT
                                                     : v == BENCH_CHEAP ? SNUG_CHECKPOINT_CHEAP

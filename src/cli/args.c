@@ -18,6 +18,7 @@ static const char *const optim_choices[] = {"sgd", "adamw", NULL};
 static const char *const schedule_choices[] = {"constant", "cosine", NULL};
 static const char *const scaling_choices[] = {"none", "linear", NULL};
 static const char *const progress_choices[] = {"auto", "on", "off", NULL};
+static const char *const precision_choices[] = {"fp32", "bf16", NULL}; /* in snug_precision's order */
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -32,6 +33,8 @@ static bool timeline_path(const char *path) { return path && (ends_with(path, ".
 #define MODEL_HELP                                                                                              \
     "a built-in model, or a model file: a path that contains '/' or ends in .ini, e.g. ./my.ini (the format: "  \
     "docs/model-files.md; the built-in models are such files, in models/) [cnn]"
+#define PRECISION_FLAG {FLAG("precision", F_CHOICE, plan.precision, "fp32|bf16", "bf16: outputs rounded to bfloat16, " \
+    "kept for backward in half the bytes; parameters, gradients and sums float32 [fp32]"), .choices = precision_choices}
 
 static const flag train_flags[] = {
     GROUP("Model and data"),
@@ -69,6 +72,7 @@ static const flag train_flags[] = {
           "segments of N layers, auto: the least recompute that fits "
           "--mem [none; under --micro-batch auto, chosen with the micro-batch unless given]"),
      .aux = OPT(checkpoint_given)},
+    PRECISION_FLAG,
 
     GROUP("Epochs and data order"),
     {FLAG("epochs", F_LONG, cfg.epochs, "N", "passes over the training set [1]"), .min = 1, .max = LONG_MAX},
@@ -178,6 +182,7 @@ static const flag plan_flags[] = {
           "the checkpoint policy of the chosen plan [none; under --micro-batch auto, chosen with the "
           "micro-batch unless given]"),
      .aux = OPT(checkpoint_given)},
+    PRECISION_FLAG,
 
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),
@@ -221,6 +226,7 @@ static const flag eval_flags[] = {
     {FLAG("mem", F_BYTES, plan.budget, "SIZE",
           "memory budget; with it, the largest batch up to B whose plan fits (a training plan without optimizer "
           "state, whose buffers the evaluation reuses) [unlimited]")},
+    PRECISION_FLAG,
 
     GROUP("Run"),
     {FLAG("threads", F_LONG, threads, "N", "threads for the engine and the BLAS [all cores]"), .min = 1,
@@ -351,6 +357,12 @@ bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, siz
     return opt->help || finish_plan(opt, msg, len);
 }
 
+/* What every command's help ends with: the flag forms, the exit statuses, examples. */
+static void help_tail(FILE *out, const char *runtime_errors, const char *examples) {
+    fprintf(out, "\nEvery flag also takes the form --flag=value.\nExit status: 0 done, 1 runtime error (%s), 2 usage "
+                 "error.\nExample: %s\n", runtime_errors, examples);
+}
+
 void cli_train_help(FILE *out) {
     fprintf(out,
             "usage: snug train [options]\n\n"
@@ -364,11 +376,9 @@ void cli_train_help(FILE *out) {
             "all-reduce per optimizer step sums the gradients. Only rank 0 prints and saves; a failing rank ends\n"
             "the job with 'snug: rank N: ...'. See docs/distributed.md.\n");
     flags_print_help(out, &train_table);
-    fprintf(out,
-            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (data file,\n"
-            "memory budget, non-finite loss), 2 usage error.\n"
-            "Example: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
-            "         mpirun -np 4 snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB\n");
+    help_tail(out, "data file, memory budget, non-finite loss",
+              "snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
+              "         mpirun -np 4 snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB");
 }
 
 void cli_plan_help(FILE *out) {
@@ -379,10 +389,8 @@ void cli_plan_help(FILE *out) {
             "activation peak falls and what recomputation costs. With --mem, the row that fits best is chosen\n"
             "(the choice `snug train --mem` makes); it is marked with '*' and summarised.\n");
     flags_print_help(out, &plan_table);
-    fprintf(out,
-            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (nothing fits the\n"
-            "budget, the timeline file cannot be written), 2 usage error.\n"
-            "Example: snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n");
+    help_tail(out, "nothing fits the budget, the timeline file cannot be written",
+              "snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg");
 }
 
 void cli_eval_help(FILE *out) {
@@ -394,9 +402,7 @@ void cli_eval_help(FILE *out) {
             "tensor of the model with its shape (a --save of snug train for the same model). Memory is planned\n"
             "as for training, without optimizer state, and reserved before the first sample.\n");
     flags_print_help(out, &eval_table);
-    fprintf(out,
-            "\nEvery flag also takes the form --flag=value. Exit status: 0 done, 1 runtime error (weights or data\n"
-            "file, memory budget), 2 usage error.\n"
-            "Example: snug train --model cnn --max-steps 200 --save cnn.safetensors\n"
-            "         snug eval --model cnn --data mnist --weights cnn.safetensors\n");
+    help_tail(out, "weights or data file, memory budget",
+              "snug train --model cnn --max-steps 200 --save cnn.safetensors\n"
+              "         snug eval --model cnn --data mnist --weights cnn.safetensors");
 }

@@ -135,12 +135,10 @@ static void print_model(const train_run *r) {
     const cli_data *d = &r->data;
     char ntrain[32], neval[32];
     snug_format_count((double)snug_dataset_size(d->train), ntrain, sizeof ntrain);
-    if (d->eval) {
-        snug_format_count((double)snug_dataset_size(d->eval), neval, sizeof neval);
+    if (d->eval) snug_format_count((double)snug_dataset_size(d->eval), neval, sizeof neval);
+    if (d->eval)
         printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
-    } else {
-        printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
-    }
+    else printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
     if (r->opt.init) printf("initial weights from %s\n", r->opt.init);
 }
 
@@ -213,6 +211,8 @@ static void print_checkpoint(const train_run *r) {
     if (regenerated)
         printf("regenerated: %zu input%s rebuilt in backward from the layer%s that made %s, not kept\n",
                regenerated, regenerated == 1 ? "" : "s", regenerated == 1 ? "" : "s", regenerated == 1 ? "it" : "them");
+    if (r->opt.plan.precision == SNUG_PRECISION_BF16)
+        printf("precision bf16: every output rounded to bfloat16, those backward reads kept in half the bytes\n");
 }
 
 static void print_optimizer(const train_run *r) {

@@ -139,21 +139,14 @@ static bool set_checkpoint(const flag *f, void *opt, const char *value, char *ms
 
 /* A size, or "auto" (SNUG_MICRO_BATCH_AUTO); either way the companion switch records that the flag was given. */
 static bool set_micro(const flag *f, void *opt, const char *value, char *msg, size_t len) {
-    bool *given = (bool *)((char *)opt + f->aux);
     size_t *size = (size_t *)((char *)opt + f->offset);
-    *given = true;
-    if (strcmp(value, "auto") == 0) {
-        *size = SNUG_MICRO_BATCH_AUTO;
-        return true;
-    }
+    *(bool *)((char *)opt + f->aux) = true;
     long v;
-    if (!parse_long(value, &v) || v < f->min || v > f->max) {
-        char range[96];
-        describe_int_range(f, range, sizeof range);
-        return flags_fail(msg, len, "--%s must be %s or auto, got '%s'", f->name, range, value);
-    }
-    *size = (size_t)v;
-    return true;
+    if (strcmp(value, "auto") == 0) return *size = SNUG_MICRO_BATCH_AUTO, true;
+    if (parse_long(value, &v) && v >= f->min && v <= f->max) return *size = (size_t)v, true;
+    char range[96];
+    describe_int_range(f, range, sizeof range);
+    return flags_fail(msg, len, "--%s must be %s or auto, got '%s'", f->name, range, value);
 }
 
 static bool set_path(const flag *f, void *field, const char *value, char *msg, size_t len) {

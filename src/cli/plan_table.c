@@ -44,8 +44,8 @@ static void print_header(FILE *out, const snug_plan_set *set, const char *model,
     const snug_plan_request *c = snug_plan_request_of(snug_plan_set_at(set, 0));
     const snug_optim_config optim = c->optim;
     char budget[32];
-    fprintf(out, "plans for model %s, batch %zu, optimizer %s", model, c->batch,
-            optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
+    fprintf(out, "plans for model %s, batch %zu, precision %s, optimizer %s", model, c->batch,
+            snug_precision_name(c->precision), optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
     if (optim.kind == SNUG_OPTIM_SGD) fprintf(out, " (momentum %g)", optim.momentum);
     fprintf(out, ", workspace for %d thread%s, budget %s:\n", c->threads, c->threads == 1 ? "" : "s",
             c->budget ? snug_format_bytes(c->budget, budget, sizeof budget) : "none");
@@ -180,15 +180,15 @@ void plan_print_layers(FILE *out, const snug_plan_set *set) {
     int lw = max_width(c->plan, n, true, 5), ww = max_width(c->plan, n, false, 4);
     fprintf(out, "\nbuffers of the chosen plan (%zu; offsets within the activation arena, lifetimes in schedule "
                  "steps 0..%zu):\n", n, snug_plan_step_count(c->plan) - 1);
-    fprintf(out, "  %-*s  %-*s  %-11s %*s %12s  %-9s  %s\n", lw, "layer", ww, "what", "category", BYTES_W,
-            "bytes", "offset", "steps", "memory");
+    fprintf(out, "  %-*s  %-*s  %-5s %-11s %*s %12s  %-9s  %s\n", lw, "layer", ww, "what", "dtype", "category",
+            BYTES_W, "bytes", "offset", "steps", "memory");
     for (size_t i = 0; i < n; i++) {
         snug_plan_buffer_info b;
         snug_plan_buffer(c->plan, i, &b);
         char buf[32], steps[48];
         snprintf(steps, sizeof steps, "%zu..%zu", b.first_step, b.last_step);
-        fprintf(out, "  %-*s  %-*s  %-11s %*s %12zu  %-9s  %s\n", lw, b.layer ? b.layer : "-", ww,
-                b.what ? b.what : "-", snug_mem_category_name(b.category), BYTES_W,
+        fprintf(out, "  %-*s  %-*s  %-5s %-11s %*s %12zu  %-9s  %s\n", lw, b.layer ? b.layer : "-", ww,
+                b.what ? b.what : "-", b.dtype, snug_mem_category_name(b.category), BYTES_W,
                 snug_format_bytes(b.bytes, buf, sizeof buf), b.offset, steps,
                 b.in_place ? "in place (shares its input's)" : "own");
     }

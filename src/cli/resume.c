@@ -93,6 +93,7 @@ static const struct {
     {"optim.beta2", "--beta2"}, {"optim.eps", "--eps"}, {"schedule.kind", "--schedule"},
     {"schedule.warmup_steps", "--warmup"}, {"schedule.min_lr_ratio", "--min-lr-ratio"},
     {"schedule.linear_scaling", "--lr-scaling"}, {"schedule.reference_batch", "--ref-batch"},
+    {"precision", "--precision"},
 };
 
 snug_status cli_resume_load(const cli_resume *r, snug_trainer *tr, size_t train_samples, snug_error *err) {

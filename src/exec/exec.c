@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 
 static void *buf_ptr(const exec *x, int b) { return b >= 0 ? x->arena + x->p->bufs[b].offset : NULL; }
@@ -25,14 +26,16 @@ static void zero_span(float *y, const float *x, size_t n) {
 
 static void zero_floats(float *p, size_t n) { ew_apply_unary(zero_split, zero_span, p, p, n); }
 
-/* The memory of tensor t's value as step s sees it: the data buffer for the graph input, else the forward
- * instance, or the recomputed one once forward is over. */
+/* The memory of tensor t's value as a step sees it: the data buffer for the graph input, else the forward
+ * instance, or once forward is over the recomputed one, or in bf16 the one unpacked from its packed copy. */
 static float *value_ptr(const exec *x, snug_tensor t, bool after_forward) {
     const snug_graph *g = x->g;
     t = graph_base_tensor(g, t);
     if (g->tensors[t].producer == g->input_node) return x->input;
     const plan *p = x->p;
-    int b = after_forward && p->value_rec[t] >= 0 ? p->value_rec[t] : p->value_fwd[t];
+    int b = p->value_fwd[t];
+    if (after_forward && p->value_rec[t] >= 0) b = p->value_rec[t];
+    else if (after_forward && p->value_bwd[t] >= 0) b = p->value_bwd[t];
     return buf_ptr(x, b);
 }
 
@@ -54,8 +57,8 @@ static void bind_step(exec *x, int s) {
     memset(c, 0, sizeof *c);
     if (st->node < 0) return;
     const graph_node *nd = &g->nodes[st->node];
-    bool after = st->phase != SNUG_PHASE_FORWARD;
-    *c = (op_call){.node = nd, .m = p->m, .threads = p->threads, .work = x->workspace};
+    *c = (op_call){.node = nd, .m = p->m, .threads = p->threads, .work = x->workspace, .bf16 = p->variant.bf16};
+    const bool after = st->phase != SNUG_PHASE_FORWARD;
     for (int i = 0; i < nd->n_inputs; i++) {
         c->in[i] = value_ptr(x, nd->inputs[i], after);
         c->din[i] = buf_ptr(x, p->grad[graph_base_tensor(g, nd->inputs[i])]);
@@ -75,10 +78,15 @@ static void bind_step(exec *x, int s) {
             c->dw[i] = x->grads + gp->offset;
         }
     }
+
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
+    if (st->phase == SNUG_PHASE_BACKWARD && p->packed_in[st->node]) { /* bf16: in[0] only in its packed copy */
+        c->in_packed = buf_ptr(x, p->packed[graph_base_tensor(g, nd->inputs[0])]);
+        c->in[0] = NULL;
+    }
 }
 
 /* Which input of backward step s has gradient buffer b, where that step may write b whole instead of adding
@@ -124,6 +132,24 @@ static bool bind_zeroing(exec *x) {
     return true;
 }
 
+/* bf16: before each step after forward, the instances unpacked from a packed copy whose first reader it is;
+ * the list holds their buffers. */
+static bool bind_unpacking(exec *x) {
+    const plan *p = x->p;
+    x->unpack_start = calloc((size_t)p->n_steps + 1, sizeof *x->unpack_start);
+    x->unpack_list = malloc(((size_t)p->n_bufs + 1) * sizeof *x->unpack_list);
+    if (!x->unpack_start || !x->unpack_list) return false;
+    int n = 0;
+    for (int s = 0; s < p->n_steps; s++) {
+        x->unpack_start[s] = n;
+        for (int t = 0; t < x->g->n_tensors; t++) {
+            if (p->value_bwd[t] >= 0 && p->bufs[p->value_bwd[t]].first == s) x->unpack_list[n++] = p->value_bwd[t];
+        }
+    }
+    x->unpack_start[p->n_steps] = n;
+    return true;
+}
+
 /* Reservation order decides which block an over-budget message names: the fixed blocks first, the
  * activation arena (which grows with m) last, named after the layer where its peak occurs. */
 static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
@@ -150,6 +176,7 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (p->kept_bytes &&
         !(x->kept = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->kept_bytes, "transformed weights", err)))
         return SNUG_E_OOM;
+
     if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
     return SNUG_OK;
 }
@@ -167,7 +194,7 @@ snug_status exec_bind(exec *x, const snug_graph *g, const plan *p, snug_mem *mem
     x->calls = calloc((size_t)p->n_steps + 1, sizeof *x->calls);
     if (x->calls)
         for (int i = 0; i < p->n_steps; i++) bind_step(x, i);
-    if (!x->calls || !bind_zeroing(x)) {
+    if (!x->calls || !bind_zeroing(x) || !bind_unpacking(x)) {
         exec_unbind(x);
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the executor's tables");
     }
@@ -181,10 +208,13 @@ void exec_unbind(exec *x) {
     free(x->calls);
     free(x->zero_start);
     free(x->zero_list);
+    free(x->unpack_start);
+    free(x->unpack_list);
     free(x->op_seconds);
     free(x->op_calls);
     x->calls = NULL;
     x->zero_start = x->zero_list = NULL;
+    x->unpack_start = x->unpack_list = NULL;
     x->op_seconds = NULL;
     x->op_calls = NULL;
 }
@@ -240,12 +270,38 @@ static bool found_in(const float *v, size_t per, size_t m, const op_call *c, int
     return true;
 }
 
+/* bf16: a layer's output is rounded to bfloat16 as it is made, and packed where a step after forward reads it.
+ * Not the loss's output or input: the per-item losses and the logits stay float32, since rounding the logits
+ * would move the softmax's probabilities by up to 1% (a logit of 5 moves by 0.01), a gradient error of its own
+ * beside every other rounding. */
+static void round_output(const exec *x, const op_call *c, size_t m) {
+    const op_node *n = c->node;
+    const snug_graph *g = x->g;
+    if (!x->p->variant.bf16 || (n->op->flags & (OP_IS_LOSS | OP_IS_VIEW)) || !c->out ||
+        n->output == graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]))
+        return;
+    const size_t count = n->out_numel * m;
+    bf16_round_floats_par(c->out, c->out, count);
+    const int k = x->p->packed[n->output];
+    if (k >= 0) bf16_pack_par((bf16 *)buf_ptr(x, k), c->out, count);
+}
+
+static void unpack_before(const exec *x, int s, size_t m) {
+    for (int i = x->unpack_start[s]; i < x->unpack_start[s + 1]; i++) {
+        const int b = x->unpack_list[i];
+        const snug_tensor t = x->g->nodes[x->p->bufs[b].node].output;
+        bf16_unpack_par(buf_ptr(x, b), (const bf16 *)buf_ptr(x, x->p->packed[t]), x->g->tensors[t].numel * m);
+    }
+}
+
 static bool run_forward(exec *x, size_t m, const exec_key *key, exec_nonfinite *where) {
+    if (x->p->round_input) bf16_round_floats_par(x->input, x->input, x->g->nodes[x->g->input_node].out_numel * m);
     for (int s = 0; s < x->p->n_forward; s++) {
         op_call c = x->calls[s];
         set_run(x, &c, m, key);
         const double t0 = tick(x, key);
         if (c.node->op->forward) c.node->op->forward(&c);
+        round_output(x, &c, m);
         tock(x, s, t0);
         if (found_in(c.out, x->g->tensors[c.node->output].numel, m, &c, -1, where)) return true;
     }
@@ -274,6 +330,7 @@ static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *ke
             const act_buffer *b = &p->bufs[x->zero_list[z]];
             zero_floats(buf_ptr(x, x->zero_list[z]), x->g->tensors[x->g->nodes[b->node].output].numel * m);
         }
+        unpack_before(x, s, m);
         op_call c = x->calls[s];
         set_run(x, &c, m, key);
         c.loss_scale = loss_scale;
@@ -281,6 +338,7 @@ static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *ke
         if (st->phase == SNUG_PHASE_RECOMPUTE) {
             c.recompute = true;
             if (op->forward) op->forward(&c);
+            round_output(x, &c, m);
         } else if (op->backward) {
             op->backward(&c);
         }

@@ -351,8 +351,7 @@ static void small_k(const sgemm_job *j, size_t M, size_t N, int T) {
     }
 }
 
-/* K == 0: C is its initial value. */
-static void start_only(size_t M, size_t N, float *c, size_t ldc, const float *bias, bool accumulate) {
+void sgemm_start_only(size_t M, size_t N, float *c, size_t ldc, const float *bias, bool accumulate) {
     if (accumulate) return;
     for (size_t i = 0; i < M; i++) {
         if (bias) memcpy(c + i * ldc, bias, N * sizeof *c);
@@ -364,7 +363,7 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
            bool accumulate, float *work, int threads) {
     if (M == 0 || N == 0) return;
     if (K == 0) {
-        start_only(M, N, c, ldc, col_bias, accumulate);
+        sgemm_start_only(M, N, c, ldc, col_bias, accumulate);
         return;
     }
     const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate};

@@ -43,6 +43,9 @@ void sgemm_prefer_blas(bool blas);
  * for the largest call covers every smaller one. */
 size_t sgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);
 
+/* A product with K == 0: C is its initial value (C itself with accumulate, else bias[j] or zero). */
+void sgemm_start_only(size_t M, size_t N, float *c, size_t ldc, const float *bias, bool accumulate);
+
 /* C (M, N), rows ldc apart = init + A (M, K) B (K, N), where init is C itself (accumulate), bias[j] for column
  * j (col_bias, not with accumulate), or zero. Splits the work over up to `threads` OpenMP threads when called
  * outside a parallel region and the product pays for a team; work holds sgemm_workspace_floats(M, N, K,

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "kernels/bf16.h"
 #include "kernels/norm_relu.h"
 #include "ops/op.h"
 #include "kernels/vmath.h"
@@ -248,6 +249,7 @@ static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
         const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                            c->node->op == &op_batchnorm2d_relu);
         bn_apply_channel(dst + ch * hw, x + ch * hw, 1, hw, hw, k);
+        if (c->bf16) bf16_round_floats(dst + ch * hw, dst + ch * hw, hw);
     }
 }
 

@@ -53,6 +53,7 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "core/stream_store.h"
+#include "kernels/bf16.h"
 #include "kernels/conv3x3_direct.h"
 #include "kernels/conv3x3_winograd.h"
 #include "kernels/gemm_direct.h"
@@ -515,7 +516,8 @@ static void finish_du(const conv3x3_shape *s, float *dw, const float *du) {
  * Where the plan regenerates this layer's input (op_call.regen: a normalisation's output that nothing else
  * reads), backward has no in[0]: the weight gradient asks the normalisation for each sample in turn, written
  * into a stage of one sample after the layout's slots (one per sample thread), where it stays in cache for
- * the kernel that reads it next. Nothing else in backward reads the input. */
+ * the kernel that reads it next. Nothing else in backward reads the input. In bf16, where the plan keeps the
+ * input only in its packed copy (op_call.in_packed), each sample is unpacked into the same stage. */
 
 /* Bytes of one stage: a sample of the input, rounded to the layout's alignment. */
 static size_t conv_stage_bytes(size_t in_n) {
@@ -532,8 +534,13 @@ static float *conv_stage(const op_call *c, const conv_layout *l, size_t t) {
 /* Sample n's input for the weight gradient, on one thread: in[0]'s, or regenerated into stage. NULL where the
  * call has no weight gradient (the input gradient and db never read the input). */
 static const float *conv_x_one(const op_call *c, size_t n, float *stage) {
+    const size_t in_n = op_in_numel(c, 0);
     if (!c->dw[0]) return NULL;
-    if (!c->regen) return c->in[0] + n * op_in_numel(c, 0);
+    if (c->in_packed) {
+        bf16_unpack(stage, c->in_packed + n * in_n, in_n);
+        return stage;
+    }
+    if (!c->regen) return c->in[0] + n * in_n;
     c->regen->node->op->regen(c->regen, n, stage, 0, 1);
     return stage;
 }
@@ -542,8 +549,10 @@ static const float *conv_x_one(const op_call *c, size_t n, float *stage) {
  * barrier. The kernels end each sample with a barrier of their own, so no thread still reads the previous
  * sample's stage when the next is written. */
 static const float *conv_x_shared(const op_call *c, size_t n, float *stage, size_t t, size_t T) {
-    if (!c->dw[0] || !c->regen) return conv_x_one(c, n, stage);
-    c->regen->node->op->regen(c->regen, n, stage, t, T);
+    const size_t in_n = op_in_numel(c, 0), lo = in_n * t / T, hi = in_n * (t + 1) / T;
+    if (!c->dw[0] || (!c->regen && !c->in_packed)) return conv_x_one(c, n, stage);
+    if (c->in_packed) bf16_unpack(stage + lo, c->in_packed + n * in_n + lo, hi - lo);
+    else c->regen->node->op->regen(c->regen, n, stage, t, T);
     if (T > 1) {
         #pragma omp barrier
     }
@@ -739,7 +748,7 @@ static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_conv2d = {
     .kind = "conv2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

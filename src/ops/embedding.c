@@ -201,7 +201,7 @@ static size_t emb_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_embedding = {
     .kind = "embedding",
-    .flags = OP_KEEPS_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_READS_INDICES,
     .infer = emb_infer,
     .forward = emb_forward,
     .backward = emb_backward,

@@ -7,6 +7,7 @@
  * every element is computed alone, so the bits do not depend on the thread count. */
 #include <stdio.h>
 
+#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 #include "ops/op.h"
 #include "kernels/vmath.h"
@@ -81,6 +82,7 @@ static void gelu_backward(const op_call *c) {
 static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const size_t numel = op_in_numel(c, 0), lo = numel * t / T, hi = numel * (t + 1) / T;
     gelu_span(dst + lo, c->in[0] + n * numel + lo, hi - lo);
+    if (c->bf16) bf16_round_floats(dst + lo, dst + lo, hi - lo);
 }
 
 static double gelu_flops(const op_node *n) {

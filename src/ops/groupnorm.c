@@ -12,6 +12,7 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bf16.h"
 #include "kernels/norm_relu.h"
 #include "kernels/norm_stats.h"
 #include "ops/op.h"
@@ -180,6 +181,7 @@ static void gn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
         const float mean = stat[2 * (ch / cg)], invstd = stat[2 * (ch / cg) + 1];
         const norm_plane k = norm_plane_of(mean, invstd, gamma[ch], beta[ch], c->node->op == &op_groupnorm_relu);
         gn_apply_plane(dst + ch * hw, x + ch * hw, hw, k);
+        if (c->bf16) bf16_round_floats(dst + ch * hw, dst + ch * hw, hw);
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bf16.h"
 #include "ops/op.h"
 #include "kernels/vmath.h"
 
@@ -143,8 +144,10 @@ static void ln_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     const size_t C = ln_width(s), R = ln_rows_per_sample(s);
     float *stat = (float *)c->saved + 2 * n * R; // (R, 2) of sample n
     const float *x = c->in[0] + n * R * C;
-    for (size_t r = R * t / T; r < R * (t + 1) / T; r++)
+    for (size_t r = R * t / T; r < R * (t + 1) / T; r++) {
         ln_forward_row(dst + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, c->node->p.norm.eps, true);
+        if (c->bf16) bf16_round_floats(dst + r * C, dst + r * C, C);
+    }
 }
 
 static double ln_flops(const op_node *n) {

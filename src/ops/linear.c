@@ -336,6 +336,17 @@ static void forward_own(const op_call *c, const float *b, size_t rows, size_t fi
     sgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work, c->threads);
 }
 
+/* The rows of the BLAS's product in one call: all of them, except where the output is rounded to bfloat16
+ * (op_call.bf16) and a sample has rows enough for a product of its own (a sequence's tokens): then one sample
+ * per call. The BLAS's bits for a row depend on the call's size, which float rounding hides but rounding to
+ * bfloat16 would turn into a changed value wherever a split of the batch changes the calls; per sample, the
+ * calls are the same whatever the split. */
+static size_t blas_call_rows(const op_call *c, size_t rows) {
+    size_t fi, fo, per;
+    node_dims(c->node, &fi, &fo, &per);
+    return c->bf16 && per > LINEAR_DIRECT_MAX_ROWS ? per : rows;
+}
+
 static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
@@ -346,7 +357,9 @@ static void linear_forward(const op_call *c) {
     }
     /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
     seed_bias(c->out, c->w[1], rows, fo);
-    xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 1.0f);
+    const size_t step = blas_call_rows(c, rows);
+    for (size_t r0 = 0; r0 < rows; r0 += step)
+        xwt(c->out + r0 * fo, c->in[0] + r0 * fi, c->w[0], step, fi, fo, 1.0f);
 }
 
 /* ---- pending weight-gradient rows ----------------------------------------------------------------------- *
@@ -472,7 +485,9 @@ static void tied_forward(const op_call *c) {
         forward_own(c, NULL, rows, fi, fo);
         return;
     }
-    xwt(c->out, c->in[0], c->w[0], rows, fi, fo, 0.0f);
+    const size_t step = blas_call_rows(c, rows);
+    for (size_t r0 = 0; r0 < rows; r0 += step)
+        xwt(c->out + r0 * fo, c->in[0] + r0 * fi, c->w[0], step, fi, fo, 0.0f);
 }
 
 static void tied_backward(const op_call *c) {

@@ -33,6 +33,10 @@ enum {
     OP_REGEN_INPUT = 1u << 9,   /* backward can take in[0] sample by sample from op_call.regen instead of keeping
                                    it (conv2d after a normalisation, a transformer's linear after LayerNorm or
                                    GELU): see op_desc.regen */
+    OP_READS_INDICES = 1u << 10,/* in[0] holds indices, not values (an embedding's tokens): never rounded to
+                                   bfloat16 */
+    OP_READS_PACKED = 1u << 11, /* backward can take in[0] sample by sample from its bfloat16 copy
+                                   (op_call.in_packed) into the stage regen_stage_bytes sizes (conv2d) */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node. */
@@ -60,6 +64,8 @@ typedef struct op_call {
     uint64_t weights_version;          /* changes whenever the parameters may have (every window and
                                           evaluation): what kept derives from them is stale unless it was
                                           derived under this version */
+    const uint16_t *in_packed;         /* backward of an OP_READS_PACKED op whose input the plan keeps only
+                                          packed (plan.packed_in): in[0] in bfloat16, and in[0] is NULL */
     const struct op_call *regen;       /* backward of an OP_REGEN_INPUT op whose plan regenerates its input
                                           (plan.regen): the producer's own backward call, whose op_desc.regen
                                           writes any sample of in[0]; in[0] is then NULL. Else NULL. */
@@ -71,6 +77,8 @@ typedef struct op_call {
     uint64_t micro;                    /* the micro-batch's first sample, counted within the global batch */
     bool training;                     /* false in evaluation: dropout is the identity, BatchNorm uses its
                                           running statistics */
+    bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the executor
+                                          does it after forward): what regen writes is rounded the same way */
     bool recompute;                    /* this forward replays a checkpointed segment: it must write the same
                                           output bits and change no state (BatchNorm reuses the statistics it
                                           saved in the first forward and leaves its running statistics alone) */

@@ -19,6 +19,7 @@ typedef struct search {
     size_t m, budget;
     int threads;
     const snug_optim_config *optim;
+    bool bf16;        /* every candidate in bfloat16 mixed precision */
     plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
     bool have, fits;
     snug_status status;
@@ -63,8 +64,8 @@ static bool try_variant(search *s, const plan_variant *v) {
 static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
-    if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, &q,
-                                       s->err)) == SNUG_OK &&
+    if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->bf16,
+                                       &q, s->err)) == SNUG_OK &&
         (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
@@ -73,11 +74,11 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
     int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false, false};
+    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false, false, s->bf16, false};
     if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false, false};
+        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false, false, s->bf16, false};
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }
@@ -94,10 +95,11 @@ static bool wanted_length(size_t every, size_t layers) {
 }
 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                            size_t budget, plan *p, snug_error *err) {
-    search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .err = err};
+                            bool bf16, size_t budget, plan *p, snug_error *err) {
+    search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .bf16 = bf16, .err = err};
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
+    none.bf16 = cheap.bf16 = bf16;
     if (!try_variant(&s, &none) && s.status == SNUG_OK) {
         try_variant(&s, &cheap);
         try_policy(&s, SNUG_CHECKPOINT_SQRT); /* so that auto never recomputes more than sqrt where sqrt fits */

@@ -12,7 +12,7 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-static int add_buf(plan *p, int node, act_kind kind, bool recomputed, size_t bytes) {
+int plan_add_buf(plan *p, int node, act_kind kind, bool recomputed, size_t bytes) {
     if (p->n_bufs == p->cap_bufs) {
         int cap = p->cap_bufs ? 2 * p->cap_bufs : 64;
         act_buffer *nb = realloc(p->bufs, (size_t)cap * sizeof *nb);
@@ -47,15 +47,15 @@ static bool create_buffers(const snug_graph *g, plan *p) {
             return false;
         saved = saved_bytes;
         bool rec = p->seg.recompute[i];
-        p->value_fwd[n->output] = add_buf(p, i, ACT_VALUE, false, value);
-        if (rec) p->value_rec[n->output] = add_buf(p, i, ACT_VALUE, true, value);
-        if (saved) p->saved_fwd[i] = add_buf(p, i, ACT_SAVED, false, saved_bytes);
+        p->value_fwd[n->output] = plan_add_buf(p, i, ACT_VALUE, false, value);
+        if (rec) p->value_rec[n->output] = plan_add_buf(p, i, ACT_VALUE, true, value);
+        if (saved) p->saved_fwd[i] = plan_add_buf(p, i, ACT_SAVED, false, saved_bytes);
         /* An op that saves per-micro-batch state (BatchNorm's batch statistics), or says it replays from its
          * saved bytes (GroupNorm's and LayerNorm's statistics), replays from what its first forward saved: one
          * saved buffer, kept from forward to backward, read by the recompute. */
         if (saved && rec && !per_batch && !(n->op->flags & OP_REPLAYS_SAVED))
-            p->saved_rec[i] = add_buf(p, i, ACT_SAVED, true, saved_bytes);
-        if (needs_grad(g, i)) p->grad[n->output] = add_buf(p, i, ACT_GRAD, false, value);
+            p->saved_rec[i] = plan_add_buf(p, i, ACT_SAVED, true, saved_bytes);
+        if (needs_grad(g, i)) p->grad[n->output] = plan_add_buf(p, i, ACT_GRAD, false, value);
         if (p->n_bufs > 0 && p->bufs == NULL) return false;
     }
     return true;
@@ -68,9 +68,12 @@ static void touch(plan *p, int b, int step) {
     if (step > x->last) x->last = step;
 }
 
-/* The instance of tensor t a step reads: after forward, a recomputed instance replaces the forward one. */
+/* The instance of tensor t a step reads: after forward, a recomputed instance replaces the forward one, and in
+ * bf16 the instance unpacked from the packed copy does. */
 static int value_at(const plan *p, snug_tensor t, bool after_forward) {
-    return after_forward && p->value_rec[t] >= 0 ? p->value_rec[t] : p->value_fwd[t];
+    if (after_forward && p->value_rec[t] >= 0) return p->value_rec[t];
+    if (after_forward && p->value_bwd && p->value_bwd[t] >= 0) return p->value_bwd[t];
+    return p->value_fwd[t];
 }
 
 static void walk_step(const snug_graph *g, plan *p, int s) {
@@ -87,8 +90,11 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
         return;
     }
     if (flags & OP_KEEPS_INPUT)
-        for (int i = p->regen[st->node] ? 1 : 0; i < n->n_inputs; i++)
-            touch(p, value_at(p, graph_base_tensor(g, n->inputs[i]), true), s);
+        for (int i = p->regen[st->node] ? 1 : 0; i < n->n_inputs; i++) {
+            const snug_tensor t = graph_base_tensor(g, n->inputs[i]);
+            const bool packed = i == 0 && p->packed_in[st->node] && p->packed[t] >= 0; /* after the first walk */
+            touch(p, packed ? p->packed[t] : value_at(p, t, true), s);
+        }
     if (p->regen[st->node]) { /* what the producer regenerates from: its own backward's reads */
         const int producer = g->tensors[graph_base_tensor(g, n->inputs[0])].producer;
         touch(p, value_at(p, graph_base_tensor(g, g->nodes[producer].inputs[0]), true), s);
@@ -141,12 +147,23 @@ static void share_gradients(const snug_graph *g, plan *p) {
     }
 }
 
-bool plan_lifetimes(const snug_graph *g, plan *p) {
-    if (!create_buffers(g, p)) return false;
+static void walk_all(const snug_graph *g, plan *p) {
+    for (int b = 0; b < p->n_bufs; b++) p->bufs[b].first = p->bufs[b].last = -1;
     for (int s = 0; s < p->n_steps; s++) walk_step(g, p, s);
     /* The trainer reads the per-item losses and the logits after the last forward step. */
     const graph_node *loss = &g->nodes[g->loss_node];
     touch(p, p->value_fwd[loss->output], p->n_forward - 1);
+}
+
+bool plan_lifetimes(const snug_graph *g, plan *p) {
+    if (!create_buffers(g, p)) return false;
+    walk_all(g, p);
+    if (p->variant.bf16 && !p->variant.no_packing) { /* what the first walk found read after forward is kept
+                                                        packed: walk again */
+        if (!plan_pack_values(g, p)) return false;
+        walk_all(g, p);
+        plan_pack_lifetimes(g, p);
+    }
     for (int b = 0; b < p->n_bufs; b++)
         if (p->bufs[b].first < 0) p->bufs[b].first = p->bufs[b].last = 0; /* never touched: a dead end */
     share_in_place(g, p);

@@ -58,8 +58,8 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     for (int i = 0; i < g->n_nodes && ok; i++) {
         const op_desc *op = g->nodes[i].op;
         size_t w = op->workspace_bytes ? op->workspace_bytes(&g->nodes[i], p->m, p->threads) : 0;
-        /* a regenerated input's stages come after the op's own workspace */
-        if (p->regen[i] && w != (size_t)-1 &&
+        /* a regenerated (or unpacked) input's stages come after the op's own workspace */
+        if ((p->regen[i] || p->packed_in[i]) && w != (size_t)-1 &&
             !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
             w = (size_t)-1;
         if (w == (size_t)-1) ok = false;
@@ -158,7 +158,32 @@ static bool plan_tables(const snug_graph *g, plan *p) {
     p->saved_rec = filled(g->n_nodes, -1);
     p->pending_at = malloc((size_t)g->n_nodes * sizeof *p->pending_at);
     p->kept_at = malloc((size_t)g->n_nodes * sizeof *p->kept_at);
-    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec && p->pending_at && p->kept_at;
+    p->packed = filled(g->n_tensors, -1);
+    p->value_bwd = filled(g->n_tensors, -1);
+    return p->value_fwd && p->value_rec && p->grad && p->saved_fwd && p->saved_rec && p->pending_at && p->kept_at &&
+           p->packed && p->value_bwd;
+}
+
+/* bf16: the plan without packed copies instead of *p where that is smaller. Packing is lossless (every value is
+ * rounded as it is made), so both give the same bits; it lowers the peak where kept outputs make it, not where
+ * float32 gradients do (a small CNN's first convolution), and there its copies only take room. */
+static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                       const plan_variant *v, plan *p, snug_error *err) {
+    plan_variant u = *v;
+    u.no_packing = true;
+    plan q;
+    const snug_status s = plan_build(g, m, threads, optim, &u, &q, err);
+    if (s != SNUG_OK) {
+        plan_free(p);
+        return s;
+    }
+    if (q.total < p->total) {
+        plan_free(p);
+        *p = q;
+    } else {
+        plan_free(&q);
+    }
+    return SNUG_OK;
 }
 
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -172,10 +197,12 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     p->m = m;
     p->threads = threads > 0 ? threads : 1;
     p->variant = *v;
+    p->round_input = plan_rounds_input(g, p);
     plan_reads reads;
     if (!plan_reads_init(g, &reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     snug_status s = plan_segment(g, &reads, v, &p->seg);
-    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, &reads, p) && plan_schedule(g, p);
+    bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, &reads, p) && plan_packed_inputs(g, p) &&
+              plan_schedule(g, p);
     plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
@@ -189,7 +216,7 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
         return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     }
     plan_flops(g, p);
-    return SNUG_OK;
+    return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, p, err) : SNUG_OK;
 }
 
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -212,7 +239,10 @@ void plan_free(plan *p) {
     free(p->saved_rec);
     free(p->pending_at);
     free(p->kept_at);
+    free(p->packed);
+    free(p->value_bwd);
     free(p->regen);
+    free(p->packed_in);
     free(p->live_at);
     memset(p, 0, sizeof *p);
 }

@@ -19,6 +19,8 @@ typedef enum act_kind {
     ACT_VALUE,     /* a node's output */
     ACT_GRAD,      /* the gradient of a node's output */
     ACT_SAVED,     /* what an op keeps beyond its input and output (argmax, probabilities) */
+    ACT_PACKED,    /* bf16: a node's output kept for backward in bfloat16, from its forward step to the first
+                      step after forward that reads it (plan/packing.c) */
 } act_kind;
 
 typedef struct act_buffer {
@@ -44,6 +46,9 @@ typedef struct plan_variant {
     uint64_t spared;                /* bit s: segment s is not dropped */
     bool no_window_extras;
     bool no_regen;
+    bool bf16;                      /* SNUG_PRECISION_BF16: every output rounded to bfloat16 */
+    bool no_packing;                /* bf16 without packed copies: the same bits; plan_build takes it where
+                                       packing does not lower the total (the peak is float32 gradients) */
 } plan_variant;
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
@@ -64,6 +69,14 @@ typedef struct plan {
     act_buffer *bufs;
     int n_bufs, cap_bufs;
     int *value_fwd, *value_rec;       /* per tensor: buffer of its forward / recomputed value, -1 if none */
+    int *packed, *value_bwd;          /* bf16, per tensor read after forward and not recomputed: its bfloat16
+                                         copy (ACT_PACKED), written as its producer's forward ends, and the
+                                         float32 instance unpacked from it that every step after forward
+                                         reads; -1 if none */
+    bool *packed_in;                  /* bf16, per node: its backward reads its input sample by sample from the
+                                         packed copy (OP_READS_PACKED) instead of an unpacked instance */
+    bool round_input;                 /* bf16: the input batch is rounded to bfloat16 before the first layer
+                                         (not where a layer reads it as token indices) */
     int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
@@ -125,16 +138,16 @@ bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes);
  * plan_build_spared's. A plan over budget is planned again without pending rows: they are a speed-up that takes
  * only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err);
+                              snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err);
 
 /* A policy other than AUTO as given, except that SQRT and EVERY keep whole every segment whose recompute would
  * save no memory (plan/spare.c). */
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, plan *p, snug_error *err);
+                              snug_checkpoint_policy policy, bool bf16, plan *p, snug_error *err);
 
 /* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                            size_t budget, plan *p, snug_error *err);
+                            bool bf16, size_t budget, plan *p, snug_error *err);
 
 /* Who reads each tensor (plan/reads.c), for the stages below. */
 typedef struct plan_reads {
@@ -159,6 +172,17 @@ int plan_regen_producer(const snug_graph *g, const plan_reads *r, int consumer);
 int plan_regen_source(const snug_graph *g, int producer);
 bool plan_schedule(const snug_graph *g, plan *p);     /* steps from the segments */
 bool plan_lifetimes(const snug_graph *g, plan *p);    /* buffers, lifetimes, in-place sharing */
+/* A new buffer without a lifetime yet; its index, or -2 when memory runs out. */
+int plan_add_buf(plan *p, int node, act_kind kind, bool recomputed, size_t bytes);
+/* bf16 (plan/packing.c). After a first walk of the lifetimes: a packed copy and an unpacked instance for every
+ * output read after forward (the caller walks again); after the second: the packed copies' lifetimes. */
+bool plan_pack_values(const snug_graph *g, plan *p);
+void plan_pack_lifetimes(const snug_graph *g, plan *p);
+/* bf16: the layers whose backward reads its input from the packed copy (before the fixed blocks: they need a
+ * stage of workspace). */
+bool plan_packed_inputs(const snug_graph *g, plan *p);
+/* bf16: whether the input batch is rounded (not where a layer reads it as indices). */
+bool plan_rounds_input(const snug_graph *g, const plan *p);
 bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena (plan/arena.c) */
 
 /* Checks that no two buffers live at the same step overlap in the arena (plan/overlap.c); returns an offending

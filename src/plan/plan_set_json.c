@@ -76,6 +76,7 @@ static cJSON *buffer_object(json_doc *d, const snug_plan_buffer_info *b) {
     if (!o) return NULL;
     add_string(d, o, "layer", b->layer);
     add_string(d, o, "what", b->what);
+    add_string(d, o, "dtype", b->dtype);
     add_string(d, o, "category", snug_mem_category_name(b->category));
     add_number(d, o, "bytes", (double)b->bytes);
     add_number(d, o, "offset", (double)b->offset);
@@ -154,6 +155,7 @@ static cJSON *build(json_doc *d, const snug_plan_set *set, const char *title, bo
     add_string(d, root, "optimizer", c->optim.kind == SNUG_OPTIM_ADAMW ? "adamw" : "sgd");
     if (c->optim.kind == SNUG_OPTIM_SGD) add_number(d, root, "momentum", c->optim.momentum);
     add_number(d, root, "threads", c->threads);
+    add_string(d, root, "precision", snug_precision_name(c->precision));
     cJSON *rows = check(d, cJSON_AddArrayToObject(root, "candidates"));
     for (size_t i = 0; rows && i < snug_plan_set_count(set); i++)
         add_to_array(d, rows, row_object(d, snug_plan_set_at(set, i), i == snug_plan_set_chosen(set)));

@@ -4,8 +4,8 @@
 #include "plan/plan.h"
 
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, size_t budget, plan *p, snug_error *err) {
-    if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, optim, budget, p, err);
-    snug_status s = plan_build_spared(g, m, threads, optim, policy, p, err);
+                              snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err) {
+    if (policy.kind == SNUG_CHECKPOINT_AUTO) return plan_build_auto(g, m, threads, optim, bf16, budget, p, err);
+    snug_status s = plan_build_spared(g, m, threads, optim, policy, bf16, p, err);
     return s == SNUG_OK ? plan_within_budget(g, m, threads, optim, budget, p, err) : s;
 }

@@ -90,12 +90,15 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
 size_t snug_plan_buffer_count(const snug_plan *p) { return (size_t)p->p.n_bufs; }
 
 void snug_plan_buffer(const snug_plan *sp, size_t i, snug_plan_buffer_info *b) {
-    static const char *const what[2][3] = {{"output", "gradient", "saved"},
-                                           {"recomputed output", "gradient", "recomputed saved"}};
+    static const char *const what[2][4] = {{"output", "gradient", "saved", "packed output"},
+                                           {"recomputed output", "gradient", "recomputed saved", "packed output"}};
+    static const char *const dtype[4] = {"fp32", "fp32", "own", "bf16"};
     const act_buffer *x = &sp->p.bufs[i];
+    const bool unpacked = x->kind == ACT_VALUE && sp->p.value_bwd[sp->g->nodes[x->node].output] == (int)i;
     *b = (snug_plan_buffer_info){
         .layer = sp->g->nodes[x->node].name,
-        .what = what[x->recomputed][x->kind],
+        .what = unpacked ? "unpacked output" : what[x->recomputed][x->kind],
+        .dtype = dtype[x->kind],
         .category = SNUG_MEM_ACTIVATIONS,
         .bytes = x->bytes,
         .offset = x->offset,

@@ -112,6 +112,9 @@ static snug_status check_request(const snug_plan_request *r, snug_error *err) {
         return snug_fail(err, SNUG_E_ARG, "an automatic checkpoint policy needs a memory budget to fit");
     if (r->threads < 1) return snug_fail(err, SNUG_E_ARG, "%d threads: plan for at least 1", r->threads);
     if (r->ranks < 1) return snug_fail(err, SNUG_E_ARG, "%d ranks: plan for at least 1", r->ranks);
+    if (r->precision != SNUG_PRECISION_FP32 && r->precision != SNUG_PRECISION_BF16)
+        return snug_fail(err, SNUG_E_ARG, "precision %d: plan for SNUG_PRECISION_FP32 or SNUG_PRECISION_BF16",
+                         (int)r->precision);
     return SNUG_OK;
 }
 
@@ -134,7 +137,9 @@ static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s
 
 static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                          plan *p, snug_error *err) {
-    return add_beside(r, p, plan_build_policy(g, m, r->threads, &r->optim, policy, engine_budget(r), p, err), err);
+    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
+    return add_beside(r, p, plan_build_policy(g, m, r->threads, &r->optim, policy, bf16, engine_budget(r), p, err),
+                      err);
 }
 
 static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
@@ -257,7 +262,8 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     why->budget = r->budget;
     plan lean;
     /* the leanest plan there is */
-    snug_status s = add_beside(r, &lean, plan_build_auto(g, 1, r->threads, &r->optim, 1, &lean, err), err);
+    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
+    snug_status s = add_beside(r, &lean, plan_build_auto(g, 1, r->threads, &r->optim, bf16, 1, &lean, err), err);
     if (s != SNUG_OK) return s;
     why->smallest_budget = lean.total;
     why->fixed = lean.bytes[SNUG_MEM_PARAMS] + lean.bytes[SNUG_MEM_GRADS] + lean.bytes[SNUG_MEM_OPTIM];

@@ -42,8 +42,9 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
 }
 
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, plan *p, snug_error *err) {
+                              snug_checkpoint_policy policy, bool bf16, plan *p, snug_error *err) {
     plan_variant v = plan_variant_of(policy);
+    v.bf16 = bf16;
     snug_status s = plan_build(g, m, threads, optim, &v, p, err);
     if (s == SNUG_OK && (policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY)) {
         s = spare_segments(g, m, threads, optim, p, err);

@@ -113,11 +113,17 @@ static snug_status read_metadata(const st_file *sf, snug_state_info *info, state
     cJSON *root = cJSON_Parse(text);
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     double version, batch;
-    const bool ok = root && whole(root, "version", 0, 1e9, &version) && version == STATE_VERSION &&
+    bool ok = root && whole(root, "version", 0, 1e9, &version) && version == STATE_VERSION &&
                     cJSON_IsString(model) && strlen(model->valuestring) < sizeof info->model &&
                     whole(root, "batch", 1, LONG_LIMIT, &batch) &&
                     read_run(cJSON_GetObjectItemCaseSensitive(root, "run"), &info->run) &&
                     read_counters(cJSON_GetObjectItemCaseSensitive(root, "counters"), k);
+    /* a state without "precision" ran in float32, the only precision there was */
+    const cJSON *precision = cJSON_GetObjectItemCaseSensitive(root, "precision");
+    const bool precision_ok = !precision || (cJSON_IsString(precision) &&
+                                             snug_parse_precision(precision->valuestring, &info->precision, NULL) == SNUG_OK);
+    if (!precision) info->precision = SNUG_PRECISION_FP32;
+    ok = ok && precision_ok;
     if (ok) {
         snprintf(info->model, sizeof info->model, "%s", model->valuestring);
         info->batch = (size_t)batch;
@@ -198,6 +204,12 @@ static const char *differs(const snug_trainer *tr, const snug_state_info *info, 
     if (tr->batch != info->batch) {
         snprintf(both, len, "%zu in the state, %zu in this run", info->batch, tr->batch);
         return "batch";
+    }
+    const snug_precision mine = tr->plan->variant.bf16 ? SNUG_PRECISION_BF16 : SNUG_PRECISION_FP32;
+    if (mine != info->precision) {
+        snprintf(both, len, "%s in the state, %s in this run", snug_precision_name(info->precision),
+                 snug_precision_name(mine));
+        return "precision";
     }
     SAME(seed, "%" PRIu64, uint64_t)
     SAME(shuffle, "%d", int)

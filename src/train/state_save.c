@@ -71,7 +71,9 @@ static char *state_text(const snug_trainer *tr) {
     cJSON *counters = root ? cJSON_AddObjectToObject(root, "counters") : NULL;
     bool ok = run && counters && cJSON_AddNumberToObject(root, "version", STATE_VERSION) &&
               cJSON_AddStringToObject(root, "model", tr->g->name) &&
-              cJSON_AddNumberToObject(root, "batch", (double)tr->batch) && add_run(run, &tr->cfg) &&
+              cJSON_AddNumberToObject(root, "batch", (double)tr->batch) &&
+              cJSON_AddStringToObject(root, "precision", tr->plan->variant.bf16 ? "bf16" : "fp32") &&
+              add_run(run, &tr->cfg) &&
               add_counters(counters, tr);
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);

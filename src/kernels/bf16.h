@@ -1,0 +1,52 @@
+/* bfloat16: the top 16 bits of a float (sign, the 8 exponent bits, 7 mantissa bits), the storage type of bf16
+ * mixed precision. Widening is exact (the bits shifted up); narrowing rounds to nearest, ties to even, as an
+ * IEEE conversion would: subnormals round like any other value (no flush to zero), a finite value at or past
+ * the midpoint above the largest bf16 becomes infinity, and NaN stays NaN (quieted). The scalar functions are
+ * branch-free integer code, so the array kernels built on them vectorise and give the same bits in every
+ * VM_KERNEL clone and on every chunk split. */
+#ifndef SNUG_KERNELS_BF16_H
+#define SNUG_KERNELS_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef uint16_t bf16;
+
+/* x rounded to nearest, ties to even. Adding 0x7FFF plus the lowest kept bit to the pattern carries into the
+ * kept bits exactly when the dropped half is above the midpoint, or at it with an odd kept part; a carry out of
+ * the mantissa moves the exponent up, which is also how the largest finite values round to infinity. The same
+ * addition would turn a NaN whose payload lies only in the dropped bits into infinity (or, for the all-ones
+ * pattern, wrap to zero), so NaN is selected by a mask instead: its top bits with the quiet bit set. */
+static inline bf16 bf16_from_float(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    const uint32_t nan_mask = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
+    return (bf16)((quiet_nan & nan_mask) | (rounded & ~nan_mask));
+}
+
+/* Exact: every bf16 is a float. */
+static inline float bf16_to_float(bf16 h) {
+    const uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* The float whose value is bf16_from_float(x): what storing x in bf16 and reading it back gives. */
+static inline float bf16_round(float x) { return bf16_to_float(bf16_from_float(x)); }
+
+/* The array forms, one element at a time as the functions above (vectorised, on the calling thread). */
+void bf16_pack(bf16 *dst, const float *src, size_t n);
+void bf16_unpack(float *dst, const bf16 *src, size_t n);
+void bf16_round_floats(float *dst, const float *src, size_t n); /* dst may be src */
+
+/* The same over large arrays: chunks spread over the OpenMP threads once the array is long enough and the work
+ * outweighs opening a team (core/parallel.h), a direct call below that. The bits never depend on the split. */
+void bf16_pack_par(bf16 *dst, const float *src, size_t n);
+void bf16_unpack_par(float *dst, const bf16 *src, size_t n);
+void bf16_round_floats_par(float *dst, const float *src, size_t n); /* dst may be src */
+
+#endif

@@ -1,0 +1,384 @@
+/* bgemm (bgemm.h): blocks of A and B staged as float32 in the caller's workspace (the transposes sgemm's
+ * packing uses), merged into bf16 pairs along K, an 8 x 32 register tile of vdpbf16ps over the pairs, threads
+ * over disjoint parts of C. The AVX512_BF16 code is compiled through a function attribute (the build has no
+ * -march) and used only where the CPU has it; everything else (staging, blocking, threading, and a plain-C
+ * twin of the two instruction-level steps, the merge into pairs and the tile) runs on every CPU. */
+#include "kernels/bgemm.h"
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/parallel.h"
+#include "kernels/avx512.h"
+#include "kernels/transpose.h"
+
+/* The register tile: MR rows (a packed strip of SR = MR rows) by NR columns (two vectors of 16 lanes), 16
+ * accumulators, as sgemm's. */
+#define MR 8
+#define SR 8
+#define NR 32
+/* Cache blocks in k (KC, even, so that a block boundary never splits a pair) and rows and columns. The packed
+ * blocks take the bytes of sgemm's at twice its depth: an A block (MC x KC bf16, 128 KiB) stays in L2 while the
+ * B panels (KC x NR bf16, 32 KiB each) stream through L1. sgemm's footprint is a starting point, not a
+ * measurement on a BF16 CPU. */
+#define KC 512
+#define MC 128
+#define NC 512
+
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
+static size_t round_up(size_t a, size_t to) { return (a + to - 1) / to * to; }
+
+/* The depth of K's blocks: at most KC, as even as the fewest blocks allow (no short remainder block, as in
+ * sgemm), and even, so that every pair of k lies in one block; only the last block can be odd (an odd K),
+ * its last pair then padded with a zero. */
+static size_t k_block(size_t K) {
+    const size_t blocks = (K + KC - 1) / KC;
+    return round_up((K + blocks - 1) / blocks, 2);
+}
+
+/* Set before any product runs (tests), read by every thread afterwards. */
+static bool force_portable;
+
+void bgemm_force_portable(bool on) { force_portable = on; }
+
+bool bgemm_enabled(void) {
+#ifdef SNUG_AVX512
+    static int known = -1; /* a benign race: every thread computes the same answer */
+    if (known < 0) {
+        /* libgcc sets these only where XCR0 says the OS saves the AVX-512 state; every CPU with AVX512_BF16
+         * has AVX512BW, which the packing's word permutes need, but asking costs nothing. */
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512bf16");
+    }
+    return known == 1;
+#else
+    return false;
+#endif
+}
+
+/* The workspace of one part of C: its A block and B block packed (pairs, one float's bytes each) and the
+ * float32 staging of either operand's block before it is merged into pairs. */
+static size_t part_floats(size_t M, size_t N, size_t K) {
+    const size_t kc = min_size(K, KC), kp = (kc + 1) / 2;
+    const size_t ma = min_size(round_up(M, SR), MC), nb = min_size(round_up(N, NR), NC);
+    return ma * kp + kp * nb + max_size(ma * kc, kc * NR);
+}
+
+size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
+    return (size_t)(threads > 1 ? threads : 1) * part_floats(M, N, K);
+}
+
+/* ---- the portable twin of the two instruction-level steps -------------------------------------------------------- */
+
+static uint32_t float_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float bits_float(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* x rounded to bfloat16 as vcvtne2ps2bf16 documents it: zero and denormals to a zero of their sign, infinities
+ * kept, NaNs truncated and made quiet, other values to nearest, ties to even (an integer add of 0x7FFF plus
+ * the lowest kept bit; a carry into the exponent is the correct rounding, up to infinity). */
+static uint32_t bf16_of(float x) {
+    const uint32_t u = float_bits(x), exp = u >> 23 & 0xFF;
+    if (exp == 0) return u >> 16 & 0x8000;
+    if (exp == 0xFF) return u & 0x7FFFFF ? (u >> 16 | 0x40) : u >> 16;
+    return (u + 0x7FFF + (u >> 16 & 1)) >> 16;
+}
+
+/* Pairs of consecutive rows of src (rows rows of w floats) merged into rows of w pairs: dst[q * w + t] holds
+ * the bf16 of src[2q * w + t] in its low half and of src[(2q + 1) * w + t] in its high half, zero for the row
+ * past an odd count. */
+static void merge_portable(uint32_t *dst, const float *src, size_t w, size_t rows) {
+    for (size_t q = 0; 2 * q < rows; q++)
+        for (size_t t = 0; t < w; t++) {
+            const uint32_t hi = 2 * q + 1 < rows ? bf16_of(src[(2 * q + 1) * w + t]) : 0;
+            dst[q * w + t] = bf16_of(src[2 * q * w + t]) | hi << 16;
+        }
+}
+
+/* A bf16 (the low 16 bits) as the float32 it denotes, denormals read as zero. */
+static float bf16_value(uint32_t h) {
+    const uint32_t u = (h & 0xFFFF) << 16;
+    return bits_float(u >> 23 & 0xFF ? u : u & 0x80000000u);
+}
+
+/* Denormals to a zero of their sign: vdpbf16ps's inputs (the accumulator included) and results. */
+static float flush(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
+
+/* One lane of vdpbf16ps: the product of the high halves, then of the low halves, each added by a fused
+ * multiply-add (one rounding each), the result flushed after each. fmaf rounds a result below FLT_MIN to the
+ * denormal grid before the flush, so an exact sum within 2^-150 below FLT_MIN comes out as FLT_MIN, where
+ * hardware that rounds to 24 bits first may flush it to zero; nothing else differs from the documented lane. */
+static float dot_pair(float acc, uint32_t a, uint32_t b) {
+    acc = flush(fmaf(bf16_value(a >> 16), bf16_value(b >> 16), flush(acc)));
+    return flush(fmaf(bf16_value(a), bf16_value(b), acc));
+}
+
+/* How a tile starts: from zero, from C, or from its columns' biases. */
+enum { START_ZERO, START_C, START_BIAS };
+
+/* C rows [0, mr), columns [0, nr) of one tile, over kp pairs of the packed A (stride SR) and B (stride NR). */
+static void tile_portable(size_t kp, const uint32_t *a, const uint32_t *b, float *c, size_t ldc, size_t mr,
+                          size_t nr, int start, const float *bias) {
+    for (size_t i = 0; i < mr; i++)
+        for (size_t j = 0; j < nr; j++) {
+            float acc = start == START_C ? c[i * ldc + j] : start == START_BIAS ? bias[j] : 0.0f;
+            for (size_t q = 0; q < kp; q++) acc = dot_pair(acc, a[q * SR + i], b[q * NR + j]);
+            c[i * ldc + j] = acc;
+        }
+}
+
+/* ---- the same two steps in AVX512_BF16 --------------------------------------------------------------------------- */
+
+#ifdef SNUG_AVX512
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+/* The word permutes that interleave vcvtne2ps2bf16's output (the 16 bf16 of its second operand, then the 16 of
+ * its first) into pairs. Rows of 16 (a B panel's half rows): pair d takes words d and 16 + d. Strips of 8 rows
+ * (two pairs of A rows per vector): pair d of the 16 takes words 16 (d / 8) + d % 8 and that + 8. */
+static inline __attribute__((always_inline)) BF16 __m512i pair_words(size_t row_len) {
+    uint16_t idx[32];
+    for (size_t d = 0; d < 16; d++) {
+        const size_t lo = row_len == 16 ? d : 16 * (d / 8) + d % 8;
+        idx[2 * d] = (uint16_t)lo;
+        idx[2 * d + 1] = (uint16_t)(lo + row_len);
+    }
+    return _mm512_loadu_si512(idx);
+}
+
+/* The 32 floats of lo (words 0-15 after the conversion) and hi (16-31), rounded to bf16 and permuted by idx. */
+static inline __attribute__((always_inline)) BF16 __m512i to_pairs(__m512 lo, __m512 hi, __m512i idx) {
+    return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+/* merge_portable for rows of NR floats (a B panel): each pair of rows is 32 pairs, two vectors. */
+static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t rows) {
+    const __m512i idx = pair_words(16);
+    for (size_t q = 0; 2 * q < rows; q++) {
+        const float *lo = src + 2 * q * NR;
+        const bool odd_row = 2 * q + 1 < rows;
+        for (size_t h = 0; h < NR; h += 16) {
+            const __m512 hi = odd_row ? _mm512_loadu_ps(lo + NR + h) : _mm512_setzero_ps();
+            _mm512_storeu_si512(dst + q * NR + h, to_pairs(_mm512_loadu_ps(lo + h), hi, idx));
+        }
+    }
+}
+
+/* merge_portable for rows of SR floats (an A strip): a vector holds one pair of rows, so two pairs of rows
+ * (32 floats) make 16 pairs, then a last pair alone, its odd row zero when the count is odd. */
+static BF16 void merge_strip_bf16(uint32_t *dst, const float *src, size_t rows) {
+    _Static_assert(SR == 8, "a vector holds one pair of 8-row strip rows");
+    const __m512i idx = pair_words(8);
+    size_t q = 0;
+    for (; 2 * q + 4 <= rows; q += 2)
+        _mm512_storeu_si512(dst + q * SR,
+                            to_pairs(_mm512_loadu_ps(src + 2 * q * SR), _mm512_loadu_ps(src + 2 * q * SR + 16), idx));
+    for (; 2 * q < rows; q++) {
+        const __m512 v = _mm512_maskz_loadu_ps(2 * q + 1 < rows ? 0xFFFF : 0x00FF, src + 2 * q * SR);
+        _mm512_mask_storeu_epi32(dst + q * SR, 0x00FF, to_pairs(v, _mm512_setzero_ps(), idx));
+    }
+}
+
+/* The tile's accumulators are named variables (an array gets spilled to the stack); rows >= mr are computed
+ * from A's zero padding and never loaded or stored. A's pair for row I is broadcast to every lane, each lane
+ * of B holds its column's pair: lane j gains A(I, 2q + 1) B(2q + 1, j), then A(I, 2q) B(2q, j). The broadcast
+ * is spelled broadcastd of a cvtsi32 because clang 16 and 17 recurse without end (a segfault) on a set1 fed
+ * to vdpbf16ps (llvm-project issue 68117), and the fuzzing build compiles this file with clang. */
+#define T_START(I)                                                                                            \
+    __m512 r##I##a = _mm512_setzero_ps(), r##I##b = _mm512_setzero_ps();                                     \
+    if (start == START_BIAS) r##I##a = bias0, r##I##b = bias1;                                                \
+    if (start == START_C && mr > I) {                                                                         \
+        r##I##a = _mm512_maskz_loadu_ps(m0, c + I * ldc);                                                     \
+        r##I##b = _mm512_maskz_loadu_ps(m1, c + I * ldc + 16);                                                \
+    }
+#define T_DOT(I)                                                                                              \
+    {                                                                                                         \
+        const __m512bh ai = (__m512bh)_mm512_broadcastd_epi32(_mm_cvtsi32_si128((int)ap[I]));               \
+        r##I##a = _mm512_dpbf16_ps(r##I##a, ai, b0);                                                          \
+        r##I##b = _mm512_dpbf16_ps(r##I##b, ai, b1);                                                          \
+    }
+#define T_STORE(I)                                                                                            \
+    if (mr > I) {                                                                                             \
+        _mm512_mask_storeu_ps(c + I * ldc, m0, r##I##a);                                                      \
+        _mm512_mask_storeu_ps(c + I * ldc + 16, m1, r##I##b);                                                 \
+    }
+#define T_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+/* tile_portable in AVX512_BF16. */
+static inline __attribute__((always_inline)) BF16 void tile(size_t kp, const uint32_t *a, const uint32_t *b,
+                                                             float *c, size_t ldc, size_t mr, size_t nr,
+                                                             int start, const float *bias) {
+    const __mmask16 m0 = avx512_lanes(nr), m1 = avx512_lanes(nr > 16 ? nr - 16 : 0);
+    const __m512 bias0 = start == START_BIAS ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    const __m512 bias1 = start == START_BIAS ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+    T_ROWS(T_START)
+    for (size_t q = 0; q < kp; q++) {
+        const uint32_t *ap = a + q * SR;
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + q * NR);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_si512(b + q * NR + 16);
+        T_ROWS(T_DOT)
+    }
+    T_ROWS(T_STORE)
+}
+
+/* The start a constant in each copy of the tile. */
+static BF16 void tile_bf16(size_t kp, const uint32_t *a, const uint32_t *b, float *c, size_t ldc, size_t mr,
+                           size_t nr, int start, const float *bias) {
+    switch (start) {
+    case START_ZERO: tile(kp, a, b, c, ldc, mr, nr, START_ZERO, NULL); break;
+    case START_C:    tile(kp, a, b, c, ldc, mr, nr, START_C, NULL); break;
+    default:         tile(kp, a, b, c, ldc, mr, nr, START_BIAS, bias); break;
+    }
+}
+#endif
+
+/* ---- packing and blocking, shared by both ------------------------------------------------------------------------ */
+
+/* The part of C in rows [m0, m1) and columns [n0, n1); bf16: through AVX512_BF16, else the portable twin. */
+typedef struct bgemm_job {
+    size_t K;
+    sgemm_mat a, b;
+    float *c;
+    size_t ldc;
+    const float *bias;
+    bool accumulate, bf16;
+} bgemm_job;
+
+/* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
+static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t w, size_t rows) {
+#ifdef SNUG_AVX512
+    if (j->bf16) {
+        if (w == NR) merge_panel_bf16(dst, src, rows);
+        else merge_strip_bf16(dst, src, rows);
+        return;
+    }
+#endif
+    (void)j;
+    merge_portable(dst, src, w, rows);
+}
+
+/* Rows [i0, i0 + rows) of A, k in [p0, p0 + kc), as consecutive strips of SR rows kp * SR pairs apart:
+ * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
+ * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
+ * Staged first as sgemm packs its strips (stage[s * SR * kc + p * SR + i] = A(r, p0 + p)). */
+static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
+    const sgemm_mat a = j->a;
+    const size_t kp = (kc + 1) / 2;
+    if (a.cs == 1) {
+        transpose_to_strips8(stage, SR * kc, a.p + i0 * a.rs + p0, a.rs, rows, kc);
+    } else {
+        for (size_t s = 0; s * SR < rows; s++) {
+            const size_t n = min_size(SR, rows - s * SR);
+            for (size_t p = 0; p < kc; p++) {
+                float *d = stage + s * SR * kc + p * SR;
+                memcpy(d, a.p + (p0 + p) * a.cs + i0 + s * SR, n * sizeof *d);
+                memset(d + n, 0, (SR - n) * sizeof *d);
+            }
+        }
+    }
+    for (size_t s = 0; s * SR < rows; s++) merge(j, dst + s * SR * kp, stage + s * SR * kc, SR, kc);
+}
+
+/* Panel of `cols` (<= NR) columns of B from column j0, k in [p0, p0 + kc): dst[q * NR + t] = the pair
+ * B(p0 + 2q, j0 + t), B(p0 + 2q + 1, j0 + t), zero for t >= cols and for k past kc. Staged first as sgemm packs
+ * its panels (stage[p * NR + t] = B(p0 + p, j0 + t)). */
+static void pack_b(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
+    const sgemm_mat b = j->b;
+    if (b.cs == 1) {
+        for (size_t p = 0; p < kc; p++) memcpy(stage + p * NR, b.p + (p0 + p) * b.rs + j0, cols * sizeof *stage);
+    } else {
+        transpose_floats(stage, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
+    }
+    if (cols < NR)
+        for (size_t p = 0; p < kc; p++) memset(stage + p * NR + cols, 0, (NR - cols) * sizeof *stage);
+    merge(j, dst, stage, NR, kc);
+}
+
+/* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
+ * L1 while the strips stream from L2. */
+static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t ic, size_t mc, size_t jc,
+                  size_t nc, size_t kp, int start) {
+    for (size_t jr = 0; jr < nc; jr += NR)
+        for (size_t ir = 0; ir < mc; ir += MR) {
+            const uint32_t *a = abuf + ir * kp, *b = bbuf + jr * kp;
+            float *c = j->c + (ic + ir) * j->ldc + jc + jr;
+            const size_t mr = min_size(MR, mc - ir), nr = min_size(NR, nc - jr);
+            const float *bias = j->bias ? j->bias + jc + jr : NULL;
+#ifdef SNUG_AVX512
+            if (j->bf16) {
+                tile_bf16(kp, a, b, c, j->ldc, mr, nr, start, bias);
+                continue;
+            }
+#endif
+            tile_portable(kp, a, b, c, j->ldc, mr, nr, start, bias);
+        }
+}
+
+/* One part of C with one thread's workspace, laid out as part_floats counts it. */
+static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
+    const size_t kpmax = (min_size(j->K, KC) + 1) / 2;
+    uint32_t *abuf = (uint32_t *)work;
+    uint32_t *bbuf = abuf + min_size(round_up(m1 - m0, SR), MC) * kpmax;
+    float *stage = (float *)(bbuf + kpmax * min_size(round_up(n1 - n0, NR), NC));
+    const size_t kb = k_block(j->K);
+    for (size_t jc = n0; jc < n1; jc += NC) {
+        const size_t nc = min_size(NC, n1 - jc);
+        for (size_t pc = 0; pc < j->K; pc += kb) {
+            const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
+            const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
+            for (size_t jr = 0; jr < nc; jr += NR)
+                pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
+            for (size_t ic = m0; ic < m1; ic += MC) {
+                const size_t mc = min_size(MC, m1 - ic);
+                pack_a(j, abuf, stage, ic, mc, pc, kc);
+                tiles(j, abuf, bbuf, ic, mc, jc, nc, kp, start);
+            }
+        }
+    }
+}
+
+void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        sgemm_start_only(M, N, c, ldc, col_bias, accumulate);
+        return;
+    }
+    const bgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
+                         .bf16 = !force_portable && bgemm_enabled()};
+    const int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
+    /* vdpbf16ps does two multiply-adds where sgemm's tile does one; the portable kernel is far slower than
+     * either, and the estimate for an FMA tile under-states its work, which only ever keeps it serial. */
+    const double serial_ns = (double)M * (double)N * (double)K * PAR_NS_PER_MAC / (j.bf16 ? 2.0 : 1.0);
+    if (T < 2 || omp_in_parallel() || !par_pays(serial_ns)) {
+        run_part(&j, 0, M, 0, N, work);
+        return;
+    }
+    /* Each thread packs the whole of the operand along the dimension it does not split: the columns when A is
+     * the smaller operand and there are two panels for every thread, else the rows (sgemm's rule without its
+     * claimed scheme). Every part is at most M x N, so part_floats(M, N, K) covers it. */
+    const bool by_cols = N >= (size_t)T * 2 * NR && M < N;
+    const size_t unit = by_cols ? NR : SR, end = by_cols ? N : M, units = (end + unit - 1) / unit;
+    const size_t per = part_floats(M, N, K);
+    #pragma omp parallel num_threads(T)
+    {
+        const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
+        const size_t lo = units * t / nt * unit, hi = min_size(units * (t + 1) / nt * unit, end);
+        if (lo < hi) {
+            if (by_cols) run_part(&j, 0, M, lo, hi, work + t * per);
+            else run_part(&j, lo, hi, 0, N, work + t * per);
+        }
+    }
+}

@@ -1,0 +1,51 @@
+/* bgemm: the matrix product of bf16 mixed precision, on CPUs with AVX512_BF16.
+ *
+ * Why a second product beside sgemm: in bf16 mixed precision the operands of a layer's products (weights,
+ * activations, gradients) hold values already rounded to bfloat16, and AVX512_BF16's vdpbf16ps multiplies
+ * 32 such pairs and adds them into 16 float32 lanes in one instruction: twice the multiply-adds of sgemm's
+ * fused multiply-add per instruction, from operands packed at half the bytes. The products of two bfloat16
+ * values are exact in float32, so the result differs from the float32 product of the same values only by the
+ * order of its float32 additions.
+ *
+ * The interface is sgemm's (sgemm.h), so that a caller swaps one for the other: the same operands (float32
+ * arrays read through two strides), the same starts (C itself, a bias per column, or zero), the same workspace
+ * contract. Blocks of A and B are packed into the workspace as bf16 pairs along K (the layout vdpbf16ps reads:
+ * A in strips of 8 rows, B in panels of 32 columns, each 32-bit word two consecutive k of one row or column,
+ * the even k in the low half; an odd K is padded with a zero), an 8 x 32 register tile of vdpbf16ps runs over
+ * the pairs. Each element of C is one chain over the pairs of k in increasing order, odd k before even k within
+ * a pair (vdpbf16ps's order), started from its initial value and carried through C between blocks of K: the
+ * bits do not depend on the thread count or on the tiling.
+ *
+ * Where the CPU lacks AVX512_BF16 (or bgemm_force_portable asks for it), a portable micro-kernel in plain C
+ * computes what vdpbf16ps is documented to compute per lane (each of the two products added by a float32
+ * fused multiply-add rounded to nearest even, denormal inputs read as zero, denormal results flushed to zero)
+ * over the same packed blocks: slow, but every CPU runs bgemm and tests its packing and blocking. Whether a
+ * given CPU's vdpbf16ps rounds exactly as documented is what tests/test_bgemm.c reports on one. */
+#ifndef SNUG_KERNELS_BGEMM_H
+#define SNUG_KERNELS_BGEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels/sgemm.h"
+
+/* Whether the build and the CPU have AVX512_BF16 (with the AVX-512 state enabled by the OS; checked once). */
+bool bgemm_enabled(void);
+
+/* Tests: run the portable micro-kernel even where bgemm_enabled() (on), or the AVX512_BF16 one again (off, the
+ * default). Set before a product runs, not during one. */
+void bgemm_force_portable(bool on);
+
+/* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
+ * for the largest call covers every smaller one. */
+size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);
+
+/* C (M, N), rows ldc apart = init + A (M, K) B (K, N), where init is C itself (accumulate), bias[j] for column
+ * j (col_bias, not with accumulate), or zero. A and B hold bfloat16 values stored as float32 (any other value
+ * is rounded to the nearest bfloat16, ties to even, when packed). Splits the work over up to `threads` OpenMP
+ * threads when called outside a parallel region and the product pays for a team; work holds
+ * bgemm_workspace_floats(M, N, K, threads) floats. On every CPU (see bgemm_enabled for the fast one). */
+void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads);
+
+#endif

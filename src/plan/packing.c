@@ -1,0 +1,106 @@
+/* bfloat16 mixed precision in the plan. Every layer's output is rounded to bfloat16 as it is made, so an output
+ * that a step after forward reads (backward, or a recompute replaying from it) loses nothing when it is kept in
+ * half the bytes: it gets a packed copy (ACT_PACKED), written as its producer's forward step ends, and a
+ * float32 instance unpacked from that copy just before the first step after forward that reads it. The float32
+ * forward instance then dies at its last forward reader instead of living into backward, and that is where the
+ * memory goes: between forward and backward only the packed copies are live. Packing at the producer, not at
+ * the last forward reader, means an element-wise layer writing over its input in place never overwrites a
+ * value before it is packed; it costs the packed copy of the few outputs live during forward.
+ *
+ * A convolution's backward takes its input sample by sample from the packed copy (plan.packed_in), unpacked
+ * into a stage of one sample; an instance no step reads is then dropped. Where packing lowers nothing (the peak
+ * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
+ *
+ * The input batch is rounded too, unless a layer reads it as indices (an embedding's tokens). */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/checked.h"
+#include "core/mem.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+static bool packed_bytes(size_t numel, size_t m, size_t *out) {
+    return size_mul(numel, m, out) && size_mul(*out, sizeof(uint16_t), out) &&
+           size_align(*out ? *out : 1, SNUG_MEM_ALIGN, out);
+}
+
+bool plan_pack_values(const snug_graph *g, plan *p) {
+    const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]); /* float32: not rounded */
+    for (int t = 0; t < g->n_tensors; t++) {
+        const int b = p->value_fwd[t];
+        if (b < 0 || p->value_rec[t] >= 0 || p->bufs[b].last < p->n_forward || t == logits) continue;
+        const int node = p->bufs[b].node;
+        const size_t value = p->bufs[b].bytes;
+        size_t bytes;
+        if (!packed_bytes(g->tensors[t].numel, p->m, &bytes) ||
+            (p->packed[t] = plan_add_buf(p, node, ACT_PACKED, false, bytes)) < 0 ||
+            (p->value_bwd[t] = plan_add_buf(p, node, ACT_VALUE, false, value)) < 0)
+            return false;
+    }
+    return true;
+}
+
+/* Removes the unpacked instances no step reads (every reader after forward takes the packed copy): they were
+ * added last, so only the indices above each removed one move. */
+static void drop_unread_unpacked(const snug_graph *g, plan *p) {
+    int *to = malloc((size_t)p->n_bufs * sizeof *to), n = 0;
+    if (!to) return; /* they stay, unread and never placed in any step's memory but the first's */
+    for (int b = 0; b < p->n_bufs; b++) {
+        const bool unread = p->bufs[b].first < 0 && p->bufs[b].kind == ACT_VALUE;
+        to[b] = unread ? -1 : n;
+        if (!unread) p->bufs[n++] = p->bufs[b];
+    }
+    int *tables[] = {p->value_fwd, p->value_rec, p->value_bwd, p->packed, p->grad};
+    for (size_t k = 0; k < sizeof tables / sizeof tables[0]; k++)
+        for (int t = 0; t < g->n_tensors; t++)
+            if (tables[k][t] >= 0) tables[k][t] = to[tables[k][t]];
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (p->saved_fwd[i] >= 0) p->saved_fwd[i] = to[p->saved_fwd[i]];
+        if (p->saved_rec[i] >= 0) p->saved_rec[i] = to[p->saved_rec[i]];
+    }
+    p->n_bufs = n;
+    free(to);
+}
+
+void plan_pack_lifetimes(const snug_graph *g, plan *p) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (p->packed[t] < 0) continue;
+        act_buffer *k = &p->bufs[p->packed[t]];
+        const int unpacked = p->bufs[p->value_bwd[t]].first; /* the first step after forward that reads it */
+        k->first = p->bufs[p->value_fwd[t]].first;           /* the producer's forward step packs it */
+        if (unpacked > k->last) k->last = unpacked;          /* beyond its readers' backward steps */
+        if (k->last < k->first) k->last = k->first;
+    }
+    drop_unread_unpacked(g, p);
+}
+
+bool plan_packed_inputs(const snug_graph *g, plan *p) {
+    p->packed_in = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->packed_in);
+    if (!p->packed_in) return false;
+    if (!p->variant.bf16 || p->variant.no_packing) return true;
+    const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (!(n->op->flags & OP_READS_PACKED) || n->n_inputs < 1 || p->regen[i] ||
+            n->op->regen_stage_bytes(n, 1, 1) == 0)
+            continue;
+        const snug_tensor t = graph_base_tensor(g, n->inputs[0]);
+        const int producer = g->tensors[t].producer;
+        /* packed: made by a layer (not the data), not recomputed, not the float32 logits */
+        p->packed_in[i] = producer >= 0 && producer != g->input_node && !p->seg.recompute[producer] && t != logits;
+    }
+    return true;
+}
+
+/* Whether a layer reads the input batch as indices (an embedding): then it is not rounded. */
+static bool input_holds_indices(const snug_graph *g) {
+    const snug_tensor in = g->nodes[g->input_node].output;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++)
+            if ((g->nodes[i].op->flags & OP_READS_INDICES) && graph_base_tensor(g, g->nodes[i].inputs[j]) == in)
+                return true;
+    return false;
+}
+
+bool plan_rounds_input(const snug_graph *g, const plan *p) { return p->variant.bf16 && !input_holds_indices(g); }

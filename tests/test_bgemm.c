@@ -1,0 +1,350 @@
+/* bgemm against a double-precision reference, on both of its paths: the portable micro-kernel on every CPU,
+ * and the AVX512_BF16 one where the CPU has it (bgemm_force_portable switches between them; the first lines
+ * of the output say which ran). Inputs are bf16 values (float32 rounded to nearest even by bit arithmetic
+ * here) over a spread of magnitudes; shapes cross every block edge (K odd, K = 1, K over one 512-deep block and
+ * split into even blocks with an odd last one, rows not a multiple of the 8-row tile, M above one 128-row
+ * block, columns not a multiple of 32, N above one 512-column block); every combination of a row-major and a
+ * transposed A and B, each stored with a leading dimension wider than its rows whose padding holds NaNs (a
+ * read of it would show in C); the three starts (zero, C itself, a bias per column); C's own padding must stay
+ * untouched. The products of bf16 values are exact in float32, so each element may differ from the reference
+ * only by the float32 rounding of its K additions: |got - want| <= (K + 1) 2^-23 (|init| + sum |a_ik b_kj|).
+ * Also: the same bits on 1, 2 and 3 threads; unrounded inputs rounded to nearest even when packed (ties
+ * included); the documented lane of vdpbf16ps (the odd k's product added before the even k's, denormal inputs
+ * read as zero, denormal results flushed), required of the portable kernel and reported for the CPU's
+ * instruction, with how many elements of C the two paths give different bits for; the workspace bound, by
+ * handing bgemm exactly bgemm_workspace_floats filled with NaNs and surrounded by more. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/bgemm.h"
+
+/* The workspace is handed over filled with a NaN, and GUARD of them on either side must stay as they were: a
+ * read of anything bgemm did not write first, or past either end, would show in C. */
+#define GUARD 64
+#define POISON 0x7FC0BEEFu
+/* Leading dimensions exceed the rows by this much (A, B and C). */
+#define PAD 3
+
+static uint32_t bits_of(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* x (finite, normal or zero) rounded to the nearest bfloat16, ties to even. */
+static float bf16_round(float x) {
+    const uint32_t u = bits_of(x);
+    return float_of((u + 0x7FFFu + (u >> 16 & 1u)) & 0xFFFF0000u);
+}
+
+/* A small deterministic generator. */
+static uint32_t next(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
+
+/* Values in [-1, 1) scaled by 2^e, e in [-6, 6] (bf16's 8 bits of precision, float32's exponents), unrounded. */
+static void fill_raw(float *v, size_t n, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        const float unit = (float)(next(&s) >> 8) / (float)(1u << 23) - 1.0f;
+        v[i] = ldexpf(unit, (int)(next(&s) >> 28) % 13 - 6);
+    }
+}
+
+static void fill_bf16(float *v, size_t n, uint32_t seed) {
+    fill_raw(v, n, seed);
+    for (size_t i = 0; i < n; i++) v[i] = bf16_round(v[i]);
+}
+
+static const size_t shapes[][3] = {{1, 1, 1},     {1, 1, 2},     {3, 5, 2},      {2, 3, 7},     {8, 32, 9},
+                                   {9, 33, 16},   {17, 100, 5},  {16, 64, 512},  {33, 65, 513}, {7, 40, 1025},
+                                   {130, 70, 300}, {40, 600, 100}, {300, 40, 33}, {128, 128, 40}, {20, 530, 700}};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+enum { START_ZERO, START_C, START_BIAS };
+
+typedef struct problem {
+    size_t M, N, K, ldc;
+    bool at, bt; /* A, B stored transposed */
+    float *a, *b, *c0, *bias;
+} problem;
+
+/* Stored rows and row length of A and B, padding included. */
+static size_t a_rows(const problem *p) { return p->at ? p->K : p->M; }
+static size_t a_len(const problem *p) { return (p->at ? p->M : p->K) + PAD; }
+static size_t b_rows(const problem *p) { return p->bt ? p->N : p->K; }
+static size_t b_len(const problem *p) { return (p->bt ? p->K : p->N) + PAD; }
+
+/* NaN in the padding of each stored row: bgemm must never read it. */
+static void poison_padding(float *v, size_t rows, size_t len) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t t = len - PAD; t < len; t++) v[r * len + t] = NAN;
+}
+
+static problem make(size_t M, size_t N, size_t K, bool at, bool bt) {
+    problem p = {.M = M, .N = N, .K = K, .ldc = N + PAD, .at = at, .bt = bt};
+    const size_t na = a_rows(&p) * a_len(&p), nb = b_rows(&p) * b_len(&p);
+    p.a = malloc((na ? na : 1) * sizeof *p.a), p.b = malloc((nb ? nb : 1) * sizeof *p.b);
+    p.c0 = malloc(M * p.ldc * sizeof *p.c0), p.bias = malloc(N * sizeof *p.bias);
+    assert_true(p.a && p.b && p.c0 && p.bias);
+    fill_bf16(p.a, na, 1), fill_bf16(p.b, nb, 2), fill_raw(p.c0, M * p.ldc, 3), fill_raw(p.bias, N, 4);
+    poison_padding(p.a, a_rows(&p), a_len(&p));
+    poison_padding(p.b, b_rows(&p), b_len(&p));
+    return p;
+}
+
+static void drop(problem *p) { free(p->a), free(p->b), free(p->c0), free(p->bias); }
+
+/* A (M, K) and B (K, N) as bgemm reads them: row-major, or the transpose of a stored (K, M) / (N, K). */
+static sgemm_mat mat_a(const problem *p) {
+    return p->at ? (sgemm_mat){p->a, 1, a_len(p)} : (sgemm_mat){p->a, a_len(p), 1};
+}
+static sgemm_mat mat_b(const problem *p) {
+    return p->bt ? (sgemm_mat){p->b, 1, b_len(p)} : (sgemm_mat){p->b, b_len(p), 1};
+}
+static double at(sgemm_mat m, size_t i, size_t j) { return m.p[i * m.rs + j * m.cs]; }
+
+static float *copy_c(const problem *p) {
+    float *c = malloc(p->M * p->ldc * sizeof *c);
+    assert_non_null(c);
+    memcpy(c, p->c0, p->M * p->ldc * sizeof *c);
+    return c;
+}
+
+/* C after bgemm on `threads` threads (on the portable path or the CPU's) from the problem's C, with the
+ * workspace exactly as large as promised. */
+static float *run(const problem *p, int start, int threads, bool portable) {
+    float *c = copy_c(p);
+    const size_t wn = bgemm_workspace_floats(p->M, p->N, p->K, threads);
+    float *work = malloc((wn + 2 * GUARD) * sizeof *work);
+    assert_non_null(work);
+    for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = float_of(POISON);
+    omp_set_num_threads(threads);
+    bgemm_force_portable(portable);
+    bgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), c, p->ldc, start == START_BIAS ? p->bias : NULL, start == START_C,
+          work + GUARD, threads);
+    bgemm_force_portable(false);
+    for (size_t i = 0; i < GUARD; i++) {
+        assert_true(bits_of(work[i]) == POISON);
+        assert_true(bits_of(work[GUARD + wn + i]) == POISON);
+    }
+    free(work);
+    return c;
+}
+
+/* Every element within float32 rounding of K additions of the double reference; C's padding intact. */
+static void check_values(const problem *p, const float *c, int start, bool portable) {
+    const sgemm_mat a = mat_a(p), b = mat_b(p);
+    for (size_t i = 0; i < p->M; i++) {
+        for (size_t j = 0; j < p->N; j++) {
+            double s = start == START_C ? p->c0[i * p->ldc + j] : start == START_BIAS ? p->bias[j] : 0.0;
+            double mag = fabs(s);
+            for (size_t k = 0; k < p->K; k++) {
+                const double prod = at(a, i, k) * at(b, k, j);
+                s += prod;
+                mag += fabs(prod);
+            }
+            const double g = c[i * p->ldc + j];
+            const double tol = (double)(p->K + 1) * 0x1p-23 * mag + FLT_MIN;
+            if (!(fabs(g - s) <= tol))
+                fail_msg("%s path, %zux%zux%zu at=%d bt=%d start %d, element (%zu, %zu): got %.9g, want %.9g "
+                         "(tolerance %.3g)",
+                         portable ? "portable" : "AVX512_BF16", p->M, p->N, p->K, p->at, p->bt, start, i, j, g, s, tol);
+        }
+        for (size_t j = p->N; j < p->ldc; j++)
+            assert_true(bits_of(c[i * p->ldc + j]) == bits_of(p->c0[i * p->ldc + j]));
+    }
+}
+
+/* The paths this CPU runs: the portable one always, the AVX512_BF16 one where bgemm_enabled(). */
+static int n_paths(void) { return bgemm_enabled() ? 2 : 1; }
+static bool path_portable(int path) { return path == 0; }
+
+static void test_values(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++) {
+        size_t products = 0;
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (int layout = 0; layout < 4; layout++) {
+                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout & 2);
+                for (int start = START_ZERO; start <= START_BIAS; start++) {
+                    float *c = run(&p, start, 2, path_portable(path));
+                    check_values(&p, c, start, path_portable(path));
+                    free(c);
+                    products++;
+                }
+                drop(&p);
+            }
+        printf("bgemm: %zu products within the reference bound on the %s path\n", products,
+               path_portable(path) ? "portable" : "AVX512_BF16");
+    }
+}
+
+/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows, on each path. */
+static void test_same_bits_any_thread_count(void **state) {
+    (void)state;
+    static const size_t big[][3] = {{256, 260, 150}, {300, 100, 520}, {70, 700, 64}};
+    for (int path = 0; path < n_paths(); path++)
+        for (size_t s = 0; s < sizeof big / sizeof big[0]; s++) {
+            problem p = make(big[s][0], big[s][1], big[s][2], s == 1, s == 2);
+            float *one = run(&p, START_C, 1, path_portable(path));
+            for (int t = 2; t <= 3; t++) {
+                float *more = run(&p, START_C, t, path_portable(path));
+                assert_memory_equal(one, more, p.M * p.ldc * sizeof *one);
+                free(more);
+            }
+            free(one);
+            drop(&p);
+        }
+}
+
+/* Inputs that are not bf16 values are rounded to nearest, ties to even, when packed: the same bits as the
+ * product of the inputs rounded here. Every fifth value is put exactly halfway between two bf16 values. */
+static void test_rounds_unrounded_inputs(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++)
+        for (int layout = 0; layout < 4; layout++) {
+            problem p = make(21, 45, 37, layout & 1, layout & 2);
+            float *a_raw = malloc(a_rows(&p) * a_len(&p) * sizeof *a_raw);
+            float *b_raw = malloc(b_rows(&p) * b_len(&p) * sizeof *b_raw);
+            assert_true(a_raw && b_raw);
+            fill_raw(a_raw, a_rows(&p) * a_len(&p), 5), fill_raw(b_raw, b_rows(&p) * b_len(&p), 6);
+            for (size_t i = 0; i < a_rows(&p) * a_len(&p); i += 5)
+                a_raw[i] = float_of((bits_of(a_raw[i]) & 0xFFFF0000u) | 0x8000u);
+            for (size_t i = 0; i < b_rows(&p) * b_len(&p); i += 5)
+                b_raw[i] = float_of((bits_of(b_raw[i]) & 0xFFFF0000u) | 0x8000u);
+            for (size_t i = 0; i < a_rows(&p) * a_len(&p); i++) p.a[i] = bf16_round(a_raw[i]);
+            for (size_t i = 0; i < b_rows(&p) * b_len(&p); i++) p.b[i] = bf16_round(b_raw[i]);
+            float *rounded = run(&p, START_ZERO, 2, path_portable(path));
+            float *a_kept = p.a, *b_kept = p.b;
+            p.a = a_raw, p.b = b_raw;
+            float *raw = run(&p, START_ZERO, 2, path_portable(path));
+            p.a = a_kept, p.b = b_kept;
+            assert_memory_equal(rounded, raw, p.M * p.ldc * sizeof *raw);
+            free(rounded), free(raw), free(a_raw), free(b_raw);
+            drop(&p);
+        }
+}
+
+/* One element, C (1 x 1) = bias + a . b over k = 0, 1, as the given path computes it. */
+static float lane(const float a[2], const float b[2], float bias, bool portable) {
+    float c = 0.0f, *work = malloc(bgemm_workspace_floats(1, 1, 2, 1) * sizeof *work);
+    assert_non_null(work);
+    bgemm_force_portable(portable);
+    bgemm(1, 1, 2, (sgemm_mat){a, 2, 1}, (sgemm_mat){b, 1, 1}, &c, 1, &bias, false, work, 1);
+    bgemm_force_portable(false);
+    free(work);
+    return c;
+}
+
+/* The documented lane of vdpbf16ps, each case built so that another rule gives other bits:
+ *  - order: 1 + 1.5 2^-24 (k = 1) rounds to 1 + 2^-23, + 2^-24 (k = 0) is a tie that rounds to 1 + 2^-22; the
+ *    even k first (or both products summed with one rounding) gives 1 + 2^-23;
+ *  - denormal input: 2^-130 (a bf16 denormal) times 2^100 counts as 0 times 2^100;
+ *  - denormal result: 2^-70 times 2^-70 is 2^-140, a float32 denormal, flushed to zero. */
+static void test_documented_lane(void **state) {
+    (void)state;
+    static const struct {
+        const char *what;
+        float a[2], b[2], bias, want;
+    } cases[] = {
+        {"odd k before even k", {0x1p-24f, 0x1.8p-24f}, {1.0f, 1.0f}, 1.0f, 1.0f + 0x1p-22f},
+        {"denormal input read as zero", {0x1p-130f, 0.0f}, {0x1p100f, 0.0f}, 0.0f, 0.0f},
+        {"denormal result flushed", {0x1p-70f, 0.0f}, {0x1p-70f, 0.0f}, 0.0f, 0.0f},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const float got = lane(cases[i].a, cases[i].b, cases[i].bias, true);
+        if (bits_of(got) != bits_of(cases[i].want))
+            fail_msg("portable lane, %s: got %a, want %a", cases[i].what, (double)got, (double)cases[i].want);
+        if (bgemm_enabled()) {
+            const float cpu = lane(cases[i].a, cases[i].b, cases[i].bias, false);
+            printf("bgemm: this CPU's vdpbf16ps, %s: %a (%s)\n", cases[i].what, (double)cpu,
+                   bits_of(cpu) == bits_of(cases[i].want) ? "as documented" : "NOT as documented");
+        }
+    }
+}
+
+/* Where both paths run: how many elements of C they give different bits for (zero when this CPU's vdpbf16ps
+ * rounds as documented, which the portable kernel models). Reported, not required: both paths already meet
+ * the reference bound, and a CPU may order the lane's two additions otherwise. */
+static void test_report_paths_agree(void **state) {
+    (void)state;
+    if (!bgemm_enabled()) skip();
+    size_t differ = 0, total = 0;
+    double worst = 0.0;
+    for (size_t s = 0; s < N_SHAPES; s++) {
+        problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], s & 1, s & 2);
+        float *cpu = run(&p, START_BIAS, 2, false), *portable = run(&p, START_BIAS, 2, true);
+        for (size_t i = 0; i < p.M; i++)
+            for (size_t j = 0; j < p.N; j++) {
+                const float x = cpu[i * p.ldc + j], y = portable[i * p.ldc + j];
+                total++;
+                if (bits_of(x) != bits_of(y)) {
+                    differ++;
+                    const double rel = fabs((double)x - y) / fmax(fabs((double)y), FLT_MIN);
+                    worst = rel > worst ? rel : worst;
+                }
+            }
+        free(cpu), free(portable);
+        drop(&p);
+    }
+    printf("bgemm: AVX512_BF16 and portable paths differ in %zu of %zu elements (largest relative gap %.3g)\n",
+           differ, total, worst);
+}
+
+/* K = 0: C is its start, untouched when accumulating. */
+static void test_empty_inner_dimension(void **state) {
+    (void)state;
+    problem p = make(5, 7, 0, false, false);
+    for (int path = 0; path < n_paths(); path++)
+        for (int start = START_ZERO; start <= START_BIAS; start++) {
+            float *c = run(&p, start, 2, path_portable(path));
+            check_values(&p, c, start, path_portable(path));
+            free(c);
+        }
+    drop(&p);
+}
+
+/* The workspace grows with every size, so the largest call's covers every smaller call of a plan. */
+static void test_workspace_monotone(void **state) {
+    (void)state;
+    for (size_t m = 1; m < 600; m += 37)
+        for (size_t n = 1; n < 1200; n += 101)
+            for (size_t k = 1; k < 1300; k += 53) {
+                const size_t w = bgemm_workspace_floats(m, n, k, 2);
+                assert_true(bgemm_workspace_floats(m + 1, n, k, 2) >= w);
+                assert_true(bgemm_workspace_floats(m, n + 1, k, 2) >= w);
+                assert_true(bgemm_workspace_floats(m, n, k + 1, 2) >= w);
+                assert_true(bgemm_workspace_floats(m, n, k, 3) >= w);
+            }
+}
+
+int main(void) {
+    printf("bgemm: paths run here: portable%s\n",
+           bgemm_enabled() ? " and AVX512_BF16" : " only (this CPU has no AVX512_BF16)");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_same_bits_any_thread_count),
+        cmocka_unit_test(test_rounds_unrounded_inputs),
+        cmocka_unit_test(test_documented_lane),
+        cmocka_unit_test(test_report_paths_agree),
+        cmocka_unit_test(test_empty_inner_dimension),
+        cmocka_unit_test(test_workspace_monotone),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

