@@ -304,13 +304,44 @@ def step_flops(name, batch):
 
 
 # ---- one measurement ----
+# --precision bf16: torch.autocast("cpu", dtype=torch.bfloat16) around the forward (PyTorch's bf16-mixed)
+AUTOCAST = False
+
+
 def loss_of(name, model, x, y, ckpt, items):
+    import torch
     import torch.nn.functional as F
-    out = model(x, ckpt=ckpt)
-    if name == "gpt":
-        out, y = out.reshape(-1, 256), y.reshape(-1)
-    # summed over the items and divided by those of the whole global batch, as snug normalises
-    return F.cross_entropy(out, y, reduction="sum") / items
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=AUTOCAST):
+        out = model(x, ckpt=ckpt)
+        if name == "gpt":
+            out, y = out.reshape(-1, 256), y.reshape(-1)
+        # summed over the items and divided by those of the whole global batch, as snug normalises
+        return F.cross_entropy(out.float(), y, reduction="sum") / items
+
+
+def gradient_gap(args):
+    """--gradient-gap: the relative L2 distance between a model's bf16 (autocast) and float32 gradients at
+    initialisation, and between float32's and float32's with the input rounded to bfloat16, on one synthetic
+    batch (the yardstick of tests/test_precision.c)."""
+    import torch
+    global AUTOCAST
+    torch.set_num_threads(args.threads)
+    for name in WORKLOADS if args.workload == "all" else [args.workload]:
+        torch.manual_seed(11)
+        model = build(name)
+        x, y = synthetic(name, 4)
+        grads = []
+        for autocast, rounded in ((False, False), (True, False), (False, True)):
+            AUTOCAST = autocast
+            model.zero_grad(set_to_none=True)
+            xin = x.to(torch.bfloat16).float() if rounded and x.is_floating_point() else x
+            loss_of(name, model, xin, y, False, y.numel()).backward()
+            grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+        AUTOCAST = False
+        gap = lambda a: float((a - grads[0]).norm() / grads[0].norm())
+        print("pytorch %-9s gradient rel L2: autocast bf16 %.2e, float32 with its input rounded %.2e"
+              % (name, gap(grads[1]), gap(grads[2])))
+    return 0
 
 
 def train_step(name, model, opt, x, y, m, ckpt):
@@ -416,8 +447,9 @@ def measure(args):
         "planned_activation_bytes": "", "persistent_bytes": persistent, "rss_start_bytes": tr.rss_start,
         "rss_before_bytes": tr.rss_before, "rss_peak_bytes": peak,
         "activation_rss_bytes": max(0, peak - tr.rss_start - persistent),
-        "config": "torch %s, %s, mkldnn, OPENBLAS_CORETYPE=%s" % (
-            torch.__version__, args.config, os.environ.get("OPENBLAS_CORETYPE", "unset")),
+        "config": "torch %s, %s, mkldnn%s, OPENBLAS_CORETYPE=%s" % (
+            torch.__version__, args.config, ", autocast bf16" if AUTOCAST else "",
+            os.environ.get("OPENBLAS_CORETYPE", "unset")),
         "machine": "%s, %d cores, %d threads, PyTorch %s" % (cpu_model(), os.cpu_count() or 0, args.threads,
                                                              torch.__version__),
     }
@@ -429,7 +461,7 @@ def child(args, workload, variant, config, steps=None, repeats=None, warmup=None
            "--config", config, "--threads", str(args.threads), "--sgemm-size", str(args.sgemm_size),
            "--steps", str(args.steps if steps is None else steps),
            "--repeats", str(args.repeats if repeats is None else repeats),
-           "--warmup", str(args.warmup if warmup is None else warmup)]
+           "--warmup", str(args.warmup if warmup is None else warmup), "--precision", args.precision]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     return list(csv.DictReader(io.StringIO(out)))[0]
 
@@ -485,11 +517,19 @@ def main():
     p.add_argument("--turns", action="store_true",
                    help="take turns with another process: one workload and variant, a block of steps timed for "
                         "every \"go\" line on standard input (the protocol of snug-bench --turns)")
+    p.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                   help="bf16: the forward under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+    p.add_argument("--gradient-gap", action="store_true",
+                   help="print how far each model's bf16 gradient lies from its float32 one, and exit")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    global AUTOCAST
+    AUTOCAST = args.precision == "bf16"
     if args.steps < 0 or args.warmup < 0 or args.repeats < 1 or args.threads < 1:
         p.error("--steps and --warmup must be >= 0, --repeats and --threads >= 1")
     set_blas_kernel()
+    if args.gradient_gap:
+        return gradient_gap(args)
     if args.check_shapes:
         return check_shapes()
     if args.choose_config:

@@ -936,8 +936,11 @@ void snug_set_threads(int n);
 
 /* What multiplies the linear layers' matrices: snug's own packed AVX-512 product where the CPU has AVX-512 (the
  * default; its bits depend neither on the thread count nor on how a batch is split), or the BLAS (whose bits
- * may depend on both). Process-wide, like the thread count: set it before creating trainers. */
-typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
+ * may depend on both). SNUG_GEMM_BF16 keeps the default for float32 plans and sends bf16 plans' linear products
+ * through snug's AVX512_BF16 product where the CPU has it (vdpbf16ps; the weights and gradients are rounded to
+ * bfloat16 as it packs them): not the default, since it is not yet faster (docs/precision.md). Process-wide,
+ * like the thread count: set it before planning. */
+typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS, SNUG_GEMM_BF16 } snug_gemm;
 void snug_set_gemm(snug_gemm choice);
 
 /* The memory this process can ever hold: the machine's physical memory and, inside a container or a job

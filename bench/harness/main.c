@@ -93,14 +93,15 @@ static snug_status run_all(const bench_options *opt, const bench_machine *m, ben
     return SNUG_OK;
 }
 
-/* --paired: every chosen (workload, variant) but full batch, each against full batch. */
+/* --paired: every chosen (workload, variant) but full batch, each against full batch; in bf16 full batch too,
+ * against full batch in fp32. */
 static snug_status run_paired(const bench_options *opt, bench_pair_result *results, size_t *n, snug_error *err) {
     size_t nw;
     const bench_workload *ws = bench_workloads(&nw);
     *n = 0;
     for (size_t i = 0; i < nw; i++) {
         if (strcmp(opt->workload, "all") != 0 && strcmp(opt->workload, ws[i].name) != 0) continue;
-        for (int v = BENCH_FULL + 1; v < BENCH_NVARIANTS; v++) {
+        for (int v = opt->precision == SNUG_PRECISION_BF16 ? BENCH_FULL : BENCH_FULL + 1; v < BENCH_NVARIANTS; v++) {
             if (opt->variant != BENCH_NVARIANTS && opt->variant != v) continue;
             snug_status st = bench_pair_measure(opt, &ws[i], (bench_variant)v, &results[*n], err);
             (*n)++;
@@ -167,10 +168,10 @@ int main(int argc, char **argv) {
         bench_help(stdout);
         return CLI_EXIT_OK;
     }
-    if (opt.paired && opt.variant == BENCH_FULL)
+    if (opt.paired && opt.variant == BENCH_FULL && opt.precision != SNUG_PRECISION_BF16)
         return cli_usage_error(NULL, BENCH_USAGE,
                                "--paired times a variant against full batch: choose --variant cheap, accum4, sqrt, "
-                               "micro1 or all");
+                               "micro1 or all (or --precision bf16, against full batch in fp32)");
     snug_set_threads((int)opt.threads);
     if (opt.turns) return bench_turns_checked(&opt);
     bench_machine m;

@@ -45,6 +45,10 @@ static bool force_portable;
 
 void bgemm_force_portable(bool on) { force_portable = on; }
 
+static bool chosen;
+void bgemm_choose(bool on) { chosen = on; }
+bool bgemm_in_use(void) { return chosen && (force_portable || bgemm_enabled()); }
+
 bool bgemm_enabled(void) {
 #ifdef SNUG_AVX512
     static int known = -1; /* a benign race: every thread computes the same answer */

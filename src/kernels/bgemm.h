@@ -36,6 +36,11 @@ bool bgemm_enabled(void);
  * default). Set before a product runs, not during one. */
 void bgemm_force_portable(bool on);
 
+/* Whether bf16 plans send the linear layers' products here: where chosen (snug_set_gemm(SNUG_GEMM_BF16)) on
+ * AVX512_BF16 CPUs, and on any CPU while bgemm_force_portable is on too (tests of those paths). */
+bool bgemm_in_use(void);
+void bgemm_choose(bool on);
+
 /* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
  * for the largest call covers every smaller one. */
 size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);

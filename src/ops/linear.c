@@ -38,6 +38,7 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bgemm.h"
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
 #include "kernels/sgemm.h"
@@ -228,15 +229,20 @@ static void dw_sgemm(float *dw, const float *dy, const float *x, size_t rows, si
 }
 
 /* din += dy W (din = dy W where din_fresh: its memory is stale) and dW += dy^T x; either may be NULL. work:
- * linear_workspace_bytes (sgemm's packing). Every product starts each element's chain from zero instead of
- * from a zeroed din, the same bits. */
+ * linear_workspace_bytes (sgemm's packing), or in bf16 linear_bf16_workspace_bytes. Every product starts each
+ * element's chain from zero instead of from a zeroed din, the same bits. */
 static void xwt_backward(float *din,      // (rows, fi) or NULL
                          float *dw,       // (fo, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
-                         size_t rows, size_t fi, size_t fo, bool din_fresh, float *work, int threads) {
+                         size_t rows, size_t fi, size_t fo, bool din_fresh, bool bf16, float *work, int threads) {
     const bool own = sgemm_enabled() && work;
+    if (bf16) { /* bgemm (takes_bgemm): dy rounded to bfloat16 as it packs it, as x and W are */
+        if (din) bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
+        if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
+        return;
+    }
     if (use_direct_grads(rows, fo)) {
         /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
          * through its strides */
@@ -326,6 +332,10 @@ static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
     *rows = c->m * per_sample;
 }
 
+/* Whether a bf16 call's products go through bgemm (every row count: each element one chain whatever the rows,
+ * so no split of a batch changes a value before it is rounded). */
+static bool takes_bgemm(const op_call *c) { return c->bf16 && c->work && bgemm_in_use(); }
+
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
 static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
     return !use_direct(rows, fo) && sgemm_enabled() && c->work;
@@ -351,6 +361,11 @@ static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
+    if (takes_bgemm(c)) {
+        bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, c->w[1], false, c->work,
+              c->threads);
+        return;
+    }
     if (forward_sgemm(c, rows, fo)) {
         forward_own(c, c->w[1], rows, fi, fo);
         return;
@@ -447,9 +462,11 @@ static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
     return size_mul(per_sample, fi, &b) && size_mul(b, sizeof(float), &b) && size_add(b, 64, &b) ? b : SIZE_MAX;
 }
 
-/* The stage: one sample's input, 64-byte aligned after the workspace this call's products use. */
+/* The stage: one sample's input, 64-byte aligned after the workspace this call's products use (bf16 plans':
+ * the plan placed the stage after those). */
 static float *linear_stage(const op_call *c) {
-    const uintptr_t at = (uintptr_t)c->work + c->node->op->workspace_bytes(c->node, c->m, c->threads);
+    const op_desc *op = c->node->op;
+    const uintptr_t at = (uintptr_t)c->work + (c->bf16 ? op->bf16_workspace_bytes : op->workspace_bytes)(c->node, c->m, c->threads);
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
@@ -460,7 +477,10 @@ static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) 
     for (size_t n = 0; n < c->m; n++) {
         #pragma omp parallel if (n_el >= LINEAR_REGEN_PAR_MIN && par_pays_floats(2 * n_el))
         p->node->op->regen(p, n, stage, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
-        dw_sgemm(c->dw[0], c->dout + n * per * fo, stage, per, fi, fo, c->work, c->threads);
+        if (takes_bgemm(c)) /* as the unregenerated product: dy rounded as bgemm packs it */
+            bgemm(fo, fi, per, transposed(c->dout + n * per * fo, fo), rows_of(stage, fi), c->dw[0], fi, NULL, true,
+                  c->work, c->threads);
+        else dw_sgemm(c->dw[0], c->dout + n * per * fo, stage, per, fi, fo, c->work, c->threads);
     }
 }
 
@@ -468,11 +488,12 @@ static void linear_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo);
+    /* bgemm's dW rounds dy; the pending rows' product would not, so a bf16 call through it defers nothing */
+    const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo) && !takes_bgemm(c);
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
     xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo,
-                 c->din_fresh & 1u, c->work, c->threads);
+                 c->din_fresh & 1u, takes_bgemm(c), c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
@@ -481,6 +502,11 @@ static void tied_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
+    if (takes_bgemm(c)) {
+        bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, NULL, false, c->work,
+              c->threads);
+        return;
+    }
     if (forward_sgemm(c, rows, fo)) {
         forward_own(c, NULL, rows, fi, fo);
         return;
@@ -494,8 +520,8 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, c->work,
-                 c->threads);
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, takes_bgemm(c),
+                 c->work, c->threads);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -532,6 +558,20 @@ static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads) {
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* bf16 plans where bgemm takes the products: the largest of its three products' needs. */
+static size_t linear_bf16_workspace_bytes(const op_node *n, size_t m, int threads) {
+    size_t fi, fo, per_sample, rows, bytes;
+    node_dims(n, &fi, &fo, &per_sample);
+    if (!bgemm_in_use()) return linear_workspace_bytes(n, m, threads);
+    if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
+    size_t floats = bgemm_workspace_floats(rows, fo, fi, threads), din = bgemm_workspace_floats(rows, fi, fo, threads),
+           dw = bgemm_workspace_floats(fo, fi, rows, threads), own = linear_workspace_bytes(n, m, threads) / sizeof(float);
+    floats = din > floats ? din : floats;
+    floats = dw > floats ? dw : floats;
+    floats = own > floats ? own : floats; /* the pending rows and regenerated inputs still take sgemm */
+    return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
+}
+
 /* One sample's input (and alignment) where this layer can regenerate its input: LINEAR_REGEN_MIN_ROWS rows a
  * sample, through sgemm; 0 where it cannot. */
 static size_t linear_regen_stage_bytes(const op_node *n, size_t m, int threads) {
@@ -550,6 +590,7 @@ const op_desc op_linear = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .workspace_bytes = linear_workspace_bytes,
+    .bf16_workspace_bytes = linear_bf16_workspace_bytes,
     .pending_bytes = linear_pending_bytes,
     .flush = linear_flush,
     .regen_stage_bytes = linear_regen_stage_bytes,
@@ -564,4 +605,5 @@ const op_desc op_linear_tied = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .workspace_bytes = linear_workspace_bytes,
+    .bf16_workspace_bytes = linear_bf16_workspace_bytes,
 };

@@ -113,6 +113,8 @@ typedef struct op_desc {
     size_t (*saved_batch_bytes)(const op_node *n);
     /* Scratch bytes for one call at micro-batch m with `threads` threads (0 if none). */
     size_t (*workspace_bytes)(const op_node *n, size_t m, int threads);
+    /* The same in a bf16 plan (op_call.bf16), where the op's products take other kernels; NULL: as above. */
+    size_t (*bf16_workspace_bytes)(const op_node *n, size_t m, int threads);
     /* Weight-gradient contributions an op defers from backward to the end of the window at micro-batch m
      * (linear's rank-1 to rank-3 updates, applied as one product): bytes kept across micro-batches, counted as
      * gradients; 0 or NULL for none. The planner drops them where a budget has no room (plan_variant's

@@ -57,7 +57,9 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     p->workspace_bytes = 0;
     for (int i = 0; i < g->n_nodes && ok; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t w = op->workspace_bytes ? op->workspace_bytes(&g->nodes[i], p->m, p->threads) : 0;
+        size_t (*bytes)(const op_node *, size_t, int) =
+            p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
+        size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
         /* a regenerated (or unpacked) input's stages come after the op's own workspace */
         if ((p->regen[i] || p->packed_in[i]) && w != (size_t)-1 &&
             !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))

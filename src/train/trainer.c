@@ -155,7 +155,7 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
     const snug_graph *g = tr->g;
     snug_shape want = g->tensors[g->nodes[g->input_node].output].shape, have = snug_dataset_sample_shape(ds);
     char a[64], b[64];
-    if (memcmp(&want, &have, sizeof want) != 0)
+    if (!shape_same(&want, &have))
         return snug_fail(err, SNUG_E_SHAPE, "the data has samples of shape %s but model '%s' takes %s",
                          snug_shape_format(&have, a, sizeof a), g->name, snug_shape_format(&want, b, sizeof b));
     size_t classes = loss_classes(g), targets = g->tensors[g->nodes[g->loss_node].output].numel;

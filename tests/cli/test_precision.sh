@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end tests of --precision (docs/precision.md): the plan's bytes and formats in bf16, a bad value, a bf16
+# training run, and a resumed run that asks for the other precision.
+#
+# usage: tests/cli/test_precision.sh SNUG_BINARY DATA_DIR
+set -u
+
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+EMPTY=$TMP/empty-data
+mkdir -p "$EMPTY"
+
+plan() {
+    local name=$1
+    shift
+    run_env "$name" "SNUG_DATA_DIR=$EMPTY" -- plan "$@"
+}
+
+plan "resnet20 at batch 128 in fp32: 152.01 MiB of activations" --model resnet20 --batch 128 --micro-batch 128
+expect_rc 0
+expect_in "$OUT" "precision fp32"
+expect_in "$OUT" "activations 152.01 MiB"
+
+plan "the same in bf16: 81.01 MiB, the outputs kept packed" --model resnet20 --batch 128 --micro-batch 128 \
+    --precision bf16 --layers
+expect_rc 0
+expect_in "$OUT" "precision bf16"
+expect_in "$OUT" "activations 81.01 MiB"
+expect_in "$OUT" "packed output    bf16"
+expect_in "$OUT" "unpacked output  fp32"
+expect_in "$OUT" "dtype"
+
+plan "--json names the precision" --model cnn --batch 16 --precision bf16 --json
+expect_rc 0
+expect_in "$OUT" '"precision":	"bf16"'
+
+usage_error "an unknown precision" "--precision must be one of fp32, bf16, got 'fp16'" plan --precision fp16
+
+if ! have_mnist; then
+    echo "skip: the training cases need MNIST in $DATA"
+    finish_tests
+    exit $?
+fi
+
+STATE=$TMP/state
+run "a bf16 run trains, says so, and keeps its state" train --model mlp --data-dir "$DATA" --batch 64 \
+    --max-steps 30 --precision bf16 --state "$STATE" --state-every 10 --evaluate off --progress off
+expect_rc 0
+expect_in "$OUT" "precision bf16: every output rounded to bfloat16"
+expect_in "$OUT" "trained 30 steps"
+
+run "resumed in fp32: refused, naming the flag" train --resume "$STATE" --precision fp32 --max-steps 40
+expect_rc 1
+expect_in "$ERR" "precision differs (bf16 in the state, fp32 in this run)"
+expect_in "$ERR" "--precision defines the result"
+
+run "resumed as it was: continues in bf16" train --resume "$STATE" --max-steps 40 --progress off
+expect_rc 0
+expect_in "$OUT" "precision bf16"
+expect_in "$OUT" "trained"
+
+finish_tests
