@@ -142,9 +142,8 @@ static bool bind_unpacking(exec *x) {
     int n = 0;
     for (int s = 0; s < p->n_steps; s++) {
         x->unpack_start[s] = n;
-        for (int t = 0; t < x->g->n_tensors; t++) {
+        for (int t = 0; t < x->g->n_tensors; t++)
             if (p->value_bwd[t] >= 0 && p->bufs[p->value_bwd[t]].first == s) x->unpack_list[n++] = p->value_bwd[t];
-        }
     }
     x->unpack_start[p->n_steps] = n;
     return true;
@@ -176,7 +175,6 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (p->kept_bytes &&
         !(x->kept = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->kept_bytes, "transformed weights", err)))
         return SNUG_E_OOM;
-
     if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
     return SNUG_OK;
 }

@@ -27,7 +27,7 @@ typedef struct exec {
     char *pending;            /* the ops' deferred weight-gradient rows (plan.pending_at), counted as grads */
     char *kept;               /* the ops' weights kept across a window (plan.kept_at), counted as params */
     uint64_t weights_version; /* op_call.weights_version: exec_weights_changed advances it */
-    int *unpack_start;        /* bf16, per step: the tensors whose packed copy is unpacked before it are */
+    int *unpack_start;        /* bf16, per step: the buffers unpacked from a packed copy before it are */
     int *unpack_list;         /* unpack_list[unpack_start[s] .. unpack_start[s + 1]) */
     op_call *calls;           /* per schedule step */
     int *zero_start;          /* per step: its gradient buffers to zero first are zero_list[zero_start[s] ..

@@ -466,7 +466,8 @@ static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
  * the plan placed the stage after those). */
 static float *linear_stage(const op_call *c) {
     const op_desc *op = c->node->op;
-    const uintptr_t at = (uintptr_t)c->work + (c->bf16 ? op->bf16_workspace_bytes : op->workspace_bytes)(c->node, c->m, c->threads);
+    size_t (*bytes)(const op_node *, size_t, int) = c->bf16 ? op->bf16_workspace_bytes : op->workspace_bytes;
+    const uintptr_t at = (uintptr_t)c->work + bytes(c->node, c->m, c->threads);
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
@@ -564,8 +565,9 @@ static size_t linear_bf16_workspace_bytes(const op_node *n, size_t m, int thread
     node_dims(n, &fi, &fo, &per_sample);
     if (!bgemm_in_use()) return linear_workspace_bytes(n, m, threads);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
-    size_t floats = bgemm_workspace_floats(rows, fo, fi, threads), din = bgemm_workspace_floats(rows, fi, fo, threads),
-           dw = bgemm_workspace_floats(fo, fi, rows, threads), own = linear_workspace_bytes(n, m, threads) / sizeof(float);
+    size_t floats = bgemm_workspace_floats(rows, fo, fi, threads);
+    const size_t din = bgemm_workspace_floats(rows, fi, fo, threads), dw = bgemm_workspace_floats(fo, fi, rows, threads);
+    const size_t own = linear_workspace_bytes(n, m, threads) / sizeof(float);
     floats = din > floats ? din : floats;
     floats = dw > floats ? dw : floats;
     floats = own > floats ? own : floats; /* the pending rows and regenerated inputs still take sgemm */
