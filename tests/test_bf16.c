@@ -287,6 +287,32 @@ static void test_parallel_drivers(void **state) {
     assert_int_equal(fails, 0);
 }
 
+/* bf16_round_pack (and its driver on 1-3 threads, an odd length) gives the bits of bf16_round_floats then
+ * bf16_pack, in both of its outputs. */
+static void test_round_pack(void **state) {
+    (void)state;
+    float *patterns = make_patterns();
+    const size_t n = 2 * PATTERNS + 777;
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    bf16 *want_h = malloc(n * sizeof *want_h), *got_h = malloc(n * sizeof *got_h);
+    assert_true(want && got && want_h && got_h);
+    for (size_t i = 0; i < n; i++) want[i] = patterns[(i * 5) % PATTERNS];
+    free(patterns);
+    const int saved = omp_get_max_threads();
+    for (int threads = 0; threads <= 3; threads++) { /* 0: the single-call kernel */
+        memcpy(got, want, n * sizeof *got);
+        if (threads) omp_set_num_threads(threads);
+        if (threads) bf16_round_pack_par(got, got_h, n);
+        else bf16_round_pack(got, got_h, n);
+        size_t fails = 0;
+        for (size_t i = 0; i < n; i++)
+            fails += got_h[i] != bf16_from_float(want[i]) || to_bits(got[i]) != to_bits(bf16_round(want[i]));
+        assert_int_equal(fails, 0);
+    }
+    omp_set_num_threads(saved);
+    free(want), free(got), free(want_h), free(got_h);
+}
+
 /* unpack(pack(x)) is bf16_round(x) bit for bit; bf16_to_float is the shift; pack(unpack(h)) is h for every bf16
  * pattern except NaNs, which come back quieted (same sign and payload, quiet bit set). */
 static void test_round_trip(void **state) {
@@ -328,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_specials),
         cmocka_unit_test(test_array_kernels),
         cmocka_unit_test(test_parallel_drivers),
+        cmocka_unit_test(test_round_pack),
         cmocka_unit_test(test_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

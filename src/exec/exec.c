@@ -279,9 +279,9 @@ static void round_output(const exec *x, const op_call *c, size_t m) {
         n->output == graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]))
         return;
     const size_t count = n->out_numel * m;
-    bf16_round_floats_par(c->out, c->out, count);
     const int k = x->p->packed[n->output];
-    if (k >= 0) bf16_pack_par((bf16 *)buf_ptr(x, k), c->out, count);
+    if (k >= 0) bf16_round_pack_par(c->out, (bf16 *)buf_ptr(x, k), count); /* one pass over the output */
+    else bf16_round_floats_par(c->out, c->out, count);
 }
 
 static void unpack_before(const exec *x, int s, size_t m) {

@@ -19,6 +19,15 @@ VM_KERNEL void bf16_unpack(float *dst, const bf16 *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
 }
 
+VM_KERNEL void bf16_round_pack(float *values, bf16 *packed, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const bf16 h = bf16_from_float(values[i]);
+        packed[i] = h;
+        values[i] = bf16_to_float(h);
+    }
+}
+
 VM_KERNEL void bf16_round_floats(float *dst, const float *src, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = bf16_round(src[i]);
@@ -52,6 +61,19 @@ void bf16_unpack_par(float *dst, const bf16 *src, size_t n) {
     for (size_t k = 0; k < chunks; k++) {
         const size_t lo = k * BF16_CHUNK;
         bf16_unpack(dst + lo, src + lo, chunk_len(n, lo));
+    }
+}
+
+void bf16_round_pack_par(float *values, bf16 *packed, size_t n) {
+    if (!worth_a_team(n)) {
+        bf16_round_pack(values, packed, n);
+        return;
+    }
+    const size_t chunks = (n + BF16_CHUNK - 1) / BF16_CHUNK;
+    #pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < chunks; k++) {
+        const size_t lo = k * BF16_CHUNK;
+        bf16_round_pack(values + lo, packed + lo, chunk_len(n, lo));
     }
 }
 

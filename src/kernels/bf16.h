@@ -42,11 +42,15 @@ static inline float bf16_round(float x) { return bf16_to_float(bf16_from_float(x
 void bf16_pack(bf16 *dst, const float *src, size_t n);
 void bf16_unpack(float *dst, const bf16 *src, size_t n);
 void bf16_round_floats(float *dst, const float *src, size_t n); /* dst may be src */
+/* values rounded in place and their bfloat16 in packed, in one pass: the bits of bf16_round_floats then
+ * bf16_pack. */
+void bf16_round_pack(float *values, bf16 *packed, size_t n);
 
 /* The same over large arrays: chunks spread over the OpenMP threads once the array is long enough and the work
  * outweighs opening a team (core/parallel.h), a direct call below that. The bits never depend on the split. */
 void bf16_pack_par(bf16 *dst, const float *src, size_t n);
 void bf16_unpack_par(float *dst, const bf16 *src, size_t n);
 void bf16_round_floats_par(float *dst, const float *src, size_t n); /* dst may be src */
+void bf16_round_pack_par(float *values, bf16 *packed, size_t n);
 
 #endif
