@@ -405,6 +405,17 @@ void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
 size_t snug_dataset_classes(const snug_dataset *ds);
+/* Per-channel normalisation: a sample's value is (pixel / 255 - mean[c]) / std[c]. */
+typedef struct snug_normalise {
+    size_t channels;  /* 1 or 3 */
+    float mean[3];
+    float std[3];
+} snug_normalise;
+/* The normalisation a data set's samples were made with, when it says one (MNIST, image folders, and views and
+ * frames of them): true and *out filled; false otherwise. */
+bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out);
+/* The name of class i of a data set that names its classes (an image folder: its class folders), else NULL. */
+const char *snug_dataset_class_name(const snug_dataset *ds, size_t i);
 /* The bytes a data set holds in this process while `threads` threads read it: what it keeps (MNIST's labels,
  * the copies of snug_dataset_from_arrays) and what decoding needs per thread (one PNG image and libpng's state).
  * Files are read in pieces, never mapped or held whole, and a view (snug_dataset_subset) holds nothing of its
@@ -500,10 +511,15 @@ typedef struct snug_plan_request {
                                            runs (the BLAS's packing panels and job tables, the C library's
                                            heaps), counted in the workspace category: SNUG_RUNTIME_BYTES per
                                            thread for a budget that bounds the process; 0: nothing */
+    size_t prefetch;                    /* micro-batches read ahead of the step by background threads (decoded,
+                                           augmented) into a ring of micro-batch buffers, counted in the data
+                                           category; 0: each micro-batch is read when the step needs it */
+    int data_threads;                   /* the threads that read ahead, each with its own decoding scratch
+                                           (>= 1 when prefetch) */
 } snug_plan_request;
 
 /* Batch B in one pass (m = B), no checkpointing, no budget, snug_optim_config_default(), the engine's threads,
- * one rank (a job of several sets snug_dist_size()). */
+ * one rank (a job of several sets snug_dist_size()), no read-ahead (prefetch 0; data_threads 1 once it is set). */
 snug_plan_request snug_plan_request_default(size_t batch);
 /* A batch larger than the `samples` a data set has takes them all: req's batch becomes samples (and a
  * micro-batch past it too), so that its plan reserves no more than the data fills. Returns the batch asked for;
@@ -700,6 +716,28 @@ typedef struct snug_eval_result {
                               nor is predicted); 0 otherwise */
 } snug_eval_result;
 
+/* Random changes to the training images, drawn afresh for every sample in every epoch: each draw is a pure
+ * function of (seed, epoch, sample index) through the counter-based generator, so a run is reproducible, a
+ * resumed run replays the same changes, and neither the micro-batch split nor the ranks change them. Applied to
+ * image samples (C, H, W) as they are read for training (never for evaluation), in pixel units when the data set
+ * says its normalisation (snug_dataset_normalisation) and in its own units otherwise; per-pixel targets (one per
+ * pixel: segmentation) move with their image, and pixels that come from outside it are ignored
+ * (SNUG_IGNORE_TARGET). All zero: none. */
+typedef struct snug_augment {
+    bool flip;          /* mirror left-right with probability 1/2 */
+    size_t crop_pad;    /* random crop with padding: the image shifted by dy, dx uniform in [-crop_pad, crop_pad],
+                           what comes in from outside filled with black (pixel value 0); 0: none */
+    float brightness;   /* pixels times a factor uniform in [1 - brightness, 1 + brightness] (0..1); 0: none */
+    float contrast;     /* distances from the image's mean times a factor uniform in [1 - contrast, 1 + contrast]
+                           (0..1); 0: none. With a known normalisation, jittered pixels are clamped to [0, 1] */
+} snug_augment;
+
+/* Parses a comma-separated list: "flip", "crop:P", "brightness:X", "contrast:X" (e.g. "flip,crop:4"); "none" or
+ * "" is no augmentation. SNUG_E_ARG names the item that is wrong. */
+snug_status snug_parse_augment(const char *text, snug_augment *out, snug_error *err);
+/* The canonical text of a (what snug_parse_augment reads back): "flip,crop:4", or "none". */
+const char *snug_augment_format(const snug_augment *a, char *buf, size_t len);
+
 /* Called after every optimizer step; return false to stop the run early. */
 typedef bool (*snug_progress_fn)(const snug_step_stats *st, void *user);
 
@@ -744,6 +782,8 @@ typedef struct snug_train_config {
      * or cut off never leaves the others waiting forever. 0: wait forever (a rank under a debugger). A job of one
      * rank waits for nothing. */
     double rank_timeout_seconds;
+    /* Random changes to the training samples (snug_augment); none by default. */
+    snug_augment augment;
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10
@@ -896,6 +936,18 @@ snug_status snug_trainer_profile(snug_trainer *tr, bool on, snug_error *err);
  * every node, in schedule order), then the parts that ran. Writes at most cap entries into out (which may be
  * NULL with cap 0) and returns how many there are. */
 size_t snug_trainer_op_times(const snug_trainer *tr, snug_op_time *out, size_t cap);
+
+/* How the data kept up with the steps, since the trainer was made (measured whether profiling or not). */
+typedef struct snug_data_timing {
+    double wait_seconds;        /* the steps' time spent waiting for their micro-batches (read ahead: the stall
+                                   while the ring was empty, and the copy out of it; else reading them) */
+    long micro_batches;         /* the micro-batches the steps took */
+    double read_ahead_seconds;  /* the read-ahead threads' time reading (decoding, augmenting), beside the steps */
+    size_t read_ahead_samples;  /* the samples they read */
+    long read_ahead_misses;     /* micro-batches the steps had to read themselves while reading ahead (none
+                                   when the steps take the epoch's windows in order, as snug_trainer_fit does) */
+} snug_data_timing;
+void snug_trainer_data_timing(snug_trainer *tr, snug_data_timing *out);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Distributed: data parallelism over MPI (`mpirun -np R snug train ...`). Every rank takes a contiguous shard of

@@ -2,9 +2,10 @@
 # Checks the system packages snug needs to build, test and fetch data, and installs the missing ones.
 # Debian/Ubuntu: as root it runs apt-get; otherwise it prints the exact command to run and exits 1.
 # With everything present it is a quick no-op (one dpkg-query call, no apt-get update).
-#   usage: scripts/install-deps.sh [--check] [--bench | --fuzz]
+#   usage: scripts/install-deps.sh [--check] [--bench | --fuzz | --fashion-mnist]
 #     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch);
-#     --fuzz: the packages of `make fuzz` too (Clang 16 with libFuzzer, its sanitizer runtimes and OpenMP)
+#     --fuzz: the packages of `make fuzz` too (Clang 16 with libFuzzer, its sanitizer runtimes and OpenMP);
+#     --fashion-mnist: the package of Fashion-MNIST's IDX files instead (scripts/fetch-fashion-mnist.sh)
 set -euo pipefail
 
 # python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results
@@ -13,6 +14,8 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmock
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them
 FUZZ_PACKAGES=(clang-16 libfuzzer-16-dev libclang-rt-16-dev libomp-16-dev)
+# the reference image folder of docs/data.md, written out as PNGs by scripts/fetch-fashion-mnist.sh
+FASHION_PACKAGES=(dataset-fashion-mnist)
 
 check_only=0
 PACKAGES=("${BUILD_PACKAGES[@]}")
@@ -21,8 +24,9 @@ for arg in "$@"; do
         --check) check_only=1 ;;
         --bench) PACKAGES=("${BENCH_PACKAGES[@]}") ;;
         --fuzz) PACKAGES=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
-        -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install-deps: unknown option '$arg' (expected --check, --bench, --fuzz or nothing)" >&2; exit 2 ;;
+        --fashion-mnist) PACKAGES=("${FASHION_PACKAGES[@]}") ;;
+        -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown option '$arg' (expected --check, --bench, --fuzz, --fashion-mnist or nothing)" >&2; exit 2 ;;
     esac
 done
 readonly PACKAGES

@@ -25,12 +25,8 @@
 enum { N = 44, C = 2, H = 6, W = 6, CLASSES = 3, BATCH = 8, STEPS = 12 };
 
 static snug_dataset *data(void) {
-    static float x[N * C * H * W];
-    static int32_t y[N];
-    for (size_t i = 0; i < sizeof x / sizeof *x; i++) x[i] = (float)((i * 7919u) % 211u) / 105.0f - 1.0f;
-    for (int i = 0; i < N; i++) y[i] = i % CLASSES;
-    snug_dataset *ds = NULL;
-    assert_int_equal(snug_dataset_from_memory(x, y, N, C, H, W, CLASSES, &ds, NULL), SNUG_OK);
+    snug_dataset *ds = pattern_images(N, C, H, W, CLASSES);
+    assert_non_null(ds);
     return ds;
 }
 
@@ -51,6 +47,8 @@ typedef struct run_spec {
     long stop_after;      /* set the stop flag at this step (0: never) */
     const char *dir;
     snug_precision precision;
+    snug_augment augment;
+    size_t prefetch;      /* micro-batches read ahead */
 } run_spec;
 
 static volatile sig_atomic_t stop_flag;
@@ -76,6 +74,7 @@ static snug_train_config config(const run_spec *r) {
     c.state_every = 4;
     c.progress = on_step;
     c.stop = &stop_flag;
+    c.augment = r->augment;
     return c;
 }
 
@@ -83,6 +82,7 @@ static snug_trainer *trainer(const snug_graph *g, const run_spec *r) {
     snug_train_config c = config(r);
     snug_plan_request req = request_for(BATCH, r->micro_batch, NO_CHECKPOINT, 0, &c);
     req.precision = r->precision;
+    req.prefetch = r->prefetch;
     snug_trainer *tr = NULL;
     snug_error err;
     if (trainer_for(g, &req, &c, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
@@ -156,6 +156,30 @@ static float *stopped_run(const snug_graph *g, const snug_dataset *ds, run_spec 
     return p;
 }
 
+/* Writes run r's state after `stop` steps, then has a trainer of `other` load it: refused, its message holding
+ * `expected`. */
+static void state_refused(const snug_graph *g, const snug_dataset *ds, run_spec r, long stop, run_spec other,
+                          const char *expected) {
+    char *dir = make_dir();
+    r.dir = other.dir = dir;
+    stop_flag = 0, stop_at = stop;
+    snug_trainer *tr = trainer(g, &r);
+    snug_error err;
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_INTERRUPTED);
+    trainer_done(tr);
+    stop_flag = 0, stop_at = 0;
+    snug_state_info info;
+    assert_int_equal(snug_state_latest(dir, &info, &err), SNUG_OK);
+    assert_int_equal(info.precision, r.precision);
+    tr = trainer(g, &other);
+    assert_int_equal(snug_trainer_load_state(tr, info.path, &err), SNUG_E_ARG);
+    printf("# %s\n", err.message);
+    assert_non_null(strstr(err.message, expected));
+    trainer_done(tr);
+    snug_state_info_free(&info);
+    remove_dir(dir);
+}
+
 /* Stopped after every step from 1 to the end (the last window of an epoch, a state just written, the cap), with
  * either optimizer: the bits of the uninterrupted run. */
 static void resume_is_bitwise(void **state) {
@@ -193,27 +217,40 @@ static void bf16_resume_is_bitwise_and_keeps_its_precision(void **state) {
         if (memcmp(want, got, n * sizeof *want) != 0) fail_msg("bf16 stopped after step %ld: not bitwise", stop);
         free(got);
     }
-    char *dir = make_dir();
-    run_spec w = r;
-    w.dir = dir;
-    stop_flag = 0, stop_at = 4;
-    snug_trainer *tr = trainer(g, &w);
-    snug_error err;
-    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_INTERRUPTED);
-    trainer_done(tr);
-    stop_flag = 0, stop_at = 0;
-    snug_state_info info;
-    assert_int_equal(snug_state_latest(dir, &info, &err), SNUG_OK);
-    assert_int_equal(info.precision, SNUG_PRECISION_BF16);
-    w.precision = SNUG_PRECISION_FP32;
-    tr = trainer(g, &w);
-    assert_int_equal(snug_trainer_load_state(tr, info.path, &err), SNUG_E_ARG);
-    printf("# %s\n", err.message);
-    assert_non_null(strstr(err.message, "precision differs (bf16 in the state, fp32 in this run)"));
-    trainer_done(tr);
-    snug_state_info_free(&info);
-    remove_dir(dir);
+    run_spec fp32 = r;
+    fp32.precision = SNUG_PRECISION_FP32;
+    state_refused(g, ds, r, 4, fp32, "precision differs (bf16 in the state, fp32 in this run)");
     free(want);
+    snug_graph_free(g);
+    snug_dataset_free(ds);
+}
+
+/* Augmented and read ahead: a stopped run replays the same augmentations (drawn from seed, epoch and sample) and
+ * ends with the bits of the uninterrupted one; a run without reading ahead has those bits too; a trainer with
+ * other augmentations refuses the state, naming them. */
+static void augmented_resume_is_bitwise(void **state) {
+    (void)state;
+    snug_dataset *ds = data();
+    snug_graph *g = model("state", 8);
+    const run_spec r = {.optim = SNUG_OPTIM_SGD, .micro_batch = 3, .prefetch = 2,
+                        .augment = {.flip = true, .crop_pad = 2, .brightness = 0.3f, .contrast = 0.3f}};
+    run_spec plain = r, on_demand = r;
+    plain.augment = (snug_augment){0};
+    on_demand.prefetch = 0;
+    size_t n, m;
+    float *want = full_run(g, ds, r, &n), *none = full_run(g, ds, plain, &m), *direct = full_run(g, ds, on_demand, &m);
+    assert_memory_not_equal(want, none, n * sizeof *want); /* the augmentation changed the run */
+    assert_memory_equal(want, direct, n * sizeof *want);
+    for (long stop = 1; stop < STEPS + 3; stop += 4) {
+        float *got = stopped_run(g, ds, r, stop, 3, &m);
+        if (memcmp(want, got, n * sizeof *want) != 0) fail_msg("augmented, stopped after step %ld: not bitwise", stop);
+        free(got);
+    }
+    run_spec other = r;
+    other.augment.crop_pad = 3;
+    state_refused(g, ds, r, 3, other, "flip,crop:2,brightness:0.3,contrast:0.3 in the state, "
+                                      "flip,crop:3,brightness:0.3,contrast:0.3 in this run");
+    free(want), free(none), free(direct);
     snug_graph_free(g);
     snug_dataset_free(ds);
 }
@@ -417,6 +454,7 @@ static void full_disk_keeps_the_previous_state(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_bitwise),
+        cmocka_unit_test(augmented_resume_is_bitwise),
         cmocka_unit_test(resume_with_another_micro_batch),
         cmocka_unit_test(bf16_resume_is_bitwise_and_keeps_its_precision),
         cmocka_unit_test(damaged_states_are_skipped),

@@ -5,6 +5,8 @@
 #define SNUG_TESTS_TEST_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "snug.h"
 
@@ -55,6 +57,20 @@ static inline snug_status trainer_simple(const snug_graph *g, size_t batch, size
                                          snug_trainer **tr, snug_error *err) {
     const snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, cfg);
     return trainer_for(g, &req, cfg, tr, err);
+}
+
+/* n images (c, h, w) of a fixed pattern in [-1, 1], image i labelled i % classes; NULL when it fails. */
+static inline snug_dataset *pattern_images(size_t n, size_t c, size_t h, size_t w, size_t classes) {
+    const size_t numel = n * c * h * w;
+    float *x = malloc(numel * sizeof *x);
+    int32_t *y = malloc(n * sizeof *y);
+    snug_dataset *ds = NULL;
+    for (size_t i = 0; x && i < numel; i++) x[i] = (float)((i * 7919u) % 211u) / 105.0f - 1.0f;
+    for (size_t i = 0; y && i < n; i++) y[i] = (int32_t)(i % classes);
+    if (x && y) snug_dataset_from_memory(x, y, n, c, h, w, classes, &ds, NULL);
+    free(x);
+    free(y);
+    return ds;
 }
 
 /* Frees a trainer of trainer_for and its plan. */

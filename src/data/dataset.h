@@ -15,6 +15,10 @@ typedef struct dataset_ops {
      * NULL for data sets whose reads cannot fail (their files were checked when opened). A failed read leaves
      * zeros where its samples would be. */
     snug_status (*read_status)(const snug_dataset *ds, snug_error *err);
+    /* The per-channel normalisation the samples were made with (snug_dataset_normalisation); NULL: none known. */
+    bool (*normalisation)(const snug_dataset *ds, snug_normalise *out);
+    /* The name of class i (snug_dataset_class_name); NULL: the classes are unnamed. */
+    const char *(*class_name)(const snug_dataset *ds, size_t i);
 } dataset_ops;
 
 struct snug_dataset {

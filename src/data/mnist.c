@@ -65,11 +65,18 @@ static snug_status mnist_read_status(const snug_dataset *ds, snug_error *err) {
     return idx_status(&((const mnist_impl *)ds->impl)->images, err);
 }
 
+static bool mnist_normalisation(const snug_dataset *ds, snug_normalise *out) {
+    (void)ds;
+    *out = (snug_normalise){.channels = 1, .mean = {MNIST_MEAN}, .std = {MNIST_STD}};
+    return true;
+}
+
 static const dataset_ops mnist_ops = {
     .fill_inputs = mnist_fill_inputs,
     .fill_targets = mnist_fill_targets,
     .destroy = mnist_destroy,
     .read_status = mnist_read_status,
+    .normalisation = mnist_normalisation,
 };
 
 /* The pair must describe the same samples, and every label must be a digit. Reads the labels into m. */

@@ -76,11 +76,22 @@ static snug_status pad_read_status(const snug_dataset *ds, snug_error *err) {
     return dataset_read_status(((const pad_impl *)ds->impl)->inner, err);
 }
 
+/* A frame or a view keeps its data set's units and class names. */
+static bool pad_normalisation(const snug_dataset *ds, snug_normalise *out) {
+    return snug_dataset_normalisation(((const pad_impl *)ds->impl)->inner, out);
+}
+
+static const char *pad_class_name(const snug_dataset *ds, size_t i) {
+    return snug_dataset_class_name(((const pad_impl *)ds->impl)->inner, i);
+}
+
 static const dataset_ops pad_ops = {
     .fill_inputs = pad_fill_inputs,
     .fill_targets = pad_fill_targets,
     .destroy = pad_destroy,
     .read_status = pad_read_status,
+    .normalisation = pad_normalisation,
+    .class_name = pad_class_name,
 };
 
 /* The padded (C, H, W) and its element count, or an error when the inner data is not images or it overflows. */

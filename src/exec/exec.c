@@ -166,6 +166,10 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (!(x->targets = snug_mem_alloc(mem, SNUG_MEM_DATA, p->targets_bytes, "targets", err))) return SNUG_E_OOM;
     if (p->data_set_bytes && !snug_mem_hold(mem, SNUG_MEM_DATA, p->data_set_bytes, "data sets", err))
         return SNUG_E_OOM;
+    if (p->ring_slots &&
+        (!(x->ring_inputs = snug_mem_alloc(mem, SNUG_MEM_DATA, p->ring_slots * p->input_bytes, "read-ahead", err)) ||
+         !(x->ring_targets = snug_mem_alloc(mem, SNUG_MEM_DATA, p->ring_slots * p->targets_bytes, "read-ahead", err))))
+        return SNUG_E_OOM;
     if (p->runtime_bytes && !snug_mem_hold(mem, SNUG_MEM_WORKSPACE, p->runtime_bytes, "runtime", err))
         return SNUG_E_OOM;
     if (p->workspace_bytes && !(x->workspace = snug_mem_alloc(mem, SNUG_MEM_WORKSPACE, p->workspace_bytes, "shared", err)))

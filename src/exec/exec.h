@@ -23,6 +23,8 @@ typedef struct exec {
     float *state_before;      /* their copy from the window's start (the trainer's: a skipped window restores it) */
     float *input;             /* (m, input shape): the batcher writes here */
     int32_t *targets;         /* (m, targets per sample) */
+    float *ring_inputs;       /* (ring slots, input buffer): micro-batches read ahead (train/prefetch.c); NULL */
+    int32_t *ring_targets;    /* (ring slots, targets buffer) */
     void *workspace;
     char *pending;            /* the ops' deferred weight-gradient rows (plan.pending_at), counted as grads */
     char *kept;               /* the ops' weights kept across a window (plan.kept_at), counted as params */

@@ -79,7 +79,8 @@ static bool plan_totals(plan *p) {
     b[SNUG_MEM_ACTIVATIONS] = p->arena_bytes;
     if (!size_add(p->workspace_bytes, p->runtime_bytes, &b[SNUG_MEM_WORKSPACE])) return false;
     if (!size_add(p->input_bytes, p->targets_bytes, &b[SNUG_MEM_DATA]) ||
-        !size_add(b[SNUG_MEM_DATA], p->data_set_bytes, &b[SNUG_MEM_DATA]))
+        !size_add(b[SNUG_MEM_DATA], p->data_set_bytes, &b[SNUG_MEM_DATA]) ||
+        !size_add(b[SNUG_MEM_DATA], p->ring_bytes, &b[SNUG_MEM_DATA]))
         return false;
     p->total = 0;
     for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++)
@@ -87,10 +88,11 @@ static bool plan_totals(plan *p) {
     return true;
 }
 
-bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes) {
+bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes, size_t ring_slots) {
     p->data_set_bytes = data_set_bytes;
     p->runtime_bytes = runtime_bytes;
-    return plan_totals(p);
+    p->ring_slots = ring_slots;
+    return size_mul(ring_slots, p->input_bytes + p->targets_bytes, &p->ring_bytes) && plan_totals(p);
 }
 
 /* Whether every offset and sum of the arena fits in size_t: the greedy placement never puts a buffer past twice

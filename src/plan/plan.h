@@ -94,6 +94,9 @@ typedef struct plan {
     size_t targets_per_sample;
     size_t data_set_bytes;            /* what the data sets hold (snug_plan_request.data_bytes), counted as data */
     size_t runtime_bytes;             /* snug_plan_request.runtime_bytes, counted as workspace */
+    size_t ring_slots;                /* micro-batches read ahead (snug_plan_request.prefetch) */
+    size_t ring_bytes;                /* their buffers: ring_slots x (input + targets) of a micro-batch, data */
+    int ring_threads;                 /* the threads that fill them (snug_plan_request.data_threads) */
     size_t bytes[SNUG_MEM_NCATEGORIES];
     size_t total;
     size_t live_peak;
@@ -132,7 +135,7 @@ plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
 /* Counts what the data sets hold in the plan's data category, what the runtime holds in its workspace, and both
  * in its total; false when the sums overflow. */
-bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes);
+bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes, size_t ring_slots);
 
 /* Plans a user policy (plan/policy.c): AUTO searches within budget (0: none); the others are
  * plan_build_spared's. A plan over budget is planned again without pending rows: they are a speed-up that takes

@@ -120,7 +120,7 @@ void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
     s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes + p->kept_bytes;
     s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
     s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
-    s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes + p->data_set_bytes;
+    s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes + p->data_set_bytes + p->ring_bytes;
     s->bytes[SNUG_MEM_ACTIVATIONS] = p->live_at[i];
     s->bytes[SNUG_MEM_WORKSPACE] = p->runtime_bytes;
     if (st->node < 0) {

@@ -33,6 +33,7 @@ snug_plan_request snug_plan_request_default(size_t batch) {
         .optim = snug_optim_config_default(),
         .threads = info.threads,
         .ranks = 1,
+        .data_threads = 1,
     };
 }
 
@@ -47,7 +48,9 @@ size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples) {
 void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *eval) {
     const size_t order = snug_dataset_size(train), per = sizeof(size_t);
     size_t bytes = order > SIZE_MAX / per ? SIZE_MAX : order * per;
-    const size_t held[2] = {snug_dataset_memory(train, req->threads), snug_dataset_memory(eval, req->threads)};
+    /* the training set is also read by the read-ahead threads, each with its own decoding scratch */
+    const int readers = req->threads + (req->prefetch ? req->data_threads : 0);
+    const size_t held[2] = {snug_dataset_memory(train, readers), snug_dataset_memory(eval, req->threads)};
     for (int i = 0; i < 2; i++) bytes = bytes > SIZE_MAX - held[i] ? SIZE_MAX : bytes + held[i];
     req->data_bytes = bytes;
     const size_t threads = req->threads > 1 ? (size_t)req->threads : 1;
@@ -65,6 +68,9 @@ static size_t rank_share(const snug_plan_request *r) {
  * of those for each sample of a micro-batch, so a micro-batch whose share would pass PLAN_BYTES_CEILING is no
  * plan for any machine; refusing it up front bounds every size the planner computes, and every search. */
 #define PLAN_BYTES_CEILING ((size_t)1 << 60)
+/* More micro-batches read ahead than this buy nothing but memory: the reader is either faster than the step,
+ * and a few slots absorb its jitter, or slower, and no ring keeps up. */
+#define PREFETCH_MAX 64
 
 static size_t sample_bytes(const snug_graph *g) {
     /* the targets: one per item of the loss */
@@ -112,6 +118,10 @@ static snug_status check_request(const snug_plan_request *r, snug_error *err) {
         return snug_fail(err, SNUG_E_ARG, "an automatic checkpoint policy needs a memory budget to fit");
     if (r->threads < 1) return snug_fail(err, SNUG_E_ARG, "%d threads: plan for at least 1", r->threads);
     if (r->ranks < 1) return snug_fail(err, SNUG_E_ARG, "%d ranks: plan for at least 1", r->ranks);
+    if (r->prefetch > PREFETCH_MAX)
+        return snug_fail(err, SNUG_E_ARG, "%zu micro-batches read ahead: at most %d", r->prefetch, PREFETCH_MAX);
+    if (r->prefetch && r->data_threads < 1)
+        return snug_fail(err, SNUG_E_ARG, "%d threads read ahead: reading ahead takes at least 1", r->data_threads);
     if (r->precision != SNUG_PRECISION_FP32 && r->precision != SNUG_PRECISION_BF16)
         return snug_fail(err, SNUG_E_ARG, "precision %d: plan for SNUG_PRECISION_FP32 or SNUG_PRECISION_BF16",
                          (int)r->precision);
@@ -129,7 +139,8 @@ static size_t engine_budget(const snug_plan_request *r) {
 /* Adds what the request holds beside the engine's blocks to a plan just built (s: its status); frees it when
  * the sums overflow. */
 static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s, snug_error *err) {
-    if (s != SNUG_OK || plan_add_beside(p, r->data_bytes, r->runtime_bytes)) return s;
+    p->ring_threads = r->data_threads;
+    if (s != SNUG_OK || plan_add_beside(p, r->data_bytes, r->runtime_bytes, r->prefetch)) return s;
     plan_free(p);
     return snug_fail(err, SNUG_E_OVERFLOW, "the data sets' %zu bytes, the runtime's %zu and the plan's overflow "
                      "size_t", r->data_bytes, r->runtime_bytes);

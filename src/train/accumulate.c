@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "ops/op.h"
+#include "train/prefetch.h"
+#include "train/read.h"
 #include "train/trainer.h"
 
 static size_t count_items(const int32_t *targets, size_t n) {
@@ -24,10 +26,21 @@ static size_t count_window_items(snug_trainer *tr, const snug_dataset *ds, const
     size_t m = tr->plan->m, per = tr->plan->targets_per_sample, items = 0;
     for (size_t start = 0; start < n; start += m) {
         size_t len = n - start < m ? n - start : m;
-        ds->ops->fill_targets(ds, indices + start, len, tr->x.targets);
+        trainer_read_training_targets(tr, ds, indices + start, len, tr->epoch, tr->x.targets);
         items += count_items(tr->x.targets, len * per);
     }
     return items;
+}
+
+/* The micro-batch into the input and target buffers: from the read-ahead ring when it has it, else read now.
+ * Either way the wait is the step's data stall. */
+static void take_micro_batch(snug_trainer *tr, const snug_dataset *ds, const size_t *idx, size_t n) {
+    const double t0 = omp_get_wtime();
+    const bool taken = tr->pf && prefetch_take(tr->pf, idx, n, tr->x.input, tr->x.targets);
+    if (!taken) trainer_read_training(tr, ds, idx, n, tr->epoch, tr->x.input, tr->x.targets);
+    if (tr->pf && !taken) tr->data_misses++;
+    tr->data_wait_s += omp_get_wtime() - t0;
+    tr->data_takes++;
 }
 
 static double sum_item_losses(const float *loss, size_t n) {
@@ -47,8 +60,7 @@ static double run_shard(snug_trainer *tr, const snug_dataset *ds, const size_t *
         size_t part = len - start < m ? len - start : m;
         exec_key key = {.seed = tr->cfg.seed, .step = tr->windows, .micro = begin + start, .training = true};
         const double t0 = trainer_tick(tr);
-        ds->ops->fill_inputs(ds, indices + start, part, tr->x.input);
-        ds->ops->fill_targets(ds, indices + start, part, tr->x.targets);
+        take_micro_batch(tr, ds, indices + start, part);
         trainer_tock(tr, PART_DATA, t0);
         exec_forward(&tr->x, part, &key);
         total += sum_item_losses(tr->x.item_loss, part * per);

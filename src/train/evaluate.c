@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "ops/op.h"
+#include "train/read.h"
 #include "train/trainer.h"
 
 #include <math.h>
@@ -74,8 +75,7 @@ static snug_status score_shard(snug_trainer *tr, const snug_dataset *ds, const l
     for (size_t start = 0; start < n; start += m) {
         size_t len = n - start < m ? n - start : m;
         for (size_t i = 0; i < len; i++) idx[i] = begin + start + i;
-        ds->ops->fill_inputs(ds, idx, len, tr->x.input);
-        ds->ops->fill_targets(ds, idx, len, tr->x.targets);
+        trainer_read_plain(tr, ds, idx, len, tr->x.input, tr->x.targets);
         exec_key key = {.seed = tr->cfg.seed, .training = false};
         exec_forward(&tr->x, len, &key);
         score_batch(&tr->x, l, len, per_sample, sum);

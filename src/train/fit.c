@@ -9,7 +9,10 @@
 #include <omp.h>
 
 #include "core/error.h"
+#include "core/shape.h"
+#include "data/augment.h"
 #include "data/shuffle.h"
+#include "train/prefetch.h"
 #include "train/trainer.h"
 
 static long steps_per_epoch(const snug_train_config *c, size_t batch, size_t n) {
@@ -43,33 +46,44 @@ static snug_status score_now(snug_trainer *tr, const snug_step_stats *st, bool *
     return s;
 }
 
-/* Runs epoch `epoch` from window tr->window on; *stop is set when the caller's callback or the step limit ends
- * the run. The position is advanced before the callback, so that a state saved from it resumes after this
- * window. */
+/* Window w of epoch `epoch`: one step, then what follows it. The position is advanced before the callback, so
+ * that a state saved from it resumes after this window. */
+static snug_status run_window(snug_trainer *tr, const snug_dataset *ds, const size_t *order, size_t n, long epoch,
+                              long w, long per_epoch, bool *stop, snug_error *err) {
+    const snug_train_config *c = &tr->cfg;
+    size_t start = (size_t)w * tr->batch;
+    size_t len = n - start < tr->batch ? n - start : tr->batch;
+    snug_step_stats st;
+    snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
+    st.epoch = epoch;
+    st.steps_per_epoch = per_epoch;
+    if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
+        tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
+        tr->window = w + 1 < per_epoch ? w + 1 : 0;
+    }
+    if (c->progress && !c->progress(&st, c->progress_user)) *stop = true;
+    if (s != SNUG_OK) return s;
+    if (tr->step >= tr->total_steps) *stop = true;
+    else if ((s = score_now(tr, &st, stop, err)) != SNUG_OK) return s;
+    return fit_after_step(tr, stop, err);
+}
+
+/* Runs epoch `epoch` from window tr->window on, its micro-batches read ahead when the plan has a ring; *stop is
+ * set when the caller's callback or the step limit ends the run. */
 static snug_status run_epoch(snug_trainer *tr, const snug_dataset *ds, size_t *order, long epoch, long per_epoch,
                              bool *stop, snug_error *err) {
     const snug_train_config *c = &tr->cfg;
     size_t n = snug_dataset_size(ds);
     if (c->shuffle) shuffle_permutation(c->seed, (uint64_t)epoch, order, n);
     else identity_permutation(order, n);
-    for (long w = tr->window; w < per_epoch && !*stop; w++) {
-        size_t start = (size_t)w * tr->batch;
-        size_t len = n - start < tr->batch ? n - start : tr->batch;
-        snug_step_stats st;
-        snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
-        st.epoch = epoch;
-        st.steps_per_epoch = per_epoch;
-        if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
-            tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
-            tr->window = w + 1 < per_epoch ? w + 1 : 0;
-        }
-        if (c->progress && !c->progress(&st, c->progress_user)) *stop = true;
-        if (s != SNUG_OK) return s;
-        if (tr->step >= tr->total_steps) *stop = true;
-        else if ((s = score_now(tr, &st, stop, err)) != SNUG_OK) return s;
-        if ((s = fit_after_step(tr, stop, err)) != SNUG_OK) return s;
-    }
-    return SNUG_OK;
+    snug_status s = SNUG_OK;
+    snug_error ignored;
+    /* without the thread, the steps read each micro-batch themselves */
+    if (tr->pf) (void)prefetch_start(tr->pf, ds, order, n, epoch, tr->window, per_epoch, &ignored);
+    for (long w = tr->window; w < per_epoch && !*stop && s == SNUG_OK; w++)
+        s = run_window(tr, ds, order, n, epoch, w, per_epoch, stop, err);
+    if (tr->pf) prefetch_stop(tr->pf);
+    return s;
 }
 
 /* Ranks that cut different windows would wait for each other forever in the reductions: check once that every
@@ -90,8 +104,19 @@ static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_err
     return SNUG_OK;
 }
 
+/* Augmentation changes images: a data set of other samples (token windows, table rows) cannot take it. */
+static snug_status check_augment(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
+    char what[96], shape[64];
+    const snug_shape s = snug_dataset_sample_shape(ds);
+    if (!augment_active(&tr->cfg.augment) || s.rank == 3) return SNUG_OK;
+    return snug_fail(err, SNUG_E_ARG, "augmentation (%s) changes images (C, H, W), but the training samples are %s: "
+                     "train without augmentation", snug_augment_format(&tr->cfg.augment, what, sizeof what),
+                     snug_shape_format(&s, shape, sizeof shape));
+}
+
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     snug_status s = trainer_check_dataset(tr, ds, err);
+    if (s == SNUG_OK) s = check_augment(tr, ds, err);
     if (s == SNUG_OK) s = check_same_windows(tr, snug_dataset_size(ds), err);
     if (s != SNUG_OK) return s;
     const snug_train_config *c = &tr->cfg;
@@ -102,10 +127,15 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
                          "dropping the last partial batch with batch %zu leaves no step: the data set has only %zu "
                          "samples", tr->batch, n);
     tr->total_steps = planned_steps(c, per_epoch);
+    /* the reader lives for this call: after it, reads are the caller's and need no lock */
+    if (tr->plan->ring_slots && (s = prefetch_new(tr, err)) != SNUG_OK) return s;
     /* The sample order is the data set's index (8 bytes a sample), held like the mapped files themselves
      * outside the engine budget. */
     size_t *order = malloc(n * sizeof *order);
-    if (!order) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the sample order");
+    if (!order) {
+        prefetch_free(tr);
+        return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the sample order");
+    }
     bool stop = tr->step >= tr->total_steps; /* a resumed run that is already done */
     long epochs = c->epochs > 0 ? c->epochs : (tr->total_steps + per_epoch - 1) / per_epoch;
     if (tr->start_time == 0) tr->start_time = omp_get_wtime();
@@ -113,6 +143,7 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
     for (long e = tr->epoch; e < epochs && !stop && s == SNUG_OK; e++)
         s = run_epoch(tr, ds, order, e, per_epoch, &stop, err);
     free(order);
+    prefetch_free(tr);
     /* The end of the run, or non-finite values it could not go on with: the last good state stays on disk. */
     if (s == SNUG_OK || s == SNUG_E_NONFINITE) {
         snug_error werr;

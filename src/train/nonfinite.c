@@ -5,6 +5,7 @@
 
 #include "data/dataset.h"
 #include "ops/op.h"
+#include "train/read.h"
 #include "train/trainer.h"
 
 static void describe(const snug_trainer *tr, const exec_nonfinite *w, size_t sample, char *msg, size_t len) {
@@ -35,8 +36,7 @@ void trainer_find_nonfinite(snug_trainer *tr, const snug_dataset *ds, const size
         const size_t *idx = indices + begin + start;
         /* the key of the window just run: the same dropout masks */
         exec_key key = {.seed = tr->cfg.seed, .step = tr->windows - 1, .micro = begin + start, .training = true};
-        ds->ops->fill_inputs(ds, idx, part, tr->x.input);
-        ds->ops->fill_targets(ds, idx, part, tr->x.targets);
+        trainer_read_training(tr, ds, idx, part, tr->epoch, tr->x.input, tr->x.targets);
         exec_nonfinite w;
         if (exec_find_nonfinite(&tr->x, part, scale, &key, &w)) {
             describe(tr, &w, idx[w.sample], msg, len);

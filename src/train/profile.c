@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "ops/op.h"
+#include "train/prefetch.h"
 #include "train/trainer.h"
 
 static const char *const part_names[PART_COUNT] = {"(data)", "(deferred weight gradients)", "(all-reduce)",
@@ -49,4 +50,14 @@ size_t snug_trainer_op_times(const snug_trainer *tr, snug_op_time *out, size_t c
             put(out, cap, n++, (snug_op_time){.name = part_names[i], .op = "", .phase = part_phases[i],
                                               .seconds = tr->part_seconds[i], .calls = tr->part_calls[i]});
     return n;
+}
+
+void snug_trainer_data_timing(snug_trainer *tr, snug_data_timing *out) {
+    *out = (snug_data_timing){.wait_seconds = tr->data_wait_s, .micro_batches = tr->data_takes,
+                              .read_ahead_misses = tr->data_misses};
+    double busy = 0;
+    size_t samples = 0;
+    if (tr->pf) prefetch_counts(tr->pf, &busy, &samples); /* the reader of a fit in progress */
+    out->read_ahead_seconds = tr->read_ahead_s + busy;
+    out->read_ahead_samples = tr->read_ahead_samples + samples;
 }

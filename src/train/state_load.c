@@ -56,6 +56,15 @@ static bool u64_text(const cJSON *o, const char *key, uint64_t *out) {
 
 #define LONG_LIMIT 9007199254740992.0 /* 2^53: whole numbers a JSON double holds exactly */
 
+/* A state written before augmentation existed has none. */
+static bool read_augment(const cJSON *o, snug_augment *a) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "augment");
+    snug_error ignored;
+    *a = (snug_augment){0};
+    if (!v) return true;
+    return cJSON_IsString(v) && snug_parse_augment(v->valuestring, a, &ignored) == SNUG_OK;
+}
+
 static bool read_run(const cJSON *o, snug_train_config *c) {
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(o, "optim");
     const cJSON *sch = cJSON_GetObjectItemCaseSensitive(o, "schedule");
@@ -81,7 +90,7 @@ static bool read_run(const cJSON *o, snug_train_config *c) {
     c->schedule.kind = cosine ? SNUG_SCHEDULE_COSINE : SNUG_SCHEDULE_CONSTANT;
     c->schedule.warmup_steps = (long)warmup;
     c->schedule.reference_batch = (size_t)ref;
-    return true;
+    return read_augment(o, &c->augment);
 }
 
 /* The counters the next step reads. */
@@ -212,6 +221,12 @@ static const char *differs(const snug_trainer *tr, const snug_state_info *info, 
         return "precision";
     }
     SAME(seed, "%" PRIu64, uint64_t)
+    char mine_aug[96], theirs_aug[96];
+    snug_augment_format(&a->augment, mine_aug, sizeof mine_aug);
+    if (strcmp(mine_aug, snug_augment_format(&b->augment, theirs_aug, sizeof theirs_aug)) != 0) {
+        snprintf(both, len, "%.60s in the state, %.60s in this run", theirs_aug, mine_aug);
+        return "augment";
+    }
     SAME(shuffle, "%d", int)
     SAME(drop_last, "%d", int)
     SAME(clip_norm, "%g", double)

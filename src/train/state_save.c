@@ -30,8 +30,10 @@ const char *state_slot_name(snug_optim_kind kind, int slot) {
 }
 
 static bool add_run(cJSON *o, const snug_train_config *c) {
-    char seed[32];
+    char seed[32], augment[96];
     snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+    if (!cJSON_AddStringToObject(o, "augment", snug_augment_format(&c->augment, augment, sizeof augment)))
+        return false;
     cJSON *opt = cJSON_AddObjectToObject(o, "optim"), *sch = cJSON_AddObjectToObject(o, "schedule");
     return opt && sch && cJSON_AddNumberToObject(o, "epochs", (double)c->epochs) &&
            cJSON_AddNumberToObject(o, "max_steps", (double)c->max_steps) &&

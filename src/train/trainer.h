@@ -3,6 +3,8 @@
 #ifndef SNUG_TRAIN_TRAINER_H
 #define SNUG_TRAIN_TRAINER_H
 
+#include <pthread.h>
+
 #include "core/mem.h"
 #include "dist/dist.h"
 #include "exec/exec.h"
@@ -46,6 +48,13 @@ struct snug_trainer {
     double allreduce_s;    /* time in them */
     double part_seconds[PART_COUNT]; /* while profiling (x.profiling): the parts around the ops */
     long part_calls[PART_COUNT];
+    struct prefetch *pf;   /* the read-ahead thread and its ring (plan->ring_slots > 0), else NULL */
+    pthread_mutex_t data_lock; /* with pf: held around every call into a data set (train/read.c) */
+    double data_wait_s;    /* the steps' time waiting for (or reading) their micro-batches */
+    long data_takes;       /* the micro-batches the steps took */
+    long data_misses;      /* those not in the read-ahead ring while it ran */
+    double read_ahead_s;   /* the read-ahead threads' time reading and their samples, over the readers freed */
+    size_t read_ahead_samples;
 };
 
 /* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
