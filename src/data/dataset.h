@@ -15,6 +15,8 @@ typedef struct dataset_ops {
      * NULL for data sets whose reads cannot fail (their files were checked when opened). A failed read leaves
      * zeros where its samples would be. */
     snug_status (*read_status)(const snug_dataset *ds, snug_error *err);
+    /* The name of class i (snug_dataset_class_name), or NULL; NULL for data sets whose classes are numbers. */
+    const char *(*class_name)(const snug_dataset *ds, size_t i);
 } dataset_ops;
 
 struct snug_dataset {
