@@ -314,6 +314,9 @@ static void test_bad_numbers(void **state) {
     REFUSED("inf.csv", "a,b,y\n1,inf,0\n", "inf.csv:2:", "column 2 'b'", "not a finite float32 value");
     REFUSED("big.csv", "a,b,y\n1e39,1,0\n", "big.csv:2:", "column 1 'a'", "not a finite float32 value");
     REFUSED("minus-inf.csv", "a,b,y\n1,-Infinity,0\n", "minus-inf.csv:2:", "column 2 'b'", "finite");
+    /* text from the file is escaped: it cannot drive the terminal that shows the message */
+    REFUSED("escape.csv", "a,b\x1b[2J,y\n1,\x1b[2Jx,0\n", "escape.csv:2:", "column 2 'b\\x1b[2J'",
+            "'\\x1b[2Jx', not a number");
 }
 
 static void test_bad_rows(void **state) {

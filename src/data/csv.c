@@ -17,13 +17,14 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 #include "data/csv_labels.h"
 #include "data/csv_parse.h"
 #include "data/dataset.h"
 
 #define CSV_MAX_FEATURE_BYTES ((size_t)1 << 30)
 #define CSV_FIRST_ROWS 64
-#define SHOWN 40              /* the characters of a name or a cell quoted in a message */
+#define SHOWN 40              /* the bytes of a name or a cell quoted in a message */
 #define LIST_MAX 600          /* the characters of a list of columns or classes in a message */
 #define UTF8_BOM "\xEF\xBB\xBF"
 
@@ -106,19 +107,23 @@ typedef struct csv_build {
 } csv_build;
 
 /* The column's number and name for a message: "column 3 'width'". */
-#define COLUMN_FMT "column %zu '%.*s'"
-#define COLUMN_ARGS(t, c) (c) + 1, SHOWN, (t)->columns[c]
+#define COLUMN_FMT "column %zu '%s'"
+#define COLUMN_ARGS(t, c) (c) + 1, shown((t)->columns[c]).text
+
+/* The first SHOWN bytes of text from the file, safe to print (core/escape.h). */
+static escaped shown(const char *text) { return escape_range(text, strnlen(text, SHOWN)); }
 
 /* "a, b, c" (at most LIST_MAX characters, then how many more) into buf. */
 static const char *list_names(char *const *names, size_t count, char *buf, size_t len) {
     size_t at = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < count; i++) {
-        if (at + strlen(names[i]) + 2 > LIST_MAX) {
+        const escaped name = shown(names[i]);
+        if (at + strlen(name.text) + 2 > LIST_MAX) {
             snprintf(buf + at, len - at, "%s... (%zu more)", i ? " " : "", count - i);
             break;
         }
-        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", names[i]);
+        at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? ", " : "", name.text);
     }
     return buf;
 }
@@ -152,9 +157,9 @@ static snug_status check_names(csv_build *b, snug_error *err) {
     snug_status s = SNUG_OK;
     for (size_t k = 1; k < t->ncols && s == SNUG_OK; k++)
         if (strcmp(t->columns[order[k - 1]], t->columns[order[k]]) == 0)
-            s = snug_fail(err, SNUG_E_FORMAT, "%s:1: columns %zu and %zu are both named '%.*s': give every column "
-                          "a unique name", b->rd.path, order[k - 1] + 1, order[k] + 1, SHOWN,
-                          t->columns[order[k]]);
+            s = snug_fail(err, SNUG_E_FORMAT, "%s:1: columns %zu and %zu are both named '%s': give every column "
+                          "a unique name", b->rd.path, order[k - 1] + 1, order[k] + 1,
+                          shown(t->columns[order[k]]).text);
     free(order);
     return s;
 }
@@ -166,14 +171,14 @@ static snug_status find_label(csv_build *b, const char *label, snug_error *err) 
         for (t->label = 0; t->label < t->ncols && strcmp(t->columns[t->label], label) != 0; t->label++) {}
         if (t->label == t->ncols) {
             char list[LIST_MAX + 32];
-            return snug_fail(err, SNUG_E_FORMAT, "%s:1: no column is named '%.*s' for the labels; the columns "
-                             "are: %s", b->rd.path, SHOWN, label, list_names(t->columns, t->ncols, list,
+            return snug_fail(err, SNUG_E_FORMAT, "%s:1: no column is named '%s' for the labels; the columns "
+                             "are: %s", b->rd.path, shown(label).text, list_names(t->columns, t->ncols, list,
                                                                                sizeof list));
         }
     }
     if (t->ncols < 2)
-        return snug_fail(err, SNUG_E_FORMAT, "%s:1: one column ('%.*s', the labels) and no features: a table "
-                         "needs a feature column beside the labels", b->rd.path, SHOWN, t->columns[0]);
+        return snug_fail(err, SNUG_E_FORMAT, "%s:1: one column ('%s', the labels) and no features: a table "
+                         "needs a feature column beside the labels", b->rd.path, shown(t->columns[0]).text);
     t->features = t->ncols - 1;
     return SNUG_OK;
 }
@@ -189,9 +194,10 @@ static snug_status check_same_columns(csv_build *b, snug_error *err) {
                          COLUMN_FMT ": use the same label column", b->rd.path, COLUMN_ARGS(t, t->label), tr->path,
                          COLUMN_ARGS(tr, tr->label));
     return snug_fail(err, SNUG_E_FORMAT, "%s:1: the columns differ from the training table %s's from column %zu "
-                     "('%.*s' here, '%.*s' there; %zu and %zu columns): a validation table needs the training "
-                     "table's columns in its order", b->rd.path, tr->path, c + 1, SHOWN,
-                     c < t->ncols ? t->columns[c] : "", SHOWN, c < tr->ncols ? tr->columns[c] : "", t->ncols,
+                     "('%s' here, '%s' there; %zu and %zu columns): a validation table needs the training "
+                     "table's columns in its order", b->rd.path, tr->path, c + 1,
+                     shown(c < t->ncols ? t->columns[c] : "").text, shown(c < tr->ncols ? tr->columns[c] : "").text,
+                     t->ncols,
                      tr->ncols);
 }
 
@@ -249,17 +255,17 @@ static snug_status feature(csv_build *b, size_t c, double *v, snug_error *err) {
     switch (csv_number(cell, v)) {
     case CSV_NUMBER: return SNUG_OK;
     case CSV_MISSING:
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is %s%.*s%s, a missing value: missing values "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is %s%s%s, a missing value: missing values "
                          "are not supported: fill or drop the row", b->rd.path, b->rd.number, COLUMN_ARGS(t, c),
-                         cell[0] ? "'" : "empty", SHOWN, cell, cell[0] ? "'" : "");
+                         cell[0] ? "'" : "empty", shown(cell).text, cell[0] ? "'" : "");
     case CSV_NONFINITE:
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s', not a finite float32 value: "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', not a finite float32 value: "
                          "replace it with a finite number or drop the row", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), SHOWN, cell);
+                         COLUMN_ARGS(t, c), shown(cell).text);
     default:
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s', not a number: features are "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', not a number: features are "
                          "numbers (encode a category as numbers or one column per value, or choose this column as "
-                         "the labels)", b->rd.path, b->rd.number, COLUMN_ARGS(t, c), SHOWN, cell);
+                         "the labels)", b->rd.path, b->rd.number, COLUMN_ARGS(t, c), shown(cell).text);
     }
 }
 
@@ -276,13 +282,13 @@ static snug_status numeric_label(csv_build *b, const char *cell, csv_cell_kind k
     const csv_table *t = b->t;
     const size_t c = t->label, limit = b->train ? b->train_classes : CSV_MAX_CLASSES;
     if (k == CSV_TEXT)
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s', a name, but the labels %s are class "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a name, but the labels %s are class "
                          "numbers: labels are all numbers or all names", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), SHOWN, cell, b->train ? "of the training table" : "above");
+                         COLUMN_ARGS(t, c), shown(cell).text, b->train ? "of the training table" : "above");
     if (k != CSV_NUMBER || v < 0 || v != floor(v))
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s': a numeric label is a class "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s': a numeric label is a class "
                          "number 0, 1, 2, ... (or give every row a class name)", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), SHOWN, cell);
+                         COLUMN_ARGS(t, c), shown(cell).text);
     if (v >= (double)limit)
         return b->train ? snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is class %.0f, but the training "
                                     "table %s has classes 0 to %zu only", b->rd.path, b->rd.number,
@@ -299,16 +305,16 @@ static snug_status named_label(csv_build *b, const char *cell, csv_cell_kind k, 
     const csv_table *t = b->t;
     const size_t c = t->label;
     if (k != CSV_TEXT)
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s', a number, but the labels %s are "
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a number, but the labels %s are "
                          "names: labels are all class numbers or all names", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), SHOWN, cell, b->train ? "of the training table" : "above");
+                         COLUMN_ARGS(t, c), shown(cell).text, b->train ? "of the training table" : "above");
     if (b->train) {
         size_t id;
         if (!label_find_sorted(b->train->names, b->train_classes, cell, &id)) {
             char list[LIST_MAX + 32];
-            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%.*s', a class the training table %s "
+            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a class the training table %s "
                              "does not have (its classes: %s)", b->rd.path, b->rd.number, COLUMN_ARGS(t, c),
-                             SHOWN, cell, b->train->path,
+                             shown(cell).text, b->train->path,
                              list_names(b->train->names, b->train_classes, list, sizeof list));
         }
         *y = (int32_t)id;
