@@ -401,6 +401,12 @@ static void test_validation_refusals(void **state) {
     expect_error(put("v-beyond.csv", "x,y\n1,1\n1,2\n"), &(snug_csv_options){.stats_from = numbers},
                  SNUG_E_FORMAT, "v-beyond.csv:3:", "column 2 'y'", "classes 0 to 1", NULL);
     snug_dataset_free(numbers);
+    /* a validation value that standardised by a nearly constant training column leaves float32's range */
+    snug_dataset *narrow = open_ok(put("v-narrow.csv", "x,y\n1,0\n1.000001,1\n"), NULL);
+    expect_error(put("v-far.csv", "x,y\n1,0\n1e38,0\n"), &(snug_csv_options){.stats_from = narrow,
+                 .standardise = true}, SNUG_E_FORMAT, "v-far.csv:3:", "column 1 'x'", "beyond float32's range",
+                 NULL);
+    snug_dataset_free(narrow);
 }
 
 /* ---- the named data set ---- */
