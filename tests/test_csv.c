@@ -346,7 +346,7 @@ static void test_bad_labels(void **state) {
     REFUSED("negative.csv", "a,b,y\n1,2,0\n1,2,-1\n", "negative.csv:3:", "column 3 'y'", "'-1'", "class number");
     REFUSED("fraction.csv", "a,b,y\n1,2,1.5\n", "fraction.csv:2:", "column 3 'y'", "'1.5'", "class number");
     REFUSED("mixed-name.csv", "a,b,y\n1,2,0\n1,2,cat\n", "mixed-name.csv:3:", "column 3 'y'", "'cat'",
-            "all numbers or all names");
+            "all class numbers or all names");
     REFUSED("mixed-number.csv", "a,b,y\n1,2,cat\n1,2,3\n", "mixed-number.csv:3:", "column 3 'y'", "'3', a number",
             "all class numbers or all names");
     REFUSED("huge-class.csv", "a,y\n1,70000\n", "huge-class.csv:2:", "column 2 'y'", "is this column the labels");

@@ -153,8 +153,8 @@ static snug_status check_names(csv_build *b, snug_error *err) {
     size_t *order = malloc(t->ncols * sizeof *order);
     if (!order) return snug_fail(err, SNUG_E_OOM, "%s:1: out of host memory for the header", b->rd.path);
     for (size_t c = 0; c < t->ncols; c++) order[c] = c;
-    label_sort_indices(order, t->ncols, t->columns);
-    snug_status s = SNUG_OK;
+    snug_status s = label_sort_indices(order, t->ncols, t->columns)
+                        ? SNUG_OK : snug_fail(err, SNUG_E_OOM, "%s:1: out of host memory for the header", b->rd.path);
     for (size_t k = 1; k < t->ncols && s == SNUG_OK; k++)
         if (strcmp(t->columns[order[k - 1]], t->columns[order[k]]) == 0)
             s = snug_fail(err, SNUG_E_FORMAT, "%s:1: columns %zu and %zu are both named '%s': give every column "
@@ -277,14 +277,22 @@ static void choose_kind(csv_build *b, csv_cell_kind k) {
     b->kind_line = b->rd.number;
 }
 
+/* Where the labels' kind comes from, for a message: "the labels are names (line 2's is one)". */
+static const char *kind_origin(const csv_build *b, char *buf, size_t len, const char *kind) {
+    if (b->train) snprintf(buf, len, "the labels of the training table %s are %s", b->train->path, kind);
+    else snprintf(buf, len, "the labels are %s (line %zu's is one)", kind, b->kind_line);
+    return buf;
+}
+
 static snug_status numeric_label(csv_build *b, const char *cell, csv_cell_kind k, double v, int32_t *y,
                                  snug_error *err) {
+    char origin[1200];
     const csv_table *t = b->t;
     const size_t c = t->label, limit = b->train ? b->train_classes : CSV_MAX_CLASSES;
     if (k == CSV_TEXT)
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a name, but the labels %s are class "
-                         "numbers: labels are all numbers or all names", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), shown(cell).text, b->train ? "of the training table" : "above");
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a name, but %s: labels are all class "
+                         "numbers or all names", b->rd.path, b->rd.number, COLUMN_ARGS(t, c), shown(cell).text,
+                         kind_origin(b, origin, sizeof origin, "class numbers"));
     if (k != CSV_NUMBER || v < 0 || v != floor(v))
         return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s': a numeric label is a class "
                          "number 0, 1, 2, ... (or give every row a class name)", b->rd.path, b->rd.number,
@@ -302,12 +310,13 @@ static snug_status numeric_label(csv_build *b, const char *cell, csv_cell_kind k
 }
 
 static snug_status named_label(csv_build *b, const char *cell, csv_cell_kind k, int32_t *y, snug_error *err) {
+    char origin[1200];
     const csv_table *t = b->t;
     const size_t c = t->label;
     if (k != CSV_TEXT)
-        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a number, but the labels %s are "
-                         "names: labels are all class numbers or all names", b->rd.path, b->rd.number,
-                         COLUMN_ARGS(t, c), shown(cell).text, b->train ? "of the training table" : "above");
+        return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " is '%s', a number, but %s: labels are all "
+                         "class numbers or all names", b->rd.path, b->rd.number, COLUMN_ARGS(t, c), shown(cell).text,
+                         kind_origin(b, origin, sizeof origin, "names"));
     if (b->train) {
         size_t id;
         if (!label_find_sorted(b->train->names, b->train_classes, cell, &id)) {

@@ -72,31 +72,26 @@ static int compare_named(const void *a, const void *b) {
     return c ? c : (x->index > y->index) - (x->index < y->index);
 }
 
-void label_sort_indices(size_t *idx, size_t n, char *const *names) {
+bool label_sort_indices(size_t *idx, size_t n, char *const *names) {
     named_index *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) {  /* out of memory: an insertion sort needs none, and headers this wide are rare */
-        for (size_t i = 1; i < n; i++)
-            for (size_t j = i; j > 0 && strcmp(names[idx[j - 1]], names[idx[j]]) > 0; j--) {
-                const size_t t = idx[j];
-                idx[j] = idx[j - 1];
-                idx[j - 1] = t;
-            }
-        return;
-    }
+    if (!v) return false;
     for (size_t i = 0; i < n; i++) v[i] = (named_index){names[idx[i]], idx[i]};
     qsort(v, n, sizeof *v, compare_named);
     for (size_t i = 0; i < n; i++) idx[i] = v[i].index;
     free(v);
+    return true;
 }
 
 bool label_set_sort(label_set *s, int32_t *y, size_t n, char ***sorted) {
     size_t *order = malloc((s->count ? s->count : 1) * sizeof *order);
     size_t *rank = malloc((s->count ? s->count : 1) * sizeof *rank);
     char **names = malloc((s->count ? s->count : 1) * sizeof *names);
-    const bool ok = order && rank && names;
+    bool ok = order && rank && names;
     if (ok) {
         for (size_t i = 0; i < s->count; i++) order[i] = i;
-        label_sort_indices(order, s->count, s->names);
+        ok = label_sort_indices(order, s->count, s->names);
+    }
+    if (ok) {
         for (size_t k = 0; k < s->count; k++) {
             rank[order[k]] = k;
             names[k] = s->names[order[k]];

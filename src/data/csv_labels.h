@@ -30,7 +30,8 @@ void label_set_free(label_set *s);
 bool label_copy(char *const *names, size_t count, char ***out);
 /* Whether name is among sorted[0..count) (strcmp order); *id its index. */
 bool label_find_sorted(char *const *sorted, size_t count, const char *name, size_t *id);
-/* Orders idx[0..n) (indices into names) by their names' strcmp order, equal names by index. */
-void label_sort_indices(size_t *idx, size_t n, char *const *names);
+/* Orders idx[0..n) (indices into names) by their names' strcmp order, equal names by index; false when out of
+ * memory (idx unchanged). */
+bool label_sort_indices(size_t *idx, size_t n, char *const *names);
 
 #endif
