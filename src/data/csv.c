@@ -197,8 +197,7 @@ static snug_status check_same_columns(csv_build *b, snug_error *err) {
                      "('%s' here, '%s' there; %zu and %zu columns): a validation table needs the training "
                      "table's columns in its order", b->rd.path, tr->path, c + 1,
                      shown(c < t->ncols ? t->columns[c] : "").text, shown(c < tr->ncols ? tr->columns[c] : "").text,
-                     t->ncols,
-                     tr->ncols);
+                     t->ncols, tr->ncols);
 }
 
 /* The header's names into b->t->columns (a BOM skipped), checked, the label column found. */
