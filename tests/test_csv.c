@@ -464,6 +464,14 @@ static void test_named_data_set(void **state) {
     release(r);
     snug_data_close(&d);
 
+    /* a file whose name holds a comma is one table when it exists under the whole name */
+    const char *comma = put("d,comma.csv", "a,b,y\n0,10,0\n2,30,1\n");
+    snprintf(name, sizeof name, "csv:%s", comma);
+    assert_int_equal(snug_data_open(name, NULL, TWO_FEATURES, true, 0, &d, &err), SNUG_OK);
+    assert_int_equal(snug_dataset_size(d.train), 2);
+    assert_null(d.eval);
+    snug_data_close(&d);
+
     const snug_shape three = {.rank = 3, .dims = {3, 1, 1}};
     assert_int_equal(snug_data_open(name, NULL, three, true, 0, &d, &err), SNUG_E_SHAPE);
     assert_non_null(strstr(err.message, "image 2 1 1"));
