@@ -368,6 +368,35 @@ snug_status snug_shapes_new(size_t n, size_t height, size_t width, uint64_t seed
  * (SNUG_E_FORMAT) without decoding it. */
 snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_error *err);
 
+/* A table of numbers in a CSV file: a header row of column names (unique, non-empty; quoted as RFC 4180 allows),
+ * then one sample per row, comma-separated, every row with the header's number of cells (spaces around a cell
+ * ignored; "\r\n" line ends, a UTF-8 byte-order mark and blank lines at the end of the file accepted). Every
+ * column but the label column is a feature, read with strtod: a sample is the row's F features as (F, 1, 1),
+ * for a model whose input is `image F 1 1`, in the header's order. The label column holds one class per row,
+ * either all class numbers (whole numbers >= 0: classes = the largest + 1) or all names (text that is not a
+ * number: classes = the distinct names, numbered in strcmp order; snug_dataset_class_name gives them); at most
+ * 65536 classes. The whole table is read here, once, into memory (float32 features and int32 labels, counted by
+ * snug_dataset_memory); a table of more than 1 GiB of features is refused. SNUG_E_FORMAT, naming the file, the
+ * line (the header is line 1) and the column (number and name) where one applies, for: a missing value (an empty
+ * cell, NA, N/A, NaN or ?), a cell that is not a number, a value that is not finite in float32, a row with too
+ * few or too many cells, an empty or duplicate column name, no column of the label's name, a numeric label that
+ * is negative or not whole, numbers and names mixed in the label column, a line longer than 1 MiB, a blank line
+ * before more rows, and no data rows; SNUG_E_IO when the file cannot be opened or read. */
+typedef struct snug_csv_options {
+    const char *label;       /* the label column's header name; NULL: the last column */
+    bool standardise;        /* each feature column to zero mean, unit variance (mean and std of `stats_from`,
+                                or of this file when NULL): (x - mean) / std, over the rows in double, the std
+                                with divisor n, 1 for a constant column */
+    const snug_dataset *stats_from; /* a CSV data set whose column statistics to use (the training table for
+                                its validation table); NULL: this file's. This file must then have its columns
+                                (names, order, label column), its labels are its classes (a class number beyond
+                                them or a name it does not have is refused, naming the line) and the data set has
+                                its class count and names. It may be freed once this one is open */
+} snug_csv_options;
+/* Opens the table at path (o NULL: the defaults above, all zero). SNUG_E_ARG when stats_from is not a data set
+ * of snug_csv_open. */
+snug_status snug_csv_open(const char *path, const snug_csv_options *o, snug_dataset **out, snug_error *err);
+
 /* A view of count samples of inner (1 <= count <= its size), evenly spaced: sample i of the view is sample
  * floor(i * n / count) of inner. Borrows inner, which must outlive the view; free the view with
  * snug_dataset_free (inner stays). For cheap periodic evaluation on a representative part of a held-out set. */
@@ -382,11 +411,16 @@ snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_da
  *   "shapes"             synthetic shapes segmentation at the model's H x W: train_samples training samples
  *                        (seed 1), 500 evaluation samples (seed 2)
  *   "segmentation:DIR"   PNG images and masks (snug_segmentation_open); evaluation part: DIR/val when it
- *                        exists, else none (or, when no training part is asked for, DIR itself) */
+ *                        exists, else none (or, when no training part is asked for, DIR itself)
+ *   "csv:FILE[,FILE2]"   a CSV table (snug_csv_open, labels in the last column), standardised: every feature
+ *                        column to zero mean and unit variance over FILE's rows; evaluation part: FILE2 when
+ *                        given (standardised with FILE's statistics, its labels FILE's classes), else none (or,
+ *                        when no training part is asked for, FILE itself). The model's input must be F x 1 x 1
+ *                        for F feature columns. A FILE that exists as named, comma and all, is one table */
 typedef struct snug_data {
     snug_dataset *train;     /* NULL unless asked for */
     snug_dataset *eval;      /* the evaluation part; NULL when the data set has none */
-    const char *kind;        /* "mnist", "mnist32", "brown", "text", "shapes", "segmentation" */
+    const char *kind;        /* "mnist", "mnist32", "brown", "text", "shapes", "segmentation", "csv" */
     const char *eval_name;   /* what the evaluation part is called: "test", "held-out", "evaluation", ... */
     char unit[48];           /* what a sample is: "images", "windows of 256 bytes" */
     char source[1100];       /* where the samples come from: a folder, a file, "synthetic shapes ..." */
@@ -414,7 +448,8 @@ typedef struct snug_normalise {
 /* The normalisation a data set's samples were made with, when it says one (MNIST, image folders, and views and
  * frames of them): true and *out filled; false otherwise. */
 bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out);
-/* The name of class i of a data set that names its classes (an image folder: its class folders), else NULL. */
+/* The name of class i of a data set that names its classes (an image folder: its class folders; a CSV table with
+ * named labels), else NULL (also for i beyond its classes). The string belongs to ds. */
 const char *snug_dataset_class_name(const snug_dataset *ds, size_t i);
 /* The bytes a data set holds in this process while `threads` threads read it: what it keeps (MNIST's labels,
  * the copies of snug_dataset_from_arrays) and what decoding needs per thread (one PNG image and libpng's state).

@@ -21,6 +21,11 @@ snug_shape snug_dataset_sample_shape(const snug_dataset *ds) {
 
 size_t snug_dataset_classes(const snug_dataset *ds) { return ds ? ds->classes : 0; }
 
+const char *snug_dataset_class_name(const snug_dataset *ds, size_t i) {
+    if (!ds || !ds->ops->class_name || i >= ds->classes) return NULL;
+    return ds->ops->class_name(ds, i);
+}
+
 size_t snug_dataset_memory(const snug_dataset *ds, int threads) {
     if (!ds) return 0;
     const size_t t = threads > 1 ? (size_t)threads : 1;
@@ -35,9 +40,4 @@ snug_status dataset_read_status(const snug_dataset *ds, snug_error *err) {
 
 bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out) {
     return ds && ds->ops->normalisation && ds->ops->normalisation(ds, out);
-}
-
-const char *snug_dataset_class_name(const snug_dataset *ds, size_t i) {
-    if (!ds || i >= ds->classes || !ds->ops->class_name) return NULL;
-    return ds->ops->class_name(ds, i);
 }

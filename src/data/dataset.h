@@ -17,7 +17,7 @@ typedef struct dataset_ops {
     snug_status (*read_status)(const snug_dataset *ds, snug_error *err);
     /* The per-channel normalisation the samples were made with (snug_dataset_normalisation); NULL: none known. */
     bool (*normalisation)(const snug_dataset *ds, snug_normalise *out);
-    /* The name of class i (snug_dataset_class_name); NULL: the classes are unnamed. */
+    /* The name of class i (snug_dataset_class_name); NULL: the classes are unnamed (numbers). */
     const char *(*class_name)(const snug_dataset *ds, size_t i);
 } dataset_ops;
 

@@ -9,6 +9,10 @@
  *                       (seed 1), 500 evaluation samples (seed 2); the same sets in every run
  *   segmentation:DIR    PNGs in DIR/images and DIR/masks; the evaluation part is DIR/val/{images,masks} when
  *                       DIR/val exists; without it, the training set itself when no training part is asked for
+ *   csv:FILE[,FILE2]    a CSV table, labels in its last column, every feature column standardised (zero mean,
+ *                       unit variance over FILE: tables mix units, and a linear model trains badly on raw ones);
+ *                       the evaluation part is FILE2 standardised with FILE's statistics; without it, the
+ *                       training table itself when no training part is asked for
  *
  * Every failure says where snug looked. */
 #define _POSIX_C_SOURCE 200809L
@@ -41,11 +45,13 @@ bool snug_data_name_valid(const char *name, char *why, size_t len) {
     for (int i = 0; plain_names[i]; i++)
         if (strcmp(name, plain_names[i]) == 0) return true;
     const char *file = after_prefix(name, "text:"), *dir = after_prefix(name, "segmentation:");
-    if ((file && file[0]) || (dir && dir[0])) return true;
-    if (file || dir)
-        snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name, file ? "FILE" : "DIR");
+    const char *table = after_prefix(name, "csv:");
+    if ((file && file[0]) || (dir && dir[0]) || (table && table[0] && table[0] != ',')) return true;
+    if (file || dir || table)
+        snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name,
+                 dir ? "DIR" : table ? "FILE or FILE,FILE2" : "FILE");
     else snprintf(why, len, "unknown data set '%s' (choose from mnist, mnist32, brown, text:FILE, shapes, "
-                  "segmentation:DIR)", name);
+                  "segmentation:DIR, csv:FILE[,FILE2])", name);
     return false;
 }
 
@@ -136,10 +142,67 @@ static snug_status open_segmentation(snug_data *d, const char *dir, bool want_tr
     return st;
 }
 
+/* ---- CSV tables ---- */
+
+/* "FILE,FILE2" -> FILE into train (the whole value when it names a file, comma and all) and FILE2 into eval ("" when
+ * none). */
+static void csv_paths(const char *value, char *train, char *eval, size_t len) {
+    struct stat sb;
+    const char *comma = strrchr(value, ',');
+    if (!comma || stat(value, &sb) == 0) {
+        snprintf(train, len, "%s", value);
+        eval[0] = '\0';
+        return;
+    }
+    snprintf(train, len, "%.*s", (int)(comma - value), value);
+    snprintf(eval, len, "%s", comma + 1);
+}
+
+/* The model's input is (F, 1, 1) for a table of F features (input = image F 1 1); an unknown input (rank 0) is not
+ * checked. */
+static snug_status csv_fits(const snug_dataset *ds, const char *name, snug_shape in, snug_error *err) {
+    const snug_shape want = snug_dataset_sample_shape(ds);
+    char shape[64];
+    if (in.rank == 0 || (in.rank == 3 && in.dims[0] == want.dims[0] && in.dims[1] == 1 && in.dims[2] == 1))
+        return SNUG_OK;
+    return snug_fail(err, SNUG_E_SHAPE, "data set %s has rows of %zu features, for a model whose input is (%zu, 1, "
+                     "1) (input = image %zu 1 1 in a model file), but the model takes %s", name, want.dims[0],
+                     want.dims[0], want.dims[0], snug_shape_format(&in, shape, sizeof shape));
+}
+
+static snug_status open_csv(snug_data *d, const char *value, const char *name, snug_shape in, bool want_train,
+                            snug_error *err) {
+    char train[sizeof d->source / 2], eval[sizeof d->source / 2];
+    csv_paths(value, train, eval, sizeof train);
+    snprintf(d->source, sizeof d->source, "%s%s%s%s", train, eval[0] ? " (validation: " : "", eval,
+             eval[0] ? ")" : want_train ? " (no validation table: not evaluated)"
+                                        : " (no validation table: its own rows are scored)");
+    d->eval_name = eval[0] || want_train ? "validation" : "training-set";
+    const snug_csv_options table = {.standardise = true};
+    snug_dataset *ds = NULL;
+    snug_status st = snug_csv_open(train, &table, &ds, err);
+    if (st == SNUG_OK) st = csv_fits(ds, name, in, err);
+    if (st == SNUG_OK) {
+        const snug_shape s = snug_dataset_sample_shape(ds);
+        snprintf(d->unit, sizeof d->unit, "rows of %zu features", s.dims[0]);
+    }
+    if (st == SNUG_OK && eval[0]) {
+        const snug_csv_options validation = {.standardise = true, .stats_from = ds};
+        st = snug_csv_open(eval, &validation, &d->eval, err);
+    }
+    if (st == SNUG_OK && (want_train || !eval[0])) {
+        *(want_train ? &d->train : &d->eval) = ds;
+        ds = NULL;
+    }
+    snug_dataset_free(ds);
+    return st;
+}
+
 snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
                            size_t train_samples, snug_data *d, snug_error *err) {
     memset(d, 0, sizeof *d);
     const char *text = after_prefix(name, "text:"), *seg = after_prefix(name, "segmentation:");
+    const char *table = after_prefix(name, "csv:");
     char brown[1040];
     snug_status st;
     if (strcmp(name, "mnist") == 0 || strcmp(name, "mnist32") == 0) {
@@ -158,6 +221,9 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
     } else if (seg) {
         d->kind = "segmentation";
         st = open_segmentation(d, seg, want_train, err);
+    } else if (table) {
+        d->kind = "csv";
+        st = open_csv(d, table, name, input, want_train, err);
     } else {
         st = snug_fail(err, SNUG_E_ARG, "unknown data set '%s'", name);
     }

@@ -400,6 +400,23 @@ def text_corpus():
     put(d, "exact-window", bytes([4, 128]) + b"abcdefghij")
 
 
+# ---- csv --------------------------------------------------------------------------------------------------
+
+def csv_corpus():
+    d = corpus("csv")
+    iris = b"sepal_length,sepal_width,species\n5.1,3.5,setosa\n7.0,3.2,versicolor\n6.3,3.3,virginica\n"
+    put(d, "names-standardised", bytes([1]) + parts(iris, b"sepal_length,sepal_width,species\n5.0,3.0,setosa\n"))
+    put(d, "numbers", bytes([0]) + parts(b"a,b,y\n1,2,0\n3,4e1,2\n-5.5,0x10,1\n", b"a,b,y\n1,1,1\n"))
+    put(d, "label-by-name", bytes([3]) + parts(b"a,y,b\n1,cat,2\n3,dog,4\n", b"a,y,b\n1,dog,1\n"))
+    put(d, "crlf-bom-quotes", bytes([1]) + parts(b"\xef\xbb\xbf\"a, b\",\"say \"\"hi\"\"\", y\r\n1,2,0\r\n3,4,1\r\n\r\n",
+                                                b"\"a, b\",\"say \"\"hi\"\"\",y\r\n1,2,3\r\n"))
+    put(d, "unseen-class", bytes([0]) + parts(b"x,y\n1,a\n2,b\n", b"x,y\n1,c\n"))
+    put(d, "missing", bytes([1]) + parts(b"a,b,y\n1,,0\n2,NA,1\n", b""))
+    put(d, "ragged", bytes([0]) + parts(b"a,b,y\n1,2\n1,2,3,4\n", b"a,b,y\n\n1,2,0\n"))
+    put(d, "constant-column", bytes([1]) + parts(b"a,b,y\n1,7,0\n1,8,1\n1,9,0\n", b"a,b,y\n2,1e30,0\n"))
+    put(d, "standardised-overflow", bytes([1]) + parts(b"a,b,y\n1,1,0\n1,1.000001,1\n", b"a,b,y\n2,1e38,0\n"))
+
+
 # ---- flags ------------------------------------------------------------------------------------------------
 
 def argv(command, *args):
@@ -433,6 +450,7 @@ def main():
     idx(mnist)
     png_corpus()
     text_corpus()
+    csv_corpus()
     flags_corpus()
 
 
