@@ -984,6 +984,40 @@ typedef struct snug_data_timing {
 } snug_data_timing;
 void snug_trainer_data_timing(snug_trainer *tr, snug_data_timing *out);
 
+/* ---- The record of a run: a log of its steps and evaluations, and its curve (docs/data.md) ---- */
+typedef struct snug_run_log snug_run_log;
+/* Opens the run's log at path, its format by extension: .jsonl (one JSON object per line) or .csv (a header
+ * row, then one row per line; evaluation rows leave the step columns empty and vice versa); SNUG_E_ARG for
+ * another. resume_step < 0: a new log (an existing file is replaced); >= 0: a continued run: the lines of the
+ * existing file up to and including optimizer step resume_step are kept (those after it belong to steps the
+ * resumed run takes again; a missing file starts a new log) and new lines follow; the kept part is rewritten
+ * atomically (temporary file, fsync, rename) before anything is appended. A malformed line among those read
+ * (SNUG_E_FORMAT) names the file and the line. Every line is written whole and flushed at once, so a run killed
+ * mid-way leaves whole lines and at most one partial last line, which readers ignore. Over several ranks only
+ * rank 0 writes; the others get a log that writes nothing. */
+snug_status snug_run_log_open(const char *path, long resume_step, snug_run_log **out, snug_error *err);
+/* One optimizer step: step, epoch, loss, lr, grad_norm (before clipping), skipped, items, micro_batches,
+ * samples_per_s, elapsed_s, and memory_bytes: the caller's value, or with 0 the process's resident bytes now
+ * (snug_process_resident; null when the system does not say). Numbers are written in the fewest digits that read
+ * back as the same float or double; a value that is not finite is null in JSON, nan, inf or -inf in CSV. After a
+ * line fails to be written (SNUG_E_IO) the log writes no more. */
+snug_status snug_run_log_step(snug_run_log *log, const snug_step_stats *st, size_t memory_bytes, snug_error *err);
+/* One evaluation after step st->step: loss, accuracy, items, and for pixels mean_iou (and foreground_iou with two
+ * classes); `name` says which set ("test", "validation", "held-out": 1 to 63 printable bytes). */
+snug_status snug_run_log_eval(snug_run_log *log, const snug_step_stats *st, const snug_eval_result *res,
+                              const char *name, snug_error *err);
+/* Flushes, syncs and closes (NULL is fine); a failed final flush is reported. */
+snug_status snug_run_log_close(snug_run_log *log, snug_error *err);
+/* Draws the log at log_path (.jsonl or .csv) as an SVG at svg_path (atomic write): training loss per step (thin,
+ * gaps where it is not finite, plus a smoothed line: an exponential moving average with weight 0.9,
+ * bias-corrected, as TensorBoard's smoothing 0.9) and evaluation loss (points joined, one series per set) against
+ * optimizer steps on the left axis; accuracy, or mean IoU when the log has it, in percent on a right axis when the
+ * log has evaluations; epochs marked along the x axis; titled `title` (NULL: the log's file name). Each series is
+ * an element with an id ("train-loss", "train-loss-smoothed", "eval-loss", "eval-accuracy" or "eval-mean-iou",
+ * a second set's "eval-loss-2", ...), class "series" and a <title>. An empty log draws empty axes. SNUG_E_IO when
+ * the log cannot be read, SNUG_E_FORMAT for a malformed line (file:line), SNUG_E_ARG for another extension. */
+snug_status snug_curve_write(const char *log_path, const char *svg_path, const char *title, snug_error *err);
+
 /* ---------------------------------------------------------------------------------------------------------
  * Distributed: data parallelism over MPI (`mpirun -np R snug train ...`). Every rank takes a contiguous shard of
  * each global batch (rank r: samples [floor(r*B/R), floor((r+1)*B/R)) of the window), accumulates it in its own

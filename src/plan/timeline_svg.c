@@ -6,10 +6,11 @@
 #include "plan/timeline.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "core/svg.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -43,41 +44,6 @@ static const char *const category_colour[SNUG_MEM_NCATEGORIES] = {
 /* Indexed by snug_phase. */
 static const char *const phase_colour[] = {"#c6dbef", "#fdae6b", "#dadaeb", "#c7e9c0"};
 
-typedef struct svg {
-    FILE *out;
-    bool failed;
-} svg;
-
-static void put(svg *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(svg *s, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (vfprintf(s->out, fmt, ap) < 0) s->failed = true;
-    va_end(ap);
-}
-
-/* Text content with XML's five special characters escaped (layer names are user text). */
-static void put_text(svg *s, const char *text) {
-    for (const char *c = text ? text : ""; *c; c++) {
-        switch (*c) {
-        case '&': put(s, "&amp;"); break;
-        case '<': put(s, "&lt;"); break;
-        case '>': put(s, "&gt;"); break;
-        case '"': put(s, "&quot;"); break;
-        case '\'': put(s, "&apos;"); break;
-        default: put(s, "%c", *c);
-        }
-    }
-}
-
-/* <text x y [attrs]>escaped text</text> */
-static void put_label(svg *s, double x, double y, const char *attrs, const char *text) {
-    put(s, "<text x=\"%.1f\" y=\"%.1f\" %s>", x, y, attrs);
-    put_text(s, text);
-    put(s, "</text>\n");
-}
-
 /* One plan's steps, read once, with the totals the picture needs. */
 typedef struct panel_data {
     const plan_timeline_plan *tp;
@@ -110,13 +76,6 @@ static int load_panel(const plan_timeline_plan *tp, const char *title, panel_dat
     return 0;
 }
 
-/* A round tick spacing: 1, 2 or 5 times a power of ten, giving about `ticks` intervals over `range`. */
-static double nice_step(double range, int ticks) {
-    if (!(range > 0)) return 1;
-    double raw = range / ticks, p = pow(10, floor(log10(raw))), f = raw / p;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
-}
-
 /* The coordinates of one panel: steps along x, MiB along y. */
 typedef struct frame {
     double top;          /* of the plot area */
@@ -143,80 +102,80 @@ static void y_axis(double fixed_mib, double top_mib, double *base, double *ymax)
     if (!(top_mib > 0)) top_mib = 1;
     double moving = top_mib - fixed_mib;
     if (fixed_mib <= 2 * moving) {
-        double step = nice_step(top_mib * 1.15, 5);
+        double step = svg_nice_step(top_mib * 1.15, 5);
         *base = 0;
         *ymax = ceil(top_mib * 1.15 / step) * step;
         return;
     }
-    double span = moving / 0.7, step = nice_step(span, 5);
+    double span = moving / 0.7, step = svg_nice_step(span, 5);
     *base = floor((fixed_mib - 0.3 * span) / step) * step;
     if (*base < 0) *base = 0;
     *ymax = ceil((top_mib + 0.15 * span) / step) * step;
 }
 
-static void put_defs(svg *s) {
-    put(s, "<defs><pattern id=\"recompute\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
-           "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fdae6b\" fill-opacity=\"0.25\"/>"
+static void put_defs(svg_out *s) {
+    svg_put(s, "<defs><pattern id=\"recompute\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" "
+               "patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fdae6b\" fill-opacity=\"0.25\"/>"
            "<line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#a05a00\" stroke-width=\"2\" stroke-opacity=\"0.55\"/>"
            "</pattern></defs>\n");
 }
 
-static void put_header(svg *s, const plan_timeline *t) {
+static void put_header(svg_out *s, const plan_timeline *t) {
     char title[256], budget[32] = "";
     snprintf(title, sizeof title, "Memory over one optimizer step: %s, batch %zu, micro-batch %zu", t->model,
              t->batch, t->micro_batch);
-    put_label(s, PLOT_LEFT, 30, "font-size=\"18\" font-weight=\"bold\"", title);
+    svg_label(s, PLOT_LEFT, 30, "font-size=\"18\" font-weight=\"bold\"", title);
     if (t->budget) snug_format_bytes(t->budget, budget, sizeof budget);
     char sub[256];
     snprintf(sub, sizeof sub,
              "Bytes live per category at each step of the schedule (one micro-batch's forward and backward, then "
              "the update)%s%s",
              t->budget ? "; budget " : "", budget);
-    put_label(s, PLOT_LEFT, 52, "font-size=\"13\" fill=\"#444\"", sub);
+    svg_label(s, PLOT_LEFT, 52, "font-size=\"13\" fill=\"#444\"", sub);
 }
 
 /* The six categories in stack order (top of the stack first, as they appear in the panels), then the marks. */
-static void put_legend(svg *s, bool with_budget) {
+static void put_legend(svg_out *s, bool with_budget) {
     double x = PLOT_LEFT, y = 76;
     for (int i = SNUG_MEM_NCATEGORIES - 1; i >= 0; i--) {
         snug_mem_category c = stack_order[i];
         const char *name = snug_mem_category_name(c);
-        put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", x, y - 11,
+        svg_put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", x, y - 11,
             category_colour[c]);
-        put_label(s, x + 19, y, "font-size=\"13\"", name);
+        svg_label(s, x + 19, y, "font-size=\"13\"", name);
         x += 19 + CHAR_W * 1.1 * (double)strlen(name) + 18;
     }
-    put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"url(#recompute)\" stroke=\"#a05a00\" "
-           "stroke-width=\"0.5\"/>\n", x, y - 11);
-    put_label(s, x + 19, y, "font-size=\"13\"", "recomputed steps");
+    svg_put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"14\" fill=\"url(#recompute)\" stroke=\"#a05a00\" "
+               "stroke-width=\"0.5\"/>\n", x, y - 11);
+    svg_label(s, x + 19, y, "font-size=\"13\"", "recomputed steps");
     x += 19 + CHAR_W * 1.1 * 16 + 18;
-    put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#111\" stroke-width=\"1.5\" "
-           "stroke-dasharray=\"6 3\"/>\n", x, y - 4, x + 22, y - 4);
-    put_label(s, x + 27, y, "font-size=\"13\"", "peak");
+    svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#111\" stroke-width=\"1.5\" "
+               "stroke-dasharray=\"6 3\"/>\n", x, y - 4, x + 22, y - 4);
+    svg_label(s, x + 27, y, "font-size=\"13\"", "peak");
     x += 27 + CHAR_W * 1.1 * 4 + 18;
     if (!with_budget) return;
-    put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n", x,
+    svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n", x,
         y - 4, x + 22, y - 4);
-    put_label(s, x + 27, y, "font-size=\"13\"", "budget");
+    svg_label(s, x + 27, y, "font-size=\"13\"", "budget");
 }
 
 /* One category's band as a step-shaped polygon between the running sums below and above it. */
-static void put_band(svg *s, const frame *f, const panel_data *d, int level) {
+static void put_band(svg_out *s, const frame *f, const panel_data *d, int level) {
     snug_mem_category c = stack_order[level];
-    put(s, "<polygon fill=\"%s\" stroke=\"none\" points=\"", category_colour[c]);
+    svg_put(s, "<polygon fill=\"%s\" stroke=\"none\" points=\"", category_colour[c]);
     for (size_t i = 0; i < d->n; i++) {
         size_t upper = 0;
         for (int l = 0; l <= level; l++) upper += d->steps[i].bytes[stack_order[l]];
-        put(s, "%.2f,%.2f %.2f,%.2f ", fx(f, (double)i), fy(f, (double)upper), fx(f, (double)i + 1),
+        svg_put(s, "%.2f,%.2f %.2f,%.2f ", fx(f, (double)i), fy(f, (double)upper), fx(f, (double)i + 1),
             fy(f, (double)upper));
     }
     for (size_t j = d->n; j-- > 0;) {
         size_t lower = 0;
         for (int l = 0; l < level; l++) lower += d->steps[j].bytes[stack_order[l]];
-        put(s, "%.2f,%.2f %.2f,%.2f ", fx(f, (double)j + 1), fy(f, (double)lower), fx(f, (double)j),
+        svg_put(s, "%.2f,%.2f %.2f,%.2f ", fx(f, (double)j + 1), fy(f, (double)lower), fx(f, (double)j),
             fy(f, (double)lower));
     }
-    put(s, "\"/>\n");
+    svg_put(s, "\"/>\n");
 }
 
 /* Runs of consecutive steps in one phase: [begin, end). Returns the end of the run starting at begin. */
@@ -227,42 +186,43 @@ static size_t phase_run_end(const panel_data *d, size_t begin) {
 }
 
 /* Hatching over every run of recomputed steps, on top of the bands so it shows whatever lies beneath. */
-static void put_recompute_shading(svg *s, const frame *f, const panel_data *d) {
+static void put_recompute_shading(svg_out *s, const frame *f, const panel_data *d) {
     for (size_t b = 0; b < d->n;) {
         size_t e = phase_run_end(d, b);
         if (d->steps[b].phase == SNUG_PHASE_RECOMPUTE)
-            put(s, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"url(#recompute)\"/>\n",
+            svg_put(s, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"url(#recompute)\"/>\n",
                 fx(f, (double)b), f->top, fx(f, (double)e) - fx(f, (double)b), PLOT_H);
         b = e;
     }
 }
 
-static void put_axes(svg *s, const frame *f) {
+static void put_axes(svg_out *s, const frame *f) {
     double bottom = f->top + PLOT_H;
-    double ystep = nice_step(f->ymax_mib - f->ybase_mib, 5);
+    double ystep = svg_nice_step(f->ymax_mib - f->ybase_mib, 5);
     for (double v = f->ybase_mib; v <= f->ymax_mib + 1e-9; v += ystep) {
         double y = bottom - PLOT_H * (v - f->ybase_mib) / (f->ymax_mib - f->ybase_mib);
         char tick[32];
         snprintf(tick, sizeof tick, "%g", v);
-        put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-opacity=\"0.12\"/>\n",
+        svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\" stroke-opacity=\"0.12\"/>\n",
             PLOT_LEFT, y, PLOT_RIGHT, y);
-        put_label(s, PLOT_LEFT - 6, y + 4, "font-size=\"12\" text-anchor=\"end\"", tick);
+        svg_label(s, PLOT_LEFT - 6, y + 4, "font-size=\"12\" text-anchor=\"end\"", tick);
     }
-    double xstep = nice_step((double)f->n, 10);
+    double xstep = svg_nice_step((double)f->n, 10);
     if (xstep < 1) xstep = 1;
     for (double v = 0; v <= (double)f->n + 1e-9; v += xstep) {
         char tick[32];
         snprintf(tick, sizeof tick, "%g", v);
-        put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", fx(f, v), bottom,
+        svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000\"/>\n", fx(f, v), bottom,
             fx(f, v), bottom + 4);
-        put_label(s, fx(f, v), bottom + STRIP_H + 18, "font-size=\"11\" text-anchor=\"middle\" fill=\"#444\"", tick);
+        svg_label(s, fx(f, v), bottom + STRIP_H + 18, "font-size=\"11\" text-anchor=\"middle\" fill=\"#444\"", tick);
     }
-    put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#000\"/>\n",
+    svg_put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#000\"/>\n",
         PLOT_LEFT, f->top, PLOT_RIGHT - PLOT_LEFT, PLOT_H);
     double mid = f->top + PLOT_H / 2;
-    put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 %.1f %.1f)\">"
-           "memory in use (MiB)</text>\n", PLOT_LEFT - 52, mid, PLOT_LEFT - 52, mid);
-    put_label(s, (PLOT_LEFT + PLOT_RIGHT) / 2, bottom + STRIP_H + 36, "font-size=\"13\" text-anchor=\"middle\"",
+    svg_put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" text-anchor=\"middle\" "
+               "transform=\"rotate(-90 %.1f %.1f)\">memory in use (MiB)</text>\n",
+            PLOT_LEFT - 52, mid, PLOT_LEFT - 52, mid);
+    svg_label(s, (PLOT_LEFT + PLOT_RIGHT) / 2, bottom + STRIP_H + 36, "font-size=\"13\" text-anchor=\"middle\"",
               "step of the schedule: one micro-batch's forward and backward, then the optimizer update");
 }
 
@@ -283,14 +243,14 @@ static bool group_range(const panel_data *d, int group, size_t *first, size_t *e
 
 /* The phase strip under the plot: one coloured segment per run of steps (recompute hatched), and one name per
  * phase group over it, so that a backward pass cut into many short runs by recompute still reads as one. */
-static void put_phase_strip(svg *s, const frame *f, const panel_data *d) {
+static void put_phase_strip(svg_out *s, const frame *f, const panel_data *d) {
     double y = f->top + PLOT_H + 1;
     for (size_t b = 0; b < d->n;) {
         size_t e = phase_run_end(d, b);
         snug_phase ph = d->steps[b].phase;
         double x0 = fx(f, (double)b), x1 = fx(f, (double)e);
         const char *fill = ph == SNUG_PHASE_RECOMPUTE ? "url(#recompute)" : phase_colour[ph];
-        put(s, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"/>\n", x0, y, x1 - x0,
+        svg_put(s, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"/>\n", x0, y, x1 - x0,
             STRIP_H, fill);
         b = e;
     }
@@ -306,47 +266,47 @@ static void put_phase_strip(svg *s, const frame *f, const panel_data *d) {
         char attrs[160];
         if (x1 - x0 > CHAR_W * (double)strlen(name) + 6) {
             snprintf(attrs, sizeof attrs, "%s text-anchor=\"middle\"", halo);
-            put_label(s, (x0 + x1) / 2, y + 13, attrs, name);
+            svg_label(s, (x0 + x1) / 2, y + 13, attrs, name);
         } else if (end == d->n) {
-            put_label(s, x1 + 4, y + 13, "font-size=\"12\"", name);  /* a narrow last group: beside the strip */
+            svg_label(s, x1 + 4, y + 13, "font-size=\"12\"", name);  /* a narrow last group: beside the strip */
         }
     }
 }
 
 /* A dashed line at the peak across the plot, a dot on the step that reaches it, and its size and place. */
-static void put_peak(svg *s, const frame *f, const panel_data *d, bool label_below) {
+static void put_peak(svg_out *s, const frame *f, const panel_data *d, bool label_below) {
     if (d->n == 0) return;
     const snug_plan_step_info *p = &d->steps[d->peak_step];
     double y = fy(f, (double)d->peak), x = fx(f, (double)d->peak_step + 0.5);
-    put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#111\" stroke-width=\"1.5\" "
-           "stroke-dasharray=\"6 3\"/>\n", PLOT_LEFT, y, PLOT_RIGHT, y);
-    put(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#111\"/>\n", x, y);
+    svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#111\" stroke-width=\"1.5\" "
+               "stroke-dasharray=\"6 3\"/>\n", PLOT_LEFT, y, PLOT_RIGHT, y);
+    svg_put(s, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#111\"/>\n", x, y);
     char bytes[32], label[256];
     snprintf(label, sizeof label, "peak %s: %s %s (step %zu)", snug_format_bytes(d->peak, bytes, sizeof bytes),
              p->layer ? p->layer : "?", snug_phase_name(p->phase), d->peak_step);
     /* keep the label inside the plot, on the side of the dot with more room */
     bool right = x < (PLOT_LEFT + PLOT_RIGHT) / 2;
-    put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"%s\" stroke=\"#fff\" "
-           "stroke-width=\"3\" paint-order=\"stroke\">", right ? x + 8 : x - 8, label_below ? y + 17 : y - 7,
+    svg_put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" text-anchor=\"%s\" stroke=\"#fff\" "
+               "stroke-width=\"3\" paint-order=\"stroke\">", right ? x + 8 : x - 8, label_below ? y + 17 : y - 7,
         right ? "start" : "end");
-    put_text(s, label);
-    put(s, "</text>\n");
+    svg_text(s, label);
+    svg_put(s, "</text>\n");
 }
 
-static void put_budget(svg *s, const frame *f, size_t budget, bool label_below) {
+static void put_budget(svg_out *s, const frame *f, size_t budget, bool label_below) {
     if (!budget) return;
     double y = fy(f, (double)budget);
     char bytes[32], label[64];
     snprintf(label, sizeof label, "budget %s", snug_format_bytes(budget, bytes, sizeof bytes));
-    put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n",
+    svg_put(s, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#c00\" stroke-width=\"1.5\"/>\n",
         PLOT_LEFT, y, PLOT_RIGHT, y);
-    put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#c00\" stroke=\"#fff\" stroke-width=\"3\" "
-           "paint-order=\"stroke\">", PLOT_LEFT + 6, label_below ? y + 15 : y - 5);
-    put_text(s, label);
-    put(s, "</text>\n");
+    svg_put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#c00\" stroke=\"#fff\" stroke-width=\"3\" "
+               "paint-order=\"stroke\">", PLOT_LEFT + 6, label_below ? y + 15 : y - 5);
+    svg_text(s, label);
+    svg_put(s, "</text>\n");
 }
 
-static void put_panel_title(svg *s, const panel_data *d, double y) {
+static void put_panel_title(svg_out *s, const panel_data *d, double y) {
     const snug_plan_summary *sm = &d->summary;
     char title[256], total[32];
     snug_format_bytes(sm->total, total, sizeof total);
@@ -357,33 +317,33 @@ static void put_panel_title(svg *s, const panel_data *d, double y) {
     else
         snprintf(title, sizeof title, "%s: checkpoint %s, nothing recomputed, %s reserved", d->title,
                  d->tp->policy, total);
-    put_label(s, PLOT_LEFT, y, "font-size=\"15\" font-weight=\"bold\"", title);
+    svg_label(s, PLOT_LEFT, y, "font-size=\"15\" font-weight=\"bold\"", title);
 }
 
 /* Both panels share the y scale and the x scale (the longer schedule), so the extra recompute steps show as
  * extra length. */
 /* On a zoomed axis: a break mark at its foot, and a note that the fixed categories continue below. */
-static void put_axis_break(svg *s, const frame *f, const panel_data *d) {
+static void put_axis_break(svg_out *s, const frame *f, const panel_data *d) {
     if (f->ybase_mib <= 0) return;
     double y = f->top + PLOT_H;
-    put(s, "<path d=\"M%.1f %.1f l10 -5 M%.1f %.1f l10 -5\" stroke=\"#000\" stroke-width=\"1.5\"/>\n", PLOT_LEFT - 5,
-        y - 18, PLOT_LEFT - 5, y - 13);
+    svg_put(s, "<path d=\"M%.1f %.1f l10 -5 M%.1f %.1f l10 -5\" stroke=\"#000\" stroke-width=\"1.5\"/>\n",
+            PLOT_LEFT - 5, y - 18, PLOT_LEFT - 5, y - 13);
     const size_t *b = d->steps[0].bytes;
     char fixed[32], base[32], note[160];
     snug_format_bytes(b[SNUG_MEM_PARAMS] + b[SNUG_MEM_GRADS] + b[SNUG_MEM_OPTIM], fixed, sizeof fixed);
     snprintf(base, sizeof base, "%g MiB", f->ybase_mib);
     snprintf(note, sizeof note, "axis from %s: params + grads + optim (%s at every step) continue below", base,
              fixed);
-    put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#fff\">", PLOT_LEFT + 8, y - 8);
-    put_text(s, note);
-    put(s, "</text>\n");
+    svg_put(s, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#fff\">", PLOT_LEFT + 8, y - 8);
+    svg_text(s, note);
+    svg_put(s, "</text>\n");
 }
 
-static void put_panel(svg *s, const panel_data *d, double top, double ybase_mib, double ymax_mib, size_t steps,
+static void put_panel(svg_out *s, const panel_data *d, double top, double ybase_mib, double ymax_mib, size_t steps,
                       size_t budget) {
     frame f = {.top = top + PANEL_TITLE_H, .ybase_mib = ybase_mib, .ymax_mib = ymax_mib, .n = steps};
     put_panel_title(s, d, top + 20);
-    put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\"/>\n", PLOT_LEFT, f.top,
+    svg_put(s, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#fafafa\"/>\n", PLOT_LEFT, f.top,
         PLOT_RIGHT - PLOT_LEFT, PLOT_H);
     for (int level = 0; level < SNUG_MEM_NCATEGORIES; level++) put_band(s, &f, d, level);
     put_recompute_shading(s, &f, d);
@@ -423,16 +383,16 @@ static scale shared_scale(const panel_data d[PLAN_TIMELINE_PLANS], size_t budget
 static int put_document(FILE *out, const plan_timeline *t, const panel_data d[PLAN_TIMELINE_PLANS]) {
     scale sc = shared_scale(d, t->budget);
     double height = HEADER_H + PLAN_TIMELINE_PLANS * PANEL_H + FOOTER_H;
-    svg s = {.out = out, .failed = false};
-    put(&s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-            "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", WIDTH, height, WIDTH, height);
-    put(&s, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
+    svg_out s = {.out = out, .failed = false};
+    svg_put(&s, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n", WIDTH, height, WIDTH, height);
+    svg_put(&s, "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
     put_defs(&s);
     put_header(&s, t);
     put_legend(&s, t->budget != 0);
     for (int p = 0; p < PLAN_TIMELINE_PLANS; p++)
         put_panel(&s, &d[p], HEADER_H + p * PANEL_H, sc.ybase_mib, sc.ymax_mib, sc.steps, t->budget);
-    put(&s, "</svg>\n");
+    svg_put(&s, "</svg>\n");
     return s.failed ? -1 : 0;
 }
 
