@@ -819,6 +819,12 @@ typedef struct snug_train_config {
     double rank_timeout_seconds;
     /* Random changes to the training samples (snug_augment); none by default. */
     snug_augment augment;
+    /* The run's log (snug_run_log_open; .jsonl or .csv), NULL: none. Opened by the trainer's first
+     * snug_trainer_fit (a trainer that continues a state keeps the file's lines up to the state's step) and
+     * closed with the trainer: a line per optimizer step, and one per snug_trainer_evaluate from then on, those
+     * named eval_name (NULL: "evaluation"). */
+    const char *log_path;
+    const char *eval_name;
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10

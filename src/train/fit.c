@@ -57,6 +57,10 @@ static snug_status run_window(snug_trainer *tr, const snug_dataset *ds, const si
     snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
     st.epoch = epoch;
     st.steps_per_epoch = per_epoch;
+    if ((s == SNUG_OK || s == SNUG_E_NONFINITE) && tr->log) {
+        const snug_status w = snug_run_log_step(tr->log, &st, 0, err);
+        if (w != SNUG_OK) return w;
+    }
     if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
         tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
         tr->window = w + 1 < per_epoch ? w + 1 : 0;
@@ -127,6 +131,9 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
                          "dropping the last partial batch with batch %zu leaves no step: the data set has only %zu "
                          "samples", tr->batch, n);
     tr->total_steps = planned_steps(c, per_epoch);
+    /* a continued run keeps the log's lines up to its state's step: those after it are taken again */
+    if (c->log_path && !tr->log && (s = snug_run_log_open(c->log_path, tr->step ? tr->step : -1, &tr->log, err)))
+        return s;
     /* the reader lives for this call: after it, reads are the caller's and need no lock */
     if (tr->plan->ring_slots && (s = prefetch_new(tr, err)) != SNUG_OK) return s;
     /* The sample order is the data set's index (8 bytes a sample), held like the mapped files themselves

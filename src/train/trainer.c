@@ -116,6 +116,7 @@ snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg
 
 void snug_trainer_free(snug_trainer *tr) {
     if (!tr) return;
+    snug_run_log_close(tr->log, NULL); /* every line was flushed as it was written */
     exec_unbind(&tr->x);
     snug_mem_release_all(&tr->mem);
     free(tr->spans);

@@ -48,6 +48,7 @@ struct snug_trainer {
     double allreduce_s;    /* time in them */
     double part_seconds[PART_COUNT]; /* while profiling (x.profiling): the parts around the ops */
     long part_calls[PART_COUNT];
+    snug_run_log *log;     /* cfg.log_path once fit opened it, else NULL */
     struct prefetch *pf;   /* the read-ahead thread and its ring (plan->ring_slots > 0), else NULL */
     pthread_mutex_t data_lock; /* with pf: held around every call into a data set (train/read.c) */
     double data_wait_s;    /* the steps' time waiting for (or reading) their micro-batches */
