@@ -20,7 +20,9 @@ snug_status cli_data_open(const char *value, const char *dir, const snug_graph *
     const char *env = getenv("SNUG_DATA_DIR");
     const bool mnist = strncmp(value, "mnist", 5) == 0;
     if (!dir && mnist && env && env[0]) dir = env;
-    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, train_samples, d, err);
+    snug_data_options opt = snug_data_options_default();
+    opt.train_samples = train_samples;
+    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, &opt, d, err);
     if (st == SNUG_E_IO && (mnist || strcmp(value, "brown") == 0))
         snug_error_append(err, "; run `make data` to download %s into data/%s, or point --data-dir%s at its files",
                           mnist ? "MNIST" : "the Brown corpus", mnist ? "mnist" : "brown",

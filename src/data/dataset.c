@@ -32,3 +32,13 @@ size_t snug_dataset_memory(const snug_dataset *ds, int threads) {
 snug_status dataset_read_status(const snug_dataset *ds, snug_error *err) {
     return ds->ops->read_status ? ds->ops->read_status(ds, err) : SNUG_OK;
 }
+
+const char *snug_dataset_class_name(const snug_dataset *ds, size_t i) {
+    if (!ds || i >= ds->classes || !ds->ops->class_name) return NULL;
+    return ds->ops->class_name(ds, i);
+}
+
+bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out) {
+    if (!ds || !out || !ds->ops->normalisation) return false;
+    return ds->ops->normalisation(ds, out);
+}

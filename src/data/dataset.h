@@ -15,6 +15,10 @@ typedef struct dataset_ops {
      * NULL for data sets whose reads cannot fail (their files were checked when opened). A failed read leaves
      * zeros where its samples would be. */
     snug_status (*read_status)(const snug_dataset *ds, snug_error *err);
+    /* The name of class i (i < classes); NULL for data sets whose classes have no names. */
+    const char *(*class_name)(const snug_dataset *ds, size_t i);
+    /* Fills *out with the normalisation the inputs get and returns true; NULL for data sets that report none. */
+    bool (*normalisation)(const snug_dataset *ds, snug_normalise *out);
 } dataset_ops;
 
 struct snug_dataset {

@@ -57,11 +57,21 @@ static snug_status subset_read_status(const snug_dataset *ds, snug_error *err) {
     return dataset_read_status(((const subset_impl *)ds->impl)->inner, err);
 }
 
+static const char *subset_class_name(const snug_dataset *ds, size_t i) {
+    return snug_dataset_class_name(((const subset_impl *)ds->impl)->inner, i);
+}
+
+static bool subset_normalisation(const snug_dataset *ds, snug_normalise *out) {
+    return snug_dataset_normalisation(((const subset_impl *)ds->impl)->inner, out);
+}
+
 static const dataset_ops subset_ops = {
     .fill_inputs = subset_fill_inputs,
     .fill_targets = subset_fill_targets,
     .destroy = subset_destroy,
     .read_status = subset_read_status,
+    .class_name = subset_class_name,
+    .normalisation = subset_normalisation,
 };
 
 snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err) {
