@@ -3,11 +3,14 @@
 
 #include "data/image_decode.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
+#include "core/error.h"
 #include "data/jpeg_read.h"
 #include "data/png_read.h"
 
@@ -45,6 +48,12 @@ static bool is_jpeg(const char *path) {
 }
 
 snug_status image_decode(const char *path, image_header *h, image_pixels_fn fn, void *ctx, snug_error *err) {
+    /* Checked before any open: opening a FIFO named like an image would wait for a writer forever. */
+    struct stat st;
+    if (stat(path, &st) != 0) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return snug_fail(err, SNUG_E_IO, "%s is not a regular file (a folder, a pipe or a device), expected an "
+                         "image", path);
     adapter a = {fn, ctx, h};
     if (is_jpeg(path)) {
         jpeg_header jh;
