@@ -466,7 +466,8 @@ size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
 size_t snug_dataset_classes(const snug_dataset *ds);
 /* The bytes a data set holds in this process while `threads` threads read it: what it keeps (MNIST's labels,
- * the copies of snug_dataset_from_arrays) and what decoding needs per thread (one PNG image and libpng's state).
+ * the copies of snug_dataset_from_arrays, an image folder's names and labels) and what decoding needs per thread
+ * (one PNG or JPEG image and the decoder's state; for an image folder its largest file and the resize buffers).
  * Files are read in pieces, never mapped or held whole, and a view (snug_dataset_subset) holds nothing of its
  * own; a data set of callbacks counts 0 (what the caller holds is the caller's). A run counts these bytes in its
  * data category (snug_plan_request.data_bytes). */
