@@ -15,8 +15,9 @@
 /* The most bytes one decoded image may take: the bound of png_read.h, for the same reason (a header of a few
  * bytes can declare gigabytes of pixels), checked before anything is decoded. */
 #define JPEG_MAX_DECODED_BYTES ((size_t)1 << 28)
-/* The most libjpeg's own allocations may take: a progressive file keeps every DCT coefficient (2 bytes per
- * sample and component) until its last scan, about twice the decoded RGB pixels of an image at the bound. */
+/* libjpeg's max_memory_to_use, which bounds its coefficient arrays: a progressive file keeps every DCT coefficient
+ * (2 bytes per sample and component) until its last scan, about twice the decoded RGB pixels of an image at the
+ * bound. */
 #define JPEG_MAX_DECODER_MEMORY ((size_t)3 << 28)
 /* libjpeg's structures and a baseline decode's working rows beyond 16 rows of the image (measured in KiB). */
 #define JPEG_DECODER_BYTES ((size_t)256 << 10)
