@@ -1,5 +1,5 @@
 # Third-party libraries: OpenMP, OpenBLAS (its OpenMP build, so that BLAS and snug share one thread runtime),
-# libpng, libinih and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
+# libpng, libjpeg, libinih and libm. cmocka is looked up by SnugTests.cmake, only when tests are built.
 
 find_package(OpenMP REQUIRED COMPONENTS C)
 find_package(PkgConfig REQUIRED)
@@ -29,6 +29,15 @@ if(NOT LIBPNG_FOUND)
         "libpng not found through pkg-config (module 'libpng').\n"
         "HINT: run `make deps` (Debian/Ubuntu: apt-get install libpng-dev), or set PKG_CONFIG_PATH to the folder "
         "that holds libpng.pc.")
+endif()
+
+# libjpeg (libjpeg-turbo's libjpeg API): src/data/jpeg_read.c decodes the JPEG files of image folders.
+pkg_check_modules(LIBJPEG IMPORTED_TARGET libjpeg)
+if(NOT LIBJPEG_FOUND)
+    message(FATAL_ERROR
+        "libjpeg not found through pkg-config (module 'libjpeg').\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libjpeg62-turbo-dev), or set PKG_CONFIG_PATH to "
+        "the folder that holds libjpeg.pc.")
 endif()
 
 # libinih: src/graph/model_file.c parses model files (models/*.ini and the user's) with it.

@@ -33,7 +33,7 @@ set_target_properties(snug_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(snug_objects
     PUBLIC  "${PROJECT_SOURCE_DIR}/include"
     PRIVATE "${PROJECT_SOURCE_DIR}/src")
-target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON)
+target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON)
 if(SNUG_WITH_MPI)
     target_link_libraries(snug_objects PRIVATE MPI::MPI_C)
     set(SNUG_MPI_LINK MPI::MPI_C)
@@ -42,19 +42,19 @@ else()
 endif()
 
 # The static library carries its dependencies as PUBLIC usage requirements: whoever links libsnug.a must link
-# OpenBLAS, OpenMP, libpng, libinih, cJSON and libm too, and tests may call cblas_* or omp_* themselves.
+# OpenBLAS, OpenMP, libpng, libjpeg, libinih, cJSON and libm too, and tests may call cblas_* or omp_* themselves.
 add_library(snug_static STATIC $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_static PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_static PROPERTIES OUTPUT_NAME snug)
 
 add_library(snug_shared SHARED $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_shared PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_shared PROPERTIES
     OUTPUT_NAME snug
     VERSION ${PROJECT_VERSION}

@@ -396,6 +396,46 @@ typedef struct snug_csv_options {
 /* Opens the table at path (o NULL: the defaults above, all zero). SNUG_E_ARG when stats_from is not a data set
  * of snug_csv_open. */
 snug_status snug_csv_open(const char *path, const snug_csv_options *o, snug_dataset **out, snug_error *err);
+/* Labelled images in one folder per class (the ImageFolder layout): dir/CLASS/NAME.png, .jpg or .jpeg (any case);
+ * classes are the folder names in byte order (strcmp), samples class by class and within a class in byte order
+ * of the file names, the target of a sample its class index. Hidden entries (names starting with '.') and other
+ * files are ignored. PNG (as snug_segmentation_open reads it) and JPEG (gray or YCbCr/RGB; CMYK refused) files
+ * are told apart by their first bytes. Each image is converted to the model's channels (RGB to gray by the
+ * BT.601 luma weights 0.299, 0.587, 0.114; gray to RGB replicated), scaled with its aspect kept by the smallest
+ * factor at which it covers H x W (for a square input: its shorter side becomes H; the other side rounded to
+ * nearest) and centre-cropped to H x W, so files may have any size; an image of the input's size is copied
+ * exactly. Inputs are planar (C, H, W) floats, normalised per channel as x = (v / 255 - mean[c]) / std[c].
+ *
+ * Every file is decoded once here, over the OpenMP threads, so a corrupt, truncated, unreadable or too large file
+ * (more than 256 MiB decoded) is reported now, by name (SNUG_E_FORMAT or SNUG_E_IO); so is a class folder without
+ * images, or a dir without class folders. Nothing but the names, the labels and the normalisation is kept: each
+ * micro-batch decodes its samples again, in parallel, and a file that has become unreadable since fails the
+ * step (or evaluation) that reads it, with the file's name. */
+typedef enum snug_resize {
+    SNUG_RESIZE_AUTO = 0,   /* per axis: AREA where the image shrinks, BILINEAR where it grows */
+    SNUG_RESIZE_AREA,       /* box filter: an output pixel is the mean of the source area it covers */
+    SNUG_RESIZE_BILINEAR    /* the two nearest source pixels, half-pixel centres (OpenCV's INTER_LINEAR) */
+} snug_resize;
+/* Per-channel normalisation: x = (v / 255 - mean[c]) / std[c], c < channels (1 or 3). */
+typedef struct snug_normalise {
+    size_t channels;
+    float mean[3];
+    float std[3];
+} snug_normalise;
+typedef struct snug_image_folder_options {
+    snug_shape input;                /* the model's per-sample input (C, H, W), C = 1 or 3 */
+    snug_resize resize;
+    const snug_normalise *normalise; /* NULL: computed over this folder's images when opened: the mean and the
+                                        (population) standard deviation of v / 255 per channel after
+                                        resize and crop, in double precision, the same for any thread count;
+                                        a constant channel gets std 1 */
+    const char *const *classes;      /* NULL: the folder's own class folders; else the class names to expect,
+                                        in order (a validation folder opened with the training folder's
+                                        classes): a class folder missing or extra there is an error naming it */
+    size_t class_count;              /* the names in classes */
+} snug_image_folder_options;
+snug_status snug_image_folder_open(const char *dir, const snug_image_folder_options *o, snug_dataset **out,
+                                   snug_error *err);
 
 /* A view of count samples of inner (1 <= count <= its size), evenly spaced: sample i of the view is sample
  * floor(i * n / count) of inner. Borrows inner, which must outlive the view; free the view with
@@ -416,11 +456,16 @@ snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_da
  *                        column to zero mean and unit variance over FILE's rows; evaluation part: FILE2 when
  *                        given (standardised with FILE's statistics, its labels FILE's classes), else none (or,
  *                        when no training part is asked for, FILE itself). The model's input must be F x 1 x 1
- *                        for F feature columns. A FILE that exists as named, comma and all, is one table */
+ *                        for F feature columns. A FILE that exists as named, comma and all, is one table
+ *   "images:DIR"         labelled images, one folder per class (snug_image_folder_open) at the model's (C, H, W):
+ *                        the training part DIR/train, normalised as the options say or else by its own
+ *                        statistics; the evaluation part DIR/val (none when it does not exist), opened with the
+ *                        training part's classes and normalisation. When no training part is asked for, DIR/val
+ *                        alone, normalised as the options say or else by its own statistics */
 typedef struct snug_data {
     snug_dataset *train;     /* NULL unless asked for */
     snug_dataset *eval;      /* the evaluation part; NULL when the data set has none */
-    const char *kind;        /* "mnist", "mnist32", "brown", "text", "shapes", "segmentation", "csv" */
+    const char *kind;        /* "mnist", "mnist32", "brown", "text", "shapes", "segmentation", "csv", "images" */
     const char *eval_name;   /* what the evaluation part is called: "test", "held-out", "evaluation", ... */
     char unit[48];           /* what a sample is: "images", "windows of 256 bytes" */
     char source[1100];       /* where the samples come from: a folder, a file, "synthetic shapes ..." */
@@ -428,23 +473,26 @@ typedef struct snug_data {
 
 /* Whether name names a data set; when not, why (into why). */
 bool snug_data_name_valid(const char *name, char *why, size_t len);
+/* How a named data set is drawn: the shapes' training samples; an image folder's normalisation (NULL: computed
+ * over its training part) and resize mode. */
+typedef struct snug_data_options {
+    size_t train_samples;             /* "shapes" */
+    const snug_normalise *normalise;  /* "images:DIR" */
+    snug_resize resize;               /* "images:DIR" */
+} snug_data_options;
+/* train_samples 2000, normalise NULL, resize SNUG_RESIZE_AUTO. */
+snug_data_options snug_data_options_default(void);
 /* Opens the data set name names for a model whose input has the per-sample shape `input` (it fixes a text's
- * context or the shapes' H x W): the training part when want_train, and the evaluation part. dir: where its
- * files are (NULL: its default). */
+ * context, the shapes' H x W, an image folder's C x H x W): the training part when want_train, and the
+ * evaluation part. dir: where its files are (NULL: its default). opt: NULL for snug_data_options_default. */
 snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
-                           size_t train_samples, snug_data *d, snug_error *err);
+                           const snug_data_options *opt, snug_data *d, snug_error *err);
 void snug_data_close(snug_data *d);
 
 void snug_dataset_free(snug_dataset *ds);
 size_t snug_dataset_size(const snug_dataset *ds);
 snug_shape snug_dataset_sample_shape(const snug_dataset *ds);
 size_t snug_dataset_classes(const snug_dataset *ds);
-/* Per-channel normalisation: a sample's value is (pixel / 255 - mean[c]) / std[c]. */
-typedef struct snug_normalise {
-    size_t channels;  /* 1 or 3 */
-    float mean[3];
-    float std[3];
-} snug_normalise;
 /* The normalisation a data set's samples were made with, when it says one (MNIST, image folders, and views and
  * frames of them): true and *out filled; false otherwise. */
 bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out);
@@ -452,7 +500,8 @@ bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out);
  * named labels), else NULL (also for i beyond its classes). The string belongs to ds. */
 const char *snug_dataset_class_name(const snug_dataset *ds, size_t i);
 /* The bytes a data set holds in this process while `threads` threads read it: what it keeps (MNIST's labels,
- * the copies of snug_dataset_from_arrays) and what decoding needs per thread (one PNG image and libpng's state).
+ * the copies of snug_dataset_from_arrays, an image folder's names and labels) and what decoding needs per thread
+ * (one PNG or JPEG image and the decoder's state; for an image folder its largest file and the resize buffers).
  * Files are read in pieces, never mapped or held whole, and a view (snug_dataset_subset) holds nothing of its
  * own; a data set of callbacks counts 0 (what the caller holds is the caller's). A run counts these bytes in its
  * data category (snug_plan_request.data_bytes). */

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev npm libopenmpi-dev openmpi-bin python3)
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them
@@ -43,6 +43,7 @@ check_without_dpkg() {
         pkg-config --exists cmocka || missing+=("cmocka (pkg-config module cmocka)")
         pkg-config --exists libcjson || missing+=("cJSON (pkg-config module libcjson)")
         pkg-config --exists libpng || missing+=("libpng (pkg-config module libpng)")
+        pkg-config --exists libjpeg || missing+=("libjpeg (pkg-config module libjpeg, e.g. libjpeg-turbo)")
         pkg-config --exists inih || missing+=("libinih (pkg-config module inih)")
     fi
     if ((${#missing[@]})); then

@@ -20,7 +20,8 @@ snug_status cli_data_open(const char *value, const char *dir, const snug_graph *
     const char *env = getenv("SNUG_DATA_DIR");
     const bool mnist = strncmp(value, "mnist", 5) == 0;
     if (!dir && mnist && env && env[0]) dir = env;
-    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, train_samples, d, err);
+    const snug_data_options opt = {.train_samples = train_samples};  /* the rest: snug_data_options_default's */
+    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, &opt, d, err);
     if (st == SNUG_E_IO && (mnist || strcmp(value, "brown") == 0))
         snug_error_append(err, "; run `make data` to download %s into data/%s, or point --data-dir%s at its files",
                           mnist ? "MNIST" : "the Brown corpus", mnist ? "mnist" : "brown",
@@ -32,8 +33,7 @@ snug_status cli_data_open(const char *value, const char *dir, const snug_graph *
 static const char *mnist_that_fits(const snug_graph *g) {
     snug_shape in = snug_tensor_shape(g, 0);
     if (in.rank != 3 || in.dims[0] != 1 || in.dims[1] != in.dims[2]) return NULL;
-    if (in.dims[1] == 28) return "mnist";
-    return in.dims[1] == 32 ? "mnist32" : NULL;
+    return in.dims[1] == 28 ? "mnist" : in.dims[1] == 32 ? "mnist32" : NULL;
 }
 
 snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug_graph *g, snug_error *err) {

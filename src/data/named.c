@@ -13,6 +13,9 @@
  *                       unit variance over FILE: tables mix units, and a linear model trains badly on raw ones);
  *                       the evaluation part is FILE2 standardised with FILE's statistics; without it, the
  *                       training table itself when no training part is asked for
+ *   images:DIR          one folder per class (snug_image_folder_open) in DIR/train and DIR/val: val is opened
+ *                       with train's classes and normalisation (train's own statistics unless the options give
+ *                       one), so both parts label and scale alike; without a training part, DIR/val alone
  *
  * Every failure says where snug looked. */
 #define _POSIX_C_SOURCE 200809L
@@ -32,6 +35,7 @@
 #define SHAPES_EVAL_SAMPLES 500
 #define SHAPES_TRAIN_SEED 1
 #define SHAPES_EVAL_SEED 2
+#define SHAPES_TRAIN_SAMPLES 2000
 
 static const char *const plain_names[] = {"mnist", "mnist32", "brown", "shapes", NULL};
 
@@ -46,12 +50,13 @@ bool snug_data_name_valid(const char *name, char *why, size_t len) {
         if (strcmp(name, plain_names[i]) == 0) return true;
     const char *file = after_prefix(name, "text:"), *dir = after_prefix(name, "segmentation:");
     const char *table = after_prefix(name, "csv:");
+    if (!dir) dir = after_prefix(name, "images:");
     if ((file && file[0]) || (dir && dir[0]) || (table && table[0] && table[0] != ',')) return true;
     if (file || dir || table)
         snprintf(why, len, "data set %s needs a path after the colon (%s%s)", name, name,
                  dir ? "DIR" : table ? "FILE or FILE,FILE2" : "FILE");
     else snprintf(why, len, "unknown data set '%s' (choose from mnist, mnist32, brown, text:FILE, shapes, "
-                  "segmentation:DIR, csv:FILE[,FILE2])", name);
+                  "segmentation:DIR, images:DIR, csv:FILE[,FILE2])", name);
     return false;
 }
 
@@ -198,11 +203,59 @@ static snug_status open_csv(snug_data *d, const char *value, const char *name, s
     return st;
 }
 
+/* ---- image folders ---- */
+
+/* The evaluation part: dir/val with the training part's classes and normalisation, or alone. */
+static snug_status open_images_val(snug_data *d, const char *val, snug_image_folder_options o, snug_error *err) {
+    if (!d->train) return snug_image_folder_open(val, &o, &d->eval, err);
+    o.class_count = snug_dataset_classes(d->train);
+    const char **names = malloc(o.class_count * sizeof *names);
+    if (!names) return snug_fail(err, SNUG_E_OOM, "out of host memory for %zu class names", o.class_count);
+    for (size_t c = 0; c < o.class_count; c++) names[c] = snug_dataset_class_name(d->train, c);
+    snug_normalise norm;
+    snug_dataset_normalisation(d->train, &norm);
+    o.classes = names;
+    o.normalise = &norm;
+    snug_status st = snug_image_folder_open(val, &o, &d->eval, err);
+    free(names);
+    return st;
+}
+
+static snug_status open_images(snug_data *d, const char *dir, snug_shape in, bool want_train,
+                               const snug_data_options *opt, snug_error *err) {
+    char train[1040], val[1040];
+    snprintf(train, sizeof train, "%s/train", dir);
+    snprintf(val, sizeof val, "%s/val", dir);
+    const bool has_val = is_dir(val);
+    d->eval_name = "validation";
+    snprintf(d->unit, sizeof d->unit, "images of %zux%zux%zu", in.dims[0], in.dims[1], in.dims[2]);
+    if (want_train ? !is_dir(train) : !has_val)
+        return snug_fail(err, SNUG_E_IO, "%s does not exist: images:%s expects %s/%s/CLASS/*.png|jpg|jpeg (one "
+                         "folder per class)%s", want_train ? train : val, dir, dir, want_train ? "train" : "val",
+                         want_train ? ", and the same layout in val/ for evaluation" : "");
+    snug_image_folder_options o = {.input = in, .resize = opt->resize, .normalise = opt->normalise};
+    snug_status st = want_train ? snug_image_folder_open(train, &o, &d->train, err) : SNUG_OK;
+    if (st == SNUG_OK && has_val) st = open_images_val(d, val, o, err);
+    if (st != SNUG_OK) return st;
+    const snug_dataset *named = d->train ? d->train : d->eval;
+    snprintf(d->source, sizeof d->source, "%s (%zu classes; %s)", dir, snug_dataset_classes(named),
+             !has_val ? "no val/ folder: not evaluated" : want_train ? "evaluation: val/" : "val/");
+    return SNUG_OK;
+}
+
+snug_data_options snug_data_options_default(void) {
+    return (snug_data_options){.train_samples = SHAPES_TRAIN_SAMPLES, .normalise = NULL,
+                               .resize = SNUG_RESIZE_AUTO};
+}
+
 snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
-                           size_t train_samples, snug_data *d, snug_error *err) {
+                           const snug_data_options *opt, snug_data *d, snug_error *err) {
     memset(d, 0, sizeof *d);
+    const snug_data_options defaults = snug_data_options_default();
+    if (!opt) opt = &defaults;
     const char *text = after_prefix(name, "text:"), *seg = after_prefix(name, "segmentation:");
     const char *table = after_prefix(name, "csv:");
+    const char *images = after_prefix(name, "images:");
     char brown[1040];
     snug_status st;
     if (strcmp(name, "mnist") == 0 || strcmp(name, "mnist32") == 0) {
@@ -217,13 +270,16 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
         st = open_text(d, text, name, input, want_train, err);
     } else if (strcmp(name, "shapes") == 0) {
         d->kind = "shapes";
-        st = open_shapes(d, input, want_train, train_samples, err);
+        st = open_shapes(d, input, want_train, opt->train_samples, err);
     } else if (seg) {
         d->kind = "segmentation";
         st = open_segmentation(d, seg, want_train, err);
     } else if (table) {
         d->kind = "csv";
         st = open_csv(d, table, name, input, want_train, err);
+    } else if (images) {
+        d->kind = "images";
+        st = open_images(d, images, input, want_train, opt, err);
     } else {
         st = snug_fail(err, SNUG_E_ARG, "unknown data set '%s'", name);
     }

@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(name, sizeof name, "text:%s", path);
     snug_data d;
     const snug_shape input = {.rank = 1, .dims = {context}};
-    if (snug_data_open(name, NULL, input, true, 0, &d, &err) == SNUG_OK) {
+    if (snug_data_open(name, NULL, input, true, NULL, &d, &err) == SNUG_OK) {
         read_all(d.train);
         read_all(d.eval);
         snug_data_close(&d);
