@@ -422,6 +422,10 @@ typedef struct snug_normalise {
     float mean[3];
     float std[3];
 } snug_normalise;
+/* Parses "MEAN/STD", 1 or 3 comma-separated values on each side (stds > 0), e.g. "0.5/0.25". */
+snug_status snug_parse_normalise(const char *text, snug_normalise *out, snug_error *err);
+/* The text snug_parse_normalise reads back (every float exactly). */
+const char *snug_normalise_format(const snug_normalise *n, char *buf, size_t len);
 typedef struct snug_image_folder_options {
     snug_shape input;                /* the model's per-sample input (C, H, W), C = 1 or 3 */
     snug_resize resize;
@@ -677,6 +681,7 @@ typedef struct snug_plan_summary {
                                         only where the budget has room */
     size_t kept_bytes;               /* of the params: what some layers derive from their weights once per
                                         window instead of once per micro-batch; only where the budget has room */
+    size_t read_ahead_bytes;         /* of the data: the ring of micro-batches read ahead (request.prefetch) */
     size_t regenerated_inputs;       /* layers that rebuild their input in backward from the layer that made
                                         it instead of keeping it (the same bits) */
     size_t regenerated_bytes;        /* the activations those inputs would have kept until backward */
@@ -918,6 +923,14 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
 snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
                                   snug_error *err);
 
+/* snug_trainer_evaluate that also counts which class each item is predicted as: confusion[t * classes + p]
+ * becomes the items of target t whose argmax is p, over the whole set (every rank's share), for the loss's
+ * `classes` (snug_trainer_classes). confusion is the caller's, classes x classes counts; it is zeroed first. */
+snug_status snug_trainer_evaluate_confusion(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
+                                            size_t *confusion, snug_error *err);
+/* The class count of the trainer's loss. */
+size_t snug_trainer_classes(const snug_trainer *tr);
+
 /* Checks that ds fits the trainer's model: sample shape = the input's, class count = the loss's, targets per
  * sample = the items the loss scores, at least one sample. fit and evaluate check this too; call it to fail
  * before any work. The message names both shapes. */
@@ -938,12 +951,27 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr);
  * safetensors.torch.load_file: an 8-byte little-endian header length n; n bytes of JSON, one entry per tensor
  * {"<name>": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}} and "__metadata__" (format "pt",
  * producer, model, steps), padded with spaces so that the data starts 8-byte aligned; then the tensors,
- * contiguous, little-endian float32, in graph order. Every parameter and every non-trainable buffer (BatchNorm's
+ * contiguous, little-endian float32, in graph order. When the trainer's fit trained on a data set that names its
+ * classes or says its normalisation, the metadata also holds "classes" (a JSON array of the names) and
+ * "normalise" (snug_normalise_format), which snug_weights_data_read gives back. Every parameter and every non-trainable buffer (BatchNorm's
  * running statistics) is written under its snug name, which follows PyTorch's state_dict ("conv1.weight",
  * "bn1.running_mean"); a tied weight is written once, under the name of the layer that owns it. Atomic: written
  * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only
  * rank 0 writes (every rank holds the same parameters); the others return SNUG_OK at once. */
 snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err);
+
+/* What saved weights say of the data they were trained on (snug_trainer_save writes it when snug_trainer_fit
+ * trained on a data set that names its classes or says its normalisation: an image folder, a CSV table). */
+typedef struct snug_weights_data {
+    size_t classes;        /* names in class_names; 0: the file names none */
+    char **class_names;
+    bool has_normalise;    /* the training set's normalisation, to read other images of it alike */
+    snug_normalise normalise;
+} snug_weights_data;
+/* Reads it from the safetensors file at path (checked as snug_trainer_load checks it). A file without it gives
+ * zeros; malformed entries SNUG_E_FORMAT. */
+snug_status snug_weights_data_read(const char *path, snug_weights_data *out, snug_error *err);
+void snug_weights_data_free(snug_weights_data *d);
 
 /* Reads every parameter and buffer of the model from the safetensors file at path (snug_trainer_save's, or one
  * written from a PyTorch state_dict with the same names), replacing the initialisation; nothing else of the

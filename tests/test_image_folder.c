@@ -734,8 +734,59 @@ static void test_named_images(void **state) {
     assert_non_null(strstr(err.message, "nothing/train does not exist"));
 }
 
+/* Trained on a folder and saved, the weights carry its class names and normalisation (snug_weights_data_read);
+ * the confusion counts of an evaluation add up to its items, their diagonal to its correct answers. */
+static void test_weights_keep_the_data(void **state) {
+    (void)state;
+    const char *dir = make_dir(path_of("kept"));
+    const char *names[3] = {"cat", "dog", "eel"};
+    for (int c = 0; c < 3; c++) {
+        make_dir(path_of("kept/%s", names[c]));
+        for (int i = 0; i < 4; i++) flat_png(path_of("kept/%s/%d.png", names[c], i), (uint8_t)(40 * c + 10 * i));
+    }
+    snug_image_folder_options o = options(1, 2, 2, NULL);
+    snug_dataset *ds = open_ok(dir, &o);
+    snug_normalise want;
+    assert_true(snug_dataset_normalisation(ds, &want));
+    snug_graph *g = snug_graph_new("tiny");
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", snug_flatten(g, "flat", snug_input(g, "in", 1, 2, 2)), 3));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    snug_train_config c = snug_train_config_default();
+    c.epochs = 2;
+    snug_plan_request req = snug_plan_request_default(4);
+    snug_plan *plan;
+    snug_trainer *tr;
+    snug_error err;
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_OK);
+    assert_int_equal(snug_trainer_new(plan, &c, &tr, &err), SNUG_OK);
+    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_OK);
+    const char *weights = path_of("kept.safetensors");
+    assert_int_equal(snug_trainer_save(tr, weights, &err), SNUG_OK);
+    snug_weights_data wd;
+    assert_int_equal(snug_weights_data_read(weights, &wd, &err), SNUG_OK);
+    assert_int_equal(wd.classes, 3);
+    for (int k = 0; k < 3; k++) assert_string_equal(wd.class_names[k], names[k]);
+    assert_true(wd.has_normalise);
+    assert_int_equal(wd.normalise.channels, 1);
+    assert_true(wd.normalise.mean[0] == want.mean[0] && wd.normalise.std[0] == want.std[0]);
+    snug_weights_data_free(&wd);
+    size_t m[9];
+    snug_eval_result res;
+    assert_int_equal(snug_trainer_classes(tr), 3);
+    assert_int_equal(snug_trainer_evaluate_confusion(tr, ds, &res, m, &err), SNUG_OK);
+    size_t all = 0, diagonal = 0;
+    for (int k = 0; k < 9; k++) all += m[k], diagonal += k % 4 == 0 ? m[k] : 0;
+    assert_int_equal(all, res.items);
+    assert_true(fabs((double)diagonal / (double)all - res.accuracy) < 1e-12);
+    snug_trainer_free(tr);
+    snug_plan_free(plan);
+    snug_graph_free(g);
+    snug_dataset_free(ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weights_keep_the_data),
         cmocka_unit_test(test_class_order_and_labels),
         cmocka_unit_test(test_channel_conversion),
         cmocka_unit_test(test_exact_copy),

@@ -25,8 +25,9 @@ static bool ends_with(const char *s, const char *suffix) {
     return n > k && strcasecmp(s + n - k, suffix) == 0;
 }
 
-/* --timeline: a name whose extension says the format (snug_plan_timeline_write). */
+/* --timeline, --log: a name whose extension says the format (snug_plan_timeline_write, snug_run_log_open). */
 static bool timeline_path(const char *path) { return path && (ends_with(path, ".svg") || ends_with(path, ".csv")); }
+static bool log_path(const char *path) { return path && (ends_with(path, ".jsonl") || ends_with(path, ".csv")); }
 
 #define OPT(field) offsetof(cli_train_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
@@ -49,6 +50,14 @@ static const flag train_flags[] = {
           "brown.txt [data/brown]")},
     {FLAG("train-samples", F_SIZE, train_samples, "N", "shapes: training samples to draw [2000]"), .min = 1,
      .max = LONG_MAX},
+    {FLAG("augment", F_STRING, augment, "LIST", "random changes of the training images, drawn per sample and "
+          "epoch from --seed (a resumed run replays them): flip, crop:P (shift by up to P pixels, black fill), "
+          "brightness:X, contrast:X; e.g. flip,crop:4 [none]")},
+    {FLAG("normalise", F_STRING, normalise, "MEAN/STD", "images: per-channel normalisation in pixel units of [0, "
+          "1], e.g. 0.5/0.25 or three values a side [computed over DIR/train, stored by --save]")},
+    {FLAG("prefetch", F_LONG, prefetch, "N", "micro-batches decoded ahead of the step by background threads, "
+          "in a ring planned in the data category [2 for images: and segmentation:, else 0]"), .min = 0, .max = 64},
+    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
     {FLAG("init", F_STRING, init, "FILE",
           "start from the weights in a safetensors file (a --save of the same model) instead of the seeded "
           "initialisation; every tensor of the model must be in it, with its shape [none]")},
@@ -153,6 +162,9 @@ static const flag train_flags[] = {
           "continue the run whose newest valid state is in DIR, with its flags; flags that do not change the "
           "result (--mem, --micro-batch, --checkpoint, --threads, output) may be given anew, and a larger "
           "--epochs or --max-steps extends the run [none]")},
+    {FLAG("log", F_PATH, cfg.log_path, "FILE.jsonl|FILE.csv", "write a line per optimizer step and per "
+          "evaluation (docs/data.md); `snug curve FILE` draws it; a resumed run keeps the lines up to its state's "
+          "step [none]"), .accepts = log_path, .expect = "a .jsonl or a .csv file"},
     {FLAG("save", F_STRING, save, "FILE",
           "after training, write the weights (parameters and BatchNorm running statistics) to FILE as "
           "safetensors, under PyTorch state_dict names; written atomically (FILE.tmp, then renamed); under mpirun "
@@ -272,6 +284,8 @@ static void set_defaults(cli_train_options *opt) {
     opt->data = "mnist";
     opt->data_dir = NULL; /* the data set's own default (cli/data_sets.h) */
     opt->train_samples = 2000;
+    opt->prefetch = -1;
+    opt->plan.data_threads = 1;
     opt->progress = CLI_PROGRESS_AUTO;
     opt->state_keep = c->state_keep;
     opt->max_skips = c->max_nonfinite;
@@ -324,6 +338,12 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
     c->max_nonfinite = (int)opt->max_skips;
     if (opt->resume && opt->init)
         return flags_fail(msg, len, "--resume continues a run from its state: --init does not apply");
+    snug_error err;
+    if (snug_parse_augment(opt->augment, &c->augment, &err) != SNUG_OK)
+        return flags_fail(msg, len, "--augment: %s", err.message);
+    opt->has_norm = opt->normalise != NULL;
+    if (opt->has_norm && snug_parse_normalise(opt->normalise, &opt->norm, &err) != SNUG_OK)
+        return flags_fail(msg, len, "--normalise: %s", err.message);
     return true;
 }
 

@@ -21,6 +21,11 @@ typedef struct cli_train_options {
     const char *data;        /* a --data value (cli/data_sets.h): "mnist", "brown", "text:FILE", ... */
     const char *data_dir;    /* where the data set's files are; NULL: the data set's default */
     size_t train_samples;    /* shapes: training samples to draw */
+    const char *augment;     /* --augment, parsed into cfg.augment */
+    const char *normalise;   /* --normalise, parsed into norm (has_norm) */
+    snug_normalise norm;
+    bool has_norm;
+    long prefetch;           /* micro-batches read ahead; -1: by the data set (cli_read_ahead) */
     const char *init;        /* NULL, or a safetensors file to start from (snug_trainer_load) */
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */

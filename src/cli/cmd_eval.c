@@ -5,13 +5,16 @@
  * prints. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/plan_advice.h"
 #include "cli/commands.h"
 #include "cli/data_sets.h"
+#include "cli/eval_classes.h"
 #include "cli/progress.h"
+#include "core/error.h"
 
 typedef struct eval_run {
     cli_eval_options opt;
@@ -20,10 +23,24 @@ typedef struct eval_run {
     snug_trainer *trainer;
     cli_data data;             /* its evaluation part only */
     snug_eval_result res;
+    snug_weights_data wd;      /* the class names and normalisation the weights were trained with */
+    size_t *confusion;         /* a classifier's: classes x classes */
     size_t asked_batch;        /* --batch, when the evaluation part is smaller */
     double seconds;
     int rank, ranks;
 } eval_run;
+
+/* Data that names its classes must name those the weights were trained on, in the same order. */
+static snug_status same_classes(const eval_run *r, snug_error *err) {
+    for (size_t c = 0; c < r->wd.classes && snug_dataset_class_name(r->data.eval, 0); c++) {
+        const char *mine = snug_dataset_class_name(r->data.eval, c);
+        if (!mine || strcmp(mine, r->wd.class_names[c]) != 0)
+            return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
+                             "weights were trained for (the same class folders or labels)", c, r->wd.class_names[c],
+                             mine ? mine : "(none)");
+    }
+    return SNUG_OK;
+}
 
 /* The batch (or, with --mem, the one that fits) is the micro-batch of a training plan without optimizer state;
  * evaluation runs forward passes of that many samples through its buffers. */
@@ -34,7 +51,11 @@ static snug_status setup(eval_run *r, snug_error *err) {
     snug_system_info_get(&info);
     r->opt.plan.threads = info.threads;
     r->opt.plan.ranks = r->ranks;
-    if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, 0, &r->data, err);
+    snug_data_options o = snug_data_options_default();
+    if (st == SNUG_OK && (st = snug_weights_data_read(r->opt.weights, &r->wd, err)) == SNUG_OK)
+        o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images as training did */
+    if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, &o, &r->data, err);
+    if (st == SNUG_OK) st = same_classes(r, err);
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
     snug_plan_request_whole_process(&r->opt.plan, NULL, r->data.eval);
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
@@ -48,6 +69,8 @@ static snug_status setup(eval_run *r, snug_error *err) {
 }
 
 static void teardown(eval_run *r) {
+    snug_weights_data_free(&r->wd);
+    free(r->confusion);
     snug_data_close(&r->data);
     if (r->trainer) snug_trainer_free(r->trainer);
     snug_plan_free(r->plan);
@@ -61,6 +84,10 @@ static void report(const eval_run *r) {
     snug_format_count((double)n, samples, sizeof samples);
     printf("model %s: %s parameters, weights from %s\n", snug_graph_name(r->graph), count, r->opt.weights);
     printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);
+    char norm[160];
+    if (r->wd.has_normalise)
+        printf("normalised by %s, as in training (the weights' metadata)\n",
+               snug_normalise_format(&r->wd.normalise, norm, sizeof norm));
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
     snug_plan_summary ps;
@@ -71,6 +98,12 @@ static void report(const eval_run *r) {
     printf("; memory reserved %s (budget %s)\n", snug_format_bytes(rep.total, mem, sizeof mem),
            rep.budget ? snug_format_bytes(rep.budget, budget, sizeof budget) : "unlimited");
     cli_print_eval(stdout, &r->res, r->data.eval_name);
+    const char *names[256];
+    const size_t k = r->res.classes;
+    for (size_t c = 0; c < k && c < 256; c++)
+        names[c] = r->wd.classes == k ? r->wd.class_names[c] : snug_dataset_class_name(r->data.eval, c);
+    if (r->confusion && r->res.kind == SNUG_EVAL_SAMPLES) /* a classifier: one label a sample */
+        cli_print_classes(stdout, r->confusion, k, k <= 256 ? names : NULL);
     snug_format_count(r->seconds > 0 ? (double)n / r->seconds : 0, speed, sizeof speed);
     printf("evaluated in %.2f s, %s samples/s\n", r->seconds, speed);
 }
@@ -79,7 +112,10 @@ static snug_status run(eval_run *r, snug_error *err) {
     snug_status st = setup(r, err);
     if (st != SNUG_OK) return st;
     double t0 = cli_now();
-    st = snug_trainer_evaluate(r->trainer, r->data.eval, &r->res, err);
+    const size_t k = snug_trainer_classes(r->trainer);
+    r->confusion = k <= 4096 ? calloc(k * k, sizeof *r->confusion) : NULL; /* without it: the scores alone */
+    st = r->confusion ? snug_trainer_evaluate_confusion(r->trainer, r->data.eval, &r->res, r->confusion, err)
+                      : snug_trainer_evaluate(r->trainer, r->data.eval, &r->res, err);
     r->seconds = cli_now() - t0;
     if (st == SNUG_OK && r->rank == 0) report(r);
     return st;

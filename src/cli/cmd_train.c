@@ -29,6 +29,7 @@ typedef struct train_run {
     snug_plan_summary ps;      /* its figures */
     snug_trainer *trainer;
     cli_data data;             /* the training and evaluation parts of --data */
+    snug_data_options data_opt; /* --train-samples, --normalise */
     cli_progress progress;
     snug_dataset *eval_view;   /* --eval-samples: the evenly spaced part of the evaluation set scored meanwhile */
     double train_seconds;
@@ -49,6 +50,7 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     snug_system_info_get(&info);
     r->opt.plan.threads = info.threads; /* after --threads took effect */
     r->opt.plan.ranks = r->ranks;
+    r->opt.plan.prefetch = r->opt.prefetch >= 0 ? (size_t)r->opt.prefetch : cli_read_ahead(&r->data);
     snug_plan_request_whole_process(&r->opt.plan, r->data.train, r->data.eval);
     snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
     if (st != SNUG_OK) return st;
@@ -66,15 +68,18 @@ static snug_status setup(train_run *r, snug_error *err) {
     snug_status st = stored ? snug_model_parse(r->resume.model_text, r->opt.model, &r->graph, err)
                             : snug_model_builtin(r->opt.model, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
+    r->data_opt = snug_data_options_default();
+    r->data_opt.train_samples = r->opt.train_samples;
+    r->data_opt.normalise = r->opt.has_norm ? &r->opt.norm : NULL;
     if (st == SNUG_OK)
-        st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, r->opt.train_samples, &r->data, err);
+        st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, &r->data_opt, &r->data, err);
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
     if (st == SNUG_OK) st = make_plan(r, err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
         st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
     r->opt.cfg.state_extra = r->state_extra;
-    r->progress.eval_name = r->data.eval_name;
+    r->progress.eval_name = r->opt.cfg.eval_name = r->data.eval_name;
     r->opt.cfg.eval_data = r->data.eval;
     const size_t keep = r->opt.eval_samples;
     if (st == SNUG_OK && r->data.eval && keep > 0 && keep < snug_dataset_size(r->data.eval) &&
@@ -123,6 +128,11 @@ static void print_header(void) {
            info.blas_kernel ? info.blas_kernel : "unknown", info.simd, core ? core : "Haswell");
 }
 
+static bool augment_or_ahead(const train_run *r) {
+    const snug_augment *a = &r->opt.cfg.augment;
+    return r->opt.plan.prefetch || a->flip || a->crop_pad || a->brightness > 0 || a->contrast > 0;
+}
+
 static void print_model(const train_run *r) {
     const size_t params = cli_param_count(r->trainer);
     char count[32], flops[32];
@@ -140,6 +150,17 @@ static void print_model(const train_run *r) {
         printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
     else printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
     if (r->opt.init) printf("initial weights from %s\n", r->opt.init);
+    char aug[96], norm[160], ring[32];
+    snug_normalise n;
+    const size_t ahead = r->opt.plan.prefetch;
+    if (snug_dataset_normalisation(d->train, &n) && strcmp(d->kind, "images") == 0)
+        printf("normalised by %s (mean/std of pixels in [0, 1]%s)\n", snug_normalise_format(&n, norm, sizeof norm),
+               r->opt.has_norm ? ", --normalise" : ", computed over the training images");
+    if (augment_or_ahead(r))
+        printf("augment %s; %zu micro-batch%s read ahead by %d thread%s (%s, in the plan's data)\n",
+               snug_augment_format(&r->opt.cfg.augment, aug, sizeof aug), ahead, ahead == 1 ? "" : "es",
+               r->opt.plan.data_threads, r->opt.plan.data_threads == 1 ? "" : "s",
+               snug_format_bytes(r->ps.read_ahead_bytes, ring, sizeof ring));
 }
 
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
@@ -299,6 +320,14 @@ static void report(const train_run *r, bool evaluated) {
            snug_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
     if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
     printf("\n");
+    snug_data_timing t;
+    snug_trainer_data_timing(r->trainer, &t);
+    if (t.read_ahead_samples && p->any)
+        printf("data: the steps waited %.1f ms each for their micro-batches; read ahead at %.0f samples/s of one "
+               "thread's time, against %s samples/s trained\n", 1e3 * t.wait_seconds / (double)p->last.step,
+               (double)t.read_ahead_samples / (t.read_ahead_seconds > 0 ? t.read_ahead_seconds : 1), speed);
+    if (r->opt.cfg.log_path)
+        printf("log: %s (`snug curve %s -o curve.svg` draws it)\n", r->opt.cfg.log_path, r->opt.cfg.log_path);
     if (r->ranks > 1)
         printf("gradient all-reduces: %ld (one per optimizer step), %.3f s in all (waiting for the slowest rank "
                "included)\n", snug_trainer_allreduce_count(r->trainer), snug_trainer_allreduce_seconds(r->trainer));

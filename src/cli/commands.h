@@ -18,4 +18,8 @@ void cli_plan_help(FILE *out);
 int cmd_eval(int argc, char **argv);
 void cli_eval_help(FILE *out);
 
+/* `snug curve`: draw a run's log as an SVG picture (cmd_curve.c). */
+int cmd_curve(int argc, char **argv);
+void cli_curve_help(FILE *out);
+
 #endif

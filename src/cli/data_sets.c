@@ -16,17 +16,20 @@ bool cli_data_valid(const char *value, char *msg, size_t len) {
 }
 
 snug_status cli_data_open(const char *value, const char *dir, const snug_graph *g, bool want_train,
-                          size_t train_samples, cli_data *d, snug_error *err) {
+                          const snug_data_options *opt, cli_data *d, snug_error *err) {
     const char *env = getenv("SNUG_DATA_DIR");
     const bool mnist = strncmp(value, "mnist", 5) == 0;
     if (!dir && mnist && env && env[0]) dir = env;
-    const snug_data_options opt = {.train_samples = train_samples};  /* the rest: snug_data_options_default's */
-    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, &opt, d, err);
+    snug_status st = snug_data_open(value, dir, snug_tensor_shape(g, 0), want_train, opt, d, err);
     if (st == SNUG_E_IO && (mnist || strcmp(value, "brown") == 0))
         snug_error_append(err, "; run `make data` to download %s into data/%s, or point --data-dir%s at its files",
                           mnist ? "MNIST" : "the Brown corpus", mnist ? "mnist" : "brown",
                           mnist ? " (or SNUG_DATA_DIR)" : "");
     return st;
+}
+
+size_t cli_read_ahead(const cli_data *d) {
+    return strcmp(d->kind, "images") == 0 || strcmp(d->kind, "segmentation") == 0 ? 2 : 0;
 }
 
 /* The MNIST variant whose samples have the model's input shape, if one does. */

@@ -8,7 +8,7 @@
 
 #include "snug.h"
 
-#define CLI_DATA_VALUES "mnist|mnist32|brown|text:FILE|shapes|segmentation:DIR"
+#define CLI_DATA_VALUES "mnist|mnist32|brown|text:FILE|shapes|segmentation:DIR|images:DIR|csv:FILE[,FILE2]"
 
 typedef snug_data cli_data;
 
@@ -17,7 +17,9 @@ bool cli_data_valid(const char *value, char *msg, size_t len);
 /* snug_data_open, with the data set's files where --data-dir says (dir, NULL when not given) and the advice to
  * fetch them. */
 snug_status cli_data_open(const char *value, const char *dir, const snug_graph *g, bool want_train,
-                          size_t train_samples, cli_data *d, snug_error *err);
+                          const snug_data_options *opt, cli_data *d, snug_error *err);
+/* --prefetch's default: data sets that decode files (images:, segmentation:) read 2 micro-batches ahead. */
+size_t cli_read_ahead(const cli_data *d);
 /* Checks both parts against the trainer's model (snug_trainer_check_dataset) before anything runs; the message
  * adds the --data value that fits when there is one (mnist32 for a 32x32 model, mnist for 28x28). */
 snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug_graph *g, snug_error *err);

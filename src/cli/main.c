@@ -20,10 +20,12 @@ static const command commands[] = {
     {"plan", "show the memory plans of a model per micro-batch and checkpoint policy, without training",
      cmd_plan, cli_plan_help},
     {"eval", "score saved weights on a data set's evaluation part, without training", cmd_eval, cli_eval_help},
+    {"curve", "draw a run's log (train --log) as training and evaluation curves in an SVG", cmd_curve,
+     cli_curve_help},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
-#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval; 'snug help' lists them)"
+#define TOP_USAGE "usage: snug <command> [options]   (commands: train, plan, eval, curve; 'snug help' lists them)"
 
 static const command *find_command(const char *name) {
     for (size_t i = 0; i < NCOMMANDS; i++)

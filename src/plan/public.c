@@ -71,6 +71,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     memcpy(s->bytes, p->bytes, sizeof s->bytes);
     s->pending_bytes = p->pending_bytes;
     s->kept_bytes = p->kept_bytes;
+    s->read_ahead_bytes = p->ring_bytes;
     for (int i = 0; i < sp->g->n_nodes; i++) {
         s->batch_statistics_layers += sp->g->nodes[i].op->saved_batch_bytes != NULL;
         if (!p->regen[i]) continue;

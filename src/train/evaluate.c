@@ -21,6 +21,7 @@ typedef struct eval_sums {
     double loss;
     size_t correct, items;
     size_t *conf;  /* pixels only: (classes, 3): true positives, false positives, false negatives; else NULL */
+    size_t *matrix; /* (classes, classes): items of target t predicted p at [t * classes + p]; or NULL */
 } eval_sums;
 
 /* The logits' layout per sample: (outer, classes, inner), i.e. (classes), (T, classes) or (classes, H, W). */
@@ -58,6 +59,7 @@ static void score_batch(const exec *x, const logits_layout *l, size_t len, size_
         sum->loss += x->item_loss[i];
         sum->items++;
         sum->correct += pred == (size_t)t;
+        if (sum->matrix) sum->matrix[(size_t)t * l->classes + pred]++;
         if (sum->conf && pred == (size_t)t) sum->conf[3 * (size_t)t]++;
         else if (sum->conf) sum->conf[3 * pred + 1]++, sum->conf[3 * (size_t)t + 2]++;
     }
@@ -106,6 +108,8 @@ static snug_status finish(eval_sums *sum, const logits_layout *l, double timeout
     snug_status s = dist_allreduce_doubles(&sum->loss, 1, timeout, err);
     if (s == SNUG_OK) s = dist_allreduce_sizes(counts, 2, DIST_SUM, timeout, err);
     if (s == SNUG_OK && sum->conf) s = dist_allreduce_sizes(sum->conf, 3 * l->classes, DIST_SUM, timeout, err);
+    if (s == SNUG_OK && sum->matrix)
+        s = dist_allreduce_sizes(sum->matrix, l->classes * l->classes, DIST_SUM, timeout, err);
     if (s != SNUG_OK) return s;
     memset(res, 0, sizeof *res);
     res->kind = l->kind;
@@ -118,13 +122,14 @@ static snug_status finish(eval_sums *sum, const logits_layout *l, double timeout
     return SNUG_OK;
 }
 
-snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
-                                  snug_error *err) {
+static snug_status evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res, size_t *matrix,
+                            snug_error *err) {
     snug_status s = trainer_check_dataset(tr, ds, err);
     if (s != SNUG_OK) return s;
     const logits_layout l = layout_of(tr->g);
     size_t conf_stack[3 * STACK_CLASSES] = {0};
-    eval_sums sum = {0};
+    eval_sums sum = {.matrix = matrix};
+    if (matrix) memset(matrix, 0, l.classes * l.classes * sizeof *matrix);
     if (l.kind == SNUG_EVAL_PIXELS)
         sum.conf = l.classes <= STACK_CLASSES ? conf_stack : calloc(3 * l.classes, sizeof *sum.conf);
     if (l.kind == SNUG_EVAL_PIXELS && !sum.conf)
@@ -144,4 +149,17 @@ snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug
     return s;
 }
 
+snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
+                                  snug_error *err) {
+    return evaluate(tr, ds, res, NULL, err);
+}
+
+snug_status snug_trainer_evaluate_confusion(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
+                                            size_t *confusion, snug_error *err) {
+    if (!confusion) return snug_fail(err, SNUG_E_ARG, "snug_trainer_evaluate_confusion: confusion is NULL");
+    return evaluate(tr, ds, res, confusion, err);
+}
+
 /* The public form of the trainer's own check (train/trainer.c), so a caller can fail before any work. */
+
+size_t snug_trainer_classes(const snug_trainer *tr) { return layout_of(tr->g).classes; }

@@ -131,6 +131,7 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
                          "dropping the last partial batch with batch %zu leaves no step: the data set has only %zu "
                          "samples", tr->batch, n);
     tr->total_steps = planned_steps(c, per_epoch);
+    trainer_remember_data(tr, ds);
     /* a continued run keeps the log's lines up to its state's step: those after it are taken again */
     if (c->log_path && !tr->log && (s = snug_run_log_open(c->log_path, tr->step ? tr->step : -1, &tr->log, err)))
         return s;

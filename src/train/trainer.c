@@ -117,6 +117,7 @@ snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg
 void snug_trainer_free(snug_trainer *tr) {
     if (!tr) return;
     snug_run_log_close(tr->log, NULL); /* every line was flushed as it was written */
+    free(tr->data_classes);
     exec_unbind(&tr->x);
     snug_mem_release_all(&tr->mem);
     free(tr->spans);

@@ -49,6 +49,8 @@ struct snug_trainer {
     double part_seconds[PART_COUNT]; /* while profiling (x.profiling): the parts around the ops */
     long part_calls[PART_COUNT];
     snug_run_log *log;     /* cfg.log_path once fit opened it, else NULL */
+    char *data_classes;    /* the training set's class names as a JSON array, for the saved weights; or NULL */
+    char data_normalise[160]; /* its normalisation (snug_normalise_format), or "" */
     struct prefetch *pf;   /* the read-ahead thread and its ring (plan->ring_slots > 0), else NULL */
     pthread_mutex_t data_lock; /* with pf: held around every call into a data set (train/read.c) */
     double data_wait_s;    /* the steps' time waiting for (or reading) their micro-batches */
@@ -71,6 +73,9 @@ size_t trainer_param_tensors(const snug_trainer *tr, struct st_tensor *t);
  * that is due, a stop that was asked for: *stop set and SNUG_E_INTERRUPTED). */
 snug_status fit_state_write(snug_trainer *tr, snug_error *err);
 snug_status fit_after_step(snug_trainer *tr, bool *stop, snug_error *err);
+
+/* data_info.c: what fit remembers of its data set for snug_trainer_save (class names, normalisation). */
+void trainer_remember_data(snug_trainer *tr, const snug_dataset *ds);
 
 /* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
 void trainer_init_params(snug_trainer *tr);

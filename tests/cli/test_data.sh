@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# End-to-end tests of your own data (docs/data.md): an image folder trained with augmentation and reading ahead,
+# its log (read back line by line with Python's json module), its curve (parsed as XML with the expected series),
+# the weights scored by `snug eval` with the per-class table; a resumed run's log; a CSV table; and the bad
+# inputs: a corrupt image, an empty class folder, a bad cell, bad flag values, a missing log.
+#
+# usage: tests/cli/test_data.sh SNUG_BINARY DATA_DIR
+set -u
+
+# shellcheck source=tests/cli/harness.sh
+. "$(dirname "$0")/harness.sh"
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+IMAGES=$TMP/images
+python3 "$HERE/make_image_folder.py" "$IMAGES" 10 8 3 28 || exit 2
+
+run "an image folder: augmented, read ahead, logged, saved" train --model cnn --data "images:$IMAGES" --batch 8 \
+    --epochs 3 --augment flip,crop:2,brightness:0.1 --lr 0.02 --log "$TMP/run.jsonl" --eval-every 4 \
+    --save "$TMP/w.safetensors" --progress off
+expect_rc 0
+expect_in "$OUT" "10 classes; evaluation: val/"
+expect_in "$OUT" "computed over the training images"
+expect_in "$OUT" "augment flip,crop:2,brightness:0.1; 2 micro-batches read ahead by 1 thread"
+expect_in "$OUT" "data: the steps waited"
+expect_in "$OUT" "log: $TMP/run.jsonl"
+python3 - "$TMP/run.jsonl" <<'PY' || fail "the log does not read back with json, line by line"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+steps = [l["step"] for l in lines if l["type"] == "step"]
+evals = [l for l in lines if l["type"] == "eval"]
+assert steps == list(range(1, 31)), steps
+assert all(e["set"] == "validation" and 0 <= e["accuracy"] <= 1 for e in evals) and len(evals) >= 6, evals
+assert all(k in lines[0] for k in ("epoch", "loss", "lr", "grad_norm", "samples_per_s", "memory_bytes"))
+PY
+
+run "its curve" curve "$TMP/run.jsonl" -o "$TMP/run.svg"
+expect_rc 0
+python3 - "$TMP/run.svg" <<'PY' || fail "the curve is not XML with the expected series"
+import sys, xml.etree.ElementTree as ET
+ids = {e.get("id") for e in ET.parse(sys.argv[1]).iter() if e.get("id")}
+assert {"train-loss", "train-loss-smoothed", "eval-loss", "eval-accuracy"} <= ids, ids
+PY
+
+run "snug eval: the weights' normalisation, a table per class" eval --model cnn --data "images:$IMAGES" \
+    --weights "$TMP/w.safetensors"
+expect_rc 0
+expect_in "$OUT" "validation accuracy"
+expect_in "$OUT" "as in training (the weights' metadata)"
+expect_in "$OUT" "class-9"
+expect_in "$OUT" "confusion matrix"
+
+python3 "$HERE/make_image_folder.py" "$TMP/large" 10 1 1 40 || exit 2
+cp -r "$IMAGES" "$TMP/mixed"
+cp "$TMP/large/train/class-3/000.png" "$TMP/mixed/train/class-3/zz-large.png"
+run "images of mixed sizes are resized" train --model cnn --data "images:$TMP/mixed" --batch 8 --max-steps 2 \
+    --progress off --evaluate off
+expect_rc 0
+
+run "a run stopped and resumed keeps one log line per step" train --model cnn --data "images:$IMAGES" --batch 8 \
+    --epochs 2 --max-steps 5 --augment flip --log "$TMP/resumed.jsonl" --state "$TMP/state" --state-every 2 \
+    --progress off --evaluate off
+expect_rc 0
+run "... continued" train --resume "$TMP/state" --max-steps 12 --progress off
+expect_rc 0
+python3 -c "
+import json, sys
+steps = [json.loads(l)['step'] for l in open(sys.argv[1]) if '\"step\"' in l]
+assert steps == list(range(1, 13)), steps" "$TMP/resumed.jsonl" || fail "the resumed log is not steps 1..12"
+
+printf 'a,b,label\n0,1,x\n1,0,y\n0.5,0.5,x\n1,1,y\n' > "$TMP/t.csv"
+printf '[model]\nname = tab\ninput = image 2 1 1\n[flat]\ntype = flatten\n[fc]\ntype = linear\nout = 2\n[loss]\ntype = softmax_cross_entropy\n' > "$TMP/tab.ini"
+run "a CSV table trains" train --model "$TMP/tab.ini" --data "csv:$TMP/t.csv" --batch 2 --epochs 2 --progress off
+expect_rc 0
+expect_in "$OUT" "rows of 2 features"
+
+printf 'a,b,label\n0,1,x\n1,,y\n' > "$TMP/bad.csv"
+run "a CSV table with an empty cell" train --model "$TMP/tab.ini" --data "csv:$TMP/bad.csv" --progress off
+expect_rc 1
+expect_in "$ERR" "bad.csv:3: column 2 'b'"
+
+cp -r "$IMAGES" "$TMP/corrupt"
+printf 'not a png' > "$TMP/corrupt/train/class-1/005.png"
+run "a corrupt image" train --model cnn --data "images:$TMP/corrupt" --progress off
+expect_rc 1
+expect_in "$ERR" "corrupt/train/class-1/005.png"
+
+cp -r "$IMAGES" "$TMP/empty"
+rm "$TMP/empty/train/class-0/"*.png
+run "a class folder without images" train --model cnn --data "images:$TMP/empty" --progress off
+expect_rc 1
+expect_in "$ERR" "class-0"
+
+head -c 6000 /dev/urandom | base64 > "$TMP/text.txt"
+run "augmentation of token windows is refused" train --model gpt --data text:"$TMP/text.txt" --augment flip \
+    --max-steps 1 --progress off
+expect_rc 1
+expect_in "$ERR" "augmentation (flip) changes images"
+
+usage_error "an unknown augmentation" "augmentation 'blur' is not one snug knows" train --augment blur
+usage_error "a normalisation without std" "give MEAN/STD" train --normalise 0.5
+usage_error "a log of another format" "--log must name a .jsonl or a .csv file" train --log run.txt
+usage_error "too many micro-batches read ahead" "--prefetch must be" train --prefetch 65
+usage_error "a curve without -o" "-o FILE.svg is required" curve "$TMP/run.jsonl"
+
+run "a curve of a missing log" curve "$TMP/nothing.jsonl" -o "$TMP/x.svg"
+expect_rc 1
+expect_in "$ERR" "nothing.jsonl"
+
+finish_tests
