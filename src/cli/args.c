@@ -196,6 +196,9 @@ static const flag plan_flags[] = {
      .aux = OPT(checkpoint_given)},
     PRECISION_FLAG,
 
+    {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches read ahead of the step, planned in the data "
+          "category (snug train --prefetch) [0]"), .min = 0, .max = 64},
+
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),
      .choices = optim_choices},

@@ -96,6 +96,11 @@ run "augmentation of token windows is refused" train --model gpt --data text:"$T
 expect_rc 1
 expect_in "$ERR" "augmentation (flip) changes images"
 
+run "snug plan counts the ring of micro-batches read ahead as data" plan --model cnn --batch 64 --micro-batch 16 \
+    --prefetch 2
+expect_rc 0
+expect_in "$OUT" "data 147.19 KiB" # 49.06 KiB + 2 x (16 x 784 floats + 16 labels, each block 64-byte aligned)
+
 usage_error "an unknown augmentation" "augmentation 'blur' is not one snug knows" train --augment blur
 usage_error "a normalisation without std" "give MEAN/STD" train --normalise 0.5
 usage_error "a log of another format" "--log must name a .jsonl or a .csv file" train --log run.txt
