@@ -44,7 +44,9 @@ static const flag train_flags[] = {
           "data set: mnist (28x28), mnist32 (MNIST padded to 32x32, for resnet20), brown (the Brown corpus, "
           "byte-level, the last 10% held out; context = the model's input length), text:FILE (any file, the same "
           "way), shapes (synthetic shapes segmentation at the model's H x W), segmentation:DIR (PNGs in DIR/images "
-          "and DIR/masks, evaluated on DIR/val if it exists) [mnist]")},
+          "and DIR/masks, evaluated on DIR/val if it exists), images:DIR (labelled PNG/JPEG images, one folder per "
+          "class in DIR/train and DIR/val, resized and centre-cropped to the input), csv:FILE[,FILE2] (a table, "
+          "labels in the last column; FILE2 evaluates) (docs/data.md) [mnist]")},
     {FLAG("data-dir", F_STRING, data_dir, "DIR",
           "where the data set's files are: mnist, mnist32: the IDX files [$SNUG_DATA_DIR, else data/mnist]; brown: "
           "brown.txt [data/brown]")},
@@ -230,7 +232,8 @@ static const flag eval_flags[] = {
           "the safetensors file to score, e.g. what `snug train --save` wrote for the same model [required]")},
     {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
           "data set, as for snug train; its evaluation part is scored: MNIST's test set, the held-out 10% of a "
-          "text, the 500 evaluation shapes, DIR/val (else DIR itself) [mnist]")},
+          "text, the 500 evaluation shapes, DIR/val (else DIR itself; images:DIR: DIR/val read with the weights' "
+          "normalisation, a table per class), csv:FILE,FILE2's FILE2 [mnist]")},
     {FLAG("data-dir", F_STRING, data_dir, "DIR",
           "where the data set's files are: mnist, mnist32: the IDX files [$SNUG_DATA_DIR, else data/mnist]; brown: "
           "brown.txt [data/brown]")},
