@@ -152,7 +152,7 @@ static void run_calls(op_fixture *f, size_t rows, size_t calls, void *pending) {
     if (pending) f->op->flush(&f->c);
 }
 
-/* Pending rows: single-row calls (a block of 16: flushes inside at 16 rows), 3-row calls (a block of 48: at 48
+/* Pending rows (AVX-512 CPUs, where sgemm takes the products): single-row calls (a block of 16: flushes inside at 16 rows), 3-row calls (a block of 48: at 48
  * + 3) or 16-row calls (64: at 64 + 16), then the window's flush, leave dW with the bits of immediate updates,
  * db and din unchanged; the block is planned for 64 rows at 16 rows a call, 16 at one row, none past 16 rows a
  * call; at micro-batch 1 it is planned for layers of one row per sample, none for 256 (the GPT's). */
@@ -170,6 +170,10 @@ static void test_pending_rows_same_bits(void **state) {
     }
     assert_int_equal(a.op->pending_bytes(a.node, 17), 0);
     assert_int_equal(bytes - a.op->pending_bytes(a.node, 1), 48 * (in + out) * sizeof(float));
+    assert_int_equal(a.op->bf16_pending_bytes(a.node, 16), bytes); /* bf16 with float32 products: the same */
+    snug_set_gemm(SNUG_GEMM_BF16);
+    assert_int_equal(a.op->bf16_pending_bytes(a.node, 16), 0); /* through bgemm: nothing deferred, none planned */
+    snug_set_gemm(SNUG_GEMM_SNUG);
     static const size_t rows[] = {1, 3, 16}, calls[] = {70, 23, 5};
     for (int k = 0; k < 3; k++) {
         /* each run in a block of exactly what a plan of its rows holds: a capacity beyond it is an overflow

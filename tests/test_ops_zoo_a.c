@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/bf16.h"
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
@@ -515,6 +516,56 @@ static void test_gelu_values(void **state) {
         assert_float_equal(f.y[i], want_y, 2e-6 * (1 + fabs(want_y)));
         assert_float_equal(f.dx[0][i], want_d, 2e-6 * (1 + fabs(want_d)));
     }
+    op_fixture_free(&f);
+}
+
+/* Backward's other ways of reading and writing, each against the plain call bit for bit (bf16-valued inputs, as
+ * in a bf16 run): x from its packed copy (op_call.in_packed, in[0] NULL), adding into a gradient or writing it
+ * fresh; and dx written over dy itself (OP_GRAD_IN_PLACE, fresh). 80,000 elements: the parallel chunks, and
+ * spans that end inside the unpacking blocks. */
+static void test_gelu_packed_and_in_place(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("t");
+    snug_gelu(g, "act", snug_input(g, "x", 4, 100, 100));
+    op_fixture f;
+    op_fixture_init(&f, g, 1, 2, threads(), FILL_PLAIN, 62);
+    assert_true(f.op->flags & OP_READS_PACKED);
+    assert_true(f.op->flags & OP_GRAD_IN_PLACE);
+    const size_t n = 2 * f.out_n;
+    bf16 *packed = op_test_xmalloc(n * sizeof *packed);
+    float *want = op_test_xmalloc(n * sizeof *want), *got = op_test_xmalloc(n * sizeof *got);
+    for (size_t i = 0; i < n; i++) f.x[0][i] = bf16_round(4.0f * f.x[0][i]);
+    bf16_pack(packed, f.x[0], n);
+    for (int fresh = 0; fresh <= 1; fresh++) {
+        for (size_t i = 0; i < n; i++) want[i] = got[i] = fresh ? NAN : 0.25f * f.r[i]; /* stale, or summed into */
+        op_call c = f.c;
+        c.din_fresh = fresh ? 1u : 0u;
+        c.din[0] = want;
+        f.op->backward(&c);
+        c.in[0] = NULL;
+        c.in_packed = packed;
+        c.din[0] = got;
+        f.op->backward(&c);
+        assert_memory_equal(got, want, n * sizeof *got);
+    }
+    op_call c = f.c; /* in place: dx over a copy of dy */
+    memcpy(got, f.r, n * sizeof *got);
+    c.din_fresh = 1u;
+    c.din[0] = got;
+    c.dout = got;
+    f.op->backward(&c);
+    assert_memory_equal(got, want, n * sizeof *got);
+    c = f.c; /* a consumer's regen of sample 1 from the packed input, in three parts: the forward's rounded bits */
+    c.bf16 = true;
+    f.op->forward(&c);
+    bf16_round_floats(want, f.y + f.out_n, f.out_n);
+    c.in[0] = NULL;
+    c.in_packed = packed;
+    for (size_t t = 0; t < 3; t++) f.op->regen(&c, 1, got, t, 3);
+    assert_memory_equal(got, want, f.out_n * sizeof *got);
+    free(packed);
+    free(want);
+    free(got);
     op_fixture_free(&f);
 }
 
@@ -1059,6 +1110,7 @@ int main(void) {
         cmocka_unit_test(test_global_avgpool),
         cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_gelu_values),
+        cmocka_unit_test(test_gelu_packed_and_in_place),
         cmocka_unit_test(test_linear_tokens),
         cmocka_unit_test(test_linear_tokens_large),
         cmocka_unit_test(test_embedding_gradients),

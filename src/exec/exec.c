@@ -111,8 +111,8 @@ static int fresh_input(const exec *x, int s, int b) {
 
 /* Gradient buffers share memory with others over the step, so each is zeroed when its lifetime begins, or
  * written whole by its first writer where that op can (fresh_input: the zeroing was a pass over memory of its
- * own, 2-12% of a step); one that continues another's memory in place (a residual add's pass-through) starts
- * with that gradient instead. Called after bind_step. */
+ * own, 2-12% of a step); one that continues another's memory (a residual add's pass-through) starts with that
+ * gradient instead, or is written whole over it by an OP_GRAD_IN_PLACE op. Called after bind_step. */
 static bool bind_zeroing(exec *x) {
     const plan *p = x->p;
     x->zero_start = calloc((size_t)p->n_steps + 1, sizeof *x->zero_start);
@@ -122,10 +122,16 @@ static bool bind_zeroing(exec *x) {
     for (int s = 0; s < p->n_steps; s++) {
         x->zero_start[s] = n;
         for (int b = 0; b < p->n_bufs; b++) {
-            if (p->bufs[b].kind != ACT_GRAD || p->bufs[b].first != s || p->bufs[b].shares >= 0) continue;
+            if (p->bufs[b].kind != ACT_GRAD || p->bufs[b].first != s) continue;
             const int i = fresh_input(x, s, b);
-            if (i >= 0) x->calls[s].din_fresh |= 1u << i;
-            else x->zero_list[n++] = b;
+            if (p->bufs[b].shares >= 0) { /* continued: over a dead dout (GELU) it is written whole */
+                if (i >= 0 && (x->g->nodes[p->steps[s].node].op->flags & OP_GRAD_IN_PLACE))
+                    x->calls[s].din_fresh |= 1u << i;
+            } else if (i >= 0) {
+                x->calls[s].din_fresh |= 1u << i;
+            } else {
+                x->zero_list[n++] = b;
+            }
         }
     }
     x->zero_start[p->n_steps] = n;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The sizes one op tunes: below par_min elements one direct call; above, chunks of `chunk` elements. */
 typedef struct ew_split {
@@ -25,5 +26,11 @@ void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t 
  * zeros): a gradient passed on unchanged (add, an inactive dropout). */
 void ew_accumulate(ew_split s, float *din, const float *dy, size_t len, bool fresh);
 void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len);
+
+/* The same where a is read from its bfloat16 copy (a backward whose kept input is packed): f unpacks what it
+ * reads. */
+typedef void (*ew_binary_packed_fn)(float *out, const uint16_t *a, const float *b, size_t n);
+void ew_apply_binary_packed(ew_split s, ew_binary_packed_fn f, float *out, const uint16_t *a, const float *b,
+                            size_t len);
 
 #endif

@@ -3,6 +3,9 @@
  * not determine (GELU is not monotonic below about -0.75), so the op keeps its INPUT (OP_KEEPS_INPUT). That also
  * rules out running in place: the planner only writes an element-wise output over an input that dies at this
  * step, and a kept input lives on until backward. Recompute (OP_ELEMENTWISE) is still cheap.
+ * Backward's dx depends element by element on dy and x alone, so it may write over dy (OP_GRAD_IN_PLACE: a
+ * transformer MLP's two widest gradients share one buffer), and in bf16 it reads x straight from its packed copy
+ * (OP_READS_PACKED), so no float32 instance of it is unpacked for backward.
  * erf and exp come from kernels/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
  * every element is computed alone, so the bits do not depend on the thread count. */
 #include <stdio.h>
@@ -65,23 +68,58 @@ VM_KERNEL static void gelu_backward_fresh_span(float *dx,       // (n)
     for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * gelu_slope(x[i]);
 }
 
+/* Elements unpacked at a time from a packed input: a stack block that stays in L1. */
+#define GELU_UNPACK ((size_t)256)
+
+/* The backward spans over a packed input (op_call.in_packed): x unpacked block by block, the bits of reading
+ * the unpacked instance (every bfloat16 is a float). */
+static void gelu_backward_packed(float *dx, const bf16 *xp, const float *dy, size_t n, bool fresh) {
+    float x[GELU_UNPACK];
+    for (size_t lo = 0; lo < n; lo += GELU_UNPACK) {
+        const size_t len = n - lo < GELU_UNPACK ? n - lo : GELU_UNPACK;
+        bf16_unpack(x, xp + lo, len);
+        if (fresh) gelu_backward_fresh_span(dx + lo, x, dy + lo, len);
+        else gelu_backward_span(dx + lo, x, dy + lo, len);
+    }
+}
+
+static void gelu_backward_packed_span(float *dx, const bf16 *xp, const float *dy, size_t n) {
+    gelu_backward_packed(dx, xp, dy, n, false);
+}
+
+static void gelu_backward_packed_fresh_span(float *dx, const bf16 *xp, const float *dy, size_t n) {
+    gelu_backward_packed(dx, xp, dy, n, true);
+}
+
 static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
 
 static void gelu_forward(const op_call *c) {
     ew_apply_unary(gelu_split, gelu_span, c->out, c->in[0], c->m * op_in_numel(c, 0));
 }
 
+/* din[0] may be dout itself (OP_GRAD_IN_PLACE, then fresh): each element reads its dy before writing its dx. */
 static void gelu_backward(const op_call *c) {
-    if (c->din[0])
-        ew_apply_binary(gelu_split, c->din_fresh & 1u ? gelu_backward_fresh_span : gelu_backward_span, c->din[0],
-                        c->in[0], c->dout, c->m * op_in_numel(c, 0));
+    const size_t len = c->m * op_in_numel(c, 0);
+    const bool fresh = c->din_fresh & 1u;
+    if (!c->din[0]) return;
+    if (c->in_packed)
+        ew_apply_binary_packed(gelu_split, fresh ? gelu_backward_packed_fresh_span : gelu_backward_packed_span,
+                               c->din[0], c->in_packed, c->dout, len);
+    else
+        ew_apply_binary(gelu_split, fresh ? gelu_backward_fresh_span : gelu_backward_span, c->din[0], c->in[0],
+                        c->dout, len);
 }
 
 /* Sample n of the forward's output (op_desc.regen), its elements split over T: the forward's span kernel, an
  * expression per element, so the same bits. */
 static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const size_t numel = op_in_numel(c, 0), lo = numel * t / T, hi = numel * (t + 1) / T;
-    gelu_span(dst + lo, c->in[0] + n * numel + lo, hi - lo);
+    if (c->in_packed) { /* the input only packed: unpacked into dst, then the span over it in place */
+        bf16_unpack(dst + lo, c->in_packed + n * numel + lo, hi - lo);
+        gelu_span(dst + lo, dst + lo, hi - lo);
+    } else {
+        gelu_span(dst + lo, c->in[0] + n * numel + lo, hi - lo);
+    }
     if (c->bf16) bf16_round_floats(dst + lo, dst + lo, hi - lo);
 }
 
@@ -103,7 +141,7 @@ static size_t gelu_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_gelu = {
     .kind = "gelu",
-    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_READS_PACKED | OP_GRAD_IN_PLACE,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

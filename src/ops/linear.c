@@ -447,6 +447,11 @@ static size_t linear_pending_bytes(const op_node *n, size_t m) {
     return bytes;
 }
 
+/* bf16 plans: none where bgemm takes the products (its dW rounds dy, so such a call never defers). */
+static size_t linear_bf16_pending_bytes(const op_node *n, size_t m) {
+    return bgemm_in_use() ? 0 : linear_pending_bytes(n, m);
+}
+
 /* ---- regenerated inputs ----------------------------------------------------------------------------------
  * Where the plan regenerates this layer's input (op_call.regen: a LayerNorm's or GELU's output nothing else
  * reads), backward has no in[0]: dW += dy^T x goes sample by sample, each sample's rows regenerated into a stage
@@ -594,6 +599,7 @@ const op_desc op_linear = {
     .workspace_bytes = linear_workspace_bytes,
     .bf16_workspace_bytes = linear_bf16_workspace_bytes,
     .pending_bytes = linear_pending_bytes,
+    .bf16_pending_bytes = linear_bf16_pending_bytes,
     .flush = linear_flush,
     .regen_stage_bytes = linear_regen_stage_bytes,
 };

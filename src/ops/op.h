@@ -35,8 +35,13 @@ enum {
                                    GELU): see op_desc.regen */
     OP_READS_INDICES = 1u << 10,/* in[0] holds indices, not values (an embedding's tokens): never rounded to
                                    bfloat16 */
-    OP_READS_PACKED = 1u << 11, /* backward can take in[0] sample by sample from its bfloat16 copy
-                                   (op_call.in_packed) into the stage regen_stage_bytes sizes (conv2d) */
+    OP_READS_PACKED = 1u << 11, /* backward can take in[0] from its bfloat16 copy (op_call.in_packed): sample
+                                   by sample into the stage regen_stage_bytes sizes (conv2d), or a span at a
+                                   time as it reads it where the op has no regen_stage_bytes (GELU) */
+    OP_GRAD_IN_PLACE = 1u << 12,/* backward can write din[0] over dout: element i of din[0] depends on element
+                                   i of dout and of the kept values only, written whole (op_call.din_fresh).
+                                   The planner gives in[0]'s gradient dout's memory where dout dies at this
+                                   step and in[0]'s gradient begins there (GELU's backward) */
 };
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node. */
@@ -65,7 +70,8 @@ typedef struct op_call {
                                           evaluation): what kept derives from them is stale unless it was
                                           derived under this version */
     const uint16_t *in_packed;         /* backward of an OP_READS_PACKED op whose input the plan keeps only
-                                          packed (plan.packed_in): in[0] in bfloat16, and in[0] is NULL */
+                                          packed (plan.packed_in): in[0] in bfloat16, and in[0] is NULL (also
+                                          in the call a consumer's regen receives) */
     const struct op_call *regen;       /* backward of an OP_REGEN_INPUT op whose plan regenerates its input
                                           (plan.regen): the producer's own backward call, whose op_desc.regen
                                           writes any sample of in[0]; in[0] is then NULL. Else NULL. */
@@ -122,6 +128,9 @@ typedef struct op_desc {
      * the bytes as at the window's start; the trainer calls it once after the window's last backward, with the
      * op's backward call. A backward without c->pending applies its contributions at once: the same bits. */
     size_t (*pending_bytes)(const op_node *n, size_t m);
+    /* The same in a bf16 plan, where the op's products may take other kernels (linear's through bgemm defer
+     * nothing); NULL: as above. */
+    size_t (*bf16_pending_bytes)(const op_node *n, size_t m);
     void (*flush)(const op_call *c);
     /* Bytes derived from the op's parameters alone that it keeps across the micro-batches of a window at
      * micro-batch m instead of deriving them again for each (Winograd's transformed weights), counted as

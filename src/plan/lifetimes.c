@@ -97,7 +97,9 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
         }
     if (p->regen[st->node]) { /* what the producer regenerates from: its own backward's reads */
         const int producer = g->tensors[graph_base_tensor(g, n->inputs[0])].producer;
-        touch(p, value_at(p, graph_base_tensor(g, g->nodes[producer].inputs[0]), true), s);
+        const snug_tensor src = graph_base_tensor(g, g->nodes[producer].inputs[0]);
+        const bool packed = p->packed_in[producer] && p->packed[src] >= 0; /* a GELU reading its input packed */
+        touch(p, packed ? p->packed[src] : value_at(p, src, true), s);
         touch(p, p->saved_fwd[producer], s);
     }
     if (flags & OP_KEEPS_OUTPUT) touch(p, value_at(p, n->output, true), s);
@@ -127,21 +129,33 @@ static void share_in_place(const snug_graph *g, plan *p) {
     }
 }
 
-/* A pass-through backward (the residual add) whose first input's gradient starts at this very step continues
- * the output gradient's memory: dL/dx of a residual stream flows down the blocks without a copy. */
+/* Whether the backward of node n, at step s, may write its first input's gradient over its output's: a
+ * pass-through (the residual add), or an op writing din[0] element by element from dout (GELU) where dout dies
+ * at s and din[0] is the whole of its buffer (not a view of part of it). Either way in[0]'s gradient must begin
+ * at s. */
+static bool gradient_continues(const snug_graph *g, const plan *p, const graph_node *n, int s) {
+    const snug_tensor in0 = graph_base_tensor(g, n->inputs[0]);
+    const int gin = p->grad[in0], gout = p->grad[n->output];
+    if (gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes) return false;
+    bool repeated = false; /* add(x, x): x's gradient needs dy twice, so it cannot be dy's memory */
+    for (int i = 1; i < n->n_inputs; i++) repeated |= graph_base_tensor(g, n->inputs[i]) == in0;
+    if (n->op->flags & OP_GRAD_PASSTHROUGH) return !repeated;
+    const size_t whole = g->tensors[g->nodes[p->bufs[gin].node].output].numel;
+    const unsigned in_place = OP_GRAD_IN_PLACE | OP_WRITES_FRESH; /* written whole, never added into dout */
+    return (n->op->flags & in_place) == in_place && !repeated && p->bufs[root_of(p, gout)].last == s &&
+           g->tensors[n->inputs[0]].numel == whole;
+}
+
+/* A backward that continues its output gradient's memory as its first input's (gradient_continues): dL/dx of
+ * a residual stream flows down the blocks without a copy, and a GELU's gradient takes the place of the one it
+ * reads. */
 static void share_gradients(const snug_graph *g, plan *p) {
     for (int s = p->n_forward; s < p->n_steps; s++) {
         const sched_step *st = &p->steps[s];
         if (st->node < 0 || st->phase != SNUG_PHASE_BACKWARD) continue;
         const graph_node *n = &g->nodes[st->node];
-        if (!(n->op->flags & OP_GRAD_PASSTHROUGH)) continue;
-        snug_tensor in0 = graph_base_tensor(g, n->inputs[0]);
-        bool repeated = false; /* add(x, x): x's gradient needs dy twice, so it cannot be dy's memory */
-        for (int i = 1; i < n->n_inputs; i++) repeated |= graph_base_tensor(g, n->inputs[i]) == in0;
-        int gin = p->grad[in0], gout = p->grad[n->output];
-        if (repeated || gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes)
-            continue;
-        int root = root_of(p, gout);
+        if (n->n_inputs < 1 || !gradient_continues(g, p, n, s)) continue;
+        const int gin = p->grad[graph_base_tensor(g, n->inputs[0])], root = root_of(p, p->grad[n->output]);
         p->bufs[gin].shares = root;
         if (p->bufs[gin].last > p->bufs[root].last) p->bufs[root].last = p->bufs[gin].last;
     }

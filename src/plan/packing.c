@@ -8,7 +8,8 @@
  * value before it is packed; it costs the packed copy of the few outputs live during forward.
  *
  * A convolution's backward takes its input sample by sample from the packed copy (plan.packed_in), unpacked
- * into a stage of one sample; an instance no step reads is then dropped. Where packing lowers nothing (the peak
+ * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an instance no step reads
+ * is then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
  * The input batch is rounded too, unless a layer reads it as indices (an embedding's tokens). */
@@ -82,8 +83,11 @@ bool plan_packed_inputs(const snug_graph *g, plan *p) {
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
+        /* a staged reader (conv2d) reads packed only where it has a stage for the size; one without reads
+         * its packed input as it goes (GELU) */
+        const bool staged = n->op->regen_stage_bytes != NULL;
         if (!(n->op->flags & OP_READS_PACKED) || n->n_inputs < 1 || p->regen[i] ||
-            n->op->regen_stage_bytes(n, 1, 1) == 0)
+            (staged && n->op->regen_stage_bytes(n, 1, 1) == 0))
             continue;
         const snug_tensor t = graph_base_tensor(g, n->inputs[0]);
         const int producer = g->tensors[t].producer;

@@ -27,7 +27,9 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     *total = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t (*bytes)(const op_node *, size_t) = kept ? op->kept_bytes : op->pending_bytes;
+        size_t (*bytes)(const op_node *, size_t) = kept ? op->kept_bytes
+                                                  : p->variant.bf16 && op->bf16_pending_bytes ? op->bf16_pending_bytes
+                                                                                              : op->pending_bytes;
         size_t b = bytes && !p->variant.no_window_extras ? bytes(&g->nodes[i], p->m) : 0;
         at[i] = SIZE_MAX;
         if (b == 0) continue;
@@ -61,7 +63,7 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
             p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
         size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
         /* a regenerated (or unpacked) input's stages come after the op's own workspace */
-        if ((p->regen[i] || p->packed_in[i]) && w != (size_t)-1 &&
+        if ((p->regen[i] || p->packed_in[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
             !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
             w = (size_t)-1;
         if (w == (size_t)-1) ok = false;
