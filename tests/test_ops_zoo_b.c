@@ -603,10 +603,12 @@ static void test_attention_table(void **state) {
     assert_true(f.op->flags & OP_KEEPS_INPUT);
     /* nothing kept beyond the input: backward rebuilds the probabilities */
     assert_null(f.op->saved_bytes);
-    /* two (T, T) blocks, P and dS, per thread that can have a task: min(threads, m * heads) */
-    assert_int_equal(f.op->workspace_bytes(f.node, 3, 4), 2 * 4 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.node, 1, 16), 2 * 3 * 25 * sizeof(float));
-    assert_int_equal(f.op->workspace_bytes(f.node, 1, 1), 2 * 25 * sizeof(float));
+    /* two (T, T) blocks, P and dS, and the head's keys and values transposed, (D, T) each, per thread that can
+     * have a task: min(threads, m * heads) */
+    const size_t per_thread = 2 * 25 + 2 * 2 * 5;
+    assert_int_equal(f.op->workspace_bytes(f.node, 3, 4), 4 * per_thread * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.node, 1, 16), 3 * per_thread * sizeof(float));
+    assert_int_equal(f.op->workspace_bytes(f.node, 1, 1), per_thread * sizeof(float));
     assert_true(f.op->flops(f.node) == 4.0 * 25 * 6 + 5.0 * 25 * 3);
     op_fixture_free(&f);
     /* the causal builder is the causal attention */

@@ -9,15 +9,16 @@
  * into a block of the same shape, then the same softmax kernel), so backward sees the forward's P bit for bit;
  * the price is one more product beside backward's four and the exponentials, and it saves the forward's write of
  * P and backward's two reads of it.
- * Each (sample, head) is one task of a few GEMMs (the BLAS runs single-threaded inside the parallel loop); the
- * tasks write disjoint columns, so they run in parallel without races, and each task's sums run in one fixed
- * order: the same bits for any thread count. The blocks of scores and probabilities are per-thread scratch.
+ * Each (sample, head) is one task of a few small products (small_gemm, on the task's thread); the tasks write
+ * disjoint columns, so they run in parallel without races. Every element of a product is one chain of
+ * multiply-adds in a fixed order, whatever the operands' addresses or the thread count, so a sample's attention
+ * has the same bits in any micro-batch and in any plan: in bf16, where every output is rounded to bfloat16, a
+ * changed last bit would become a changed value. The blocks of scores and probabilities, and the
+ * head's keys and values transposed (small_gemm reads B along its rows), are per-thread scratch.
  *
  * The rows go in blocks of ATTN_BLOCK queries. A causal block of rows [r0, r1) sees keys [0, r1) only, so every
  * product runs over those keys: the masked upper triangle is neither multiplied nor exponentiated, beyond the
  * corner of the diagonal block (about 56% of the full work at T = 256). The FLOP counts count exactly this. */
-#include <cblas.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -26,12 +27,14 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/op.h"
+#include "kernels/small_gemm.h"
+#include "kernels/transpose.h"
 #include "kernels/vmath.h"
 
 /* Below this many multiply-adds a parallel loop costs more than it saves. */
 #define ATTN_PAR_MIN ((size_t)1 << 15)
-/* Query rows per block: large enough for the BLAS to run near its peak on (block, keys, D) products, small
- * enough that a causal block skips most of the masked triangle. */
+/* Query rows per block: enough rows for the products' register tiles to reuse each row of K and V many
+ * times, few enough that a causal block skips most of the masked triangle. */
 #define ATTN_BLOCK ((size_t)32)
 
 typedef struct attn_dims {
@@ -70,9 +73,8 @@ static snug_status attn_infer(const op_node *n, const snug_shape *in, int n_in, 
                  H, C, snug_shape_format(&in[0], s, sizeof s), C);
         return SNUG_E_SHAPE;
     }
-    /* The BLAS takes int dimensions; the scores are T x T per head. */
-    if (T > INT_MAX || in[0].dims[1] > INT_MAX || !size_mul(T, T, &tt) || !size_mul(tt, H, &tt) ||
-        tt > SIZE_MAX / sizeof(float)) {
+    /* The scores are T x T per head: their bytes must be countable. */
+    if (!size_mul(T, T, &tt) || !size_mul(tt, H, &tt) || tt > SIZE_MAX / sizeof(float)) {
         snprintf(msg, msg_len, "input %s is too large for %zu heads of T x T scores",
                  snug_shape_format(&in[0], s, sizeof s), H);
         return SNUG_E_SHAPE;
@@ -128,27 +130,41 @@ static int attn_team(const op_call *c, size_t tasks) {
     return (int)(nt < tasks ? nt : tasks);
 }
 
-/* The probabilities of rows [r0, r0 + nr) of one (sample, head) into b (rows T apart): the block's scores against
- * its nk keys, then their softmax. Forward and backward both build P through this function. */
-static void attn_block_probs(const attn_dims *d, const float *q, const float *k, size_t r0, size_t nr, size_t nk,
-                             float *b) {
-    const int ld = (int)(3 * d->C);
-    const float scale = (float)(1.0 / sqrt((double)d->D));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nk, (int)d->D, scale, q + r0 * 3 * d->C, ld,
-                k, ld, 0.0f, b, (int)d->T);
-    attn_softmax_rows(b, r0, nr, nk, d->T, d->causal);
+/* A matrix row-major with rows ld apart, and the transpose of one: A(i, p) = x[p ld + i]. */
+static sgemm_mat attn_rows(const float *x, size_t ld) { return (sgemm_mat){.p = x, .rs = ld, .cs = 1}; }
+static sgemm_mat attn_cols(const float *x, size_t ld) { return (sgemm_mat){.p = x, .rs = 1, .cs = ld}; }
+
+/* A thread's scratch in the workspace: two (min(ATTN_BLOCK, T), T) blocks, P and backward's dP (then dS), and
+ * the head's keys and values transposed, (D, T) each: the B operands of Q K^T and dO V^T, which small_gemm
+ * reads along their rows. Copied once per (sample, head), they serve every block of rows. */
+typedef struct attn_scratch {
+    float *p, *ds, *kt, *vt;
+} attn_scratch;
+
+static size_t attn_thread_floats(const attn_dims *d) {
+    const size_t bt = d->T < ATTN_BLOCK ? d->T : ATTN_BLOCK;
+    return 2 * bt * d->T + 2 * d->D * d->T;
 }
 
-/* The thread's blocks of the workspace: (min(ATTN_BLOCK, T), T) floats each, `per_thread` of them per thread. */
-static float *attn_thread_blocks(const op_call *c, const attn_dims *d, int per_thread) {
+static attn_scratch attn_scratch_of(const op_call *c, const attn_dims *d) {
     const size_t bt = d->T < ATTN_BLOCK ? d->T : ATTN_BLOCK;
-    return (float *)c->work + (size_t)omp_get_thread_num() * (size_t)per_thread * bt * d->T;
+    float *w = (float *)c->work + (size_t)omp_get_thread_num() * attn_thread_floats(d);
+    return (attn_scratch){.p = w, .ds = w + bt * d->T, .kt = w + 2 * bt * d->T, .vt = w + (2 * bt + d->D) * d->T};
+}
+
+/* The probabilities of rows [r0, r0 + nr) of one (sample, head) into b (rows T apart): the block's scores
+ * against its nk keys (kt: the keys transposed, (D, T)), scaled after each score's chain, then their softmax.
+ * Forward and backward both build P through this function. */
+static void attn_block_probs(const attn_dims *d, const float *q, const float *kt, size_t r0, size_t nr, size_t nk,
+                             float *b) {
+    const float scale = (float)(1.0 / sqrt((double)d->D));
+    small_gemm(nr, nk, d->D, attn_rows(q + r0 * 3 * d->C, 3 * d->C), kt, d->T, b, d->T, scale, false);
+    attn_softmax_rows(b, r0, nr, nk, d->T, d->causal);
 }
 
 static void attn_forward(const op_call *c) {
     const attn_dims d = attn_dims_of(c->node);
     const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
-    const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
     const float *qkv = c->in[0]; // (m, T, 3C)
     float *out = c->out;         // (m, T, C)
     if (tasks == 0) return;
@@ -157,12 +173,12 @@ static void attn_forward(const op_call *c) {
     for (size_t task = 0; task < tasks; task++) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C;
-        float *pb = attn_thread_blocks(c, &d, 1); // (nr, T): a block's rows, keys [0, nk)
+        const attn_scratch s = attn_scratch_of(c, &d);
+        transpose_floats(s.kt, T, k, 3 * C, T, D);
         for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
             const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
-            attn_block_probs(&d, q, k, r0, nr, nk, pb);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, iD, (int)nk, 1.0f, pb, iT, v, ld, 0.0f,
-                        out + (n * T + r0) * C + h * D, ldo);
+            attn_block_probs(&d, q, s.kt, r0, nr, nk, s.p);
+            small_gemm(nr, D, nk, attn_rows(s.p, T), v, 3 * C, out + (n * T + r0) * C + h * D, C, 1.0f, false);
         }
     }
 }
@@ -184,11 +200,26 @@ VM_KERNEL static void attn_softmax_backward(float *ds, const float *p, size_t r0
     }
 }
 
+/* One block of rows [r0, r0 + nr) of one (sample, head) against keys [0, nk): P_b as forward built it,
+ * dV[keys] += P_b^T dO_b, dP_b = dO_b V[keys]^T, dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b. q, k, v, dq, dk,
+ * dv: the head's columns, rows 3C apart; dO rows C apart. */
+static void attn_block_backward(const attn_dims *d, const attn_scratch *s, const float *q, const float *k,
+                                const float *dO, float *dq, float *dk, float *dv, size_t r0) {
+    const size_t T = d->T, C = d->C, D = d->D, ld = 3 * C, nk = attn_keys(d, r0);
+    const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const float *dOb = dO + r0 * C, *qb = q + r0 * ld;
+    attn_block_probs(d, q, s->kt, r0, nr, nk, s->p);
+    small_gemm(nk, D, nr, attn_cols(s->p, T), dOb, C, dv, ld, 1.0f, true);
+    small_gemm(nr, nk, D, attn_rows(dOb, C), s->vt, T, s->ds, T, 1.0f, false);
+    attn_softmax_backward(s->ds, s->p, r0, nr, nk, T, d->causal, scale);
+    small_gemm(nr, D, nk, attn_rows(s->ds, T), k, ld, dq + r0 * ld, ld, 1.0f, true);
+    small_gemm(nk, D, nr, attn_cols(s->ds, T), qb, ld, dk, ld, 1.0f, true);
+}
+
 static void attn_backward(const op_call *c) {
     const attn_dims d = attn_dims_of(c->node);
-    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H, bt = T < ATTN_BLOCK ? T : ATTN_BLOCK;
-    const int iT = (int)T, iD = (int)D, ld = (int)(3 * C), ldo = (int)C;
-    const float scale = (float)(1.0 / sqrt((double)D));
+    const size_t T = d.T, C = d.C, H = d.H, D = d.D, tasks = c->m * H;
     const float *qkv = c->in[0]; // (m, T, 3C)
     const float *dout = c->dout; // (m, T, C)
     float *din = c->din[0];      // (m, T, 3C)
@@ -199,24 +230,13 @@ static void attn_backward(const op_call *c) {
         const size_t n = task / H, h = task % H;
         const float *q = qkv + n * T * 3 * C + h * D, *k = q + C, *v = q + 2 * C, *dO = dout + n * T * C + h * D;
         float *dq = din + n * T * 3 * C + h * D, *dk = dq + C, *dv = dq + 2 * C;
-        float *pb = attn_thread_blocks(c, &d, 2), *ds = pb + bt * T; // (nr, T) each: P, then dP and dS
+        const attn_scratch s = attn_scratch_of(c, &d);
         if (c->din_fresh & 1u) /* the first writer of din: this task's columns zeroed while they come into cache */
             for (size_t t = 0; t < T; t++)
                 for (int part = 0; part < 3; part++) memset(dq + t * 3 * C + (size_t)part * C, 0, D * sizeof *dq);
-        for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
-            /* rows [r0, r0 + nr) against keys [0, nk): P_b as forward built it, dV[keys] += P_b^T dO_b,
-             * dP_b = dO_b V[keys]^T, dQ_b += dS_b K[keys], dK[keys] += dS_b^T Q_b */
-            const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
-            const int inr = (int)nr, ink = (int)nk;
-            const float *dOb = dO + r0 * C, *qb = q + r0 * 3 * C;
-            attn_block_probs(&d, q, k, r0, nr, nk, pb);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, pb, iT, dOb, ldo, 1.0f, dv, ld);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, inr, ink, iD, 1.0f, dOb, ldo, v, ld, 0.0f, ds, iT);
-            attn_softmax_backward(ds, pb, r0, nr, nk, T, d.causal, scale);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, inr, iD, ink, 1.0f, ds, iT, k, ld, 1.0f,
-                        dq + r0 * 3 * C, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ink, iD, inr, 1.0f, ds, iT, qb, ld, 1.0f, dk, ld);
-        }
+        transpose_floats(s.kt, T, k, 3 * C, T, D);
+        transpose_floats(s.vt, T, v, 3 * C, T, D);
+        for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) attn_block_backward(&d, &s, q, k, dO, dq, dk, dv, r0);
     }
 }
 
@@ -235,17 +255,16 @@ static double attn_backward_flops(const op_node *n) {
     return 10.0 * area * (double)d.C + 10.0 * area * (double)d.H;
 }
 
-/* Two (min(ATTN_BLOCK, T), T) blocks per thread that can run a task, min(threads, m H): backward's P and dS
- * (forward uses the first, for P). */
+/* attn_thread_floats per thread that can run a task, min(threads, m H): backward uses all of a thread's
+ * scratch, forward its first block and the transposed keys. */
 static size_t attn_workspace_bytes(const op_node *n, size_t m, int threads) {
     const attn_dims d = attn_dims_of(n);
-    size_t tasks, bytes;
+    size_t tasks, per, bytes;
     if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
     const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;
     const size_t bt = d.T < ATTN_BLOCK ? d.T : ATTN_BLOCK;
-    return size_mul(bt, d.T, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, 2 * sizeof(float), &bytes)
-               ? bytes
-               : SIZE_MAX;
+    if (!size_mul(2 * bt + 2 * d.D, d.T, &per)) return SIZE_MAX;
+    return size_mul(per, team, &bytes) && size_mul(bytes, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
 const op_desc op_attention = {
