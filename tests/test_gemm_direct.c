@@ -15,15 +15,7 @@
 #include <string.h>
 
 #include "kernels/gemm_direct.h"
-
-/* A small deterministic fill in [-1, 1). */
-static void fill(float *v, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
-    }
-}
+#include "test_util.h"
 
 /* Every element of got within a relative 1e-5 of want (K <= 700 products of values below 1). */
 static void assert_close(const float *got, const double *want, size_t rows, size_t cols, size_t ld) {
@@ -47,7 +39,7 @@ static void check_nn(size_t M, size_t N, size_t K, bool transposed, int mode) {
     float *bias = malloc(M * sizeof *bias);
     double *want = calloc(M * N, sizeof *want); /* calloc: GCC -O1 cannot see the loops fill it */
     assert_true(a && b && c && bias && want);
-    fill(a, M * K, 1), fill(b, K * ldb, 2), fill(c, M * ldc, 3), fill(bias, M, 4);
+    test_fill(a, M * K, 1), test_fill(b, K * ldb, 2), test_fill(c, M * ldc, 3), test_fill(bias, M, 4);
     /* A(i, p): row-major a[i K + p], or the transpose of a (K, M) matrix, a[p M + i] */
     const size_t a_rs = transposed ? 1 : K, a_cs = transposed ? M : 1;
     for (size_t i = 0; i < M; i++)
@@ -79,7 +71,7 @@ static void check_nt(size_t M, size_t N, size_t K) {
     float *a = malloc(M * lda * sizeof *a), *b = malloc(N * ldb * sizeof *b), *c = malloc(M * ldc * sizeof *c);
     double *want = calloc(M * N, sizeof *want); /* calloc: GCC -O1 cannot see the loops fill it */
     assert_true(a && b && c && want);
-    fill(a, M * lda, 5), fill(b, N * ldb, 6), fill(c, M * ldc, 7);
+    test_fill(a, M * lda, 5), test_fill(b, N * ldb, 6), test_fill(c, M * ldc, 7);
     for (size_t i = 0; i < M; i++)
         for (size_t j = 0; j < N; j++) {
             double s = c[i * ldc + j];
@@ -108,7 +100,7 @@ static void test_same_bits_any_thread_count(void **state) {
     float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *bias = malloc(M * sizeof *bias);
     float *c[3], *d[3];
     assert_true(a && b && bias);
-    fill(a, M * K, 8), fill(b, K * N, 9), fill(bias, M, 10);
+    test_fill(a, M * K, 8), test_fill(b, K * N, 9), test_fill(bias, M, 10);
     const int saved = omp_get_max_threads();
     for (int t = 0; t < 3; t++) {
         c[t] = malloc(M * N * sizeof *c[t]);

@@ -20,18 +20,11 @@
 
 #include "kernels/gemm_direct.h"
 #include "kernels/sgemm.h"
+#include "test_util.h"
 
 #define GUARD 64
 #define GUARD_VALUE 12345.0f
 
-/* A small deterministic fill in [-1, 1). */
-static void fill(float *v, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
-    }
-}
 
 static const size_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},     {8, 32, 9},     {9, 33, 16},    {17, 100, 5},
                                    {16, 64, 256}, {33, 65, 257}, {130, 70, 300}, {40, 600, 100}, {256, 10, 784},
@@ -51,7 +44,7 @@ static problem make(size_t M, size_t N, size_t K, bool at, bool bt) {
     p.a = malloc(M * K * sizeof *p.a), p.b = malloc(K * N * sizeof *p.b);
     p.c0 = malloc(M * p.ldc * sizeof *p.c0), p.bias = malloc(N * sizeof *p.bias);
     assert_true(p.a && p.b && p.c0 && p.bias);
-    fill(p.a, M * K, 1), fill(p.b, K * N, 2), fill(p.c0, M * p.ldc, 3), fill(p.bias, N, 4);
+    test_fill(p.a, M * K, 1), test_fill(p.b, K * N, 2), test_fill(p.c0, M * p.ldc, 3), test_fill(p.bias, N, 4);
     return p;
 }
 

@@ -18,20 +18,13 @@
 #include "kernels/small_gemm.h"
 #include "kernels/small_gemm_path.h"
 #include "kernels/transpose.h"
+#include "test_util.h"
 
 static const size_t sizes[] = {1, 3, 17, 31, 33, 65};
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
 /* Padding of every row beyond the matrix: strides wider than the rows, and cells that must stay untouched. */
 #define PAD 5
 
-/* A small deterministic fill in [-1, 1). */
-static void fill(float *v, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
-    }
-}
 
 /* One product's operands: A (M, K) stored row-major or as its transpose (K, M), B (K, N) row-major or as its
  * transpose (N, K), C (M, N); every row PAD floats wider than its matrix. */
@@ -57,7 +50,8 @@ static problem problem_new(size_t M, size_t N, size_t K, bool a_t, bool b_t, boo
     const size_t na = (a_t ? K : M) * lda_of(&p), nb = (b_t ? N : K) * ldb_of(&p), nc = M * ldc_of(&p);
     p.a = malloc((na + 1) * sizeof *p.a), p.b = malloc((nb + 1) * sizeof *p.b), p.c0 = malloc(nc * sizeof *p.c0);
     assert_true(p.a && p.b && p.c0);
-    fill(p.a, na, (uint32_t)(M * 7 + K)), fill(p.b, nb, (uint32_t)(N * 11 + K)), fill(p.c0, nc, (uint32_t)M);
+    test_fill(p.a, na, (uint32_t)(M * 7 + K)), test_fill(p.b, nb, (uint32_t)(N * 11 + K));
+    test_fill(p.c0, nc, (uint32_t)M);
     return p;
 }
 

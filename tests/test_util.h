@@ -11,6 +11,16 @@
 #include "snug.h"
 
 /* snug_model_builtin / snug_model_parse / snug_model_load, returning the graph or NULL. */
+/* n values in [-1, 1) from a small linear congruential sequence of `seed`: the same values on every machine,
+ * for the kernels' tests. */
+static inline void test_fill(float *v, size_t n, uint32_t seed) {
+    uint32_t s = seed * 2654435761u + 1u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
+    }
+}
+
 static inline snug_graph *model_named(const char *name, snug_error *err) {
     snug_graph *g = NULL;
     snug_model_builtin(name, &g, err);
