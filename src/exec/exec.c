@@ -311,6 +311,7 @@ static bool run_forward(exec *x, size_t m, const exec_key *key, exec_nonfinite *
         if (c.node->op->forward) c.node->op->forward(&c);
         round_output(x, &c, m);
         tock(x, s, t0);
+        if (x->watch && c.out) x->watch(x->watch_ctx, c.node, c.out, m);
         if (found_in(c.out, x->g->tensors[c.node->output].numel, m, &c, -1, where)) return true;
     }
     return false;

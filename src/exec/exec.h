@@ -14,6 +14,11 @@ typedef struct exec_key {
     bool training;
 } exec_key;
 
+/* Called after each forward step (not recompute) with the step's node and its output's float32 instance for the
+ * first m samples, already rounded in bf16 and before any reader runs: a test reads or adjusts it there
+ * (tests/test_precision.c holds two runs to the same ReLU and max-pool decisions). NULL in every other use. */
+typedef void (*exec_watch_fn)(void *ctx, const op_node *node, float *out, size_t m);
+
 typedef struct exec {
     const snug_graph *g;
     const plan *p;
@@ -37,6 +42,8 @@ typedef struct exec {
     int *zero_list;
     const float *item_loss;   /* the loss op's per-item output, valid after forward */
     const float *logits;      /* the loss op's input, valid after forward */
+    exec_watch_fn watch;      /* a test's observer of forward (above), with its context; NULL */
+    void *watch_ctx;
     bool profiling;           /* exec_profile: training calls are timed into op_seconds and op_calls */
     double *op_seconds;       /* per schedule step, once profiling started (else NULL): the wall time of its
                                  calls in training steps (evaluation is not timed) */
