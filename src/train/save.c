@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 size_t trainer_param_tensors(const snug_trainer *tr, st_tensor *t) {

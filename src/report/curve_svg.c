@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/svg.h"
-#include "train/run_log.h"
+#include "report/svg.h"
+#include "io/run_log.h"
 
 /* Page geometry, in SVG user units (pixels). */
 #define WIDTH 1000.0

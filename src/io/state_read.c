@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "optim/optim.h"
-#include "train/safetensors.h"
-#include "train/state.h"
+#include "io/safetensors.h"
+#include "io/state.h"
 #include "train/trainer.h"
 
 /* A number field of o that must be a whole number in [lo, hi]. */

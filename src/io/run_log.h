@@ -1,8 +1,8 @@
 /* The run's log (snug_run_log_* in snug.h), read back: the formats by extension, one line as a record, a
  * reader that walks a log's whole lines (run_log_read.c), shared by a resumed log (run_log.c), which keeps the
  * lines before the step it continues from, and by the curve (curve_svg.c), which draws them. */
-#ifndef SNUG_TRAIN_RUN_LOG_H
-#define SNUG_TRAIN_RUN_LOG_H
+#ifndef SNUG_IO_RUN_LOG_H
+#define SNUG_IO_RUN_LOG_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * PATH.tmp, is flushed to disk, then renamed over PATH, so an interrupted run never leaves half a file behind
  * under the name a reader asked for. */
 #define _POSIX_C_SOURCE 200809L
-#include "plan/timeline.h"
+#include "report/timeline.h"
 
 #include <errno.h>
 #include <stdio.h>

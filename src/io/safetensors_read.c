@@ -18,8 +18,8 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/escape.h"
-#include "train/safetensors.h"
-#include "train/state.h"
+#include "io/safetensors.h"
+#include "io/state.h"
 #include "train/trainer.h"
 
 #define HEADER_MAX ((uint64_t)100 << 20) /* the limit the safetensors library itself enforces */

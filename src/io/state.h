@@ -1,7 +1,7 @@
 /* The training state's file names and metadata keys, shared by the writer (state_save.c) and the reader
  * (state_load.c). */
-#ifndef SNUG_TRAIN_STATE_H
-#define SNUG_TRAIN_STATE_H
+#ifndef SNUG_IO_STATE_H
+#define SNUG_IO_STATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -6,8 +6,8 @@
  * snug adds one metadata entry, "crc32c": the CRC-32C (8 hex digits) of the whole file as written with those 8
  * digits all '0', so that a reader detects a truncated, corrupted or spliced file. Readers of the format ignore
  * it; snug checks it wherever it is present. */
-#ifndef SNUG_TRAIN_SAFETENSORS_H
-#define SNUG_TRAIN_SAFETENSORS_H
+#ifndef SNUG_IO_SAFETENSORS_H
+#define SNUG_IO_SAFETENSORS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -20,8 +20,8 @@
 
 #include "core/error.h"
 #include "optim/optim.h"
-#include "train/safetensors.h"
-#include "train/state.h"
+#include "io/safetensors.h"
+#include "io/state.h"
 #include "train/trainer.h"
 
 const char *state_slot_name(snug_optim_kind kind, int slot) {

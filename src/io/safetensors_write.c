@@ -12,7 +12,7 @@
 #include "core/checked.h"
 #include "core/crc32c.h"
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #define HEADER_ALIGN 8
 #define CRC_PLACEHOLDER "00000000"

@@ -3,7 +3,7 @@
  * partial last line, which a reader ignores. A continued run keeps the lines up to the step its state was written
  * at and appends after them: the steps it takes again are logged once. */
 #define _POSIX_C_SOURCE 200809L
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 #include <errno.h>
 #include <fcntl.h>
