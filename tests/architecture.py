@@ -22,8 +22,8 @@ import sys
 # Lowest first. A room may include rooms of a lower rank; rooms of one rank know nothing of each other.
 RANKS = {
     "core": 0,
-    "kernels": 1, "optim": 1, "data": 1, "dist": 1,
-    "ops": 2,
+    "kernels": 1, "optim": 1, "data": 1, "dist": 1, "io": 1,
+    "ops": 2, "report": 2,
     "graph": 3,
     "plan": 4,
     "exec": 5,

@@ -75,10 +75,4 @@ snug_status run_log_reader_open(run_log_reader *r, const char *path, snug_error 
 snug_status run_log_reader_next(run_log_reader *r, run_log_record *rec, bool *got, snug_error *err);
 void run_log_reader_close(run_log_reader *r);
 
-/* Writes a file atomically: write(f, user, err) fills path.tmp (and reports its own failures in err), which is
- * then flushed, synced, renamed over path, and the folder synced; on failure path.tmp is removed and an existing
- * file at path is left as it was. `what` names the file in messages ("run log", "curve"). */
-snug_status run_log_replace(const char *path, const char *what,
-                            snug_status (*write)(FILE *f, void *user, snug_error *err), void *user, snug_error *err);
-
 #endif

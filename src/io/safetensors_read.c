@@ -1,10 +1,9 @@
-/* Loading weights from a safetensors file (the layout is in save.c). The file is untrusted input: every number
- * in it is checked before it is used, every check has its own message, and the parameters change only after
- * the whole header has passed: the header length against the file size, the JSON, each entry (dtype, shape,
- * offsets inside the data), the names against the model (none missing, none extra: a file of another model, or
- * one that lost a tensor, is named as such rather than by its byte counts), the entries together (no overlap, no
- * gap, the data fully covered), each tensor's dtype and shape, then every value (finite).
- * Names and dtypes from the header reach messages escaped (core/escape.h). */
+/* Reading a safetensors file (the layout is in safetensors.h) as untrusted input: every number in it is checked
+ * before it is used and every check has its own message: the header length against the file size, the checksum
+ * where there is one, the JSON, each entry (dtype, shape, offsets inside the data), the entries together (no
+ * overlap, no gap, the data fully covered); then values read as little-endian float32, the first non-finite one
+ * noted. What the tensors must be for a model is train/load.c's. Names and dtypes from the header reach messages
+ * escaped (core/escape.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
 #include <errno.h>
@@ -19,14 +18,9 @@
 #include "core/error.h"
 #include "core/escape.h"
 #include "io/safetensors.h"
-#include "io/state.h"
-#include "train/trainer.h"
 
 #define HEADER_MAX ((uint64_t)100 << 20) /* the limit the safetensors library itself enforces */
 #define MAX_JSON_INT 9007199254740992.0  /* 2^53: every whole number below is exact in cJSON's double */
-#define NAMES_LISTED 4                   /* missing or extra names named in a message; the rest counted */
-#define SKIPPED_SUFFIX ".num_batches_tracked"
-
 
 static uint64_t get_u64_le(const unsigned char b[8]) {
     uint64_t v = 0;
@@ -228,163 +222,6 @@ static snug_status check_entries(st_file *sf, snug_error *err) {
     return SNUG_OK;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-static bool model_has(const snug_graph *g, const char *name) {
-    for (int i = 0; i < g->n_params; i++)
-        if (strcmp(g->params[i].name, name) == 0) return true;
-    return false;
-}
-
-/* "'a', 'b', 'c', 'd' and 3 more" into buf; *count is the total. */
-typedef struct name_list {
-    char text[384];
-    size_t count;
-} name_list;
-
-static void list_add(name_list *l, const char *name) {
-    size_t used = strlen(l->text);
-    if (l->count < NAMES_LISTED)
-        snprintf(l->text + used, sizeof l->text - used, "%s'%s'", l->count ? ", " : "", escape_text(name).text);
-    l->count++;
-}
-
-static void list_finish(name_list *l) {
-    size_t used = strlen(l->text);
-    if (l->count > NAMES_LISTED)
-        snprintf(l->text + used, sizeof l->text - used, " and %zu more", l->count - NAMES_LISTED);
-}
-
-/* The model's names and the file's, both ways. */
-static snug_status match_names(const st_file *sf, const snug_graph *g, snug_error *err) {
-    name_list missing = {0}, extra = {0};
-    for (int i = 0; i < g->n_params; i++)
-        if (!cJSON_GetObjectItemCaseSensitive(sf->root, g->params[i].name)) list_add(&missing, g->params[i].name);
-    for (size_t i = 0; i < sf->n; i++)
-        if (!model_has(g, sf->entries[i].name) && !ends_with(sf->entries[i].name, SKIPPED_SUFFIX) &&
-            !(st_metadata(sf, STATE_KEY) && strncmp(sf->entries[i].name, "optim.", 6) == 0)) /* a state's */
-            list_add(&extra, sf->entries[i].name);
-    if (missing.count == 0 && extra.count == 0) return SNUG_OK;
-    list_finish(&missing);
-    list_finish(&extra);
-    snug_fail(err, SNUG_E_FORMAT, "'%s' does not hold the weights of model '%s':", sf->path, g->name);
-    if (missing.count)
-        snug_error_append(err, " %zu missing (%s)%s", missing.count, missing.text, extra.count ? ";" : "");
-    if (extra.count) snug_error_append(err, " %zu not in the model (%s)", extra.count, extra.text);
-    snug_error_append(err, ". Was it saved from another model or version of the model file?");
-    return SNUG_E_FORMAT;
-}
-
-/* "[32, 1, 3, 3]" */
-static void format_dims(const size_t *dims, int rank, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "[");
-    for (int i = 0; i < rank && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%zu", i ? ", " : "", dims[i]);
-    if (used < len) snprintf(buf + used, len - used, "]");
-}
-
-/* The file's dtype and shape of tensor `name` (which exists in the file), as parameter p's. */
-static snug_status check_tensor_as(const st_file *sf, const snug_graph *g, const graph_param *p, const char *name,
-                                   snug_error *err) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
-    const char *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring;
-    if (strcmp(dtype, "F32") != 0)
-        return snug_fail(err, SNUG_E_FORMAT, "'%s': tensor '%s' is %s; snug loads F32 only (convert with "
-                         "tensor.float() before saving)", sf->path, name, escape_text(dtype).text);
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-    size_t dims[SNUG_MAX_DIMS + 1] = {0};
-    int rank = cJSON_GetArraySize(shape);
-    bool same = rank == p->shape.rank;
-    for (int i = 0; i < rank && i <= SNUG_MAX_DIMS; i++) {
-        dims[i] = (size_t)cJSON_GetArrayItem(shape, i)->valuedouble;
-        same = same && dims[i] == p->shape.dims[i];
-    }
-    if (same) return SNUG_OK;
-    char have[96], want[96];
-    format_dims(dims, rank <= SNUG_MAX_DIMS ? rank : SNUG_MAX_DIMS + 1, have, sizeof have);
-    format_dims(p->shape.dims, p->shape.rank, want, sizeof want);
-    return snug_fail(err, SNUG_E_SHAPE, "'%s': tensor '%s' has shape %s%s in the file but %s in model '%s'",
-                     sf->path, name, have, rank > SNUG_MAX_DIMS ? "..." : "", want, g->name);
-}
-
-static snug_status check_tensor(const st_file *sf, const snug_graph *g, const graph_param *p, snug_error *err) {
-    return check_tensor_as(sf, g, p, p->name, err);
-}
-
-/* The first value of a tensor that is not finite. */
-typedef struct first_bad {
-    size_t index;          /* numel when every value is finite */
-    float value;
-} first_bad;
-
-/* The numel little-endian floats at data offset `begin`: into v, or with v NULL only read; the first that is
- * not finite into *bad. False on a read error. */
-static bool read_floats_le(st_file *sf, uint64_t begin, float *v, size_t numel, first_bad *bad) {
-    *bad = (first_bad){.index = numel};
-    uint64_t at = 8 + sf->header_len + begin;
-    if (at > (uint64_t)INT64_MAX || fseeko(sf->f, (off_t)at, SEEK_SET) != 0) return false;
-    unsigned char buf[4096];
-    for (size_t done = 0; done < numel;) {
-        size_t chunk = numel - done < sizeof buf / 4 ? numel - done : sizeof buf / 4;
-        if (fread(buf, 4, chunk, sf->f) != chunk) return false;
-        for (size_t i = 0; i < chunk; i++) {
-            uint32_t bits = 0;
-            for (int b = 0; b < 4; b++) bits |= (uint32_t)buf[4 * i + (size_t)b] << (8 * b);
-            float x;
-            memcpy(&x, &bits, sizeof bits);
-            if (!isfinite(x) && bad->index == numel) *bad = (first_bad){.index = done + i, .value = x};
-            if (v) v[done + i] = x;
-        }
-        done += chunk;
-    }
-    return true;
-}
-
-static uint64_t data_begin(const st_file *sf, const graph_param *p) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, p->name);
-    uint64_t begin = 0;
-    json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
-    return begin;
-}
-
-/* Every value is read and checked before any is copied: a NaN or an infinity (which would make every loss NaN)
- * refuses the file with the parameters unchanged, like every other problem. */
-static snug_status check_values(st_file *sf, const snug_graph *g, snug_error *err) {
-    for (int i = 0; i < g->n_params; i++) {
-        const graph_param *p = &g->params[i];
-        first_bad bad;
-        if (!read_floats_le(sf, data_begin(sf, p), NULL, p->numel, &bad))
-            return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are "
-                             "unchanged", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of "
-                             "file");
-        if (bad.index < p->numel)
-            return snug_fail(err, SNUG_E_NONFINITE, "'%s': tensor '%s' holds %s at index %zu (of %zu, row-major): "
-                             "weights must be finite; the parameters are unchanged", sf->path, p->name,
-                             isnan(bad.value) ? "NaN" : bad.value > 0 ? "+infinity" : "-infinity", bad.index,
-                             p->numel);
-    }
-    return SNUG_OK;
-}
-
-static snug_status read_values(st_file *sf, snug_trainer *tr, snug_error *err) {
-    for (int i = 0; i < tr->g->n_params; i++) {
-        const graph_param *p = &tr->g->params[i];
-        float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
-        first_bad bad;
-        if (!read_floats_le(sf, data_begin(sf, p), v, p->numel, &bad))
-            return snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s; the parameters are partly "
-                             "loaded", p->name, sf->path, ferror(sf->f) ? strerror(errno) : "unexpected end of file");
-        if (bad.index < p->numel)
-            return snug_fail(err, SNUG_E_NONFINITE, "'%s' changed while it was read: tensor '%s' now holds a "
-                             "non-finite value at index %zu; the parameters are partly loaded", sf->path, p->name,
-                             bad.index);
-    }
-    return SNUG_OK;
-}
-
 snug_status st_file_open(st_file *sf, const char *path, snug_error *err) {
     memset(sf, 0, sizeof *sf);
     sf->path = path;
@@ -410,37 +247,30 @@ const char *st_metadata(const st_file *sf, const char *key) {
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-snug_status st_file_read_param(st_file *sf, const snug_graph *g, const graph_param *p, const char *name, float *v,
-                               snug_error *err) {
+bool st_read_floats(st_file *sf, uint64_t begin, float *v, size_t numel, st_first_bad *bad) {
+    *bad = (st_first_bad){.index = numel};
+    uint64_t at = 8 + sf->header_len + begin;
+    if (at > (uint64_t)INT64_MAX || fseeko(sf->f, (off_t)at, SEEK_SET) != 0) return false;
+    unsigned char buf[4096];
+    for (size_t done = 0; done < numel;) {
+        size_t chunk = numel - done < sizeof buf / 4 ? numel - done : sizeof buf / 4;
+        if (fread(buf, 4, chunk, sf->f) != chunk) return false;
+        for (size_t i = 0; i < chunk; i++) {
+            uint32_t bits = 0;
+            for (int b = 0; b < 4; b++) bits |= (uint32_t)buf[4 * i + (size_t)b] << (8 * b);
+            float x;
+            memcpy(&x, &bits, sizeof bits);
+            if (!isfinite(x) && bad->index == numel) *bad = (st_first_bad){.index = done + i, .value = x};
+            if (v) v[done + i] = x;
+        }
+        done += chunk;
+    }
+    return true;
+}
+
+uint64_t st_tensor_begin(const st_file *sf, const char *name) {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(sf->root, name);
-    if (!t) return snug_fail(err, SNUG_E_FORMAT, "'%s' holds no tensor '%s'", sf->path, name);
-    snug_status s = check_tensor_as(sf, g, p, name, err);
     uint64_t begin = 0;
     json_whole(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(t, "data_offsets"), 0), &begin);
-    first_bad bad;
-    if (s == SNUG_OK && !read_floats_le(sf, begin, v, p->numel, &bad))
-        s = snug_fail(err, SNUG_E_IO, "cannot read tensor '%s' from '%s': %s", name, sf->path,
-                      ferror(sf->f) ? strerror(errno) : "unexpected end of file");
-    else if (s == SNUG_OK && bad.index < p->numel)
-        s = snug_fail(err, SNUG_E_NONFINITE, "'%s': tensor '%s' holds a non-finite value at index %zu", sf->path, name,
-                      bad.index);
-    return s;
-}
-
-/* Everything up to the values: the file on its own, its names against the model, then its layout. */
-static snug_status check_file(st_file *sf, const char *path, const snug_graph *g, snug_error *err) {
-    snug_status s = st_file_open(sf, path, err);
-    if (s == SNUG_OK) s = match_names(sf, g, err); /* before the tiling: a file of another model says so */
-    if (s == SNUG_OK) s = check_tiling(sf, err);
-    for (int i = 0; s == SNUG_OK && i < g->n_params; i++) s = check_tensor(sf, g, &g->params[i], err);
-    return s;
-}
-
-snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *err) {
-    st_file sf;
-    snug_status s = check_file(&sf, path, tr->g, err);
-    if (s == SNUG_OK) s = check_values(&sf, tr->g, err);
-    if (s == SNUG_OK) s = read_values(&sf, tr, err);
-    st_file_close(&sf);
-    return s;
+    return begin;
 }

@@ -1,7 +1,5 @@
-/* The complete state of a run (snug_trainer_save_state), for an exact resume: the parameters and buffers under
- * the names snug_trainer_save uses, the optimizer's state as "optim.<parameter>.<slot>" (PyTorch's slot names:
- * momentum_buffer; exp_avg, exp_avg_sq), and in the metadata, as JSON text, the batch, the run's configuration and
- * every counter the next step reads (optimizer steps, windows: the dropout key, the epoch and its next window:
+/* Writing a run's state (train/state_save.c gathers it from the trainer): in the metadata, as JSON text, the
+ * batch, the run's configuration and every counter the next step reads (optimizer steps, windows: the dropout key, the epoch and its next window:
  * the shuffle, consecutive skips, AdamW's step count). The RNG needs no state of its own: every draw is a
  * function of the seed and those counters.
  *
@@ -19,10 +17,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
-#include "optim/optim.h"
-#include "io/safetensors.h"
 #include "io/state.h"
-#include "train/trainer.h"
 
 const char *state_slot_name(snug_optim_kind kind, int slot) {
     if (kind == SNUG_OPTIM_ADAMW) return slot == 0 ? "exp_avg" : "exp_avg_sq";
@@ -55,53 +50,33 @@ static bool add_run(cJSON *o, const snug_train_config *c) {
            cJSON_AddNumberToObject(sch, "reference_batch", (double)c->schedule.reference_batch);
 }
 
-static bool add_counters(cJSON *o, const snug_trainer *tr) {
+static bool add_counters(cJSON *o, const state_counters *k) {
     char windows[32];
-    snprintf(windows, sizeof windows, "%" PRIu64, tr->windows);
-    return cJSON_AddNumberToObject(o, "step", (double)tr->step) && cJSON_AddStringToObject(o, "windows", windows) &&
-           cJSON_AddNumberToObject(o, "epoch", (double)tr->epoch) &&
-           cJSON_AddNumberToObject(o, "window", (double)tr->window) &&
-           cJSON_AddNumberToObject(o, "nonfinite_run", tr->nonfinite_run) &&
-           cJSON_AddNumberToObject(o, "samples_seen", (double)tr->samples_seen) &&
-           cJSON_AddNumberToObject(o, "optim_steps", (double)tr->opt.t);
+    snprintf(windows, sizeof windows, "%" PRIu64, k->windows);
+    return cJSON_AddNumberToObject(o, "step", (double)k->step) && cJSON_AddStringToObject(o, "windows", windows) &&
+           cJSON_AddNumberToObject(o, "epoch", (double)k->epoch) &&
+           cJSON_AddNumberToObject(o, "window", (double)k->window) &&
+           cJSON_AddNumberToObject(o, "nonfinite_run", k->nonfinite_run) &&
+           cJSON_AddNumberToObject(o, "samples_seen", (double)k->samples_seen) &&
+           cJSON_AddNumberToObject(o, "optim_steps", (double)k->optim_steps);
 }
 
-/* The "snug_state" metadata text; NULL when out of memory. */
-static char *state_text(const snug_trainer *tr) {
+char *state_text(const state_meta *m) {
     cJSON *root = cJSON_CreateObject();
     cJSON *run = root ? cJSON_AddObjectToObject(root, "run") : NULL;
     cJSON *counters = root ? cJSON_AddObjectToObject(root, "counters") : NULL;
     bool ok = run && counters && cJSON_AddNumberToObject(root, "version", STATE_VERSION) &&
-              cJSON_AddStringToObject(root, "model", tr->g->name) &&
-              cJSON_AddNumberToObject(root, "batch", (double)tr->batch) &&
-              cJSON_AddStringToObject(root, "precision", tr->plan->variant.bf16 ? "bf16" : "fp32") &&
-              add_run(run, &tr->cfg) &&
-              add_counters(counters, tr);
+              cJSON_AddStringToObject(root, "model", m->model) &&
+              cJSON_AddNumberToObject(root, "batch", (double)m->batch) &&
+              cJSON_AddStringToObject(root, "precision", m->bf16 ? "bf16" : "fp32") &&
+              add_run(run, m->run) &&
+              add_counters(counters, &m->counters);
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
     return text;
 }
 
-/* The optimizer's state of every trainable parameter, slot by slot; names written into names (room for
- * 2 x n_params of STATE_NAME_MAX). */
-static size_t optim_tensors(const snug_trainer *tr, st_tensor *t, char (*names)[STATE_NAME_MAX]) {
-    const int slots = optim_state_slots(&tr->cfg.optim);
-    size_t n = 0;
-    for (int s = 0; s < slots; s++)
-        for (int i = 0; i < tr->g->n_params; i++) {
-            const graph_param *p = &tr->g->params[i];
-            if (p->buffer) continue;
-            snprintf(names[n], STATE_NAME_MAX, "optim.%s.%s", p->name, state_slot_name(tr->cfg.optim.kind, s));
-            t[n] = (st_tensor){.name = names[n], .dims = p->shape.dims, .rank = p->shape.rank,
-                               .values = tr->x.optim_state + (size_t)s * tr->g->param_numel + p->offset,
-                               .numel = p->numel};
-            n++;
-        }
-    return n;
-}
-
-/* "DIR/state-000000000123.safetensors" (name) or "DIR/.state-000000000123.tmp". */
-static void state_path(const char *dir, uint64_t windows, bool tmp, char *buf, size_t len) {
+void state_path(const char *dir, uint64_t windows, bool tmp, char *buf, size_t len) {
     snprintf(buf, len, tmp ? "%s/.%s%012" PRIu64 ".tmp" : "%s/%s%012" PRIu64 "%s", dir, STATE_PREFIX, windows,
              STATE_SUFFIX);
 }
@@ -148,8 +123,7 @@ void state_path_of(const char *dir, uint64_t windows, char *buf, size_t len) {
     state_path(dir, windows, false, buf, len);
 }
 
-/* Keeps the newest `keep` states; removes the older ones and any temporary file a killed writer left. */
-static void prune(const char *dir, int keep) {
+void state_prune(const char *dir, int keep) {
     uint64_t *v;
     const size_t n = state_list(dir, &v);
     char path[4096];
@@ -170,59 +144,11 @@ static void prune(const char *dir, int keep) {
     if (d) closedir(d);
 }
 
-static snug_status write_state(const snug_trainer *tr, const char *dir, const char *extra, char *path, size_t len,
-                               snug_error *err) {
-    const size_t np = (size_t)tr->g->n_params;
-    st_tensor *t = malloc((3 * np + 1) * sizeof *t);
-    char(*names)[STATE_NAME_MAX] = malloc((2 * np + 1) * sizeof *names);
-    char *text = state_text(tr);
-    snug_status s = SNUG_E_OOM;
-    if (t && names && text) {
-        const size_t n = trainer_param_tensors(tr, t);
-        const size_t m = optim_tensors(tr, t + n, names);
-        char tmp[4096];
-        state_path(dir, tr->windows, false, path, len);
-        state_path(dir, tr->windows, true, tmp, sizeof tmp);
-        const st_pair meta[] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
-                                {STATE_KEY, text}, {STATE_EXTRA_KEY, extra ? extra : ""}};
-        s = st_write(path, tmp, t, n + m, meta, sizeof meta / sizeof meta[0], true, err);
-    } else {
-        snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the state's tensor list");
-    }
-    free(t);
-    free(names);
-    cJSON_free(text);
-    return s;
-}
-
 snug_status state_folder(const char *dir, snug_error *err) {
     struct stat st;
     if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
         return snug_fail(err, SNUG_E_IO, "cannot create the state folder '%s': %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return snug_fail(err, SNUG_E_IO, "'%s' is not a folder: the state is kept in a folder of its own", dir);
-    return SNUG_OK;
-}
-
-snug_status snug_trainer_save_state(const snug_trainer *tr, const char *dir, int keep, const char *extra,
-                                    char *path, size_t path_len, snug_error *err) {
-    char local[4096];
-    if (!path || path_len == 0) path = local, path_len = sizeof local;
-    path[0] = '\0';
-    if (tr->dist.rank != 0) return SNUG_OK;
-    if (keep < 1) return snug_fail(err, SNUG_E_ARG, "keep %d states: keep at least 1", keep);
-    snug_status s = state_folder(dir, err);
-    if (s == SNUG_OK) s = write_state(tr, dir, extra, path, path_len, err);
-    if (s != SNUG_OK) {
-        uint64_t *v;
-        const size_t n = state_list(dir, &v);
-        char last[4096];
-        if (n) state_path(dir, v[0], false, last, sizeof last);
-        snug_error_append(err, n ? " The newest state written before, %s, is intact." : " No state was written "
-                          "before this one.", last);
-        free(v);
-        return s;
-    }
-    prune(dir, keep);
     return SNUG_OK;
 }

@@ -1,16 +1,13 @@
-/* Choosing the timeline's format by extension, and writing the file atomically: the picture or table goes to
- * PATH.tmp, is flushed to disk, then renamed over PATH, so an interrupted run never leaves half a file behind
- * under the name a reader asked for. */
+/* Choosing the timeline's format by extension, and writing the file atomically (core/atomic_file.h), so an
+ * interrupted run never leaves half a file behind under the name a reader asked for. */
 #define _POSIX_C_SOURCE 200809L
 #include "report/timeline.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -25,38 +22,24 @@ plan_timeline_format plan_timeline_format_of(const char *path) {
     return PLAN_TIMELINE_UNKNOWN;
 }
 
-/* Writes the content, flushes it and syncs it; on failure returns errno of the first failing call. */
-static int write_synced(const plan_timeline *t, plan_timeline_format format, FILE *f) {
-    int rc = format == PLAN_TIMELINE_SVG ? plan_timeline_svg(t, f) : plan_timeline_csv(t, f);
-    if (rc != 0 || fflush(f) != 0 || ferror(f)) return errno ? errno : EIO;
-    if (fsync(fileno(f)) != 0) return errno;
-    return 0;
+typedef struct timeline_job {
+    const plan_timeline *t;
+    plan_timeline_format format;
+} timeline_job;
+
+static snug_status fill(FILE *f, void *user, snug_error *err) {
+    const timeline_job *job = user;
+    int rc = job->format == PLAN_TIMELINE_SVG ? plan_timeline_svg(job->t, f) : plan_timeline_csv(job->t, f);
+    if (rc == 0 || ferror(f)) return SNUG_OK; /* a refused write is found through ferror */
+    return snug_fail(err, SNUG_E_OOM, "timeline: no memory for the steps of a plan");
 }
 
-/* Writes t to path in the format of its extension: into path.tmp, flushed and fsync'ed, then renamed over path,
- * so a reader never sees half a file. On failure path.tmp is removed and err names the path and the cause. */
+/* Writes t to path in the format of its extension, atomically (core/atomic_file.h). */
 static snug_status write_atomically(const plan_timeline *t, const char *path, snug_error *err) {
-    plan_timeline_format format = plan_timeline_format_of(path);
-    if (format == PLAN_TIMELINE_UNKNOWN)
+    timeline_job job = {.t = t, .format = plan_timeline_format_of(path)};
+    if (job.format == PLAN_TIMELINE_UNKNOWN)
         return snug_fail(err, SNUG_E_ARG, "timeline '%s': the name must end in .svg or .csv", path);
-    size_t n = strlen(path) + sizeof ".tmp";
-    char *tmp = malloc(n);
-    if (!tmp) return snug_fail(err, SNUG_E_OOM, "timeline '%s': no memory for the file name", path);
-    snprintf(tmp, n, "%s.tmp", path);
-
-    errno = 0;
-    FILE *f = fopen(tmp, "w");
-    int e = f ? write_synced(t, format, f) : errno;
-    if (f && fclose(f) != 0 && e == 0) e = errno ? errno : EIO;
-    if (e == 0 && rename(tmp, path) != 0) e = errno;
-    snug_status st = SNUG_OK;
-    if (e != 0) {
-        st = snug_fail(err, SNUG_E_IO, "cannot write the timeline '%s': %s (check that its folder exists and is "
-                       "writable)", path, strerror(e));
-        remove(tmp);
-    }
-    free(tmp);
-    return st;
+    return atomic_file_write(path, NULL, "timeline", fill, &job, err);
 }
 
 /* "sqrt", "every:3 selective": the policy a plan resolved to. */
