@@ -10,7 +10,7 @@
     passed in explicitly.
   - No command-line flag (--name) in a string literal below src/cli/: the library words its messages in API
     terms and the command line words them in flags.
-  - src/cli/ stays a thin layer: under 2,800 lines (four commands: train, plan, eval, curve; what is not flags,
+  - src/cli/ stays a thin layer: under 2,500 lines (four commands: train, plan, eval, curve; what is not flags,
     calls and printing belongs in the library).
 
 usage: architecture.py SOURCE_DIR        exit status 0 when every rule holds, 1 with the offences listed
@@ -30,7 +30,7 @@ RANKS = {
     "train": 6,
     "cli": 7,
 }
-CLI_LINES_MAX = 2800
+CLI_LINES_MAX = 2500
 GETENV_ALLOWED = {"src/dist/dist_mpi.c"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/([A-Za-z0-9_]+)\.h"', re.M)

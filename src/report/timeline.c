@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "report/plan_labels.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -42,13 +43,6 @@ static snug_status write_atomically(const plan_timeline *t, const char *path, sn
     return atomic_file_write(path, NULL, "timeline", fill, &job, err);
 }
 
-/* "sqrt", "every:3 selective": the policy a plan resolved to. */
-static void resolved_label(const snug_plan_summary *s, char *buf, size_t len) {
-    char policy[24];
-    snug_format_checkpoint(s->policy, policy, sizeof policy);
-    snprintf(buf, len, "%s%s", policy, s->selective && s->policy.kind != SNUG_CHECKPOINT_CHEAP ? " selective" : "");
-}
-
 snug_status snug_plan_timeline_write(const snug_plan *plan, const snug_plan *baseline, const char *title,
                                      const char *path, snug_error *err) {
     if (!plan || !baseline || !path)
@@ -60,7 +54,7 @@ snug_status snug_plan_timeline_write(const snug_plan *plan, const snug_plan *bas
                        .budget = s.budget};
     t.plans[0] = (plan_timeline_plan){.name = "checkpointed", .plan = plan};
     t.plans[1] = (plan_timeline_plan){.name = "baseline", .plan = baseline};
-    resolved_label(&s, t.plans[0].policy, sizeof t.plans[0].policy);
-    resolved_label(&b, t.plans[1].policy, sizeof t.plans[1].policy);
+    plan_resolved_label(&s, t.plans[0].policy, sizeof t.plans[0].policy);
+    plan_resolved_label(&b, t.plans[1].policy, sizeof t.plans[1].policy);
     return write_atomically(&t, path, err);
 }
