@@ -19,8 +19,8 @@ if(NOT SNUG_LIB_SOURCES)
     set(SNUG_LIB_SOURCES "${_snug_placeholder}")
 endif()
 
-# cJSON: src/train/save.c and load.c write and read the JSON header of safetensors weight files;
-# src/train/run_log_read.c reads the lines of a run's JSON-lines log.
+# cJSON: src/io/safetensors_write.c and safetensors_read.c write and read the JSON header of safetensors files;
+# src/io/run_log_read.c reads the lines of a run's JSON-lines log.
 pkg_check_modules(CJSON IMPORTED_TARGET libcjson)
 if(NOT CJSON_FOUND)
     message(FATAL_ERROR

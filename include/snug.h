@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -741,6 +742,17 @@ const snug_plan *snug_plan_set_baseline(const snug_plan_set *s);
 /* The set as one JSON document named `title`: the candidates with their summaries, the chosen plan with its
  * baseline and, with buffers, every buffer of it. A NUL-terminated text to free(), or NULL when out of memory. */
 char *snug_plan_set_json(const snug_plan_set *s, const char *title, bool buffers);
+/* The set as text for people, as `snug plan` prints it: the table of candidates (the chosen row marked '*'), the
+ * chosen plan's summary (its split into micro-batches, what it reserves against the budget, whether the
+ * machine's memory holds it, its recompute, and what checkpointing saves against the baseline) and, with
+ * buffers, every buffer of the chosen plan, titled `title`. SNUG_E_IO when out refused the text. */
+snug_status snug_plan_set_print(FILE *out, const snug_plan_set *s, const char *title, bool buffers,
+                                snug_error *err);
+/* A plan's checkpoint policy as asked for, with what auto resolved to ("none", "sqrt", "every:4", "auto: every:3
+ * selective"), into buf; returns buf. */
+char *snug_plan_policy_label(const snug_plan_summary *s, char *buf, size_t len);
+/* The recompute FLOPs of a plan's micro-batch as a percentage of its step FLOPs (0 without recompute). */
+double snug_plan_recompute_percent(const snug_plan_summary *s);
 
 /* The memory timeline of plan: bytes in use per category over one optimizer step, beside `baseline` (the same
  * micro-batch without checkpointing, on the same scale; may be NULL), titled by `title`. Written to path as an

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "snug.h"
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 /* ---- files ---- */
 

@@ -9,7 +9,6 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/plan_advice.h"
-#include "cli/plan_report.h"
 #include "core/error.h"
 
 static snug_status print_report(const cli_plan_options *opt, const snug_plan_set *set, snug_error *err) {
@@ -21,9 +20,8 @@ static snug_status print_report(const cli_plan_options *opt, const snug_plan_set
                   : snug_fail(err, SNUG_E_IO, "could not build or write the JSON report (out of memory, or stdout "
                                               "closed)");
     }
-    plan_print_table(stdout, set, opt->model);
-    plan_print_summary(stdout, set);
-    if (opt->layers) plan_print_layers(stdout, set);
+    snug_status st = snug_plan_set_print(stdout, set, opt->model, opt->layers, err);
+    if (st != SNUG_OK) return st;
     if (opt->timeline) printf("\nmemory timeline written to %s\n", opt->timeline);
     return SNUG_OK;
 }

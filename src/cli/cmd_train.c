@@ -17,7 +17,6 @@
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/plan_advice.h"
-#include "cli/plan_report.h"
 #include "cli/progress.h"
 #include "cli/resume.h"
 #include "core/error.h"
@@ -55,7 +54,7 @@ static snug_status make_plan(train_run *r, snug_error *err) {
     snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
     if (st != SNUG_OK) return st;
     snug_plan_summarize(r->plan, &r->ps);
-    plan_policy_label(r->ps.requested, &r->ps, r->policy, sizeof r->policy);
+    snug_plan_policy_label(&r->ps, r->policy, sizeof r->policy);
     return SNUG_OK;
 }
 
@@ -227,7 +226,7 @@ static void print_checkpoint(const train_run *r) {
                spared ? " (recomputing would not lower this plan's peak)" : "");
     else
         printf("checkpoint %s: %zu segment%s recomputed in backward, %.1f%% of the FLOPs of each micro-batch%s\n",
-               policy, segments, segments == 1 ? "" : "s", plan_recompute_percent(&r->ps),
+               policy, segments, segments == 1 ? "" : "s", snug_plan_recompute_percent(&r->ps),
                spared ? "; segments whose recompute would save no memory are kept whole" : "");
     if (regenerated)
         printf("regenerated: %zu input%s rebuilt in backward from the layer%s that made %s, not kept\n",

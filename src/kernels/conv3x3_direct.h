@@ -23,9 +23,8 @@
  *                                                             smaller: dy transposed, vectors along channels
  *   bias gradient   db += the sums of dy's planes             16-lane float partials, combined in double
  * A call with T > 1 is one thread's part t of T (tiles, planes or channels i with i in [n t / T, n (t + 1) / T)),
- * with barriers between the padding and the products; t = 0, T = 1 does it all. Measured on one core of an
- * AVX-512 machine: 90 to 110 GFLOP/s for 16 to 256 channels on 8x8 to 128x128 planes, 1.1x to 4x the
- * lowering (im2col + GEMM) that it replaces. */
+ * with barriers between the padding and the products; t = 0, T = 1 does it all. It is faster than the lowering
+ * (im2col + GEMM) it replaces from 16 to 256 channels on 8x8 to 128x128 planes (docs/performance.md). */
 #ifndef SNUG_KERNELS_CONV3X3_DIRECT_H
 #define SNUG_KERNELS_CONV3X3_DIRECT_H
 

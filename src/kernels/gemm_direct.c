@@ -194,8 +194,8 @@ void gemm_direct_nt(size_t M, size_t N, size_t K, const float *a, size_t lda, co
                     size_t ldc) {
     if (M == 0 || N == 0 || K == 0) return;
 #ifdef SNUG_AVX512
-    /* Measured against OpenBLAS on AVX-512: 2x faster with 16 rows or a long inner dimension (its packing
-     * dominates), up to 2x slower with 32 to 64 rows and a short one (ResNet-20's last stage). */
+    /* Against OpenBLAS on AVX-512 (docs/performance.md): faster with 16 rows or a long inner dimension (its
+     * packing dominates), slower with 32 to 64 rows and a short one (ResNet-20's last stage). */
     if (gemm_direct_has_avx512() && (M <= 16 || K >= 4096)) {
         const size_t blocks = (N + 3) / 4;
         const bool par = blocks > 1 && M * N * K >= GEMM_PAR_MIN && par_pays_macs(M * N * K);

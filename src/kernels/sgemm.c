@@ -15,8 +15,8 @@
 #include "kernels/transpose.h"
 
 /* The register tile: MR rows (a packed strip of SR = MR rows) by NR columns (two vectors), 16 accumulators.
- * Measured on two Zen 5 cores against 12 and 14 rows and 16-row strips read in halves: within the noise of
- * each other at the MLP's and GPT's shapes (300-360 GFLOP/s), and 8 divides the usual batch sizes. */
+ * Against 12 and 14 rows and 16-row strips read in halves it measured within the noise at the MLP's and GPT's
+ * shapes (docs/performance.md), and 8 divides the usual batch sizes. */
 #define MR 8
 #define SR 8
 #define NR 32
@@ -270,8 +270,8 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
 /* Two threads and one small operand: each thread packs all of that operand (every block of K) once, then claims
  * panels of the other (B's columns, or A's strips of rows) from its own end until the two meet, and computes
  * each claimed panel over all of K (so every tile's chain runs in order without a barrier). A static split
- * left the faster core of this 2-vCPU host waiting for the other at the end of every product (10% of an MLP
- * step); claiming keeps each thread's panels contiguous, as the static halves were, and lets the faster one
+ * leaves the faster of two unequal cores (a virtual machine's vCPUs often are) waiting for the other at the end
+ * of every product; claiming keeps each thread's panels contiguous, as the static halves were, and lets the faster one
  * go further. */
 static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_cols, float *work, size_t t,
                                size_t *claimed) {

@@ -2,8 +2,7 @@
  *
  * Why not the BLAS everywhere: Debian's OpenBLAS 0.3.21 picks its kernel from the CPU model, and on CPUs it
  * does not know (or when OPENBLAS_CORETYPE names an older core, as some hosts set to work around crashes of old
- * builds) an AVX-512 machine runs an AVX2 kernel at half the rate: 170-180 GFLOP/s against 290-330 on two
- * Zen 5 cores for the MLP's shapes. And its results depend on how it splits the work over the threads with
+ * builds) an AVX-512 machine runs an AVX2 kernel at about half the rate (docs/performance.md). And its results depend on how it splits the work over the threads with
  * that kernel (1 and 2 threads differ in the last bits), which breaks snug's promise that the thread count
  * never changes a result.
  *

@@ -78,12 +78,12 @@ typedef struct conv_ctx {
                            first writer (op_call.din_fresh), so nothing zeroes it first */
 } conv_ctx;
 
-/* Where Winograd beats the direct kernel, measured on one core (both directions, forward and input gradient,
- * 1.2x to 2x from 16 channels on 8x8 to 256x256 planes): at least 16 input and 16 output channels (with 1
- * input channel it is 2x slower: its transforms then cost as much as the products) and planes of at least
- * 8x8. Its transformed weights (16 or 36 C Co floats, once per op) can exceed the column matrix lowering would
- * need on small planes with many channels (8x8 with 64: 256 KiB; 16x16 with 256: 9 MiB), where it is 1.6x to
- * 1.9x faster: a price in workspace worth paying, and planned like every other byte. */
+/* Where Winograd beats the direct kernel, measured on one core in both directions, forward and input gradient
+ * (docs/performance.md): at least 16 input and 16 output channels (with 1 input channel its transforms cost as
+ * much as the products) and planes of at least 8x8. Its transformed weights (16 or 36 C Co floats, once per op)
+ * can exceed the column matrix lowering would need on small planes with many channels (8x8 with 64: 256 KiB;
+ * 16x16 with 256: 9 MiB), where it is still faster: a price in workspace worth paying, and planned like every
+ * other byte. */
 static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
@@ -125,8 +125,8 @@ typedef struct conv_layout {
 
 /* Below this many multiply-adds per sample the direct path runs a sample on one thread: waking the others
  * costs more than they save. At 1 << 20, splitting the MNIST CNN's second conv (3.6M) and ResNet-20's convs
- * (2.4M each) over 2 threads at micro-batch 1 made those steps 12% and about 10% slower on a 2-core machine
- * with a passive wait policy, and many times slower with a spinning one when other work shares the cores. */
+ * (2.4M each) over 2 threads at micro-batch 1 made those steps slower with a passive wait policy, and many
+ * times slower with a spinning one when other work shares the cores (docs/performance.md). */
 #define CONV_DIRECT_PAR_MIN ((size_t)1 << 22)
 
 /* Threads that share one sample on the direct path (m < threads): all of them when the sample is large. */
@@ -383,8 +383,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
             /* Contiguous parts of the samples, as every op splits a batch: thread t writes the outputs that
              * thread t reads next (the pooling or normalisation after it), in memory the planner gave thread t
              * (plan/arena.c). Claiming samples one at a time balanced a faster vCPU's share, but handed a
-             * sample's output to the other core's cache at random: static parts made the cnn's micro-batches
-             * 2.5-4% faster with both vCPUs on one cache, 6% with them apart. */
+             * sample's output to the other core's cache at random: static parts measured faster for the cnn's
+             * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
                 conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);

@@ -24,10 +24,9 @@
  * db sums there (an AdamW run over 2 ranks drifted 3e-3 from one process when short micro-batches took the
  * BLAS instead).
  *
- * The thresholds are measured (`snug train --max-steps 100` on MNIST, whole processes alternating): din and dW
- * through sgemm are 15-25% faster per step from 8 to 64 rows than through the unpacked kernels, even at 5 and 6
- * rows, and 10-35% slower at 2 and 4. The forward of 8 to 16 rows is no faster through sgemm, and from 17 rows
- * sgemm is at least as fast as a transposed unpacked forward. The bias passes are plain loops below
+ * The thresholds are measured (docs/performance.md): din and dW through sgemm are faster per step than through
+ * the unpacked kernels from 5 rows up and slower at 2 to 4; the forward of 8 to 16 rows is no faster through
+ * sgemm, and from 17 rows sgemm is at least as fast as a transposed unpacked forward. The bias passes are plain loops below
  * LINEAR_PAR_MIN, so a micro-batch's call never enters the OpenMP runtime for them. */
 #include <cblas.h>
 #include <limits.h>

@@ -9,9 +9,9 @@
  * t-th part. Where a smaller buffer reuses a larger one's memory from offset 0, its second thread's part lands
  * on the first thread's part of the larger: those lines sit in the other core's cache, and on a processor whose
  * cores do not share a last-level cache (AMD's chiplets, and a virtual machine whose two vCPUs the host
- * places on two of them) every such line crosses between the caches: 25 against 85 GB/s on this machine's
- * EPYC, and a pooling layer that writes partial lines waits out each transfer (the cnn's full batch 10.4 ms
- * a step against 6.5 ms with the vCPUs on one cache; 8.2 ms with no reuse at all). Where that pass cannot fit a
+ * places on two of them) every such line crosses between the caches, at a fraction of a cache's bandwidth, and
+ * a pooling layer that writes partial lines waits out each transfer: reuse placed that way can make a step
+ * slower than no reuse at all (docs/performance.md, "Figures behind the code"). Where that pass cannot fit a
  * buffer within the first arena, the first placement stands.
  *
  * Both passes ask, for each buffer, about the placed buffers whose lifetimes meet its own: a deep chain keeps

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 /* ds's class names as a JSON array, or NULL when it has none (or memory is short: the metadata is optional). */

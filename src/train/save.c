@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 size_t trainer_param_tensors(const snug_trainer *tr, st_tensor *t) {
@@ -21,12 +21,9 @@ size_t trainer_param_tensors(const snug_trainer *tr, st_tensor *t) {
 
 snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err) {
     if (tr->dist.rank != 0) return SNUG_OK;
-    const size_t len = strlen(path) + sizeof ".tmp";
-    char *tmp = malloc(len);
     st_tensor *t = malloc((size_t)(tr->g->n_params ? tr->g->n_params : 1) * sizeof *t);
     snug_status s = SNUG_E_OOM;
-    if (tmp && t) {
-        snprintf(tmp, len, "%s.tmp", path);
+    if (t) {
         char steps[32];
         snprintf(steps, sizeof steps, "%ld", tr->step);
         st_pair meta[6] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
@@ -35,11 +32,10 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
         /* the data's normalisation and class names, when fit knew them */
         if (tr->data_normalise[0]) meta[n++] = (st_pair){"normalise", tr->data_normalise};
         if (tr->data_classes) meta[n++] = (st_pair){"classes", tr->data_classes};
-        s = st_write(path, tmp, t, trainer_param_tensors(tr, t), meta, n, false, err);
+        s = st_write(path, NULL, t, trainer_param_tensors(tr, t), meta, n, err);
     } else {
         snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the tensor list of model '%s'", tr->g->name);
     }
-    free(tmp);
     free(t);
     return s;
 }

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
-#include "train/state.h"
+#include "io/state.h"
 
 snug_train_config snug_train_config_default(void) {
     return (snug_train_config){

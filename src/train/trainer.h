@@ -69,6 +69,12 @@ struct st_tensor;
  * parameter of the graph); returns how many. */
 size_t trainer_param_tensors(const snug_trainer *tr, struct st_tensor *t);
 
+struct st_file;
+/* load.c: tensor `name` of an open safetensors file (io/safetensors.h) read as the values of parameter p of g
+ * (F32, p's shape) into v; every value finite. */
+snug_status trainer_read_tensor(struct st_file *sf, const snug_graph *g, const graph_param *p, const char *name,
+                                float *v, snug_error *err);
+
 /* fit_state.c: the state written now (when the run has a state folder), and what follows a step of fit (a state
  * that is due, a stop that was asked for: *stop set and SNUG_E_INTERRUPTED). */
 snug_status fit_state_write(snug_trainer *tr, snug_error *err);

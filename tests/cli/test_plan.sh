@@ -117,7 +117,7 @@ expect_rc 0
 expect_in "$OUT" "budget 8.00 MiB"
 expect_in "$OUT" "auto: "
 expect_in "$OUT" "of the 8.00 MiB budget"
-expect_in "$OUT" "as \`snug train --mem\` chooses"
+expect_in "$OUT" "the best fit for the budget, as training chooses it"
 [ "$(starred_rows)" -eq 1 ] || fail "expected exactly one row marked '*'"
 grep -qE '^\* .* yes$' "$OUT" || fail "the chosen row does not fit"
 grep -qE ' no$' "$OUT" || fail "no row is over the budget at batch 256 in 8 MiB"

@@ -9,7 +9,7 @@
 #include "fuzz_util.h"
 
 #include "core/crc32c.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #define FUZZ_SAMPLES 10
 #define FUZZ_BATCH 4

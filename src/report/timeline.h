@@ -2,8 +2,8 @@
  * step (forward, backward with recompute, update), for a plan and for a baseline (the same micro-batch without
  * checkpointing). Written as an SVG picture (timeline_svg.c) or a CSV table (timeline_csv.c), atomically
  * (timeline.c). */
-#ifndef SNUG_PLAN_TIMELINE_H
-#define SNUG_PLAN_TIMELINE_H
+#ifndef SNUG_REPORT_TIMELINE_H
+#define SNUG_REPORT_TIMELINE_H
 
 #include <stdio.h>
 

@@ -1,10 +1,11 @@
-/* The text report of `snug plan`: the table of candidate plans with the chosen row marked '*', a summary of the
- * chosen plan against its budget and against the same micro-batch without checkpointing, and (--layers) every
- * buffer of the chosen plan. */
+/* The text report of a plan set (snug_plan_set_print, as `snug plan` prints it): the table of candidate plans
+ * with the chosen row marked '*', a summary of the chosen plan against its budget, the machine and the same
+ * micro-batch without checkpointing, and on request every buffer of the chosen plan. */
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
 
-#include "cli/plan_report.h"
+#include "core/error.h"
+#include "report/plan_labels.h"
 
 #define BYTES_W 11  /* "1023.99 MiB" */
 #define PEAK_W 26
@@ -34,7 +35,7 @@ static int policy_width(const snug_plan_set *set) {
     for (size_t i = 0; i < snug_plan_set_count(set); i++) {
         char label[64];
         const plan_row row = row_at(set, i);
-        int n = (int)strlen(plan_policy_label(row.s.requested, &row.s, label, sizeof label));
+        int n = (int)strlen(snug_plan_policy_label(&row.s, label, sizeof label));
         if (n > w) w = n;
     }
     return w;
@@ -58,15 +59,15 @@ static void print_header(FILE *out, const snug_plan_set *set, const char *model,
 static void print_row(FILE *out, const plan_row *row, int pw) {
     char policy[64], peak[128];
     fprintf(out, "%c %6zu %6zu  %-*s", row->chosen ? '*' : ' ', row->s.micro_batch, row->s.micro_batches, pw,
-            plan_policy_label(row->s.requested, &row->s, policy, sizeof policy));
+            snug_plan_policy_label(&row->s, policy, sizeof policy));
     for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++) print_bytes_cell(out, row->s.bytes[i]);
     print_bytes_cell(out, row->s.total);
     snprintf(peak, sizeof peak, "%s %s", row->s.peak_op ? row->s.peak_op : "-", snug_phase_name(row->s.peak_phase));
-    fprintf(out, "  %-*s %8.1f%%  %s\n", PEAK_W, peak, plan_recompute_percent(&row->s),
+    fprintf(out, "  %-*s %8.1f%%  %s\n", PEAK_W, peak, snug_plan_recompute_percent(&row->s),
             row->s.budget ? (row->fits ? "yes" : "no") : "-");
 }
 
-void plan_print_table(FILE *out, const snug_plan_set *set, const char *model) {
+static void print_table(FILE *out, const snug_plan_set *set, const char *model) {
     int pw = policy_width(set);
     print_header(out, set, model, pw);
     for (size_t i = 0; i < snug_plan_set_count(set); i++) {
@@ -121,14 +122,14 @@ static void print_against_baseline(FILE *out, const snug_plan_set *set, const pl
     fprintf(out, "\n");
 }
 
-void plan_print_summary(FILE *out, const snug_plan_set *set) {
+static void print_summary(FILE *out, const snug_plan_set *set) {
     const plan_row row = row_at(set, snug_plan_set_chosen(set)), *c = &row;
     char policy[64], resolved[48], arena[32], live[32], buf_comm[32], regen[32];
     fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->s.micro_batch);
     print_split(out, &c->s);
-    fprintf(out, ", checkpoint %s (%s)\n", plan_policy_label(c->s.requested, &c->s, policy, sizeof policy),
-            c->s.micro_batch_chosen ? "the best fit for the budget, as `snug train --mem` chooses"
-                                    : "as given by --micro-batch and --checkpoint");
+    fprintf(out, ", checkpoint %s (%s)\n", snug_plan_policy_label(&c->s, policy, sizeof policy),
+            c->s.micro_batch_chosen ? "the best fit for the budget, as training chooses it"
+                                    : "the micro-batch and policy as requested");
     print_reserved(out, c);
     snug_machine_memory m;
     snug_error machine = {0};
@@ -136,7 +137,7 @@ void plan_print_summary(FILE *out, const snug_plan_set *set) {
     if (snug_plan_check_machine(c->plan, &m, &machine) != SNUG_OK)
         fprintf(out, "  machine: snug train would stop before its first step: %s\n", machine.message);
     fprintf(out, "  communication: under mpirun, all-reduce in place on the gradients: no extra buffer (%s summed "
-                 "over the ranks once per optimizer step); the plan and --mem are per rank\n",
+                 "over the ranks once per optimizer step); the plan and its budget are per rank\n",
             snug_format_bytes(c->s.bytes[SNUG_MEM_GRADS], buf_comm, sizeof buf_comm));
     fprintf(out, "  activations: arena %s, live peak %s at %s %s\n",
             snug_format_bytes(c->s.activation_peak, arena, sizeof arena),
@@ -145,7 +146,7 @@ void plan_print_summary(FILE *out, const snug_plan_set *set) {
     if (c->s.segments > 0)
         fprintf(out, "  recompute: %s in %zu segment%s, %.1f%% of the FLOPs of each micro-batch\n",
                 plan_resolved_label(&c->s, resolved, sizeof resolved), c->s.segments,
-                c->s.segments == 1 ? "" : "s", plan_recompute_percent(&c->s));
+                c->s.segments == 1 ? "" : "s", snug_plan_recompute_percent(&c->s));
     else fprintf(out, "  recompute: none, every activation backward needs is kept%s\n",
                  c->s.regenerated_inputs ? " but the regenerated inputs below" : "");
     if (c->s.regenerated_inputs > 0)
@@ -174,7 +175,7 @@ static int max_width(const snug_plan *p, size_t n, bool layer, int least) {
     return w;
 }
 
-void plan_print_layers(FILE *out, const snug_plan_set *set) {
+static void print_layers(FILE *out, const snug_plan_set *set) {
     const plan_row row = row_at(set, snug_plan_set_chosen(set)), *c = &row;
     size_t n = snug_plan_buffer_count(c->plan);
     int lw = max_width(c->plan, n, true, 5), ww = max_width(c->plan, n, false, 4);
@@ -192,4 +193,14 @@ void plan_print_layers(FILE *out, const snug_plan_set *set) {
                 snug_format_bytes(b.bytes, buf, sizeof buf), b.offset, steps,
                 b.in_place ? "in place (shares its input's)" : "own");
     }
+}
+
+snug_status snug_plan_set_print(FILE *out, const snug_plan_set *set, const char *title, bool buffers,
+                                snug_error *err) {
+    if (!out || !set) return snug_fail(err, SNUG_E_ARG, "printing a plan set: a stream and a set are needed");
+    print_table(out, set, title ? title : "model");
+    print_summary(out, set);
+    if (buffers) print_layers(out, set);
+    return ferror(out) ? snug_fail(err, SNUG_E_IO, "could not write the plan report (is the output closed?)")
+                       : SNUG_OK;
 }

@@ -1,5 +1,5 @@
 /* Writing SVG by hand (svg.h): formatted output that remembers a failure, escaped text, tick spacing. */
-#include "core/svg.h"
+#include "report/svg.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -2,7 +2,7 @@
  * lines it can trust and the curve draws exactly what was written. A JSON line is parsed with cJSON; a CSV row is
  * split by the quoting rules of RFC 4180 (without line breaks inside a field: the writer never puts one there). */
 #define _POSIX_C_SOURCE 200809L
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 #include <cJSON.h>
 #include <errno.h>

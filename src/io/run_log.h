@@ -1,8 +1,8 @@
 /* The run's log (snug_run_log_* in snug.h), read back: the formats by extension, one line as a record, a
  * reader that walks a log's whole lines (run_log_read.c), shared by a resumed log (run_log.c), which keeps the
  * lines before the step it continues from, and by the curve (curve_svg.c), which draws them. */
-#ifndef SNUG_TRAIN_RUN_LOG_H
-#define SNUG_TRAIN_RUN_LOG_H
+#ifndef SNUG_IO_RUN_LOG_H
+#define SNUG_IO_RUN_LOG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -74,11 +74,5 @@ snug_status run_log_reader_open(run_log_reader *r, const char *path, snug_error 
  * writing it) is ignored. A malformed line is SNUG_E_FORMAT, naming the file and the line number. */
 snug_status run_log_reader_next(run_log_reader *r, run_log_record *rec, bool *got, snug_error *err);
 void run_log_reader_close(run_log_reader *r);
-
-/* Writes a file atomically: write(f, user, err) fills path.tmp (and reports its own failures in err), which is
- * then flushed, synced, renamed over path, and the folder synced; on failure path.tmp is removed and an existing
- * file at path is left as it was. `what` names the file in messages ("run log", "curve"). */
-snug_status run_log_replace(const char *path, const char *what,
-                            snug_status (*write)(FILE *f, void *user, snug_error *err), void *user, snug_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /* The memory timeline as a table: one row per schedule step of each plan, with the bytes live in each category
  * and their total. Plain RFC 4180 CSV: fields holding a comma, a quote or a line break are quoted. */
 #define _POSIX_C_SOURCE 200809L
-#include "plan/timeline.h"
+#include "report/timeline.h"
 
 #include <string.h>
 

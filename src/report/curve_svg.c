@@ -9,9 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
-#include "core/svg.h"
-#include "train/run_log.h"
+#include "io/run_log.h"
+#include "report/svg.h"
 
 /* Page geometry, in SVG user units (pixels). */
 #define WIDTH 1000.0
@@ -441,7 +442,7 @@ snug_status snug_curve_write(const char *log_path, const char *svg_path, const c
     if (s == SNUG_OK && !smoothed(&d.train, &smooth))
         s = snug_fail(err, SNUG_E_OOM, "out of memory drawing the curve of '%s'", log_path);
     curve_job job = {.data = &d, .smooth = &smooth, .path = svg_path};
-    if (s == SNUG_OK) s = run_log_replace(svg_path, "curve", write_curve, &job, err);
+    if (s == SNUG_OK) s = atomic_file_write(svg_path, NULL, "curve", write_curve, &job, err);
     free(smooth.p);
     curve_data_free(&d);
     return s;

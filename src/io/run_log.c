@@ -3,17 +3,16 @@
  * partial last line, which a reader ignores. A continued run keeps the lines up to the step its state was written
  * at and appends after them: the steps it takes again are logged once. */
 #define _POSIX_C_SOURCE 200809L
-#include "train/run_log.h"
+#include "io/run_log.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 struct snug_run_log {
@@ -22,47 +21,6 @@ struct snug_run_log {
     char *path;
     bool failed;           /* a line could not be written: none is appended after it (it may be partial) */
 };
-
-/* ---- writing a file atomically ---- */
-
-/* The folder of path synced, so that a rename into it survives a power cut. */
-static int sync_folder(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return ENOMEM;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    int e = fd < 0 || fsync(fd) != 0 ? errno : 0;
-    if (fd >= 0) close(fd);
-    free(copy);
-    return e;
-}
-
-snug_status run_log_replace(const char *path, const char *what,
-                            snug_status (*write)(FILE *f, void *user, snug_error *err), void *user, snug_error *err) {
-    size_t n = strlen(path) + sizeof ".tmp";
-    char *tmp = malloc(n);
-    if (!tmp) return snug_fail(err, SNUG_E_OOM, "%s '%s': no memory for the file name", what, path);
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snug_status s = snug_fail(err, SNUG_E_IO, "cannot create the %s '%s': %s; check that its folder exists and "
-                                  "is writable", what, tmp, strerror(errno));
-        free(tmp);
-        return s;
-    }
-    snug_status s = write(f, user, err);
-    errno = 0;
-    int e = 0;
-    if (s == SNUG_OK && (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)) e = errno ? errno : EIO;
-    if (fclose(f) != 0 && s == SNUG_OK && e == 0) e = errno ? errno : EIO;
-    if (s == SNUG_OK && e == 0 && rename(tmp, path) != 0) e = errno;
-    if (s == SNUG_OK && e == 0) e = sync_folder(path);
-    if (s == SNUG_OK && e != 0)
-        s = snug_fail(err, SNUG_E_IO, "cannot write the %s '%s': %s (is the disk full?); an existing '%s' is left as "
-                      "it was", what, path, strerror(e), path);
-    if (s != SNUG_OK) remove(tmp);
-    free(tmp);
-    return s;
-}
 
 /* ---- one line ---- */
 
@@ -211,7 +169,7 @@ static snug_status keep_until(const char *path, long resume_step, snug_error *er
     run_log_reader r;
     snug_status s = run_log_reader_open(&r, path, err);
     keep_job job = {.reader = &r, .resume_step = resume_step};
-    if (s == SNUG_OK) s = run_log_replace(path, "run log", keep_lines, &job, err);
+    if (s == SNUG_OK) s = atomic_file_write(path, NULL, "run log", keep_lines, &job, err);
     run_log_reader_close(&r);
     return s;
 }

@@ -6,8 +6,8 @@
  * snug adds one metadata entry, "crc32c": the CRC-32C (8 hex digits) of the whole file as written with those 8
  * digits all '0', so that a reader detects a truncated, corrupted or spliced file. Readers of the format ignore
  * it; snug checks it wherever it is present. */
-#ifndef SNUG_TRAIN_SAFETENSORS_H
-#define SNUG_TRAIN_SAFETENSORS_H
+#ifndef SNUG_IO_SAFETENSORS_H
+#define SNUG_IO_SAFETENSORS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,11 +32,11 @@ typedef struct st_pair {
     const char *key, *value;
 } st_pair;
 
-/* Writes the tensors in order, with the metadata and the checksum, into tmp; flushes it to disk and renames it
- * over path, so that no reader ever sees half a file under path; with sync_dir, the rename is made durable too
- * (the folder synced). On failure tmp is removed, path is left as it was, and err says so. */
+/* Writes the tensors in order, with the metadata and the checksum, atomically (core/atomic_file.h) through tmp
+ * (NULL: "PATH.tmp"), so that no reader ever sees half a file under path. On failure path is left as it was and
+ * err says so. */
 snug_status st_write(const char *path, const char *tmp, const st_tensor *t, size_t n, const st_pair *meta,
-                     size_t n_meta, bool sync_dir, snug_error *err);
+                     size_t n_meta, snug_error *err);
 
 /* Checks a file's "crc32c" against its bytes: SNUG_OK when they agree or the file has none (*present false),
  * SNUG_E_FORMAT naming the file when they do not. header: the padded header as read (n bytes after the
@@ -44,7 +44,7 @@ snug_status st_write(const char *path, const char *tmp, const st_tensor *t, size
 snug_status st_check_crc(FILE *f, const char *path, const char *header, uint64_t header_len, bool *present,
                          snug_error *err);
 
-/* Reading (load.c): a file opened and checked as untrusted input, up to the values. */
+/* Reading (safetensors_read.c): a file opened and checked as untrusted input, up to the values. */
 typedef struct st_entry {
     const char *name;
     const struct cJSON *json;
@@ -69,9 +69,16 @@ void st_file_close(st_file *sf);
 /* The metadata entry `key`, or NULL. */
 const char *st_metadata(const st_file *sf, const char *key);
 
-struct graph_param;
-/* Reads tensor `name` as the values of parameter p of g (F32, p's shape) into v. */
-snug_status st_file_read_param(st_file *sf, const struct snug_graph *g, const struct graph_param *p,
-                               const char *name, float *v, snug_error *err);
+/* The first value of a tensor that is not finite. */
+typedef struct st_first_bad {
+    size_t index;          /* numel when every value is finite */
+    float value;
+} st_first_bad;
+
+/* Where tensor `name` (an entry of the open file) starts in the data section. */
+uint64_t st_tensor_begin(const st_file *sf, const char *name);
+/* The numel little-endian floats at data offset `begin`: into v, or with v NULL only read; the first that is
+ * not finite into *bad. False on a read error. */
+bool st_read_floats(st_file *sf, uint64_t begin, float *v, size_t numel, st_first_bad *bad);
 
 #endif

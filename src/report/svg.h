@@ -1,8 +1,8 @@
 /* Writing SVG by hand: what every picture snug draws shares (the memory timeline, the training curve). Text that
  * comes from the user (layer names, a log's file name, an evaluation set's name) is escaped so that the picture
  * stays well-formed XML whatever the text holds. */
-#ifndef SNUG_CORE_SVG_H
-#define SNUG_CORE_SVG_H
+#ifndef SNUG_REPORT_SVG_H
+#define SNUG_REPORT_SVG_H
 
 #include <stdbool.h>
 #include <stdio.h>

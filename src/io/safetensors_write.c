@@ -1,18 +1,17 @@
 /* st_write (safetensors.h): the header built with cJSON, the data converted to little-endian through a small
- * buffer, the checksum accumulated as the bytes go out and written into its place at the end. */
+ * buffer, the checksum accumulated as the bytes go out and written into its place at the end; the file written
+ * atomically (core/atomic_file.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/checked.h"
 #include "core/crc32c.h"
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #define HEADER_ALIGN 8
 #define CRC_PLACEHOLDER "00000000"
@@ -82,8 +81,7 @@ static bool put_floats_le(out_file *o, const float *v, size_t n) {
     return true;
 }
 
-/* The length, the padded header, every tensor, then the checksum into its placeholder; forced to disk. False
- * with errno set on any failure. */
+/* The length, the padded header, every tensor, then the checksum into its placeholder. False on any failure. */
 static bool write_file(FILE *f, const char *header, const st_tensor *t, size_t n) {
     const size_t len = strlen(header), padded = (len + HEADER_ALIGN - 1) / HEADER_ALIGN * HEADER_ALIGN;
     unsigned char count[8];
@@ -98,40 +96,27 @@ static bool write_file(FILE *f, const char *header, const st_tensor *t, size_t n
     char hex[9];
     snprintf(hex, sizeof hex, "%08x", o.crc);
     const long at = 8 + (long)(slot - header) + (long)sizeof("\"" ST_CRC_KEY "\":\"") - 1;
-    return slot && fseek(f, at, SEEK_SET) == 0 && fwrite(hex, 1, 8, f) == 8 && fflush(f) == 0 &&
-           fsync(fileno(f)) == 0;
+    return slot && fseek(f, at, SEEK_SET) == 0 && fwrite(hex, 1, 8, f) == 8;
 }
 
-/* The folder of path synced, so that the rename into it survives a power cut. */
-static int sync_folder(const char *path) {
-    char *copy = strdup(path);
-    if (!copy) return ENOMEM;
-    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
-    int e = fd < 0 || fsync(fd) != 0 ? errno : 0;
-    if (fd >= 0) close(fd);
-    free(copy);
-    return e;
+typedef struct st_job {
+    const char *path, *header;
+    const st_tensor *t;
+    size_t n;
+} st_job;
+
+static snug_status fill(FILE *f, void *user, snug_error *err) {
+    const st_job *job = user;
+    if (write_file(f, job->header, job->t, job->n) || ferror(f)) return SNUG_OK; /* a refused write: ferror */
+    return snug_fail(err, SNUG_E_IO, "cannot place the checksum in '%s': %s", job->path, strerror(errno));
 }
 
 snug_status st_write(const char *path, const char *tmp, const st_tensor *t, size_t n, const st_pair *meta,
-                     size_t n_meta, bool sync_dir, snug_error *err) {
+                     size_t n_meta, snug_error *err) {
     char *header = build_header(t, n, meta, n_meta);
     if (!header) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the header of '%s'", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        int e = errno;
-        cJSON_free(header);
-        return snug_fail(err, SNUG_E_IO, "cannot create '%s': %s; check that its folder exists and is writable", tmp,
-                         strerror(e));
-    }
-    errno = 0;
-    int e = write_file(f, header, t, n) ? 0 : errno ? errno : EIO;
+    st_job job = {.path = path, .header = header, .t = t, .n = n};
+    snug_status s = atomic_file_write(path, tmp, "weights file", fill, &job, err);
     cJSON_free(header);
-    if (fclose(f) != 0 && e == 0) e = errno;
-    if (e == 0 && rename(tmp, path) != 0) e = errno;
-    if (e == 0 && sync_dir) e = sync_folder(path);
-    if (e == 0) return SNUG_OK;
-    remove(tmp);
-    return snug_fail(err, SNUG_E_IO, "cannot write '%s': %s (is the disk full?); an existing '%s' is left as it was",
-                     path, strerror(e), path);
+    return s;
 }

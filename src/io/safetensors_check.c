@@ -5,7 +5,7 @@
 
 #include "core/crc32c.h"
 #include "core/error.h"
-#include "train/safetensors.h"
+#include "io/safetensors.h"
 
 #define FIELD "\"" ST_CRC_KEY "\":\""
 

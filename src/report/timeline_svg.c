@@ -3,14 +3,14 @@
  * marks its peak (a line, its size and the layer and phase that reach it), the budget when there is one, shades
  * the recomputed steps, and labels the phases on a strip under the x axis. */
 #define _POSIX_C_SOURCE 200809L
-#include "plan/timeline.h"
+#include "report/timeline.h"
 
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/svg.h"
+#include "report/svg.h"
 
 #define MIB (1024.0 * 1024.0)
 
