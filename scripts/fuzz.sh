@@ -36,7 +36,8 @@ for t in "${targets[@]}"; do
 done
 
 # Seconds one input may take under ASan and UBSan before it counts as a finding. model_file plans what a file
-# declares three ways, and the shipped models/*.ini of its corpus (resnet50, resmlp) take over a second there;
+# declares three ways, and the shipped models/*.ini of its corpus (resnet50, resmlp) take about a second of CPU
+# there, and libFuzzer counts wall-clock time, which a shared machine stretches;
 # the readers that train on what they read (weights, state) and the image decoders get 2 s; the rest 1 s.
 declare -A timeout_of=([model_file]=5 [weights]=2 [state]=2 [png]=2 [jpeg]=2)
 
