@@ -46,10 +46,14 @@ foreach(_snug_src IN LISTS SNUG_FUZZ_SOURCES)
     endforeach()
 endforeach()
 
-# The writer of the valid weights and state seeds (tests/fuzz/make_corpus.py runs it); not a test.
+# The writers of the valid weights and state seeds and of the valid JPEG seeds (tests/fuzz/make_corpus.py runs
+# them); not tests.
 if(BUILD_TESTING AND NOT SNUG_FUZZ)
     add_executable(fuzz_make_seeds "${PROJECT_SOURCE_DIR}/tests/fuzz/make_seeds.c")
     target_include_directories(fuzz_make_seeds PRIVATE "${PROJECT_SOURCE_DIR}/src" "${PROJECT_SOURCE_DIR}/tests/fuzz")
     target_link_libraries(fuzz_make_seeds PRIVATE snug_static)
-    set_target_properties(fuzz_make_seeds PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests/fuzz")
+    add_executable(fuzz_make_jpeg_seeds "${PROJECT_SOURCE_DIR}/tests/fuzz/make_jpeg_seeds.c")
+    target_link_libraries(fuzz_make_jpeg_seeds PRIVATE PkgConfig::LIBJPEG)
+    set_target_properties(fuzz_make_seeds fuzz_make_jpeg_seeds PROPERTIES
+        RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests/fuzz")
 endif()

@@ -85,8 +85,9 @@ static void write_png(const char *path, size_t h, size_t w, size_t channels, con
     assert_int_equal(fclose(f), 0);
 }
 
-/* A baseline JPEG at quality 100 of (h, w, channels) pixels: channels 1 gray, 3 RGB, 4 CMYK. */
-static void write_jpeg(const char *path, size_t h, size_t w, int channels, const uint8_t *pixels) {
+/* A JPEG at quality 100 of (h, w, channels) pixels: channels 1 gray, 3 RGB, 4 CMYK; baseline, or progressive. */
+static void write_jpeg_coded(const char *path, size_t h, size_t w, int channels, const uint8_t *pixels,
+                             bool progressive) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     struct jpeg_compress_struct c;
@@ -100,6 +101,7 @@ static void write_jpeg(const char *path, size_t h, size_t w, int channels, const
     c.in_color_space = channels == 1 ? JCS_GRAYSCALE : channels == 3 ? JCS_RGB : JCS_CMYK;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, 100, TRUE);
+    if (progressive) jpeg_simple_progression(&c);
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
         JSAMPROW row = (JSAMPROW)(pixels + (size_t)c.next_scanline * w * (size_t)channels);
@@ -108,6 +110,10 @@ static void write_jpeg(const char *path, size_t h, size_t w, int channels, const
     jpeg_finish_compress(&c);
     jpeg_destroy_compress(&c);
     assert_int_equal(fclose(f), 0);
+}
+
+static void write_jpeg(const char *path, size_t h, size_t w, int channels, const uint8_t *pixels) {
+    write_jpeg_coded(path, h, w, channels, pixels, false);
 }
 
 static void write_bytes(const char *path, const void *bytes, size_t len) {
@@ -601,6 +607,25 @@ static void put32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)v;
 }
 
+/* Rewrites the height and width in the frame header (baseline or progressive) of the JPEG file at path. */
+static void declare_jpeg_size(const char *path, uint16_t height, uint16_t width) {
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    size_t sof = 0;
+    for (size_t i = 0; i + 1 < n && !sof; i++)
+        if (buf[i] == 0xFF && (buf[i + 1] == 0xC0 || buf[i + 1] == 0xC2)) sof = i;
+    assert_true(sof > 0);
+    buf[sof + 5] = (uint8_t)(height >> 8);
+    buf[sof + 6] = (uint8_t)height;
+    buf[sof + 7] = (uint8_t)(width >> 8);
+    buf[sof + 8] = (uint8_t)width;
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
 /* A PNG header declaring 20000 x 20000 RGB (1.1 GiB, an empty IDAT after it) and a JPEG declaring 60000 x 60000: refused before
  * decoding. */
 static void test_error_too_large(void **state) {
@@ -627,22 +652,25 @@ static void test_error_too_large(void **state) {
     const char *big_jpg = path_of("large2/a/big.jpg");
     uint8_t px[8 * 8 * 3] = {0};
     write_jpeg(big_jpg, 8, 8, 3, px);
-    FILE *f = fopen(big_jpg, "r+b");
-    assert_non_null(f);
-    uint8_t buf[4096];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    size_t sof = 0;
-    for (size_t i = 0; i + 1 < n && !sof; i++)
-        if (buf[i] == 0xFF && buf[i + 1] == 0xC0) sof = i;
-    assert_true(sof > 0);
-    buf[sof + 5] = 0xEA;  /* height 60000 = 0xEA60 */
-    buf[sof + 6] = 0x60;
-    buf[sof + 7] = 0xEA;  /* width */
-    buf[sof + 8] = 0x60;
-    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
-    assert_int_equal(fwrite(buf, 1, n, f), n);
-    assert_int_equal(fclose(f), 0);
+    declare_jpeg_size(big_jpg, 60000, 60000);
     open_fails(d2, &o, SNUG_E_FORMAT, big_jpg, "refused before decoding");
+}
+
+/* Gray JPEGs of 8 x 8 pixels whose frame headers declare 12000 x 12000 (137 MiB of pixels, under the byte
+ * bound; the progressive one would hold 275 MiB of coefficients besides): refused by their pixel count from the
+ * header, before anything is allocated for them. */
+static void test_error_too_many_jpeg_pixels(void **state) {
+    (void)state;
+    snug_image_folder_options o = options(1, 2, 2, NULL);
+    uint8_t px[8 * 8] = {0};
+    for (int progressive = 0; progressive < 2; progressive++) {
+        const char *dir = make_dir(path_of(progressive ? "pixels2" : "pixels1"));
+        make_dir(path_of(progressive ? "pixels2/a" : "pixels1/a"));
+        const char *jpg = path_of(progressive ? "pixels2/a/big.jpg" : "pixels1/a/big.jpg");
+        write_jpeg_coded(jpg, 8, 8, 1, px, progressive);
+        declare_jpeg_size(jpg, 12000, 12000);
+        open_fails(dir, &o, SNUG_E_FORMAT, "declares 12000 x 12000 pixels", "64 Mi pixels");
+    }
 }
 
 /* A file that breaks after opening: its sample reads as zeros and the data set's read status names it. */
@@ -802,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_error_folders),
         cmocka_unit_test(test_error_unreadable),
         cmocka_unit_test(test_error_too_large),
+        cmocka_unit_test(test_error_too_many_jpeg_pixels),
         cmocka_unit_test(test_error_after_open),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_named_images),

@@ -4,7 +4,11 @@
  * Element-wise loops give the same bits in every version (no multiply-add is contracted: -std=c11 means
  * -ffp-contract=off); a loop with a reduction sums in an order that depends on the vector width unless it keeps
  * its own fixed set of partial sums, so such a kernel is deterministic on one machine, not across machines.
- * Elsewhere (other architectures, other compilers) it is a plain function. */
+ * Elsewhere (other architectures, other compilers) it is a plain function.
+ *
+ * A VM_KERNEL function is static, and a kernel other files call is a plain function around it. Clang 16 names
+ * the resolver of an exported clone `NAME.ifunc` and defines no `NAME`, so a call from another file does not
+ * link (GCC and later Clang define `NAME`); inside its own file every compiler resolves the call. */
 #ifndef SNUG_CORE_CLONES_H
 #define SNUG_CORE_CLONES_H
 

@@ -81,8 +81,14 @@ static bool read_header(jpeg_reader *r, snug_error *err) {
     h->width = r->cinfo.output_width;
     h->channels = (size_t)r->cinfo.output_components;
     h->progressive = r->cinfo.progressive_mode != 0;
-    size_t total;
-    if (!size_mul(h->height * h->width, h->channels, &total) || total == 0 || total > JPEG_MAX_DECODED_BYTES) {
+    size_t pixels, total;
+    if (!size_mul(h->height, h->width, &pixels) || pixels > JPEG_MAX_PIXELS) {
+        r->status = snug_fail(err, SNUG_E_FORMAT, "%s declares %zu x %zu pixels, more than the %zu Mi pixels (e.g. "
+                              "8192 x 8192) one image may have: refused before decoding (resize the image)",
+                              r->path, h->height, h->width, JPEG_MAX_PIXELS >> 20);
+        return false;
+    }
+    if (!size_mul(pixels, h->channels, &total) || total == 0 || total > JPEG_MAX_DECODED_BYTES) {
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s declares %zu x %zu pixels with %zu channel(s), more than "
                               "the %zu MiB one image may decode to: refused before decoding (resize the image)",
                               r->path, h->height, h->width, h->channels, JPEG_MAX_DECODED_BYTES >> 20);

@@ -15,6 +15,12 @@
 /* The most bytes one decoded image may take: the bound of png_read.h, for the same reason (a header of a few
  * bytes can declare gigabytes of pixels), checked before anything is decoded. */
 #define JPEG_MAX_DECODED_BYTES ((size_t)1 << 28)
+/* The most pixels one image may declare (64 Mi, 8192 x 8192), checked from the header first: a gray image
+ * passes the byte bound at three times the pixels of an RGB one, and a progressive decode holds 2 bytes of
+ * coefficients per sample besides, so the byte bound alone lets a 12000 x 12000 gray header of a few hundred
+ * bytes have 137 MiB of pixels and, progressive, 275 MiB of coefficients allocated before its missing data is
+ * noticed. */
+#define JPEG_MAX_PIXELS ((size_t)1 << 26)
 /* libjpeg's max_memory_to_use, which bounds its coefficient arrays: a progressive file keeps every DCT coefficient
  * (2 bytes per sample and component) until its last scan, about twice the decoded RGB pixels of an image at the
  * bound. */
@@ -33,8 +39,8 @@ typedef struct jpeg_header {
 typedef snug_status (*jpeg_pixels_fn)(void *ctx, const uint8_t *pixels, const jpeg_header *h, snug_error *err);
 
 /* Decodes the whole file at path into a temporary buffer, fills *h and calls fn (when not NULL) once with the
- * pixels. The header is read and checked first, before any pixel is decoded: the decoded bytes must not pass
- * JPEG_MAX_DECODED_BYTES. A file whose entropy-coded data is cut short or damaged (libjpeg's "premature end",
+ * pixels. The header is read and checked first, before any pixel is decoded: the declared pixels must not pass
+ * JPEG_MAX_PIXELS, nor the decoded bytes JPEG_MAX_DECODED_BYTES. A file whose entropy-coded data is cut short or damaged (libjpeg's "premature end",
  * "bad Huffman code", "must resync" warnings: the pixels it would give are partly invented) is refused, not
  * delivered. Fails with SNUG_E_IO (cannot open or read, not a regular file), SNUG_E_FORMAT (not a JPEG,
  * corrupt, truncated, CMYK, larger than the bound) or SNUG_E_OOM; the message names path. */

@@ -9,17 +9,17 @@
 #define BF16_PAR_MIN ((size_t)1 << 20)
 #define BF16_CHUNK ((size_t)1 << 16)
 
-VM_KERNEL void bf16_pack(bf16 *dst, const float *src, size_t n) {
+VM_KERNEL static void pack_span(bf16 *dst, const float *src, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
 }
 
-VM_KERNEL void bf16_unpack(float *dst, const bf16 *src, size_t n) {
+VM_KERNEL static void unpack_span(float *dst, const bf16 *src, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
 }
 
-VM_KERNEL void bf16_round_pack(float *values, bf16 *packed, size_t n) {
+VM_KERNEL static void round_pack_span(float *values, bf16 *packed, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         const bf16 h = bf16_from_float(values[i]);
@@ -28,10 +28,16 @@ VM_KERNEL void bf16_round_pack(float *values, bf16 *packed, size_t n) {
     }
 }
 
-VM_KERNEL void bf16_round_floats(float *dst, const float *src, size_t n) {
+VM_KERNEL static void round_span(float *dst, const float *src, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = bf16_round(src[i]);
 }
+
+/* The entry points other files call: plain functions around the static clones (core/clones.h says why). */
+void bf16_pack(bf16 *dst, const float *src, size_t n) { pack_span(dst, src, n); }
+void bf16_unpack(float *dst, const bf16 *src, size_t n) { unpack_span(dst, src, n); }
+void bf16_round_pack(float *values, bf16 *packed, size_t n) { round_pack_span(values, packed, n); }
+void bf16_round_floats(float *dst, const float *src, size_t n) { round_span(dst, src, n); }
 
 static size_t chunk_len(size_t n, size_t lo) { return n - lo < BF16_CHUNK ? n - lo : BF16_CHUNK; }
 

@@ -4,7 +4,8 @@ ones. The files are committed; rerun this after changing a target's input format
 
   usage: make_corpus.py MAKE_SEEDS MNIST_DIR
     MAKE_SEEDS  the built tests/fuzz/make_seeds.c (build/tests/fuzz/fuzz_make_seeds): the valid weights and
-                state files, written by the library with the fuzz targets' own trainer
+                state files, written by the library with the fuzz targets' own trainer; beside it
+                fuzz_make_jpeg_seeds (tests/fuzz/make_jpeg_seeds.c), the valid JPEG files
     MNIST_DIR   the MNIST IDX files (data/mnist): a few real images and labels
 
 Regression inputs (regress-*, inputs that once found a defect) are kept: only seed-* files are rewritten.
@@ -210,9 +211,11 @@ def model_file():
     d = corpus("model_file")
     for name, text in SMALL_MODELS.items():
         put(d, name + ".ini", text)
-    for name in ("mlp", "cnn", "gpt", "vgg16"):
-        with open(os.path.join(ROOT, "models", name + ".ini"), "rb") as f:
-            put(d, "zoo-" + name + ".ini", f.read())
+    # every shipped model: the largest plans are the slowest inputs, and must run inside the target's timeout
+    for name in sorted(os.listdir(os.path.join(ROOT, "models"))):
+        if name.endswith(".ini"):
+            with open(os.path.join(ROOT, "models", name), "rb") as f:
+                put(d, "zoo-" + name, f.read())
     for name, text in BROKEN_MODELS.items():
         put(d, "bad-" + name + ".ini", text)
 
@@ -388,6 +391,45 @@ def png_corpus():
 
 # ---- text -------------------------------------------------------------------------------------------------
 
+def sof_offset(jpeg):
+    """Where the frame header (SOF0, SOF2 or SOF9) of a JPEG starts."""
+    for i in range(2, len(jpeg) - 1):
+        if jpeg[i] == 0xFF and jpeg[i + 1] in (0xC0, 0xC2, 0xC9):
+            return i
+    raise ValueError("no frame header")
+
+
+def with_size(jpeg, height, width):
+    at = sof_offset(jpeg) + 5
+    return jpeg[:at] + struct.pack(">HH", height, width) + jpeg[at + 4:]
+
+
+def jpeg_corpus(make_jpeg_seeds):
+    """Tiny valid JPEGs written by libjpeg (make_jpeg_seeds.c), and broken variants: cut short, a bit flipped in
+    the entropy-coded data, sizes declared larger than the data (a bomb's header), no frame at all."""
+    d = corpus("jpeg")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([make_jpeg_seeds, tmp], check=True)
+        valid = {}
+        for name in sorted(os.listdir(tmp)):
+            with open(os.path.join(tmp, name), "rb") as f:
+                valid[name[:-len(".jpg")]] = f.read()
+    for name, data in valid.items():
+        put(d, name, data)
+    rgb, gray_prog = valid["rgb-8x8"], valid["gray-progressive-9x13"]
+    put(d, "cut-half", rgb[:len(rgb) // 2])
+    put(d, "cut-before-scan", rgb[:sof_offset(rgb) + 19])
+    flipped = bytearray(rgb)
+    flipped[-20] ^= 0x10
+    put(d, "flipped-bit", bytes(flipped))
+    put(d, "declares-12000x12000-gray", with_size(valid["gray-8x8"], 12000, 12000))
+    put(d, "declares-12000x12000-progressive", with_size(gray_prog, 12000, 12000))
+    put(d, "declares-8192x8192-progressive", with_size(gray_prog, 8192, 8192))
+    put(d, "declares-0x8", with_size(rgb, 0, 8))
+    put(d, "soi-only", b"\xff\xd8\xff\xd9")
+    put(d, "not-jpeg", b"GIF89a\x01\x00\x01\x00")
+
+
 def text_corpus():
     d = corpus("text")
     with open(os.path.join(ROOT, "README.md"), "rb") as f:
@@ -445,10 +487,12 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     make_seeds, mnist = sys.argv[1], sys.argv[2]
+    make_jpeg_seeds = os.path.join(os.path.dirname(make_seeds), "fuzz_make_jpeg_seeds")
     model_file()
     weights_and_states(make_seeds)
     idx(mnist)
     png_corpus()
+    jpeg_corpus(make_jpeg_seeds)
     text_corpus()
     csv_corpus()
     flags_corpus()
