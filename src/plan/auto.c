@@ -7,6 +7,7 @@
  * candidate with the least recompute. N runs over 1..8, powers of two and multiples of sqrt(depth): enough
  * resolution for the trade-off at a few hundred plans, each a fraction of a millisecond. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,11 +18,13 @@
 typedef struct search {
     const snug_graph *g;
     size_t m, budget;
+    size_t ceiling;   /* the caller's (plan_build_under) */
     int threads;
     const snug_optim_config *optim;
     bool bf16;        /* every candidate in bfloat16 mixed precision */
     plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
     bool have, fits;
+    plan_reads reads; /* for the segments of a candidate that is not planned */
     snug_status status;
     snug_error *err;
 } search;
@@ -50,12 +53,41 @@ static bool consider(search *s, plan *q) {
     return fits;
 }
 
-/* Plans v (without pending rows when they do not fit) and considers it. */
+/* The total above which a candidate can neither fit nor beat the best so far, so need not be placed (the
+ * caller's ceiling at most). Once a candidate fits, only fitting ones can win; before, a leaner one can. The
+ * first is placed unless the caller's ceiling says otherwise: the answer is always a placed plan where it can
+ * matter to the caller. Without a budget every candidate fits and its total breaks ties: no bound. */
+static size_t candidate_ceiling(const search *s) {
+    if (!s->have || !s->budget) return s->ceiling;
+    size_t c = s->budget;
+    if (!s->fits && s->best.total - 1 > c) c = s->best.total - 1;
+    return c < s->ceiling ? c : s->ceiling;
+}
+
+/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
+ * segments alone say so, without planning it. */
+static bool recomputes_more(search *s, const plan_variant *v) {
+    plan_segments seg;
+    if (!s->fits) return false;
+    if ((s->status = plan_segment(s->g, &s->reads, v, &seg)) != SNUG_OK) {
+        snug_fail(s->err, s->status, "out of memory while planning model '%s'", s->g->name);
+        return false;
+    }
+    const bool more = plan_recompute_flops(s->g, &seg, s->m) > s->best.recompute_flops;
+    plan_segments_free(&seg);
+    return more;
+}
+
+/* Plans v (without pending rows when they do not fit) and considers it. Returns whether it fits; one that
+ * recomputes more than a fitting plan found before is not planned, and counts as fitting: the bisection then
+ * looks at fewer recomputed segments, the only ones that can still win (search_segments). */
 static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
-    if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK ||
-        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) != SNUG_OK)
+    if (recomputes_more(s, v)) return s->status == SNUG_OK;
+    const size_t ceiling = candidate_ceiling(s);
+    if ((s->status = plan_build_under(s->g, s->m, s->threads, s->optim, v, ceiling, &q, s->err)) != SNUG_OK ||
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) != SNUG_OK)
         return false;
     return consider(s, &q);
 }
@@ -64,13 +96,18 @@ static bool try_variant(search *s, const plan_variant *v) {
 static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
+    const size_t ceiling = candidate_ceiling(s);
     if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->bf16,
-                                       &q, s->err)) == SNUG_OK &&
-        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) == SNUG_OK)
+                                       ceiling, &q, s->err)) == SNUG_OK &&
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 
-/* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1]. */
+/* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1].
+ * Memory shrinks as j grows (the bisection's premise) and recompute grows, so a j that recomputes more than the
+ * best fitting plan so far is passed over as if it fitted: if it does, the answer lies at or below it; if it
+ * does not, no j below it fits and none above it can win, so the candidates below it are all the search may
+ * still gain from. The bisection then plans only around the j that can beat the best: a few plans a length. */
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
     int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
     if (hi < 1) return;
@@ -96,7 +133,14 @@ static bool wanted_length(size_t every, size_t layers) {
 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             bool bf16, size_t budget, plan *p, snug_error *err) {
-    search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .bf16 = bf16, .err = err};
+    return plan_build_auto_under(g, m, threads, optim, bf16, budget, SIZE_MAX, p, err);
+}
+
+snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                  bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err) {
+    search s = {.g = g, .m = m, .budget = budget, .ceiling = ceiling, .threads = threads, .optim = optim,
+                .bf16 = bf16, .err = err};
+    if (!plan_reads_init(g, &s.reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
     none.bf16 = cheap.bf16 = bf16;
@@ -108,6 +152,7 @@ snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const sn
             if (wanted_length(every, layers))
                 for (int sel = 0; sel < 2; sel++) search_segments(&s, every, sel == 1, layers);
     }
+    plan_reads_free(&s.reads);
     if (s.status != SNUG_OK) {
         if (s.have) plan_free(&s.best);
         return s.status;

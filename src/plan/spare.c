@@ -29,7 +29,8 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
         plan_variant v = p->variant;
         v.spared |= (uint64_t)1 << s;
         plan q;
-        snug_status st = plan_build(g, m, threads, optim, &v, &q, err);
+        /* only a total at most the first one's matters: above it, the bound decides without placing */
+        snug_status st = plan_build_under(g, m, threads, optim, &v, total, &q, err);
         if (st != SNUG_OK) return st;
         if (q.total <= total) {
             plan_free(p);
@@ -42,11 +43,16 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
 }
 
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, plan *p, snug_error *err) {
+                              snug_checkpoint_policy policy, bool bf16, size_t ceiling, plan *p, snug_error *err) {
     plan_variant v = plan_variant_of(policy);
     v.bf16 = bf16;
-    snug_status s = plan_build(g, m, threads, optim, &v, p, err);
-    if (s == SNUG_OK && (policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY)) {
+    const bool spares = policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY;
+    snug_status s = plan_build_under(g, m, threads, optim, &v, ceiling, p, err);
+    if (s == SNUG_OK && spares && p->unplaced) { /* sparing compares with its exact total: one that may drop */
+        plan_free(p);
+        s = plan_build(g, m, threads, optim, &v, p, err);
+    }
+    if (s == SNUG_OK && spares) {
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
