@@ -378,10 +378,13 @@ static int roots_by_size(const plan *p, order_key *order) {
     return n;
 }
 
-/* Both passes; the first placement stands where the second finds no room. */
-static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass) {
+/* Both passes; the first placement stands where the second finds no room. Sizing only, the second pass is left
+ * out where the first reaches the live peak: the second never takes more than the first's arena, nor can any
+ * placement take less than the live peak, so the arena is known, and only the offsets would change. */
+static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass, bool sizing) {
     if (!place_lowest(p, order, n, w)) return false;
     if (p->threads <= 1) return true;
+    if (sizing && p->arena_bytes == p->live_peak) return p->unplaced = true;
     const size_t arena = p->arena_bytes;
     for (int i = 0; i < n; i++) first_pass[i] = p->bufs[order[i].index].offset;
     const thread_parts tp = {.m = p->m, .T = p->threads};
@@ -394,14 +397,14 @@ static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t 
     return true;
 }
 
-bool plan_assign_offsets(plan *p) {
+bool plan_assign_offsets(plan *p, bool sizing) {
     const size_t nb = (size_t)p->n_bufs + 1;
     order_key *order = malloc(nb * sizeof *order);
     size_t *first_pass = malloc(nb * sizeof *first_pass);
     arena_work w = {0};
     bool ok = order && first_pass && time_index_init(&w.time, p->n_steps);
     p->arena_bytes = 0;
-    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass);
+    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, sizing);
     if (ok)
         for (int b = 0; b < p->n_bufs; b++) {
             int root = b;

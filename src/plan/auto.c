@@ -158,5 +158,5 @@ snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, co
         return s.status;
     }
     *p = s.best;
-    return SNUG_OK;
+    return ceiling == SIZE_MAX ? plan_place(g, optim, p, err) : SNUG_OK; /* in full where the caller keeps it */
 }

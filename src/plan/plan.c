@@ -178,8 +178,8 @@ static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int thread
     plan_variant u = *v;
     u.no_packing = true;
     plan q;
-    /* under a ceiling, the comparison below still takes the plan_build one: a plan left unplaced has a bound
-     * over the ceiling, and the other one is either placed (at most the ceiling: it wins) or unplaced too */
+    /* under a ceiling, the comparison below still takes the plan_build one where it is at most the ceiling:
+     * a total over the ceiling is at least the bound over it */
     const snug_status s = plan_build_under(g, m, threads, optim, &u, ceiling, &q, err);
     if (s != SNUG_OK) {
         plan_free(p);
@@ -232,7 +232,7 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
     bool over = false;
     ok = ok && plan_live_peak(p);
     if (ok && !bounded_by_live_peak(p, ceiling, &over)) s = SNUG_E_OVERFLOW, ok = false;
-    ok = ok && (over || plan_assign_offsets(p));
+    ok = ok && (over || plan_assign_offsets(p, ceiling != SIZE_MAX));
     if (ok && !plan_totals(p)) s = SNUG_E_OVERFLOW, ok = false;
     if (!ok) {
         plan_free(p);
@@ -243,6 +243,17 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
     }
     plan_flops(g, p);
     return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, ceiling, p, err) : SNUG_OK;
+}
+
+bool plan_total_exact(const plan *p, size_t ceiling) { return !p->unplaced || p->total <= ceiling; }
+
+snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err) {
+    if (!p->unplaced) return SNUG_OK;
+    const plan_variant v = p->variant;
+    const size_t m = p->m;
+    const int threads = p->threads;
+    plan_free(p);
+    return plan_build(g, m, threads, optim, &v, p, err);
 }
 
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,

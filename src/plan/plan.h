@@ -80,9 +80,9 @@ typedef struct plan {
     int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
-    bool unplaced;                    /* planned under a ceiling it was sure to pass (plan_build_under): offsets
-                                         not assigned, arena_bytes and total lower bounds over that ceiling; such
-                                         a plan is compared by a search, never run */
+    bool unplaced;                    /* planned under a ceiling (plan_build_under) with its offsets not (or not
+                                         all) assigned; its total is exact where it is at most that ceiling, else
+                                         a lower bound over it. Compared by a search, never run: plan_place */
     size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
     size_t state_bytes;               /* non-trainable buffers (running statistics) and their copy from the
                                          window's start, counted as params */
@@ -129,13 +129,20 @@ size_t plan_micro_batch_ceiling(const snug_graph *g);
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                        const plan_variant *v, plan *p, snug_error *err);
-/* For searches that only ask whether a plan stays under some total (a budget, the best so far): plan_build,
- * except that a plan whose totals with its live peak in place of the arena already pass `ceiling` gets no
- * offsets (p->unplaced; its total is that lower bound). Placing is most of a plan's time, and a search throws
- * most of its candidates away. A plan whose total is at most the ceiling is plan_build's to the byte; SIZE_MAX
- * is plan_build. */
+/* For searches that only ask whether a plan stays under some total (a budget, the best so far) and compare
+ * totals: plan_build, except that a plan whose totals with its live peak in place of the arena already pass
+ * `ceiling` gets no offsets (its total is that lower bound), and that the offsets are not made final where
+ * the arena is known without them (plan_assign_offsets' sizing); either way p->unplaced. Placing is most of a
+ * plan's time, and a search throws most of its candidates away. A plan whose total is at most the ceiling has
+ * plan_build's total, and plan_place gives it plan_build's offsets; SIZE_MAX is plan_build. */
 snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                              const plan_variant *v, size_t ceiling, plan *p, snug_error *err);
+/* Whether p's total is exact (it may still be unplaced): planned in full, or at most the ceiling it was planned
+ * under. */
+bool plan_total_exact(const plan *p, size_t ceiling);
+/* An unplaced plan planned again in full (from its variant, which says all plan_build chose); a placed one is
+ * left as it is. On failure *p is freed. */
+snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err);
 /* *p planned again (under ceiling) without pending rows and kept weights when it exceeds budget (non-zero) only
  * with them; on failure *p is freed. */
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
@@ -205,7 +212,9 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p);
 bool plan_packed_inputs(const snug_graph *g, plan *p);
 /* bf16: whether the input batch is rounded (not where a layer reads it as indices). */
 bool plan_rounds_input(const snug_graph *g, const plan *p);
-bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena (plan/arena.c) */
+/* Greedy by size into one arena (plan/arena.c), after plan_live_peak. Sizing only (a search that keeps the plan
+ * only for its total), the offsets may be left where the arena is known before they are final (p->unplaced). */
+bool plan_assign_offsets(plan *p, bool sizing);
 
 /* Checks that no two buffers live at the same step overlap in the arena (plan/overlap.c); returns an offending
  * pair's indices in *a, *b (a buffer past the arena's end as both), or false when there is none. Used by the tests

@@ -4,6 +4,8 @@
  * before), replaying the segment costs a forward and saves no byte. So after planning the policy, each recomputed segment, last first, is tried kept whole: when
  * the plan's total does not grow, it stays kept. The memory a user was promised is unchanged to the byte; only
  * recompute that bought nothing goes. Segments from the 65th on are never spared (plan_variant's mask). */
+#include <stdint.h>
+
 #include "plan/plan.h"
 
 /* The highest segment index with a recomputed node, or -1. */
@@ -48,7 +50,7 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
     v.bf16 = bf16;
     const bool spares = policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY;
     snug_status s = plan_build_under(g, m, threads, optim, &v, ceiling, p, err);
-    if (s == SNUG_OK && spares && p->unplaced) { /* sparing compares with its exact total: one that may drop */
+    if (s == SNUG_OK && spares && !plan_total_exact(p, ceiling)) { /* sparing compares with its exact total */
         plan_free(p);
         s = plan_build(g, m, threads, optim, &v, p, err);
     }
@@ -56,5 +58,6 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
-    return s;
+    /* the plan kept may be one of the unplaced candidates: in full where the caller keeps it */
+    return s == SNUG_OK && ceiling == SIZE_MAX ? plan_place(g, optim, p, err) : s;
 }
