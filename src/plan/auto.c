@@ -68,7 +68,7 @@ static size_t candidate_ceiling(const search *s) {
  * segments alone say so, without planning it. */
 static bool recomputes_more(search *s, const plan_variant *v) {
     plan_segments seg;
-    if (!s->fits) return false;
+    if (!s->fits || s->status != SNUG_OK) return false;
     if ((s->status = plan_segment(s->g, &s->reads, v, &seg)) != SNUG_OK) {
         snug_fail(s->err, s->status, "out of memory while planning model '%s'", s->g->name);
         return false;
@@ -103,19 +103,38 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
         consider(s, &q);
 }
 
+static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
+    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
+}
+
+/* The most leading segments, at most hi, that recompute no more than the best fitting plan so far (all of hi
+ * before one fits; 0 where even one recomputes more), by bisection: recompute grows with them. */
+static int most_worth_recomputing(search *s, size_t every, bool selective, int hi) {
+    int lo = 0;
+    while (lo < hi && s->status == SNUG_OK) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        const plan_variant v = leading(s, every, selective, mid);
+        if (recomputes_more(s, &v)) hi = mid - 1;
+        else lo = mid;
+    }
+    return lo;
+}
+
 /* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1].
- * Memory shrinks as j grows (the bisection's premise) and recompute grows, so a j that recomputes more than the
- * best fitting plan so far is passed over as if it fitted: if it does, the answer lies at or below it; if it
- * does not, no j below it fits and none above it can win, so the candidates below it are all the search may
- * still gain from. The bisection then plans only around the j that can beat the best: a few plans a length. */
+ * Memory shrinks as j grows (the bisection's premise) and recompute grows, so only the j up to the most that
+ * recompute no more than the best fitting plan so far can win: the bisection runs below that j, and where that
+ * j does not fit, no smaller one does, and the length is done after one plan. During the bisection a j that
+ * recomputes more than a plan found meanwhile is passed over as if it fitted (try_variant), for the same
+ * reason. The bisection then plans only around the j that can beat the best: a few plans a length. */
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
-    int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
+    int segments = (int)((layers + every - 1) / every), lo = 1;
+    int hi = segments - 1 >= 1 ? most_worth_recomputing(s, every, selective, segments - 1) : 0;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false, false, s->bf16, false};
-    if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
+    const plan_variant most = leading(s, every, selective, hi);
+    if (!try_variant(s, &most)) return; /* even the most segments worth recomputing do not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false, false, s->bf16, false};
+        const plan_variant v = leading(s, every, selective, mid);
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }
