@@ -245,8 +245,6 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
     return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, ceiling, p, err) : SNUG_OK;
 }
 
-bool plan_total_exact(const plan *p, size_t ceiling) { return !p->unplaced || p->total <= ceiling; }
-
 snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err) {
     if (!p->unplaced) return SNUG_OK;
     const plan_variant v = p->variant;

@@ -137,9 +137,8 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
  * plan_build's total, and plan_place gives it plan_build's offsets; SIZE_MAX is plan_build. */
 snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                              const plan_variant *v, size_t ceiling, plan *p, snug_error *err);
-/* Whether p's total is exact (it may still be unplaced): planned in full, or at most the ceiling it was planned
- * under. */
-bool plan_total_exact(const plan *p, size_t ceiling);
+/* The ceiling under which a plan's total is always exact, while its offsets may not be final. */
+#define PLAN_EXACT_TOTAL (SIZE_MAX - 1)
 /* An unplaced plan planned again in full (from its variant, which says all plan_build chose); a placed one is
  * left as it is. On failure *p is freed. */
 snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err);

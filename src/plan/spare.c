@@ -49,11 +49,9 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
     plan_variant v = plan_variant_of(policy);
     v.bf16 = bf16;
     const bool spares = policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY;
-    snug_status s = plan_build_under(g, m, threads, optim, &v, ceiling, p, err);
-    if (s == SNUG_OK && spares && !plan_total_exact(p, ceiling)) { /* sparing compares with its exact total */
-        plan_free(p);
-        s = plan_build(g, m, threads, optim, &v, p, err);
-    }
+    /* sparing compares with the first plan's exact total, whatever the ceiling */
+    snug_status s = plan_build_under(g, m, threads, optim, &v, spares && ceiling != SIZE_MAX ? PLAN_EXACT_TOTAL : ceiling,
+                                     p, err);
     if (s == SNUG_OK && spares) {
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
