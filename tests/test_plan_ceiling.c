@@ -81,6 +81,7 @@ static void auto_under_its_budget(void **state) {
             const size_t budget = lean.total - 1 + (none.total - lean.total + 1) * (size_t)step / 4;
             plan a, b;
             assert_int_equal(plan_build_auto(g, m, 2, &optim, false, budget, &a, NULL), SNUG_OK);
+            assert_false(a.unplaced); /* what a caller keeps is placed */
             assert_int_equal(plan_build_auto_under(g, m, 2, &optim, false, budget, budget, &b, NULL), SNUG_OK);
             if (a.total <= budget) {
                 assert_true(a.recompute_flops == b.recompute_flops);
@@ -91,6 +92,11 @@ static void auto_under_its_budget(void **state) {
             plan_free(&a);
             plan_free(&b);
         }
+        plan spared; /* sparing plans its candidates under a ceiling; the plan it keeps is placed */
+        assert_int_equal(plan_build_policy(g, m, 2, &optim, (snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0}, false,
+                                           0, &spared, NULL), SNUG_OK);
+        assert_false(spared.unplaced);
+        plan_free(&spared);
         plan_free(&none);
         plan_free(&lean);
         snug_graph_free(g);
