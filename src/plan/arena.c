@@ -19,8 +19,9 @@
  * buffer for every offset the second pass tries, cubic. Only the memory those buffers cover together
  * matters, so a tree over the schedule's steps keeps that memory as merged byte ranges (time_index), and a
  * question reads a few dozen sets of ranges; the second pass finds the placed buffers near an offset through
- * buckets of memory (memory_index), and stops at the first offset that crosses nothing. The offsets are the
- * ones a scan of every placed buffer gives (tests/test_plan_reference.c keeps that scan). */
+ * buckets of memory (memory_index), weighs only the start of each free gap (weighed_end), and stops at the first
+ * offset that crosses nothing. The offsets are the ones a scan of every placed buffer gives
+ * (tests/test_plan_reference.c keeps that scan). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,17 @@ static bool try_gap(const thread_parts *tp, const memory_index *mi, size_t bytes
     return true;
 }
 
+/* The end of the part of a free gap [lo, hi) that the second pass weighs for a buffer of `bytes`: twice its
+ * size and twice the largest buffer's. A gap may reach over most of the arena (above everything live in a deep
+ * chain of many sizes), and weighing an offset for every buffer ever placed there makes the pass quadratic in
+ * the buffers; within the window, the placed buffers weighed are those whose memory lies a few largest
+ * buffers from the gap's start, a number the depth does not change. The built-in models' offsets are the same
+ * as with every gap weighed whole (snug plan --json --layers, every model). */
+static size_t weighed_end(size_t lo, size_t hi, size_t bytes, size_t largest) {
+    const size_t window = 2 * bytes + 2 * largest;
+    return hi - lo > window ? lo + window : hi;
+}
+
 /* ---- placement ---------------------------------------------------------------------------------------------- */
 
 typedef struct arena_work {
@@ -357,7 +369,8 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
             const size_t lo = lowest_free(w->time.q, k, pos, b->bytes);
             if (lo >= arena || arena - lo < b->bytes) break;
             const size_t hi = gap_end(w->time.q, k, lo, arena);
-            if (!try_gap(tp, &w->memory, b->bytes, lo, hi, &w->fit)) return false;
+            if (!try_gap(tp, &w->memory, b->bytes, lo, weighed_end(lo, hi, b->bytes, w->memory.width), &w->fit))
+                return false;
             pos = hi;
         }
         if (w->fit.offset == SIZE_MAX) return true;
