@@ -103,6 +103,8 @@ bench: deps build
 	./$(BUILD)/bench/bench_checkpoint 20 bench/results/checkpointing.md
 	@cat bench/results/checkpointing.md
 	./$(BUILD)/bench/bench_products 21 bench/results/products.md
+	./$(BUILD)/bench/bench_plan_time bench/results/plan_time.md > /dev/null
+	@cat bench/results/plan_time.md
 	@scripts/install-deps.sh --bench
 	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
 	python3 bench/compare.py run --bench ./$(BUILD)/bench/snug-bench --out bench/results $(BENCH_ARGS)

@@ -296,6 +296,7 @@ static size_t ref_crossed_with_placed(const ref_parts *tp, const act_buffer *b, 
 typedef struct ref_work {
     act_buffer **placed, **live, **near;
     size_t *cand;
+    size_t largest;     /* the largest buffer's bytes */
 } ref_work;
 
 static int ref_by_value(const void *a, const void *b) {
@@ -338,7 +339,8 @@ static bool ref_affine_fit(const ref_parts *tp, const act_buffer *b, size_t aren
     size_t best = SIZE_MAX, best_crossed = SIZE_MAX, lo = 0;
     for (int i = 0; i <= n; i++) {
         const size_t hi = i < n ? w->live[i]->offset : arena;
-        if (hi > lo) ref_try_gap(tp, b, lo, hi, n_placed, w, &best, &best_crossed);
+        const size_t window = 2 * b->bytes + 2 * w->largest; /* what plan/arena.c weighs of a gap */
+        if (hi > lo) ref_try_gap(tp, b, lo, hi - lo > window ? lo + window : hi, n_placed, w, &best, &best_crossed);
         if (i < n && w->live[i]->offset + w->live[i]->bytes > lo) lo = w->live[i]->offset + w->live[i]->bytes;
     }
     *offset = best;
@@ -372,6 +374,7 @@ static size_t ref_assign_offsets(const plan *p, act_buffer *bufs) {
         if (bufs[b].shares < 0) order[n++] = (ref_key){bufs[b].bytes, bufs[b].first, b};
     }
     qsort(order, (size_t)n, sizeof *order, ref_by_size_desc);
+    w.largest = n ? order[0].bytes : 1;
     size_t arena = 0;
     ref_place(bufs, &arena, order, n, NULL, 0, &w);
     const ref_parts tp = {.m = p->m, .T = p->threads};

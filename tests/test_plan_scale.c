@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "core/mem.h"
 #include "plan/plan.h"
 #include "snug.h"
 
@@ -109,6 +110,33 @@ static void overlaps_are_found(void **state) {
     snug_graph_free(g);
 }
 
+/* The activation arena of a ReLU chain of `nodes` nodes at micro-batch m without checkpointing; checks that the
+ * placement leaves no gap: the arena is the live peak. */
+static size_t chain_arena(int nodes, size_t m) {
+    snug_graph *g = chain(nodes, false);
+    snug_plan_request req = snug_plan_request_default(m);
+    req.threads = 2;
+    snug_plan *sp;
+    snug_error err;
+    if (snug_plan_new(g, &req, &sp, NULL, &err) != SNUG_OK) fail_msg("%s", err.message);
+    check_sound(sp, "relu chain");
+    assert_int_equal(sp->p.arena_bytes, sp->p.live_peak);
+    const size_t arena = sp->p.arena_bytes;
+    snug_plan_free(sp);
+    snug_graph_free(g);
+    return arena;
+}
+
+/* Every ReLU output of a chain lives until its backward (ReLU's backward reads it, so the next ReLU cannot
+ * write over it), so all of them are live at the loss, the peak: a chain DEEP / 2 ReLUs longer needs DEEP / 2
+ * more outputs of 16 floats a sample, each rounded up to the arena's alignment, and nothing else. */
+static void deep_chain_peak_is_its_outputs(void **state) {
+    (void)state;
+    const size_t m = 3, output = (16 * m * sizeof(float) + SNUG_MEM_ALIGN - 1) / SNUG_MEM_ALIGN * SNUG_MEM_ALIGN;
+    const size_t deep = chain_arena(DEEP, m), half = chain_arena(DEEP / 2, m);
+    assert_int_equal(deep - half, (size_t)(DEEP / 2) * output);
+}
+
 static void names_at_scale(void **state) {
     (void)state;
     snug_graph *g = chain(DEEP, false);
@@ -129,6 +157,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(deep_chains_plan),
         cmocka_unit_test(overlaps_are_found),
+        cmocka_unit_test(deep_chain_peak_is_its_outputs),
         cmocka_unit_test(names_at_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -98,11 +98,7 @@ static bool scan_section(reader *r, const char *name, size_t n, int line) {
         if (!name_char_ok(name[i]))
             return note(r, line, SNUG_E_FORMAT, shown, "a layer name holds letters, digits, '_', '.' and '-' "
                         "only (found '%s'): rename it", escape_range(&name[i], 1).text);
-    mf_doc *d = r->doc;
-    for (int i = 0; i < d->n_sections; i++)
-        if (strlen(d->sections[i].name) == n && memcmp(d->sections[i].name, name, n) == 0)
-            return note(r, line, SNUG_E_FORMAT, shown, "duplicate name: a section [%s] is already on line %d "
-                        "(every layer needs its own name)", shown, d->sections[i].line);
+    mf_doc *d = r->doc; /* two sections of one name: check_unique_names, once every section is read */
     if (!grow_array((void **)&d->sections, &d->cap_sections, d->n_sections + 1, sizeof *d->sections)) {
         return r->oom = true, false;
     }
@@ -154,6 +150,35 @@ static bool scan_line(reader *r, const char *s, const char *end, int line, bool 
     return true;
 }
 
+static int by_name_then_line(const void *a, const void *b) {
+    const mf_section *x = *(const mf_section *const *)a, *y = *(const mf_section *const *)b;
+    const int c = strcmp(x->name, y->name);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* Two sections of one name: the later is the problem. Found by sorting the names once all are read, since
+ * comparing each section with every one above it makes reading quadratic in the layers; note() keeps the
+ * earliest line, so the problem reported is the one the scan would meet first. */
+static void check_unique_names(reader *r) {
+    const mf_doc *d = r->doc;
+    const mf_section **sorted = malloc((size_t)(d->n_sections ? d->n_sections : 1) * sizeof *sorted);
+    if (!sorted) {
+        r->oom = true;
+        return;
+    }
+    for (int i = 0; i < d->n_sections; i++) sorted[i] = &d->sections[i];
+    qsort(sorted, (size_t)d->n_sections, sizeof *sorted, by_name_then_line);
+    for (int i = 1, first = 0; i < d->n_sections; i++) {
+        if (strcmp(sorted[i]->name, sorted[first]->name) != 0) {
+            first = i;
+            continue;
+        }
+        note(r, sorted[i]->line, SNUG_E_FORMAT, sorted[i]->name, "duplicate name: a section [%s] is already on "
+             "line %d (every layer needs its own name)", sorted[i]->name, sorted[first]->line);
+    }
+    free(sorted);
+}
+
 /* Walks every line; returns the number of lines with content (not blank, not a comment). */
 static int prescan(reader *r, const char *text) {
     const char *s = text;
@@ -171,6 +196,7 @@ static int prescan(reader *r, const char *text) {
         s = nl ? nl + 1 : end;
     }
     r->doc->last_line = line ? line : 1;
+    if (!r->oom) check_unique_names(r);
     return content;
 }
 

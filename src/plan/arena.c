@@ -19,8 +19,9 @@
  * buffer for every offset the second pass tries, cubic. Only the memory those buffers cover together
  * matters, so a tree over the schedule's steps keeps that memory as merged byte ranges (time_index), and a
  * question reads a few dozen sets of ranges; the second pass finds the placed buffers near an offset through
- * buckets of memory (memory_index), and stops at the first offset that crosses nothing. The offsets are the
- * ones a scan of every placed buffer gives (tests/test_plan_reference.c keeps that scan). */
+ * buckets of memory (memory_index), weighs only the start of each free gap (weighed_end), and stops at the first
+ * offset that crosses nothing. The offsets are the ones a scan of every placed buffer gives
+ * (tests/test_plan_reference.c keeps that scan). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,17 @@ static bool try_gap(const thread_parts *tp, const memory_index *mi, size_t bytes
     return true;
 }
 
+/* The end of the part of a free gap [lo, hi) that the second pass weighs for a buffer of `bytes`: twice its
+ * size and twice the largest buffer's. A gap may reach over most of the arena (above everything live in a deep
+ * chain of many sizes), and weighing an offset for every buffer ever placed there makes the pass quadratic in
+ * the buffers; within the window, the placed buffers weighed are those whose memory lies a few largest
+ * buffers from the gap's start, a number the depth does not change. The built-in models' offsets are the same
+ * as with every gap weighed whole (snug plan --json --layers, every model). */
+static size_t weighed_end(size_t lo, size_t hi, size_t bytes, size_t largest) {
+    const size_t window = 2 * bytes + 2 * largest;
+    return hi - lo > window ? lo + window : hi;
+}
+
 /* ---- placement ---------------------------------------------------------------------------------------------- */
 
 typedef struct arena_work {
@@ -357,7 +369,8 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
             const size_t lo = lowest_free(w->time.q, k, pos, b->bytes);
             if (lo >= arena || arena - lo < b->bytes) break;
             const size_t hi = gap_end(w->time.q, k, lo, arena);
-            if (!try_gap(tp, &w->memory, b->bytes, lo, hi, &w->fit)) return false;
+            if (!try_gap(tp, &w->memory, b->bytes, lo, weighed_end(lo, hi, b->bytes, w->memory.width), &w->fit))
+                return false;
             pos = hi;
         }
         if (w->fit.offset == SIZE_MAX) return true;
@@ -378,10 +391,13 @@ static int roots_by_size(const plan *p, order_key *order) {
     return n;
 }
 
-/* Both passes; the first placement stands where the second finds no room. */
-static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass) {
+/* Both passes; the first placement stands where the second finds no room. Sizing only, the second pass is left
+ * out where the first reaches the live peak: the second never takes more than the first's arena, nor can any
+ * placement take less than the live peak, so the arena is known, and only the offsets would change. */
+static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass, bool sizing) {
     if (!place_lowest(p, order, n, w)) return false;
     if (p->threads <= 1) return true;
+    if (sizing && p->arena_bytes == p->live_peak) return p->unplaced = true;
     const size_t arena = p->arena_bytes;
     for (int i = 0; i < n; i++) first_pass[i] = p->bufs[order[i].index].offset;
     const thread_parts tp = {.m = p->m, .T = p->threads};
@@ -394,14 +410,14 @@ static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t 
     return true;
 }
 
-bool plan_assign_offsets(plan *p) {
+bool plan_assign_offsets(plan *p, bool sizing) {
     const size_t nb = (size_t)p->n_bufs + 1;
     order_key *order = malloc(nb * sizeof *order);
     size_t *first_pass = malloc(nb * sizeof *first_pass);
     arena_work w = {0};
     bool ok = order && first_pass && time_index_init(&w.time, p->n_steps);
     p->arena_bytes = 0;
-    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass);
+    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, sizing);
     if (ok)
         for (int b = 0; b < p->n_bufs; b++) {
             int root = b;

@@ -7,6 +7,7 @@
  * candidate with the least recompute. N runs over 1..8, powers of two and multiples of sqrt(depth): enough
  * resolution for the trade-off at a few hundred plans, each a fraction of a millisecond. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,11 +18,13 @@
 typedef struct search {
     const snug_graph *g;
     size_t m, budget;
+    size_t ceiling;   /* the caller's (plan_build_under) */
     int threads;
     const snug_optim_config *optim;
     bool bf16;        /* every candidate in bfloat16 mixed precision */
     plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
     bool have, fits;
+    plan_reads reads; /* for the segments of a candidate that is not planned */
     snug_status status;
     snug_error *err;
 } search;
@@ -50,12 +53,41 @@ static bool consider(search *s, plan *q) {
     return fits;
 }
 
-/* Plans v (without pending rows when they do not fit) and considers it. */
+/* The total above which a candidate can neither fit nor beat the best so far, so need not be placed (the
+ * caller's ceiling at most). Once a candidate fits, only fitting ones can win; before, a leaner one can. The
+ * first is placed unless the caller's ceiling says otherwise: the answer is always a placed plan where it can
+ * matter to the caller. Without a budget every candidate fits and its total breaks ties: no bound. */
+static size_t candidate_ceiling(const search *s) {
+    if (!s->have || !s->budget) return s->ceiling;
+    size_t c = s->budget;
+    if (!s->fits && s->best.total - 1 > c) c = s->best.total - 1;
+    return c < s->ceiling ? c : s->ceiling;
+}
+
+/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
+ * segments alone say so, without planning it. */
+static bool recomputes_more(search *s, const plan_variant *v) {
+    plan_segments seg;
+    if (!s->fits || s->status != SNUG_OK) return false;
+    if ((s->status = plan_segment(s->g, &s->reads, v, &seg)) != SNUG_OK) {
+        snug_fail(s->err, s->status, "out of memory while planning model '%s'", s->g->name);
+        return false;
+    }
+    const bool more = plan_recompute_flops(s->g, &seg, s->m) > s->best.recompute_flops;
+    plan_segments_free(&seg);
+    return more;
+}
+
+/* Plans v (without pending rows when they do not fit) and considers it. Returns whether it fits; one that
+ * recomputes more than a fitting plan found before is not planned, and counts as fitting: the bisection then
+ * looks at fewer recomputed segments, the only ones that can still win (search_segments). */
 static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
-    if ((s->status = plan_build(s->g, s->m, s->threads, s->optim, v, &q, s->err)) != SNUG_OK ||
-        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) != SNUG_OK)
+    if (recomputes_more(s, v)) return s->status == SNUG_OK;
+    const size_t ceiling = candidate_ceiling(s);
+    if ((s->status = plan_build_under(s->g, s->m, s->threads, s->optim, v, ceiling, &q, s->err)) != SNUG_OK ||
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) != SNUG_OK)
         return false;
     return consider(s, &q);
 }
@@ -64,21 +96,45 @@ static bool try_variant(search *s, const plan_variant *v) {
 static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
+    const size_t ceiling = candidate_ceiling(s);
     if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->bf16,
-                                       &q, s->err)) == SNUG_OK &&
-        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, &q, s->err)) == SNUG_OK)
+                                       ceiling, &q, s->err)) == SNUG_OK &&
+        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 
-/* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1]. */
+static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
+    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
+}
+
+/* The most leading segments, at most hi, that recompute no more than the best fitting plan so far (all of hi
+ * before one fits; 0 where even one recomputes more), by bisection: recompute grows with them. */
+static int most_worth_recomputing(search *s, size_t every, bool selective, int hi) {
+    int lo = 0;
+    while (lo < hi && s->status == SNUG_OK) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        const plan_variant v = leading(s, every, selective, mid);
+        if (recomputes_more(s, &v)) hi = mid - 1;
+        else lo = mid;
+    }
+    return lo;
+}
+
+/* The smallest number of recomputed leading segments that fits, by bisection over j in [1, segments - 1].
+ * Memory shrinks as j grows (the bisection's premise) and recompute grows, so only the j up to the most that
+ * recompute no more than the best fitting plan so far can win: the bisection runs below that j, and where that
+ * j does not fit, no smaller one does, and the length is done after one plan. During the bisection a j that
+ * recomputes more than a plan found meanwhile is passed over as if it fitted (try_variant), for the same
+ * reason. The bisection then plans only around the j that can beat the best: a few plans a length. */
 static void search_segments(search *s, size_t every, bool selective, size_t layers) {
-    int segments = (int)((layers + every - 1) / every), lo = 1, hi = segments - 1;
+    int segments = (int)((layers + every - 1) / every), lo = 1;
+    int hi = segments - 1 >= 1 ? most_worth_recomputing(s, every, selective, segments - 1) : 0;
     if (hi < 1) return;
-    plan_variant all = {{SNUG_CHECKPOINT_EVERY, every}, selective, hi, 0, false, false, s->bf16, false};
-    if (!try_variant(s, &all)) return; /* even every segment recomputed does not fit */
+    const plan_variant most = leading(s, every, selective, hi);
+    if (!try_variant(s, &most)) return; /* even the most segments worth recomputing do not fit */
     while (lo < hi && s->status == SNUG_OK) {
         int mid = lo + (hi - lo) / 2;
-        plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, selective, mid, 0, false, false, s->bf16, false};
+        const plan_variant v = leading(s, every, selective, mid);
         if (try_variant(s, &v)) hi = mid;
         else lo = mid + 1;
     }
@@ -96,7 +152,14 @@ static bool wanted_length(size_t every, size_t layers) {
 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             bool bf16, size_t budget, plan *p, snug_error *err) {
-    search s = {.g = g, .m = m, .budget = budget, .threads = threads, .optim = optim, .bf16 = bf16, .err = err};
+    return plan_build_auto_under(g, m, threads, optim, bf16, budget, SIZE_MAX, p, err);
+}
+
+snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                  bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err) {
+    search s = {.g = g, .m = m, .budget = budget, .ceiling = ceiling, .threads = threads, .optim = optim,
+                .bf16 = bf16, .err = err};
+    if (!plan_reads_init(g, &s.reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
     none.bf16 = cheap.bf16 = bf16;
@@ -108,10 +171,11 @@ snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const sn
             if (wanted_length(every, layers))
                 for (int sel = 0; sel < 2; sel++) search_segments(&s, every, sel == 1, layers);
     }
+    plan_reads_free(&s.reads);
     if (s.status != SNUG_OK) {
         if (s.have) plan_free(&s.best);
         return s.status;
     }
     *p = s.best;
-    return SNUG_OK;
+    return ceiling == SIZE_MAX ? plan_place(g, optim, p, err) : SNUG_OK; /* in full where the caller keeps it */
 }

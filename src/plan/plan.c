@@ -152,8 +152,8 @@ static void plan_flops(const snug_graph *g, plan *p) {
         double f = (nd->op->flops ? nd->op->flops(nd) : 0) * (double)p->m;
         p->fwd_flops += f;
         p->bwd_flops += plan_backward_flops(g, nd) * (double)p->m;
-        if (p->seg.recompute[i]) p->recompute_flops += f;
     }
+    p->recompute_flops = plan_recompute_flops(g, &p->seg, p->m);
 }
 
 static bool plan_tables(const snug_graph *g, plan *p) {
@@ -174,11 +174,13 @@ static bool plan_tables(const snug_graph *g, plan *p) {
  * rounded as it is made), so both give the same bits; it lowers the peak where kept outputs make it, not where
  * float32 gradients do (a small CNN's first convolution), and there its copies only take room. */
 static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                       const plan_variant *v, plan *p, snug_error *err) {
+                                       const plan_variant *v, size_t ceiling, plan *p, snug_error *err) {
     plan_variant u = *v;
     u.no_packing = true;
     plan q;
-    const snug_status s = plan_build(g, m, threads, optim, &u, &q, err);
+    /* under a ceiling, the comparison below still takes the plan_build one where it is at most the ceiling:
+     * a total over the ceiling is at least the bound over it */
+    const snug_status s = plan_build_under(g, m, threads, optim, &u, ceiling, &q, err);
     if (s != SNUG_OK) {
         plan_free(p);
         return s;
@@ -192,8 +194,23 @@ static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int thread
     return SNUG_OK;
 }
 
+/* The totals with the live peak in place of the arena: a lower bound, since buffers live at one step never share
+ * memory. When it passes the ceiling, no placement can bring the plan under it. */
+static bool bounded_by_live_peak(plan *p, size_t ceiling, bool *over) {
+    p->arena_bytes = p->live_peak;
+    if (!plan_totals(p)) return false;
+    *over = p->total > ceiling;
+    p->unplaced = *over;
+    return true;
+}
+
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                        const plan_variant *v, plan *p, snug_error *err) {
+    return plan_build_under(g, m, threads, optim, v, SIZE_MAX, p, err);
+}
+
+snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                             const plan_variant *v, size_t ceiling, plan *p, snug_error *err) {
     memset(p, 0, sizeof *p);
     if (g->input_node < 0) return snug_fail(err, SNUG_E_ARG, "model '%s' has no input: add one with snug_input", g->name);
     if (g->loss_node < 0) return snug_fail(err, SNUG_E_ARG, "model '%s' has no loss: end it with a loss layer", g->name);
@@ -212,7 +229,10 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
     plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
-    ok = ok && plan_assign_offsets(p) && plan_live_peak(p);
+    bool over = false;
+    ok = ok && plan_live_peak(p);
+    if (ok && !bounded_by_live_peak(p, ceiling, &over)) s = SNUG_E_OVERFLOW, ok = false;
+    ok = ok && (over || plan_assign_offsets(p, ceiling != SIZE_MAX));
     if (ok && !plan_totals(p)) s = SNUG_E_OVERFLOW, ok = false;
     if (!ok) {
         plan_free(p);
@@ -222,16 +242,25 @@ snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_op
         return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     }
     plan_flops(g, p);
-    return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, p, err) : SNUG_OK;
+    return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, ceiling, p, err) : SNUG_OK;
+}
+
+snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err) {
+    if (!p->unplaced) return SNUG_OK;
+    const plan_variant v = p->variant;
+    const size_t m = p->m;
+    const int threads = p->threads;
+    plan_free(p);
+    return plan_build(g, m, threads, optim, &v, p, err);
 }
 
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                               size_t budget, plan *p, snug_error *err) {
+                               size_t budget, size_t ceiling, plan *p, snug_error *err) {
     if (!budget || p->total <= budget || (!p->pending_bytes && !p->kept_bytes)) return SNUG_OK;
     plan_variant v = p->variant;
     v.no_window_extras = true;
     plan_free(p);
-    return plan_build(g, m, threads, optim, &v, p, err);
+    return plan_build_under(g, m, threads, optim, &v, ceiling, p, err);
 }
 
 void plan_free(plan *p) {

@@ -80,6 +80,9 @@ typedef struct plan {
     int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
+    bool unplaced;                    /* planned under a ceiling (plan_build_under) with its offsets not (or not
+                                         all) assigned; its total is exact where it is at most that ceiling, else
+                                         a lower bound over it. Compared by a search, never run: plan_place */
     size_t workspace_bytes, input_bytes, targets_bytes, params_bytes, optim_bytes;
     size_t state_bytes;               /* non-trainable buffers (running statistics) and their copy from the
                                          window's start, counted as params */
@@ -126,10 +129,23 @@ size_t plan_micro_batch_ceiling(const snug_graph *g);
 /* Plans g at micro-batch m for a concrete variant. Fails on a graph without input or loss, or on overflow. */
 snug_status plan_build(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                        const plan_variant *v, plan *p, snug_error *err);
-/* *p planned again without pending rows and kept weights when it exceeds budget (non-zero) only with them; on
- * failure *p is freed. */
+/* For searches that only ask whether a plan stays under some total (a budget, the best so far) and compare
+ * totals: plan_build, except that a plan whose totals with its live peak in place of the arena already pass
+ * `ceiling` gets no offsets (its total is that lower bound), and that the offsets are not made final where
+ * the arena is known without them (plan_assign_offsets' sizing); either way p->unplaced. Placing is most of a
+ * plan's time, and a search throws most of its candidates away. A plan whose total is at most the ceiling has
+ * plan_build's total, and plan_place gives it plan_build's offsets; SIZE_MAX is plan_build. */
+snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                             const plan_variant *v, size_t ceiling, plan *p, snug_error *err);
+/* The ceiling under which a plan's total is always exact, while its offsets may not be final. */
+#define PLAN_EXACT_TOTAL (SIZE_MAX - 1)
+/* An unplaced plan planned again in full (from its variant, which says all plan_build chose); a placed one is
+ * left as it is. On failure *p is freed. */
+snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err);
+/* *p planned again (under ceiling) without pending rows and kept weights when it exceeds budget (non-zero) only
+ * with them; on failure *p is freed. */
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                               size_t budget, plan *p, snug_error *err);
+                               size_t budget, size_t ceiling, plan *p, snug_error *err);
 /* The variant of a user policy other than AUTO. */
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
@@ -142,15 +158,22 @@ bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes, size_
  * only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                               snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err);
+/* The same under a ceiling (plan_build_under): for a caller that only asks whether the plan fits. */
+snug_status plan_build_policy_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                    snug_checkpoint_policy policy, bool bf16, size_t budget, size_t ceiling, plan *p,
+                                    snug_error *err);
 
 /* A policy other than AUTO as given, except that SQRT and EVERY keep whole every segment whose recompute would
- * save no memory (plan/spare.c). */
+ * save no memory (plan/spare.c); under a ceiling as plan_build_under. */
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, plan *p, snug_error *err);
+                              snug_checkpoint_policy policy, bool bf16, size_t ceiling, plan *p, snug_error *err);
 
-/* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. */
+/* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. Under a
+ * ceiling as plan_build_under. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             bool bf16, size_t budget, plan *p, snug_error *err);
+snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                  bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err);
 
 /* Who reads each tensor (plan/reads.c), for the stages below. */
 typedef struct plan_reads {
@@ -166,6 +189,8 @@ bool plan_reads_only(const snug_graph *g, const plan_reads *r, snug_tensor t, in
 snug_status plan_segment(const snug_graph *g, const plan_reads *r, const plan_variant *v, plan_segments *s);
 /* Forward FLOPs per sample of the layers a segmentation recomputes. */
 double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s);
+/* The forward FLOPs a micro-batch of m replays under the segments: the plan's recompute_flops, to the bit. */
+double plan_recompute_flops(const snug_graph *g, const plan_segments *s, size_t m);
 void plan_segments_free(plan_segments *s);
 /* Which inputs are regenerated (needs the segments). */
 bool plan_regen(const snug_graph *g, const plan_reads *r, plan *p);
@@ -186,7 +211,9 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p);
 bool plan_packed_inputs(const snug_graph *g, plan *p);
 /* bf16: whether the input batch is rounded (not where a layer reads it as indices). */
 bool plan_rounds_input(const snug_graph *g, const plan *p);
-bool plan_assign_offsets(plan *p);                    /* greedy by size into one arena (plan/arena.c) */
+/* Greedy by size into one arena (plan/arena.c), after plan_live_peak. Sizing only (a search that keeps the plan
+ * only for its total), the offsets may be left where the arena is known before they are final (p->unplaced). */
+bool plan_assign_offsets(plan *p, bool sizing);
 
 /* Checks that no two buffers live at the same step overlap in the arena (plan/overlap.c); returns an offending
  * pair's indices in *a, *b (a buffer past the arena's end as both), or false when there is none. Used by the tests

@@ -146,11 +146,24 @@ static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s
                      "size_t", r->data_bytes, r->runtime_bytes);
 }
 
+/* The plan of m under policy; a probe only asks whether it fits, so it may be left unplaced past the budget
+ * (plan_build_under: then it does not fit either). */
+static snug_status build_as(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
+                            bool probe, plan *p, snug_error *err) {
+    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
+    const size_t budget = engine_budget(r), ceiling = probe && budget ? budget : SIZE_MAX;
+    return add_beside(r, p, plan_build_policy_under(g, m, r->threads, &r->optim, policy, bf16, budget, ceiling, p, err),
+                      err);
+}
+
 static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                          plan *p, snug_error *err) {
-    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
-    return add_beside(r, p, plan_build_policy(g, m, r->threads, &r->optim, policy, bf16, engine_budget(r), p, err),
-                      err);
+    return build_as(g, r, m, policy, false, p, err);
+}
+
+static snug_status build_probe(const snug_graph *g, const snug_plan_request *r, size_t m,
+                               snug_checkpoint_policy policy, plan *p, snug_error *err) {
+    return build_as(g, r, m, policy, true, p, err);
 }
 
 static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
@@ -169,7 +182,7 @@ static snug_status largest_fitting(const snug_graph *g, const snug_plan_request 
     while (lo < hi) {
         const size_t mid = lo + (hi - lo + 1) / 2;
         plan p;
-        snug_status s = build(g, r, mid, policy, &p, err);
+        snug_status s = build_probe(g, r, mid, policy, &p, err);
         if (s != SNUG_OK) return s;
         const bool ok = fits(r, &p);
         plan_free(&p);
@@ -195,7 +208,7 @@ typedef struct choice {
 static snug_status probe(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                          choice *c, snug_error *err) {
     plan p;
-    snug_status s = build(g, r, m, policy, &p, err);
+    snug_status s = build_probe(g, r, m, policy, &p, err);
     if (s != SNUG_OK) return s;
     const double t = predicted_throughput(&p);
     if (fits(r, &p) && t > c->best)

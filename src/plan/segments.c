@@ -215,6 +215,15 @@ double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s
     return f;
 }
 
+double plan_recompute_flops(const snug_graph *g, const plan_segments *s, size_t m) {
+    double f = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *nd = &g->nodes[i];
+        if (s->recompute[i]) f += (nd->op->flops ? nd->op->flops(nd) : 0) * (double)m;
+    }
+    return f;
+}
+
 plan_variant plan_variant_of(snug_checkpoint_policy policy) {
     return (plan_variant){.policy = policy, .selective = policy.kind == SNUG_CHECKPOINT_CHEAP,
                           .recomputed_segments = -1};

@@ -4,6 +4,8 @@
  * before), replaying the segment costs a forward and saves no byte. So after planning the policy, each recomputed segment, last first, is tried kept whole: when
  * the plan's total does not grow, it stays kept. The memory a user was promised is unchanged to the byte; only
  * recompute that bought nothing goes. Segments from the 65th on are never spared (plan_variant's mask). */
+#include <stdint.h>
+
 #include "plan/plan.h"
 
 /* The highest segment index with a recomputed node, or -1. */
@@ -29,7 +31,8 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
         plan_variant v = p->variant;
         v.spared |= (uint64_t)1 << s;
         plan q;
-        snug_status st = plan_build(g, m, threads, optim, &v, &q, err);
+        /* only a total at most the first one's matters: above it, the bound decides without placing */
+        snug_status st = plan_build_under(g, m, threads, optim, &v, total, &q, err);
         if (st != SNUG_OK) return st;
         if (q.total <= total) {
             plan_free(p);
@@ -42,13 +45,17 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
 }
 
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, plan *p, snug_error *err) {
+                              snug_checkpoint_policy policy, bool bf16, size_t ceiling, plan *p, snug_error *err) {
     plan_variant v = plan_variant_of(policy);
     v.bf16 = bf16;
-    snug_status s = plan_build(g, m, threads, optim, &v, p, err);
-    if (s == SNUG_OK && (policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY)) {
+    const bool spares = policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY;
+    /* sparing compares with the first plan's exact total, whatever the ceiling */
+    snug_status s = plan_build_under(g, m, threads, optim, &v, spares && ceiling != SIZE_MAX ? PLAN_EXACT_TOTAL : ceiling,
+                                     p, err);
+    if (s == SNUG_OK && spares) {
         s = spare_segments(g, m, threads, optim, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
-    return s;
+    /* the plan kept may be one of the unplaced candidates: in full where the caller keeps it */
+    return s == SNUG_OK && ceiling == SIZE_MAX ? plan_place(g, optim, p, err) : s;
 }
