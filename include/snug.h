@@ -776,7 +776,9 @@ typedef struct snug_step_stats {
     float lr;
     float grad_norm;        /* before clipping */
     bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
-    double samples_per_s;   /* over the run so far */
+    long first_step;        /* the step this process began at: 0, or a resumed run's state's */
+    size_t run_samples;     /* samples of every window of the run, those before a resume included */
+    double samples_per_s;   /* over what this process trained so far */
     double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
                                progress callback) are left out */
 } snug_step_stats;

@@ -150,6 +150,7 @@ static void print_model(const train_run *r) {
         printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
     else printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
     if (r->opt.init) printf("initial weights from %s\n", r->opt.init);
+    if (r->opt.resume) printf("resumed from %s at step %ld\n", r->resume.info.path, r->resume.info.step);
     char aug[96], norm[160], ring[32];
     snug_normalise n;
     const size_t ahead = r->opt.plan.prefetch;
@@ -316,15 +317,19 @@ static void report(const train_run *r, bool evaluated) {
     double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
     snug_format_count((double)p->samples, samples, sizeof samples);
     snug_format_count(rate, speed, sizeof speed);
-    printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->any ? p->last.step : 0L, samples,
+    printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->last.step - p->last.first_step, samples,
            snug_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
+    if (p->last.first_step) /* a resumed run: and in all, its earlier processes included */
+        printf("; the run %ld steps (%s samples) in all", p->last.step,
+               snug_format_count((double)p->last.run_samples, samples, sizeof samples));
     if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
     printf("\n");
     snug_data_timing t;
     snug_trainer_data_timing(r->trainer, &t);
-    if (t.read_ahead_samples && p->any)
+    if (t.read_ahead_samples && p->last.step > p->last.first_step)
         printf("data: the steps waited %.1f ms each for their micro-batches; read ahead at %.0f samples/s of one "
-               "thread's time, against %s samples/s trained\n", 1e3 * t.wait_seconds / (double)p->last.step,
+               "thread's time, against %s samples/s trained\n",
+               1e3 * t.wait_seconds / (double)(p->last.step - p->last.first_step),
                (double)t.read_ahead_samples / (t.read_ahead_seconds > 0 ? t.read_ahead_seconds : 1), speed);
     if (r->opt.cfg.log_path)
         printf("log: %s (`snug curve %s -o curve.svg` draws it)\n", r->opt.cfg.log_path, r->opt.cfg.log_path);

@@ -146,7 +146,7 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
     }
     bool stop = tr->step >= tr->total_steps; /* a resumed run that is already done */
     long epochs = c->epochs > 0 ? c->epochs : (tr->total_steps + per_epoch - 1) / per_epoch;
-    if (tr->start_time == 0) tr->start_time = omp_get_wtime();
+    trainer_start_clock(tr);
     tr->state_step = tr->step, tr->state_time = omp_get_wtime() - tr->start_time, tr->state_windows = UINT64_MAX;
     for (long e = tr->epoch; e < epochs && !stop && s == SNUG_OK; e++)
         s = run_epoch(tr, ds, order, e, per_epoch, &stop, err);

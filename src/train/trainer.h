@@ -42,7 +42,9 @@ struct snug_trainer {
     long state_step;       /* the step of the last state fit wrote, when (training time, seconds), and after */
     double state_time;     /* which window (UINT64_MAX: none yet), so the end does not write it twice */
     uint64_t state_windows;
-    double start_time;
+    double start_time;     /* when this process's first step began, and the steps and samples taken before it */
+    long start_step;       /* (a resumed run's state): speeds count what this process trained */
+    size_t start_samples;
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
     double allreduce_s;    /* time in them */
@@ -61,6 +63,8 @@ struct snug_trainer {
 };
 
 /* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
+/* Starts the training clock at the first step this process takes (no-op once started). */
+void trainer_start_clock(snug_trainer *tr);
 double trainer_tick(const snug_trainer *tr);
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0);
 
