@@ -382,6 +382,21 @@ snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_err
  * few or too many cells, an empty or duplicate column name, no column of the label's name, a numeric label that
  * is negative or not whole, numbers and names mixed in the label column, a line longer than 1 MiB, a blank line
  * before more rows, and no data rows; SNUG_E_IO when the file cannot be opened or read. */
+/* What a CSV training table's features were standardised with (snug_csv_open with standardise), kept with the
+ * weights trained on it so that another table is read later as training read its own. Every array borrowed from
+ * the data set, or owned by a snug_weights_data. */
+typedef struct snug_table_stats {
+    size_t columns;          /* the header's names, the label column's among them; 0: none */
+    char **names;
+    size_t label;            /* the label column's index */
+    size_t classes;          /* the table's class count */
+    double *mean, *std;      /* (columns - 1) per feature column, in the header's order */
+} snug_table_stats;
+/* Whether ds (or the data set a view of ds reads) is a CSV table standardised with its own or another table's
+ * statistics: true and *out filled (borrowed from ds), else false. */
+bool snug_dataset_table_stats(const snug_dataset *ds, snug_table_stats *out);
+struct snug_weights_data;
+
 typedef struct snug_csv_options {
     const char *label;       /* the label column's header name; NULL: the last column */
     bool standardise;        /* each feature column to zero mean, unit variance (mean and std of `stats_from`,
@@ -392,6 +407,9 @@ typedef struct snug_csv_options {
                                 (names, order, label column), its labels are its classes (a class number beyond
                                 them or a name it does not have is refused, naming the line) and the data set has
                                 its class count and names. It may be freed once this one is open */
+    const struct snug_weights_data *trained; /* without stats_from: the training table as saved with weights
+                                (snug_weights_data_read; ignored when it holds no table), taken as stats_from
+                                is: its columns, statistics, class count and class names */
 } snug_csv_options;
 /* Opens the table at path (o NULL: the defaults above, all zero). SNUG_E_ARG when stats_from is not a data set
  * of snug_csv_open. */
@@ -483,6 +501,8 @@ typedef struct snug_data_options {
     size_t train_samples;             /* "shapes" */
     const snug_normalise *normalise;  /* "images:DIR" */
     snug_resize resize;               /* "images:DIR" */
+    const struct snug_weights_data *trained; /* "csv:FILE" scored alone (no training part asked for): FILE read
+                                         as the weights' training table was (snug_csv_options.trained) */
 } snug_data_options;
 /* train_samples 2000, normalise NULL, resize SNUG_RESIZE_AUTO. */
 snug_data_options snug_data_options_default(void);
@@ -955,7 +975,8 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr);
  * producer, model, steps), padded with spaces so that the data starts 8-byte aligned; then the tensors,
  * contiguous, little-endian float32, in graph order. When the trainer's fit trained on a data set that names its
  * classes or says its normalisation, the metadata also holds "classes" (a JSON array of the names) and
- * "normalise" (snug_normalise_format), which snug_weights_data_read gives back. Every parameter and every non-trainable buffer (BatchNorm's
+ * "normalise" (snug_normalise_format), and for a standardised CSV table "standardise" (JSON: "columns", "label",
+ * "classes", "mean", "std"), which snug_weights_data_read gives back. Every parameter and every non-trainable buffer (BatchNorm's
  * running statistics) is written under its snug name, which follows PyTorch's state_dict ("conv1.weight",
  * "bn1.running_mean"); a tied weight is written once, under the name of the layer that owns it. Atomic: written
  * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only
@@ -969,6 +990,8 @@ typedef struct snug_weights_data {
     char **class_names;
     bool has_normalise;    /* the training set's normalisation, to read other images of it alike */
     snug_normalise normalise;
+    snug_table_stats table; /* a CSV training table's columns and standardisation ("standardise"); columns 0:
+                               none */
 } snug_weights_data;
 /* Reads it from the safetensors file at path (checked as snug_trainer_load checks it). A file without it gives
  * zeros; malformed entries SNUG_E_FORMAT. */

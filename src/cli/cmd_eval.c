@@ -53,7 +53,8 @@ static snug_status setup(eval_run *r, snug_error *err) {
     r->opt.plan.ranks = r->ranks;
     snug_data_options o = snug_data_options_default();
     if (st == SNUG_OK && (st = snug_weights_data_read(r->opt.weights, &r->wd, err)) == SNUG_OK)
-        o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images as training did */
+        o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images and tables as training did */
+    o.trained = &r->wd;
     if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, &o, &r->data, err);
     if (st == SNUG_OK) st = same_classes(r, err);
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
@@ -88,6 +89,9 @@ static void report(const eval_run *r) {
     if (r->wd.has_normalise)
         printf("normalised by %s, as in training (the weights' metadata)\n",
                snug_normalise_format(&r->wd.normalise, norm, sizeof norm));
+    snug_table_stats t;
+    if (snug_dataset_table_stats(r->data.eval, &t) && r->wd.table.columns)
+        printf("standardised by the training table's column statistics, as in training (the weights' metadata)\n");
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
     snug_plan_summary ps;

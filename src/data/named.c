@@ -176,14 +176,15 @@ static snug_status csv_fits(const snug_dataset *ds, const char *name, snug_shape
 }
 
 static snug_status open_csv(snug_data *d, const char *value, const char *name, snug_shape in, bool want_train,
-                            snug_error *err) {
-    char train[sizeof d->source / 2], eval[sizeof d->source / 2];
+                            const snug_weights_data *trained, snug_error *err) {
+    char train[(sizeof d->source - 40) / 2], eval[(sizeof d->source - 40) / 2]; /* both fit d->source, with words */
     csv_paths(value, train, eval, sizeof train);
     snprintf(d->source, sizeof d->source, "%s%s%s%s", train, eval[0] ? " (validation: " : "", eval,
              eval[0] ? ")" : want_train ? " (no validation table: not evaluated)"
                                         : " (no validation table: its own rows are scored)");
     d->eval_name = eval[0] || want_train ? "validation" : "training-set";
-    const snug_csv_options table = {.standardise = true};
+    /* scored alone, a table is read as the weights' training table was */
+    const snug_csv_options table = {.standardise = true, .trained = want_train || eval[0] ? NULL : trained};
     snug_dataset *ds = NULL;
     snug_status st = snug_csv_open(train, &table, &ds, err);
     if (st == SNUG_OK) st = csv_fits(ds, name, in, err);
@@ -276,7 +277,7 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
         st = open_segmentation(d, seg, want_train, err);
     } else if (table) {
         d->kind = "csv";
-        st = open_csv(d, table, name, input, want_train, err);
+        st = open_csv(d, table, name, input, want_train, opt->trained, err);
     } else if (images) {
         d->kind = "images";
         st = open_images(d, images, input, want_train, opt, err);

@@ -108,19 +108,8 @@ static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_err
     return SNUG_OK;
 }
 
-/* Augmentation changes images: a data set of other samples (token windows, table rows) cannot take it. */
-static snug_status check_augment(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
-    char what[96], shape[64];
-    const snug_shape s = snug_dataset_sample_shape(ds);
-    if (!augment_active(&tr->cfg.augment) || s.rank == 3) return SNUG_OK;
-    return snug_fail(err, SNUG_E_ARG, "augmentation (%s) changes images (C, H, W), but the training samples are %s: "
-                     "train without augmentation", snug_augment_format(&tr->cfg.augment, what, sizeof what),
-                     snug_shape_format(&s, shape, sizeof shape));
-}
-
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     snug_status s = trainer_check_dataset(tr, ds, err);
-    if (s == SNUG_OK) s = check_augment(tr, ds, err);
     if (s == SNUG_OK) s = check_same_windows(tr, snug_dataset_size(ds), err);
     if (s != SNUG_OK) return s;
     const snug_train_config *c = &tr->cfg;

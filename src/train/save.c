@@ -29,12 +29,13 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
         snprintf(tmp, len, "%s.tmp", path);
         char steps[32];
         snprintf(steps, sizeof steps, "%ld", tr->step);
-        st_pair meta[6] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
+        st_pair meta[7] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
                            {"steps", steps}};
         size_t n = 4;
         /* the data's normalisation and class names, when fit knew them */
         if (tr->data_normalise[0]) meta[n++] = (st_pair){"normalise", tr->data_normalise};
         if (tr->data_classes) meta[n++] = (st_pair){"classes", tr->data_classes};
+        if (tr->data_table) meta[n++] = (st_pair){"standardise", tr->data_table};
         s = st_write(path, tmp, t, trainer_param_tensors(tr, t), meta, n, false, err);
     } else {
         snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the tensor list of model '%s'", tr->g->name);

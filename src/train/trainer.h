@@ -53,6 +53,7 @@ struct snug_trainer {
     snug_run_log *log;     /* cfg.log_path once fit opened it, else NULL */
     char *data_classes;    /* the training set's class names as a JSON array, for the saved weights; or NULL */
     char data_normalise[160]; /* its normalisation (snug_normalise_format), or "" */
+    char *data_table;      /* a standardised CSV table's columns and statistics as JSON, or NULL */
     struct prefetch *pf;   /* the read-ahead thread and its ring (plan->ring_slots > 0), else NULL */
     pthread_mutex_t data_lock; /* with pf: held around every call into a data set (train/read.c) */
     double data_wait_s;    /* the steps' time waiting for (or reading) their micro-batches */
