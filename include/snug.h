@@ -901,6 +901,9 @@ typedef struct snug_train_config {
      * named eval_name (NULL: "evaluation"). */
     const char *log_path;
     const char *eval_name;
+    /* Told once, with progress_user, when the log cannot be written any more (a full disk): the run goes on
+     * without it, and the message says so. NULL: not told. */
+    void (*on_log_failed)(const char *message, void *user);
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10
@@ -982,6 +985,11 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr);
  * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only
  * rank 0 writes (every rank holds the same parameters); the others return SNUG_OK at once. */
 snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err);
+/* Whether a file can be written at path as snug_trainer_save writes it (path.tmp created beside it, then renamed),
+ * checked before a long run rather than after it: the folder exists and takes a new file (path.tmp is created
+ * and removed), and path is not a folder. `what` names the file in the message ("weights file"). SNUG_E_IO when
+ * not. */
+snug_status snug_check_output(const char *path, const char *what, snug_error *err);
 
 /* What saved weights say of the data they were trained on (snug_trainer_save writes it when snug_trainer_fit
  * trained on a data set that names its classes or says its normalisation: an image folder, a CSV table). */

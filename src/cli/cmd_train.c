@@ -76,6 +76,8 @@ static snug_status setup(train_run *r, snug_error *err) {
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
     if (st == SNUG_OK) st = make_plan(r, err);
+    if (st == SNUG_OK && r->opt.save && r->rank == 0) st = snug_check_output(r->opt.save, "weights file", err);
+    if (st == SNUG_OK && r->opt.cfg.log_path && r->rank == 0) st = snug_check_output(r->opt.cfg.log_path, "run log", err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
         st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
     r->opt.cfg.state_extra = r->state_extra;
@@ -331,7 +333,7 @@ static void report(const train_run *r, bool evaluated) {
                "thread's time, against %s samples/s trained\n",
                1e3 * t.wait_seconds / (double)(p->last.step - p->last.first_step),
                (double)t.read_ahead_samples / (t.read_ahead_seconds > 0 ? t.read_ahead_seconds : 1), speed);
-    if (r->opt.cfg.log_path)
+    if (r->opt.cfg.log_path && !p->log_failed)
         printf("log: %s (`snug curve %s -o curve.svg` draws it)\n", r->opt.cfg.log_path, r->opt.cfg.log_path);
     if (r->ranks > 1)
         printf("gradient all-reduces: %ld (one per optimizer step), %.3f s in all (waiting for the slowest rank "
@@ -401,6 +403,7 @@ static void start_progress(train_run *r) {
     if (r->rank != 0) return;
     r->opt.cfg.progress = cli_progress_step;
     r->opt.cfg.on_eval = print_score;
+    r->opt.cfg.on_log_failed = cli_progress_log_failed;
     r->opt.cfg.progress_user = &r->progress;
 }
 

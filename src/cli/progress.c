@@ -168,6 +168,13 @@ void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split) {
     }
 }
 
+void cli_progress_log_failed(const char *message, void *user) {
+    cli_progress *p = user;
+    cli_progress_finish(p);
+    p->log_failed = true;
+    fprintf(stderr, "snug: warning: %s\n", message);
+}
+
 void cli_progress_finish(cli_progress *p) {
     if (p->line_open) {
         fputc('\n', p->out);

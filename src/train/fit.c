@@ -57,10 +57,9 @@ static snug_status run_window(snug_trainer *tr, const snug_dataset *ds, const si
     snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
     st.epoch = epoch;
     st.steps_per_epoch = per_epoch;
-    if ((s == SNUG_OK || s == SNUG_E_NONFINITE) && tr->log) {
-        const snug_status w = snug_run_log_step(tr->log, &st, 0, err);
-        if (w != SNUG_OK) return w;
-    }
+    snug_error why;
+    if ((s == SNUG_OK || s == SNUG_E_NONFINITE) && tr->log && snug_run_log_step(tr->log, &st, 0, &why) != SNUG_OK)
+        trainer_drop_log(tr, &why);
     if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
         tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
         tr->window = w + 1 < per_epoch ? w + 1 : 0;

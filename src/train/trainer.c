@@ -168,6 +168,13 @@ static size_t loss_classes(const snug_graph *g) {
     return s->rank == 2 ? s->dims[1] : s->dims[0];
 }
 
+void trainer_drop_log(snug_trainer *tr, snug_error *why) {
+    snug_error_append(why, "; the run goes on without the log");
+    if (tr->cfg.on_log_failed) tr->cfg.on_log_failed(why->message, tr->cfg.progress_user);
+    snug_run_log_close(tr->log, NULL);
+    tr->log = NULL;
+}
+
 snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     const snug_graph *g = tr->g;
     snug_shape want = g->tensors[g->nodes[g->input_node].output].shape, have = snug_dataset_sample_shape(ds);

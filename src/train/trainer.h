@@ -64,6 +64,8 @@ struct snug_trainer {
 };
 
 /* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
+/* A line of the log could not be written (why): the run goes on without the log, cfg.on_log_failed told once. */
+void trainer_drop_log(snug_trainer *tr, snug_error *why);
 /* Starts the training clock at the first step this process takes (no-op once started). */
 void trainer_start_clock(snug_trainer *tr);
 double trainer_tick(const snug_trainer *tr);
