@@ -87,10 +87,14 @@ typedef struct snug_mem_report {
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 /* Writes "44.00 MiB" style text. Returns buf. */
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
+/* The same rounded up in the last digit: a budget to advise, which snug_parse_size reads back as at least bytes
+ * ("9.30 MiB" for 9.2905 MiB, where snug_format_bytes says "9.29 MiB"). */
+char *snug_format_bytes_up(size_t bytes, char *buf, size_t len);
 /* Parses a duration into seconds: a decimal number and a unit, s, m or h ("90s", "10m", "1.5h"), or a number of
  * seconds without one. 0 is a duration; negatives, hexadecimal, inf, nan and more than 1e7 seconds are not. */
 snug_status snug_parse_duration(const char *text, double *seconds, snug_error *err);
-/* Writes a count rounded to a whole number with thousands separators: "1,234,567". Returns buf. */
+/* Writes a count rounded to a whole number with thousands separators: "1,234,567"; a fraction below 10 (a slow
+ * rate) with two significant digits: "0.31". Returns buf. */
 char *snug_format_count(double value, char *buf, size_t len);
 /* Writes a duration as "0:45", "12:03" or "1:02:03" (rounded to the second). Returns buf. */
 char *snug_format_duration(double seconds, char *buf, size_t len);
