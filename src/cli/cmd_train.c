@@ -303,6 +303,7 @@ static void print_plan(const train_run *r) {
 
 static snug_status train(train_run *r, snug_error *err) {
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
+    if (st == SNUG_E_NONFINITE) snug_error_append(err, " (--lr lower, --clip 1.0)"); /* the advice, in flags */
     r->train_seconds = r->progress.last.elapsed_s; /* training time: scores between steps left out */
     cli_progress_finish(&r->progress);
     return st;
@@ -435,9 +436,6 @@ int cmd_train(int argc, char **argv) {
         start_progress(&r);
         keep_state(&r);
         snug_status st = run(&r, &err);
-        if (st == SNUG_E_NONFINITE) /* the library's advice, in flags */
-            snprintf(err.message + strlen(err.message), sizeof err.message - strlen(err.message),
-                     " (--lr lower, --clip 1.0)");
         if (st == SNUG_E_INTERRUPTED) rc = r.rank == 0 ? cli_stopped(r.opt.state) : CLI_EXIT_RUNTIME;
         else rc = st == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
         teardown(&r);

@@ -7,6 +7,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/checked.h"
@@ -128,10 +129,14 @@ snug_status st_write(const char *path, const char *tmp, const st_tensor *t, size
     int e = write_file(f, header, t, n) ? 0 : errno ? errno : EIO;
     cJSON_free(header);
     if (fclose(f) != 0 && e == 0) e = errno;
+    const bool written = e == 0;
     if (e == 0 && rename(tmp, path) != 0) e = errno;
+    const bool renamed = written && e == 0;
     if (e == 0 && sync_dir) e = sync_folder(path);
     if (e == 0) return SNUG_OK;
     remove(tmp);
-    return snug_fail(err, SNUG_E_IO, "cannot write '%s': %s (is the disk full?); an existing '%s' is left as it was",
-                     path, strerror(e), path);
+    struct stat st;
+    snug_fail(err, SNUG_E_IO, "cannot write '%s': %s (is the disk full?)", path, strerror(e));
+    if (!renamed && stat(path, &st) == 0) snug_error_append(err, "; the existing '%s' is left as it was", path);
+    return SNUG_E_IO;
 }

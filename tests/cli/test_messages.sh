@@ -30,4 +30,51 @@ least=$(advised)
 run "... and the budget advised (${least:-none}) trains" "${TABLE[@]}" --mem "${least:-1KiB}"
 expect_rc 0
 
+usage_error "--lr takes no hexadecimal float" "--lr must be" train --lr 0x1p-4
+usage_error "--momentum takes no hexadecimal float" "--momentum must be" train --momentum 0x1p-1
+usage_error "--eps too small for a float32 is out of range" "--eps: '1e-50' is out of range" train --eps 1e-50
+usage_error "--clip too large for a float32 is out of range" "--clip: '1e39' is out of range" train --clip 1e39
+
+printf 'a,b,label\n0,1,x\n1,0,x\n' > "$TMP/one.csv"
+run "one class is 'class', not 'classes'" train --model "$TMP/tab.ini" --data "csv:$TMP/one.csv" --progress off
+expect_rc 1
+expect_in "$ERR" "the data has 1 class but model 'tab' predicts 2"
+
+run "--progress off prints the step lines (no live line)" "${TABLE[@]}" --epochs 2 --log-every 2 \
+    --save "$TMP/w.safetensors"
+expect_rc 0
+expect_in "$OUT" "step 2/4"
+expect_in "$OUT" "step 4/4"
+expect_not_in "$OUT" "step 1/4"
+expect_not_in "$OUT" "$(printf '\r')"
+
+# the weights with a NaN in them (written as PyTorch would: no checksum): refused by --init as a bad file, not
+# with training advice
+python3 - "$TMP/w.safetensors" "$TMP/nan.safetensors" <<'PY' || exit 2
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+del header["__metadata__"]
+b = header["fc.weight"]["data_offsets"][0]
+data[b:b + 4] = struct.pack("<f", float("nan"))
+text = json.dumps(header).encode()
+text += b" " * (-len(text) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + bytes(data))
+PY
+run "--init of weights holding a NaN: no advice about the learning rate" "${TABLE[@]}" --init "$TMP/nan.safetensors"
+expect_rc 1
+expect_in "$ERR" "fc.weight"
+expect_not_in "$ERR" "--lr lower"
+
+finish_case
+CASE="a state that cannot be written speaks of no existing state that is not there"
+CASE_OK=1
+(trap '' XFSZ; ulimit -f 1; exec "$SNUG" "${TABLE[@]}" --max-steps 2 --state "$TMP/state") >"$OUT" 2>"$ERR"
+RC=$?
+expect_rc 1
+expect_in "$ERR" "cannot write '$TMP/state/state-000000000002.safetensors'"
+expect_in "$ERR" "No state was written before this one"
+expect_not_in "$ERR" "existing"
+
 finish_tests
