@@ -983,7 +983,8 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr);
  * contiguous, little-endian float32, in graph order. When the trainer's fit trained on a data set that names its
  * classes or says its normalisation, the metadata also holds "classes" (a JSON array of the names) and
  * "normalise" (snug_normalise_format), and for a standardised CSV table "standardise" (JSON: "columns", "label",
- * "classes", "mean", "std"), which snug_weights_data_read gives back. Every parameter and every non-trainable buffer (BatchNorm's
+ * "classes", "mean", "std"), which snug_weights_data_read gives back.
+ * Every parameter and every non-trainable buffer (BatchNorm's
  * running statistics) is written under its snug name, which follows PyTorch's state_dict ("conv1.weight",
  * "bn1.running_mean"); a tied weight is written once, under the name of the layer that owns it. Atomic: written
  * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only

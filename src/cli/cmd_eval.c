@@ -15,6 +15,7 @@
 #include "cli/eval_classes.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/escape.h"
 
 typedef struct eval_run {
     cli_eval_options opt;
@@ -36,8 +37,8 @@ static snug_status same_classes(const eval_run *r, snug_error *err) {
         const char *mine = snug_dataset_class_name(r->data.eval, c);
         if (!mine || strcmp(mine, r->wd.class_names[c]) != 0)
             return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
-                             "weights were trained for (the same class folders or labels)", c, r->wd.class_names[c],
-                             mine ? mine : "(none)");
+                             "weights were trained for (the same class folders or labels)", c,
+                             escape_text(r->wd.class_names[c]).text, mine ? escape_text(mine).text : "(none)");
     }
     return SNUG_OK;
 }

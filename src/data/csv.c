@@ -434,8 +434,8 @@ static snug_status to_floats(csv_build *b, const csv_table *stats, snug_error *e
         memcpy(&d, bytes + i * sizeof d, sizeof d);
         if (stats) d = (d - stats->mean[i % f]) / stats->std[i % f];
         if (!(fabs(d) <= FLT_MAX))
-            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " standardised with the statistics of the training "
-                             "table %s is beyond float32's range: check that the tables match", b->rd.path,
+            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " standardised with the statistics of the "
+                             "training table %s is beyond float32's range: check that the tables match", b->rd.path,
                              i / f + 2, COLUMN_ARGS(b->t, i % f + (i % f >= b->t->label)), stats->path);
         const float v = (float)d;
         memcpy(bytes + i * sizeof v, &v, sizeof v);

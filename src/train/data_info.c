@@ -77,8 +77,8 @@ static snug_status read_names(const char *path, const char *text, snug_weights_d
 /* A whole number in [0, limit) from o's member name, or -1. */
 static double whole_below(const cJSON *o, const char *name, double limit) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble < limit && v->valuedouble == (double)(size_t)v->valuedouble
-               ? v->valuedouble : -1;
+    const double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    return x >= 0 && x < limit && x == floor(x) ? x : -1;
 }
 
 /* n doubles of the array a into a new array; std: each > 0. NULL when a is not that. */

@@ -77,4 +77,39 @@ expect_in "$ERR" "cannot write '$TMP/state/state-000000000002.safetensors'"
 expect_in "$ERR" "No state was written before this one"
 expect_not_in "$ERR" "existing"
 
+# ---- text from files is printed escaped: class names from a table, a weights file, class folders, file names
+ESC=$(printf '\033')
+# expect_escaped FILE PHRASE: PHRASE (the escaped text) is there, and no ESC byte at all
+expect_escaped() {
+    expect_in "$1" "$2"
+    expect_not_in "$1" "$ESC"
+}
+printf 'a,b,label\n0,1,\033[31mred\n1,0,blue\n0.2,0.9,\033[31mred\n0.9,0.1,blue\n' > "$TMP/esc.csv"
+run "a table's class names: trained" train --model "$TMP/tab.ini" --data "csv:$TMP/esc.csv" --batch 2 \
+    --progress off --save "$TMP/esc.safetensors"
+expect_rc 0
+run "... the class table of snug eval prints them escaped" eval --model "$TMP/tab.ini" \
+    --weights "$TMP/esc.safetensors" --data "csv:$TMP/esc.csv"
+expect_rc 0
+expect_escaped "$OUT" '\x1b[31mred'
+printf 'a,b,label\n0,1,green\n1,0,blue\n' > "$TMP/green.csv"
+run "... and the weights' class names in a refusal are escaped" eval --model "$TMP/tab.ini" \
+    --weights "$TMP/esc.safetensors" --data "csv:$TMP/green.csv,$TMP/green.csv"
+expect_rc 1
+expect_escaped "$ERR" "class 0 of the weights is '\x1b[31mred'"
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+python3 "$HERE/make_image_folder.py" "$TMP/img" 10 2 1 28 || exit 2
+mv "$TMP/img/train/class-3" "$TMP/img/train/class-3$ESC[2J"
+rm "$TMP/img/train/class-3$ESC[2J/"*
+run "a class folder's name in a message is escaped" train --model cnn --data "images:$TMP/img" --progress off
+expect_rc 1
+expect_escaped "$ERR" 'class-3\x1b[2J'
+rmdir "$TMP/img/train/class-3$ESC[2J"
+mkdir "$TMP/img/train/class-3"
+printf 'not a png' > "$TMP/img/train/class-3/bad$ESC[2J.png"
+run "an image file's name in a message is escaped" train --model cnn --data "images:$TMP/img" --progress off
+expect_rc 1
+expect_escaped "$ERR" 'bad\x1b[2J.png'
+
 finish_tests
