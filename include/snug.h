@@ -505,8 +505,10 @@ typedef struct snug_data_options {
     size_t train_samples;             /* "shapes" */
     const snug_normalise *normalise;  /* "images:DIR" */
     snug_resize resize;               /* "images:DIR" */
-    const struct snug_weights_data *trained; /* "csv:FILE" scored alone (no training part asked for): FILE read
-                                         as the weights' training table was (snug_csv_options.trained) */
+    const struct snug_weights_data *trained; /* what weights say of their training data, when no training part
+                                         is asked for: "csv:FILE" is read as the weights' training table was
+                                         (snug_csv_options.trained), and an evaluation part that names its
+                                         classes must name the weights' classes in order (else SNUG_E_ARG) */
 } snug_data_options;
 /* train_samples 2000, normalise NULL, resize SNUG_RESIZE_AUTO. */
 snug_data_options snug_data_options_default(void);
@@ -902,7 +904,7 @@ typedef struct snug_train_config {
     /* The run's log (snug_run_log_open; .jsonl or .csv), NULL: none. Opened by the trainer's first
      * snug_trainer_fit (a trainer that continues a state keeps the file's lines up to the state's step) and
      * closed with the trainer: a line per optimizer step, and one per snug_trainer_evaluate from then on, those
-     * named eval_name (NULL: "evaluation"). */
+     * named eval_name (NULL: "evaluation"). snug_trainer_new checks that it can be written (snug_check_output). */
     const char *log_path;
     const char *eval_name;
     /* Told once, with progress_user, when the log cannot be written any more (a full disk): the run goes on

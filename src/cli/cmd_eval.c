@@ -15,7 +15,6 @@
 #include "cli/eval_classes.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "core/escape.h"
 
 typedef struct eval_run {
     cli_eval_options opt;
@@ -31,18 +30,6 @@ typedef struct eval_run {
     int rank, ranks;
 } eval_run;
 
-/* Data that names its classes must name those the weights were trained on, in the same order. */
-static snug_status same_classes(const eval_run *r, snug_error *err) {
-    for (size_t c = 0; c < r->wd.classes && snug_dataset_class_name(r->data.eval, 0); c++) {
-        const char *mine = snug_dataset_class_name(r->data.eval, c);
-        if (!mine || strcmp(mine, r->wd.class_names[c]) != 0)
-            return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
-                             "weights were trained for (the same class folders or labels)", c,
-                             escape_text(r->wd.class_names[c]).text, mine ? escape_text(mine).text : "(none)");
-    }
-    return SNUG_OK;
-}
-
 /* The batch (or, with --mem, the one that fits) is the micro-batch of a training plan without optimizer state;
  * evaluation runs forward passes of that many samples through its buffers. */
 static snug_status setup(eval_run *r, snug_error *err) {
@@ -57,7 +44,6 @@ static snug_status setup(eval_run *r, snug_error *err) {
         o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images and tables as training did */
     o.trained = &r->wd;
     if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, &o, &r->data, err);
-    if (st == SNUG_OK) st = same_classes(r, err);
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
     snug_plan_request_whole_process(&r->opt.plan, NULL, r->data.eval);
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);

@@ -76,9 +76,7 @@ static snug_status setup(train_run *r, snug_error *err) {
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
     if (st == SNUG_OK) st = make_plan(r, err);
-    const char *log = r->rank == 0 ? r->opt.cfg.log_path : NULL, *save = r->rank == 0 ? r->opt.save : NULL;
-    if (st == SNUG_OK && save) st = snug_check_output(save, "weights file", err);
-    if (st == SNUG_OK && log) st = snug_check_output(log, "run log", err);
+    if (st == SNUG_OK && r->opt.save && r->rank == 0) st = snug_check_output(r->opt.save, "weights file", err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
         st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
     r->opt.cfg.state_extra = r->state_extra;

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/escape.h"
 #include "core/shape.h"
 #include "snug.h"
 
@@ -249,6 +250,19 @@ snug_data_options snug_data_options_default(void) {
                                .resize = SNUG_RESIZE_AUTO};
 }
 
+/* Data scored by weights that name their classes must name the same, in the same order (class folders, a table's
+ * label names). */
+static snug_status same_classes(const snug_data *d, const snug_weights_data *w, snug_error *err) {
+    for (size_t c = 0; w && d->eval && c < w->classes && snug_dataset_class_name(d->eval, 0); c++) {
+        const char *mine = snug_dataset_class_name(d->eval, c);
+        if (!mine || strcmp(mine, w->class_names[c]) != 0)
+            return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
+                             "weights were trained for (the same class folders or labels)", c,
+                             escape_text(w->class_names[c]).text, mine ? escape_text(mine).text : "(none)");
+    }
+    return SNUG_OK;
+}
+
 snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
                            const snug_data_options *opt, snug_data *d, snug_error *err) {
     memset(d, 0, sizeof *d);
@@ -284,6 +298,7 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
     } else {
         st = snug_fail(err, SNUG_E_ARG, "unknown data set '%s'", name);
     }
+    if (st == SNUG_OK && !want_train) st = same_classes(d, opt->trained, err);
     if (st != SNUG_OK) snug_data_close(d);
     return st;
 }

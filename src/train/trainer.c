@@ -31,6 +31,10 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
         snug_status s = state_folder(c->state_dir, err);
         if (s != SNUG_OK) return s;
     }
+    if (c->log_path && dist_get().rank == 0) {
+        snug_status s = snug_check_output(c->log_path, "run log", err);
+        if (s != SNUG_OK) return s;
+    }
     if (c->epochs <= 0 && c->max_steps <= 0)
         return snug_fail(err, SNUG_E_ARG, "nothing to train: set at least 1 epoch or a step limit");
     if (c->max_steps < 0) return snug_fail(err, SNUG_E_ARG, "negative step limit %ld", c->max_steps);
