@@ -178,9 +178,9 @@ static snug_status csv_fits(const snug_dataset *ds, const char *name, snug_shape
 
 static snug_status open_csv(snug_data *d, const char *value, const char *name, snug_shape in, bool want_train,
                             const snug_weights_data *trained, snug_error *err) {
-    char train[(sizeof d->source - 40) / 2], eval[(sizeof d->source - 40) / 2]; /* both fit d->source, with words */
+    char train[sizeof d->source / 2], eval[sizeof d->source / 2]; /* shown cut to 500 bytes each in d->source */
     csv_paths(value, train, eval, sizeof train);
-    snprintf(d->source, sizeof d->source, "%s%s%s%s", train, eval[0] ? " (validation: " : "", eval,
+    snprintf(d->source, sizeof d->source, "%.500s%s%.500s%s", train, eval[0] ? " (validation: " : "", eval,
              eval[0] ? ")" : want_train ? " (no validation table: not evaluated)"
                                         : " (no validation table: its own rows are scored)");
     d->eval_name = eval[0] || want_train ? "validation" : "training-set";
