@@ -154,8 +154,9 @@ static const flag train_flags[] = {
      .min = 0, .max = LONG_MAX},
     GROUP("Training state: stop at any moment, resume exactly (docs/resume.md)"),
     {FLAG("state", F_STRING, state, "DIR",
-          "keep the run's whole state in DIR: written every --state-every steps, every --state-every-time, on "
-          "SIGINT/SIGTERM (which stop the run after the step in progress) and at the end [none]")},
+          "keep the run's whole state in DIR (made with its parents): written every --state-every steps, every "
+          "--state-every-time, on SIGINT/SIGTERM (which stop the run after the step in progress) and at the end "
+          "[none; with --resume: the folder resumed]")},
     {FLAG("state-every", F_LONG, cfg.state_every, "N", "write the state every N optimizer steps [0: by time only]"),
      .min = 0, .max = LONG_MAX},
     {FLAG("state-every-time", F_SECONDS, cfg.state_every_seconds, "TIME",
