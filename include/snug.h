@@ -88,10 +88,14 @@ typedef struct snug_mem_report {
 snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err);
 /* Writes "44.00 MiB" style text. Returns buf. */
 char *snug_format_bytes(size_t bytes, char *buf, size_t len);
+/* The same rounded up in the last digit: a budget to advise, which snug_parse_size reads back as at least bytes
+ * ("9.30 MiB" for 9.2905 MiB, where snug_format_bytes says "9.29 MiB"). */
+char *snug_format_bytes_up(size_t bytes, char *buf, size_t len);
 /* Parses a duration into seconds: a decimal number and a unit, s, m or h ("90s", "10m", "1.5h"), or a number of
  * seconds without one. 0 is a duration; negatives, hexadecimal, inf, nan and more than 1e7 seconds are not. */
 snug_status snug_parse_duration(const char *text, double *seconds, snug_error *err);
-/* Writes a count rounded to a whole number with thousands separators: "1,234,567". Returns buf. */
+/* Writes a count rounded to a whole number with thousands separators: "1,234,567"; a fraction below 10 (a slow
+ * rate) with two significant digits: "0.31". Returns buf. */
 char *snug_format_count(double value, char *buf, size_t len);
 /* Writes a duration as "0:45", "12:03" or "1:02:03" (rounded to the second). Returns buf. */
 char *snug_format_duration(double seconds, char *buf, size_t len);
@@ -383,6 +387,21 @@ snug_status snug_segmentation_open(const char *dir, snug_dataset **out, snug_err
  * few or too many cells, an empty or duplicate column name, no column of the label's name, a numeric label that
  * is negative or not whole, numbers and names mixed in the label column, a line longer than 1 MiB, a blank line
  * before more rows, and no data rows; SNUG_E_IO when the file cannot be opened or read. */
+/* What a CSV training table's features were standardised with (snug_csv_open with standardise), kept with the
+ * weights trained on it so that another table is read later as training read its own. Every array borrowed from
+ * the data set, or owned by a snug_weights_data. */
+typedef struct snug_table_stats {
+    size_t columns;          /* the header's names, the label column's among them; 0: none */
+    char **names;
+    size_t label;            /* the label column's index */
+    size_t classes;          /* the table's class count */
+    double *mean, *std;      /* (columns - 1) per feature column, in the header's order */
+} snug_table_stats;
+/* Whether ds (or the data set a view of ds reads) is a CSV table standardised with its own or another table's
+ * statistics: true and *out filled (borrowed from ds), else false. */
+bool snug_dataset_table_stats(const snug_dataset *ds, snug_table_stats *out);
+struct snug_weights_data;
+
 typedef struct snug_csv_options {
     const char *label;       /* the label column's header name; NULL: the last column */
     bool standardise;        /* each feature column to zero mean, unit variance (mean and std of `stats_from`,
@@ -393,6 +412,9 @@ typedef struct snug_csv_options {
                                 (names, order, label column), its labels are its classes (a class number beyond
                                 them or a name it does not have is refused, naming the line) and the data set has
                                 its class count and names. It may be freed once this one is open */
+    const struct snug_weights_data *trained; /* without stats_from: the training table as saved with weights
+                                (snug_weights_data_read; ignored when it holds no table), taken as stats_from
+                                is: its columns, statistics, class count and class names */
 } snug_csv_options;
 /* Opens the table at path (o NULL: the defaults above, all zero). SNUG_E_ARG when stats_from is not a data set
  * of snug_csv_open. */
@@ -484,6 +506,10 @@ typedef struct snug_data_options {
     size_t train_samples;             /* "shapes" */
     const snug_normalise *normalise;  /* "images:DIR" */
     snug_resize resize;               /* "images:DIR" */
+    const struct snug_weights_data *trained; /* what weights say of their training data, when no training part
+                                         is asked for: "csv:FILE" is read as the weights' training table was
+                                         (snug_csv_options.trained), and an evaluation part that names its
+                                         classes must name the weights' classes in order (else SNUG_E_ARG) */
 } snug_data_options;
 /* train_samples 2000, normalise NULL, resize SNUG_RESIZE_AUTO. */
 snug_data_options snug_data_options_default(void);
@@ -788,7 +814,9 @@ typedef struct snug_step_stats {
     float lr;
     float grad_norm;        /* before clipping */
     bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
-    double samples_per_s;   /* over the run so far */
+    long first_step;        /* the step this process began at: 0, or a resumed run's state's */
+    size_t run_samples;     /* samples of every window of the run, those before a resume included */
+    double samples_per_s;   /* over what this process trained so far */
     double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
                                progress callback) are left out */
 } snug_step_stats;
@@ -888,9 +916,12 @@ typedef struct snug_train_config {
     /* The run's log (snug_run_log_open; .jsonl or .csv), NULL: none. Opened by the trainer's first
      * snug_trainer_fit (a trainer that continues a state keeps the file's lines up to the state's step) and
      * closed with the trainer: a line per optimizer step, and one per snug_trainer_evaluate from then on, those
-     * named eval_name (NULL: "evaluation"). */
+     * named eval_name (NULL: "evaluation"). snug_trainer_new checks that it can be written (snug_check_output). */
     const char *log_path;
     const char *eval_name;
+    /* Told once, with progress_user, when the log cannot be written any more (a full disk): the run goes on
+     * without it, and the message says so. NULL: not told. */
+    void (*on_log_failed)(const char *message, void *user);
 } snug_train_config;
 
 /* Defaults: 1 epoch, shuffle, seed 1, snug_optim_config_default(), constant LR, no clipping, stop after 10
@@ -965,12 +996,19 @@ double snug_trainer_flops_per_sample(const snug_trainer *tr);
  * producer, model, steps), padded with spaces so that the data starts 8-byte aligned; then the tensors,
  * contiguous, little-endian float32, in graph order. When the trainer's fit trained on a data set that names its
  * classes or says its normalisation, the metadata also holds "classes" (a JSON array of the names) and
- * "normalise" (snug_normalise_format), which snug_weights_data_read gives back. Every parameter and every non-trainable buffer (BatchNorm's
+ * "normalise" (snug_normalise_format), and for a standardised CSV table "standardise" (JSON: "columns", "label",
+ * "classes", "mean", "std"), which snug_weights_data_read gives back.
+ * Every parameter and every non-trainable buffer (BatchNorm's
  * running statistics) is written under its snug name, which follows PyTorch's state_dict ("conv1.weight",
  * "bn1.running_mean"); a tied weight is written once, under the name of the layer that owns it. Atomic: written
  * to path.tmp, flushed to disk, renamed; a failed save leaves an existing file untouched. Over several ranks only
  * rank 0 writes (every rank holds the same parameters); the others return SNUG_OK at once. */
 snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_error *err);
+/* Whether a file can be written at path as snug_trainer_save writes it (path.tmp created beside it, then renamed),
+ * checked before a long run rather than after it: the folder exists and takes a new file (path.tmp is created
+ * and removed), and path is not a folder. `what` names the file in the message ("weights file"). SNUG_E_IO when
+ * not. */
+snug_status snug_check_output(const char *path, const char *what, snug_error *err);
 
 /* What saved weights say of the data they were trained on (snug_trainer_save writes it when snug_trainer_fit
  * trained on a data set that names its classes or says its normalisation: an image folder, a CSV table). */
@@ -979,6 +1017,8 @@ typedef struct snug_weights_data {
     char **class_names;
     bool has_normalise;    /* the training set's normalisation, to read other images of it alike */
     snug_normalise normalise;
+    snug_table_stats table; /* a CSV training table's columns and standardisation ("standardise"); columns 0:
+                               none */
 } snug_weights_data;
 /* Reads it from the safetensors file at path (checked as snug_trainer_load checks it). A file without it gives
  * zeros; malformed entries SNUG_E_FORMAT. */

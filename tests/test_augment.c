@@ -265,20 +265,32 @@ static void tokens_are_not_augmented(void **state) {
     snug_graph *g = snug_graph_new("tok");
     snug_tensor e = snug_embedding(g, "emb", snug_input_tokens(g, "input", 4), 8, 2);
     snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", snug_flatten(g, "flat", e), 2));
-    float x[8] = {0};
-    int32_t y[2] = {0, 1};
-    snug_dataset *ds;
-    assert_int_equal(snug_dataset_from_arrays(x, (snug_shape){.rank = 1, .dims = {4}}, y, 1, 2, 2, &ds, NULL), SNUG_OK);
     (void)snug_graph_check(g, NULL);
     snug_train_config c = snug_train_config_default();
     c.augment.flip = true;
     snug_trainer *tr;
     snug_error err;
-    assert_int_equal(trainer_simple(g, 2, 2, &c, &tr, &err), SNUG_OK);
-    assert_int_equal(snug_trainer_fit(tr, ds, &err), SNUG_E_ARG);
+    /* refused when the trainer is made, before any data is read */
+    assert_int_equal(trainer_simple(g, 2, 2, &c, &tr, &err), SNUG_E_ARG);
+    assert_null(tr);
+    assert_non_null(strstr(err.message, "augmentation (flip) changes images"));
     printf("# %s\n", err.message);
-    trainer_done(tr);
-    snug_dataset_free(ds);
+    snug_graph_free(g);
+}
+
+/* Nor are a table's rows, (F, 1, 1): crop would blank them. */
+static void table_rows_are_not_augmented(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("table");
+    const snug_tensor rows = snug_flatten(g, "flat", snug_input(g, "input", 4, 1, 1));
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc", rows, 2));
+    (void)snug_graph_check(g, NULL);
+    snug_train_config c = snug_train_config_default();
+    c.augment.crop_pad = 4;
+    snug_trainer *tr;
+    snug_error err;
+    assert_int_equal(trainer_simple(g, 2, 2, &c, &tr, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "a table's rows"));
     snug_graph_free(g);
 }
 
@@ -292,6 +304,7 @@ int main(void) {
         cmocka_unit_test(read_ahead_is_bitwise_and_misses_nothing),
         cmocka_unit_test(the_ring_is_planned_data),
         cmocka_unit_test(tokens_are_not_augmented),
+        cmocka_unit_test(table_rows_are_not_augmented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

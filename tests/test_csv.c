@@ -359,7 +359,7 @@ static void test_unreadable(void **state) {
     expect_error(path, NULL, SNUG_E_IO, "no-such.csv", "No such file", NULL);
     const char *dir = record("a-folder.csv");
     assert_int_equal(mkdir(dir, 0755), 0);
-    expect_error(dir, NULL, SNUG_E_IO, "a-folder.csv", "cannot read", NULL);
+    expect_error(dir, NULL, SNUG_E_IO, "a-folder.csv", "not a regular file", NULL);
     expect_error(NULL, NULL, SNUG_E_ARG, "path is NULL", NULL);
     snug_dataset *mem = NULL;
     const float x[2] = {0, 1};
@@ -393,7 +393,7 @@ static void test_validation_refusals(void **state) {
     expect_error(put("v-number.csv", "x,y\n1,0\n"), &on_names, SNUG_E_FORMAT, "v-number.csv:2:", "column 2 'y'",
                  "a number", NULL);
     expect_error(put("v-columns.csv", "z,y\n1,a\n"), &on_names, SNUG_E_FORMAT, "v-columns.csv:1:",
-                 "differ from the training table", "column 1", NULL);
+                 "differ from those of the training table", "column 1", NULL);
     expect_error(put("v-label.csv", "x,y\n1,a\n"), &(snug_csv_options){.stats_from = names, .label = "x"},
                  SNUG_E_FORMAT, "v-label.csv:1:", "use the same label column", NULL);
     snug_dataset_free(names);

@@ -48,6 +48,23 @@ static void formats_bytes(void **state) {
     assert_string_equal(snug_format_bytes(44u << 20, buf, sizeof buf), "44.00 MiB");
     assert_string_equal(snug_format_bytes(512, buf, sizeof buf), "512 B");
     assert_string_equal(snug_format_bytes(3u << 29, buf, sizeof buf), "1.50 GiB");
+    /* advice rounds up in the last digit, in every unit: read back it is at least the bytes */
+    const size_t advised[] = {9741762, (44u << 20) + 1, 66181, 3u << 29, 1023, 4096, (size_t)5e9 + 7};
+    for (size_t i = 0; i < sizeof advised / sizeof advised[0]; i++) {
+        size_t back = 0, k = 0;
+        char text[32]; /* "9.30 MiB" as a flag takes it: "9.30MiB" */
+        for (const char *p = snug_format_bytes_up(advised[i], buf, sizeof buf); *p; p++)
+            if (*p != ' ') text[k++] = *p;
+        text[k] = '\0';
+        assert_int_equal(snug_parse_size(text, &back, NULL), SNUG_OK);
+        assert_true(back >= advised[i]);
+    }
+    assert_string_equal(snug_format_bytes_up(9741762, buf, sizeof buf), "9.30 MiB"); /* 9.2905 MiB */
+    assert_string_equal(snug_format_bytes_up(44u << 20, buf, sizeof buf), "44.00 MiB");
+    /* a count is whole; a rate below 10 keeps its digits */
+    assert_string_equal(snug_format_count(1234567, buf, sizeof buf), "1,234,567");
+    assert_string_equal(snug_format_count(0.3125, buf, sizeof buf), "0.31");
+    assert_string_equal(snug_format_count(7, buf, sizeof buf), "7");
 }
 
 /* Durations as --state-every-time and --rank-timeout take them: decimal, with s, m or h, or seconds alone. */

@@ -139,7 +139,8 @@ static const flag train_flags[] = {
     {FLAG("log-every", F_LONG, log_every, "N",
           "without a live line, log every N steps and the last [auto: about 20 lines per epoch]"),
      .min = 1, .max = LONG_MAX},
-    {FLAG("progress", F_CHOICE, progress, "auto|on|off", "live progress line [auto: only when stdout is a terminal]"),
+    {FLAG("progress", F_CHOICE, progress, "auto|on|off", "on: one live line rewritten in place; off: a plain step "
+          "line every --log-every steps and the last [auto: live only when stdout is a terminal]"),
      .choices = progress_choices},
     {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
      .choices = on_off},
@@ -153,8 +154,9 @@ static const flag train_flags[] = {
      .min = 0, .max = LONG_MAX},
     GROUP("Training state: stop at any moment, resume exactly (docs/resume.md)"),
     {FLAG("state", F_STRING, state, "DIR",
-          "keep the run's whole state in DIR: written every --state-every steps, every --state-every-time, on "
-          "SIGINT/SIGTERM (which stop the run after the step in progress) and at the end [none]")},
+          "keep the run's whole state in DIR (made with its parents): written every --state-every steps, every "
+          "--state-every-time, on SIGINT/SIGTERM (which stop the run after the step in progress) and at the end "
+          "[none; with --resume: the folder resumed]")},
     {FLAG("state-every", F_LONG, cfg.state_every, "N", "write the state every N optimizer steps [0: by time only]"),
      .min = 0, .max = LONG_MAX},
     {FLAG("state-every-time", F_SECONDS, cfg.state_every_seconds, "TIME",

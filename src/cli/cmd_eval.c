@@ -30,18 +30,6 @@ typedef struct eval_run {
     int rank, ranks;
 } eval_run;
 
-/* Data that names its classes must name those the weights were trained on, in the same order. */
-static snug_status same_classes(const eval_run *r, snug_error *err) {
-    for (size_t c = 0; c < r->wd.classes && snug_dataset_class_name(r->data.eval, 0); c++) {
-        const char *mine = snug_dataset_class_name(r->data.eval, c);
-        if (!mine || strcmp(mine, r->wd.class_names[c]) != 0)
-            return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
-                             "weights were trained for (the same class folders or labels)", c, r->wd.class_names[c],
-                             mine ? mine : "(none)");
-    }
-    return SNUG_OK;
-}
-
 /* The batch (or, with --mem, the one that fits) is the micro-batch of a training plan without optimizer state;
  * evaluation runs forward passes of that many samples through its buffers. */
 static snug_status setup(eval_run *r, snug_error *err) {
@@ -53,9 +41,9 @@ static snug_status setup(eval_run *r, snug_error *err) {
     r->opt.plan.ranks = r->ranks;
     snug_data_options o = snug_data_options_default();
     if (st == SNUG_OK && (st = snug_weights_data_read(r->opt.weights, &r->wd, err)) == SNUG_OK)
-        o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images as training did */
+        o.normalise = r->wd.has_normalise ? &r->wd.normalise : NULL; /* read images and tables as training did */
+    o.trained = &r->wd;
     if (st == SNUG_OK) st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, false, &o, &r->data, err);
-    if (st == SNUG_OK) st = same_classes(r, err);
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, snug_dataset_size(r->data.eval));
     snug_plan_request_whole_process(&r->opt.plan, NULL, r->data.eval);
     if (st == SNUG_OK) st = cli_plan(r->graph, &r->opt.plan, false, &r->plan, err);
@@ -88,6 +76,9 @@ static void report(const eval_run *r) {
     if (r->wd.has_normalise)
         printf("normalised by %s, as in training (the weights' metadata)\n",
                snug_normalise_format(&r->wd.normalise, norm, sizeof norm));
+    snug_table_stats t;
+    if (snug_dataset_table_stats(r->data.eval, &t) && r->wd.table.columns)
+        printf("standardised by the training table's column statistics, as in training (the weights' metadata)\n");
     snug_mem_report rep;
     snug_trainer_memory(r->trainer, &rep);
     snug_plan_summary ps;

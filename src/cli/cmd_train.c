@@ -75,6 +75,7 @@ static snug_status setup(train_run *r, snug_error *err) {
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
     if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
     if (st == SNUG_OK) st = make_plan(r, err);
+    if (st == SNUG_OK && r->opt.save && r->rank == 0) st = snug_check_output(r->opt.save, "weights file", err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
         st = snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the run's command line");
     r->opt.cfg.state_extra = r->state_extra;
@@ -149,6 +150,7 @@ static void print_model(const train_run *r) {
         printf("data %s: %s training and %s %s %s from %s\n", d->kind, ntrain, neval, d->eval_name, d->unit, d->source);
     else printf("data %s: %s training %s from %s\n", d->kind, ntrain, d->unit, d->source);
     if (r->opt.init) printf("initial weights from %s\n", r->opt.init);
+    if (r->opt.resume) printf("resumed from %s at step %ld\n", r->resume.info.path, r->resume.info.step);
     char aug[96], norm[160], ring[32];
     snug_normalise n;
     const size_t ahead = r->opt.plan.prefetch;
@@ -299,6 +301,7 @@ static void print_plan(const train_run *r) {
 
 static snug_status train(train_run *r, snug_error *err) {
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
+    if (st == SNUG_E_NONFINITE) snug_error_append(err, " (--lr lower, --clip 1.0)"); /* the advice, in flags */
     r->train_seconds = r->progress.last.elapsed_s; /* training time: scores between steps left out */
     cli_progress_finish(&r->progress);
     return st;
@@ -315,17 +318,21 @@ static void report(const train_run *r, bool evaluated) {
     double rate = r->train_seconds > 0 ? (double)p->samples / r->train_seconds : 0;
     snug_format_count((double)p->samples, samples, sizeof samples);
     snug_format_count(rate, speed, sizeof speed);
-    printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->any ? p->last.step : 0L, samples,
+    printf("trained %ld steps (%s samples) in %s (%.2f s), %s samples/s", p->last.step - p->last.first_step, samples,
            snug_format_duration(r->train_seconds, took, sizeof took), r->train_seconds, speed);
+    if (p->last.first_step) /* a resumed run: and in all, its earlier processes included */
+        printf("; the run %ld steps (%s samples) in all", p->last.step,
+               snug_format_count((double)p->last.run_samples, samples, sizeof samples));
     if (p->skipped) printf(", %ld step%s skipped (non-finite)", p->skipped, p->skipped == 1 ? "" : "s");
     printf("\n");
     snug_data_timing t;
     snug_trainer_data_timing(r->trainer, &t);
-    if (t.read_ahead_samples && p->any)
+    if (t.read_ahead_samples && p->last.step > p->last.first_step)
         printf("data: the steps waited %.1f ms each for their micro-batches; read ahead at %.0f samples/s of one "
-               "thread's time, against %s samples/s trained\n", 1e3 * t.wait_seconds / (double)p->last.step,
+               "thread's time, against %s samples/s trained\n",
+               1e3 * t.wait_seconds / (double)(p->last.step - p->last.first_step),
                (double)t.read_ahead_samples / (t.read_ahead_seconds > 0 ? t.read_ahead_seconds : 1), speed);
-    if (r->opt.cfg.log_path)
+    if (r->opt.cfg.log_path && !p->log_failed)
         printf("log: %s (`snug curve %s -o curve.svg` draws it)\n", r->opt.cfg.log_path, r->opt.cfg.log_path);
     if (r->ranks > 1)
         printf("gradient all-reduces: %ld (one per optimizer step), %.3f s in all (waiting for the slowest rank "
@@ -395,6 +402,7 @@ static void start_progress(train_run *r) {
     if (r->rank != 0) return;
     r->opt.cfg.progress = cli_progress_step;
     r->opt.cfg.on_eval = print_score;
+    r->opt.cfg.on_log_failed = cli_progress_log_failed;
     r->opt.cfg.progress_user = &r->progress;
 }
 
@@ -426,9 +434,6 @@ int cmd_train(int argc, char **argv) {
         start_progress(&r);
         keep_state(&r);
         snug_status st = run(&r, &err);
-        if (st == SNUG_E_NONFINITE) /* the library's advice, in flags */
-            snprintf(err.message + strlen(err.message), sizeof err.message - strlen(err.message),
-                     " (--lr lower, --clip 1.0)");
         if (st == SNUG_E_INTERRUPTED) rc = r.rank == 0 ? cli_stopped(r.opt.state) : CLI_EXIT_RUNTIME;
         else rc = st == SNUG_OK ? CLI_EXIT_OK : cli_job_error(r.rank, r.ranks, &err);
         teardown(&r);

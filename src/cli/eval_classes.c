@@ -3,17 +3,19 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli/eval_classes.h"
 
+#include "core/escape.h"
+
 #define CONFUSION_MAX 20
 
-/* Class c's name, or its number. */
+/* Class c's name (escaped: it comes from a file), or its number. */
 static const char *label(const char *const *names, size_t c, char *buf, size_t len) {
-    if (names && names[c]) return names[c];
-    snprintf(buf, len, "%zu", c);
+    if (names && names[c]) snprintf(buf, len, "%s", escape_text(names[c]).text);
+    else snprintf(buf, len, "%zu", c);
     return buf;
 }
 
 void cli_print_classes(FILE *out, const size_t *m, size_t classes, const char *const *names) {
-    char a[32], b[32];
+    char a[ESCAPED_MAX], b[ESCAPED_MAX];
     fprintf(out, "%-24s %9s %9s   %s\n", "class", "accuracy", "items", "most often taken for");
     for (size_t t = 0; t < classes; t++) {
         size_t row = 0, worst = t;

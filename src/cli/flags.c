@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/decimal.h"
 #include "snug.h"
 
 bool flags_fail(char *msg, size_t len, const char *fmt, ...) {
@@ -47,15 +48,14 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* A finite number that a float can hold (ERANGE also catches overflow and underflow to 0 or denormals). */
-static bool parse_float(const char *s, float *out) {
-    if (!starts_like_number(s)) return false;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || *end != '\0' || !isfinite(v) || fabs(v) > FLT_MAX) return false;
+/* A decimal number (no hexadecimal, inf or nan: core/decimal.h) that a float holds: -1 when s is none, 0 when
+ * a float cannot hold it (beyond FLT_MAX, or below FLT_MIN but not 0), 1 when *out is set. */
+static int parse_float(const char *s, float *out) {
+    if (!starts_like_number(s) || decimal_length(s) != strlen(s)) return -1;
+    const double v = strtod(s, NULL);
+    if (!(fabs(v) <= FLT_MAX) || (v != 0 && fabs(v) < FLT_MIN)) return 0;
     *out = (float)v;
-    return true;
+    return 1;
 }
 
 static void describe_int_range(const flag *f, char *buf, size_t len) {
@@ -160,6 +160,7 @@ static bool set_path(const flag *f, void *field, const char *value, char *msg, s
 static bool set_flag(const flag *f, void *opt, const char *value, char *msg, size_t len) {
     void *field = (char *)opt + f->offset;
     char list[256];
+    int range;
     switch (f->kind) {
     case F_SIZE:
     case F_LONG: return set_integer(f, field, value, msg, len);
@@ -168,7 +169,10 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
             return flags_fail(msg, len, "--%s must be a whole number >= 0, got '%s'", f->name, value);
         return true;
     case F_FLOAT:
-        if (!parse_float(value, (float *)field) || !float_in_range(f, *(float *)field)) {
+        if ((range = parse_float(value, (float *)field)) == 0)
+            return flags_fail(msg, len, "--%s: '%s' is out of range (a float32: 0, or %g to %g in size)", f->name,
+                              value, FLT_MIN, FLT_MAX);
+        if (range < 0 || !float_in_range(f, *(float *)field)) {
             describe_float_range(f, list, sizeof list);
             return flags_fail(msg, len, "--%s must be %s, got '%s'", f->name, list, value);
         }

@@ -10,7 +10,7 @@
 static void advise(const snug_plan_request *req, bool checkpoint_given, const snug_plan_shortfall *why,
                    snug_error *err) {
     char line[256], least[32];
-    snug_format_bytes(why->smallest_budget, least, sizeof least);
+    snug_format_bytes_up(why->smallest_budget, least, sizeof least);
     if (why->fixed > req->budget) {
         snprintf(line, sizeof line, " Raise --mem to at least %s: no --micro-batch or --checkpoint lowers the "
                  "parameters, gradients and optimizer state.", least);

@@ -50,8 +50,8 @@ static void format_memory(const cli_progress *p, bool compact, char *buf, size_t
 }
 
 static void format_eta(const snug_step_stats *st, char *buf, size_t len) {
-    if (st->step <= 0) { snprintf(buf, len, "-"); return; }
-    double per_step = st->elapsed_s / (double)st->step;
+    if (st->step <= st->first_step) { snprintf(buf, len, "-"); return; }
+    double per_step = st->elapsed_s / (double)(st->step - st->first_step);
     snug_format_duration(per_step * (double)(st->total_steps - st->step), buf, len);
 }
 
@@ -166,6 +166,13 @@ void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split) {
     } else {
         fprintf(out, "%s accuracy %.2f%% (loss %.4f) on %s images\n", split, 100.0 * res->accuracy, res->loss, items);
     }
+}
+
+void cli_progress_log_failed(const char *message, void *user) {
+    cli_progress *p = user;
+    cli_progress_finish(p);
+    p->log_failed = true;
+    fprintf(stderr, "snug: warning: %s\n", message);
 }
 
 void cli_progress_finish(cli_progress *p) {

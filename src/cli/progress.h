@@ -27,6 +27,7 @@ typedef struct cli_progress {
     long skipped;              /* skipped steps so far */
     snug_step_stats last;      /* the latest stats */
     bool any;                  /* last is set */
+    bool log_failed;           /* the log could not be written: the run went on without it */
 } cli_progress;
 
 /* Starts a progress display on out; live as decided by the caller (terminal and --progress). */
@@ -34,6 +35,9 @@ void cli_progress_init(cli_progress *p, FILE *out, bool live, long log_every, lo
 
 /* The snug_progress_fn: user is a cli_progress. Always returns true (never stops the run). */
 bool cli_progress_step(const snug_step_stats *st, void *user);
+
+/* snug_train_config.on_log_failed: a warning on stderr (the live line ended first). */
+void cli_progress_log_failed(const char *message, void *user);
 
 /* Ends a live line with a newline, so that what follows starts on a fresh line. */
 void cli_progress_finish(cli_progress *p);

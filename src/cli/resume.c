@@ -45,7 +45,9 @@ static snug_status merged_argv(const cJSON *stored, int argc, char **argv, cli_r
         const cJSON *a = cJSON_GetArrayItem(stored, i);
         if (!cJSON_IsString(a))
             return snug_fail(err, SNUG_E_FORMAT, "%s: the run's flags stored with it are damaged", r->info.path);
-        r->argv[r->argc++] = strdup(a->valuestring);
+        /* the run goes on in the folder resumed, wherever the state was written (a copied or moved folder) */
+        if (strcmp(a->valuestring, "--state") == 0) i++;
+        else if (strncmp(a->valuestring, "--state=", 8) != 0) r->argv[r->argc++] = strdup(a->valuestring);
     }
     for (int i = 1; i < argc; i++) r->argv[r->argc++] = strdup(argv[i]);
     for (int i = 0; i < r->argc; i++)

@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -56,9 +57,11 @@ snug_status atomic_file_write(const char *path, const char *tmp, const char *wha
     if (e == 0 && (e = sync_folder(path)) != 0) /* renamed: the new file is in place, perhaps not yet durable */
         s = snug_fail(err, SNUG_E_IO, "the %s '%s' is written but its folder could not be synced: %s; a power cut "
                       "now may lose it", what, path, strerror(e));
-    else if (e > 0)
-        s = snug_fail(err, SNUG_E_IO, "cannot write the %s '%s': %s (is the disk full?); an existing '%s' is left as "
-                      "it was", what, path, strerror(e), path);
+    else if (e > 0) {
+        struct stat st;
+        s = snug_fail(err, SNUG_E_IO, "cannot write the %s '%s': %s (is the disk full?)", what, path, strerror(e));
+        if (stat(path, &st) == 0) snug_error_append(err, "; the existing '%s' is left as it was", path);
+    }
     if (s != SNUG_OK) remove(tmp);
     free(own);
     return s;

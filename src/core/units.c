@@ -52,15 +52,22 @@ snug_status snug_parse_size(const char *text, size_t *bytes, snug_error *err) {
                      text, end);
 }
 
-char *snug_format_bytes(size_t bytes, char *buf, size_t len) {
+/* bytes in the largest unit under it, two decimals: to nearest, or up (a budget to give: read back by
+ * snug_parse_size it is at least bytes). */
+static char *format_bytes(size_t bytes, bool up, char *buf, size_t len) {
     static const char *const names[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = (double)bytes;
     int u = 0;
     while (v >= 1024.0 && u < 5) { v /= 1024.0; u++; }
+    if (up) v = ceil(v * 100 - 1e-9) / 100; /* 1e-9: an exact 9.30 stays 9.30 */
     if (u == 0) snprintf(buf, len, "%zu B", bytes);
     else snprintf(buf, len, "%.2f %s", v, names[u]);
     return buf;
 }
+
+char *snug_format_bytes(size_t bytes, char *buf, size_t len) { return format_bytes(bytes, false, buf, len); }
+
+char *snug_format_bytes_up(size_t bytes, char *buf, size_t len) { return format_bytes(bytes, true, buf, len); }
 
 snug_status snug_parse_duration(const char *text, double *seconds, snug_error *err) {
     const size_t len = text ? decimal_length(text) : 0;
@@ -76,6 +83,10 @@ snug_status snug_parse_duration(const char *text, double *seconds, snug_error *e
 }
 
 char *snug_format_count(double value, char *buf, size_t len) {
+    if (value > 0 && value < 10 && value != floor(value)) { /* a slow rate: its digits, not "0" */
+        snprintf(buf, len, "%.2g", value);
+        return buf;
+    }
     char digits[32];
     snprintf(digits, sizeof digits, "%.0f", value < 0 || !isfinite(value) ? 0.0 : value);
     size_t n = strlen(digits), o = 0;

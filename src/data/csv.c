@@ -35,7 +35,9 @@ typedef struct csv_table {
     size_t features;
     char **columns;       /* (ncols) the header's names */
     size_t ncols, label;  /* label: the label column's index */
-    double *mean, *std;   /* (features) this file's column statistics; std 1 for a constant column */
+    double *mean, *std;   /* (features) the column statistics it was standardised with (its own, or those of the
+                             training table), else its own; std 1 for a constant column */
+    bool standardised;
     char **names;         /* (classes) the class names in strcmp order; NULL for numeric labels */
 } csv_table;
 
@@ -80,11 +82,20 @@ static const char *csv_class_name(const snug_dataset *ds, size_t i) {
     return t->names && i < ds->classes ? t->names[i] : NULL;
 }
 
+static bool csv_table_stats(const snug_dataset *ds, snug_table_stats *out) {
+    const csv_table *t = ds->impl;
+    if (!t->standardised) return false;
+    *out = (snug_table_stats){.columns = t->ncols, .names = t->columns, .label = t->label, .classes = ds->classes,
+                              .mean = t->mean, .std = t->std};
+    return true;
+}
+
 static const dataset_ops csv_ops = {
     .fill_inputs = csv_fill_inputs,
     .fill_targets = csv_fill_targets,
     .destroy = csv_destroy,
     .class_name = csv_class_name,
+    .table_stats = csv_table_stats,
 };
 
 /* ---- reading ---- */
@@ -193,7 +204,7 @@ static snug_status check_same_columns(csv_build *b, snug_error *err) {
         return snug_fail(err, SNUG_E_FORMAT, "%s:1: the labels are " COLUMN_FMT ", in the training table %s "
                          COLUMN_FMT ": use the same label column", b->rd.path, COLUMN_ARGS(t, t->label), tr->path,
                          COLUMN_ARGS(tr, tr->label));
-    return snug_fail(err, SNUG_E_FORMAT, "%s:1: the columns differ from the training table %s's from column %zu "
+    return snug_fail(err, SNUG_E_FORMAT, "%s:1: the columns differ from those of the training table %s from column %zu "
                      "('%s' here, '%s' there; %zu and %zu columns): a validation table needs the training "
                      "table's columns in its order", b->rd.path, tr->path, c + 1,
                      shown(c < t->ncols ? t->columns[c] : "").text, shown(c < tr->ncols ? tr->columns[c] : "").text,
@@ -423,8 +434,8 @@ static snug_status to_floats(csv_build *b, const csv_table *stats, snug_error *e
         memcpy(&d, bytes + i * sizeof d, sizeof d);
         if (stats) d = (d - stats->mean[i % f]) / stats->std[i % f];
         if (!(fabs(d) <= FLT_MAX))
-            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " standardised with the training table %s's "
-                             "statistics is beyond float32's range: check that the tables match", b->rd.path,
+            return snug_fail(err, SNUG_E_FORMAT, "%s:%zu: " COLUMN_FMT " standardised with the statistics of the "
+                             "training table %s is beyond float32's range: check that the tables match", b->rd.path,
                              i / f + 2, COLUMN_ARGS(b->t, i % f + (i % f >= b->t->label)), stats->path);
         const float v = (float)d;
         memcpy(bytes + i * sizeof v, &v, sizeof v);
@@ -456,6 +467,11 @@ static snug_status finish(csv_build *b, const snug_csv_options *o, size_t *class
     if (s == SNUG_OK) s = column_stats(b, err);
     if (s == SNUG_OK) s = to_floats(b, o->standardise ? (b->train ? b->train : t) : NULL, err);
     if (s != SNUG_OK) return s;
+    t->standardised = o->standardise;
+    if (t->standardised && b->train) { /* what it was read with, kept past the training table */
+        memcpy(t->mean, b->train->mean, t->features * sizeof *t->mean);
+        memcpy(t->std, b->train->std, t->features * sizeof *t->std);
+    }
     float *x = realloc(b->x, b->n * t->features * sizeof *x);
     t->x = x ? x : (float *)b->x;
     t->y = b->y;
@@ -487,13 +503,31 @@ static snug_status read_table(csv_build *b, const char *path, const snug_csv_opt
     return s;
 }
 
+/* The training table as weights recorded it (snug_csv_options.trained): a table without rows that another is read
+ * by, borrowing the record's arrays. Its class names are a CSV table's (sorted, one per class) or none. */
+static snug_status recorded_table(const snug_weights_data *w, char *where, csv_table *ref, snug_error *err) {
+    const snug_table_stats *s = &w->table;
+    *ref = (csv_table){.path = where, .columns = s->names, .ncols = s->columns, .label = s->label,
+                       .features = s->columns - 1, .mean = s->mean, .std = s->std,
+                       .names = w->classes ? w->class_names : NULL};
+    bool sorted = w->classes == 0 || w->classes == s->classes;
+    for (size_t c = 1; sorted && c < w->classes; c++) sorted = strcmp(w->class_names[c - 1], w->class_names[c]) < 0;
+    return sorted ? SNUG_OK : snug_fail(err, SNUG_E_FORMAT, "%s: the class names are not a CSV table's (%zu names "
+                                        "for %zu classes, each once, sorted)", where, w->classes, s->classes);
+}
+
 snug_status snug_csv_open(const char *path, const snug_csv_options *o, snug_dataset **out, snug_error *err) {
     const snug_csv_options none = {0};
     if (!o) o = &none;
     snug_status s = check_open_args(path, o, out, err);
     if (s != SNUG_OK) return s;
-    csv_build b = {.train = o->stats_from ? o->stats_from->impl : NULL,
-                   .train_classes = o->stats_from ? o->stats_from->classes : 0};
+    csv_table recorded;
+    char where[] = "recorded with the weights";
+    const bool by_record = !o->stats_from && o->trained && o->trained->table.columns > 1;
+    if (by_record && (s = recorded_table(o->trained, where, &recorded, err)) != SNUG_OK) return s;
+    csv_build b = {.train = o->stats_from ? o->stats_from->impl : by_record ? &recorded : NULL,
+                   .train_classes = o->stats_from ? o->stats_from->classes
+                                                  : by_record ? o->trained->table.classes : 0};
     size_t classes = 0;
     s = read_table(&b, path, o, &classes, err);
     snug_dataset *ds = s == SNUG_OK ? calloc(1, sizeof *ds) : NULL;

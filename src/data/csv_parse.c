@@ -4,11 +4,14 @@
 #include "data/csv_parse.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -18,8 +21,15 @@
 snug_status csv_reader_open(csv_reader *r, const char *path, snug_error *err) {
     memset(r, 0, sizeof *r);
     r->path = path;
-    r->f = fopen(path, "rb");
-    if (!r->f) return snug_fail(err, SNUG_E_IO, "cannot open the table %s: %s", path, strerror(errno));
+    /* O_NONBLOCK: a FIFO given by mistake is refused below, not waited on here; regular files ignore it */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0) return snug_fail(err, SNUG_E_IO, "cannot open the table %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(r->f = fdopen(fd, "rb"))) {
+        close(fd);
+        return snug_fail(err, SNUG_E_IO, "the table %s is not a regular file (a folder, a pipe or a device): give "
+                         "a CSV file", path);
+    }
     r->block = malloc(CSV_BLOCK);
     r->line = malloc(CSV_LINE_START);
     r->cap = CSV_LINE_START;
@@ -90,13 +100,23 @@ snug_status csv_reader_next(csv_reader *r, bool *got, snug_error *err) {
             if (s != SNUG_OK) return s;
             if (!more) break;
         }
-        const char *start = r->block + r->pos, *nl = memchr(start, '\n', r->end - r->pos);
-        const size_t n = nl ? (size_t)(nl - start) : r->end - r->pos;
+        if (r->after_cr) { /* "\r\n": the line ended at its '\r' */
+            r->after_cr = false;
+            if (r->block[r->pos] == '\n' && ++r->pos) continue;
+        }
+        const char *start = r->block + r->pos;
+        const size_t avail = r->end - r->pos;
+        size_t n = 0;
+        while (n < avail && start[n] != '\n' && start[n] != '\r') n++;
         snug_status s = line_append(r, start, n, err);
         if (s != SNUG_OK) return s;
-        r->pos += n + (nl != NULL);
+        r->pos += n;
         any = true;
-        if (nl) break;
+        if (n < avail) {
+            r->after_cr = start[n] == '\r';
+            r->pos++;
+            break;
+        }
     }
     *got = any;
     return any ? line_finish(r, err) : SNUG_OK;

@@ -19,12 +19,14 @@ typedef struct csv_reader {
     char *block;        /* what fread brought in, [pos, end) not yet consumed */
     size_t pos, end;
     bool eof;
-    char *line;         /* the current line, NUL-terminated, without "\n" or "\r\n" */
+    bool after_cr;      /* the last line ended at a '\r': a '\n' right after it belongs to that line end */
+    char *line;         /* the current line, NUL-terminated, without "\n", "\r\n" or "\r" */
     size_t len, cap;
     size_t number;      /* 1-based number of the current line */
 } csv_reader;
 
-/* Opens path. SNUG_E_IO when it cannot be opened, naming it. */
+/* Opens path. SNUG_E_IO when it cannot be opened or is not a regular file (a pipe would wait forever), naming it.
+ * Lines end in "\n", "\r\n" or a lone "\r" (old Mac files). */
 snug_status csv_reader_open(csv_reader *r, const char *path, snug_error *err);
 /* The next line into r->line (*got false at the end of the file). SNUG_E_IO for a failed read, SNUG_E_FORMAT
  * for a line longer than CSV_LINE_MAX or one holding a NUL byte. */

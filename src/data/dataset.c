@@ -38,6 +38,10 @@ snug_status dataset_read_status(const snug_dataset *ds, snug_error *err) {
     return ds->ops->read_status ? ds->ops->read_status(ds, err) : SNUG_OK;
 }
 
+bool snug_dataset_table_stats(const snug_dataset *ds, snug_table_stats *out) {
+    return ds && ds->ops->table_stats && ds->ops->table_stats(ds, out);
+}
+
 bool snug_dataset_normalisation(const snug_dataset *ds, snug_normalise *out) {
     return ds && ds->ops->normalisation && ds->ops->normalisation(ds, out);
 }

@@ -19,6 +19,8 @@ typedef struct dataset_ops {
     bool (*normalisation)(const snug_dataset *ds, snug_normalise *out);
     /* The name of class i (snug_dataset_class_name); NULL: the classes are unnamed (numbers). */
     const char *(*class_name)(const snug_dataset *ds, size_t i);
+    /* A standardised CSV table's columns and statistics (snug_dataset_table_stats); NULL: none. */
+    bool (*table_stats)(const snug_dataset *ds, snug_table_stats *out);
 } dataset_ops;
 
 struct snug_dataset {

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/escape.h"
 #include "data/jpeg_read.h"
 #include "data/png_read.h"
 
@@ -50,10 +51,11 @@ static bool is_jpeg(const char *path) {
 snug_status image_decode(const char *path, image_header *h, image_pixels_fn fn, void *ctx, snug_error *err) {
     /* Checked before any open: opening a FIFO named like an image would wait for a writer forever. */
     struct stat st;
-    if (stat(path, &st) != 0) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", escape_text(path).text, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return snug_fail(err, SNUG_E_IO, "%s is not a regular file (a folder, a pipe or a device), expected an "
-                         "image", path);
+                         "image", escape_text(path).text);
     adapter a = {fn, ctx, h};
     if (is_jpeg(path)) {
         jpeg_header jh;

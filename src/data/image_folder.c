@@ -20,6 +20,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 #include "core/shape.h"
 #include "data/dataset.h"
 #include "data/image_decode.h"
@@ -221,16 +222,16 @@ static snug_status match_classes(const char *dir, char **found, size_t n_found, 
         const char *key = o->classes[c];
         if (!bsearch(&key, found, n_found, sizeof *found, compare_names))
             return snug_fail(err, SNUG_E_FORMAT, "%s has no folder for class %zu '%s' of the %zu classes it must "
-                             "match (the training folder's): add %s/%s with that class's images", dir, c, key,
-                             o->class_count, dir, key);
+                             "match (the training folder's): add %s/%s with that class's images", dir, c,
+                             escape_text(key).text, o->class_count, dir, escape_text(key).text);
     }
     for (size_t f = 0; f < n_found; f++) {
         size_t c = 0;
         while (c < o->class_count && strcmp(o->classes[c], found[f]) != 0) c++;
         if (c == o->class_count)
             return snug_fail(err, SNUG_E_FORMAT, "%s/%s is a class folder that the %zu classes it must match (the "
-                             "training folder's) do not have: remove it, or train with that class", dir, found[f],
-                             o->class_count);
+                             "training folder's) do not have: remove it, or train with that class", dir,
+                             escape_text(found[f]).text, o->class_count);
     }
     return SNUG_OK;
 }
@@ -260,10 +261,12 @@ static snug_status list_images(snug_dataset *ds, size_t c, snug_error *err) {
     char path[FOLDER_PATH_MAX];
     int w = snprintf(path, sizeof path, "%s/%s", m->dir, m->class_names[c]);
     if (w < 0 || w >= FOLDER_PATH_MAX)
-        return snug_fail(err, SNUG_E_ARG, "the path %s/%s is longer than %d bytes", m->dir, m->class_names[c],
-                         FOLDER_PATH_MAX - 1);
+        return snug_fail(err, SNUG_E_ARG, "the path %s/%s is longer than %d bytes", m->dir,
+                         escape_text(m->class_names[c]).text, FOLDER_PATH_MAX - 1);
     DIR *d = opendir(path);
-    if (!d) return snug_fail(err, SNUG_E_IO, "cannot open the class folder %s: %s", path, strerror(errno));
+    if (!d)
+        return snug_fail(err, SNUG_E_IO, "cannot open the class folder %s: %s", escape_text(path).text,
+                         strerror(errno));
     const size_t first = ds->n;
     snug_status s = SNUG_OK;
     for (struct dirent *e; s == SNUG_OK && (e = readdir(d));) {
@@ -281,7 +284,7 @@ static snug_status list_images(snug_dataset *ds, size_t c, snug_error *err) {
     if (s != SNUG_OK) return s;
     if (ds->n == first)
         return snug_fail(err, SNUG_E_FORMAT, "the class folder %s holds no .png, .jpg or .jpeg images: add its "
-                         "images or remove the folder", path);
+                         "images or remove the folder", escape_text(path).text);
     qsort(m->files + first, ds->n - first, sizeof *m->files, compare_names);
     return SNUG_OK;
 }

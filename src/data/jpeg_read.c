@@ -18,12 +18,14 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 
 typedef struct jpeg_reader {
     struct jpeg_decompress_struct cinfo;
     struct jpeg_error_mgr jerr;
     jmp_buf jump;
     const char *path;
+    escaped shown;          /* path in messages: a file name may hold escape codes */
     FILE *file;
     uint8_t *pixels;        /* (height, width, channels) */
     jpeg_header header;
@@ -62,11 +64,12 @@ static bool choose_output(jpeg_reader *r, snug_error *err) {
     case JCS_YCbCr: case JCS_RGB: r->cinfo.out_color_space = JCS_RGB; return true;
     case JCS_CMYK: case JCS_YCCK:
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s is a CMYK JPEG (print colours), which snug does not convert: "
-                              "save it as RGB (e.g. convert %s -colorspace sRGB out.jpg)", r->path, r->path);
+                              "save it as RGB (e.g. convert %s -colorspace sRGB out.jpg)", r->shown.text,
+                              r->shown.text);
         return false;
     default:
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s is a JPEG of %d components in a colour space snug does not "
-                              "know: save it as RGB or grayscale", r->path, r->cinfo.num_components);
+                              "know: save it as RGB or grayscale", r->shown.text, r->cinfo.num_components);
         return false;
     }
 }
@@ -91,12 +94,12 @@ static bool read_header(jpeg_reader *r, snug_error *err) {
     if (!size_mul(pixels, h->channels, &total) || total == 0 || total > JPEG_MAX_DECODED_BYTES) {
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s declares %zu x %zu pixels with %zu channel(s), more than "
                               "the %zu MiB one image may decode to: refused before decoding (resize the image)",
-                              r->path, h->height, h->width, h->channels, JPEG_MAX_DECODED_BYTES >> 20);
+                              r->shown.text, h->height, h->width, h->channels, JPEG_MAX_DECODED_BYTES >> 20);
         return false;
     }
     r->pixels = malloc(total);
     if (!r->pixels) {
-        r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->path,
+        r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->shown.text,
                               total);
         return false;
     }
@@ -123,17 +126,17 @@ static bool decode_guarded(jpeg_reader *r, snug_error *err) {
 /* Opens path and checks the start-of-image marker, so that "not a JPEG" is said plainly rather than by libjpeg. */
 static snug_status open_jpeg(jpeg_reader *r, snug_error *err) {
     r->file = fopen(r->path, "rb");
-    if (!r->file) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", r->path, strerror(errno));
+    if (!r->file) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", r->shown.text, strerror(errno));
     struct stat st;
     if (fstat(fileno(r->file), &st) != 0 || !S_ISREG(st.st_mode))
-        return snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a JPEG", r->path);
+        return snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a JPEG", r->shown.text);
     unsigned char soi[2];
     size_t got = fread(soi, 1, sizeof soi, r->file);
     if (got != sizeof soi || soi[0] != 0xFF || soi[1] != 0xD8)
-        return snug_fail(err, SNUG_E_FORMAT, "%s is not a JPEG file (%s)", r->path,
+        return snug_fail(err, SNUG_E_FORMAT, "%s is not a JPEG file (%s)", r->shown.text,
                          got < sizeof soi ? "shorter than the 2-byte start marker" : "no start-of-image marker");
     if (fseek(r->file, 0, SEEK_SET) != 0)
-        return snug_fail(err, SNUG_E_IO, "cannot read %s: %s", r->path, strerror(errno));
+        return snug_fail(err, SNUG_E_IO, "cannot read %s: %s", r->shown.text, strerror(errno));
     r->cinfo.err = jpeg_std_error(&r->jerr);
     r->jerr.error_exit = on_error;
     r->jerr.emit_message = on_message;
@@ -150,13 +153,15 @@ static void close_jpeg(jpeg_reader *r) {
 
 snug_status jpeg_decode(const char *path, jpeg_header *h, jpeg_pixels_fn fn, void *ctx, snug_error *err) {
     jpeg_reader *r = calloc(1, sizeof *r);  /* libjpeg's structures are a few KiB: off the caller's stack */
-    if (!r) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for the JPEG decoder", path);
+    if (!r) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for the JPEG decoder",
+                                 escape_text(path).text);
     r->path = path;
+    r->shown = escape_text(path);
     r->status = SNUG_OK;
     snug_status s = open_jpeg(r, err);
     if (s == SNUG_OK && !decode_guarded(r, err))
         s = r->status != SNUG_OK ? r->status
-            : snug_fail(err, SNUG_E_FORMAT, "%s: %s JPEG: %s (replace or remove the file)", path,
+            : snug_fail(err, SNUG_E_FORMAT, "%s: %s JPEG: %s (replace or remove the file)", r->shown.text,
                         r->damaged ? "truncated or damaged" : "corrupt", r->libjpeg_message);
     if (s == SNUG_OK) *h = r->header;
     if (s == SNUG_OK && fn) s = fn(ctx, r->pixels, &r->header, err);

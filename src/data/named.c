@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "core/escape.h"
 #include "core/shape.h"
 #include "snug.h"
 
@@ -176,14 +177,15 @@ static snug_status csv_fits(const snug_dataset *ds, const char *name, snug_shape
 }
 
 static snug_status open_csv(snug_data *d, const char *value, const char *name, snug_shape in, bool want_train,
-                            snug_error *err) {
-    char train[sizeof d->source / 2], eval[sizeof d->source / 2];
+                            const snug_weights_data *trained, snug_error *err) {
+    char train[sizeof d->source / 2], eval[sizeof d->source / 2]; /* shown cut to 500 bytes each in d->source */
     csv_paths(value, train, eval, sizeof train);
-    snprintf(d->source, sizeof d->source, "%s%s%s%s", train, eval[0] ? " (validation: " : "", eval,
+    snprintf(d->source, sizeof d->source, "%.500s%s%.500s%s", train, eval[0] ? " (validation: " : "", eval,
              eval[0] ? ")" : want_train ? " (no validation table: not evaluated)"
                                         : " (no validation table: its own rows are scored)");
     d->eval_name = eval[0] || want_train ? "validation" : "training-set";
-    const snug_csv_options table = {.standardise = true};
+    /* scored alone, a table is read as the weights' training table was */
+    const snug_csv_options table = {.standardise = true, .trained = want_train || eval[0] ? NULL : trained};
     snug_dataset *ds = NULL;
     snug_status st = snug_csv_open(train, &table, &ds, err);
     if (st == SNUG_OK) st = csv_fits(ds, name, in, err);
@@ -248,6 +250,19 @@ snug_data_options snug_data_options_default(void) {
                                .resize = SNUG_RESIZE_AUTO};
 }
 
+/* Data scored by weights that name their classes must name the same, in the same order (class folders, a table's
+ * label names). */
+static snug_status same_classes(const snug_data *d, const snug_weights_data *w, snug_error *err) {
+    for (size_t c = 0; w && d->eval && c < w->classes && snug_dataset_class_name(d->eval, 0); c++) {
+        const char *mine = snug_dataset_class_name(d->eval, c);
+        if (!mine || strcmp(mine, w->class_names[c]) != 0)
+            return snug_fail(err, SNUG_E_ARG, "class %zu of the weights is '%s', of the data '%s': score the data the "
+                             "weights were trained for (the same class folders or labels)", c,
+                             escape_text(w->class_names[c]).text, mine ? escape_text(mine).text : "(none)");
+    }
+    return SNUG_OK;
+}
+
 snug_status snug_data_open(const char *name, const char *dir, snug_shape input, bool want_train,
                            const snug_data_options *opt, snug_data *d, snug_error *err) {
     memset(d, 0, sizeof *d);
@@ -276,13 +291,14 @@ snug_status snug_data_open(const char *name, const char *dir, snug_shape input, 
         st = open_segmentation(d, seg, want_train, err);
     } else if (table) {
         d->kind = "csv";
-        st = open_csv(d, table, name, input, want_train, err);
+        st = open_csv(d, table, name, input, want_train, opt->trained, err);
     } else if (images) {
         d->kind = "images";
         st = open_images(d, images, input, want_train, opt, err);
     } else {
         st = snug_fail(err, SNUG_E_ARG, "unknown data set '%s'", name);
     }
+    if (st == SNUG_OK && !want_train) st = same_classes(d, opt->trained, err);
     if (st != SNUG_OK) snug_data_close(d);
     return st;
 }

@@ -15,9 +15,11 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "core/escape.h"
 
 typedef struct png_reader {
     const char *path;
+    escaped shown;          /* path in messages: a file name may hold escape codes */
     png_purpose purpose;
     const png_header *want; /* the size the caller expects, or NULL */
     FILE *file;
@@ -60,7 +62,7 @@ static bool set_transforms(png_reader *r, int color_type, int bit_depth, snug_er
         if (bit_depth == 8 && (color_type == PNG_COLOR_TYPE_GRAY || color_type == PNG_COLOR_TYPE_PALETTE))
             return true;
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s: a mask must be an 8-bit grayscale or palette PNG whose "
-                              "values are class indices, this one is %d-bit %s", r->path, bit_depth,
+                              "values are class indices, this one is %d-bit %s", r->shown.text, bit_depth,
                               color_name(color_type));
         return false;
     }
@@ -78,14 +80,14 @@ static bool size_acceptable(png_reader *r, size_t total, snug_error *err) {
     if (want && (h->height != want->height || h->width != want->width ||
                  (want->channels && h->channels != want->channels))) {
         r->status = snug_fail(err, SNUG_E_SHAPE, "%s is %zu x %zu with %zu channel(s), expected %zu x %zu with "
-                              "%zu", r->path, h->height, h->width, h->channels, want->height, want->width,
+                              "%zu", r->shown.text, h->height, h->width, h->channels, want->height, want->width,
                               want->channels ? want->channels : h->channels);
         return false;
     }
     if (total == 0 || total > PNG_MAX_DECODED_BYTES) {
         r->status = snug_fail(err, SNUG_E_FORMAT, "%s declares %zu x %zu pixels with %zu channel(s), more than "
                               "the %zu MiB one image may decode to: refused before decoding (resize the image)",
-                              r->path, h->height, h->width, h->channels, PNG_MAX_DECODED_BYTES >> 20);
+                              r->shown.text, h->height, h->width, h->channels, PNG_MAX_DECODED_BYTES >> 20);
         return false;
     }
     return true;
@@ -109,7 +111,7 @@ static bool read_header(png_reader *r, snug_error *err) {
     r->pixels = malloc(total);
     r->rows = malloc(r->header.height * sizeof *r->rows);
     if (!r->pixels || !r->rows) {
-        r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->path,
+        r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->shown.text,
                               total);
         return false;
     }
@@ -130,18 +132,18 @@ static bool decode_guarded(png_reader *r, snug_error *err) {
 /* Opens path and checks the signature, so that "not a PNG" is said plainly rather than by libpng. */
 static snug_status open_png(png_reader *r, snug_error *err) {
     r->file = fopen(r->path, "rb");
-    if (!r->file) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", r->path, strerror(errno));
+    if (!r->file) return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", r->shown.text, strerror(errno));
     struct stat st;
     if (fstat(fileno(r->file), &st) != 0 || !S_ISREG(st.st_mode))
-        return snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a PNG", r->path);
+        return snug_fail(err, SNUG_E_IO, "%s is not a regular file, expected a PNG", r->shown.text);
     png_byte signature[8];
     size_t got = fread(signature, 1, sizeof signature, r->file);
     if (got != sizeof signature || png_sig_cmp(signature, 0, sizeof signature) != 0)
-        return snug_fail(err, SNUG_E_FORMAT, "%s is not a PNG file (%s)", r->path,
+        return snug_fail(err, SNUG_E_FORMAT, "%s is not a PNG file (%s)", r->shown.text,
                          got < sizeof signature ? "shorter than the 8-byte PNG signature" : "bad signature");
     r->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, r, on_error, on_warning);
     if (r->png) r->info = png_create_info_struct(r->png);
-    if (!r->png || !r->info) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for libpng", r->path);
+    if (!r->png || !r->info) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for libpng", r->shown.text);
     png_set_sig_bytes(r->png, sizeof signature);
     /* libpng allocates (and clears) a text or profile chunk's declared length before it reads it: a 247-byte
      * file whose zTXt chunk declared 2 GB took 2 GB and seconds. Pixels need none of these chunks: they are
@@ -162,11 +164,11 @@ static void close_png(png_reader *r) {
 
 snug_status png_decode(const char *path, png_purpose purpose, const png_header *want, png_header *h,
                        png_pixels_fn fn, void *ctx, snug_error *err) {
-    png_reader r = {.path = path, .purpose = purpose, .want = want, .status = SNUG_OK};
+    png_reader r = {.path = path, .shown = escape_text(path), .purpose = purpose, .want = want, .status = SNUG_OK};
     snug_status s = open_png(&r, err);
     if (s == SNUG_OK && !decode_guarded(&r, err))
         s = r.status != SNUG_OK ? r.status
-                                : snug_fail(err, SNUG_E_FORMAT, "%s: corrupt PNG: %s", path, r.libpng_message);
+                                : snug_fail(err, SNUG_E_FORMAT, "%s: corrupt PNG: %s", r.shown.text, r.libpng_message);
     if (s == SNUG_OK || s == SNUG_E_SHAPE) *h = r.header;
     if (s == SNUG_OK && fn) s = fn(ctx, r.pixels, &r.header, err);
     close_png(&r);

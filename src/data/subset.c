@@ -62,6 +62,10 @@ static bool subset_normalisation(const snug_dataset *ds, snug_normalise *out) {
     return snug_dataset_normalisation(((const subset_impl *)ds->impl)->inner, out);
 }
 
+static bool subset_table_stats(const snug_dataset *ds, snug_table_stats *out) {
+    return snug_dataset_table_stats(((const subset_impl *)ds->impl)->inner, out);
+}
+
 static const char *subset_class_name(const snug_dataset *ds, size_t i) {
     return snug_dataset_class_name(((const subset_impl *)ds->impl)->inner, i);
 }
@@ -73,6 +77,7 @@ static const dataset_ops subset_ops = {
     .read_status = subset_read_status,
     .normalisation = subset_normalisation,
     .class_name = subset_class_name,
+    .table_stats = subset_table_stats,
 };
 
 snug_status snug_dataset_subset(const snug_dataset *inner, size_t count, snug_dataset **out, snug_error *err) {

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,9 +145,23 @@ void state_prune(const char *dir, int keep) {
     if (d) closedir(d);
 }
 
+/* mkdir -p: the folder and every missing folder above it; false with errno set when one cannot be made. */
+static bool make_folders(const char *dir) {
+    char path[4096];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) return errno = ENAMETOOLONG, false;
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (stat(path, &st) != 0 && mkdir(path, 0777) != 0 && errno != EEXIST) return false;
+        *p = '/';
+    }
+    return stat(path, &st) == 0 || mkdir(path, 0777) == 0 || errno == EEXIST;
+}
+
 snug_status state_folder(const char *dir, snug_error *err) {
     struct stat st;
-    if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (!make_folders(dir))
         return snug_fail(err, SNUG_E_IO, "cannot create the state folder '%s': %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return snug_fail(err, SNUG_E_IO, "'%s' is not a folder: the state is kept in a folder of its own", dir);

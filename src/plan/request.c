@@ -318,7 +318,7 @@ static snug_status refuse(const snug_graph *g, const snug_plan_request *r, const
     char need[32], have[32], least[32], name[32], breakdown[256];
     snug_format_bytes(why->needed, need, sizeof need);
     snug_format_bytes(r->budget, have, sizeof have);
-    snug_format_bytes(why->smallest_budget, least, sizeof least);
+    snug_format_bytes_up(why->smallest_budget, least, sizeof least);
     snug_format_checkpoint(policy, name, sizeof name);
     format_categories(why->bytes, breakdown, sizeof breakdown);
     if (why->fixed > r->budget)

@@ -173,7 +173,7 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     snug_status s = check_window(tr, ds, indices, n, err);
     if (s != SNUG_OK) return s;
     memset(st, 0, sizeof *st);
-    if (tr->start_time == 0) tr->start_time = omp_get_wtime();
+    trainer_start_clock(tr);
     s = trainer_accumulate(tr, ds, indices, n, &st->items, &st->loss, &st->micro_batches, err);
     if (s != SNUG_OK) return s;
     /* Every rank holds the same gradients and loss now, so each takes the same decision and the same update:
@@ -182,7 +182,9 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     st->step = tr->step;
     st->total_steps = tr->total_steps;
     st->elapsed_s = omp_get_wtime() - tr->start_time;
-    st->samples_per_s = st->elapsed_s > 0 ? (double)tr->samples_seen / st->elapsed_s : 0;
+    st->first_step = tr->start_step;
+    st->run_samples = tr->samples_seen;
+    st->samples_per_s = st->elapsed_s > 0 ? (double)(tr->samples_seen - tr->start_samples) / st->elapsed_s : 0;
     if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1)) {
         char where[512];
         trainer_find_nonfinite(tr, ds, indices, n, where, sizeof where);

@@ -139,10 +139,11 @@ static snug_status evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_
     s = score_shard(tr, ds, &l, &sum, err);
     if (s == SNUG_OK) s = dataset_read_status(ds, err);
     if (s == SNUG_OK) s = finish(&sum, &l, tr->cfg.rank_timeout_seconds, res, err);
-    if (s == SNUG_OK && tr->log) {
-        const snug_step_stats at = {.step = tr->step, .epoch = tr->epoch};
-        s = snug_run_log_eval(tr->log, &at, res, tr->cfg.eval_name ? tr->cfg.eval_name : "evaluation", err);
-    }
+    const snug_step_stats at = {.step = tr->step, .epoch = tr->epoch};
+    snug_error why;
+    if (s == SNUG_OK && tr->log &&
+        snug_run_log_eval(tr->log, &at, res, tr->cfg.eval_name ? tr->cfg.eval_name : "evaluation", &why) != SNUG_OK)
+        trainer_drop_log(tr, &why);
     if (sum.conf != conf_stack) free(sum.conf);
     /* An evaluation between training steps is not training time: move the training clock's start past it. */
     if (tr->start_time != 0) tr->start_time += omp_get_wtime() - t0;

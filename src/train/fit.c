@@ -57,10 +57,9 @@ static snug_status run_window(snug_trainer *tr, const snug_dataset *ds, const si
     snug_status s = snug_trainer_step(tr, ds, order + start, len, &st, err);
     st.epoch = epoch;
     st.steps_per_epoch = per_epoch;
-    if ((s == SNUG_OK || s == SNUG_E_NONFINITE) && tr->log) {
-        const snug_status w = snug_run_log_step(tr->log, &st, 0, err);
-        if (w != SNUG_OK) return w;
-    }
+    snug_error why;
+    if ((s == SNUG_OK || s == SNUG_E_NONFINITE) && tr->log && snug_run_log_step(tr->log, &st, 0, &why) != SNUG_OK)
+        trainer_drop_log(tr, &why);
     if (s == SNUG_OK || s == SNUG_E_NONFINITE) { /* the window was taken (or skipped): go on after it */
         tr->epoch = w + 1 < per_epoch ? epoch : epoch + 1;
         tr->window = w + 1 < per_epoch ? w + 1 : 0;
@@ -108,19 +107,8 @@ static snug_status check_same_windows(const snug_trainer *tr, size_t n, snug_err
     return SNUG_OK;
 }
 
-/* Augmentation changes images: a data set of other samples (token windows, table rows) cannot take it. */
-static snug_status check_augment(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
-    char what[96], shape[64];
-    const snug_shape s = snug_dataset_sample_shape(ds);
-    if (!augment_active(&tr->cfg.augment) || s.rank == 3) return SNUG_OK;
-    return snug_fail(err, SNUG_E_ARG, "augmentation (%s) changes images (C, H, W), but the training samples are %s: "
-                     "train without augmentation", snug_augment_format(&tr->cfg.augment, what, sizeof what),
-                     snug_shape_format(&s, shape, sizeof shape));
-}
-
 snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     snug_status s = trainer_check_dataset(tr, ds, err);
-    if (s == SNUG_OK) s = check_augment(tr, ds, err);
     if (s == SNUG_OK) s = check_same_windows(tr, snug_dataset_size(ds), err);
     if (s != SNUG_OK) return s;
     const snug_train_config *c = &tr->cfg;
@@ -146,7 +134,7 @@ snug_status snug_trainer_fit(snug_trainer *tr, const snug_dataset *ds, snug_erro
     }
     bool stop = tr->step >= tr->total_steps; /* a resumed run that is already done */
     long epochs = c->epochs > 0 ? c->epochs : (tr->total_steps + per_epoch - 1) / per_epoch;
-    if (tr->start_time == 0) tr->start_time = omp_get_wtime();
+    trainer_start_clock(tr);
     tr->state_step = tr->step, tr->state_time = omp_get_wtime() - tr->start_time, tr->state_windows = UINT64_MAX;
     for (long e = tr->epoch; e < epochs && !stop && s == SNUG_OK; e++)
         s = run_epoch(tr, ds, order, e, per_epoch, &stop, err);

@@ -13,6 +13,13 @@ static const char *const part_names[PART_COUNT] = {"(data)", "(deferred weight g
 static const snug_phase part_phases[PART_COUNT] = {SNUG_PHASE_FORWARD, SNUG_PHASE_BACKWARD, SNUG_PHASE_BACKWARD,
                                                    SNUG_PHASE_UPDATE};
 
+void trainer_start_clock(snug_trainer *tr) {
+    if (tr->start_time != 0) return;
+    tr->start_time = omp_get_wtime();
+    tr->start_step = tr->step;
+    tr->start_samples = tr->samples_seen;
+}
+
 double trainer_tick(const snug_trainer *tr) { return tr->x.profiling ? omp_get_wtime() : 0; }
 
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0) {

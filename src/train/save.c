@@ -2,9 +2,13 @@
  * statistics alike, under their state_dict names, so PyTorch reads the file with safetensors.torch.load_file and
  * load_state_dict. Written atomically, with a checksum. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -26,16 +30,36 @@ snug_status snug_trainer_save(const snug_trainer *tr, const char *path, snug_err
     if (t) {
         char steps[32];
         snprintf(steps, sizeof steps, "%ld", tr->step);
-        st_pair meta[6] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
+        st_pair meta[7] = {{"format", "pt"}, {"producer", "snug " SNUG_VERSION}, {"model", tr->g->name},
                            {"steps", steps}};
         size_t n = 4;
         /* the data's normalisation and class names, when fit knew them */
         if (tr->data_normalise[0]) meta[n++] = (st_pair){"normalise", tr->data_normalise};
         if (tr->data_classes) meta[n++] = (st_pair){"classes", tr->data_classes};
+        if (tr->data_table) meta[n++] = (st_pair){"standardise", tr->data_table};
         s = st_write(path, NULL, t, trainer_param_tensors(tr, t), meta, n, err);
     } else {
         snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the tensor list of model '%s'", tr->g->name);
     }
     free(t);
     return s;
+}
+
+snug_status snug_check_output(const char *path, const char *what, snug_error *err) {
+    struct stat st;
+    char tmp[4096];
+    if (!path || !*path) return snug_fail(err, SNUG_E_ARG, "the %s: a file name is needed", what);
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return snug_fail(err, SNUG_E_IO, "the %s '%s' is a folder: name a file", what, path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return snug_fail(err, SNUG_E_ARG, "the %s '%s': the name is too long", what, path);
+    /* the file is written beside its name and renamed: try that folder now, leaving nothing behind */
+    const bool existed = stat(tmp, &st) == 0;
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return snug_fail(err, SNUG_E_IO, "cannot write the %s '%s': %s; check that its folder exists and is "
+                         "writable", what, path, strerror(errno));
+    close(fd);
+    if (!existed) unlink(tmp);
+    return SNUG_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "data/augment.h"
 #include "data/dataset.h"
 #include "io/state.h"
 
@@ -28,6 +29,10 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
     /* a state folder that cannot be used says so before the first step, not after hours of training */
     if (c->state_dir && dist_get().rank == 0) {
         snug_status s = state_folder(c->state_dir, err);
+        if (s != SNUG_OK) return s;
+    }
+    if (c->log_path && dist_get().rank == 0) {
+        snug_status s = snug_check_output(c->log_path, "run log", err);
         if (s != SNUG_OK) return s;
     }
     if (c->epochs <= 0 && c->max_steps <= 0)
@@ -81,10 +86,23 @@ static void bind_spans(snug_trainer *tr) {
     if (optim_spans_tile(tr->spans, n, g->param_numel)) tr->opt.spans = tr->spans, tr->opt.n_spans = n;
 }
 
+/* Augmentation changes images: a model that reads other samples (token windows, a table's rows as (F, 1, 1))
+ * cannot take it; refused before any data is read. */
+static snug_status check_augment(const snug_train_config *c, const snug_graph *g, snug_error *err) {
+    char what[96], shape[64];
+    const snug_shape s = g->tensors[g->nodes[g->input_node].output].shape;
+    if (!augment_active(&c->augment) || (s.rank == 3 && s.dims[1] * s.dims[2] > 1)) return SNUG_OK;
+    return snug_fail(err, SNUG_E_ARG, "augmentation (%s) changes images (C, H, W), but model '%s' takes samples of "
+                     "shape %s (%s): train without augmentation", snug_augment_format(&c->augment, what, sizeof what),
+                     g->name, snug_shape_format(&s, shape, sizeof shape),
+                     s.rank == 3 ? "a table's rows, or images of one pixel" : "not images");
+}
+
 snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg, snug_trainer **out,
                              snug_error *err) {
     *out = NULL;
     snug_status s = check_config(cfg, &plan->p, err);
+    if (s == SNUG_OK) s = check_augment(cfg, plan->g, err);
     if (s != SNUG_OK) return s;
     snug_trainer *tr = calloc(1, sizeof *tr);
     if (!tr) return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the trainer");
@@ -118,6 +136,7 @@ void snug_trainer_free(snug_trainer *tr) {
     if (!tr) return;
     snug_run_log_close(tr->log, NULL); /* every line was flushed as it was written */
     free(tr->data_classes);
+    free(tr->data_table);
     exec_unbind(&tr->x);
     snug_mem_release_all(&tr->mem);
     free(tr->spans);
@@ -153,6 +172,13 @@ static size_t loss_classes(const snug_graph *g) {
     return s->rank == 2 ? s->dims[1] : s->dims[0];
 }
 
+void trainer_drop_log(snug_trainer *tr, snug_error *why) {
+    snug_error_append(why, "; the run goes on without the log");
+    if (tr->cfg.on_log_failed) tr->cfg.on_log_failed(why->message, tr->cfg.progress_user);
+    snug_run_log_close(tr->log, NULL);
+    tr->log = NULL;
+}
+
 snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err) {
     const snug_graph *g = tr->g;
     snug_shape want = g->tensors[g->nodes[g->input_node].output].shape, have = snug_dataset_sample_shape(ds);
@@ -162,8 +188,8 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
                          snug_shape_format(&have, a, sizeof a), g->name, snug_shape_format(&want, b, sizeof b));
     size_t classes = loss_classes(g), targets = g->tensors[g->nodes[g->loss_node].output].numel;
     if (snug_dataset_classes(ds) != classes)
-        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu classes but model '%s' predicts %zu",
-                         snug_dataset_classes(ds), g->name, classes);
+        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu class%s but model '%s' predicts %zu",
+                         snug_dataset_classes(ds), snug_dataset_classes(ds) == 1 ? "" : "es", g->name, classes);
     if (ds->targets_per_sample != targets)
         return snug_fail(err, SNUG_E_SHAPE, "the data has %zu targets per sample but model '%s' scores %zu",
                          ds->targets_per_sample, g->name, targets);

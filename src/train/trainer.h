@@ -42,7 +42,9 @@ struct snug_trainer {
     long state_step;       /* the step of the last state fit wrote, when (training time, seconds), and after */
     double state_time;     /* which window (UINT64_MAX: none yet), so the end does not write it twice */
     uint64_t state_windows;
-    double start_time;
+    double start_time;     /* when this process's first step began, and the steps and samples taken before it */
+    long start_step;       /* (a resumed run's state): speeds count what this process trained */
+    size_t start_samples;
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
     double allreduce_s;    /* time in them */
@@ -51,6 +53,7 @@ struct snug_trainer {
     snug_run_log *log;     /* cfg.log_path once fit opened it, else NULL */
     char *data_classes;    /* the training set's class names as a JSON array, for the saved weights; or NULL */
     char data_normalise[160]; /* its normalisation (snug_normalise_format), or "" */
+    char *data_table;      /* a standardised CSV table's columns and statistics as JSON, or NULL */
     struct prefetch *pf;   /* the read-ahead thread and its ring (plan->ring_slots > 0), else NULL */
     pthread_mutex_t data_lock; /* with pf: held around every call into a data set (train/read.c) */
     double data_wait_s;    /* the steps' time waiting for (or reading) their micro-batches */
@@ -61,6 +64,10 @@ struct snug_trainer {
 };
 
 /* Profiling: the clock before a part (0 when not profiling), and the time since added to the part. */
+/* A line of the log could not be written (why): the run goes on without the log, cfg.on_log_failed told once. */
+void trainer_drop_log(snug_trainer *tr, snug_error *why);
+/* Starts the training clock at the first step this process takes (no-op once started). */
+void trainer_start_clock(snug_trainer *tr);
 double trainer_tick(const snug_trainer *tr);
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0);
 

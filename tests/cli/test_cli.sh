@@ -80,8 +80,8 @@ usage_error "--lr -1" "--lr must be a number > 0, got '-1'" train --lr -1
 usage_error "--lr 0" "--lr must be a number > 0" train --lr 0
 usage_error "--lr nan" "--lr must be" train --lr nan
 usage_error "--lr inf" "--lr must be" train --lr inf
-usage_error "--lr 1e999 (overflow)" "--lr must be" train --lr 1e999
-usage_error "--lr 1e39 (beyond float)" "--lr must be" train --lr 1e39
+usage_error "--lr 1e999 (overflow)" "--lr: '1e999' is out of range" train --lr 1e999
+usage_error "--lr 1e39 (beyond float)" "--lr: '1e39' is out of range" train --lr 1e39
 usage_error "--momentum 1" "--momentum must be a number >= 0 and < 1" train --momentum 1
 usage_error "--beta2 -0.5" "--beta2 must be" train --beta2 -0.5
 usage_error "--eps 0" "--eps must be a number > 0" train --eps 0
