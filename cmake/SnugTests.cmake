@@ -24,6 +24,7 @@ set(SNUG_TEST_ENVIRONMENT
 file(GLOB SNUG_TEST_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_*.c")
 file(GLOB SNUG_TEST_HELPER_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/*.c")
 list(FILTER SNUG_TEST_HELPER_SOURCES EXCLUDE REGEX "/test_[^/]*\\.c$")
+list(FILTER SNUG_TEST_HELPER_SOURCES EXCLUDE REGEX "/isa_cap\\.c$")
 
 add_library(snug_test_support INTERFACE)
 target_include_directories(snug_test_support INTERFACE "${PROJECT_SOURCE_DIR}/src" "${PROJECT_SOURCE_DIR}/tests")
@@ -39,11 +40,33 @@ endif()
 
 foreach(_snug_src IN LISTS SNUG_TEST_SOURCES)
     get_filename_component(_snug_name "${_snug_src}" NAME_WE)
-    add_executable(${_snug_name} "${_snug_src}")
+    add_executable(${_snug_name} "${_snug_src}" "${PROJECT_SOURCE_DIR}/tests/isa_cap.c")
     target_link_libraries(${_snug_name} PRIVATE snug_test_support)
     set_target_properties(${_snug_name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/tests")
     add_test(NAME ${_snug_name} COMMAND ${_snug_name})
     set_tests_properties(${_snug_name} PROPERTIES ENVIRONMENT "${SNUG_TEST_ENVIRONMENT}" TIMEOUT ${SNUG_TEST_TIMEOUT})
+endforeach()
+
+# The promises whose kernels depend on the CPU, run again as on smaller CPUs (tests/isa_cap.c): NAME_avx2 as on
+# an AVX2-only CPU (snug's AVX-512 kernels off, OpenBLAS's Haswell kernel), NAME_portable as on one with neither.
+# On such a CPU they repeat the plain test; on an AVX-512 one they are what keeps the other paths honest.
+set(SNUG_ISA_TESTS test_precision test_plan test_memory_budget test_accumulation test_reference_models
+    test_op_gradients test_op_gradients_2 test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer
+    test_small_gemm test_bgemm)
+foreach(_snug_name IN LISTS SNUG_ISA_TESTS)
+    if(NOT TARGET ${_snug_name})
+        continue()
+    endif()
+    foreach(_snug_isa IN ITEMS avx2 portable)
+        set(_snug_core Haswell)
+        if(_snug_isa STREQUAL "portable")
+            set(_snug_core Prescott)
+        endif()
+        add_test(NAME ${_snug_name}_${_snug_isa} COMMAND ${_snug_name})
+        set_tests_properties(${_snug_name}_${_snug_isa} PROPERTIES
+            ENVIRONMENT "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=${_snug_isa};OPENBLAS_CORETYPE=${_snug_core}"
+            TIMEOUT ${SNUG_TEST_TIMEOUT})
+    endforeach()
 endforeach()
 
 # tests/cli/test_*.sh, when present, are the end-to-end tests of the command: test_cli.sh is the test `cli`,

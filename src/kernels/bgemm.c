@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/isa.h"
 #include "kernels/transpose.h"
 
 /* The register tile: MR rows (a packed strip of SR = MR rows) by NR columns (two vectors of 16 lanes), 16
@@ -49,21 +50,8 @@ static bool chosen;
 void bgemm_choose(bool on) { chosen = on; }
 bool bgemm_in_use(void) { return chosen && (force_portable || bgemm_enabled()); }
 
-bool bgemm_enabled(void) {
-#ifdef SNUG_AVX512
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        /* libgcc sets these only where XCR0 says the OS saves the AVX-512 state; every CPU with AVX512_BF16
-         * has AVX512BW, which the packing's word permutes need, but asking costs nothing. */
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                __builtin_cpu_supports("avx512bf16");
-    }
-    return known == 1;
-#else
-    return false;
-#endif
-}
+/* The packing's word permutes need AVX512BW, which every CPU with AVX512_BF16 has (kernel_isa asks anyway). */
+bool bgemm_enabled(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 
 /* The workspace of one part of C: its A block and B block packed (pairs, one float's bytes each) and the
  * float32 staging of either operand's block before it is merged into pairs. */

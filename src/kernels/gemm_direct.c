@@ -9,6 +9,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/isa.h"
 
 /* Rows of C in one register tile, and columns (two AVX-512 vectors). */
 #define MR 8
@@ -142,18 +143,7 @@ static AVX512 void gemm_nt_avx512(size_t M, size_t N, size_t K, const float *a, 
 
 #endif
 
-bool gemm_direct_has_avx512(void) {
-#ifdef SNUG_AVX512
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    }
-    return known == 1;
-#else
-    return false;
-#endif
-}
+bool gemm_direct_has_avx512(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512; }
 
 /* The same product through the BLAS: one of A's strides must be 1 (a row-major A or its transpose). */
 static void gemm_blas(size_t M, size_t N, size_t K, const float *a, size_t a_rs, size_t a_cs, const float *b,

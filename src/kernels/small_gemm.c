@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "kernels/avx512.h"
+#include "kernels/isa.h"
 #include "kernels/gemm_direct.h"
 #include "kernels/small_gemm_path.h"
 
@@ -182,18 +183,7 @@ static AVX512 void gemm_avx512(size_t M, size_t N, size_t K, sgemm_mat a, const 
 }
 #endif
 
-static bool has_avx2_fma(void) {
-#if defined(__x86_64__) && defined(__GNUC__)
-    static int known = -1; /* a benign race: every thread computes the same answer */
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-    }
-    return known == 1;
-#else
-    return false;
-#endif
-}
+static bool has_avx2_fma(void) { return kernel_isa_now() >= KERNEL_ISA_AVX2; }
 
 bool small_gemm_path_available(small_gemm_path p) {
     switch (p) {

@@ -1,0 +1,51 @@
+/* The instruction sets the kernels may use (isa.h). */
+#include "kernels/isa.h"
+
+#include <string.h>
+
+#include "kernels/avx512.h" /* SNUG_AVX512: whether this compiler builds AVX-512 code */
+
+static const char *const names[] = {"portable", "avx2", "avx512", "avx512_bf16"};
+
+static kernel_isa cap = KERNEL_ISA_AVX512_BF16;
+
+static kernel_isa detect(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* libgcc reports AVX-512 only where XCR0 says the OS saves its state */
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return KERNEL_ISA_PORTABLE;
+#ifdef SNUG_AVX512
+    if (!__builtin_cpu_supports("avx512f")) return KERNEL_ISA_AVX2;
+    if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512bf16")) return KERNEL_ISA_AVX512;
+    return KERNEL_ISA_AVX512_BF16;
+#else
+    return KERNEL_ISA_AVX2;
+#endif
+#else
+    return KERNEL_ISA_PORTABLE;
+#endif
+}
+
+kernel_isa kernel_isa_cpu(void) {
+    static int known = -1; /* a benign race: every thread computes the same answer */
+    if (known < 0) known = (int)detect();
+    return (kernel_isa)known;
+}
+
+kernel_isa kernel_isa_now(void) {
+    const kernel_isa cpu = kernel_isa_cpu();
+    return cpu < cap ? cpu : cap;
+}
+
+void kernel_isa_cap(kernel_isa most) { cap = most; }
+
+bool kernel_isa_parse(const char *name, kernel_isa *out) {
+    for (int i = 0; i < (int)(sizeof names / sizeof *names); i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (kernel_isa)i;
+            return true;
+        }
+    return false;
+}
+
+const char *kernel_isa_name(kernel_isa isa) { return names[isa]; }

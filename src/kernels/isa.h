@@ -1,0 +1,31 @@
+/* The instruction sets snug's own kernels may use: what this build and CPU run, lowered where a test asks for it.
+ *
+ * Every kernel with a path per instruction set asks here (gemm_direct_has_avx512, bgemm_enabled, small_gemm's
+ * AVX2 path), so one cap sends a whole process down the paths of a smaller CPU: the suite runs on an AVX-512 host
+ * what an AVX2-only host runs, and each promise is checked through the paths other machines take. The
+ * element-wise clones of core/clones.h are chosen by the loader and give the same bits in every clone, and the
+ * BLAS picks its own kernel (OpenBLAS reads OPENBLAS_CORETYPE), so neither is capped here. */
+#ifndef SNUG_KERNELS_ISA_H
+#define SNUG_KERNELS_ISA_H
+
+#include <stdbool.h>
+
+typedef enum kernel_isa {
+    KERNEL_ISA_PORTABLE,    /* plain C (the BLAS for the products that have no portable kernel of snug's) */
+    KERNEL_ISA_AVX2,        /* AVX2 and FMA */
+    KERNEL_ISA_AVX512,      /* AVX-512 F (and BW, DQ, VL where a kernel needs them: every AVX-512 CPU has them) */
+    KERNEL_ISA_AVX512_BF16, /* and AVX512_BF16's vdpbf16ps */
+} kernel_isa;
+
+/* The best this build and CPU can run. */
+kernel_isa kernel_isa_cpu(void);
+/* What the kernels use now: kernel_isa_cpu(), or less after kernel_isa_cap. */
+kernel_isa kernel_isa_now(void);
+/* For tests: later kernels, plans and trainers run as on a CPU with at most `most`. Set before anything is
+ * planned (a plan sizes its workspace for the kernels it will run), not while a product runs. */
+void kernel_isa_cap(kernel_isa most);
+/* "portable", "avx2", "avx512", "avx512_bf16" -> the set; false for any other name. */
+bool kernel_isa_parse(const char *name, kernel_isa *out);
+const char *kernel_isa_name(kernel_isa isa);
+
+#endif

@@ -1,0 +1,69 @@
+/* kernels/isa.h: the instruction sets the kernels use are the CPU's (as the compiler's own CPU query reports
+ * them), and a cap lowers every kernel family's choice at once: the AVX-512 products, the bf16 product and
+ * attention's AVX2 path. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "kernels/bgemm.h"
+#include "kernels/gemm_direct.h"
+#include "kernels/isa.h"
+#include "kernels/small_gemm_path.h"
+
+static void detects_what_the_cpu_has(void **state) {
+    (void)state;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+    const bool bf16 = avx512 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+    const kernel_isa want = bf16 ? KERNEL_ISA_AVX512_BF16
+                            : avx512 ? KERNEL_ISA_AVX512
+                            : avx2 ? KERNEL_ISA_AVX2
+                                   : KERNEL_ISA_PORTABLE;
+    printf("# this CPU: %s\n", kernel_isa_name(kernel_isa_cpu()));
+    assert_int_equal(kernel_isa_cpu(), want);
+#else
+    assert_int_equal(kernel_isa_cpu(), KERNEL_ISA_PORTABLE);
+#endif
+}
+
+static void a_cap_lowers_every_family(void **state) {
+    (void)state;
+    const kernel_isa cpu = kernel_isa_cpu();
+    for (int isa = KERNEL_ISA_PORTABLE; isa <= KERNEL_ISA_AVX512_BF16; isa++) {
+        kernel_isa_cap((kernel_isa)isa);
+        const kernel_isa now = kernel_isa_now();
+        assert_int_equal(now, isa < (int)cpu ? isa : (int)cpu);
+        assert_int_equal(gemm_direct_has_avx512(), now >= KERNEL_ISA_AVX512);
+        assert_int_equal(bgemm_enabled(), now >= KERNEL_ISA_AVX512_BF16);
+        assert_int_equal(small_gemm_path_available(SMALL_GEMM_AVX2), now >= KERNEL_ISA_AVX2);
+        assert_int_equal(small_gemm_path_available(SMALL_GEMM_AVX512), now >= KERNEL_ISA_AVX512);
+    }
+    kernel_isa_cap(KERNEL_ISA_AVX512_BF16);
+    assert_int_equal(kernel_isa_now(), cpu);
+}
+
+static void names_parse(void **state) {
+    (void)state;
+    for (int isa = KERNEL_ISA_PORTABLE; isa <= KERNEL_ISA_AVX512_BF16; isa++) {
+        kernel_isa back;
+        assert_true(kernel_isa_parse(kernel_isa_name((kernel_isa)isa), &back));
+        assert_int_equal(back, isa);
+    }
+    kernel_isa x;
+    assert_false(kernel_isa_parse("avx512f", &x));
+    assert_false(kernel_isa_parse("", &x));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(detects_what_the_cpu_has),
+        cmocka_unit_test(a_cap_lowers_every_family),
+        cmocka_unit_test(names_parse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
