@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "kernels/bgemm.h"
+#include "test_util.h"
 
 /* The workspace is handed over filled with a NaN, and GUARD of them on either side must stay as they were: a
  * read of anything bgemm did not write first, or past either end, would show in C. */
@@ -284,7 +285,7 @@ static void test_documented_lane(void **state) {
  * the reference bound, and a CPU may order the lane's two additions otherwise. */
 static void test_report_paths_agree(void **state) {
     (void)state;
-    if (!bgemm_enabled()) skip();
+    SKIP_UNLESS(bgemm_enabled(), "AVX512_BF16 (vdpbf16ps)");
     size_t differ = 0, total = 0;
     double worst = 0.0;
     for (size_t s = 0; s < N_SHAPES; s++) {

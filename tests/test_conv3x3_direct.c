@@ -24,6 +24,7 @@
 #include "kernels/conv3x3_winograd.h"
 #include "ops/op.h"
 #include "snug.h"
+#include "test_util.h"
 
 /* c, co, h, w */
 static const size_t shapes[][4] = {
@@ -158,7 +159,7 @@ static void run(conv_data *d, int T, bool dx, bool dw, bool db) {
 
 static void test_matches_reference(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     for (size_t i = 0; i < N_SHAPES; i++) {
         conv_data d;
         data_init(&d, shapes[i], 11 + i);
@@ -172,7 +173,7 @@ static void test_matches_reference(void **state) {
 /* A NULL gradient is left alone and does not disturb the others. */
 static void test_null_gradients_skipped(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     const size_t sh[][4] = {{5, 17, 13, 31}, {9, 50, 16, 16}};
     for (size_t i = 0; i < 2; i++) {
         conv_data d;
@@ -212,7 +213,7 @@ static void expect_same_bits_on_2_and_3_threads(conv_data *d) {
 /* 1, 2 and 3 threads on one sample: the same bits. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     for (size_t i = 0; i < N_SHAPES; i++) {
         conv_data d;
         data_init(&d, shapes[i], 40 + i);
@@ -229,7 +230,7 @@ static void test_same_bits_any_thread_count(void **state) {
  * the grid (2048 lanes) and not a multiple of 16; heights that leave a short last band. */
 static void test_tall_planes_in_bands(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     const size_t sh[][4] = {{3, 5, 300, 20}, {2, 4, 200, 130}, {1, 7, 60, 2500}, {4, 3, 151, 47}};
     for (size_t i = 0; i < 4; i++) {
         conv_data d;
@@ -249,7 +250,7 @@ static void test_tall_planes_in_bands(void **state) {
  * threads give the same bits. */
 static void test_s2_forward_matches_reference(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     const size_t sh[][4] = {{1, 1, 1, 1},  {1, 3, 5, 7},   {2, 5, 3, 17},  {3, 8, 9, 16}, {16, 32, 32, 32},
                             {5, 17, 13, 31}, {32, 64, 16, 16}, {7, 20, 4, 40}, {3, 9, 33, 15}, {2, 1, 2, 100},
                             {4, 12, 1, 9}};
@@ -345,7 +346,7 @@ static void s2_backward_check(const conv3x3_shape *s, const float *dx, const flo
 
 static void test_s2_backward_matches_reference(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     const size_t sh[][4] = {{1, 1, 1, 1},   {1, 3, 5, 7},    {2, 5, 3, 17},   {3, 8, 9, 16},  {16, 32, 32, 32},
                             {5, 17, 13, 31}, {32, 64, 16, 16}, {7, 20, 4, 40},  {3, 9, 33, 15}, {2, 1, 2, 100},
                             {4, 12, 1, 9},   {9, 50, 41, 37},  {11, 2, 36, 36}, {1, 16, 7, 1}};
@@ -404,7 +405,7 @@ static snug_graph *conv_graph_s2(size_t c, size_t h, size_t w, size_t co) {
  * pays) and 2; a large one splits every product's tiles over all threads (one slot). */
 static void test_op_micro_batch_one_same_bits(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     for (int shape = 0; shape < 3; shape++) {
         op_fixture f[3];
         for (int t = 0; t < 3; t++) {
@@ -430,7 +431,7 @@ static snug_graph *large_s2_graph(void) { return conv_graph_s2(1, 2048, 2048, 16
  * weight gradients would not. A stride-1 plane that large goes in bands instead (a few MiB). */
 static void test_op_large_sample_shares_threads(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     snug_graph *g1 = conv_graph(1, 1024, 1024, 16);
     assert_true(op_conv2d.workspace_bytes(&g1->nodes[1], 1, 2) < ((size_t)8 << 20));
     snug_graph_free(g1);
@@ -460,7 +461,7 @@ static size_t wino_bytes(size_t c, size_t h, size_t w, size_t co, size_t T) {
  * transformed weights are more than that layer's column matrix). */
 static void test_op_workspace_below_lowering(void **state) {
     (void)state;
-    if (!conv3x3_direct_available()) skip();
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
     const size_t sh[][4] = {{16, 32, 32, 16}, {32, 16, 16, 32}, {64, 8, 8, 64}, {16, 256, 256, 16}};
     for (size_t i = 0; i < 4; i++) {
         snug_graph *g = conv_graph(sh[i][0], sh[i][1], sh[i][2], sh[i][3]);

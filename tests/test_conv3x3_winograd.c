@@ -19,6 +19,7 @@
 
 #include "op_test_util.h"
 #include "kernels/conv3x3_winograd.h"
+#include "test_util.h"
 
 /* c, co, h, w */
 static const size_t shapes[][4] = {
@@ -114,7 +115,7 @@ static void run(const conv3x3_shape *s, int T, float *y, float *dx, const float 
 
 static void test_matches_reference_any_threads(void **state) {
     (void)state;
-    if (!conv3x3_winograd_available()) skip();
+    SKIP_UNLESS(conv3x3_winograd_available(), "AVX-512 (the Winograd convolution)");
     for (size_t i = 0; i < N_SHAPES; i++) {
         const conv3x3_shape s = shape_at(i);
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
@@ -157,7 +158,7 @@ static void test_matches_reference_any_threads(void **state) {
  * threads. */
 static void test_dx_fresh_same_bits_as_added_into_zeros(void **state) {
     (void)state;
-    if (!conv3x3_winograd_available()) skip();
+    SKIP_UNLESS(conv3x3_winograd_available(), "AVX-512 (the Winograd convolution)");
     for (size_t i = 0; i < N_SHAPES; i++) {
         const conv3x3_shape s = shape_at(i);
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;
@@ -207,7 +208,7 @@ static void check_dw(const conv3x3_shape *s, const float *dw, const float *dw0, 
  * over every shape (the kernels take any; conv2d calls them where conv3x3_winograd_dw_pays), from NaN scratch. */
 static void test_dw_matches_reference(void **state) {
     (void)state;
-    if (!conv3x3_winograd_available()) skip();
+    SKIP_UNLESS(conv3x3_winograd_available(), "AVX-512 (the Winograd convolution)");
     for (size_t i = 0; i < N_SHAPES; i++) {
         const conv3x3_shape s = shape_at(i);
         const size_t xn = s.c * s.h * s.w, yn = s.co * s.h * s.w, wn = s.c * s.co * 9;

@@ -95,7 +95,7 @@ static void test_nt_matches_reference(void **state) {
 /* Large enough to be split over the threads outside a parallel region: 1, 2 and 3 threads give one result. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    if (!gemm_direct_has_avx512()) skip(); /* the cblas fallback promises no thread-independent bits */
+    SKIP_UNLESS(gemm_direct_has_avx512(), "AVX-512 (the direct product)"); /* the cblas fallback promises no thread-independent bits */
     const size_t M = 16, N = 4096, K = 144;
     float *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b), *bias = malloc(M * sizeof *bias);
     float *c[3], *d[3];

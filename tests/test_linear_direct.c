@@ -105,7 +105,7 @@ static void check_parts(size_t M, const size_t *parts, size_t n_parts) {
  * rows (din and dW on both sides of their 6-row switch to sgemm), and from 17 on (all through sgemm). */
 static void test_rows_same_bits_in_any_micro_batch(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip(); /* the BLAS's products: no promise of split-independent bits */
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)"); /* the BLAS's products: no promise of split-independent bits */
     static const size_t small[] = {1, 2, 3, 5, 6, 7, 8, 15}, large[] = {17, 30, 47};
     check_parts(16, small, sizeof small / sizeof small[0]);
     check_parts(48, large, sizeof large / sizeof large[0]);
@@ -114,7 +114,7 @@ static void test_rows_same_bits_in_any_micro_batch(void **state) {
 /* Every output and gradient is the same bits with one thread as with several. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip(); /* the BLAS's products: no promise of thread-independent bits */
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)"); /* the BLAS's products: no promise of thread-independent bits */
     /* 16 and 64 rows: every product threaded; one row of a wide layer (the last case): its forward and din
      * split between the threads, din's columns not a multiple of 16 per thread */
     const size_t ms[] = {4, 16, 64, 1}, ins[] = {400, 400, 400, 2008}, outs[] = {180, 180, 180, 400};

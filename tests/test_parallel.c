@@ -18,6 +18,7 @@
 #include "ops/op.h"
 #include "kernels/sgemm.h"
 #include "snug.h"
+#include "test_util.h"
 
 static void test_team_cost(void **state) {
     (void)state;
@@ -164,7 +165,7 @@ static void test_layernorm(void **state) {
 /* Only snug's own product promises thread-independent bits; the BLAS it falls back to without AVX-512 does not. */
 static void test_linear(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip();
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
     check_same_bits(linear_graph(), 2, 512, NO_BUFFERS, "linear");
 }
 static void test_add(void **state) { (void)state, check_same_bits(add_graph(), 2, 16, NO_BUFFERS, "add"); }

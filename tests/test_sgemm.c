@@ -108,7 +108,7 @@ static void check_values(const problem *p, const float *c, int start) {
 
 static void test_values(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip();
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
     for (size_t s = 0; s < N_SHAPES; s++)
         for (int layout = 0; layout < 4; layout++) {
             problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout & 2);
@@ -125,7 +125,7 @@ static void test_values(void **state) {
  * thread gets 256 or more, though A is the smaller operand). */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip();
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
     static const size_t big[][3] = {{256, 1024, 300}, {700, 40, 200}, {300, 1030, 33}, {520, 770, 256}};
     for (size_t s = 0; s < 4; s++) {
         problem p = make(big[s][0], big[s][1], big[s][2], s == 1, s == 2);
@@ -144,7 +144,7 @@ static void test_same_bits_any_thread_count(void **state) {
  * same bits through both, for a row-major and a transposed A. */
 static void test_same_bits_as_gemm_direct(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip();
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
     for (size_t s = 0; s < N_SHAPES; s++)
         for (int at_ = 0; at_ < 2; at_++)
             for (int start = START_ZERO; start <= START_C; start++) {
@@ -163,7 +163,7 @@ static void test_same_bits_as_gemm_direct(void **state) {
 /* K = 0: C is its start, untouched when accumulating. */
 static void test_empty_inner_dimension(void **state) {
     (void)state;
-    if (!sgemm_enabled()) skip();
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
     problem p = make(5, 7, 0, false, false);
     for (int start = START_ZERO; start <= START_BIAS; start++) {
         float *c = run(&p, start, 2);

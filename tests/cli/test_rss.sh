@@ -49,15 +49,14 @@ def train_args(model, name, folder, budget):
             "--evaluate", "off", "--progress", "off"]
 
 def budgets_of(model, name, folder, factor):
-    """Just above factor times the smallest budget this build's train accepts (its own advice plus a hundredth
-    of its unit, as it is printed to two decimals, and a KiB), and 1.5 times that."""
+    """Just above factor times the smallest budget this build's train accepts (its own advice and 1% more: the
+    advice is printed to two decimals), and 1.5 times that."""
     probe = subprocess.run(train_args(model, name, folder, "1KiB"), capture_output=True, text=True)
     smallest = re.search(r"the smallest budget that fits is ([\d.]+ [KMG]iB)", probe.stderr)
     if probe.returncode == 0 or not smallest:
         sys.exit(f"FAIL {model}: a 1 KiB budget was not refused with the smallest budget that fits:\n"
                  f"{probe.stderr[-1500:]}")
-    number, unit = smallest.group(1).split()
-    near = int(factor * (float(number) + 0.01) * UNITS[unit] / 1024) + 1
+    near = int(factor * 1.01 * size(smallest.group(1)) / 1024) + 1
     return [f"{near}KiB", f"{near * 3 // 2}KiB"]
 
 failed = 0
