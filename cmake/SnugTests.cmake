@@ -50,9 +50,13 @@ endforeach()
 # The promises whose kernels depend on the CPU, run again as on smaller CPUs (tests/isa_cap.c): NAME_avx2 as on
 # an AVX2-only CPU (snug's AVX-512 kernels off, OpenBLAS's Haswell kernel), NAME_portable as on one with neither.
 # On such a CPU they repeat the plain test; on an AVX-512 one they are what keeps the other paths honest.
-set(SNUG_ISA_TESTS test_precision test_plan test_memory_budget test_accumulation test_reference_models
-    test_op_gradients test_op_gradients_2 test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer
-    test_small_gemm test_bgemm)
+set(SNUG_ISA_TESTS test_plan test_memory_budget test_reference_models test_op_gradients test_op_gradients_2
+    test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer test_small_gemm test_bgemm)
+# The two long ones (minutes each) only in the optimised build: under the sanitizers they would triple the
+# longest tests for no path the optimised run does not already take.
+if(NOT SNUG_SANITIZE)
+    list(APPEND SNUG_ISA_TESTS test_precision test_accumulation)
+endif()
 foreach(_snug_name IN LISTS SNUG_ISA_TESTS)
     if(NOT TARGET ${_snug_name})
         continue()
