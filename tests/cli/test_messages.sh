@@ -73,7 +73,7 @@ CASE_OK=1
 (trap '' XFSZ; ulimit -f 1; exec "$SNUG" "${TABLE[@]}" --max-steps 2 --state "$TMP/state") >"$OUT" 2>"$ERR"
 RC=$?
 expect_rc 1
-expect_in "$ERR" "cannot write '$TMP/state/state-000000000002.safetensors'"
+expect_in "$ERR" "cannot write the weights file '$TMP/state/state-000000000002.safetensors'"
 expect_in "$ERR" "No state was written before this one"
 expect_not_in "$ERR" "existing"
 
