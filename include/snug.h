@@ -636,7 +636,10 @@ typedef struct snug_plan_request {
                                            fits under it, evened out over the same number of passes */
     snug_checkpoint_policy checkpoint;  /* AUTO: the least recompute that fits the budget; DEFAULT (the default):
                                            AUTO with SNUG_MICRO_BATCH_AUTO and a budget, else NONE */
-    size_t budget;                      /* bytes the plan must fit; 0: no limit (then neither may be AUTO) */
+    size_t budget;                      /* bytes the plan must fit; 0: no limit (then neither may be AUTO). What
+                                           the engine reserves, and only that unless data_bytes and runtime_bytes
+                                           say more: snug_plan_request_whole_process makes it bound the whole
+                                           process, as `snug train --mem` does */
     bool may_exceed_budget;             /* give a plan over budget instead of refusing it (to compare candidates);
                                            the budget still leaves out what is optional and steers AUTO */
     snug_optim_config optim;            /* the optimizer, whose state is planned (SGD with momentum 1x the
