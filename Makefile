@@ -38,7 +38,7 @@ help:
 	@echo "  make data-fashion-mnist  write Fashion-MNIST (Debian's dataset-fashion-mnist) as a PNG folder in data/fashion-mnist/"
 	@echo "  make build       configure and build the Release build in $(BUILD)/ (default target)"
 	@echo "  make build-asan  the same with ASan+UBSan (Debug, -O1) in $(BUILD_ASAN)/"
-	@echo "  make demo        deps, data, build, then: ./$(BUILD)/snug $(DEMO_ARGS); its curve: $(BUILD)/demo-curve.svg"
+	@echo "  make demo        deps, data-mnist, build, then: ./$(BUILD)/snug $(DEMO_ARGS); its curve: $(BUILD)/demo-curve.svg"
 	@echo "  make test        deps, data, both builds, then ctest in $(BUILD)/ and $(BUILD_ASAN)/, then the examples"
 	@echo "  make examples    install $(BUILD)/ into $(BUILD)/stage, build examples/ against it (pkg-config), run them"
 	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
@@ -73,7 +73,7 @@ build-asan: deps
 	$(CMAKE) -S . -B $(BUILD_ASAN) -DCMAKE_BUILD_TYPE=Debug -DSNUG_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-O1 -g"
 	$(CMAKE) --build $(BUILD_ASAN) -j$(JOBS)
 
-demo: deps data build
+demo: deps data-mnist build
 	./$(BUILD)/snug $(DEMO_ARGS)
 	./$(BUILD)/snug curve $(DEMO_LOG) -o $(BUILD)/demo-curve.svg --title "make demo: cnn on MNIST"
 	@echo "the run's log: $(DEMO_LOG) (a JSON line per step and per evaluation); its curve: $(BUILD)/demo-curve.svg"

@@ -79,6 +79,14 @@ static snug_graph *build_model(void) {
     return g;
 }
 
+/* A budget for the whole process, as `snug train --mem` has: what the data sets and the libraries hold beside
+ * the engine (the libraries' allowance grows with the threads, so it is added, not guessed), and 256 KiB for
+ * everything the engine holds. */
+static void plan_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *test) {
+    snug_plan_request_whole_process(req, train, test);
+    req->budget = req->data_bytes + req->runtime_bytes + (256u << 10);
+}
+
 static int fail(const char *what, const snug_error *err) {
     fprintf(stderr, "own_data: %s: %s\n", what, err->message);
     return 1;
@@ -103,10 +111,8 @@ int main(void) {
     cfg.optim.lr = 3e-3f;
 
     snug_plan_request req = snug_plan_request_default(256);
-    req.micro_batch = SNUG_MICRO_BATCH_AUTO; /* the micro-batch that fits the budget best */
-    req.checkpoint.kind = SNUG_CHECKPOINT_AUTO;
-    req.budget = 256u << 10;                 /* 256 KiB for everything the engine holds */
-    req.optim = cfg.optim;
+    req.micro_batch = SNUG_MICRO_BATCH_AUTO; /* the micro-batch (and checkpointing) that fit the budget best */
+    req.optim = cfg.optim;                   /* one optimizer for the plan and the run (snug_trainer_new checks) */
 
     snug_plan_shortfall why;
     snug_plan_summary s;
@@ -114,7 +120,8 @@ int main(void) {
     if (snug_graph_check(g, &err) != SNUG_OK) rc = fail("model", &err);
     else if (open_points(&train_pts, &train, &err) != SNUG_OK || open_points(&test_pts, &test, &err) != SNUG_OK)
         rc = fail("data", &err);
-    else if (snug_plan_new(g, &req, &plan, &why, &err) != SNUG_OK) rc = fail("plan", &err);
+    else if (plan_whole_process(&req, train, test), snug_plan_new(g, &req, &plan, &why, &err) != SNUG_OK)
+        rc = fail("plan", &err);
     else if (snug_trainer_new(plan, &cfg, &tr, &err) != SNUG_OK) rc = fail("trainer", &err);
     else {
         snug_plan_summarize(plan, &s);

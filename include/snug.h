@@ -285,6 +285,15 @@ snug_status snug_model_parse(const char *text, const char *name_for_messages, sn
  * "unet-hires" (the unet for 1x1408x2112 inputs). A name that contains '/' or ends in ".ini" is read as a model
  * file instead (snug_model_load). SNUG_E_ARG for an unknown name, with the names there are. */
 snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err);
+/* snug_model_builtin with another class count: the outputs of the layer the loss reads (a linear's `out`, a
+ * conv2d's `out_channels`, a class per pixel) become `classes` instead of the file's number, so a zoo model
+ * trains on 3 classes without copying its file; every other layer is the file's. 0: the file's own count.
+ * SNUG_E_ARG when the loss reads a layer without such a number (gpt's tied head: its classes are the
+ * vocabulary). */
+snug_status snug_model_builtin_classes(const char *name, size_t classes, snug_graph **out, snug_error *err);
+/* snug_model_parse with the class count set the same way (0: the text's own). */
+snug_status snug_model_parse_classes(const char *text, const char *name_for_messages, size_t classes,
+                                     snug_graph **out, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);
 /* Whether snug_model_builtin reads name as a model file: it contains '/' or ends in ".ini". */
@@ -325,7 +334,8 @@ snug_status snug_mnist_open(const char *dir, bool train, snug_dataset **out, snu
 /* Opens one image file and one label file given by path. */
 snug_status snug_mnist_open_files(const char *images_path, const char *labels_path, snug_dataset **out,
                                   snug_error *err);
-/* A dataset over caller-owned arrays (copied): inputs (n, c, h, w) as floats, one class label per sample. */
+/* A dataset over caller-owned arrays (copied; snug_dataset_borrow_memory does not copy): inputs (n, c, h, w) as
+ * floats, one class label per sample. */
 snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
                                      size_t w, size_t classes, snug_dataset **out, snug_error *err);
 /* The general form: inputs (n, sample_shape) floats (any shape: (C, H, W) images, (T) token ids), targets
@@ -334,6 +344,18 @@ snug_status snug_dataset_from_memory(const float *inputs, const int32_t *labels,
 snug_status snug_dataset_from_arrays(const float *inputs, snug_shape sample_shape, const int32_t *targets,
                                      size_t targets_per_sample, size_t n, size_t classes, snug_dataset **out,
                                      snug_error *err);
+/* The same without copying: the data set reads the caller's arrays where they are, so a data set as large as
+ * memory holds once is not held twice. Lifetime rules: both arrays must stay allocated, at the same address,
+ * until snug_dataset_free (and every trainer or evaluation reading the data set is done with it); the caller may
+ * change values in between (a step reads what is there when it reads its micro-batch), but every target must
+ * stay in [0, classes) or be SNUG_IGNORE_TARGET: the targets are checked here, once. The arrays are the
+ * caller's memory: snug_dataset_memory counts none of it, and neither does snug_plan_request_whole_process. */
+snug_status snug_dataset_borrow_arrays(const float *inputs, snug_shape sample_shape, const int32_t *targets,
+                                       size_t targets_per_sample, size_t n, size_t classes, snug_dataset **out,
+                                       snug_error *err);
+/* snug_dataset_from_memory's form of it: inputs (n, c, h, w), one label per sample, borrowed. */
+snug_status snug_dataset_borrow_memory(const float *inputs, const int32_t *labels, size_t n, size_t c, size_t h,
+                                       size_t w, size_t classes, snug_dataset **out, snug_error *err);
 /* MNIST centred in a larger frame: pad pixels on each side (pad 2 gives the 1x32x32 of ResNet-20), filled with
  * the normalised value of a 0 pixel (the background). */
 snug_status snug_mnist_open_padded(const char *dir, bool train, size_t pad, snug_dataset **out, snug_error *err);
@@ -569,6 +591,9 @@ typedef enum snug_checkpoint_kind {
                                  convolution and matrix product output is kept. conv-norm-ReLU stacks keep one
                                  tensor per layer instead of two for one extra element-wise pass; a no-op where
                                  nothing cheap is worth dropping (an MLP, a plain CNN). */
+    SNUG_CHECKPOINT_DEFAULT,  /* snug_plan_request_default's: AUTO when the micro-batch is SNUG_MICRO_BATCH_AUTO
+                                 and there is a budget (the micro-batch and policy chosen together, as `snug train
+                                 --mem` does), else NONE; a plan's request holds what it resolved to */
 } snug_checkpoint_kind;
 
 typedef struct snug_checkpoint_policy {
@@ -609,8 +634,12 @@ typedef struct snug_plan_request {
                                            with checkpoint AUTO, the micro-batch and policy of the best predicted
                                            throughput that fit; with a fixed policy, the largest micro-batch that
                                            fits under it, evened out over the same number of passes */
-    snug_checkpoint_policy checkpoint;  /* AUTO: the least recompute that fits the budget */
-    size_t budget;                      /* bytes the plan must fit; 0: no limit (then neither may be AUTO) */
+    snug_checkpoint_policy checkpoint;  /* AUTO: the least recompute that fits the budget; DEFAULT (the default):
+                                           AUTO with SNUG_MICRO_BATCH_AUTO and a budget, else NONE */
+    size_t budget;                      /* bytes the plan must fit; 0: no limit (then neither may be AUTO). What
+                                           the engine reserves, and only that unless data_bytes and runtime_bytes
+                                           say more: snug_plan_request_whole_process makes it bound the whole
+                                           process, as `snug train --mem` does */
     bool may_exceed_budget;             /* give a plan over budget instead of refusing it (to compare candidates);
                                            the budget still leaves out what is optional and steers AUTO */
     snug_optim_config optim;            /* the optimizer, whose state is planned (SGD with momentum 1x the
@@ -633,7 +662,7 @@ typedef struct snug_plan_request {
                                            (>= 1 when prefetch) */
 } snug_plan_request;
 
-/* Batch B in one pass (m = B), no checkpointing, no budget, snug_optim_config_default(), the engine's threads,
+/* Batch B in one pass (m = B), checkpoint DEFAULT (none, or chosen with an automatic micro-batch), no budget, snug_optim_config_default(), the engine's threads,
  * one rank (a job of several sets snug_dist_size()), no read-ahead (prefetch 0; data_threads 1 once it is set). */
 snug_plan_request snug_plan_request_default(size_t batch);
 /* A batch larger than the `samples` a data set has takes them all: req's batch becomes samples (and a
@@ -881,7 +910,10 @@ typedef struct snug_train_config {
     int max_nonfinite;       /* a step whose loss or gradient is not finite is skipped (no update, the schedule held,
                                 counted); after this many in a row the run stops (its state written when it has a
                                 state folder) */
-    snug_optim_config optim; /* must need the optimizer state the plan was made for */
+    snug_optim_config optim; /* updates the weights; must be the optimizer the plan was made for
+                                (snug_plan_request.optim: its kind, and for SGD whether it has momentum, decide the
+                                state the plan reserves): snug_trainer_new refuses a disagreement, naming both.
+                                Set both from one value (req.optim = cfg.optim) */
     snug_schedule_config schedule;
     snug_progress_fn progress;
     void *progress_user;

@@ -11,11 +11,12 @@ cmake --install "$build" --prefix "$stage" >/dev/null
 export PKG_CONFIG_PATH="$stage/lib/pkgconfig"
 echo "examples: building against $(pkg-config --modversion snug) installed in $stage"
 make -s -C examples OUT="$out"
-export LD_LIBRARY_PATH="$stage/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# No LD_LIBRARY_PATH: the programs must find libsnug.so through the run path snug.pc links them with.
+unset LD_LIBRARY_PATH
 echo "examples: own_data"
 "$out/own_data"
-echo "examples: plan_model models/unet.ini 256MiB 8"
-"$out/plan_model" models/unet.ini 256MiB 8
+echo "examples: plan_model share/snug/models/unet.ini 256MiB 8 (the installed zoo file)"
+"$out/plan_model" "$stage/share/snug/models/unet.ini" 256MiB 8
 echo "examples: plan_model cnn 1MiB (nothing fits: exit status 3)"
 set +e
 "$out/plan_model" cnn 1MiB 256

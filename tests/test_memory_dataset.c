@@ -1,5 +1,5 @@
 /* snug_dataset_from_arrays (and snug_dataset_from_memory on top of it): any sample shape, several targets per
- * sample, copies of the caller's arrays, and clear refusals of bad sizes and labels. */
+ * sample, copies of the caller's arrays, and clear refusals of bad sizes and labels; the borrowing forms. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,10 +63,44 @@ static void test_refusals(void **state) {
     snug_dataset_free(ds);
 }
 
+/* Borrowed: the data set reads the caller's arrays where they are (a change after creation is what the next
+ * micro-batch gets), holds none of its own memory, frees neither array, and refuses what the copying form does. */
+static void test_borrowed_arrays_are_not_copied(void **state) {
+    (void)state;
+    float x[3 * 2] = {0, 1, 2, 3, 4, 5};
+    int32_t y[3] = {0, 1, 2};
+    snug_dataset *ds = NULL, *copied = NULL;
+    snug_error err = {0};
+    assert_int_equal(snug_dataset_borrow_memory(x, y, 3, 2, 1, 1, 3, &ds, &err), SNUG_OK);
+    assert_int_equal(snug_dataset_from_memory(x, y, 3, 2, 1, 1, 3, &copied, &err), SNUG_OK);
+    x[2] = 42.0f; /* sample 1's first input, after both were made */
+    y[1] = 2;
+    const size_t idx[] = {1};
+    float got[2], kept[2];
+    int32_t label, kept_label;
+    ds->ops->fill_inputs(ds, idx, 1, got);
+    ds->ops->fill_targets(ds, idx, 1, &label);
+    copied->ops->fill_inputs(copied, idx, 1, kept);
+    copied->ops->fill_targets(copied, idx, 1, &kept_label);
+    assert_true(got[0] == 42.0f && got[1] == 3.0f);
+    assert_int_equal(label, 2);
+    assert_true(kept[0] == 2.0f && kept[1] == 3.0f); /* the copy keeps what was there */
+    assert_int_equal(kept_label, 1);
+    assert_int_equal(snug_dataset_memory(ds, 1), snug_dataset_memory(copied, 1) - sizeof x - sizeof y);
+    snug_dataset_free(ds); /* x and y are the test's stack arrays: freeing them would abort under ASan */
+    snug_dataset_free(copied);
+
+    y[0] = 3;
+    assert_int_equal(snug_dataset_borrow_memory(x, y, 3, 2, 1, 1, 3, &ds, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "label 0 is 3, outside [0, 3)"));
+    assert_null(ds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokens_with_per_token_targets),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_borrowed_arrays_are_not_copied),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

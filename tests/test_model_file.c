@@ -282,6 +282,39 @@ static void test_zoo_counts(void **state) {
 }
 
 /* The zoo's shapes: what each model reads and where its loss sits. */
+/* --classes: the layer the loss reads gets the new count, every other layer stays the file's; a model file, a
+ * built-in and a text all take it; a head without such a number (gpt's tied one) is refused by name. */
+static void test_classes_override(void **state) {
+    (void)state;
+    snug_error err = {0};
+    snug_graph *ten = builtin("cnn"), *three = NULL;
+    assert_int_equal(snug_model_builtin_classes("cnn", 3, &three, &err), SNUG_OK);
+    assert_int_equal(three->n_nodes, ten->n_nodes);
+    assert_int_equal(ten->param_numel - three->param_numel, (10 - 3) * (128 + 1)); /* fc2: 128 -> 10 becomes 3 */
+    snug_graph_free(three);
+    snug_graph_free(ten);
+
+    snug_graph *unet = NULL;                                  /* conv2d head: out_channels, a class per pixel */
+    assert_int_equal(snug_model_builtin_classes("unet", 5, &unet, &err), SNUG_OK);
+    snug_graph *unet2 = builtin("unet");
+    assert_true(unet->param_numel > unet2->param_numel);     /* 3 more output channels of the head's weights */
+    assert_int_equal((unet->param_numel - unet2->param_numel) % 3, 0);
+    snug_graph_free(unet);
+    snug_graph_free(unet2);
+
+    const char *text = "[model]\ninput = image 1 4 4\n[flat]\ntype = flatten\n[fc]\ntype = linear\nout = 10\n"
+                       "[loss]\ntype = softmax_cross_entropy\ninput = fc\n";
+    snug_graph *g = NULL;                                     /* the layer named by the loss's input */
+    assert_int_equal(snug_model_parse_classes(text, "t.ini", 4, &g, &err), SNUG_OK);
+    assert_int_equal(g->param_numel, 16 * 4 + 4);
+    snug_graph_free(g);
+
+    assert_int_equal(snug_model_builtin_classes("gpt", 3, &g, &err), SNUG_E_ARG);
+    assert_null(g);
+    assert_non_null(strstr(err.message, "linear_tied"));
+    assert_non_null(strstr(err.message, "models/gpt.ini"));
+}
+
 static void test_zoo_shapes(void **state) {
     (void)state;
     snug_graph *g = builtin("unet-hires");
@@ -718,6 +751,7 @@ int main(void) {
         cmocka_unit_test(test_builtins_identical_to_c_builders),
         cmocka_unit_test(test_zoo_counts),
         cmocka_unit_test(test_zoo_shapes),
+        cmocka_unit_test(test_classes_override),
         cmocka_unit_test(test_every_builtin_is_its_file),
         cmocka_unit_test(test_docs_list_every_type),
         cmocka_unit_test(test_keys_and_defaults),

@@ -34,12 +34,16 @@ static bool log_path(const char *path) { return path && (ends_with(path, ".jsonl
 #define MODEL_HELP                                                                                              \
     "a built-in model, or a model file: a path that contains '/' or ends in .ini, e.g. ./my.ini (the format: "  \
     "docs/model-files.md; the built-in models are such files, in models/) [cnn]"
+#define CLASSES_FLAG {FLAG("classes", F_SIZE, classes, "N", "the model's class count: the outputs of the "  \
+    "layer its loss reads (a linear's out, a conv2d's out_channels), instead of the model file's [the file's]"), \
+    .min = 1, .max = 1u << 20}
 #define PRECISION_FLAG {FLAG("precision", F_CHOICE, plan.precision, "fp32|bf16", "bf16: outputs rounded to bfloat16, " \
     "kept for backward in half the bytes; parameters, gradients and sums float32 [fp32]"), .choices = precision_choices}
 
 static const flag train_flags[] = {
     GROUP("Model and data"),
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
+    CLASSES_FLAG,
     {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
           "data set: mnist (28x28), mnist32 (MNIST padded to 32x32, for resnet20), brown (the Brown corpus, "
           "byte-level, the last 10% held out; context = the model's input length), text:FILE (any file, the same "
@@ -184,6 +188,7 @@ static const flag train_flags[] = {
 static const flag plan_flags[] = {
     GROUP("Model"),
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
+    CLASSES_FLAG,
 
     GROUP("Batch and memory"),
     {FLAG("batch", F_SIZE, plan.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
@@ -230,6 +235,7 @@ static const flag plan_flags[] = {
 static const flag eval_flags[] = {
     GROUP("Model, weights and data"),
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
+    CLASSES_FLAG,
     {FLAG("weights", F_STRING, weights, "FILE",
           "the safetensors file to score, e.g. what `snug train --save` wrote for the same model [required]")},
     {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
@@ -324,7 +330,7 @@ static bool finish_batching(snug_plan_request *r, bool micro_given, bool checkpo
         return flags_fail(msg, len, "--checkpoint auto needs --mem: the budget to fit");
     if (!micro_auto && r->micro_batch > r->batch)
         return flags_fail(msg, len, "--micro-batch %zu is larger than --batch %zu", r->micro_batch, r->batch);
-    if (micro_auto && !checkpoint_given) r->checkpoint = (snug_checkpoint_policy){SNUG_CHECKPOINT_AUTO, 0};
+    if (!checkpoint_given) r->checkpoint = (snug_checkpoint_policy){micro_auto ? SNUG_CHECKPOINT_AUTO : SNUG_CHECKPOINT_NONE, 0};
     return true;
 }
 

@@ -18,6 +18,7 @@ typedef struct cli_train_options {
     snug_plan_request plan;  /* what the run asks of memory (ranks set once the job is known) */
     snug_train_config cfg;   /* what the run does with its plan (progress callback set later) */
     const char *model;       /* a snug_model_builtin name */
+    size_t classes;          /* --classes: the model's class count; 0: the model file's */
     const char *data;        /* a --data value (cli/data_sets.h): "mnist", "brown", "text:FILE", ... */
     const char *data_dir;    /* where the data set's files are; NULL: the data set's default */
     size_t train_samples;    /* shapes: training samples to draw */
@@ -57,6 +58,7 @@ bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, s
 typedef struct cli_plan_options {
     snug_plan_request plan;  /* the chosen plan's request */
     const char *model;       /* a snug_model_builtin name */
+    size_t classes;          /* --classes: the model's class count; 0: the model file's */
     long threads;            /* 0: all cores; the workspace is sized per thread */
     bool layers;             /* list every buffer of the chosen plan */
     bool json;               /* one JSON document on stdout instead of the text report */
@@ -78,6 +80,7 @@ bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, siz
 typedef struct cli_eval_options {
     snug_plan_request plan;  /* batch (samples per forward pass), budget; SGD without momentum: no optimizer state */
     const char *model;       /* a built-in name or a model file */
+    size_t classes;          /* --classes: the model's class count; 0: the model file's */
     const char *data;        /* a --data value */
     const char *data_dir;    /* NULL: the data set's default */
     const char *weights;     /* the safetensors file to evaluate (required) */

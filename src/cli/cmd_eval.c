@@ -33,7 +33,7 @@ typedef struct eval_run {
 /* The batch (or, with --mem, the one that fits) is the micro-batch of a training plan without optimizer state;
  * evaluation runs forward passes of that many samples through its buffers. */
 static snug_status setup(eval_run *r, snug_error *err) {
-    snug_status st = snug_model_builtin(r->opt.model, &r->graph, err);
+    snug_status st = snug_model_builtin_classes(r->opt.model, r->opt.classes, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
     snug_system_info info;
     snug_system_info_get(&info);

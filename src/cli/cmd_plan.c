@@ -57,7 +57,7 @@ int cmd_plan(int argc, char **argv) {
     opt.plan.threads = info.threads; /* after --threads took effect */
     snug_error err = {0};
     snug_graph *g = NULL;
-    snug_status st = snug_model_builtin(opt.model, &g, &err);
+    snug_status st = snug_model_builtin_classes(opt.model, opt.classes, &g, &err);
     if (st == SNUG_OK) st = snug_graph_check(g, &err);
     if (st == SNUG_OK) st = run_plan(&opt, g, &err);
     snug_graph_free(g);

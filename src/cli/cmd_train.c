@@ -64,8 +64,9 @@ static snug_status make_plan(train_run *r, snug_error *err) {
 static snug_status setup(train_run *r, snug_error *err) {
     /* a resumed run reads its model file as it was, unless --model names another */
     const bool stored = r->resume.model_text && strcmp(r->opt.model, r->resume.model) == 0;
-    snug_status st = stored ? snug_model_parse(r->resume.model_text, r->opt.model, &r->graph, err)
-                            : snug_model_builtin(r->opt.model, &r->graph, err);
+    snug_status st = stored ? snug_model_parse_classes(r->resume.model_text, r->opt.model, r->opt.classes,
+                                                       &r->graph, err)
+                            : snug_model_builtin_classes(r->opt.model, r->opt.classes, &r->graph, err);
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
     r->data_opt = snug_data_options_default();
     r->data_opt.train_samples = r->opt.train_samples;

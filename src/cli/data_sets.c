@@ -44,8 +44,12 @@ snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug
     if (st == SNUG_OK && d->eval) st = snug_trainer_check_dataset(tr, d->eval, err);
     if (st != SNUG_OK) {
         const char *fits = mnist_that_fits(g);
+        const snug_dataset *ds = d->train ? d->train : d->eval;
         if (fits && strncmp(d->kind, "mnist", 5) == 0 && strcmp(fits, d->kind) != 0)
             snug_error_append(err, "; use --data %s", fits);
+        else if (strstr(err->message, " predicts ")) /* only the class counts differ (the trainer checks them last) */
+            snug_error_append(err, " (give --classes %zu to make the model's last layer predict the data's classes)",
+                              snug_dataset_classes(ds));
         else snug_error_append(err, " (--data %s does not fit this model; `snug train --help` lists the data sets)",
                                d->kind);
     }

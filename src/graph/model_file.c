@@ -269,16 +269,27 @@ static snug_status read_doc(mf_doc *d, const char *text, snug_error *err) {
 
 /* ---- the public entry points ----------------------------------------------------------------------------- */
 
-snug_status snug_model_parse(const char *text, const char *name_for_messages, snug_graph **out, snug_error *err) {
+snug_status mf_parse(const char *text, const char *name_for_messages, size_t classes, snug_graph **out,
+                     snug_error *err) {
     *out = NULL;
     mf_doc d = {.file = name_for_messages && *name_for_messages ? name_for_messages : "(model text)"};
     if (!text) return snug_fail(err, SNUG_E_ARG, "%s: no model text given", d.file);
     snug_error local = {0};
-    if (read_doc(&d, text, &local) == SNUG_OK) *out = mf_build(&d, &local);
+    if (read_doc(&d, text, &local) == SNUG_OK && (!classes || mf_set_classes(&d, classes, &local) == SNUG_OK))
+        *out = mf_build(&d, &local);
     doc_free(&d);
     if (*out) return SNUG_OK;
     if (err) *err = local;
     return local.status != SNUG_OK ? local.status : SNUG_E_FORMAT;
+}
+
+snug_status snug_model_parse(const char *text, const char *name_for_messages, snug_graph **out, snug_error *err) {
+    return mf_parse(text, name_for_messages, 0, out, err);
+}
+
+snug_status snug_model_parse_classes(const char *text, const char *name_for_messages, size_t classes,
+                                     snug_graph **out, snug_error *err) {
+    return mf_parse(text, name_for_messages, classes, out, err);
 }
 
 /* The whole file as a NUL-terminated string, or NULL with err filled. */
@@ -318,7 +329,7 @@ static char *read_text(const char *path, snug_error *err) {
     return NULL;
 }
 
-snug_status snug_model_load(const char *path, snug_graph **out, snug_error *err) {
+snug_status mf_load(const char *path, size_t classes, snug_graph **out, snug_error *err) {
     *out = NULL;
     if (!path || !*path) return snug_fail(err, SNUG_E_ARG, "no model file path given");
     snug_error local = {0};
@@ -327,7 +338,11 @@ snug_status snug_model_load(const char *path, snug_graph **out, snug_error *err)
         if (err) *err = local;
         return local.status;
     }
-    snug_status s = snug_model_parse(text, path, out, err);
+    snug_status s = mf_parse(text, path, classes, out, err);
     free(text);
     return s;
+}
+
+snug_status snug_model_load(const char *path, snug_graph **out, snug_error *err) {
+    return mf_load(path, 0, out, err);
 }

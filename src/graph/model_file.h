@@ -47,6 +47,15 @@ int mf_section_index(const mf_doc *d, const char *name);
  * per layer section, in file order. NULL and err filled on the first problem. */
 snug_graph *mf_build(mf_doc *d, snug_error *err);
 
+/* Sets the class count: the outputs of the layer the loss reads (a linear's `out`, a conv2d's `out_channels`),
+ * rewritten in d before mf_build (model_classes.c). SNUG_E_ARG when that layer has no such number. */
+snug_status mf_set_classes(mf_doc *d, size_t classes, snug_error *err);
+/* snug_model_parse with mf_set_classes applied when classes > 0. */
+snug_status mf_parse(const char *text, const char *name_for_messages, size_t classes, snug_graph **out,
+                     snug_error *err);
+/* snug_model_load the same way. */
+snug_status mf_load(const char *path, size_t classes, snug_graph **out, snug_error *err);
+
 /* The layer types a model file can name, in the order docs/model-files.md lists them, NULL-terminated. */
 const char *const *mf_layer_types(void);
 

@@ -23,11 +23,15 @@ static snug_status unknown_model(const char *name, snug_error *err) {
                      "path (one with a '/' or ending in .ini)", name, list);
 }
 
-snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err) {
+snug_status snug_model_builtin_classes(const char *name, size_t classes, snug_graph **out, snug_error *err) {
     *out = NULL;
-    if (name && mf_is_path(name)) return snug_model_load(name, out, err);
+    if (name && mf_is_path(name)) return mf_load(name, classes, out, err);
     for (size_t i = 0; name && mf_embedded_models[i].name; i++)
         if (strcmp(name, mf_embedded_models[i].name) == 0)
-            return snug_model_parse(mf_embedded_models[i].text, mf_embedded_models[i].path, out, err);
+            return mf_parse(mf_embedded_models[i].text, mf_embedded_models[i].path, classes, out, err);
     return unknown_model(name ? name : "", err);
+}
+
+snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err) {
+    return snug_model_builtin_classes(name, 0, out, err);
 }

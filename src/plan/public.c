@@ -39,6 +39,7 @@ char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len) {
     case SNUG_CHECKPOINT_CHEAP: snprintf(buf, len, "cheap"); break;
     case SNUG_CHECKPOINT_EVERY: snprintf(buf, len, "every:%zu", p.every); break;
     case SNUG_CHECKPOINT_AUTO: snprintf(buf, len, "auto"); break;
+    case SNUG_CHECKPOINT_DEFAULT: snprintf(buf, len, "default"); break;
     default: snprintf(buf, len, "none"); break;
     }
     return buf;

@@ -29,7 +29,7 @@ snug_plan_request snug_plan_request_default(size_t batch) {
     return (snug_plan_request){
         .batch = batch,
         .micro_batch = batch,
-        .checkpoint = policy_none,
+        .checkpoint = {SNUG_CHECKPOINT_DEFAULT, 0},
         .optim = snug_optim_config_default(),
         .threads = info.threads,
         .ranks = 1,
@@ -366,9 +366,19 @@ static snug_status wrap(const snug_graph *g, const snug_plan_request *r, size_t 
     return SNUG_OK;
 }
 
-snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *req, snug_plan **out,
+/* SNUG_CHECKPOINT_DEFAULT as what it means: a budget with the micro-batch left free chooses the policy too (what
+ * `--mem` alone does), so that a caller who sets only SNUG_MICRO_BATCH_AUTO is not left without checkpointing. */
+static snug_plan_request resolve_default(const snug_plan_request *req) {
+    snug_plan_request r = *req;
+    if (r.checkpoint.kind == SNUG_CHECKPOINT_DEFAULT)
+        r.checkpoint = r.micro_batch == SNUG_MICRO_BATCH_AUTO && r.budget > 0 ? policy_auto : policy_none;
+    return r;
+}
+
+snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *asked, snug_plan **out,
                           snug_plan_shortfall *why, snug_error *err) {
     *out = NULL;
+    const snug_plan_request resolved = resolve_default(asked), *req = &resolved;
     if (why) memset(why, 0, sizeof *why);
     snug_status s = snug_graph_check(g, err);
     if (s == SNUG_OK) s = check_request(req, err);

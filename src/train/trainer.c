@@ -25,7 +25,27 @@ snug_train_config snug_train_config_default(void) {
     };
 }
 
-static snug_status check_config(const snug_train_config *c, const plan *p, snug_error *err) {
+/* "AdamW", "SGD with momentum", "SGD without momentum": what decides the optimizer state a plan holds. */
+static const char *optimizer_words(const snug_optim_config *o) {
+    if (o->kind == SNUG_OPTIM_ADAMW) return "AdamW";
+    return o->momentum != 0.0f ? "SGD with momentum" : "SGD without momentum";
+}
+
+/* The optimizer is named twice, in the plan request (whose state the plan reserves) and in the run's
+ * configuration (what updates the weights). Setting only one is the easy mistake, so a disagreement in kind or
+ * in state is refused, naming both fields. */
+static snug_status check_same_optimizer(const snug_optim_config *run, const snug_optim_config *planned, int slots,
+                                        snug_error *err) {
+    const bool same_kind = run->kind == planned->kind && (run->momentum != 0.0f) == (planned->momentum != 0.0f);
+    if (same_kind && optim_state_slots(run) == slots) return SNUG_OK;
+    return snug_fail(err, SNUG_E_ARG, "the plan was made for %s (snug_plan_request.optim, %d slot%s of state per "
+                     "parameter) but the run's optimizer is %s (snug_train_config.optim, %d): give both the same "
+                     "optimizer, e.g. req.optim = cfg.optim before snug_plan_new", optimizer_words(planned), slots,
+                     slots == 1 ? "" : "s", optimizer_words(run), optim_state_slots(run));
+}
+
+static snug_status check_config(const snug_train_config *c, const plan *p, const snug_optim_config *planned,
+                                snug_error *err) {
     /* a state folder that cannot be used says so before the first step, not after hours of training */
     if (c->state_dir && dist_get().rank == 0) {
         snug_status s = state_folder(c->state_dir, err);
@@ -53,11 +73,7 @@ static snug_status check_config(const snug_train_config *c, const plan *p, snug_
         !(c->optim.beta1 >= 0 && c->optim.beta1 < 1 && c->optim.beta2 >= 0 && c->optim.beta2 < 1))
         return snug_fail(err, SNUG_E_ARG, "AdamW betas (%g, %g): each must be in [0, 1)", c->optim.beta1,
                          c->optim.beta2);
-    if (optim_state_slots(&c->optim) != p->optim_slots)
-        return snug_fail(err, SNUG_E_ARG, "the run's optimizer keeps %d slot%s of state per parameter but the plan "
-                         "reserved %d: plan with the run's optimizer (snug_plan_request.optim)",
-                         optim_state_slots(&c->optim), optim_state_slots(&c->optim) == 1 ? "" : "s", p->optim_slots);
-    return SNUG_OK;
+    return check_same_optimizer(&c->optim, planned, p->optim_slots, err);
 }
 
 /* Reserves the plan's blocks within its budget: they fit, since the plan does, unless the machine cannot hold
@@ -101,7 +117,7 @@ static snug_status check_augment(const snug_train_config *c, const snug_graph *g
 snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg, snug_trainer **out,
                              snug_error *err) {
     *out = NULL;
-    snug_status s = check_config(cfg, &plan->p, err);
+    snug_status s = check_config(cfg, &plan->p, &plan->request.optim, err);
     if (s == SNUG_OK) s = check_augment(cfg, plan->g, err);
     if (s != SNUG_OK) return s;
     snug_trainer *tr = calloc(1, sizeof *tr);
@@ -187,12 +203,14 @@ snug_status trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds
         return snug_fail(err, SNUG_E_SHAPE, "the data has samples of shape %s but model '%s' takes %s",
                          snug_shape_format(&have, a, sizeof a), g->name, snug_shape_format(&want, b, sizeof b));
     size_t classes = loss_classes(g), targets = g->tensors[g->nodes[g->loss_node].output].numel;
-    if (snug_dataset_classes(ds) != classes)
-        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu class%s but model '%s' predicts %zu",
-                         snug_dataset_classes(ds), snug_dataset_classes(ds) == 1 ? "" : "es", g->name, classes);
+    /* targets before classes: a class count alone is the one mismatch a caller fixes by setting it
+     * (snug_model_builtin_classes), so it is reported only where everything else fits */
     if (ds->targets_per_sample != targets)
         return snug_fail(err, SNUG_E_SHAPE, "the data has %zu targets per sample but model '%s' scores %zu",
                          ds->targets_per_sample, g->name, targets);
+    if (snug_dataset_classes(ds) != classes)
+        return snug_fail(err, SNUG_E_SHAPE, "the data has %zu class%s but model '%s' predicts %zu",
+                         snug_dataset_classes(ds), snug_dataset_classes(ds) == 1 ? "" : "es", g->name, classes);
     if (snug_dataset_size(ds) == 0) return snug_fail(err, SNUG_E_ARG, "the data set is empty");
     return SNUG_OK;
 }

@@ -56,6 +56,30 @@ run "images of mixed sizes are resized" train --model cnn --data "images:$TMP/mi
     --progress off --evaluate off
 expect_rc 0
 
+python3 "$HERE/make_image_folder.py" "$TMP/three" 3 8 3 28 || exit 2
+run "3 classes on a 10-class zoo model: refused with the way out" train --model cnn --data "images:$TMP/three" \
+    --batch 8 --max-steps 1 --progress off
+expect_rc 1
+expect_in "$ERR" "the data has 3 classes but model 'cnn' predicts 10 (give --classes 3"
+run "--classes 3: the zoo model predicts the data's classes" train --model cnn --classes 3 \
+    --data "images:$TMP/three" --batch 8 --max-steps 2 --progress off --save "$TMP/three.safetensors"
+expect_rc 0
+run "--classes on snug eval" eval --model cnn --classes 3 --data "images:$TMP/three" --weights "$TMP/three.safetensors"
+expect_rc 0
+expect_in "$OUT" "validation accuracy"
+run "--classes on snug plan: 7 fewer outputs of fc2, 7 x (128 + 1) fewer parameters" plan --model cnn --classes 3 \
+    --json
+expect_rc 0
+cp "$OUT" "$TMP/three.json"
+run "snug plan without --classes: the file's 10" plan --model cnn --json
+expect_rc 0
+python3 - "$TMP/three.json" "$OUT" <<'PY' || fail "snug plan --classes 3 does not plan 7 x 129 fewer parameters"
+import json, sys
+three, ten = (json.load(open(p))["chosen"]["bytes"]["params"] for p in sys.argv[1:])
+# fc2's weight exactly; its bias of 10 or 3 floats within the blocks' alignment
+assert 7 * 128 * 4 <= ten - three <= 7 * 129 * 4, (ten, three)
+PY
+
 run "a run stopped and resumed keeps one log line per step" train --model cnn --data "images:$IMAGES" --batch 8 \
     --epochs 2 --max-steps 5 --augment flip --log "$TMP/resumed.jsonl" --state "$TMP/state" --state-every 2 \
     --progress off --evaluate off

@@ -155,7 +155,7 @@ expect_empty "$OUT"
 run "shapes for a 10-class model: the trainer's check, before any output" train --model cnn --data shapes \
     --train-samples 4 "${FAST[@]}"
 expect_rc 1
-expect_in "$ERR" "the data has 2 classes but model 'cnn' predicts 10"
+expect_in "$ERR" "the data has 784 targets per sample but model 'cnn' scores 1"
 expect_in "$ERR" "--data shapes does not fit this model"
 expect_empty "$OUT"
 
