@@ -28,6 +28,7 @@
 #include "graph/graph.h"
 #include "kernels/bf16.h"
 #include "kernels/bgemm.h"
+#include "kernels/isa.h"
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "snug.h"
@@ -354,9 +355,13 @@ static void forward_is_its_definition(void **state) {
  * BatchNorm (whose statistics are per micro-batch in either precision): every output is rounded element by
  * element, and no product computes a sample's rows differently in another micro-batch (attention's through
  * small_gemm, whose bits depend on nothing but the operands' values). What differs is only the order in which
- * the samples' contributions to a weight's gradient add up. */
+ * the samples' contributions to a weight's gradient add up. That last clause holds for snug's AVX-512 products
+ * and for OpenBLAS's AVX2 kernel, not for its SSE kernels (a CPU without AVX2: resmlp's micro-batch 1 then
+ * differs by 2e-2, each sample's last float32 bit moving with the rows beside it, and bf16 rounding and 32
+ * residual blocks making it large), so there the promise is not made and the test says so. */
 static void split_invariant(void **state) {
     (void)state;
+    SKIP_UNLESS(kernel_isa_now() >= KERNEL_ISA_AVX2, "AVX2 (the products' bits must not depend on the micro-batch)");
     static const char *const models[] = {"mlp", "cnn", "resmlp", "resnet20-gn", "gpt"};
     static const size_t splits[] = {1, 3, 4};
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
