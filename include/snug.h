@@ -645,6 +645,18 @@ size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples);
  * for req's threads, and the order a trainer draws an epoch of `train` in, a size_t per sample; either may be
  * NULL), and runtime_bytes SNUG_RUNTIME_BYTES per thread. */
 void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *eval);
+/* In snug_plan_request.prefetch, for snug_plan_request_for_data: read ahead as the data set suits it
+ * (snug_data_read_ahead). */
+#define SNUG_PREFETCH_BY_DATA SIZE_MAX
+/* Micro-batches a run over d reads ahead unless told otherwise: 2 for the data sets that decode files (images:,
+ * segmentation:), else 0 (also for NULL). */
+size_t snug_data_read_ahead(const snug_data *d);
+/* Makes req the request of a training run over d, the one way `snug train` and `snug plan` build it, so that a
+ * plan shows what a run reserves: the engine's threads (snug_system_info), the batch fitted to d's training part
+ * (snug_plan_request_fit_samples), a prefetch of SNUG_PREFETCH_BY_DATA made snug_data_read_ahead(d), and the
+ * whole process (snug_plan_request_whole_process over d's parts). d NULL counts no data set but still the
+ * runtime allowance. Returns the batch asked for. */
+size_t snug_plan_request_for_data(snug_plan_request *req, const snug_data *d);
 /* An allowance per thread for snug_plan_request.runtime_bytes: above what the libraries were measured to add
  * to a process beside its plan on every model of the zoo (tests/cli/test_rss.sh), once their start-up memory
  * is measured (snug_engine_start). */

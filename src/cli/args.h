@@ -25,7 +25,6 @@ typedef struct cli_train_options {
     const char *normalise;   /* --normalise, parsed into norm (has_norm) */
     snug_normalise norm;
     bool has_norm;
-    long prefetch;           /* micro-batches read ahead; -1: by the data set (cli_read_ahead) */
     const char *init;        /* NULL, or a safetensors file to start from (snug_trainer_load) */
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */
@@ -57,6 +56,9 @@ bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, s
 typedef struct cli_plan_options {
     snug_plan_request plan;  /* the chosen plan's request */
     const char *model;       /* a snug_model_builtin name */
+    const char *data;        /* NULL (no data set counted), or a --data value as snug train's */
+    const char *data_dir;    /* NULL: the data set's default */
+    size_t train_samples;    /* shapes: training samples to draw */
     long threads;            /* 0: all cores; the workspace is sized per thread */
     bool layers;             /* list every buffer of the chosen plan */
     bool json;               /* one JSON document on stdout instead of the text report */
@@ -71,8 +73,8 @@ typedef struct cli_plan_options {
 bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, size_t len);
 /* The full help of `snug plan` is cli_plan_help in cli/commands.h. */
 #define CLI_PLAN_USAGE                                                                                      \
-    "usage: snug plan [--model NAME] [--batch B] [--mem SIZE] [--checkpoint P] [--micro-batch M|auto] "     \
-    "[--layers] [--json] [--timeline FILE.svg|FILE.csv]"
+    "usage: snug plan [--model NAME] [--data D] [--batch B] [--mem SIZE] [--checkpoint P] "                 \
+    "[--micro-batch M|auto] [--layers] [--json] [--timeline FILE.svg|FILE.csv]"
 
 /* ---- `snug eval` ---- */
 typedef struct cli_eval_options {

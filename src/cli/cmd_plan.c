@@ -1,6 +1,8 @@
-/* `snug plan`: what a run would need, from the graph alone: no training, no data set, no engine memory. Builds
- * the candidate plans, picks the chosen one exactly as `snug train` would, writes the timeline file first (so a
- * failure to write prints only the error), then the text report or the JSON document. */
+/* `snug plan`: what a run would need, from the graph and (with --data) the data set's sizes: no training, no
+ * engine memory. The request is built as `snug train` builds it (snug_plan_request_for_data), so the chosen plan
+ * is the one train reserves. Builds the candidate plans, writes the timeline file first (so a failure to write
+ * prints only the error), then the text report or the JSON document, and what the plan counts beside the
+ * model. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +10,25 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/data_sets.h"
 #include "cli/plan_advice.h"
 #include "core/error.h"
+
+/* What the plan counts beside the model: the data set (or that it is not counted) and the runtime allowance. */
+static void print_beside(FILE *out, const cli_plan_options *opt, size_t asked_batch) {
+    char data[32], runtime[32];
+    snug_format_bytes(opt->plan.runtime_bytes, runtime, sizeof runtime);
+    if (asked_batch != opt->plan.batch)
+        fprintf(out, "batch %zu is more than the %zu training samples of --data %s: planned for %zu, as snug train "
+                "does\n", asked_batch, opt->plan.batch, opt->data, opt->plan.batch);
+    if (opt->data)
+        fprintf(out, "counted as snug train --data %s reserves it: the data set's %s (data) and the runtime's %s "
+                "(workspace, 2 MiB a thread)\n", opt->data, snug_format_bytes(opt->plan.data_bytes, data, sizeof data),
+                runtime);
+    else
+        fprintf(out, "the data set is not counted (give --data, as to snug train, for the plan train reserves); the "
+                "runtime's %s (workspace, 2 MiB a thread) is\n", runtime);
+}
 
 static snug_status print_report(const cli_plan_options *opt, const snug_plan_set *set, snug_error *err) {
     if (opt->json) {
@@ -29,16 +48,25 @@ static snug_status print_report(const cli_plan_options *opt, const snug_plan_set
 /* The chosen plan as `snug train` would make it, except that a micro-batch given by flags is shown even over
  * the budget (the table says what fits); then the candidates around it; the timeline file is written first, so
  * that a failure to write prints only the error. */
-static snug_status run_plan(cli_plan_options *opt, snug_graph *g, snug_error *err) {
+static snug_status run_plan(cli_plan_options *opt, snug_graph *g, const snug_data *data, snug_error *err) {
     snug_plan *chosen = NULL;
     snug_plan_set *set = NULL;
+    const size_t asked_batch = snug_plan_request_for_data(&opt->plan, data);
     opt->plan.may_exceed_budget = opt->plan.micro_batch != SNUG_MICRO_BATCH_AUTO;
     snug_status st = cli_plan(g, &opt->plan, opt->checkpoint_given, &chosen, err);
     if (st == SNUG_OK) st = snug_plan_set_new(chosen, &set, err);
+    const snug_plan *planned = st == SNUG_OK ? snug_plan_set_at(set, snug_plan_set_chosen(set)) : NULL;
     if (st == SNUG_OK && opt->timeline)
-        st = snug_plan_timeline_write(snug_plan_set_at(set, snug_plan_set_chosen(set)), snug_plan_set_baseline(set),
-                                      opt->model, opt->timeline, err);
+        st = snug_plan_timeline_write(planned, snug_plan_set_baseline(set), opt->model, opt->timeline, err);
     if (st == SNUG_OK) st = print_report(opt, set, err);
+    if (st == SNUG_OK) {
+        FILE *notes = opt->json ? stderr : stdout; /* the JSON document stays alone on stdout */
+        snug_plan_summary ps;
+        snug_plan_summarize(planned, &ps);
+        if (!opt->json) fputc('\n', notes);
+        print_beside(notes, opt, asked_batch);
+        cli_batchnorm_warning(notes, g, &ps, 1);
+    }
     snug_plan_set_free(set);
     return st;
 }
@@ -52,14 +80,16 @@ int cmd_plan(int argc, char **argv) {
         return CLI_EXIT_OK;
     }
     if (opt.threads > 0) snug_set_threads((int)opt.threads);
-    snug_system_info info;
-    snug_system_info_get(&info);
-    opt.plan.threads = info.threads; /* after --threads took effect */
     snug_error err = {0};
     snug_graph *g = NULL;
+    snug_data data = {0};
+    snug_data_options data_opt = snug_data_options_default();
+    data_opt.train_samples = opt.train_samples;
     snug_status st = snug_model_builtin(opt.model, &g, &err);
     if (st == SNUG_OK) st = snug_graph_check(g, &err);
-    if (st == SNUG_OK) st = run_plan(&opt, g, &err);
+    if (st == SNUG_OK && opt.data) st = cli_data_open(opt.data, opt.data_dir, g, true, &data_opt, &data, &err);
+    if (st == SNUG_OK) st = run_plan(&opt, g, opt.data ? &data : NULL, &err);
+    snug_data_close(&data);
     snug_graph_free(g);
     return st == SNUG_OK ? CLI_EXIT_OK : cli_runtime_error(&err);
 }

@@ -308,3 +308,8 @@ void snug_data_close(snug_data *d) {
     if (d->eval) snug_dataset_free(d->eval);
     d->train = d->eval = NULL;
 }
+
+size_t snug_data_read_ahead(const snug_data *d) {
+    /* decoding a file per sample is slow enough for the step to wait on it; the others are copies */
+    return d && d->kind && (strcmp(d->kind, "images") == 0 || strcmp(d->kind, "segmentation") == 0) ? 2 : 0;
+}
