@@ -185,11 +185,9 @@ static const flag plan_flags[] = {
     GROUP("Model and data"),
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
     {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
-          "the data set snug train would read (its --data): its bytes, the epoch order and its read-ahead are "
-          "counted, and a batch larger than its training part takes it all, so the chosen plan is the one train "
-          "reserves [none: the data set is not counted]")},
-    {FLAG("data-dir", F_STRING, data_dir, "DIR", "where the data set's files are, as for snug train "
-          "[$SNUG_DATA_DIR, else data/mnist; brown: data/brown]")},
+          "the data set snug train would read: its bytes, epoch order and read-ahead are counted, as train reserves "
+          "them [none: not counted]")},
+    {FLAG("data-dir", F_STRING, data_dir, "DIR", "where the data set's files are, as for snug train")},
     {FLAG("train-samples", F_SIZE, train_samples, "N", "shapes: training samples to draw [2000]"), .min = 1,
      .max = LONG_MAX},
 
@@ -210,8 +208,7 @@ static const flag plan_flags[] = {
 
     {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches read ahead of the step, planned in the data "
           "category (snug train --prefetch) [2 for --data images: and segmentation:, else 0]"), .min = 0, .max = 64},
-    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead, each with its scratch [1]"),
-     .min = 1, .max = 64},
+    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
 
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),

@@ -56,8 +56,7 @@ bool cli_parse_train(int argc, char **argv, cli_train_options *opt, char *msg, s
 typedef struct cli_plan_options {
     snug_plan_request plan;  /* the chosen plan's request */
     const char *model;       /* a snug_model_builtin name */
-    const char *data;        /* NULL (no data set counted), or a --data value as snug train's */
-    const char *data_dir;    /* NULL: the data set's default */
+    const char *data, *data_dir; /* --data as snug train's (NULL: none counted), --data-dir (NULL: its default) */
     size_t train_samples;    /* shapes: training samples to draw */
     long threads;            /* 0: all cores; the workspace is sized per thread */
     bool layers;             /* list every buffer of the chosen plan */

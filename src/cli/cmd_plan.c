@@ -1,8 +1,6 @@
-/* `snug plan`: what a run would need, from the graph and (with --data) the data set's sizes: no training, no
- * engine memory. The request is built as `snug train` builds it (snug_plan_request_for_data), so the chosen plan
- * is the one train reserves. Builds the candidate plans, writes the timeline file first (so a failure to write
- * prints only the error), then the text report or the JSON document, and what the plan counts beside the
- * model. */
+/* `snug plan`: what a run would need, from the graph and --data's sizes, built as `snug train` builds it
+ * (snug_plan_request_for_data): no training, no engine memory. The timeline file is written first (so a failure
+ * to write prints only the error), then the report and what the plan counts beside the model. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,17 +15,17 @@
 /* What the plan counts beside the model: the data set (or that it is not counted) and the runtime allowance. */
 static void print_beside(FILE *out, const cli_plan_options *opt, size_t asked_batch) {
     char data[32], runtime[32];
+    fputc('\n', out);
     snug_format_bytes(opt->plan.runtime_bytes, runtime, sizeof runtime);
     if (asked_batch != opt->plan.batch)
-        fprintf(out, "batch %zu is more than the %zu training samples of --data %s: planned for %zu, as snug train "
-                "does\n", asked_batch, opt->plan.batch, opt->data, opt->plan.batch);
-    if (opt->data)
-        fprintf(out, "counted as snug train --data %s reserves it: the data set's %s (data) and the runtime's %s "
-                "(workspace, 2 MiB a thread)\n", opt->data, snug_format_bytes(opt->plan.data_bytes, data, sizeof data),
-                runtime);
-    else
-        fprintf(out, "the data set is not counted (give --data, as to snug train, for the plan train reserves); the "
-                "runtime's %s (workspace, 2 MiB a thread) is\n", runtime);
+        fprintf(out, "batch %zu is more than the %zu training samples of --data %s: planned for them all, as snug "
+                "train does\n", asked_batch, opt->plan.batch, opt->data);
+    fprintf(out, opt->data ? "counted as snug train --data %s reserves it: the data set's %s (data) and the runtime's "
+                             "%s (workspace, 2 MiB a thread)\n"
+                           : "%sthe data set is not counted%s (give --data, as to snug train, for the plan train "
+                             "reserves); the runtime's %s (workspace, 2 MiB a thread) is\n",
+            opt->data ? opt->data : "", opt->data ? snug_format_bytes(opt->plan.data_bytes, data, sizeof data) : "",
+            runtime);
 }
 
 static snug_status print_report(const cli_plan_options *opt, const snug_plan_set *set, snug_error *err) {
@@ -63,8 +61,7 @@ static snug_status run_plan(cli_plan_options *opt, snug_graph *g, const snug_dat
         FILE *notes = opt->json ? stderr : stdout; /* the JSON document stays alone on stdout */
         snug_plan_summary ps;
         snug_plan_summarize(planned, &ps);
-        if (!opt->json) fputc('\n', notes);
-        print_beside(notes, opt, asked_batch);
+        if (!opt->json) print_beside(notes, opt, asked_batch);
         cli_batchnorm_warning(notes, g, &ps, 1);
     }
     snug_plan_set_free(set);

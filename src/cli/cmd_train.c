@@ -46,11 +46,10 @@ typedef struct train_run {
 /* The plan of the flags' request (the library chooses what --mem leaves free), summarised for the header. */
 static snug_status make_plan(train_run *r, snug_error *err) {
     r->opt.plan.ranks = r->ranks;
-    snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
-    if (st != SNUG_OK) return st;
-    snug_plan_summarize(r->plan, &r->ps);
-    snug_plan_policy_label(&r->ps, r->policy, sizeof r->policy);
-    return SNUG_OK;
+    const snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
+    if (st == SNUG_OK) snug_plan_summarize(r->plan, &r->ps);
+    if (st == SNUG_OK) snug_plan_policy_label(&r->ps, r->policy, sizeof r->policy);
+    return st;
 }
 
 /* Model, both data parts, plan (for no more samples than the training part has), trainer (the plan's memory),
