@@ -421,13 +421,13 @@ void cli_train_help(FILE *out) {
 void cli_plan_help(FILE *out) {
     fprintf(out,
             "usage: snug plan [options]\n\n"
-            "Show what one optimizer step of a model needs, byte by byte, without training and without data: one\n"
-            "row per micro-batch m (1, 2, 4, ... up to B) and checkpoint policy, by memory category, with where the\n"
+            "Show what one optimizer step of a model needs, byte by byte, without training: one row per\n"
+            "micro-batch m (1, 2, 4, ... up to B) and checkpoint policy, by memory category, with where the\n"
             "activation peak falls and what recomputation costs. With --mem, the row that fits best is chosen\n"
-            "(the choice `snug train --mem` makes); it is marked with '*' and summarised.\n");
+            "(with --data, the plan `snug train --mem` reserves); it is marked with '*' and summarised.\n");
     flags_print_help(out, &plan_table);
     help_tail(out, "nothing fits the budget, the timeline file cannot be written",
-              "snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg");
+              "snug plan --model cnn --batch 256 --mem 12MiB --data mnist --timeline cnn.svg");
 }
 
 void cli_eval_help(FILE *out) {
