@@ -460,6 +460,9 @@ typedef struct snug_image_folder_options {
                                         in order (a validation folder opened with the training folder's
                                         classes): a class folder missing or extra there is an error naming it */
     size_t class_count;              /* the names in classes */
+    size_t read_limit;               /* the most bytes reading one file may hold (its decoding and resize
+                                        buffers, from its header): a file over it, or over the machine's
+                                        memory, is refused before any file is decoded; 0: the machine only */
 } snug_image_folder_options;
 snug_status snug_image_folder_open(const char *dir, const snug_image_folder_options *o, snug_dataset **out,
                                    snug_error *err);
@@ -506,6 +509,7 @@ typedef struct snug_data_options {
     size_t train_samples;             /* "shapes" */
     const snug_normalise *normalise;  /* "images:DIR" */
     snug_resize resize;               /* "images:DIR" */
+    size_t read_limit;                /* "images:DIR": snug_image_folder_options.read_limit (a run's budget) */
     const struct snug_weights_data *trained; /* what weights say of their training data, when no training part
                                          is asked for: "csv:FILE" is read as the weights' training table was
                                          (snug_csv_options.trained), and an evaluation part that names its

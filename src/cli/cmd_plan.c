@@ -58,11 +58,10 @@ static snug_status run_plan(cli_plan_options *opt, snug_graph *g, const snug_dat
         st = snug_plan_timeline_write(planned, snug_plan_set_baseline(set), opt->model, opt->timeline, err);
     if (st == SNUG_OK) st = print_report(opt, set, err);
     if (st == SNUG_OK) {
-        FILE *notes = opt->json ? stderr : stdout; /* the JSON document stays alone on stdout */
         snug_plan_summary ps;
         snug_plan_summarize(planned, &ps);
-        if (!opt->json) print_beside(notes, opt, asked_batch);
-        cli_batchnorm_warning(notes, g, &ps, 1);
+        if (!opt->json) print_beside(stdout, opt, asked_batch);
+        cli_batchnorm_warning(opt->json ? stderr : stdout, g, &ps, 1); /* the JSON document stays alone on stdout */
     }
     snug_plan_set_free(set);
     return st;
@@ -81,7 +80,7 @@ int cmd_plan(int argc, char **argv) {
     snug_graph *g = NULL;
     snug_data data = {0};
     snug_data_options data_opt = snug_data_options_default();
-    data_opt.train_samples = opt.train_samples;
+    data_opt.train_samples = opt.train_samples, data_opt.read_limit = opt.plan.budget; /* as snug train's */
     snug_status st = snug_model_builtin(opt.model, &g, &err);
     if (st == SNUG_OK) st = snug_graph_check(g, &err);
     if (st == SNUG_OK && opt.data) st = cli_data_open(opt.data, opt.data_dir, g, true, &data_opt, &data, &err);

@@ -63,6 +63,7 @@ static snug_status setup(train_run *r, snug_error *err) {
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
     r->data_opt = snug_data_options_default();
     r->data_opt.train_samples = r->opt.train_samples;
+    r->data_opt.read_limit = r->opt.plan.budget; /* an image too large for --mem is refused before decoding */
     r->data_opt.normalise = r->opt.has_norm ? &r->opt.norm : NULL;
     if (st == SNUG_OK)
         st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, &r->data_opt, &r->data, err);
