@@ -349,10 +349,11 @@ static snug_status size_file(const snug_dataset *ds, size_t i, size_t *need, snu
     snug_machine_memory_get(&mm);
     const bool machine = mm.usable && *need > mm.usable;
     if (!machine && (!limit || *need <= limit)) return SNUG_OK;
-    return snug_fail(err, SNUG_E_OOM, "%s is %zu x %zu pixels: reading it holds %.1f MiB, more than %s (%.1f MiB): "
-                     "refused before decoding any image (resize it)", escape_text(path).text, h.height, h.width,
-                     (double)*need / (1 << 20), machine ? "this machine's memory" : "the memory budget",
-                     (double)(machine ? mm.usable : limit) / (1 << 20));
+    char needs[32], offered[32];
+    return snug_fail(err, SNUG_E_OOM, "%s is %zu x %zu pixels: reading it holds %s, more than %s (%s): refused "
+                     "before decoding any image (resize it)", escape_text(path).text, h.height, h.width,
+                     snug_format_bytes(*need, needs, sizeof needs), machine ? "this machine's memory" : "the memory "
+                     "budget", snug_format_bytes(machine ? mm.usable : limit, offered, sizeof offered));
 }
 
 /* Every file's size from its header, in parallel, before any is decoded: the scratch a reading thread holds is

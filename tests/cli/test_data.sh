@@ -99,7 +99,7 @@ run "an image over the budget is refused from its header, before decoding" train
     --data "images:$TMP/huge" --mem 20MiB --progress off
 expect_rc 1
 expect_in "$ERR" "huge/train/class-1/huge.png is 8000 x 8000 pixels"
-expect_in "$ERR" "more than the memory budget (20.0 MiB): refused before decoding any image"
+expect_in "$ERR" "more than the memory budget (20.00 MiB): refused before decoding any image"
 # (under AddressSanitizer the shadow memory is resident too: the message alone is checked there)
 grep -q __asan_init "$SNUG" 2>/dev/null || python3 - "$SNUG" "$TMP/huge" <<'PYEOF' || fail "the refusal decoded the image: the peak passed its pixels"
 import os, resource, subprocess, sys
