@@ -62,17 +62,18 @@ static bool same_plan(const snug_plan *a, const snug_plan *b) {
 /* An AUTO row that repeats another row of its micro-batch says nothing new: it goes, unless it is the chosen
  * plan, which stays while the row it repeats goes. */
 static void drop_repeats(snug_plan_set *s) {
-    size_t kept = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        bool drop = false;
-        for (size_t j = 0; j < s->n && !drop; j++) {
+    bool drop[MAX_SIZES * 5] = {false}; /* decided over the whole set before any plan is freed */
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->n && !drop[i]; j++) {
             if (j == i || !same_plan(s->plans[i], s->plans[j])) continue;
             const bool i_auto = s->plans[i]->requested_policy.kind == SNUG_CHECKPOINT_AUTO;
             const bool j_auto = s->plans[j]->requested_policy.kind == SNUG_CHECKPOINT_AUTO;
             /* the chosen plan always stays, a policy's own row stays unless the chosen AUTO row repeats it */
-            drop = i != s->chosen && (i_auto ? j == s->chosen || !j_auto || j < i : j == s->chosen && j_auto);
+            drop[i] = i != s->chosen && (i_auto ? j == s->chosen || !j_auto || j < i : j == s->chosen && j_auto);
         }
-        if (drop) {
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (drop[i]) {
             snug_plan_free(s->plans[i]);
             continue;
         }
