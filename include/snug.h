@@ -482,6 +482,9 @@ typedef struct snug_image_folder_options {
                                         in order (a validation folder opened with the training folder's
                                         classes): a class folder missing or extra there is an error naming it */
     size_t class_count;              /* the names in classes */
+    size_t read_limit;               /* the most bytes reading one file may hold (its decoding and resize
+                                        buffers, from its header): a file over it, or over the machine's
+                                        memory, is refused before any file is decoded; 0: the machine only */
 } snug_image_folder_options;
 snug_status snug_image_folder_open(const char *dir, const snug_image_folder_options *o, snug_dataset **out,
                                    snug_error *err);
@@ -528,6 +531,7 @@ typedef struct snug_data_options {
     size_t train_samples;             /* "shapes" */
     const snug_normalise *normalise;  /* "images:DIR" */
     snug_resize resize;               /* "images:DIR" */
+    size_t read_limit;                /* "images:DIR": snug_image_folder_options.read_limit (a run's budget) */
     const struct snug_weights_data *trained; /* what weights say of their training data, when no training part
                                          is asked for: "csv:FILE" is read as the weights' training table was
                                          (snug_csv_options.trained), and an evaluation part that names its
@@ -674,6 +678,18 @@ size_t snug_plan_request_fit_samples(snug_plan_request *req, size_t samples);
  * for req's threads, and the order a trainer draws an epoch of `train` in, a size_t per sample; either may be
  * NULL), and runtime_bytes SNUG_RUNTIME_BYTES per thread. */
 void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset *train, const snug_dataset *eval);
+/* In snug_plan_request.prefetch, for snug_plan_request_for_data: read ahead as the data set suits it
+ * (snug_data_read_ahead). */
+#define SNUG_PREFETCH_BY_DATA SIZE_MAX
+/* Micro-batches a run over d reads ahead unless told otherwise: 2 for the data sets that decode files (images:,
+ * segmentation:), else 0 (also for NULL). */
+size_t snug_data_read_ahead(const snug_data *d);
+/* Makes req the request of a training run over d, the one way `snug train` and `snug plan` build it, so that a
+ * plan shows what a run reserves: the engine's threads (snug_system_info), the batch fitted to d's training part
+ * (snug_plan_request_fit_samples), a prefetch of SNUG_PREFETCH_BY_DATA made snug_data_read_ahead(d), and the
+ * whole process (snug_plan_request_whole_process over d's parts). d NULL counts no data set but still the
+ * runtime allowance. Returns the batch asked for. */
+size_t snug_plan_request_for_data(snug_plan_request *req, const snug_data *d);
 /* An allowance per thread for snug_plan_request.runtime_bytes: above what the libraries were measured to add
  * to a process beside its plan on every model of the zoo (tests/cli/test_rss.sh), once their start-up memory
  * is measured (snug_engine_start). */
@@ -1014,6 +1030,8 @@ snug_status snug_trainer_check_dataset(const snug_trainer *tr, const snug_datase
 /* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). Non-trainable
  * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. */
 size_t snug_trainer_param_count(const snug_trainer *tr);
+/* Elements of every parameter and buffer of the trainer's model (the "N parameters" of a report). */
+size_t snug_trainer_param_elements(const snug_trainer *tr);
 const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads);
 
 void snug_trainer_memory(const snug_trainer *tr, snug_mem_report *rep);

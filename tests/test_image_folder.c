@@ -673,6 +673,38 @@ static void test_error_too_many_jpeg_pixels(void **state) {
     }
 }
 
+/* A read limit (a run's budget): a progressive JPEG of 8 x 8 pixels whose frame header declares 4000 x 4000
+ * (under the decoders' bounds; its coefficients alone would be 96 MiB) is refused from its header by the limit,
+ * before any file is decoded: the message is the limit's, not the decoder's, which would find its data cut short
+ * only after allocating for the whole image. A PNG's IHDR is read the same way. */
+static void test_read_limit(void **state) {
+    (void)state;
+    snug_image_folder_options o = options(1, 2, 2, NULL);
+    o.read_limit = (size_t)20 << 20;
+    uint8_t px[8 * 8] = {0};
+    const char *dir = make_dir(path_of("limit1"));
+    make_dir(path_of("limit1/a"));
+    flat_png(path_of("limit1/a/0.png"), 7);
+    const char *jpg = path_of("limit1/a/big.jpg");
+    write_jpeg_coded(jpg, 8, 8, 1, px, 1);
+    declare_jpeg_size(jpg, 4000, 4000);
+    open_fails(dir, &o, SNUG_E_OOM, "big.jpg is 4000 x 4000 pixels", "more than the memory budget (20.00 MiB): "
+               "refused before decoding any image");
+    o.read_limit = 0;
+    open_fails(dir, &o, SNUG_E_FORMAT, "big.jpg", NULL);  /* without a limit the decoder finds it cut short */
+
+    const char *dir2 = make_dir(path_of("limit2"));
+    make_dir(path_of("limit2/a"));
+    uint8_t big[64 * 64] = {0};
+    write_png(path_of("limit2/a/big.png"), 64, 64, 1, big);
+    o.read_limit = 1024;
+    open_fails(dir2, &o, SNUG_E_OOM, "big.png is 64 x 64 pixels", "more than the memory budget");
+    o.read_limit = (size_t)1 << 20;
+    snug_dataset *ds = open_ok(dir2, &o);
+    assert_true(ds->scratch_bytes > 64 * 64 && ds->scratch_bytes <= o.read_limit);
+    snug_dataset_free(ds);
+}
+
 /* A file that breaks after opening: its sample reads as zeros and the data set's read status names it. */
 static void test_error_after_open(void **state) {
     (void)state;
@@ -816,6 +848,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weights_keep_the_data),
         cmocka_unit_test(test_class_order_and_labels),
+        cmocka_unit_test(test_read_limit),
         cmocka_unit_test(test_channel_conversion),
         cmocka_unit_test(test_exact_copy),
         cmocka_unit_test(test_resize_non_square),

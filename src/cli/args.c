@@ -61,7 +61,7 @@ static const flag train_flags[] = {
           "brightness:X, contrast:X; e.g. flip,crop:4 [none]")},
     {FLAG("normalise", F_STRING, normalise, "MEAN/STD", "images: per-channel normalisation in pixel units of [0, "
           "1], e.g. 0.5/0.25 or three values a side [computed over DIR/train, stored by --save]")},
-    {FLAG("prefetch", F_LONG, prefetch, "N", "micro-batches decoded ahead of the step by background threads, "
+    {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches decoded ahead of the step by background threads, "
           "in a ring planned in the data category [2 for images: and segmentation:, else 0]"), .min = 0, .max = 64},
     {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
     {FLAG("init", F_STRING, init, "FILE",
@@ -186,9 +186,15 @@ static const flag train_flags[] = {
 #define OPT(field) offsetof(cli_plan_options, field)
 
 static const flag plan_flags[] = {
-    GROUP("Model"),
+    GROUP("Model and data"),
     {FLAG("model", F_NAME, model, "NAME", MODEL_HELP), .names = snug_model_names, .what = "model", .files = true},
     CLASSES_FLAG,
+    {FLAG("data", F_STRING, data, CLI_DATA_VALUES,
+          "the data set snug train would read: its bytes, epoch order and read-ahead are counted, as train reserves "
+          "them [none: not counted]")},
+    {FLAG("data-dir", F_STRING, data_dir, "DIR", "where the data set's files are, as for snug train")},
+    {FLAG("train-samples", F_SIZE, train_samples, "N", "shapes: training samples to draw [2000]"), .min = 1,
+     .max = LONG_MAX},
 
     GROUP("Batch and memory"),
     {FLAG("batch", F_SIZE, plan.batch, "B", "global batch: samples per optimizer step [64]"), .min = 1,
@@ -206,7 +212,8 @@ static const flag plan_flags[] = {
     PRECISION_FLAG,
 
     {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches read ahead of the step, planned in the data "
-          "category (snug train --prefetch) [0]"), .min = 0, .max = 64},
+          "category (snug train --prefetch) [2 for --data images: and segmentation:, else 0]"), .min = 0, .max = 64},
+    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
 
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),
@@ -298,7 +305,7 @@ static void set_defaults(cli_train_options *opt) {
     opt->data = "mnist";
     opt->data_dir = NULL; /* the data set's own default (cli/data_sets.h) */
     opt->train_samples = 2000;
-    opt->prefetch = -1;
+    opt->plan.prefetch = SNUG_PREFETCH_BY_DATA; /* snug_plan_request_for_data resolves it */
     opt->plan.data_threads = 1;
     opt->progress = CLI_PROGRESS_AUTO;
     opt->state_keep = c->state_keep;
@@ -308,7 +315,9 @@ static void set_defaults(cli_train_options *opt) {
 static void set_plan_defaults(cli_plan_options *opt) {
     memset(opt, 0, sizeof *opt);
     opt->plan = default_request();
+    opt->plan.prefetch = SNUG_PREFETCH_BY_DATA;
     opt->model = "cnn";
+    opt->train_samples = 2000;
 }
 
 /* Evaluation plans as training would, with plain SGD: momentum 0 keeps no optimizer state. */
@@ -364,7 +373,7 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
 static bool finish_plan(cli_plan_options *opt, char *msg, size_t len) {
     if (!finish_batching(&opt->plan, opt->micro_batch_given, opt->checkpoint_given, msg, len)) return false;
     opt->plan.optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
-    return true;
+    return !opt->data || cli_data_valid(opt->data, msg, len);
 }
 
 static bool finish_eval(cli_eval_options *opt, char *msg, size_t len) {
@@ -418,13 +427,13 @@ void cli_train_help(FILE *out) {
 void cli_plan_help(FILE *out) {
     fprintf(out,
             "usage: snug plan [options]\n\n"
-            "Show what one optimizer step of a model needs, byte by byte, without training and without data: one\n"
-            "row per micro-batch m (1, 2, 4, ... up to B) and checkpoint policy, by memory category, with where the\n"
+            "Show what one optimizer step of a model needs, byte by byte, without training: one row per\n"
+            "micro-batch m (1, 2, 4, ... up to B) and checkpoint policy, by memory category, with where the\n"
             "activation peak falls and what recomputation costs. With --mem, the row that fits best is chosen\n"
-            "(the choice `snug train --mem` makes); it is marked with '*' and summarised.\n");
+            "(with --data, the plan `snug train --mem` reserves); it is marked with '*' and summarised.\n");
     flags_print_help(out, &plan_table);
     help_tail(out, "nothing fits the budget, the timeline file cannot be written",
-              "snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg");
+              "snug plan --model cnn --batch 256 --mem 12MiB --data mnist --timeline cnn.svg");
 }
 
 void cli_eval_help(FILE *out) {

@@ -26,7 +26,6 @@ typedef struct cli_train_options {
     const char *normalise;   /* --normalise, parsed into norm (has_norm) */
     snug_normalise norm;
     bool has_norm;
-    long prefetch;           /* micro-batches read ahead; -1: by the data set (cli_read_ahead) */
     const char *init;        /* NULL, or a safetensors file to start from (snug_trainer_load) */
     long threads;            /* 0: all cores (the OpenMP default) */
     long log_every;          /* 0: auto, about 20 lines per epoch */
@@ -59,13 +58,13 @@ typedef struct cli_plan_options {
     snug_plan_request plan;  /* the chosen plan's request */
     const char *model;       /* a snug_model_builtin name */
     size_t classes;          /* --classes: the model's class count; 0: the model file's */
+    const char *data, *data_dir; /* --data as snug train's (NULL: none counted), --data-dir (NULL: its default) */
+    size_t train_samples;    /* shapes: training samples to draw */
     long threads;            /* 0: all cores; the workspace is sized per thread */
     bool layers;             /* list every buffer of the chosen plan */
     bool json;               /* one JSON document on stdout instead of the text report */
     const char *timeline;    /* NULL, or a .svg or .csv path for the memory timeline */
-    bool micro_batch_given;
-    bool checkpoint_given;
-    bool help;
+    bool micro_batch_given, checkpoint_given, help;
     int optim;               /* index into the --optim choices */
 } cli_plan_options;
 
@@ -73,8 +72,8 @@ typedef struct cli_plan_options {
 bool cli_parse_plan(int argc, char **argv, cli_plan_options *opt, char *msg, size_t len);
 /* The full help of `snug plan` is cli_plan_help in cli/commands.h. */
 #define CLI_PLAN_USAGE                                                                                      \
-    "usage: snug plan [--model NAME] [--batch B] [--mem SIZE] [--checkpoint P] [--micro-batch M|auto] "     \
-    "[--layers] [--json] [--timeline FILE.svg|FILE.csv]"
+    "usage: snug plan [--model NAME] [--data D] [--batch B] [--mem SIZE] [--checkpoint P] "                 \
+    "[--micro-batch M|auto] [--layers] [--json] [--timeline FILE.svg|FILE.csv]"
 
 /* ---- `snug eval` ---- */
 typedef struct cli_eval_options {

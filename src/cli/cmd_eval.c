@@ -68,7 +68,7 @@ static void teardown(eval_run *r) {
 static void report(const eval_run *r) {
     const size_t n = snug_dataset_size(r->data.eval);
     char count[32], samples[32], mem[32], budget[32], speed[32];
-    snug_format_count((double)cli_param_count(r->trainer), count, sizeof count);
+    snug_format_count((double)snug_trainer_param_elements(r->trainer), count, sizeof count);
     snug_format_count((double)n, samples, sizeof samples);
     printf("model %s: %s parameters, weights from %s\n", snug_graph_name(r->graph), count, r->opt.weights);
     printf("data %s: %s %s %s from %s\n", r->data.kind, samples, r->data.eval_name, r->data.unit, r->data.source);

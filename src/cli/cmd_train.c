@@ -45,17 +45,11 @@ typedef struct train_run {
 
 /* The plan of the flags' request (the library chooses what --mem leaves free), summarised for the header. */
 static snug_status make_plan(train_run *r, snug_error *err) {
-    snug_system_info info;
-    snug_system_info_get(&info);
-    r->opt.plan.threads = info.threads; /* after --threads took effect */
     r->opt.plan.ranks = r->ranks;
-    r->opt.plan.prefetch = r->opt.prefetch >= 0 ? (size_t)r->opt.prefetch : cli_read_ahead(&r->data);
-    snug_plan_request_whole_process(&r->opt.plan, r->data.train, r->data.eval);
-    snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
-    if (st != SNUG_OK) return st;
-    snug_plan_summarize(r->plan, &r->ps);
-    snug_plan_policy_label(&r->ps, r->policy, sizeof r->policy);
-    return SNUG_OK;
+    const snug_status st = cli_plan(r->graph, &r->opt.plan, r->opt.checkpoint_given, &r->plan, err);
+    if (st == SNUG_OK) snug_plan_summarize(r->plan, &r->ps);
+    if (st == SNUG_OK) snug_plan_policy_label(&r->ps, r->policy, sizeof r->policy);
+    return st;
 }
 
 /* Model, both data parts, plan (for no more samples than the training part has), trainer (the plan's memory),
@@ -70,11 +64,13 @@ static snug_status setup(train_run *r, snug_error *err) {
     if (st == SNUG_OK) st = snug_graph_check(r->graph, err);
     r->data_opt = snug_data_options_default();
     r->data_opt.train_samples = r->opt.train_samples;
+    r->data_opt.read_limit = r->opt.plan.budget; /* an image too large for --mem is refused before decoding */
     r->data_opt.normalise = r->opt.has_norm ? &r->opt.norm : NULL;
     if (st == SNUG_OK)
         st = cli_data_open(r->opt.data, r->opt.data_dir, r->graph, true, &r->data_opt, &r->data, err);
     const size_t n = st == SNUG_OK ? snug_dataset_size(r->data.train) : 0;
-    if (st == SNUG_OK) r->asked_batch = snug_plan_request_fit_samples(&r->opt.plan, n);
+    /* the request `snug plan --data` builds too: threads after --threads, the batch the data fills, read-ahead */
+    if (st == SNUG_OK) r->asked_batch = snug_plan_request_for_data(&r->opt.plan, &r->data);
     if (st == SNUG_OK) st = make_plan(r, err);
     if (st == SNUG_OK && r->opt.save && r->rank == 0) st = snug_check_output(r->opt.save, "weights file", err);
     if (st == SNUG_OK && r->opt.state && !(r->state_extra = cli_state_extra(r->argc, r->argv, r->opt.model, n)))
@@ -135,7 +131,7 @@ static bool augment_or_ahead(const train_run *r) {
 }
 
 static void print_model(const train_run *r) {
-    const size_t params = cli_param_count(r->trainer);
+    const size_t params = snug_trainer_param_elements(r->trainer);
     char count[32], flops[32];
     snug_format_count((double)params, count, sizeof count);
     snug_format_flops(snug_trainer_flops_per_sample(r->trainer), flops, sizeof flops);
@@ -168,7 +164,7 @@ static void print_model(const train_run *r) {
 /* Over several ranks: each rank's share of a batch (the largest, when B does not divide) and what the
  * all-reduce moves. */
 static void print_ranks(const train_run *r) {
-    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = cli_param_count(r->trainer);
+    const size_t b = r->ps.batch, ranks = (size_t)r->ranks, params = snug_trainer_param_elements(r->trainer);
     char bytes[32];
     printf("data parallel: %d ranks (MPI), each takes %zu", r->ranks, b / ranks);
     if (b % ranks != 0) printf(" or %zu", b / ranks + 1);
@@ -268,29 +264,12 @@ static void print_memory(const snug_mem_report *rep, const char *title, bool wit
     if (program && with_peak && snug_format_resident_peak(program, buf, sizeof buf)) printf("%s\n", buf);
 }
 
-/* BatchNorm under accumulation (or over ranks) is not large-batch training: said once, before training. */
-static void print_batchnorm_warning(const train_run *r) {
-    const snug_plan_summary *s = &r->ps;
-    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, k = s->micro_batches;
-    if (r->ps.batch_statistics_layers == 0 || (k == 1 && r->ranks == 1)) return;
-    const char *name = snug_graph_name(r->graph);
-    printf("WARNING: model %s has %zu BatchNorm layer%s, and this run computes each step's gradient from %zu "
-           "micro-batch%s of %zu%s: BatchNorm normalises with the statistics of each micro-batch of %zu samples "
-           "(and updates its running statistics once per micro-batch), so this is not exactly training with batch "
-           "%zu. Use the GroupNorm variant of the model (%s), whose statistics are per sample and exact under "
-           "accumulation, or a larger --micro-batch (16 samples or more keep the statistics stable). See "
-           "docs/accumulation.md.\n",
-           name, r->ps.batch_statistics_layers, r->ps.batch_statistics_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
-           r->ranks > 1 ? " on each rank" : "", m, s->batch,
-           strcmp(name, "resnet20") ? "e.g. resnet20-gn" : "--model resnet20-gn");
-}
-
 static void print_plan(const train_run *r) {
     print_header();
     print_model(r);
     print_auto_fit(r);
     print_batching(r);
-    print_batchnorm_warning(r);
+    cli_batchnorm_warning(stdout, r->graph, &r->ps, r->ranks);
     print_checkpoint(r);
     print_optimizer(r);
     snug_mem_report rep;

@@ -28,10 +28,6 @@ snug_status cli_data_open(const char *value, const char *dir, const snug_graph *
     return st;
 }
 
-size_t cli_read_ahead(const cli_data *d) {
-    return strcmp(d->kind, "images") == 0 || strcmp(d->kind, "segmentation") == 0 ? 2 : 0;
-}
-
 /* The MNIST variant whose samples have the model's input shape, if one does. */
 static const char *mnist_that_fits(const snug_graph *g) {
     snug_shape in = snug_tensor_shape(g, 0);

@@ -18,8 +18,6 @@ bool cli_data_valid(const char *value, char *msg, size_t len);
  * fetch them. */
 snug_status cli_data_open(const char *value, const char *dir, const snug_graph *g, bool want_train,
                           const snug_data_options *opt, cli_data *d, snug_error *err);
-/* --prefetch's default: data sets that decode files (images:, segmentation:) read 2 micro-batches ahead. */
-size_t cli_read_ahead(const cli_data *d);
 /* Checks both parts against the trainer's model (snug_trainer_check_dataset) before anything runs; the message
  * adds the --data value that fits when there is one (mnist32 for a 32x32 model, mnist for 28x28). */
 snug_status cli_data_check(const cli_data *d, const snug_trainer *tr, const snug_graph *g, snug_error *err);

@@ -1,9 +1,11 @@
-/* cli_plan and cli_trainer (plan_advice.h): a shortfall's ways out, in flags. */
+/* cli_plan, cli_trainer and cli_batchnorm_warning (plan_advice.h): a shortfall's ways out, in flags; what
+ * accumulation does to BatchNorm. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli/plan_advice.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "core/error.h"
 
@@ -59,4 +61,19 @@ snug_status cli_trainer(const snug_plan *plan, const snug_train_config *cfg, con
     else if (s.bytes[SNUG_MEM_OPTIM] > 0 && model < m.usable)
         snug_error_append(err, " Try --optim sgd --momentum 0 (no optimizer state).");
     return st;
+}
+
+void cli_batchnorm_warning(FILE *out, const snug_graph *g, const snug_plan_summary *s, int ranks) {
+    const size_t m = s->micro_batch < s->share ? s->micro_batch : s->share, k = s->micro_batches;
+    if (s->batch_statistics_layers == 0 || (k == 1 && ranks == 1)) return;
+    const char *name = snug_graph_name(g);
+    fprintf(out, "WARNING: model %s has %zu BatchNorm layer%s, and this run computes each step's gradient from %zu "
+            "micro-batch%s of %zu%s: BatchNorm normalises with the statistics of each micro-batch of %zu samples "
+            "(and updates its running statistics once per micro-batch), so this is not exactly training with batch "
+            "%zu. Use the GroupNorm variant of the model (%s), whose statistics are per sample and exact under "
+            "accumulation, or a larger --micro-batch (16 samples or more keep the statistics stable). See "
+            "docs/accumulation.md.\n",
+            name, s->batch_statistics_layers, s->batch_statistics_layers == 1 ? "" : "s", k, k == 1 ? "" : "es", m,
+            ranks > 1 ? " on each rank" : "", m, s->batch, strcmp(name, "resnet20") ? "e.g. resnet20-gn" :
+            "--model resnet20-gn");
 }

@@ -4,6 +4,7 @@
 #define SNUG_CLI_PLAN_ADVICE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "snug.h"
 
@@ -15,5 +16,7 @@ snug_status cli_plan(const snug_graph *g, const snug_plan_request *req, bool che
  * that lower it: `fit` says what --mem then chooses ("--micro-batch auto then ..."). */
 snug_status cli_trainer(const snug_plan *plan, const snug_train_config *cfg, const char *fit, snug_trainer **out,
                         snug_error *err);
+/* BatchNorm under accumulation (or over ranks): its statistics are the micro-batch's. Else nothing. */
+void cli_batchnorm_warning(FILE *out, const snug_graph *g, const snug_plan_summary *s, int ranks);
 
 #endif

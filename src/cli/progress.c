@@ -22,15 +22,6 @@ void cli_progress_init(cli_progress *p, FILE *out, bool live, long log_every, lo
     p->epoch_at = -1;
 }
 
-size_t cli_param_count(const snug_trainer *tr) {
-    size_t total = 0, numel = 0;
-    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
-        snug_trainer_param(tr, i, &numel, NULL, NULL);
-        total += numel;
-    }
-    return total;
-}
-
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -50,8 +50,6 @@ void cli_progress_finish(cli_progress *p);
  *                    2,048,000 pixels" (the foreground IoU with 2 classes only) */
 void cli_print_eval(FILE *out, const snug_eval_result *res, const char *split);
 
-/* Elements of every parameter and buffer of the trainer's model. */
-size_t cli_param_count(const snug_trainer *tr);
 /* A monotonic clock, in seconds. */
 double cli_now(void);
 

@@ -64,3 +64,29 @@ snug_status image_decode(const char *path, image_header *h, image_pixels_fn fn, 
     png_header ph;
     return png_decode(path, PNG_AS_IMAGE, NULL, &ph, from_png, &a, err);
 }
+
+snug_status image_read_size(const char *path, image_header *h, snug_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return snug_fail(err, SNUG_E_IO, "cannot open %s: %s", escape_text(path).text, strerror(errno));
+    if (!S_ISREG(st.st_mode)) /* a FIFO would wait for a writer forever; image_decode says what it is */
+        return image_decode(path, h, NULL, NULL, err);
+    if (is_jpeg(path)) {
+        jpeg_header jh;
+        snug_status s = jpeg_read_size(path, &jh, err);
+        if (s == SNUG_OK) *h = (image_header){jh.height, jh.width, jh.channels, jpeg_decode_bytes(&jh)};
+        return s;
+    }
+    /* png_decode stops at the header when the size differs from the one expected, with the header's size in
+     * ph: no image is SIZE_MAX pixels high, so nothing is decoded; any other failure is the file's */
+    const png_header never = {SIZE_MAX, SIZE_MAX, 0};
+    png_header ph = {0};
+    snug_error shape = {0};
+    snug_status s = png_decode(path, PNG_AS_IMAGE, &never, &ph, NULL, NULL, &shape);
+    if (s != SNUG_E_SHAPE) {
+        if (err) *err = shape;
+        return s == SNUG_OK ? snug_fail(err, SNUG_E_FORMAT, "%s: no size in its header", escape_text(path).text) : s;
+    }
+    *h = (image_header){ph.height, ph.width, ph.channels, png_decode_bytes(&ph)};
+    return SNUG_OK;
+}

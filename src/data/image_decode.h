@@ -21,5 +21,9 @@ typedef snug_status (*image_pixels_fn)(void *ctx, const uint8_t *pixels, const i
 /* png_decode or jpeg_decode of path (no size expected), *h filled and fn (when not NULL) called with the pixels;
  * their statuses and messages. */
 snug_status image_decode(const char *path, image_header *h, image_pixels_fn fn, void *ctx, snug_error *err);
+/* The size of the image at path from its header alone (a PNG's IHDR, a JPEG's start of frame), h->decode_bytes
+ * what image_decode of it would hold: no pixel is allocated or decoded. Fails as image_decode does on a file
+ * whose header is bad or over the decoders' bounds. */
+snug_status image_read_size(const char *path, image_header *h, snug_error *err);
 
 #endif

@@ -1,5 +1,7 @@
 /* Labelled images in one folder per class (snug_image_folder_open, include/snug.h). Opening lists the class
- * folders and their images, then decodes every file once over the OpenMP threads: that finds a bad file by name
+ * folders and their images, reads every file's size from its header (a file too large to read within the
+ * budget or on this machine is refused before any decoding), then decodes every file once over the OpenMP
+ * threads: that finds a bad file by name
  * before training, records the largest decoding (the scratch a reading thread holds) and, when no normalisation
  * is given, sums each file's pixels after resize and crop. The per-file sums are added in file order, so the
  * normalisation does not depend on the thread count. Only the names, the labels and the normalisation are kept;
@@ -38,6 +40,7 @@ typedef struct folder_impl {
     size_t capacity;     /* of files and labels */
     snug_normalise norm;
     snug_resize resize;
+    size_t read_limit;   /* snug_image_folder_options.read_limit */
     snug_error failure;  /* the first failed read since opened; status SNUG_OK while none */
 } folder_impl;
 
@@ -331,6 +334,51 @@ static void take_statistics(snug_dataset *ds, const file_result *r) {
     }
 }
 
+/* What reading file i holds (decoding and resize buffers), from its header alone, into *need. */
+static snug_status size_file(const snug_dataset *ds, size_t i, size_t *need, snug_error *err) {
+    const size_t C = ds->sample_shape.dims[0], H = ds->sample_shape.dims[1], W = ds->sample_shape.dims[2];
+    char path[FOLDER_PATH_MAX];
+    if (!sample_path(path, ds->impl, i))
+        return snug_fail(err, SNUG_E_ARG, "the path of image %zu is longer than %d bytes", i, FOLDER_PATH_MAX - 1);
+    image_header h = {0};
+    snug_status s = image_read_size(path, &h, err);
+    if (s != SNUG_OK) return s;
+    *need = h.decode_bytes + image_resize_scratch_bytes(h.height, h.width, C, H, W);
+    const size_t limit = ((const folder_impl *)ds->impl)->read_limit;
+    snug_machine_memory mm;
+    snug_machine_memory_get(&mm);
+    const bool machine = mm.usable && *need > mm.usable;
+    if (!machine && (!limit || *need <= limit)) return SNUG_OK;
+    char needs[32], offered[32];
+    return snug_fail(err, SNUG_E_OOM, "%s is %zu x %zu pixels: reading it holds %s, more than %s (%s): refused "
+                     "before decoding any image (resize it)", escape_text(path).text, h.height, h.width,
+                     snug_format_bytes(*need, needs, sizeof needs), machine ? "this machine's memory" : "the memory "
+                     "budget", snug_format_bytes(machine ? mm.usable : limit, offered, sizeof offered));
+}
+
+/* Every file's size from its header, in parallel, before any is decoded: the scratch a reading thread holds is
+ * known, and a file too large to read within the budget or on this machine is refused before a single image
+ * is decoded. The first bad file in sample order is the one reported. */
+static snug_status size_all(snug_dataset *ds, snug_error *err) {
+    size_t bad = SIZE_MAX, largest = 0;
+    snug_error first = {0};
+#pragma omp parallel for schedule(dynamic) reduction(max : largest)
+    for (size_t i = 0; i < ds->n; i++) {
+        snug_error e = {0};
+        size_t need = 0;
+        snug_status s = size_file(ds, i, &need, &e);
+        if (need > largest) largest = need;
+#pragma omp critical(snug_image_folder_size)
+        if (s != SNUG_OK && i < bad) {
+            bad = i;
+            first = e;
+        }
+    }
+    if (first.status != SNUG_OK && err) *err = first;
+    if (first.status == SNUG_OK) ds->scratch_bytes = largest;
+    return first.status;
+}
+
 /* Every file decoded, in parallel; the first bad file in sample order is the one reported. */
 static snug_status scan_all(snug_dataset *ds, bool stats, snug_error *err) {
     file_result *r = calloc(ds->n, sizeof *r);
@@ -409,8 +457,10 @@ static snug_status open_folder(snug_dataset *ds, const snug_image_folder_options
         s = snug_fail(err, SNUG_E_ARG, "%s holds %zu images, more than an image folder takes", m->dir, ds->n);
     if (s != SNUG_OK) return s;
     m->resize = o->resize;
+    m->read_limit = o->read_limit;
     if (o->normalise) m->norm = *o->normalise;
-    s = scan_all(ds, o->normalise == NULL, err);
+    s = size_all(ds, err);
+    if (s == SNUG_OK) s = scan_all(ds, o->normalise == NULL, err);
     ds->memory_bytes = kept_bytes(ds);
     return s;
 }

@@ -31,6 +31,7 @@ typedef struct jpeg_reader {
     jpeg_header header;
     snug_status status;     /* a failure found by our own checks (the message is in err) */
     bool damaged;           /* libjpeg warned that the pixels are partly invented */
+    bool header_only;       /* jpeg_read_size: the header read and checked, nothing allocated or decoded */
     char libjpeg_message[JMSG_LENGTH_MAX];
 } jpeg_reader;
 
@@ -97,6 +98,7 @@ static bool read_header(jpeg_reader *r, snug_error *err) {
                               r->shown.text, h->height, h->width, h->channels, JPEG_MAX_DECODED_BYTES >> 20);
         return false;
     }
+    if (r->header_only) return true;
     r->pixels = malloc(total);
     if (!r->pixels) {
         r->status = snug_fail(err, SNUG_E_OOM, "%s: out of host memory for %zu bytes of decoded pixels", r->shown.text,
@@ -113,6 +115,7 @@ static bool decode_guarded(jpeg_reader *r, snug_error *err) {
     r->cinfo.mem->max_memory_to_use = (long)JPEG_MAX_DECODER_MEMORY;
     jpeg_stdio_src(&r->cinfo, r->file);
     if (!read_header(r, err)) return false;
+    if (r->header_only) return true;
     jpeg_start_decompress(&r->cinfo);
     const size_t row_bytes = r->header.width * r->header.channels;
     while (r->cinfo.output_scanline < r->cinfo.output_height) {
@@ -151,10 +154,12 @@ static void close_jpeg(jpeg_reader *r) {
     free(r->pixels);
 }
 
-snug_status jpeg_decode(const char *path, jpeg_header *h, jpeg_pixels_fn fn, void *ctx, snug_error *err) {
+static snug_status read_jpeg(const char *path, bool header_only, jpeg_header *h, jpeg_pixels_fn fn, void *ctx,
+                             snug_error *err) {
     jpeg_reader *r = calloc(1, sizeof *r);  /* libjpeg's structures are a few KiB: off the caller's stack */
     if (!r) return snug_fail(err, SNUG_E_OOM, "%s: out of host memory for the JPEG decoder",
                                  escape_text(path).text);
+    r->header_only = header_only;
     r->path = path;
     r->shown = escape_text(path);
     r->status = SNUG_OK;
@@ -168,6 +173,14 @@ snug_status jpeg_decode(const char *path, jpeg_header *h, jpeg_pixels_fn fn, voi
     close_jpeg(r);
     free(r);
     return s;
+}
+
+snug_status jpeg_decode(const char *path, jpeg_header *h, jpeg_pixels_fn fn, void *ctx, snug_error *err) {
+    return read_jpeg(path, false, h, fn, ctx, err);
+}
+
+snug_status jpeg_read_size(const char *path, jpeg_header *h, snug_error *err) {
+    return read_jpeg(path, true, h, NULL, NULL, err);
 }
 
 size_t jpeg_decode_bytes(const jpeg_header *h) {

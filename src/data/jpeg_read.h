@@ -46,6 +46,9 @@ typedef snug_status (*jpeg_pixels_fn)(void *ctx, const uint8_t *pixels, const jp
  * corrupt, truncated, CMYK, larger than the bound) or SNUG_E_OOM; the message names path. */
 snug_status jpeg_decode(const char *path, jpeg_header *h, jpeg_pixels_fn fn, void *ctx, snug_error *err);
 
+/* jpeg_decode's header part alone: *h filled from the start of frame (jpeg_read_header) and checked against the
+ * same bounds, no pixel allocated or decoded; its failures as jpeg_decode's. */
+snug_status jpeg_read_size(const char *path, jpeg_header *h, snug_error *err);
 /* What one jpeg_decode of an image of h's size holds at most: the decoded pixels, libjpeg's working rows and
  * structures, and for a progressive file its coefficient arrays. */
 size_t jpeg_decode_bytes(const jpeg_header *h);

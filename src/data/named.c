@@ -235,7 +235,8 @@ static snug_status open_images(snug_data *d, const char *dir, snug_shape in, boo
         return snug_fail(err, SNUG_E_IO, "%s does not exist: images:%s expects %s/%s/CLASS/*.png|jpg|jpeg (one "
                          "folder per class)%s", want_train ? train : val, dir, dir, want_train ? "train" : "val",
                          want_train ? ", and the same layout in val/ for evaluation" : "");
-    snug_image_folder_options o = {.input = in, .resize = opt->resize, .normalise = opt->normalise};
+    snug_image_folder_options o = {.input = in, .resize = opt->resize, .normalise = opt->normalise,
+                                   .read_limit = opt->read_limit};
     snug_status st = want_train ? snug_image_folder_open(train, &o, &d->train, err) : SNUG_OK;
     if (st == SNUG_OK && has_val) st = open_images_val(d, val, o, err);
     if (st != SNUG_OK) return st;
@@ -307,4 +308,9 @@ void snug_data_close(snug_data *d) {
     if (d->train) snug_dataset_free(d->train);
     if (d->eval) snug_dataset_free(d->eval);
     d->train = d->eval = NULL;
+}
+
+size_t snug_data_read_ahead(const snug_data *d) {
+    /* decoding a file per sample is slow enough for the step to wait on it; the others are copies */
+    return d && d->kind && (strcmp(d->kind, "images") == 0 || strcmp(d->kind, "segmentation") == 0) ? 2 : 0;
 }

@@ -50,6 +50,39 @@ static snug_status add_candidate(snug_plan_set *s, const snug_plan *chosen, size
     return st;
 }
 
+/* Whether a and b plan the same thing: one micro-batch, one resolved choice of what is recomputed, the same bytes
+ * (an AUTO that resolved to a policy already in the set). */
+static bool same_plan(const snug_plan *a, const snug_plan *b) {
+    const plan_variant *u = &a->p.variant, *v = &b->p.variant;
+    return a->p.m == b->p.m && same_policy(u->policy, v->policy) && u->selective == v->selective &&
+           u->recomputed_segments == v->recomputed_segments && u->spared == v->spared && a->p.total == b->p.total &&
+           memcmp(a->p.bytes, b->p.bytes, sizeof a->p.bytes) == 0;
+}
+
+/* An AUTO row that repeats another row of its micro-batch says nothing new: it goes, unless it is the chosen
+ * plan, which stays while the row it repeats goes. */
+static void drop_repeats(snug_plan_set *s) {
+    bool drop[MAX_SIZES * 5] = {false}; /* decided over the whole set before any plan is freed */
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t j = 0; j < s->n && !drop[i]; j++) {
+            if (j == i || !same_plan(s->plans[i], s->plans[j])) continue;
+            const bool i_auto = s->plans[i]->requested_policy.kind == SNUG_CHECKPOINT_AUTO;
+            const bool j_auto = s->plans[j]->requested_policy.kind == SNUG_CHECKPOINT_AUTO;
+            /* the chosen plan always stays, a policy's own row stays unless the chosen AUTO row repeats it */
+            drop[i] = i != s->chosen && (i_auto ? j == s->chosen || !j_auto || j < i : j == s->chosen && j_auto);
+        }
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (drop[i]) {
+            snug_plan_free(s->plans[i]);
+            continue;
+        }
+        if (i == s->chosen) s->chosen = kept;
+        s->plans[kept++] = s->plans[i];
+    }
+    s->n = kept;
+}
+
 static void find_baseline(snug_plan_set *s) {
     const size_t m = s->plans[s->chosen]->p.m;
     s->baseline = s->chosen;
@@ -79,6 +112,7 @@ static snug_status fill(snug_plan_set *s, snug_plan *chosen, bool *kept, snug_er
             }
         }
     }
+    drop_repeats(s);
     find_baseline(s);
     return SNUG_OK;
 }

@@ -57,6 +57,16 @@ void snug_plan_request_whole_process(snug_plan_request *req, const snug_dataset 
     req->runtime_bytes = threads > SIZE_MAX / SNUG_RUNTIME_BYTES ? SIZE_MAX : threads * SNUG_RUNTIME_BYTES;
 }
 
+size_t snug_plan_request_for_data(snug_plan_request *req, const snug_data *d) {
+    snug_system_info info;
+    snug_system_info_get(&info);
+    req->threads = info.threads;
+    const size_t asked = snug_plan_request_fit_samples(req, d ? snug_dataset_size(d->train) : 0);
+    if (req->prefetch == SNUG_PREFETCH_BY_DATA) req->prefetch = snug_data_read_ahead(d);
+    snug_plan_request_whole_process(req, d ? d->train : NULL, d ? d->eval : NULL);
+    return asked;
+}
+
 size_t plan_micro_batches(size_t samples, size_t m) { return samples / m + (samples % m != 0); }
 
 /* The samples one rank takes of a global batch: the largest share. */

@@ -161,6 +161,12 @@ void snug_trainer_free(snug_trainer *tr) {
 
 size_t snug_trainer_param_count(const snug_trainer *tr) { return (size_t)tr->g->n_params; }
 
+size_t snug_trainer_param_elements(const snug_trainer *tr) {
+    size_t total = 0;
+    for (int i = 0; i < tr->g->n_params; i++) total += tr->g->params[i].numel;
+    return total;
+}
+
 const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, float **values, float **grads) {
     if (i >= (size_t)tr->g->n_params) return NULL;
     const graph_param *p = &tr->g->params[i];

@@ -108,6 +108,31 @@ run "a corrupt image" train --model cnn --data "images:$TMP/corrupt" --progress 
 expect_rc 1
 expect_in "$ERR" "corrupt/train/class-1/005.png"
 
+# One valid image whose pixels alone are more than the budget: its header says so, and the folder is refused
+# before any file is decoded; the process's peak (the kernel's, for the child) stays under those pixels.
+cp -r "$IMAGES" "$TMP/huge"
+python3 - "$TMP/huge/train/class-1/huge.png" <<'PYEOF' || exit 2
+import struct, sys, zlib
+side = 8000  # gray: 61 MiB of pixels; PNG's bound on one image is 256 MiB
+chunk = lambda kind, data: struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+idat = zlib.compress(bytes(side * (side + 1)), 9)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+                               + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+PYEOF
+run "an image over the budget is refused from its header, before decoding" train --model cnn \
+    --data "images:$TMP/huge" --mem 20MiB --progress off
+expect_rc 1
+expect_in "$ERR" "huge/train/class-1/huge.png is 8000 x 8000 pixels"
+expect_in "$ERR" "more than the memory budget (20.00 MiB): refused before decoding any image"
+# (under AddressSanitizer the shadow memory is resident too: the message alone is checked there)
+grep -q __asan_init "$SNUG" 2>/dev/null || python3 - "$SNUG" "$TMP/huge" <<'PYEOF' || fail "the refusal decoded the image: the peak passed its pixels"
+import os, resource, subprocess, sys
+subprocess.run([sys.argv[1], "train", "--model", "cnn", "--data", "images:" + sys.argv[2], "--mem", "20MiB",
+                "--progress", "off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+assert peak < 8000 * 8000, peak
+PYEOF
+
 cp -r "$IMAGES" "$TMP/empty"
 rm "$TMP/empty/train/class-0/"*.png
 run "a class folder without images" train --model cnn --data "images:$TMP/empty" --progress off

@@ -112,16 +112,28 @@ for model in mlp cnn; do
     expect_empty "$ERR"
 done
 
-plan "plan with a budget: auto rows, fits column, the chosen row fits" --model cnn --batch 256 --mem 8MiB
+# the budget bounds the process: the runtime's 2 MiB a thread (2 threads here) are planned beside the model
+plan "plan with a budget: auto rows, fits column, the chosen row fits" --model cnn --batch 256 --mem 12MiB \
+    --threads 2
 expect_rc 0
-expect_in "$OUT" "budget 8.00 MiB"
-expect_in "$OUT" "auto: "
-expect_in "$OUT" "of the 8.00 MiB budget"
+expect_in "$OUT" "budget 12.00 MiB"
+expect_in "$OUT" "of the 12.00 MiB budget"
+expect_in "$OUT" "the data set is not counted (give --data"
+expect_in "$OUT" "the runtime's 4.00 MiB (workspace, 2 MiB a thread) is"
 expect_in "$OUT" "the best fit for the budget, as training chooses it"
 [ "$(starred_rows)" -eq 1 ] || fail "expected exactly one row marked '*'"
 grep -qE '^\* .* yes$' "$OUT" || fail "the chosen row does not fit"
-grep -qE ' no$' "$OUT" || fail "no row is over the budget at batch 256 in 8 MiB"
+grep -qE ' no$' "$OUT" || fail "no row is over the budget at batch 256 in 12 MiB"
 expect_empty "$ERR"
+
+plan "plan: an auto row that repeats another row is left out" --model cnn --batch 64 --mem 64MiB --threads 2
+expect_rc 0
+# a row: [*] m k policy (an auto row: "auto: POLICY") ... total ...; one (m, policy, total) per row
+rows=$(grep -E '^\*? +[0-9]+ +[0-9]+ ' "$OUT" | sed -e 's/^\*//' -e 's/auto: //' |
+    awk '{ n = 0; for (i = 4; i <= NF; i++) if ($i ~ /^(B|KiB|MiB|GiB)$/ && ++n == 7) total = $(i-1) $i
+           print $1, $3, total }')
+[ -n "$rows" ] || fail "no rows"
+[ "$(echo "$rows" | sort | uniq -d)" = "" ] || fail "repeated rows: $(echo "$rows" | sort | uniq -d | head -n 2)"
 
 plan "plan: a chosen micro-batch that is no power of two gets its own row" --model cnn --batch 100 \
     --micro-batch 24 --checkpoint every:2
@@ -238,7 +250,7 @@ done
 
 # ---------------------------------------------------------------------------------------------------------
 # --json
-plan "plan --json: one document with the chosen plan" --model cnn --batch 256 --mem 8MiB --json
+plan "plan --json: one document with the chosen plan" --model cnn --batch 256 --mem 12MiB --threads 2 --json
 expect_rc 0
 expect_empty "$ERR"
 if [ -n "$PY" ]; then
@@ -247,7 +259,7 @@ fi
 py_check "the JSON holds the chosen plan" "$OUT" <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["model"] == "cnn" and d["batch"] == 256 and d["budget"] == 8 * 1024 * 1024, d
+assert d["model"] == "cnn" and d["batch"] == 256 and d["budget"] == 12 * 1024 * 1024, d
 c = d["chosen"]
 assert c["chosen_by"] == "budget", c["chosen_by"]
 assert isinstance(c["total"], (int, float)) and 0 < c["total"] <= d["budget"], c["total"]
@@ -294,7 +306,8 @@ xml_well_formed() {
 }
 
 SVG=$TMP/timeline.svg
-plan "plan --timeline FILE.svg writes a well-formed SVG" --model cnn --batch 256 --mem 8MiB --timeline "$SVG"
+plan "plan --timeline FILE.svg writes a well-formed SVG" --model cnn --batch 256 --mem 12MiB --threads 2 \
+    --timeline "$SVG"
 expect_rc 0
 expect_in "$OUT" "memory timeline written to $SVG"
 if [ ! -s "$SVG" ]; then
@@ -304,7 +317,7 @@ else
     [ "$(tail -c 7 "$SVG" | tr -d '\n')" = "</svg>" ] || fail "the SVG does not end with </svg>"
     xml_well_formed "$SVG"
     for phrase in params grads optim activations workspace data "peak " forward backward update MiB \
-        "budget 8.00 MiB" "Chosen plan"; do
+        "budget 12.00 MiB" "Chosen plan"; do
         grep -qF -- "$phrase" "$SVG" || fail "the SVG lacks '$phrase'"
     done
     grep -qiF "no checkpointing" "$SVG" || fail "the SVG has no panel without checkpointing"
@@ -414,26 +427,49 @@ if have_mnist; then
     fi
     expect_empty "$ERR"
 
-    # What `snug plan` predicts is what `snug train` reserves (same choice, same bytes).
-    # train plans the whole process: beside plan's blocks, MNIST's labels and the epoch order (1 + 1 bytes a test
-    # and training label, 8 a training sample) and the runtime's 2 MiB a thread, on top of the same budget
-    plan "plan predicts the auto fit of train" --model cnn --batch 256 --mem 8MiB --threads 2 --json
-    cp "$OUT" "$TMP/predicted.json"
-    export BESIDE=$((60000 + 10000 + 60000 * 8 + 2 * 2 * 1048576))
-    run "train reserves what plan predicted" train --mem $((8 * 1048576 + BESIDE)) --model cnn --batch 256 \
-        --max-steps 1 --threads 2 --progress off --data-dir "$DATA"
-    expect_rc 0
-    py_check "train's reserved total equals plan's" "$TMP/predicted.json" "$OUT" <<'PYEOF'
-import json, os, re, sys
+    # What `snug plan --data` predicts is what `snug train` reserves: both build the request with
+    # snug_plan_request_for_data (the data set's bytes, MNIST's labels, the epoch order, the runtime's 2 MiB a
+    # thread), so the same micro-batch, checkpoint policy and total. Two budgets a model, from plan itself: its
+    # refusal of a tiny budget names the smallest that fits; just above it and twice it.
+    for spec in "cnn mnist 64" "mlp mnist 256" "resnet20 mnist32 64"; do
+        read -r model data batch <<<"$spec"
+        flags=(--model "$model" --batch "$batch" --data "$data" --data-dir "$DATA" --threads 2)
+        run "plan $model --data $data: the smallest budget" plan "${flags[@]}" --mem 1KiB
+        expect_rc 1
+        least=$(sed -n 's/.*the smallest budget that fits is \([0-9.]*\) MiB.*/\1/p' "$ERR")
+        [ -n "$least" ] || { fail "no smallest budget in MiB named"; continue; }
+        for budget in $(awk -v l="$least" 'BEGIN { printf "%d %d", l * 1.05 * 1048576, l * 2 * 1048576 }'); do
+            run "plan $model --data $data --mem $budget --json" plan "${flags[@]}" --mem "$budget" --json
+            expect_rc 0
+            cp "$OUT" "$TMP/predicted.json"
+            run "train $model reserves what plan --data predicted at --mem $budget" train "${flags[@]}" \
+                --mem "$budget" --max-steps 1 --progress off
+            expect_rc 0
+            py_check "train's micro-batch, policy and total are plan's" "$TMP/predicted.json" "$OUT" <<'PYEOF'
+import json, re, sys
 c = json.load(open(sys.argv[1]))["chosen"]
 out = open(sys.argv[2]).read()
-m = re.search(r"^auto: micro-batch (\d+) ", out, re.M)
+m = re.search(r"^auto: micro-batch (\d+) .* with checkpoint (.+) fits: planned", out, re.M)
 assert m and int(m.group(1)) == c["micro_batch"], (m and m.group(0), c["micro_batch"])
+policy = m.group(2).removeprefix("auto: ").split()  # e.g. "auto: every:22 selective"
+assert policy[0] == c["resolved_checkpoint"] and ("selective" in policy) == c["selective"], (policy, c)
 total = re.search(r"memory reserved before the first step:\n(?:  .*\n)*?  total +([0-9.]+) (B|KiB|MiB|GiB)", out)
 scale = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
-mib = (c["total"] + int(os.environ["BESIDE"])) / scale[total.group(2)]
-assert f"{mib:.2f}" == total.group(1), (total.group(1), c["total"])
+assert f"{c['total'] / scale[total.group(2)]:.2f}" == total.group(1), (total.group(1), c["total"])
 PYEOF
+        done
+    done
+
+    run "plan --data: the batch larger than the training part is planned for it all, as train does" plan \
+        --model unet --data shapes --train-samples 40 --batch 64 --threads 2 --mem 1GiB
+    expect_rc 0
+    expect_in "$OUT" "batch 64 is more than the 40 training samples of --data shapes: planned for them all"
+    expect_in "$OUT" "counted as snug train --data shapes reserves it"
+
+    run "plan warns about BatchNorm under accumulation as train does" plan --model resnet20 --batch 128 \
+        --micro-batch 32 --data mnist32 --data-dir "$DATA" --threads 2
+    expect_rc 0
+    expect_in "$OUT" "WARNING: model resnet20 has 21 BatchNorm layers, and this run computes each step's gradient from 4"
 
     run "train --mem with a fixed policy: auto fit of the micro-batch under it" train --mem 14MiB \
         --checkpoint every:2 --model cnn --batch 64 --max-steps 2 --progress off --data-dir "$DATA"
