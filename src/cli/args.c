@@ -63,7 +63,7 @@ static const flag train_flags[] = {
           "1], e.g. 0.5/0.25 or three values a side [computed over DIR/train, stored by --save]")},
     {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches decoded ahead of the step by background threads, "
           "in a ring planned in the data category [2 for images: and segmentation:, else 0]"), .min = 0, .max = 64},
-    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
+    {FLAG("data-threads", F_INT, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
     {FLAG("init", F_STRING, init, "FILE",
           "start from the weights in a safetensors file (a --save of the same model) instead of the seeded "
           "initialisation; every tensor of the model must be in it, with its shape [none]")},
@@ -213,7 +213,7 @@ static const flag plan_flags[] = {
 
     {FLAG("prefetch", F_SIZE, plan.prefetch, "N", "micro-batches read ahead of the step, planned in the data "
           "category (snug train --prefetch) [2 for --data images: and segmentation:, else 0]"), .min = 0, .max = 64},
-    {FLAG("data-threads", F_LONG, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
+    {FLAG("data-threads", F_INT, plan.data_threads, "N", "threads that decode ahead [1]"), .min = 1, .max = 64},
 
     GROUP("Optimizer (its state is planned memory)"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer: SGD keeps 1x params of state, AdamW 2x [sgd]"),

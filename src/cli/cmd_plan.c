@@ -33,9 +33,8 @@ static snug_status print_report(const cli_plan_options *opt, const snug_plan_set
         char *text = snug_plan_set_json(set, opt->model, opt->layers);
         bool ok = text && printf("%s\n", text) >= 0;
         free(text);
-        return ok ? SNUG_OK
-                  : snug_fail(err, SNUG_E_IO, "could not build or write the JSON report (out of memory, or stdout "
-                                              "closed)");
+        return ok ? SNUG_OK : snug_fail(err, SNUG_E_IO, "could not build or write the JSON report (out of memory, "
+                                                        "or stdout closed)");
     }
     snug_status st = snug_plan_set_print(stdout, set, opt->model, opt->layers, err);
     if (st == SNUG_OK && opt->timeline) printf("\nmemory timeline written to %s\n", opt->timeline);

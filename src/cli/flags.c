@@ -100,6 +100,7 @@ static bool set_integer(const flag *f, void *field, const char *value, char *msg
         return flags_fail(msg, len, "--%s must be %s, got '%s'", f->name, range, value);
     }
     if (f->kind == F_SIZE) *(size_t *)field = (size_t)v;
+    else if (f->kind == F_INT) *(int *)field = (int)v; /* [min, max] lies within int's range */
     else *(long *)field = v;
     return true;
 }
@@ -162,7 +163,7 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
     char list[256];
     int range;
     switch (f->kind) {
-    case F_SIZE:
+    case F_SIZE: case F_INT:
     case F_LONG: return set_integer(f, field, value, msg, len);
     case F_U64:
         if (!parse_u64(value, (uint64_t *)field))

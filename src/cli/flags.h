@@ -1,7 +1,7 @@
-/* The flag-table machinery every command's parser shares (snug-bench's too, bench/harness/): a table of flags (name, kind, where the value goes in
- * the command's options struct, help text) drives both the parser and the help, so they cannot drift apart.
- * Numbers are parsed strictly: the whole text must be a number, in range, without overflow. Messages are one
- * line saying what is wrong ("unknown flag '--x'", "--steps must be a whole number from 0 to 100000, got 'x'"). */
+/* The flag-table machinery every command's parser shares (snug-bench's too, bench/harness/): a table of flags
+ * (name, kind, where the value goes in the options struct, help text) drives both the parser and the help, so
+ * they cannot drift apart. Numbers are parsed strictly (the whole text, in range, no overflow); a message is one
+ * line saying what is wrong ("unknown flag '--x'", "--steps must be a whole number from 0 to 100000"). */
 #ifndef SNUG_CLI_FLAGS_H
 #define SNUG_CLI_FLAGS_H
 
@@ -14,6 +14,7 @@ typedef enum flag_kind {
     F_GROUP,   /* not a flag: a heading in the help */
     F_SIZE,    /* size_t, a whole number in [min, max] */
     F_LONG,    /* long, a whole number in [min, max] */
+    F_INT,     /* int, the same */
     F_U64,     /* uint64_t, any whole number >= 0 */
     F_FLOAT,   /* float, finite, in the range given by fmin/fmax */
     F_BYTES,   /* size_t, parsed by snug_parse_size ("256MiB") */
@@ -35,7 +36,7 @@ typedef struct flag {
     size_t aux;                        /* F_CHECKPOINT, F_MICRO: offset of the companion bool */
     const char *metavar;
     const char *help;                  /* ends with the default in brackets */
-    long min, max;                     /* F_SIZE, F_LONG */
+    long min, max;                     /* F_SIZE, F_LONG, F_INT */
     double fmin, fmax;                 /* F_FLOAT */
     bool fmin_open, fmax_open;         /* F_FLOAT: the bound itself is excluded */
     const char *const *choices;        /* F_CHOICE, NULL-terminated */
