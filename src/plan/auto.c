@@ -25,6 +25,7 @@ typedef struct search {
     plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
     bool have, fits;
     plan_reads reads; /* for the segments of a candidate that is not planned */
+    plan_memo *memo;  /* the request's, for sqrt */
     snug_status status;
     snug_error *err;
 } search;
@@ -97,9 +98,8 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
     plan q;
     if (s->status != SNUG_OK) return;
     const size_t ceiling = candidate_ceiling(s);
-    if ((s->status = plan_build_spared(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0}, s->bf16,
-                                       ceiling, &q, s->err)) == SNUG_OK &&
-        (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) == SNUG_OK)
+    if ((s->status = plan_build_policy_under(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0},
+                                             s->bf16, s->budget, ceiling, s->memo, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 
@@ -157,8 +157,13 @@ snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const sn
 
 snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                   bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err) {
+    return plan_build_auto_in(g, m, threads, optim, bf16, budget, ceiling, NULL, p, err);
+}
+
+snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, bool bf16,
+                               size_t budget, size_t ceiling, plan_memo *memo, plan *p, snug_error *err) {
     search s = {.g = g, .m = m, .budget = budget, .ceiling = ceiling, .threads = threads, .optim = optim,
-                .bf16 = bf16, .err = err};
+                .bf16 = bf16, .memo = memo, .err = err};
     if (!plan_reads_init(g, &s.reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
@@ -179,3 +184,4 @@ snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, co
     *p = s.best;
     return ceiling == SIZE_MAX ? plan_place(g, optim, p, err) : SNUG_OK; /* in full where the caller keeps it */
 }
+

@@ -108,6 +108,8 @@ typedef struct plan {
     double fwd_flops, bwd_flops, recompute_flops;  /* per micro-batch of m samples */
 } plan;
 
+typedef struct plan_memo plan_memo; /* plan/memo.c, below */
+
 /* A public plan (snug_plan_new): the plan, its graph, and the request it answers, with the micro-batch and the
  * policy resolved where the request left them free (request.micro_batch is the chosen m; requested_policy is
  * the policy planned with, AUTO kept as AUTO, while p.variant says what AUTO resolved to). */
@@ -118,8 +120,12 @@ struct snug_plan {
     snug_checkpoint_policy requested_policy;
     bool micro_batch_chosen;          /* the request left the micro-batch free */
     size_t share;                     /* samples of a global batch one rank takes (the largest share) */
+    plan_memo *memo;                  /* what its request's searches settled, for its candidate table; owned */
 };
 
+/* snug_plan_new answering from memo (NULL: none) what a request settled before; the plan made owns no memo. */
+snug_status plan_new_in(const snug_graph *g, const snug_plan_request *asked, plan_memo *memo, snug_plan **out,
+                        snug_plan_shortfall *why, snug_error *err);
 /* k = ceil(samples / m): the micro-batches of a window of `samples` samples. */
 size_t plan_micro_batches(size_t samples, size_t m);
 /* The largest micro-batch of g that may be planned (plan/request.c): its samples' inputs, layer outputs and
@@ -158,10 +164,22 @@ bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes, size_
  * only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                               snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err);
-/* The same under a ceiling (plan_build_under): for a caller that only asks whether the plan fits. */
+/* The answers one request's searches settled (plan/memo.c): an AUTO search's variant at a micro-batch and
+ * budget, a spared policy's. NULL everywhere means no memo. */
+plan_memo *plan_memo_new(void);
+void plan_memo_free(plan_memo *memo);
+/* The variant settled for policy at m and budget that a plan under ceiling may take: true and *v filled. */
+bool plan_memo_find(plan_memo *memo, size_t m, snug_checkpoint_policy policy, size_t budget, size_t ceiling,
+                    plan_variant *v);
+/* Keeps the variant a search settled; exact: as the search without a ceiling settles it. */
+void plan_memo_keep(plan_memo *memo, size_t m, snug_checkpoint_policy policy, size_t budget, bool exact,
+                    const plan_variant *v);
+
+/* The same under a ceiling (plan_build_under): for a caller that only asks whether the plan fits; memo (or
+ * NULL) answers what the request settled before and keeps what this search settles. */
 snug_status plan_build_policy_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                    snug_checkpoint_policy policy, bool bf16, size_t budget, size_t ceiling, plan *p,
-                                    snug_error *err);
+                                    snug_checkpoint_policy policy, bool bf16, size_t budget, size_t ceiling,
+                                    plan_memo *memo, plan *p, snug_error *err);
 
 /* A policy other than AUTO as given, except that SQRT and EVERY keep whole every segment whose recompute would
  * save no memory (plan/spare.c); under a ceiling as plan_build_under. */
@@ -172,6 +190,9 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
  * ceiling as plan_build_under. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                             bool bf16, size_t budget, plan *p, snug_error *err);
+/* plan_build_auto_under with the request's memo, for the policies it weighs (sqrt). */
+snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, bool bf16,
+                               size_t budget, size_t ceiling, plan_memo *memo, plan *p, snug_error *err);
 snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                   bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err);
 

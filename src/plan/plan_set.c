@@ -45,7 +45,7 @@ static snug_status add_candidate(snug_plan_set *s, const snug_plan *chosen, size
     q.micro_batch = m;
     q.checkpoint = policy;
     q.may_exceed_budget = true;
-    snug_status st = snug_plan_new(chosen->g, &q, &s->plans[s->n], NULL, err);
+    snug_status st = plan_new_in(chosen->g, &q, chosen->memo, &s->plans[s->n], NULL, err);
     if (st == SNUG_OK) s->n++;
     return st;
 }
@@ -114,6 +114,8 @@ static snug_status fill(snug_plan_set *s, snug_plan *chosen, bool *kept, snug_er
     }
     drop_repeats(s);
     find_baseline(s);
+    plan_memo_free(chosen->memo); /* the table is all it was kept for */
+    chosen->memo = NULL;
     return SNUG_OK;
 }
 

@@ -48,6 +48,7 @@ char *snug_format_checkpoint(snug_checkpoint_policy p, char *buf, size_t len) {
 void snug_plan_free(snug_plan *p) {
     if (!p) return;
     plan_free(&p->p);
+    plan_memo_free(p->memo);
     free(p);
 }
 

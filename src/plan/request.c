@@ -159,21 +159,21 @@ static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s
 /* The plan of m under policy; a probe only asks whether it fits, so it may be left unplaced past the budget
  * (plan_build_under: then it does not fit either). */
 static snug_status build_as(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
-                            bool probe, plan *p, snug_error *err) {
+                            bool probe, plan_memo *memo, plan *p, snug_error *err) {
     const bool bf16 = r->precision == SNUG_PRECISION_BF16;
     const size_t budget = engine_budget(r), ceiling = probe && budget ? budget : SIZE_MAX;
-    return add_beside(r, p, plan_build_policy_under(g, m, r->threads, &r->optim, policy, bf16, budget, ceiling, p, err),
-                      err);
+    return add_beside(r, p, plan_build_policy_under(g, m, r->threads, &r->optim, policy, bf16, budget, ceiling, memo,
+                                                    p, err), err);
 }
 
 static snug_status build(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
-                         plan *p, snug_error *err) {
-    return build_as(g, r, m, policy, false, p, err);
+                         plan_memo *memo, plan *p, snug_error *err) {
+    return build_as(g, r, m, policy, false, memo, p, err);
 }
 
 static snug_status build_probe(const snug_graph *g, const snug_plan_request *r, size_t m,
-                               snug_checkpoint_policy policy, plan *p, snug_error *err) {
-    return build_as(g, r, m, policy, true, p, err);
+                               snug_checkpoint_policy policy, plan_memo *memo, plan *p, snug_error *err) {
+    return build_as(g, r, m, policy, true, memo, p, err);
 }
 
 static bool fits(const snug_plan_request *r, const plan *p) { return !r->budget || p->total <= r->budget; }
@@ -185,17 +185,50 @@ static double predicted_throughput(const plan *p) {
     return m / (m + 8.0) / (1.0 + (work > 0 ? p->recompute_flops / work : 0));
 }
 
+/* Whether the plan of m under policy fits. */
+static snug_status fits_as(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
+                           plan_memo *memo, bool *ok, snug_error *err) {
+    plan p;
+    snug_status s = build_probe(g, r, m, policy, memo, &p, err);
+    if (s != SNUG_OK) return s;
+    *ok = fits(r, &p);
+    plan_free(&p);
+    return SNUG_OK;
+}
+
+/* Whether AUTO at m fits, as its search says, in fewer plans: none and cheap are the search's first candidates,
+ * and sqrt without its spared segments totals at least the spared sqrt the search weighs, so where one of them
+ * fits, the search keeps a fitting plan too. Only where none does is the search made (and kept in the memo). */
+static snug_status auto_fits(const snug_graph *g, const snug_plan_request *r, size_t m, plan_memo *memo, bool *ok,
+                             snug_error *err) {
+    plan_variant v;
+    if (plan_memo_find(memo, m, policy_auto, engine_budget(r), engine_budget(r), &v))
+        return fits_as(g, r, m, policy_auto, memo, ok, err);
+    const snug_checkpoint_policy first[] = {policy_none, {SNUG_CHECKPOINT_CHEAP, 0}};
+    for (size_t i = 0; i < sizeof first / sizeof first[0]; i++) {
+        snug_status s = fits_as(g, r, m, first[i], memo, ok, err);
+        if (s != SNUG_OK || *ok) return s;
+    }
+    plan p;
+    v = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0});
+    v.bf16 = r->precision == SNUG_PRECISION_BF16;
+    snug_status s = add_beside(r, &p, plan_build_under(g, m, r->threads, &r->optim, &v, engine_budget(r), &p, err), err);
+    if (s != SNUG_OK) return s;
+    *ok = fits(r, &p);
+    plan_free(&p);
+    return *ok ? SNUG_OK : fits_as(g, r, m, policy_auto, memo, ok, err);
+}
+
 /* The largest m in [1, limit] whose plan under policy fits, or 0. */
 static snug_status largest_fitting(const snug_graph *g, const snug_plan_request *r, snug_checkpoint_policy policy,
-                                   size_t limit, size_t *m_out, snug_error *err) {
+                                   size_t limit, plan_memo *memo, size_t *m_out, snug_error *err) {
     size_t lo = 0, hi = limit;
     while (lo < hi) {
         const size_t mid = lo + (hi - lo + 1) / 2;
-        plan p;
-        snug_status s = build_probe(g, r, mid, policy, &p, err);
+        bool ok = false;
+        snug_status s = policy.kind == SNUG_CHECKPOINT_AUTO && r->budget ? auto_fits(g, r, mid, memo, &ok, err)
+                                                                         : fits_as(g, r, mid, policy, memo, &ok, err);
         if (s != SNUG_OK) return s;
-        const bool ok = fits(r, &p);
-        plan_free(&p);
         if (ok) lo = mid;
         else hi = mid - 1;
     }
@@ -216,9 +249,9 @@ typedef struct choice {
 
 /* Keeps micro-batch m under policy (AUTO: what it resolves to) when its plan fits and beats the choice so far. */
 static snug_status probe(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
-                         choice *c, snug_error *err) {
+                         plan_memo *memo, choice *c, snug_error *err) {
     plan p;
-    snug_status s = build_probe(g, r, m, policy, &p, err);
+    snug_status s = build_probe(g, r, m, policy, memo, &p, err);
     if (s != SNUG_OK) return s;
     const double t = predicted_throughput(&p);
     if (fits(r, &p) && t > c->best)
@@ -250,23 +283,24 @@ static size_t recompute_candidates(size_t share, size_t above, size_t top, size_
  * m, so m0 and the largest m that fits with recompute are bisections, and the micro-batches between them are
  * planned with recompute, largest first (a tie keeps the larger): every one, or a spread of RECOMPUTE_PROBES of
  * them, so that a batch of billions costs a few dozen plans. c->found stays false when nothing fits. */
-static snug_status choose_both(const snug_graph *g, const snug_plan_request *r, choice *c, snug_error *err) {
+static snug_status choose_both(const snug_graph *g, const snug_plan_request *r, plan_memo *memo, choice *c,
+                               snug_error *err) {
     const size_t share = rank_share(r), limit = at_most(share, plan_micro_batch_ceiling(g));
     size_t plain = 0, with_recompute = 0, ms[RECOMPUTE_PROBES + 1];
     *c = (choice){.best = -1};
-    snug_status s = largest_fitting(g, r, policy_none, limit, &plain, err);
-    if (s == SNUG_OK) s = largest_fitting(g, r, policy_auto, limit, &with_recompute, err);
+    snug_status s = largest_fitting(g, r, policy_none, limit, memo, &plain, err);
+    if (s == SNUG_OK) s = largest_fitting(g, r, policy_auto, limit, memo, &with_recompute, err);
     const size_t m0 = plain ? evened(share, plain) : 0;
     const size_t n = s == SNUG_OK && with_recompute > m0 ? recompute_candidates(share, m0, with_recompute, ms) : 0;
-    for (size_t i = 0; i < n && s == SNUG_OK; i++) s = probe(g, r, ms[i], policy_auto, c, err);
-    if (s == SNUG_OK && m0) s = probe(g, r, m0, policy_none, c, err);
+    for (size_t i = 0; i < n && s == SNUG_OK; i++) s = probe(g, r, ms[i], policy_auto, memo, c, err);
+    if (s == SNUG_OK && m0) s = probe(g, r, m0, policy_none, memo, c, err);
     return s;
 }
 
 /* The micro-batch and policy the request asks for, chosen where it leaves them free. *found is false when
  * nothing fits. */
-static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size_t *m, snug_checkpoint_policy *policy,
-                           bool *found, snug_error *err) {
+static snug_status resolve(const snug_graph *g, const snug_plan_request *r, plan_memo *memo, size_t *m,
+                           snug_checkpoint_policy *policy, bool *found, snug_error *err) {
     *found = true;
     *policy = r->checkpoint;
     if (r->micro_batch != SNUG_MICRO_BATCH_AUTO) {
@@ -275,14 +309,15 @@ static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size
     }
     if (r->checkpoint.kind == SNUG_CHECKPOINT_AUTO) {
         choice c;
-        snug_status s = choose_both(g, r, &c, err);
+        snug_status s = choose_both(g, r, memo, &c, err);
         *m = c.m;
         *policy = c.policy;
         *found = c.found;
         return s;
     }
     size_t largest = 0;
-    snug_status s = largest_fitting(g, r, r->checkpoint, at_most(rank_share(r), plan_micro_batch_ceiling(g)), &largest, err);
+    snug_status s = largest_fitting(g, r, r->checkpoint, at_most(rank_share(r), plan_micro_batch_ceiling(g)), memo,
+                                    &largest, err);
     if (s != SNUG_OK) return s;
     *found = largest > 0;
     if (*found) *m = plan_micro_batches(rank_share(r), plan_micro_batches(rank_share(r), largest));
@@ -291,7 +326,7 @@ static snug_status resolve(const snug_graph *g, const snug_plan_request *r, size
 
 /* What the request needs (its plan, or micro-batch 1 where the micro-batch was free), and the ways out. */
 static snug_status explain(const snug_graph *g, const snug_plan_request *r, const plan *asked,
-                           snug_checkpoint_policy policy, snug_plan_shortfall *why, snug_error *err) {
+                           snug_checkpoint_policy policy, plan_memo *memo, snug_plan_shortfall *why, snug_error *err) {
     memset(why, 0, sizeof *why);
     why->budget = r->budget;
     plan lean;
@@ -306,9 +341,9 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     why->needed = need->total;
     plan_free(&lean);
     const size_t limit = asked ? asked->m : at_most(rank_share(r), plan_micro_batch_ceiling(g));
-    s = largest_fitting(g, r, policy, limit, &why->largest_micro_batch, err);
+    s = largest_fitting(g, r, policy, limit, memo, &why->largest_micro_batch, err);
     if (s == SNUG_OK && policy.kind != SNUG_CHECKPOINT_AUTO)
-        s = largest_fitting(g, r, policy_auto, limit, &why->largest_with_recompute, err);
+        s = largest_fitting(g, r, policy_auto, limit, memo, &why->largest_with_recompute, err);
     else why->largest_with_recompute = why->largest_micro_batch;
     return s;
 }
@@ -353,10 +388,11 @@ static snug_status refuse(const snug_graph *g, const snug_plan_request *r, const
 
 /* A plan that does not fit: explained and refused, or kept where the caller compares candidates. */
 static snug_status over_budget(const snug_graph *g, const snug_plan_request *r, plan *p, size_t m,
-                               snug_checkpoint_policy policy, snug_plan_shortfall *why, snug_error *err) {
+                               snug_checkpoint_policy policy, plan_memo *memo, snug_plan_shortfall *why,
+                               snug_error *err) {
     snug_plan_shortfall local;
     snug_plan_shortfall *w = why ? why : &local;
-    snug_status s = explain(g, r, p, policy, w, err);
+    snug_status s = explain(g, r, p, policy, memo, w, err);
     if (s == SNUG_OK) s = refuse(g, r, w, m, policy, err);
     return s;
 }
@@ -385,8 +421,10 @@ static snug_plan_request resolve_default(const snug_plan_request *req) {
     return r;
 }
 
-snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *asked, snug_plan **out,
-                          snug_plan_shortfall *why, snug_error *err) {
+/* snug_plan_new with the memo of a request whose searches were settled before (plan/memo.c): the candidate
+ * table's plans ask what the request's own plan asked; the plan made owns no memo. */
+snug_status plan_new_in(const snug_graph *g, const snug_plan_request *asked, plan_memo *memo, snug_plan **out,
+                        snug_plan_shortfall *why, snug_error *err) {
     *out = NULL;
     const snug_plan_request resolved = resolve_default(asked), *req = &resolved;
     if (why) memset(why, 0, sizeof *why);
@@ -396,17 +434,26 @@ snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *asked, s
     size_t m = 0;
     snug_checkpoint_policy policy;
     bool found = false;
-    if (s == SNUG_OK) s = resolve(g, req, &m, &policy, &found, err);
+    if (s == SNUG_OK) s = resolve(g, req, memo, &m, &policy, &found, err);
     if (s != SNUG_OK) return s;
-    if (!found) return over_budget(g, req, NULL, 0, req->checkpoint, why, err);
+    if (!found) return over_budget(g, req, NULL, 0, req->checkpoint, memo, why, err);
     plan p;
-    if ((s = build(g, req, m, policy, &p, err)) != SNUG_OK) return s;
+    if ((s = build(g, req, m, policy, memo, &p, err)) != SNUG_OK) return s;
     if (!fits(req, &p) && !req->may_exceed_budget) {
-        s = over_budget(g, req, &p, m, policy, why, err);
+        s = over_budget(g, req, &p, m, policy, memo, why, err);
         plan_free(&p);
         return s;
     }
     return wrap(g, req, m, policy, &p, out, err);
+}
+
+snug_status snug_plan_new(const snug_graph *g, const snug_plan_request *asked, snug_plan **out,
+                          snug_plan_shortfall *why, snug_error *err) {
+    plan_memo *memo = plan_memo_new(); /* without one (no memory for it), the searches only repeat */
+    snug_status s = plan_new_in(g, asked, memo, out, why, err);
+    if (s == SNUG_OK) (*out)->memo = memo;
+    else plan_memo_free(memo);
+    return s;
 }
 
 const snug_plan_request *snug_plan_request_of(const snug_plan *p) { return &p->request; }
