@@ -10,12 +10,6 @@
 #include "core/error.h"
 #include "ops/op.h"
 
-snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t) {
-    while (g->nodes[g->tensors[t].producer].op->flags & OP_IS_VIEW)
-        t = g->nodes[g->tensors[t].producer].inputs[0];
-    return t;
-}
-
 snug_graph *snug_graph_new(const char *name) {
     snug_graph *g = calloc(1, sizeof *g);
     if (!g) return NULL;

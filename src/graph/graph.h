@@ -5,6 +5,7 @@
 
 #include "core/shape.h"
 #include "ops/node.h"
+#include "ops/op.h"
 #include "snug.h"
 
 typedef struct graph_param {
@@ -58,8 +59,12 @@ int graph_find_node(const snug_graph *g, const char *name);
 /* Adds node `node` (already appended, with its name) to the name index; false when the system refuses memory. */
 bool graph_index_name(snug_graph *g, int node);
 
-/* The tensor whose memory holds t's values: views (flatten, a folded ReLU) resolve to the tensor they alias. */
-snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t);
+/* The tensor whose memory holds t's values: views (flatten, a folded ReLU) resolve to the tensor they alias.
+ * Inline: the planner asks it for every input of every node in each of its stages. */
+static inline snug_tensor graph_base_tensor(const snug_graph *g, snug_tensor t) {
+    while (g->nodes[g->tensors[t].producer].op->flags & OP_IS_VIEW) t = g->nodes[g->tensors[t].producer].inputs[0];
+    return t;
+}
 
 /* The first node other than the loss whose output no node reads, or -1 (also when out of memory for the scan):
  * in a complete graph such a layer holds parameters and memory for nothing, and is almost always a wiring
