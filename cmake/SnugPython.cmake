@@ -26,9 +26,10 @@ set_target_properties(snug_python PROPERTIES
     OUTPUT_NAME _snug
     LIBRARY_OUTPUT_DIRECTORY "${SNUG_PY_DIR}/snug"
     C_VISIBILITY_PRESET hidden)
-add_custom_command(TARGET snug_python POST_BUILD
-    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${SNUG_PY_FILES} "${SNUG_PY_DIR}/snug/"
-    COMMENT "Copying python/snug/*.py beside the extension in ${SNUG_PY_DIR}/snug")
+# every build: an edited .py file is copied even when the extension itself is up to date
+add_custom_target(snug_python_files ALL
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${SNUG_PY_DIR}/snug"
+    COMMAND ${CMAKE_COMMAND} -E copy_if_different ${SNUG_PY_FILES} "${SNUG_PY_DIR}/snug/")
 
 if(BUILD_TESTING)
     execute_process(COMMAND "${Python3_EXECUTABLE}" -c "import numpy, pytest"

@@ -23,7 +23,10 @@ __version__ = _snug.version
 
 set_threads = _snug.set_threads
 system_info = _snug.system_info
+format_bytes = _snug.format_bytes
+parse_size = _snug.parse_size
 
 __all__ = ["Model", "models", "plan", "Plan", "Trainer", "History", "SGD", "AdamW", "Cosine", "Constant", "data",
            "Error", "ArgumentError", "ShapeError", "OutOfMemory", "OutOfBudget", "FileError", "FormatError",
-           "NonFiniteError", "SizeOverflow", "Interrupted", "set_threads", "system_info"]
+           "NonFiniteError", "SizeOverflow", "Interrupted", "set_threads", "system_info", "format_bytes",
+           "parse_size"]
