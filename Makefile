@@ -27,7 +27,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data data-mnist data-brown data-fashion-mnist build build-asan demo test examples bench fuzz install clean distclean
+.PHONY: help deps data data-mnist data-brown data-fashion-mnist build build-asan demo test examples bench fuzz install python clean distclean
 
 help:
 	@echo "snug targets:"
@@ -44,6 +44,7 @@ help:
 	@echo "  make bench       build, then run the benchmarks, snug beside PyTorch, into bench/results/ (quiet machine)"
 	@echo "  make fuzz        build tests/fuzz/ with Clang's libFuzzer in $(BUILD_FUZZ)/, run each target FUZZ_SECONDS=$(FUZZ_SECONDS)"
 	@echo "  make install     install from $(BUILD)/ to \$$DESTDIR\$$PREFIX (PREFIX=$(PREFIX))"
+	@echo "  make python      install, then the Python package (python/, docs/python.md) into PREFIX with pip, offline"
 	@echo "  make clean       remove $(BUILD)/, $(BUILD_ASAN)/ and $(BUILD_FUZZ)/"
 	@echo "  make distclean   clean, and remove data/ (MNIST, the Brown corpus and the download cache)"
 	@echo "variables: JOBS=$(JOBS) PREFIX DESTDIR DEMO_ARGS='...' CTEST_ARGS='$(CTEST_ARGS)' BENCH_ARGS='...' FUZZ_SECONDS FUZZ_TARGETS='...'"
@@ -119,6 +120,16 @@ fuzz:
 
 install: build
 	DESTDIR="$(DESTDIR)" $(CMAKE) --install $(BUILD) --prefix "$(PREFIX)"
+
+# The Python package against the library just installed (python/setup.py finds it through pkg-config), with
+# Debian's python3 (where `make deps` installs numpy and pytest), into PREFIX/lib/python3.X/dist-packages (on
+# Debian's sys.path for PREFIX=/usr/local; beside Debian's own packages, never over them); --no-build-isolation
+# builds offline with Debian's setuptools.
+PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
+PY_SITE = $(DESTDIR)$(PREFIX)/lib/$(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])')/dist-packages
+python: install
+	PKG_CONFIG_PATH="$(DESTDIR)$(PREFIX)/lib/pkgconfig" $(PYTHON) -m pip install --no-build-isolation --no-deps \
+	    --upgrade --target "$(PY_SITE)" ./python
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_FUZZ)

@@ -126,6 +126,16 @@ const char *snug_graph_name(const snug_graph *g);
  * (snug_plan_new) checks the graph this way. */
 snug_status snug_graph_check(const snug_graph *g, snug_error *err);
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t);
+/* The per-sample shape of the graph's input, and of the logits its loss reads ((classes), (T, classes) or
+ * (classes, H, W)): what a sample is and what snug_trainer_predict gives per sample. Rank 0 before the input or
+ * the loss is built. */
+snug_shape snug_graph_input_shape(const snug_graph *g);
+snug_shape snug_graph_output_shape(const snug_graph *g);
+/* The parameters and non-trainable buffers (BatchNorm's running statistics) of the graph, in graph order: the
+ * order of snug_trainer_param and of a saved file. Each has its name (PyTorch's state_dict name, "conv1.weight"),
+ * its shape (PyTorch's layout) and whether the optimizer trains it; NULL past the end. */
+size_t snug_graph_param_count(const snug_graph *g);
+const char *snug_graph_param(const snug_graph *g, size_t i, snug_shape *shape, bool *trainable);
 
 /* Every layer below has a name, unique in its graph, that names its parameters ("conv1.weight") and the
  * messages. Parameters start from PyTorch's default initialisation, drawn from the seed of the run. */
@@ -988,6 +998,12 @@ typedef struct snug_trainer snug_trainer;
 snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg, snug_trainer **out,
                              snug_error *err);
 void snug_trainer_free(snug_trainer *tr);
+/* Replaces the trainer's run configuration for its next snug_trainer_fit (checked as snug_trainer_new checks it;
+ * on error nothing changes): a program that trains in several calls gives each its epochs or step limit, its
+ * evaluation, log, state folder and callbacks. The optimizer's kind must stay the plan's; what a continued run
+ * must keep (batch, optimizer, seed, schedule, clipping, data order: snug_trainer_load_state's checks) is the
+ * caller's to keep. A log of another path closes the open one; the new one opens at the next fit. */
+snug_status snug_trainer_configure(snug_trainer *tr, const snug_train_config *cfg, snug_error *err);
 
 /* The optimizer steps of one epoch over `samples` samples (windows of the plan's batch; the last one short
  * unless drop_last) and of the whole run (epochs of them, capped by max_steps): what snug_trainer_fit takes. */
@@ -1014,6 +1030,12 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
 snug_status snug_trainer_evaluate(snug_trainer *tr, const snug_dataset *ds, snug_eval_result *res,
                                   snug_error *err);
 
+/* The logits of every sample of ds with the current parameters, as snug_trainer_evaluate computes them (forward
+ * only, micro-batch by micro-batch through the trainer's buffers, dropout the identity, BatchNorm's running
+ * statistics), written to logits: snug_dataset_size(ds) samples of snug_graph_output_shape's elements each, in
+ * sample order. ds's targets are read but not scored (SNUG_IGNORE_TARGET serves). Every rank predicts the whole
+ * set; nothing is collective. */
+snug_status snug_trainer_predict(snug_trainer *tr, const snug_dataset *ds, float *logits, snug_error *err);
 /* snug_trainer_evaluate that also counts which class each item is predicted as: confusion[t * classes + p]
  * becomes the items of target t whose argmax is p, over the whole set (every rank's share), for the loss's
  * `classes` (snug_trainer_classes). confusion is the caller's, classes x classes counts; it is zeroed first. */

@@ -8,8 +8,9 @@
 #     --fashion-mnist: the package of Fashion-MNIST's IDX files instead (scripts/fetch-fashion-mnist.sh)
 set -euo pipefail
 
-# python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3)
+# python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results; python3-dev, -numpy,
+# -setuptools, -pip and -pytest: the Python package in python/ (built, installed and tested offline)
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them

@@ -14,6 +14,8 @@
     clone from another file.
   - src/cli/ stays a thin layer: under 2,500 lines, .c and .h together (four commands: train, plan, eval, curve;
     what is not flags, calls and printing belongs in the library).
+  - python/src/ (the Python extension) is a client of the public header only: it includes "snug.h" and its
+    own headers, never a header of src/ (what it lacks belongs in include/snug.h).
   - docs/architecture.md names every .c and .h file under src/: the map is the whole tree. The doc's tree (the
     code block under "## The tree") gives each room a section: a line that starts with src/<room>/ opens it, the
     indented lines below belong to it, and the next line that starts without a space closes it. A file
@@ -135,6 +137,20 @@ def find_cycle(graph):
     return None
 
 
+def python_private_includes(top):
+    """The quoted includes of python/src/ that are neither snug.h nor its own headers, as messages."""
+    folder = os.path.join(top, "python", "src")
+    own = set(os.listdir(folder)) if os.path.isdir(folder) else set()
+    problems = []
+    for name in sorted(n for n in own if n.endswith((".c", ".h"))):
+        text = open(os.path.join(folder, name), encoding="utf-8").read()
+        for header in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            if header != "snug.h" and header not in own:
+                problems.append(f"python/src/{name}: includes \"{header}\": the extension uses the public API "
+                                "only (add what it lacks to include/snug.h)")
+    return problems
+
+
 def check(top):
     src = os.path.join(top, "src")
     problems, modules, cli_lines = [], {}, 0
@@ -175,6 +191,7 @@ def check(top):
             problems.append(f"src/{room}/: include cycle {' -> '.join(cycle)}")
     for path in unnamed_files(top):
         problems.append(f"{path}: not named in {DOC}'s tree: say there what it is (the map names every file)")
+    problems += python_private_includes(top)
     if cli_lines >= CLI_LINES_MAX:
         problems.append(f"src/cli/: {cli_lines} lines, not under {CLI_LINES_MAX}: move what is not flags, calls "
                         "and printing into the library")
@@ -191,7 +208,7 @@ def main():
     if problems:
         return 1
     print(f"ok: rooms depend downwards only, no include cycle in a room, no getenv or flag below src/cli/, "
-          f"every VM_KERNEL static, every file named in {DOC}, src/cli/ {cli_lines} lines")
+          f"every VM_KERNEL static, python/src/ on snug.h alone, every file named in {DOC}, src/cli/ {cli_lines} lines")
     return 0
 
 

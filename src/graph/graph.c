@@ -1,4 +1,5 @@
-/* The static graph as data: creating and freeing it, its first error, tensor shapes, and what a view aliases.
+/* The static graph as data: creating and freeing it, its first error, tensor shapes, what it reads and gives out,
+ * its parameters, and what a view aliases.
  * Appending nodes is builders.c's. */
 #define _POSIX_C_SOURCE 200809L
 #include "graph/graph.h"
@@ -62,4 +63,24 @@ snug_status snug_graph_check(const snug_graph *g, snug_error *err) {
 snug_shape snug_tensor_shape(const snug_graph *g, snug_tensor t) {
     if (!g || t < 0 || t >= g->n_tensors) return (snug_shape){0};
     return g->tensors[t].shape;
+}
+
+snug_shape snug_graph_input_shape(const snug_graph *g) {
+    if (!g || g->input_node < 0) return (snug_shape){0};
+    return g->tensors[g->nodes[g->input_node].output].shape;
+}
+
+snug_shape snug_graph_output_shape(const snug_graph *g) {
+    if (!g || g->loss_node < 0) return (snug_shape){0};
+    return g->tensors[g->nodes[g->loss_node].inputs[0]].shape;
+}
+
+size_t snug_graph_param_count(const snug_graph *g) { return g ? (size_t)g->n_params : 0; }
+
+const char *snug_graph_param(const snug_graph *g, size_t i, snug_shape *shape, bool *trainable) {
+    if (!g || i >= (size_t)g->n_params) return NULL;
+    const graph_param *p = &g->params[i];
+    if (shape) *shape = p->shape;
+    if (trainable) *trainable = !p->buffer;
+    return p->name;
 }

@@ -148,6 +148,22 @@ snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg
     return SNUG_OK;
 }
 
+snug_status snug_trainer_configure(snug_trainer *tr, const snug_train_config *cfg, snug_error *err) {
+    snug_status s = check_config(cfg, tr->plan, &tr->public_plan->request.optim, err);
+    if (s == SNUG_OK) s = check_augment(cfg, tr->g, err);
+    if (s != SNUG_OK) return s;
+    /* another log (or none) from now on: the open one is complete, every line flushed as written */
+    const char *was = tr->cfg.log_path, *now = cfg->log_path;
+    if (tr->log && (!now || !was || strcmp(was, now) != 0)) {
+        snug_run_log_close(tr->log, NULL);
+        tr->log = NULL;
+    }
+    tr->cfg = *cfg;
+    if (tr->cfg.schedule.reference_batch == 0) tr->cfg.schedule.reference_batch = 256;
+    tr->opt.cfg = tr->cfg.optim;
+    return SNUG_OK;
+}
+
 void snug_trainer_free(snug_trainer *tr) {
     if (!tr) return;
     snug_run_log_close(tr->log, NULL); /* every line was flushed as it was written */
