@@ -1215,6 +1215,10 @@ snug_status snug_curve_write(const char *log_path, const char *svg_path, const c
  * process is a job of one. Call it first, before creating trainers; every rank then runs the same calls, in the
  * same order (trainer creation, steps, evaluation are collective). */
 snug_status snug_dist_init(int *argc, char ***argv, snug_error *err);
+/* snug_dist_init joined a job of an MPI launcher, even one of one rank. Its stdout is then the launcher's: Open
+ * MPI gives every rank a pseudo-terminal whatever mpirun's own output is, so isatty() cannot tell whether the
+ * output lands on a terminal or in a file. */
+bool snug_dist_joined(void);
 /* Leaves the job (MPI_Finalize) when snug_dist_init joined one. */
 void snug_dist_finalize(void);
 int snug_dist_rank(void);  /* 0 .. size-1; 0 outside a job */

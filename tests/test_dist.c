@@ -72,6 +72,7 @@ static void plain_process_is_a_job_of_one(void **state) {
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
     assert_int_equal(snug_dist_init(NULL, NULL, NULL), SNUG_OK);
+    assert_false(snug_dist_joined());
     assert_int_equal(snug_dist_rank(), 0);
     assert_int_equal(snug_dist_size(), 1);
     float f[3] = {1.5f, -2.0f, 3.25f};

@@ -144,7 +144,7 @@ static const flag train_flags[] = {
           "without a live line, log every N steps and the last [auto: about 20 lines per epoch]"),
      .min = 1, .max = LONG_MAX},
     {FLAG("progress", F_CHOICE, progress, "auto|on|off", "on: one live line rewritten in place; off: a plain step "
-          "line every --log-every steps and the last [auto: live only when stdout is a terminal]"),
+          "line every --log-every steps and the last [auto: live on a terminal, never under mpirun]"),
      .choices = progress_choices},
     {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
      .choices = on_off},

@@ -332,10 +332,9 @@ static snug_status save_params(const train_run *r, snug_error *err) {
     return st;
 }
 
+/* auto: a terminal, but not under mpirun: a rank's stdout is its pseudo-terminal even when mpirun's is a file */
 static bool live_progress(cli_progress_mode mode) {
-    if (mode == CLI_PROGRESS_ON) return true;
-    if (mode == CLI_PROGRESS_OFF) return false;
-    return isatty(fileno(stdout));
+    return mode == CLI_PROGRESS_ON || (mode == CLI_PROGRESS_AUTO && isatty(fileno(stdout)) && !snug_dist_joined());
 }
 
 /* Flags and --help: the same on every rank (the same command line), so every rank stops alike and only rank 0

@@ -22,6 +22,8 @@ typedef struct dist {
 } dist;
 
 dist dist_get(void);
+/* dist_init joined a job of an MPI launcher (even one of one rank). */
+bool dist_joined(void);
 
 /* Joins the job when the process was started by an MPI launcher (mpirun, srun); otherwise it stays a job of one
  * and MPI is not initialised at all, so a plain run pays nothing for it. Idempotent. */

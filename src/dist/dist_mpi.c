@@ -57,6 +57,8 @@ static snug_status mpi_fail(int rc, const char *what, snug_error *err) {
 
 dist dist_get(void) { return job.self; }
 
+bool dist_joined(void) { return job.joined; }
+
 /* The arrival notes of a job of several ranks: a communicator of their own, and a request and a byte per rank. */
 static snug_status notes_init(snug_error *err) {
     const size_t size = (size_t)job.self.size;

@@ -3,6 +3,8 @@
 
 snug_status snug_dist_init(int *argc, char ***argv, snug_error *err) { return dist_init(argc, argv, err); }
 
+bool snug_dist_joined(void) { return dist_joined(); }
+
 void snug_dist_finalize(void) { dist_finalize(); }
 
 int snug_dist_rank(void) { return dist_get().rank; }

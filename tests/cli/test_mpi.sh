@@ -3,7 +3,8 @@
 # by CMake only in a build with MPI; SNUG_MPIEXEC names the launcher (else mpiexec from PATH). One thread a rank.
 #   - R = 1, 2, 4 ranks give the parameters of the single-process run after 20 steps (max |a-b| / max |a| <= 1e-5;
 #     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp);
-#   - exactly one gradient all-reduce per optimizer step; only rank 0 prints;
+#   - exactly one gradient all-reduce per optimizer step; only rank 0 prints; --progress auto into a file writes
+#     plain step lines, once;
 #   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
 #   - a rank that does not reach a collective (one that skips it, one stopped with SIGSTOP) ends the job after
 #     --rank-timeout, with a message naming it;
@@ -99,6 +100,18 @@ for R in 2 4; do
     [ "$(grep -c '^snug 0' "$OUT")" -eq 1 ] || fail "the header is printed more than once"
     expect_close "$TMP/mlp_1p.bin" "$TMP/mlp_r$R.bin"
 done
+
+# --progress auto with mpirun's stdout in a file: plain step lines, rank 0's alone. Open MPI gives every rank a
+# pseudo-terminal for stdout whatever mpirun's own is, so a rank that asked isatty would draw the live line ('\r'
+# and an escape code) into the file.
+run_mpi "--progress auto under mpirun, stdout to a file: plain step lines of rank 0 only" 2 train --data-dir "$DATA" \
+    --model mlp --batch 50 --max-steps 5 --evaluate off --threads 1 --progress auto --log-every 1
+expect_rc 0
+if grep -q $'[\r\033]' "$OUT"; then fail "carriage returns or escape codes in the file"; fi
+for s in 1 2 3 4 5; do
+    [ "$(grep -c "step $s/5 " "$OUT")" -eq 1 ] || fail "step $s/5 is not logged exactly once (only rank 0 logs)"
+done
+[ "$(grep -c '^snug 0' "$OUT")" -eq 1 ] || fail "the header is printed more than once"
 
 # A run's state written by one process and continued by two ranks (docs/resume.md): the same run within rounding.
 run "mlp, 10 steps in one process with a state folder" "${MLP[@]}" --max-steps 10 --evaluate off \
