@@ -7,7 +7,7 @@
 #     plain step lines, once;
 #   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
 #   - a rank that does not reach a collective (one that skips it, one stopped with SIGSTOP) ends the job after
-#     --rank-timeout, with a message naming it;
+#     --rank-timeout, with a message naming it; so does a rank stopped during start-up (in MPI_Init);
 #   - a usage error under mpirun is reported once.
 #
 # usage: tests/cli/test_mpi.sh SNUG_BINARY DATA_DIR
@@ -244,6 +244,54 @@ fi
 # The job ends the stopped rank too (killed, it may linger a moment as a zombie); one that outlives the job is a
 # failure, and must not outlive the test.
 running() { [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
+for _ in $(seq 100); do running "$STOPPED" || break; sleep 0.1; done
+if running "$STOPPED"; then
+    fail "rank 1 (pid $STOPPED) was still there 10 s after the job"
+    kill -KILL "$STOPPED"
+fi
+
+# A rank stopped during start-up: MPI_Init (and the communicator set-up after it) waits for every rank and cannot
+# be cancelled, so --rank-timeout bounds the start-up too. Rank 1 is stopped as soon as its process runs snug,
+# long before it can have joined; should the stop land later all the same, the collectives' timeout ends the job:
+# either message, but the job must end.
+finish_case
+CASE="a rank stopped with SIGSTOP during start-up ends the job after --rank-timeout 5s, with a message"
+CASE_OK=1
+PIDFILE=$TMP/rank1_start.pid
+START=(train --model mlp --batch 64 --max-steps 100000 --evaluate off --progress off --threads 1
+    --data-dir "$DATA" --rank-timeout 5s)
+"$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$SNUG" "${START[@]}" : \
+    -np 1 sh -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" "$SNUG" "${START[@]}" >"$OUT" 2>"$ERR" &
+JOB=$!
+EXE=$(readlink -f "$SNUG")
+STOPPED=
+for _ in $(seq 3000); do
+    STOPPED=$(cat "$PIDFILE" 2>/dev/null)
+    [ -n "$STOPPED" ] && [ "$(readlink "/proc/$STOPPED/exe" 2>/dev/null)" = "$EXE" ] && break
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.01
+done
+start=$(date +%s)
+if [ -n "$STOPPED" ] && kill -STOP "$STOPPED"; then
+    for _ in $(seq 600); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$JOB" 2>/dev/null; then
+        fail "the job still runs 60 s after rank 1 was stopped in its start-up"
+        kill -KILL "$STOPPED" 2>/dev/null
+        kill "$JOB" 2>/dev/null # mpirun ends its other ranks
+    fi
+    wait "$JOB"
+    RC=$?
+    took=$(($(date +%s) - start))
+    echo "      exit status $RC, $took s after the stop: $(grep -o 'MPI_Init is still\|MPI_Comm_dup\|did not reach [a-z ]*\|every rank reached' "$ERR" | head -1)"
+    [ "$RC" -ne 0 ] || fail "exit status 0: expected a failure"
+    grep -qE "snug: rank 0( of 2)? \(pid [0-9]+ on [^)]*\): the start-up of the MPI job did not complete within the rank timeout of 5 s: |snug: rank 0: (rank 1 of 2 did not reach|every rank reached) (a|an) [a-z-]+(,| within) .*rank timeout of 5 s" \
+        "$ERR" || fail "no message that the start-up (or a collective) did not complete within the rank timeout"
+    expect_in "$ERR" "; ending the job"
+else
+    fail "rank 1's process never ran snug (or its pid is unknown)"
+    kill "$JOB" 2>/dev/null
+    wait "$JOB"
+fi
 for _ in $(seq 100); do running "$STOPPED" || break; sleep 0.1; done
 if running "$STOPPED"; then
     fail "rank 1 (pid $STOPPED) was still there 10 s after the job"
