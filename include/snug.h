@@ -957,7 +957,7 @@ typedef struct snug_train_config {
      * Past it the job ends (MPI_Abort, exit status 1) with one message that names the ranks that did not arrive
      * (or says that every rank arrived and the collective itself did not complete), so that a rank stopped, hung
      * or cut off never leaves the others waiting forever. 0: wait forever (a rank under a debugger). A job of one
-     * rank waits for nothing. */
+     * rank waits for nothing. Pass the same value to snug_dist_init to bound the job's start-up too. */
     double rank_timeout_seconds;
     /* Random changes to the training samples (snug_augment); none by default. */
     snug_augment augment;
