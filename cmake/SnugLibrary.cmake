@@ -28,12 +28,15 @@ if(NOT CJSON_FOUND)
         "HINT: run `make deps` (Debian/Ubuntu: apt-get install libcjson-dev).")
 endif()
 
+# Threads: src/dist/start_watch.c bounds the start-up of an MPI job with a thread of its own.
+find_package(Threads REQUIRED)
+
 add_library(snug_objects OBJECT ${SNUG_LIB_SOURCES})
 set_target_properties(snug_objects PROPERTIES POSITION_INDEPENDENT_CODE ON)
 target_include_directories(snug_objects
     PUBLIC  "${PROJECT_SOURCE_DIR}/include"
     PRIVATE "${PROJECT_SOURCE_DIR}/src")
-target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON)
+target_link_libraries(snug_objects PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON Threads::Threads)
 if(SNUG_WITH_MPI)
     target_link_libraries(snug_objects PRIVATE MPI::MPI_C)
     set(SNUG_MPI_LINK MPI::MPI_C)
@@ -47,14 +50,14 @@ add_library(snug_static STATIC $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_static PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_static PUBLIC OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON Threads::Threads ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_static PROPERTIES OUTPUT_NAME snug)
 
 add_library(snug_shared SHARED $<TARGET_OBJECTS:snug_objects>)
 target_include_directories(snug_shared PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
-target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
+target_link_libraries(snug_shared PRIVATE OpenMP::OpenMP_C PkgConfig::OPENBLAS PkgConfig::LIBPNG PkgConfig::LIBJPEG PkgConfig::INIH PkgConfig::CJSON Threads::Threads ${SNUG_MPI_LINK} ${SNUG_LIBM_LINK})
 set_target_properties(snug_shared PROPERTIES
     OUTPUT_NAME snug
     VERSION ${PROJECT_VERSION}

@@ -967,7 +967,7 @@ typedef struct snug_train_config {
      * Past it the job ends (MPI_Abort, exit status 1) with one message that names the ranks that did not arrive
      * (or says that every rank arrived and the collective itself did not complete), so that a rank stopped, hung
      * or cut off never leaves the others waiting forever. 0: wait forever (a rank under a debugger). A job of one
-     * rank waits for nothing. */
+     * rank waits for nothing. Pass the same value to snug_dist_init to bound the job's start-up too. */
     double rank_timeout_seconds;
     /* Random changes to the training samples (snug_augment); none by default. */
     snug_augment augment;
@@ -1235,8 +1235,19 @@ snug_status snug_curve_write(const char *log_path, const char *svg_path, const c
  * ------------------------------------------------------------------------------------------------------- */
 /* Joins the job when an MPI launcher started this process (MPI_Init); otherwise MPI is not touched and the
  * process is a job of one. Call it first, before creating trainers; every rank then runs the same calls, in the
- * same order (trainer creation, steps, evaluation are collective). */
-snug_status snug_dist_init(int *argc, char ***argv, snug_error *err);
+ * same order (trainer creation, steps, evaluation are collective).
+ *
+ * rank_timeout_seconds (0: wait forever; pass snug_train_config.rank_timeout_seconds) bounds the start-up:
+ * MPI_Init and the set-up of a communicator after it wait for every rank of the job, and cannot be cancelled.
+ * Past it, a rank stopped, hung or never started would leave the others waiting forever, so this process writes
+ * "snug: rank R (pid P on HOST): the start-up of the MPI job did not complete within the rank timeout of T s:
+ * <the step still waiting>; check that every rank of the job is running ..., or raise the rank timeout; ending
+ * the job" to stderr and exits with status 1 (the launcher then ends the other ranks). SNUG_E_IO when MPI fails. */
+snug_status snug_dist_init(int *argc, char ***argv, double rank_timeout_seconds, snug_error *err);
+/* snug_dist_init joined a job of an MPI launcher, even one of one rank. Its stdout is then the launcher's: Open
+ * MPI gives every rank a pseudo-terminal whatever mpirun's own output is, so isatty() cannot tell whether the
+ * output lands on a terminal or in a file. */
+bool snug_dist_joined(void);
 /* Leaves the job (MPI_Finalize) when snug_dist_init joined one. */
 void snug_dist_finalize(void);
 int snug_dist_rank(void);  /* 0 .. size-1; 0 outside a job */

@@ -1,7 +1,9 @@
 /* Data parallelism, the parts a single process can check: the shard arithmetic (contiguous, covering, uneven by
  * at most one, empty shards when B < R), a plain process is rank 0 of 1 without any launcher, the gradient
  * all-reduce happens once per optimizer step whatever the number of micro-batches, and --save's file (format,
- * atomic replacement). The runs over 2 and 4 ranks are tests/cli/test_mpi.sh. */
+ * atomic replacement), and the start-up watchdog (a start-up past its timeout ends the process with status 1 and
+ * one line; one that completes in time, or has no timeout, goes on). The runs over 2 and 4 ranks are
+ * tests/cli/test_mpi.sh. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "core/rng.h"
 #include "dist/dist.h"
+#include "dist/start_watch.h"
 #include "snug.h"
 #include "test_util.h"
 
@@ -71,7 +75,8 @@ static void plain_process_is_a_job_of_one(void **state) {
     unsetenv("PMIX_RANK");
     unsetenv("PMI_RANK");
     unsetenv("PMI_SIZE");
-    assert_int_equal(snug_dist_init(NULL, NULL, NULL), SNUG_OK);
+    assert_int_equal(snug_dist_init(NULL, NULL, 600, NULL), SNUG_OK);
+    assert_false(snug_dist_joined());
     assert_int_equal(snug_dist_rank(), 0);
     assert_int_equal(snug_dist_size(), 1);
     float f[3] = {1.5f, -2.0f, 3.25f};
@@ -83,6 +88,53 @@ static void plain_process_is_a_job_of_one(void **state) {
     assert_int_equal(dist_broadcast_floats(f, 3, 1, NULL), SNUG_OK);
     assert_true(f[0] == 1.5f && f[1] == -2.0f && f[2] == 3.25f && d == 0.125 && z[0] == 7 && z[1] == 9);
     snug_dist_finalize();
+}
+
+/* A start-up still waiting past its timeout: in a child that never ends it, the watchdog writes one line to stderr
+ * that names the process, the timeout and the step, and ends the child with exit status 1. */
+static void start_up_past_its_timeout_ends_the_process(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        dup2(fds[1], STDERR_FILENO);
+        start_watch w;
+        if (start_watch_begin(&w, 0.25, "pid 1 on here", "MPI_Init is still waiting", NULL) != SNUG_OK) _exit(3);
+        start_watch_at(&w, "rank 1 of 2 (pid 1 on here)", "the set-up of its communicator is still waiting");
+        sleep(30); /* the watchdog ends the child long before */
+        _exit(4);
+    }
+    close(fds[1]);
+    char text[1024] = {0};
+    size_t got = 0;
+    for (ssize_t n; got < sizeof text - 1 && (n = read(fds[0], text + got, sizeof text - 1 - got)) > 0;)
+        got += (size_t)n;
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_non_null(strstr(text, "snug: rank 1 of 2 (pid 1 on here): the start-up of the MPI job did not complete "
+                                 "within the rank timeout of 0.25 s: the set-up of its communicator is still "
+                                 "waiting; check that every rank of the job is running"));
+    assert_int_equal(strchr(text, '\n') - text + 1, (ptrdiff_t)got); /* one line */
+}
+
+/* Ended in time, the watchdog stops without a word; with no timeout (0) no thread starts at all. */
+static void start_up_in_time_goes_on(void **state) {
+    (void)state;
+    start_watch w;
+    assert_int_equal(start_watch_begin(&w, 60, "pid 1 on here", "MPI_Init", NULL), SNUG_OK);
+    assert_true(w.running);
+    start_watch_at(&w, NULL, "MPI_Comm_dup");
+    start_watch_end(&w);
+    assert_false(w.running);
+    assert_int_equal(start_watch_begin(&w, 0, "pid 1 on here", "MPI_Init", NULL), SNUG_OK);
+    assert_false(w.running);
+    start_watch_end(&w);
 }
 
 static snug_dataset *random_data(size_t n) {
@@ -202,6 +254,8 @@ int main(void) {
         cmocka_unit_test(shards_tile_the_batch),
         cmocka_unit_test(shards_of_small_and_huge_batches),
         cmocka_unit_test(plain_process_is_a_job_of_one),
+        cmocka_unit_test(start_up_past_its_timeout_ends_the_process),
+        cmocka_unit_test(start_up_in_time_goes_on),
         cmocka_unit_test(one_allreduce_per_step),
         cmocka_unit_test(save_writes_the_parameter_block),
     };

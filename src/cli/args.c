@@ -138,13 +138,13 @@ static const flag train_flags[] = {
     {FLAG("threads", F_LONG, threads, "N", "threads for the engine and the BLAS [all cores]"), .min = 1,
      .max = 4096},
     {FLAG("rank-timeout", F_SECONDS, cfg.rank_timeout_seconds, "TIME",
-          "under mpirun: when a collective waits longer than this for a rank (stopped, hung or cut off), end the "
-          "job with a message naming the ranks that did not arrive (90s, 10m, 2h; 0: wait forever) [10m]")},
+          "under mpirun: when the start-up or a collective waits longer than this for a rank (stopped, hung, cut "
+          "off), end the job with a message, naming the ranks a collective missed (90s, 10m, 2h; 0: forever) [10m]")},
     {FLAG("log-every", F_LONG, log_every, "N",
           "without a live line, log every N steps and the last [auto: about 20 lines per epoch]"),
      .min = 1, .max = LONG_MAX},
     {FLAG("progress", F_CHOICE, progress, "auto|on|off", "on: one live line rewritten in place; off: a plain step "
-          "line every --log-every steps and the last [auto: live only when stdout is a terminal]"),
+          "line every --log-every steps and the last [auto: live on a terminal, never under mpirun]"),
      .choices = progress_choices},
     {FLAG("evaluate", F_CHOICE, evaluate, "on|off", "score the test set after training [on]"),
      .choices = on_off},

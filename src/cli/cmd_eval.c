@@ -116,7 +116,8 @@ int cmd_eval(int argc, char **argv) {
     eval_run r;
     memset(&r, 0, sizeof r);
     snug_error err = {0};
-    if (snug_dist_init(&argc, &argv, &err) != SNUG_OK) return cli_runtime_error(&err);
+    if (snug_dist_init(&argc, &argv, snug_train_config_default().rank_timeout_seconds, &err) != SNUG_OK)
+        return cli_runtime_error(&err);
     r.rank = snug_dist_rank();
     r.ranks = snug_dist_size();
     char msg[512];

@@ -332,27 +332,29 @@ static snug_status save_params(const train_run *r, snug_error *err) {
     return st;
 }
 
+/* auto: a terminal, but not under mpirun: a rank's stdout is its pseudo-terminal even when mpirun's is a file */
 static bool live_progress(cli_progress_mode mode) {
-    if (mode == CLI_PROGRESS_ON) return true;
-    if (mode == CLI_PROGRESS_OFF) return false;
-    return isatty(fileno(stdout));
+    return mode == CLI_PROGRESS_ON || (mode == CLI_PROGRESS_AUTO && isatty(fileno(stdout)) && !snug_dist_joined());
 }
 
-/* Flags and --help: the same on every rank (the same command line), so every rank stops alike and only rank 0
- * speaks. Returns -1 to go on, else the exit status. */
+/* Flags, joining the job (its start-up bounded by the command line's rank timeout), --help: alike on every rank
+ * (the same command line), so every rank stops alike and only rank 0 speaks. -1 to go on, else the exit status. */
 static int parse(train_run *r, int argc, char **argv) {
     char msg[512];
+    snug_error err = {0};
     r->argc = argc, r->argv = argv;
-    if (!cli_parse_train(argc, argv, &r->opt, msg, sizeof msg))
-        return r->rank == 0 ? cli_usage_error("train", CLI_TRAIN_USAGE, msg) : CLI_EXIT_USAGE;
+    const bool parsed = cli_parse_train(argc, argv, &r->opt, msg, sizeof msg);
+    if (snug_dist_init(&r->argc, &r->argv, r->opt.cfg.rank_timeout_seconds, &err) != SNUG_OK)
+        return cli_runtime_error(&err);
+    r->rank = snug_dist_rank(), r->ranks = snug_dist_size();
+    if (!parsed) return r->rank == 0 ? cli_usage_error("train", CLI_TRAIN_USAGE, msg) : CLI_EXIT_USAGE;
     if (r->opt.help) {
         if (r->rank == 0) cli_train_help(stdout);
         return CLI_EXIT_OK;
     }
     if (!r->opt.resume) return -1;
     /* --resume: the run's own flags first, then these */
-    snug_error err = {0};
-    if (cli_resume_open(r->opt.resume, argc, argv, &r->resume, &err) != SNUG_OK)
+    if (cli_resume_open(r->opt.resume, r->argc, r->argv, &r->resume, &err) != SNUG_OK)
         return r->rank == 0 ? cli_runtime_error(&err) : CLI_EXIT_RUNTIME;
     r->argc = r->resume.argc, r->argv = r->resume.argv;
     if (!cli_parse_train(r->argc, r->argv, &r->opt, msg, sizeof msg))
@@ -404,9 +406,6 @@ int cmd_train(int argc, char **argv) {
     train_run r;
     memset(&r, 0, sizeof r);
     snug_error err = {0};
-    if (snug_dist_init(&argc, &argv, &err) != SNUG_OK) return cli_runtime_error(&err);
-    r.rank = snug_dist_rank();
-    r.ranks = snug_dist_size();
     int rc = parse(&r, argc, argv);
     if (rc < 0) {
         if (r.opt.threads > 0) snug_set_threads((int)r.opt.threads);

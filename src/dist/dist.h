@@ -22,10 +22,15 @@ typedef struct dist {
 } dist;
 
 dist dist_get(void);
+/* dist_init joined a job of an MPI launcher (even one of one rank). */
+bool dist_joined(void);
 
 /* Joins the job when the process was started by an MPI launcher (mpirun, srun); otherwise it stays a job of one
- * and MPI is not initialised at all, so a plain run pays nothing for it. Idempotent. */
-snug_status dist_init(int *argc, char ***argv, snug_error *err);
+ * and MPI is not initialised at all, so a plain run pays nothing for it. Idempotent. timeout_s (0: none) bounds
+ * the start-up (MPI_Init, which waits for every rank, and the set-up of a communicator after it): past it the
+ * process writes "snug: rank R (pid P on HOST): the start-up of the MPI job did not complete within the rank
+ * timeout of T s: ..." and exits with status 1 (start_watch.h). */
+snug_status dist_init(int *argc, char ***argv, double timeout_s, snug_error *err);
 /* Leaves the job (MPI_Finalize) if dist_init joined one. */
 void dist_finalize(void);
 /* Writes message (if not NULL) and a newline to stderr, then ends every rank of the job with exit status 1

@@ -6,6 +6,9 @@
  * wait forever for a rank that was stopped or lost. Beside it, every rank sends every other a one-byte note on
  * arrival, so that a rank whose collective times out can tell who never came.
  *
+ * MPI_Init and the MPI_Comm_dup after it cannot be polled: a thread bounds them by the same timeout
+ * (start_watch.h).
+ *
  * The job state below is the library's one global besides the thread pool: MPI itself is process-wide. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
@@ -14,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/error.h"
 #include "dist/dist.h"
+#include "dist/start_watch.h"
 
 static struct {
     bool joined;       /* MPI is initialised and this process is a rank of the job */
@@ -56,6 +61,8 @@ static snug_status mpi_fail(int rc, const char *what, snug_error *err) {
 }
 
 dist dist_get(void) { return job.self; }
+
+bool dist_joined(void) { return job.joined; }
 
 /* The arrival notes of a job of several ranks: a communicator of their own, and a request and a byte per rank. */
 static snug_status notes_init(snug_error *err) {
@@ -97,12 +104,24 @@ static int start_allreduce(void *buf, int count, size_t elem, MPI_Datatype type,
     return rc;
 }
 
-snug_status dist_init(int *argc, char ***argv, snug_error *err) {
-    if (job.joined) return SNUG_OK;
-    int ready = 0;
-    MPI_Initialized(&ready);
+/* The rank the launcher gave this process, before MPI_Init can tell (NULL: not said). */
+static const char *launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    const char *rank = NULL;
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0] && !rank; i++) rank = getenv(vars[i]);
+    return rank;
+}
+
+/* "rank 1 of 2 (pid 4242 on node3)", or "pid 4242 on node3" while the rank is not known. */
+static void name_process(char *buf, size_t len, const char *rank) {
+    char host[64] = "?";
+    gethostname(host, sizeof host - 1);
+    if (rank) snprintf(buf, len, "rank %.24s (pid %ld on %s)", rank, (long)getpid(), host);
+    else snprintf(buf, len, "pid %ld on %s", (long)getpid(), host);
+}
+
+static snug_status join(int *argc, char ***argv, bool ready, start_watch *watch, snug_error *err) {
     if (!ready) {
-        if (!launched_by_mpi()) return SNUG_OK;
         int rc = MPI_Init(argc, argv);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Init", err);
         job.we_init = true;
@@ -110,8 +129,28 @@ snug_status dist_init(int *argc, char ***argv, snug_error *err) {
     MPI_Comm_rank(MPI_COMM_WORLD, &job.self.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &job.self.size);
     job.joined = true;
+    char rank[32], who[START_WATCH_WHO_MAX];
+    snprintf(rank, sizeof rank, "%d of %d", job.self.rank, job.self.size);
+    name_process(who, sizeof who, rank);
+    start_watch_at(watch, who, "the set-up of its communicator (MPI_Comm_dup, which every rank must reach) is "
+                   "still waiting for another rank");
     find_ring_knob();
     return notes_init(err);
+}
+
+snug_status dist_init(int *argc, char ***argv, double timeout_s, snug_error *err) {
+    if (job.joined) return SNUG_OK;
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready && !launched_by_mpi()) return SNUG_OK;
+    char who[START_WATCH_WHO_MAX];
+    name_process(who, sizeof who, launcher_rank());
+    start_watch watch;
+    snug_status s = start_watch_begin(&watch, timeout_s, who, "MPI_Init is still waiting for the launcher or for "
+                                      "another rank to start", err);
+    if (s == SNUG_OK) s = join(argc, argv, ready != 0, &watch, err);
+    start_watch_end(&watch);
+    return s;
 }
 
 void dist_finalize(void) {

@@ -1,7 +1,11 @@
 /* The public face of src/dist (snug.h, "Distributed"): the same in the builds with and without MPI. */
 #include "dist/dist.h"
 
-snug_status snug_dist_init(int *argc, char ***argv, snug_error *err) { return dist_init(argc, argv, err); }
+snug_status snug_dist_init(int *argc, char ***argv, double rank_timeout_seconds, snug_error *err) {
+    return dist_init(argc, argv, rank_timeout_seconds, err);
+}
+
+bool snug_dist_joined(void) { return dist_joined(); }
 
 void snug_dist_finalize(void) { dist_finalize(); }
 

@@ -3,10 +3,11 @@
 # by CMake only in a build with MPI; SNUG_MPIEXEC names the launcher (else mpiexec from PATH). One thread a rank.
 #   - R = 1, 2, 4 ranks give the parameters of the single-process run after 20 steps (max |a-b| / max |a| <= 1e-5;
 #     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp);
-#   - exactly one gradient all-reduce per optimizer step; only rank 0 prints;
+#   - exactly one gradient all-reduce per optimizer step; only rank 0 prints; --progress auto into a file writes
+#     plain step lines, once;
 #   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
 #   - a rank that does not reach a collective (one that skips it, one stopped with SIGSTOP) ends the job after
-#     --rank-timeout, with a message naming it;
+#     --rank-timeout, with a message naming it; so does a rank stopped during start-up (in MPI_Init);
 #   - a usage error under mpirun is reported once.
 #
 # usage: tests/cli/test_mpi.sh SNUG_BINARY DATA_DIR
@@ -99,6 +100,18 @@ for R in 2 4; do
     [ "$(grep -c '^snug 0' "$OUT")" -eq 1 ] || fail "the header is printed more than once"
     expect_close "$TMP/mlp_1p.bin" "$TMP/mlp_r$R.bin"
 done
+
+# --progress auto with mpirun's stdout in a file: plain step lines, rank 0's alone. Open MPI gives every rank a
+# pseudo-terminal for stdout whatever mpirun's own is, so a rank that asked isatty would draw the live line ('\r'
+# and an escape code) into the file.
+run_mpi "--progress auto under mpirun, stdout to a file: plain step lines of rank 0 only" 2 train --data-dir "$DATA" \
+    --model mlp --batch 50 --max-steps 5 --evaluate off --threads 1 --progress auto --log-every 1
+expect_rc 0
+if grep -q $'[\r\033]' "$OUT"; then fail "carriage returns or escape codes in the file"; fi
+for s in 1 2 3 4 5; do
+    [ "$(grep -c "step $s/5 " "$OUT")" -eq 1 ] || fail "step $s/5 is not logged exactly once (only rank 0 logs)"
+done
+[ "$(grep -c '^snug 0' "$OUT")" -eq 1 ] || fail "the header is printed more than once"
 
 # A run's state written by one process and continued by two ranks (docs/resume.md): the same run within rounding.
 run "mlp, 10 steps in one process with a state folder" "${MLP[@]}" --max-steps 10 --evaluate off \
@@ -196,6 +209,40 @@ echo "      exit status $RC after $took s"
 expect_in "$ERR" "snug: rank 0: rank 1 of 2 did not reach an all-reduce within the rank timeout of 2 s"
 expect_not_in "$OUT" "test accuracy"
 
+# stop_rank_1 READY PATTERN WHAT: with READY "yes", stops rank 1 (pid $STOPPED) with SIGSTOP and expects the job
+# ($JOB, mpirun) to end within 60 s with a failure and a message matching PATTERN (extended regex); otherwise fails
+# with WHAT. The job ends the stopped rank too (killed, it may linger a moment as a zombie); one that outlives the
+# job is a failure, and must not outlive the test.
+running() { [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
+stop_rank_1() {
+    local start
+    start=$(date +%s)
+    if [ "$1" = yes ] && [ -n "$STOPPED" ] && kill -STOP "$STOPPED"; then
+        for _ in $(seq 600); do kill -0 "$JOB" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$JOB" 2>/dev/null; then
+            fail "the job still runs 60 s after rank 1 was stopped"
+            kill -KILL "$STOPPED" 2>/dev/null
+            kill "$JOB" 2>/dev/null # mpirun ends its other ranks
+        fi
+        wait "$JOB"
+        RC=$?
+        echo "      exit status $RC, $(($(date +%s) - start)) s after the stop: $(grep -o \
+            'MPI_Init is still\|MPI_Comm_dup\|did not reach\|every rank reached' "$ERR" | head -1)"
+        [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exit status $RC: expected a failure, not success or a timeout"
+        grep -qE "$2" "$ERR" || fail "no message matching: $2"
+        expect_in "$ERR" "; ending the job"
+    else
+        fail "$3"
+        kill "$JOB" 2>/dev/null
+        wait "$JOB"
+    fi
+    for _ in $(seq 100); do running "$STOPPED" || break; sleep 0.1; done
+    if running "$STOPPED"; then
+        fail "rank 1 (pid $STOPPED) was still there 10 s after the job"
+        kill -KILL "$STOPPED"
+    fi
+}
+
 finish_case
 CASE="a rank stopped with SIGSTOP mid-run ends the job after --rank-timeout 3s, with a message"
 CASE_OK=1
@@ -212,30 +259,35 @@ for _ in $(seq 1200); do
     sleep 0.1
 done
 STOPPED=$(cat "$PIDFILE" 2>/dev/null)
-start=$(date +%s)
-if grep -q "step 3/" "$OUT" && [ -n "$STOPPED" ] && kill -STOP "$STOPPED"; then
-    wait "$JOB"
-    RC=$?
-    took=$(($(date +%s) - start))
-    echo "      exit status $RC, $took s after the stop: $(grep -o 'did not reach\|every rank reached' "$ERR" | head -1)"
-    [ "$RC" -ne 0 ] && [ "$RC" -ne 124 ] || fail "exit status $RC: expected a failure, not success or a timeout"
-    [ "$took" -le 60 ] || fail "took $took s after the stop (more than 60)"
-    grep -qE "snug: rank 0: (rank 1 of 2 did not reach|every rank reached) an all-reduce(,| within) .*rank timeout of 3 s" \
-        "$ERR" || fail "no message naming the stopped rank, or saying every rank arrived"
-    expect_in "$ERR" "; ending the job"
-else
-    fail "the job did not start training (or rank 1's pid is unknown)"
-    kill "$JOB" 2>/dev/null
-    wait "$JOB"
-fi
-# The job ends the stopped rank too (killed, it may linger a moment as a zombie); one that outlives the job is a
-# failure, and must not outlive the test.
-running() { [ -n "$1" ] && [ -e "/proc/$1" ] && ! grep -q ') Z ' "/proc/$1/stat" 2>/dev/null; }
-for _ in $(seq 100); do running "$STOPPED" || break; sleep 0.1; done
-if running "$STOPPED"; then
-    fail "rank 1 (pid $STOPPED) was still there 10 s after the job"
-    kill -KILL "$STOPPED"
-fi
+grep -q "step 3/" "$OUT" && READY=yes || READY=no
+stop_rank_1 "$READY" "snug: rank 0: (rank 1 of 2 did not reach|every rank reached) an all-reduce(,| within) .*rank timeout of 3 s" \
+    "the job did not start training (or rank 1's pid is unknown)"
+
+# A rank stopped during start-up: MPI_Init (and the communicator set-up after it) waits for every rank and cannot
+# be cancelled, so --rank-timeout bounds the start-up too. Rank 1 is stopped as soon as its process runs snug,
+# long before it can have joined; should the stop land later all the same, the collectives' timeout ends the job:
+# either message, but the job must end.
+finish_case
+CASE="a rank stopped with SIGSTOP during start-up ends the job after --rank-timeout 5s, with a message"
+CASE_OK=1
+PIDFILE=$TMP/rank1_start.pid
+START=(train --model mlp --batch 64 --max-steps 100000 --evaluate off --progress off --threads 1
+    --data-dir "$DATA" --rank-timeout 5s)
+"$MPIEXEC" "${MPI_FLAGS[@]}" -np 1 "$SNUG" "${START[@]}" : \
+    -np 1 sh -c 'echo $$ >"$0"; exec "$@"' "$PIDFILE" "$SNUG" "${START[@]}" >"$OUT" 2>"$ERR" &
+JOB=$!
+EXE=$(readlink -f "$SNUG")
+READY=no
+for _ in $(seq 3000); do
+    STOPPED=$(cat "$PIDFILE" 2>/dev/null)
+    [ -n "$STOPPED" ] && [ "$(readlink "/proc/$STOPPED/exe" 2>/dev/null)" = "$EXE" ] && READY=yes && break
+    kill -0 "$JOB" 2>/dev/null || break
+    sleep 0.01
+done
+# the start-up's message, or (should the stop land after it) a collective's
+stop_rank_1 "$READY" "snug: rank 0( of 2)? \(pid [0-9]+ on [^)]*\): the start-up of the MPI job did not complete within \
+the rank timeout of 5 s: |snug: rank 0: (rank 1 of 2 did not reach|every rank reached) (a|an) [a-z-]+(,| within) .*rank \
+timeout of 5 s" "rank 1's process never ran snug (or its pid is unknown)"
 
 # A usage error is the same on every rank: exit 2, said once.
 run_mpi "a usage error under mpirun is reported once" 2 train --frobnicate
