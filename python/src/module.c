@@ -156,9 +156,10 @@ PyMODINIT_FUNC PyInit__snug(void) {
     PyMethodDef *tables[] = {py_graph_functions, py_dataset_functions, py_plan_functions, py_trainer_functions};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         if (add_functions(m, tables[i]) < 0) goto fail;
-    /* joins the job when an MPI launcher started Python (mpirun -np 2 python3 train.py); else touches nothing */
+    /* joins the job when an MPI launcher started Python (mpirun -np 2 python3 train.py); else touches nothing.
+     * The start-up waits at most the library's default rank timeout for the other ranks. */
     snug_error err;
-    if (snug_dist_init(NULL, NULL, &err) != SNUG_OK) {
+    if (snug_dist_init(NULL, NULL, snug_train_config_default().rank_timeout_seconds, &err) != SNUG_OK) {
         PyErr_SetString(PyExc_RuntimeError, err.message);
         goto fail;
     }
