@@ -861,9 +861,11 @@ typedef struct snug_step_stats {
     bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
     long first_step;        /* the step this process began at: 0, or a resumed run's state's */
     size_t run_samples;     /* samples of every window of the run, those before a resume included */
-    double samples_per_s;   /* over what this process trained so far */
-    double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
+    double samples_per_s;   /* this process's samples over this process's training time (process_s) */
+    double elapsed_s;       /* the run's training time so far, a resumed run's earlier processes included (the
+                               state keeps it); evaluations between steps (snug_trainer_evaluate from the
                                progress callback) are left out */
+    double process_s;       /* this process's training time so far, measured like elapsed_s */
 } snug_step_stats;
 
 /* What an evaluation counts as one item, from the shape of the loss's logits. */
