@@ -27,7 +27,7 @@ static void print_plan(const snug_plan *plan) {
            s.micro_batches, s.micro_batches == 1 ? "" : "es", s.micro_batch, s.last_micro_batch,
            snug_format_checkpoint(s.policy, policy, sizeof policy), s.segments, s.segments == 1 ? "" : "s");
     print_bytes(s.bytes);
-    printf("  %-12s %12s, activations peak at %s (%s)\n", "total", snug_format_bytes(s.total, total, sizeof total),
+    printf("  %-12s %12s, the most in use at %s (%s)\n", "total", snug_format_bytes(s.total, total, sizeof total),
            s.peak_op, snug_phase_name(s.peak_phase));
 }
 

@@ -773,23 +773,32 @@ typedef struct snug_plan_summary {
     size_t total;                    /* everything reserved: the run's memory to the byte */
     size_t activation_peak;          /* the activation arena: the most bytes live at once, after packing */
     size_t live_peak;                /* the largest sum of live activation bytes at one step (<= arena) */
-    const char *peak_op;             /* the layer whose step holds live_peak */
-    snug_phase peak_phase;
+    size_t peak;                     /* the plan's peak: the most bytes in use at one step of the schedule, every
+                                        category (the fixed blocks, the live activations, that step's workspace,
+                                        the data), as snug_plan_step counts them (<= total); the timeline marks it */
+    size_t peak_step;                /* the first step (snug_plan_step) that holds it, */
+    const char *peak_op;             /* its layer ("update" for the optimizer's step) */
+    snug_phase peak_phase;           /* and its phase */
     double step_flops;               /* forward + backward + recompute FLOPs of one micro-batch */
     double recompute_flops;
 } snug_plan_summary;
 
 void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
 
+/* Every buffer a plan reserves, one row each: first the activation arena's (outputs, saved tensors, gradients of
+ * activations), then the blocks live over the whole step (layer "(model)": parameters, their gradients, the
+ * optimizer's state, the input batch, the runtime, ...), then the workspace of every step that uses one (its
+ * lifetime that one step). The rows live at a step, less those in place, add up to snug_plan_step's bytes of
+ * that step, category by category: at summary.peak_step, to summary.peak. */
 typedef struct snug_plan_buffer_info {
     const char *layer;            /* the layer that owns it */
     const char *what;             /* "output", "gradient", "saved", "recomputed output", and in bf16 "packed
                                      output" (kept from forward to backward) and "unpacked output" (read from
-                                     it after forward) */
+                                     it after forward); "workspace"; a block's name ("parameters", ...) */
     const char *dtype;            /* "fp32", "bf16", or "own" (saved bytes in the op's own layout) */
     snug_mem_category category;
     size_t bytes;
-    size_t offset;                /* in the activation arena (activations), else 0 */
+    size_t offset;                /* in the activation arena (activations), else 0: the start of its block */
     size_t first_step, last_step; /* lifetime, in schedule steps (snug_plan_step) */
     bool in_place;                /* continues another buffer's memory (an element-wise op over its input) */
 } snug_plan_buffer_info;
@@ -871,9 +880,11 @@ typedef struct snug_step_stats {
     bool skipped;           /* the loss or the gradient was not finite: no update, schedule held */
     long first_step;        /* the step this process began at: 0, or a resumed run's state's */
     size_t run_samples;     /* samples of every window of the run, those before a resume included */
-    double samples_per_s;   /* over what this process trained so far */
-    double elapsed_s;       /* training time so far; evaluations between steps (snug_trainer_evaluate from the
+    double samples_per_s;   /* this process's samples over this process's training time (process_s) */
+    double elapsed_s;       /* the run's training time so far, a resumed run's earlier processes included (the
+                               state keeps it); evaluations between steps (snug_trainer_evaluate from the
                                progress callback) are left out */
+    double process_s;       /* this process's training time so far, measured like elapsed_s */
 } snug_step_stats;
 
 /* What an evaluation counts as one item, from the shape of the loss's logits. */

@@ -152,6 +152,75 @@ static void reserved_equals_planned(void **state) {
     }
 }
 
+/* The plan's peak is one figure from one source: summary.peak and its place are the largest step of the
+ * timeline (snug_plan_step, what the timeline draws and the table's row reports), the buffer rows live at that
+ * step add up to it category by category, the activation rows fill the arena exactly, and the workspace the
+ * steps hold reaches what the plan reserves. */
+static void check_peak_agrees(const snug_plan *sp, const char *what) {
+    snug_plan_summary s;
+    snug_plan_summarize(sp, &s);
+    size_t peak = 0, at = 0, workspace = 0, n = snug_plan_step_count(sp);
+    for (size_t i = 0; i < n; i++) {
+        snug_plan_step_info st;
+        snug_plan_step(sp, i, &st);
+        size_t total = 0;
+        for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++) total += st.bytes[c];
+        if (total > peak) peak = total, at = i;
+        if (st.bytes[SNUG_MEM_WORKSPACE] > workspace) workspace = st.bytes[SNUG_MEM_WORKSPACE];
+    }
+    snug_plan_step_info st;
+    snug_plan_step(sp, at, &st);
+    if (s.peak != peak || s.peak_step != at || strcmp(s.peak_op, st.layer) != 0 || s.peak_phase != st.phase)
+        fail_msg("%s: the summary's peak %zu at step %zu (%s %s), the timeline's %zu at step %zu (%s %s)", what,
+                 s.peak, s.peak_step, s.peak_op, snug_phase_name(s.peak_phase), peak, at, st.layer,
+                 snug_phase_name(st.phase));
+    assert_int_equal(workspace, s.bytes[SNUG_MEM_WORKSPACE]);
+    size_t rows[SNUG_MEM_NCATEGORIES] = {0}, arena_end = 0;
+    for (size_t i = 0; i < snug_plan_buffer_count(sp); i++) {
+        snug_plan_buffer_info b;
+        snug_plan_buffer(sp, i, &b);
+        if (b.category == SNUG_MEM_ACTIVATIONS && b.offset + b.bytes > arena_end) arena_end = b.offset + b.bytes;
+        if (!b.in_place && b.first_step <= at && at <= b.last_step) rows[b.category] += b.bytes;
+    }
+    for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++)
+        if (rows[c] != st.bytes[c])
+            fail_msg("%s: the %s rows live at the peak's step add up to %zu, the step holds %zu", what,
+                     snug_mem_category_name((snug_mem_category)c), rows[c], st.bytes[c]);
+    assert_int_equal(arena_end, s.activation_peak);
+}
+
+/* Zoo models at their benchmark batches, each at two budgets derived from its own plans: the whole batch's plan
+ * without checkpointing (it fits as it is), and 60% of it (a smaller micro-batch or recompute). */
+static void peak_is_one_figure(void **state) {
+    (void)state;
+    static const struct { const char *name; size_t batch; } zoo[] = {
+        {"cnn", 64}, {"resnet20", 128}, {"unet", 8}, {"gpt", 8}, {"unet-hires", 4}, {"resnet50", 32}};
+    for (size_t z = 0; z < sizeof zoo / sizeof zoo[0]; z++) {
+        snug_graph *g;
+        assert_int_equal(snug_model_builtin(zoo[z].name, &g, NULL), SNUG_OK);
+        snug_train_config cfg = snug_train_config_default();
+        snug_plan_request req = request_in(zoo[z].batch, zoo[z].batch, NONE, 0, &cfg);
+        snug_plan *sp;
+        assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
+        snug_plan_summary full;
+        snug_plan_summarize(sp, &full);
+        snug_plan_free(sp);
+        for (int k = 0; k < 2; k++) {
+            req = request_in(zoo[z].batch, SNUG_MICRO_BATCH_AUTO, AUTO, k ? full.total / 10 * 6 : full.total, &cfg);
+            snug_plan_shortfall why;
+            if (snug_plan_new(g, &req, &sp, &why, NULL) == SNUG_E_OOM) {
+                req.budget = why.smallest_budget;
+                assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s at budget %zu", zoo[z].name, req.budget);
+            check_peak_agrees(sp, what);
+            snug_plan_free(sp);
+        }
+        snug_graph_free(g);
+    }
+}
+
 static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol, size_t budget,
                       size_t m, float **out, size_t *n_out, double *loss) {
     snug_train_config cfg = snug_train_config_default();
@@ -559,7 +628,7 @@ static void thread_parts_stay_on_their_threads(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offsets_never_overlap),   cmocka_unit_test(thread_parts_stay_on_their_threads),
-        cmocka_unit_test(reserved_equals_planned),
+        cmocka_unit_test(reserved_equals_planned), cmocka_unit_test(peak_is_one_figure),
         cmocka_unit_test(recompute_is_bitwise_exact), cmocka_unit_test(cheap_replays_only_cheap_layers),
         cmocka_unit_test(sqrt_cuts_deep_chain),
         cmocka_unit_test(sparing_drops_only_useless_recompute),
@@ -567,6 +636,7 @@ int main(void) {
         cmocka_unit_test(fresh_writers_match_finite_differences),
         cmocka_unit_test_setup_teardown(offsets_never_overlap, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16, in_fp32),
+        cmocka_unit_test_setup_teardown(peak_is_one_figure, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16, in_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,7 +282,7 @@ static void print_plan(const train_run *r) {
 static snug_status train(train_run *r, snug_error *err) {
     snug_status st = snug_trainer_fit(r->trainer, r->data.train, err);
     if (st == SNUG_E_NONFINITE) snug_error_append(err, " (--lr lower, --clip 1.0)"); /* the advice, in flags */
-    r->train_seconds = r->progress.last.elapsed_s; /* training time: scores between steps left out */
+    r->train_seconds = r->progress.last.process_s; /* this process's training time: scores left out */
     cli_progress_finish(&r->progress);
     return st;
 }

@@ -42,7 +42,7 @@ static void format_memory(const cli_progress *p, bool compact, char *buf, size_t
 
 static void format_eta(const snug_step_stats *st, char *buf, size_t len) {
     if (st->step <= st->first_step) { snprintf(buf, len, "-"); return; }
-    double per_step = st->elapsed_s / (double)(st->step - st->first_step);
+    double per_step = st->process_s / (double)(st->step - st->first_step);
     snug_format_duration(per_step * (double)(st->total_steps - st->step), buf, len);
 }
 

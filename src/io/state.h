@@ -39,6 +39,8 @@ typedef struct state_counters {
     uint64_t windows;
     int nonfinite_run;
     size_t samples_seen;
+    double train_seconds; /* the run's training time up to the state, earlier processes included (0 in a state
+                             written before it was kept) */
 } state_counters;
 
 /* What a state says of its run besides the tensors. */

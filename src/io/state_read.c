@@ -100,6 +100,10 @@ static bool read_counters(const cJSON *o, state_counters *k) {
         return false;
     *k = (state_counters){.step = (long)step, .epoch = (long)epoch, .window = (long)window, .optim_steps = (long)t,
                           .windows = k->windows, .nonfinite_run = (int)run, .samples_seen = (size_t)seen};
+    /* A state written before the training time was kept has none: its run's time then counts from the resume. */
+    const cJSON *secs = cJSON_GetObjectItemCaseSensitive(o, "train_seconds");
+    if (secs && !(cJSON_IsNumber(secs) && secs->valuedouble >= 0 && secs->valuedouble < 1e15)) return false;
+    k->train_seconds = secs ? secs->valuedouble : 0;
     return true;
 }
 

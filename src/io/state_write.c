@@ -59,6 +59,7 @@ static bool add_counters(cJSON *o, const state_counters *k) {
            cJSON_AddNumberToObject(o, "window", (double)k->window) &&
            cJSON_AddNumberToObject(o, "nonfinite_run", k->nonfinite_run) &&
            cJSON_AddNumberToObject(o, "samples_seen", (double)k->samples_seen) &&
+           cJSON_AddNumberToObject(o, "train_seconds", k->train_seconds) &&
            cJSON_AddNumberToObject(o, "optim_steps", (double)k->optim_steps);
 }
 

@@ -58,19 +58,24 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     ok = ok && size_mul(p->state_bytes, 2, &p->state_bytes);
     p->workspace_bytes = 0;
     for (int i = 0; i < g->n_nodes && ok; i++) {
-        const op_desc *op = g->nodes[i].op;
-        size_t (*bytes)(const op_node *, size_t, int) =
-            p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
-        size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
-        /* a regenerated (or unpacked) input's stages come after the op's own workspace */
-        if ((p->regen[i] || p->packed_in[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
-            !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
-            w = (size_t)-1;
+        size_t w = plan_node_workspace(g, p, i);
         if (w == (size_t)-1) ok = false;
         else if (w > p->workspace_bytes) p->workspace_bytes = w;
     }
     if (p->workspace_bytes && !size_align(p->workspace_bytes, SNUG_MEM_ALIGN, &p->workspace_bytes)) ok = false;
     return ok && plan_across_window(g, p, false) && plan_across_window(g, p, true);
+}
+
+size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
+    const op_desc *op = g->nodes[i].op;
+    size_t (*bytes)(const op_node *, size_t, int) =
+        p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
+    size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
+    /* a regenerated (or unpacked) input's stages come after the op's own workspace */
+    if ((p->regen[i] || p->packed_in[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
+        !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
+        w = (size_t)-1;
+    return w;
 }
 
 static bool plan_totals(plan *p) {

@@ -243,5 +243,13 @@ bool plan_find_overlap(const plan *p, int *a, int *b);
 
 /* Backward FLOPs per sample of one node: the op's own count, or 2x forward with parameters and 1x without. */
 double plan_backward_flops(const snug_graph *g, const graph_node *n);
+/* The workspace node i uses while it runs in plan p (its precision's, with the stages of an input it
+ * regenerates or unpacks): what the plan's workspace is the largest of, and what a step of node i holds.
+ * (size_t)-1 on overflow. */
+size_t plan_node_workspace(const snug_graph *g, const plan *p, int i);
+struct snug_plan;
+/* The plan's peak (plan/inventory.c): the most bytes in use at one step of its schedule, every category, as
+ * snug_plan_step counts them, and the first step that holds it. */
+void plan_peak(const struct snug_plan *sp, size_t *peak, size_t *at);
 
 #endif

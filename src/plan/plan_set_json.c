@@ -48,6 +48,8 @@ static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_
     add_number(d, obj, "total", (double)s->total);
     add_number(d, obj, "activation_arena", (double)s->activation_peak);
     add_number(d, obj, "live_peak", (double)s->live_peak);
+    add_number(d, obj, "peak", (double)s->peak);
+    add_number(d, obj, "peak_step", (double)s->peak_step);
     add_string(d, obj, "peak_op", s->peak_op);
     add_string(d, obj, "peak_phase", snug_phase_name(s->peak_phase));
     add_number(d, obj, "step_flops", s->step_flops);

@@ -83,55 +83,10 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
     s->live_peak = p->live_peak;
-    const sched_step *st = &p->steps[p->live_peak_step];
+    plan_peak(sp, &s->peak, &s->peak_step);
+    const sched_step *st = &p->steps[s->peak_step];
     s->peak_op = st->node >= 0 ? sp->g->nodes[st->node].name : "update";
     s->peak_phase = st->phase;
     s->step_flops = p->fwd_flops + p->bwd_flops + p->recompute_flops;
     s->recompute_flops = p->recompute_flops;
-}
-
-size_t snug_plan_buffer_count(const snug_plan *p) { return (size_t)p->p.n_bufs; }
-
-void snug_plan_buffer(const snug_plan *sp, size_t i, snug_plan_buffer_info *b) {
-    static const char *const what[2][4] = {{"output", "gradient", "saved", "packed output"},
-                                           {"recomputed output", "gradient", "recomputed saved", "packed output"}};
-    static const char *const dtype[4] = {"fp32", "fp32", "own", "bf16"};
-    const act_buffer *x = &sp->p.bufs[i];
-    const bool unpacked = x->kind == ACT_VALUE && sp->p.value_bwd[sp->g->nodes[x->node].output] == (int)i;
-    *b = (snug_plan_buffer_info){
-        .layer = sp->g->nodes[x->node].name,
-        .what = unpacked ? "unpacked output" : what[x->recomputed][x->kind],
-        .dtype = dtype[x->kind],
-        .category = SNUG_MEM_ACTIVATIONS,
-        .bytes = x->bytes,
-        .offset = x->offset,
-        .first_step = (size_t)x->first,
-        .last_step = (size_t)x->last,
-        .in_place = x->shares >= 0,
-    };
-}
-
-size_t snug_plan_step_count(const snug_plan *p) { return (size_t)p->p.n_steps; }
-
-void snug_plan_step(const snug_plan *sp, size_t i, snug_plan_step_info *s) {
-    const plan *p = &sp->p;
-    const sched_step *st = &p->steps[i];
-    const snug_graph *g = sp->g;
-    memset(s, 0, sizeof *s);
-    s->layer = st->node >= 0 ? g->nodes[st->node].name : "optimizer";
-    s->phase = st->phase;
-    s->bytes[SNUG_MEM_PARAMS] = p->params_bytes + p->state_bytes + p->kept_bytes;
-    s->bytes[SNUG_MEM_GRADS] = p->params_bytes + p->pending_bytes;
-    s->bytes[SNUG_MEM_OPTIM] = p->optim_bytes;
-    s->bytes[SNUG_MEM_DATA] = p->input_bytes + p->targets_bytes + p->data_set_bytes + p->ring_bytes;
-    s->bytes[SNUG_MEM_ACTIVATIONS] = p->live_at[i];
-    s->bytes[SNUG_MEM_WORKSPACE] = p->runtime_bytes;
-    if (st->node < 0) {
-        s->flops = 4.0 * (double)g->param_numel;
-        return;
-    }
-    const graph_node *n = &g->nodes[st->node];
-    if (n->op->workspace_bytes) s->bytes[SNUG_MEM_WORKSPACE] += n->op->workspace_bytes(n, p->m, p->threads);
-    double f = (n->op->flops ? n->op->flops(n) : 0) * (double)p->m;
-    s->flops = st->phase == SNUG_PHASE_BACKWARD ? plan_backward_flops(g, n) * (double)p->m : f;
 }

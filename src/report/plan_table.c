@@ -8,7 +8,7 @@
 #include "report/plan_labels.h"
 
 #define BYTES_W 11  /* "1023.99 MiB" */
-#define PEAK_W 26
+#define PEAK_W 38
 
 static void print_bytes_cell(FILE *out, size_t bytes) {
     char buf[32];
@@ -53,16 +53,17 @@ static void print_header(FILE *out, const snug_plan_set *set, const char *model,
     fprintf(out, "  %6s %6s  %-*s", "m", "k", pw, "checkpoint");
     for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++)
         fprintf(out, " %*s", BYTES_W, snug_mem_category_name((snug_mem_category)i));
-    fprintf(out, " %*s  %-*s %9s  %s\n", BYTES_W, "total", PEAK_W, "activation peak at", "recompute", "fits");
+    fprintf(out, " %*s  %-*s %9s  %s\n", BYTES_W, "total", PEAK_W, "peak in use at", "recompute", "fits");
 }
 
 static void print_row(FILE *out, const plan_row *row, int pw) {
-    char policy[64], peak[128];
+    char policy[64], peak[128], bytes[32];
     fprintf(out, "%c %6zu %6zu  %-*s", row->chosen ? '*' : ' ', row->s.micro_batch, row->s.micro_batches, pw,
             snug_plan_policy_label(&row->s, policy, sizeof policy));
     for (int i = 0; i < SNUG_MEM_NCATEGORIES; i++) print_bytes_cell(out, row->s.bytes[i]);
     print_bytes_cell(out, row->s.total);
-    snprintf(peak, sizeof peak, "%s %s", row->s.peak_op ? row->s.peak_op : "-", snug_phase_name(row->s.peak_phase));
+    snprintf(peak, sizeof peak, "%s %s %s", snug_format_bytes(row->s.peak, bytes, sizeof bytes),
+             row->s.peak_op ? row->s.peak_op : "-", snug_phase_name(row->s.peak_phase));
     fprintf(out, "  %-*s %8.1f%%  %s\n", PEAK_W, peak, snug_plan_recompute_percent(&row->s),
             row->s.budget ? (row->fits ? "yes" : "no") : "-");
 }
@@ -124,7 +125,7 @@ static void print_against_baseline(FILE *out, const snug_plan_set *set, const pl
 
 static void print_summary(FILE *out, const snug_plan_set *set) {
     const plan_row row = row_at(set, snug_plan_set_chosen(set)), *c = &row;
-    char policy[64], resolved[48], arena[32], live[32], buf_comm[32], regen[32];
+    char policy[64], resolved[48], arena[32], live[32], buf_comm[32], regen[32], peak[32], total[32];
     fprintf(out, "\nchosen plan (*): micro-batch %zu, ", c->s.micro_batch);
     print_split(out, &c->s);
     fprintf(out, ", checkpoint %s (%s)\n", snug_plan_policy_label(&c->s, policy, sizeof policy),
@@ -139,10 +140,12 @@ static void print_summary(FILE *out, const snug_plan_set *set) {
     fprintf(out, "  communication: under mpirun, all-reduce in place on the gradients: no extra buffer (%s summed "
                  "over the ranks once per optimizer step); the plan and its budget are per rank\n",
             snug_format_bytes(c->s.bytes[SNUG_MEM_GRADS], buf_comm, sizeof buf_comm));
-    fprintf(out, "  activations: arena %s, live peak %s at %s %s\n",
+    fprintf(out, "  peak in use: %s at %s %s (schedule step %zu, the timeline's peak), of the %s reserved\n",
+            snug_format_bytes(c->s.peak, peak, sizeof peak), c->s.peak_op ? c->s.peak_op : "-",
+            snug_phase_name(c->s.peak_phase), c->s.peak_step, snug_format_bytes(c->s.total, total, sizeof total));
+    fprintf(out, "  activations: arena %s, at most %s live at one step\n",
             snug_format_bytes(c->s.activation_peak, arena, sizeof arena),
-            snug_format_bytes(c->s.live_peak, live, sizeof live), c->s.peak_op ? c->s.peak_op : "-",
-            snug_phase_name(c->s.peak_phase));
+            snug_format_bytes(c->s.live_peak, live, sizeof live));
     if (c->s.segments > 0)
         fprintf(out, "  recompute: %s in %zu segment%s, %.1f%% of the FLOPs of each micro-batch\n",
                 plan_resolved_label(&c->s, resolved, sizeof resolved), c->s.segments,
@@ -180,7 +183,7 @@ static void print_layers(FILE *out, const snug_plan_set *set) {
     size_t n = snug_plan_buffer_count(c->plan);
     int lw = max_width(c->plan, n, true, 5), ww = max_width(c->plan, n, false, 4);
     fprintf(out, "\nbuffers of the chosen plan (%zu; offsets within the activation arena, lifetimes in schedule "
-                 "steps 0..%zu):\n", n, snug_plan_step_count(c->plan) - 1);
+                 "steps 0..%zu; then the blocks of the whole step and each step's workspace):\n", n, snug_plan_step_count(c->plan) - 1);
     fprintf(out, "  %-*s  %-*s  %-5s %-11s %*s %12s  %-9s  %s\n", lw, "layer", ww, "what", "dtype", "category",
             BYTES_W, "bytes", "offset", "steps", "memory");
     for (size_t i = 0; i < n; i++) {

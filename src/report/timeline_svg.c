@@ -50,15 +50,9 @@ typedef struct panel_data {
     const char *title;       /* of the panel */
     snug_plan_step_info *steps;
     size_t n;
-    size_t peak, peak_step;  /* the largest total bytes live at one step, and that step */
+    size_t peak, peak_step;  /* the plan's peak and its step (snug_plan_summary's: the table names the same) */
     snug_plan_summary summary;
 } panel_data;
-
-static size_t step_total(const snug_plan_step_info *s) {
-    size_t total = 0;
-    for (int c = 0; c < SNUG_MEM_NCATEGORIES; c++) total += s->bytes[c];
-    return total;
-}
 
 static int load_panel(const plan_timeline_plan *tp, const char *title, panel_data *d) {
     memset(d, 0, sizeof *d);
@@ -66,13 +60,10 @@ static int load_panel(const plan_timeline_plan *tp, const char *title, panel_dat
     d->title = title;
     d->n = snug_plan_step_count(tp->plan);
     snug_plan_summarize(tp->plan, &d->summary);
+    d->peak = d->summary.peak, d->peak_step = d->summary.peak_step;
     d->steps = calloc(d->n ? d->n : 1, sizeof *d->steps);
     if (!d->steps) return -1;
-    for (size_t i = 0; i < d->n; i++) {
-        snug_plan_step(tp->plan, i, &d->steps[i]);
-        size_t total = step_total(&d->steps[i]);
-        if (total > d->peak) d->peak = total, d->peak_step = i;
-    }
+    for (size_t i = 0; i < d->n; i++) snug_plan_step(tp->plan, i, &d->steps[i]);
     return 0;
 }
 

@@ -181,10 +181,13 @@ snug_status snug_trainer_step(snug_trainer *tr, const snug_dataset *ds, const si
     apply_window(tr, st);
     st->step = tr->step;
     st->total_steps = tr->total_steps;
-    st->elapsed_s = omp_get_wtime() - tr->start_time;
+    /* The run's time goes on from its state's; the speed is this process's samples over this process's time, so
+     * that neither the samples nor the time of the processes before a resume enter it. */
+    st->process_s = trainer_process_seconds(tr);
+    st->elapsed_s = tr->earlier_seconds + st->process_s;
     st->first_step = tr->start_step;
     st->run_samples = tr->samples_seen;
-    st->samples_per_s = st->elapsed_s > 0 ? (double)(tr->samples_seen - tr->start_samples) / st->elapsed_s : 0;
+    st->samples_per_s = st->process_s > 0 ? (double)(tr->samples_seen - tr->start_samples) / st->process_s : 0;
     if (st->skipped && tr->nonfinite_run >= (tr->cfg.max_nonfinite > 0 ? tr->cfg.max_nonfinite : 1)) {
         char where[512];
         trainer_find_nonfinite(tr, ds, indices, n, where, sizeof where);

@@ -20,6 +20,10 @@ void trainer_start_clock(snug_trainer *tr) {
     tr->start_samples = tr->samples_seen;
 }
 
+double trainer_process_seconds(const snug_trainer *tr) {
+    return tr->start_time != 0 ? omp_get_wtime() - tr->start_time : 0;
+}
+
 double trainer_tick(const snug_trainer *tr) { return tr->x.profiling ? omp_get_wtime() : 0; }
 
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0) {

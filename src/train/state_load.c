@@ -93,6 +93,8 @@ static snug_status take_state(snug_trainer *tr, st_file *sf, const state_counter
         tr->nonfinite_run = k->nonfinite_run;
         tr->samples_seen = k->samples_seen;
         tr->opt.t = k->optim_steps;
+        tr->earlier_seconds = k->train_seconds;
+        tr->start_time = 0; /* this process's clock (and its counts) start again at its next step */
         exec_weights_changed(&tr->x);
     }
     free(scratch);

@@ -19,7 +19,8 @@ static state_meta meta_of(const snug_trainer *tr) {
     return (state_meta){.model = tr->g->name, .batch = tr->batch, .bf16 = tr->plan->variant.bf16, .run = &tr->cfg,
                         .counters = {.step = tr->step, .epoch = tr->epoch, .window = tr->window,
                                      .optim_steps = tr->opt.t, .windows = tr->windows,
-                                     .nonfinite_run = tr->nonfinite_run, .samples_seen = tr->samples_seen}};
+                                     .nonfinite_run = tr->nonfinite_run, .samples_seen = tr->samples_seen,
+                                     .train_seconds = tr->earlier_seconds + trainer_process_seconds(tr)}};
 }
 
 /* The optimizer's state of every trainable parameter, slot by slot; names written into names (room for

@@ -45,6 +45,7 @@ struct snug_trainer {
     double start_time;     /* when this process's first step began, and the steps and samples taken before it */
     long start_step;       /* (a resumed run's state): speeds count what this process trained */
     size_t start_samples;
+    double earlier_seconds; /* the run's training time before this process (a resumed run's state's) */
     dist dist;             /* this process's rank in the job: it takes its shard of every window */
     long grad_allreduces;  /* all-reduces of the gradient block: one per window */
     double allreduce_s;    /* time in them */
@@ -68,6 +69,8 @@ struct snug_trainer {
 void trainer_drop_log(snug_trainer *tr, snug_error *why);
 /* Starts the training clock at the first step this process takes (no-op once started). */
 void trainer_start_clock(snug_trainer *tr);
+/* This process's training time so far (0 before its first step); the run's adds tr->earlier_seconds. */
+double trainer_process_seconds(const snug_trainer *tr);
 double trainer_tick(const snug_trainer *tr);
 void trainer_tock(snug_trainer *tr, trainer_part part, double t0);
 

@@ -97,7 +97,7 @@ for model in mlp cnn; do
     plan "plan $model: table with one chosen row, no data read" --model "$model"
     expect_rc 0
     expect_in "$OUT" "plans for model $model, batch 64"
-    for phrase in checkpoint params grads optim activations workspace data total "activation peak at" \
+    for phrase in checkpoint params grads optim activations workspace data total "peak in use at" \
         recompute fits "chosen plan (*)" backward; do
         expect_in "$OUT" "$phrase"
     done
@@ -289,8 +289,9 @@ bufs = c["buffers"]
 assert len(bufs) > 0
 for b in bufs:
     assert b["first_step"] <= b["last_step"] < c["schedule_steps"], b
-    assert b["bytes"] > 0 and b["category"] == "activations", b
-owned = [b for b in bufs if not b["in_place"]]
+    assert b["bytes"] > 0, b
+assert {b["category"] for b in bufs} >= {"params", "grads", "optim", "activations", "workspace", "data"}, bufs
+owned = [b for b in bufs if not b["in_place"] and b["category"] == "activations"]
 assert max(b["offset"] + b["bytes"] for b in owned) <= c["bytes"]["activations"], "a buffer outside the arena"
 PYEOF
 
@@ -355,6 +356,45 @@ expect_rc 0
 cp "$OUT" "$TMP/plan.json"
 [ -s "$CSV" ] || fail "no $CSV"
 check_csv "$CSV" "$TMP/plan.json"
+
+# The plan's peak is one figure: the table's chosen row, the summary, the JSON, the timeline's CSV and its SVG
+# give the same bytes at the same step, layer and phase, and the --layers rows live at that step add up to it.
+# unet-hires under 8 GiB recomputes every third layer: its activations peak at one step, its memory in use
+# (activations with that step's workspace) at another; resnet50 the same without a budget.
+for args in "unet-hires --batch 4 --mem 8GiB" "resnet50 --batch 32" "unet --batch 8 --mem 400MiB"; do
+    # shellcheck disable=SC2086
+    plan "plan $args: the table's peak is the timeline's" --model $args --threads 2 --timeline "$TMP/peak.svg"
+    expect_rc 0
+    cp "$OUT" "$TMP/peak.txt"
+    # shellcheck disable=SC2086
+    plan "plan $args --json --layers: the JSON's peak is the CSV timeline's, the buffers add up to it" \
+        --model $args --threads 2 --json --layers --timeline "$TMP/peak.csv"
+    expect_rc 0
+    py_check "one peak" "$OUT" "$TMP/peak.csv" "$TMP/peak.txt" "$TMP/peak.svg" <<'PYEOF'
+import csv, json, re, sys
+c = json.load(open(sys.argv[1]))["chosen"]
+rows = [r for r in csv.DictReader(open(sys.argv[2])) if r["plan"] == "checkpointed"]
+top = max(int(r["total"]) for r in rows)
+first = next(r for r in rows if int(r["total"]) == top)
+place = (c["peak"], c["peak_step"], c["peak_op"], c["peak_phase"])
+assert place == (top, int(first["step"]), first["layer"], first["phase"]), (place, first)
+live = {}
+for b in c["buffers"]:
+    if not b["in_place"] and b["first_step"] <= c["peak_step"] <= b["last_step"]:
+        live[b["category"]] = live.get(b["category"], 0) + b["bytes"]
+assert sum(live.values()) == c["peak"], (live, c["peak"])
+for cat, n in live.items():
+    assert n == int(first[cat]), (cat, n, first[cat])
+text = open(sys.argv[3]).read()
+said = re.search(r"peak in use: (\S+ \S+) at (\S+) (\S+) \(schedule step (\d+)", text)
+assert said and (int(said.group(4)), said.group(2), said.group(3)) == place[1:], (said, place)
+row = [l for l in text.splitlines() if l.startswith("* ")][0]
+assert "%s %s %s" % (said.group(1), c["peak_op"], c["peak_phase"]) in row, (row, said.group(0))
+svg = open(sys.argv[4]).read()
+label = "peak %s: %s %s (step %d)" % (said.group(1), c["peak_op"], c["peak_phase"], c["peak_step"])
+assert label in svg, (label, re.findall(r"peak [^<]*", svg))
+PYEOF
+done
 
 plan "plan --timeline FILE.CSV (upper-case extension, no checkpointing)" --model mlp --json --timeline "$TMP/t.CSV"
 expect_rc 0

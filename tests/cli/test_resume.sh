@@ -44,10 +44,8 @@ RUN=(train --model "$TMP/small.ini" --data-dir "$DATA" --batch 30 --micro-batch 
 # land in both, and the run lasts several seconds.
 EVERY=(--state-every 3)
 
-# Every state-*.safetensors of a folder whole: its header parses and its CRC-32C matches.
-check_states() {
-    "$PY" - "$1" <<'PYEOF'
-import glob, json, struct, sys
+# CRC-32C in Python, independent of snug's: the checksum of a state file with the 8 digits of its own read as "0".
+cat >"$TMP/state_crc.py" <<'PYEOF'
 T = []
 for i in range(256):
     c = i
@@ -59,15 +57,23 @@ def crc32c(data, crc=0):
     for b in data:
         crc = T[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+def file_crc(raw):
+    at = raw.index(b'"crc32c":"') + len('"crc32c":"')
+    return at, "%08x" % crc32c(raw[:at] + b"00000000" + raw[at + 8:])
+PYEOF
+
+# Every state-*.safetensors of a folder whole: its header parses and its CRC-32C matches.
+check_states() {
+    "$PY" - "$1" "$TMP" <<'PYEOF'
+import glob, json, struct, sys
+sys.path.insert(0, sys.argv[2])
+from state_crc import file_crc
 for path in glob.glob(sys.argv[1] + "/state-*.safetensors"):
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
-    header = raw[8:8 + n].decode()
-    meta = json.loads(header)["__metadata__"]
-    want = meta["crc32c"]
-    at = 8 + header.index('"crc32c":"') + len('"crc32c":"')
-    got = crc32c(raw[:at] + b"00000000" + raw[at + 8:])
-    assert "%08x" % got == want, "%s: crc %08x, header says %s" % (path, got, want)
+    meta = json.loads(raw[8:8 + n].decode())["__metadata__"]
+    got = file_crc(raw)[1]
+    assert got == meta["crc32c"], "%s: crc %s, header says %s" % (path, got, meta["crc32c"])
     json.loads(meta["snug_state"])
 PYEOF
 }
@@ -207,5 +213,57 @@ expect_in "$ERR" "--init does not apply"
 run "--state-every-time takes durations" "${RUN[@]}" --state-every-time 1h30 --state "$TMP/x"
 expect_rc 2
 expect_in "$ERR" "--state-every-time: bad duration '1h30'"
+
+# ---------------------------------------------------------------------------------------------------------
+# The log's times across a resume: elapsed_s is the run's training time, so it goes on from the state's and never
+# falls back; samples_per_s is this process's speed. Had the resumed process divided the whole run's 1800 x 30
+# samples by its own time (300 steps), its speed would read 6 times the right one; had it divided its own by the
+# run's time, a sixth. The right one is what the log's own elapsed_s gives over the resumed steps (the state is
+# written within the step's time), and the same machine and model keep within 4 times of the first process.
+run "stopped at step 1500 with a log" "${SGD[@]}" --max-steps 1500 --state "$TMP/timed" --log "$TMP/timed.jsonl"
+expect_rc 0
+cp -r "$TMP/timed" "$TMP/untimed"
+run "resumed to step 1800, its log continued: elapsed_s goes on, samples_per_s is this process's" \
+    train --resume "$TMP/timed" --max-steps 1800 --log "$TMP/timed.jsonl"
+expect_rc 0
+"$PY" - "$TMP/timed.jsonl" >"$TMP/timed.log" 2>&1 <<'PYEOF' || fail "$(tail -n 3 "$TMP/timed.log" | tr '\n' ' ')"
+import json, sys
+steps = [o for o in map(json.loads, open(sys.argv[1])) if o["type"] == "step"]
+assert [o["step"] for o in steps] == list(range(1, 1801)), "the log's steps: %s" % [o["step"] for o in steps][:5]
+for a, b in zip(steps, steps[1:]):
+    assert b["elapsed_s"] >= a["elapsed_s"], "elapsed_s falls from %g at step %d to %g at step %d" % (
+        a["elapsed_s"], a["step"], b["elapsed_s"], b["step"])
+stop, end = steps[1499], steps[1799]
+logged = 300 * 30 / (end["elapsed_s"] - stop["elapsed_s"])
+for name, want in (("the resumed steps' samples over their elapsed_s", logged),
+                   ("the first process's samples_per_s", stop["samples_per_s"])):
+    assert want / 4 <= end["samples_per_s"] <= want * 4, "samples_per_s %g at step 1800, %s %g" % (
+        end["samples_per_s"], name, want)
+PYEOF
+
+# ---------------------------------------------------------------------------------------------------------
+finish_case
+CASE="a state written before the training time was kept (no train_seconds) resumes, its time from the resume"
+CASE_OK=1
+"$PY" - "$TMP/untimed/state-000000001500.safetensors" "$TMP" <<'PYEOF' || fail "could not write the older state"
+import json, struct, sys
+sys.path.insert(0, sys.argv[2])
+from state_crc import file_crc
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+run = json.loads(header["__metadata__"]["snug_state"])
+del run["counters"]["train_seconds"]
+header["__metadata__"]["snug_state"] = json.dumps(run, separators=(",", ":"))
+header["__metadata__"]["crc32c"] = "00000000"
+text = json.dumps(header, separators=(",", ":")).encode()
+raw = struct.pack("<Q", len(text)) + text + raw[8 + n:]
+at, crc = file_crc(raw)
+open(sys.argv[1], "wb").write(raw[:at] + crc.encode() + raw[at + 8:])
+PYEOF
+"$SNUG" train --resume "$TMP/untimed" --max-steps 1510 >"$OUT" 2>"$ERR"
+RC=$?
+expect_rc 0
+expect_in "$OUT" "trained 10 steps (300 samples)"
 
 finish_tests
