@@ -122,7 +122,7 @@ static PyObject *summary_dict(const snug_plan *plan) {
     snug_plan_policy_label(&s, policy, sizeof policy);
     snug_format_checkpoint(s.policy, checkpoint, sizeof checkpoint);
     const snug_plan_request *r = snug_plan_request_of(plan);
-    return Py_BuildValue("{s:n,s:i,s:n,s:n,s:O,s:n,s:n,s:n,s:i,s:s,s:s,s:n,s:N,s:n,s:n,s:n,s:s,s:s,s:d,s:d,s:s}",
+    return Py_BuildValue("{s:n,s:i,s:n,s:n,s:O,s:n,s:n,s:n,s:i,s:s,s:s,s:n,s:N,s:n,s:n,s:n,s:n,s:s,s:s,s:d,s:d,s:s}",
                          "batch", (Py_ssize_t)s.batch, "ranks", s.ranks, "share", (Py_ssize_t)s.share,
                          "micro_batch", (Py_ssize_t)s.micro_batch, "micro_batch_chosen",
                          s.micro_batch_chosen ? Py_True : Py_False, "micro_batches", (Py_ssize_t)s.micro_batches,
@@ -130,7 +130,7 @@ static PyObject *summary_dict(const snug_plan *plan) {
                          "threads", s.threads, "checkpoint", policy, "policy", checkpoint, "segments",
                          (Py_ssize_t)s.segments, "bytes", category_bytes(s.bytes), "total", (Py_ssize_t)s.total,
                          "activation_peak", (Py_ssize_t)s.activation_peak, "live_peak", (Py_ssize_t)s.live_peak,
-                         "peak_layer", s.peak_op ? s.peak_op : "", "peak_phase", snug_phase_name(s.peak_phase),
+                         "peak_in_use", (Py_ssize_t)s.peak, "peak_layer", s.peak_op ? s.peak_op : "", "peak_phase", snug_phase_name(s.peak_phase),
                          "step_flops", s.step_flops, "recompute_percent", snug_plan_recompute_percent(&s),
                          "precision", snug_precision_name(r->precision));
 }
