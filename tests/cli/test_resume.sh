@@ -219,7 +219,8 @@ expect_in "$ERR" "--state-every-time: bad duration '1h30'"
 # falls back; samples_per_s is this process's speed. Had the resumed process divided the whole run's 1800 x 30
 # samples by its own time (300 steps), its speed would read 6 times the right one; had it divided its own by the
 # run's time, a sixth. The right one is what the log's own elapsed_s gives over the resumed steps (the state is
-# written within the step's time), and the same machine and model keep within 4 times of the first process.
+# written within the step's time); the first process's speed is no yardstick, since the load of a shared machine
+# may differ between the two processes.
 run "stopped at step 1500 with a log" "${SGD[@]}" --max-steps 1500 --state "$TMP/timed" --log "$TMP/timed.jsonl"
 expect_rc 0
 cp -r "$TMP/timed" "$TMP/untimed"
@@ -235,10 +236,8 @@ for a, b in zip(steps, steps[1:]):
         a["elapsed_s"], a["step"], b["elapsed_s"], b["step"])
 stop, end = steps[1499], steps[1799]
 logged = 300 * 30 / (end["elapsed_s"] - stop["elapsed_s"])
-for name, want in (("the resumed steps' samples over their elapsed_s", logged),
-                   ("the first process's samples_per_s", stop["samples_per_s"])):
-    assert want / 4 <= end["samples_per_s"] <= want * 4, "samples_per_s %g at step 1800, %s %g" % (
-        end["samples_per_s"], name, want)
+assert logged / 4 <= end["samples_per_s"] <= logged * 4, (
+    "samples_per_s %g at step 1800, the resumed steps' samples over their elapsed_s %g" % (end["samples_per_s"], logged))
 PYEOF
 
 # ---------------------------------------------------------------------------------------------------------
