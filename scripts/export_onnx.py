@@ -89,6 +89,23 @@ def mlp():
     return model(nodes, inits, [image_input()], [logits()], 13, "mlp")
 
 
+def tiny_mlp():
+    """input (N, 8), as a vector: fc1 (MatMul + Add, 8-4) -> ReLU -> Dropout(0.5) -> fc2 (Gemm 4-3); small
+    enough to seed the fuzzer (tests/fuzz/onnx/corpus/)."""
+    inits = [numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(weight("w", 4, 8)).T),
+                                     "onnx::MatMul_7"),
+             weight("fc1.bias", 4), weight("fc2.weight", 3, 4), weight("fc2.bias", 3)]
+    nodes = [
+        helper.make_node("MatMul", ["input", "onnx::MatMul_7"], ["mm"], name="/fc1/MatMul"),
+        helper.make_node("Add", ["mm", "fc1.bias"], ["h"], name="/fc1/Add"),
+        helper.make_node("Relu", ["h"], ["r"], name="/relu/Relu"),
+        helper.make_node("Dropout", ["r"], ["d"], name="/drop/Dropout"),
+        helper.make_node("Gemm", ["d", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1),
+    ]
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 8])
+    return model(nodes, inits, [x], [logits(classes=3)], 14, "tiny_mlp")
+
+
 def cnn():
     """conv1+bn1+relu -> maxpool -> [conv2 (no bias)+bn2, + the pooled input] -> relu -> conv3 (stride 2) -> relu
     -> global average pool -> x.view(N, -1) -> fc."""
@@ -179,7 +196,7 @@ def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
-    good = {"mlp": mlp(), "cnn": cnn()}
+    good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp()}
     for name, m in good.items():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))
