@@ -17,15 +17,17 @@ void onnx_const_free(onnx_const *c) {
     free(c);
 }
 
+static bool dims_ok(size_t n, const int64_t *dims, size_t *numel);
+
+/* A constant of that shape, zeroed; NULL for a bad shape (dims_ok) or when out of memory. */
 static onnx_const *const_new(int rank, const int64_t *dims, bool is_float) {
+    size_t numel;
+    if (rank < 0 || !dims_ok((size_t)rank, dims, &numel)) return NULL;
     onnx_const *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->rank = rank;
-    c->numel = 1;
-    for (int d = 0; d < rank; d++) {
-        c->dims[d] = dims[d];
-        c->numel *= (size_t)dims[d]; /* callers bound every dimension and the product first */
-    }
+    c->numel = numel;
+    for (int d = 0; d < rank; d++) c->dims[d] = dims[d];
     if (is_float) c->f = calloc(c->numel ? c->numel : 1, sizeof *c->f);
     else c->i = calloc(c->numel ? c->numel : 1, sizeof *c->i);
     if (!c->f && !c->i) return free(c), NULL;
@@ -101,16 +103,19 @@ snug_status onnx_const_from_tensor(const onnx_ctx *cx, const Onnx__TensorProto *
 /* ---- folding ---- */
 
 static snug_status set_output(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_const *c, snug_error *err) {
-    if (!c) return onnx_fail(cx, err, SNUG_E_OOM, "out of memory folding a constant");
+    if (!c) return onnx_fail(cx, err, SNUG_E_ARG, "the folded constant has a bad shape (or the system is out "
+                             "of memory)");
     onnx_value *v = n->n_output >= 1 && n->output[0] && *n->output[0] ? onnx_add(cx, n->output[0]) : NULL;
     if (!v) return onnx_const_free(c), onnx_fail(cx, err, SNUG_E_FORMAT, "the node has no output name");
     v->c = c;
     return SNUG_OK;
 }
 
+/* a's values in a new shape of as many elements (NULL otherwise: a folded Squeeze with bad axes) */
 static onnx_const *const_copy(const onnx_const *a, int rank, const int64_t *dims) {
     onnx_const *c = const_new(rank, dims, a->f != NULL);
     if (!c) return NULL;
+    if (c->numel != a->numel) return onnx_const_free(c), NULL;
     if (a->f) memcpy(c->f, a->f, a->numel * sizeof *a->f);
     else memcpy(c->i, a->i, a->numel * sizeof *a->i);
     return c;
@@ -244,10 +249,13 @@ snug_status onnx_fold(onnx_ctx *cx, const Onnx__NodeProto *n, bool *done, snug_e
         c[j] = in[j] ? in[j]->c : NULL;
     }
     if (strcmp(op, "Shape") == 0 && in[0]) return *done = true, fold_shape(cx, n, in[0], err);
-    for (size_t j = 0; j < n->n_input; j++)
+    bool missing = false;
+    for (size_t j = 0; j < n->n_input; j++) {
         if (n->input[j] && *n->input[j] && !c[j]) return SNUG_OK; /* reads a tensor: an op to map */
-    if (!c[0]) return SNUG_OK;
+        missing |= !c[j] && !(j == 1 && strcmp(op, "Squeeze") == 0); /* Squeeze's axes are optional */
+    }
     *done = true;
+    if (missing) return onnx_fail(cx, err, SNUG_E_ARG, "an input of this constant %s is missing", op);
     if (strcmp(op, "Gather") == 0 && n->n_input == 2) return fold_gather(cx, n, c[0], c[1], err);
     if (strcmp(op, "Unsqueeze") == 0 && n->n_input == 2) return fold_squeeze(cx, n, c[0], c[1], true, err);
     if (strcmp(op, "Squeeze") == 0) return fold_squeeze(cx, n, c[0], n->n_input > 1 ? c[1] : NULL, false, err);

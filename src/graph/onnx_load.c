@@ -32,13 +32,7 @@ onnx_value *onnx_find(onnx_ctx *cx, const char *name) {
 }
 
 onnx_value *onnx_add(onnx_ctx *cx, const char *name) {
-    if (cx->n_values == cx->cap_values) {
-        size_t cap = cx->cap_values ? 2 * cx->cap_values : 64;
-        onnx_value *v = realloc(cx->values, cap * sizeof *v);
-        if (!v) return NULL;
-        cx->values = v;
-        cx->cap_values = cap;
-    }
+    if (cx->n_values == cx->cap_values) return NULL; /* never grown: the mappers hold pointers into it */
     onnx_value *v = &cx->values[cx->n_values++];
     *v = (onnx_value){.name = name, .t = -1};
     return v;
@@ -135,8 +129,6 @@ static snug_status make_input(onnx_ctx *cx, snug_error *err) {
 }
 
 static snug_status walk_nodes(onnx_ctx *cx, snug_error *err) {
-    if (cx->gp->n_node > ONNX_MAX_NODES)
-        return onnx_fail(cx, err, SNUG_E_ARG, "%zu nodes: snug reads at most %d", cx->gp->n_node, ONNX_MAX_NODES);
     if (!(cx->skip = calloc(cx->gp->n_node + 1, sizeof *cx->skip)))
         return onnx_fail(cx, err, SNUG_E_OOM, "out of memory");
     for (size_t j = 0; j < cx->gp->n_node; j++) {
@@ -183,6 +175,13 @@ static void graph_name(const char *path, char *buf, size_t len) {
 static snug_status build(onnx_ctx *cx, const Onnx__ModelProto *m, snug_error *err) {
     if (!m->graph) return onnx_fail(cx, err, SNUG_E_FORMAT, "the model holds no graph");
     cx->gp = m->graph;
+    if (cx->gp->n_node > ONNX_MAX_NODES)
+        return onnx_fail(cx, err, SNUG_E_ARG, "%zu nodes: snug reads at most %d", cx->gp->n_node, ONNX_MAX_NODES);
+    /* every value there can be, reserved once: the initializers, the input, one output per node and one per
+     * fused Add (whose own node is then skipped) */
+    cx->cap_values = cx->gp->n_initializer + 2 * cx->gp->n_node + 2;
+    if (!(cx->values = calloc(cx->cap_values, sizeof *cx->values)))
+        return onnx_fail(cx, err, SNUG_E_OOM, "out of memory for %zu values", cx->cap_values);
     snug_status s = check_opset(cx, m, err);
     if (s == SNUG_OK) s = read_initializers(cx, err);
     if (s == SNUG_OK) s = make_input(cx, err);

@@ -92,10 +92,11 @@ static snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t
         snug_graph_check(cx->g, &e);
         return onnx_fail(cx, err, e.status, "%s", e.message);
     }
+    const snug_shape shape = onnx_shape ? *onnx_shape : snug_tensor_shape(cx->g, t);
     onnx_value *v = n->n_output >= 1 && n->output[0] && *n->output[0] ? onnx_add(cx, n->output[0]) : NULL;
     if (!v) return onnx_fail(cx, err, SNUG_E_FORMAT, "the node has no output name");
     v->t = t;
-    v->shape = onnx_shape ? *onnx_shape : snug_tensor_shape(cx->g, t);
+    v->shape = shape;
     return SNUG_OK;
 }
 
@@ -147,6 +148,7 @@ static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
     onnx_value *x, *w, *b;
     snug_status s = layer_inputs(cx, n, 3, 4, &x, &w, &b, err);
     if (s != SNUG_OK) return s;
+    if (w->c->numel == 0) return onnx_fail(cx, err, SNUG_E_ARG, "weight '%s' is empty", w->name);
     int64_t k = w->c->dims[2], stride = 1, pad = 0, dil = 1, group = attr_int(n, "group", 1);
     const Onnx__AttributeProto *ap = onnx_attr(n, "auto_pad");
     if (w->c->dims[2] != w->c->dims[3] || !attr_uniform(n, "kernel_shape", 1, &k) || k != w->c->dims[2])
@@ -169,6 +171,7 @@ static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
 static snug_status linear_layer(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, onnx_value *w, bool w_kn,
                                 onnx_value *b, snug_error *err) {
     const size_t out = (size_t)w->c->dims[w_kn ? 1 : 0];
+    if (w->c->numel == 0) return onnx_fail(cx, err, SNUG_E_ARG, "weight '%s' is empty", w->name);
     if (b && b->c->numel != out)
         return onnx_fail(cx, err, SNUG_E_SHAPE, "bias '%s' has %zu elements for %zu outputs", b->name,
                          b->c->numel, out);
@@ -311,7 +314,7 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     snug_status s = tensor_in(cx, n, 0, 0, &x, err);
     if (s != SNUG_OK) return s;
     const onnx_const *c = sv ? sv->c : NULL;
-    if (!c || !c->i || c->rank != 1 || c->numel < 1 || c->numel > ONNX_MAX_RANK)
+    if (!c || !c->i || c->rank != 1 || c->numel < 1 || c->numel > SNUG_MAX_DIMS + 1)
         return onnx_fail(cx, err, SNUG_E_ARG, "the target shape must be a constant int64 vector once the shape "
                          "computations are folded: a shape that depends on data is dynamic, which snug cannot plan");
     size_t numel = 1, known = 1;
@@ -330,7 +333,9 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
         return onnx_fail(cx, err, SNUG_E_SHAPE, "the target shape does not keep the batch first and each "
                          "sample's %zu elements", numel);
     if (out.rank == 1) return flat_out(cx, n, x, err);
-    if (memcmp(&out, &x->shape, sizeof out) == 0) return set_out(cx, n, x->t, &x->shape, err);
+    bool same = out.rank == x->shape.rank;
+    for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
+    if (same) return set_out(cx, n, x->t, &x->shape, err);
     return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample only, yet");
 }
 
