@@ -83,3 +83,17 @@ if(SNUG_WITH_MPI)
 else()
     message(STATUS "snug: built without MPI: every run is a single process (install libopenmpi-dev for mpirun)")
 endif()
+
+# protobuf-c and ONNX's schema: src/graph/onnx_load.c reads ONNX files (`--model FILE.onnx`) through the parser
+# protoc-c generates from libonnx-dev's onnx.proto at build time (cmake/SnugOnnx.cmake); snug decodes no protobuf
+# by hand. onnx.proto is proto2, which protoc-c 1.4 takes as it is.
+pkg_check_modules(PROTOBUF_C IMPORTED_TARGET libprotobuf-c)
+find_program(SNUG_PROTOC_C protoc-c)
+find_file(SNUG_ONNX_PROTO onnx.proto PATHS /usr/include/onnx /usr/local/include/onnx NO_DEFAULT_PATH)
+if(NOT PROTOBUF_C_FOUND OR NOT SNUG_PROTOC_C OR NOT SNUG_ONNX_PROTO)
+    message(FATAL_ERROR
+        "protobuf-c (pkg-config module 'libprotobuf-c': ${PROTOBUF_C_FOUND}), its compiler protoc-c "
+        "(${SNUG_PROTOC_C}) or ONNX's onnx.proto (${SNUG_ONNX_PROTO}) not found; snug reads ONNX models with them.\n"
+        "HINT: run `make deps` (Debian/Ubuntu: apt-get install libprotobuf-c-dev protobuf-c-compiler libonnx-dev), "
+        "or pass -DSNUG_PROTOC_C=/path/to/protoc-c -DSNUG_ONNX_PROTO=/path/to/onnx.proto.")
+endif()

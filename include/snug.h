@@ -293,7 +293,8 @@ snug_status snug_model_parse(const char *text, const char *name_for_messages, sn
  * classes per pixel) and "gpt" (bytes, context 256, 4 layers, d_model 256). For planning models larger than the
  * machine: "vgg16" (3x224x224, 1000 classes, 138M parameters), "resnet50" (3x224x224, 1000 classes) and
  * "unet-hires" (the unet for 1x1408x2112 inputs). A name that contains '/' or ends in ".ini" is read as a model
- * file instead (snug_model_load). SNUG_E_ARG for an unknown name, with the names there are. */
+ * file instead (snug_model_load), one that ends in ".onnx" as an ONNX model (snug_graph_from_onnx). SNUG_E_ARG
+ * for an unknown name, with the names there are. */
 snug_status snug_model_builtin(const char *name, snug_graph **out, snug_error *err);
 /* snug_model_builtin with another class count: the outputs of the layer the loss reads (a linear's `out`, a
  * conv2d's `out_channels`, a class per pixel) become `classes` instead of the file's number, so a zoo model
@@ -306,8 +307,22 @@ snug_status snug_model_parse_classes(const char *text, const char *name_for_mess
                                      snug_graph **out, snug_error *err);
 /* The built-in model names, NULL-terminated. */
 const char *const *snug_model_names(void);
-/* Whether snug_model_builtin reads name as a model file: it contains '/' or ends in ".ini". */
+/* Whether snug_model_builtin reads name as a model file: it contains '/' or ends in ".ini" or ".onnx". */
 bool snug_model_is_file(const char *name);
+
+/* An ONNX model (docs/onnx.md), as torch.onnx.export writes it (opsets 13 to 17, one file, float32), read into a
+ * graph to plan and train. The one input, (N, F) or (N, C, H, W) with every dimension but the batch fixed,
+ * becomes the graph's input; the one output feeds snug_softmax_cross_entropy (classes on the axis after the
+ * batch). Constant computations (Constant, and the Shape -> Gather -> Unsqueeze -> Concat chains feeding a
+ * Reshape) are folded at load. Ops map onto the builders above: Conv (square kernel, one stride, equal pads,
+ * groups), Gemm and MatMul by a weight (with the bias Add after it), Add, Relu, BatchNormalization, MaxPool (no
+ * padding), GlobalAveragePool, AveragePool over the whole plane, Flatten, Reshape to flatten, Identity, Dropout.
+ * A layer with weights is named after its weight's initializer without ".weight", and its parameters take the
+ * initializers' names and start from their values, so saved weights (snug_trainer_save) carry the exporting
+ * module's state_dict names; a Conv or MatMul without bias gets a bias that starts at zero, named
+ * "<layer>.bias". Anything else is refused (SNUG_E_ARG) naming the node, its op and opset and what to do;
+ * SNUG_E_IO when the file cannot be read, SNUG_E_FORMAT when it is not an ONNX model or is damaged. */
+snug_status snug_graph_from_onnx(const char *path, snug_graph **out, snug_error *err);
 
 /* ---------------------------------------------------------------------------------------------------------
  * Data sets: labelled samples of one per-sample shape, read on demand into a micro-batch buffer.

@@ -9,8 +9,11 @@
 set -euo pipefail
 
 # python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results; python3-dev, -numpy,
-# -setuptools, -pip and -pytest: the Python package in python/ (built, installed and tested offline)
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest)
+# -setuptools, -pip and -pytest: the Python package in python/ (built, installed and tested offline);
+# libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev: the ONNX loader's parser, generated from libonnx-dev's
+# onnx.proto by protoc-c at build time; python3-onnx: scripts/export_onnx.py, which writes the test models of
+# tests/data/onnx/
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them
@@ -36,7 +39,7 @@ readonly PACKAGES
 check_without_dpkg() {
     local missing=()
     local tool
-    for tool in cc cmake pkg-config npm python3; do
+    for tool in cc cmake pkg-config npm python3 protoc-c; do
         command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
     done
     if command -v pkg-config >/dev/null 2>&1; then
@@ -46,6 +49,7 @@ check_without_dpkg() {
         pkg-config --exists libpng || missing+=("libpng (pkg-config module libpng)")
         pkg-config --exists libjpeg || missing+=("libjpeg (pkg-config module libjpeg, e.g. libjpeg-turbo)")
         pkg-config --exists inih || missing+=("libinih (pkg-config module inih)")
+        pkg-config --exists libprotobuf-c || missing+=("protobuf-c (pkg-config module libprotobuf-c)")
     fi
     if ((${#missing[@]})); then
         echo "install-deps: not a Debian-like system (no dpkg-query); install these with your package manager:" >&2

@@ -32,8 +32,8 @@ static bool log_path(const char *path) { return path && (ends_with(path, ".jsonl
 #define OPT(field) offsetof(cli_train_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
 #define MODEL_HELP                                                                                              \
-    "a built-in model, or a model file: a path that contains '/' or ends in .ini, e.g. ./my.ini (the format: "  \
-    "docs/model-files.md; the built-in models are such files, in models/) [cnn]"
+    "a built-in model, a model file (a path with a '/' or ending in .ini, e.g. ./my.ini: docs/model-files.md; " \
+    "the built-in models are such files, in models/) or an ONNX model, FILE.onnx (docs/onnx.md) [cnn]"
 #define CLASSES_FLAG {FLAG("classes", F_SIZE, classes, "N", "the model's class count: the outputs of the "  \
     "layer its loss reads (a linear's out, a conv2d's out_channels), instead of the model file's [the file's]"), \
     .min = 1, .max = 1u << 20}

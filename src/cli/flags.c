@@ -124,7 +124,7 @@ static bool set_name(const flag *f, void *field, const char *value, char *msg, s
         char list[256];
         join_names(names, ", ", list, sizeof list);
         return flags_fail(msg, len, "unknown %s '%s' for --%s (choose from %s%s)", f->what, value, f->name, list,
-                     f->files ? ", or give a file: a path with a '/' or ending in .ini" : "");
+                     f->files ? ", or give a file: a path with a '/' or ending in .ini or .onnx" : "");
     }
     *(const char **)field = names[i];
     return true;

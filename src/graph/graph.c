@@ -24,6 +24,7 @@ void snug_graph_free(snug_graph *g) {
     if (!g) return;
     free(g->nodes);
     free(g->tensors);
+    for (int i = 0; i < g->n_params; i++) free(g->params[i].values);
     free(g->params);
     free(g->names.slots);
     free(g->first_reader_prev);

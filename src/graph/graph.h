@@ -18,6 +18,8 @@ typedef struct graph_param {
     float init_scale;     /* multiplies the initial values (1 by default; snug_init_scale) */
     bool buffer;          /* lives in the state block: no gradient, untouched by the optimizer */
     int node;
+    float *values;        /* numel initial values that came with the model (an ONNX initializer), owned by the
+                             graph; NULL: drawn as `init` says */
 } graph_param;
 
 typedef struct graph_tensor {

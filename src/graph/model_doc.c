@@ -44,5 +44,10 @@ int mf_section_index(const mf_doc *d, const char *name) {
 
 bool mf_is_path(const char *name) {
     size_t n = strlen(name);
-    return strchr(name, '/') != NULL || (n > 4 && strcmp(name + n - 4, ".ini") == 0);
+    return strchr(name, '/') != NULL || (n > 4 && strcmp(name + n - 4, ".ini") == 0) || mf_is_onnx(name);
+}
+
+bool mf_is_onnx(const char *name) {
+    size_t n = strlen(name);
+    return n > 5 && strcmp(name + n - 5, ".onnx") == 0;
 }

@@ -289,6 +289,9 @@ snug_status snug_model_parse(const char *text, const char *name_for_messages, sn
 
 snug_status snug_model_parse_classes(const char *text, const char *name_for_messages, size_t classes,
                                      snug_graph **out, snug_error *err) {
+    /* an ONNX model is binary: a caller holding "its text" (a resumed run) reads the file again */
+    if (name_for_messages && mf_is_onnx(name_for_messages))
+        return snug_model_builtin_classes(name_for_messages, classes, out, err);
     return mf_parse(text, name_for_messages, classes, out, err);
 }
 

@@ -61,6 +61,8 @@ const char *const *mf_layer_types(void);
 
 /* True when a model name names a file rather than a built-in: it contains '/' or ends in ".ini". */
 bool mf_is_path(const char *name);
+/* Whether a model file is an ONNX model (its name ends in ".onnx"): read by snug_graph_from_onnx. */
+bool mf_is_onnx(const char *name);
 
 /* The model files of models/, embedded into the library by cmake/SnugModels.cmake (a generated source). */
 typedef struct mf_embedded {

@@ -20,11 +20,15 @@ static snug_status unknown_model(const char *name, snug_error *err) {
     for (size_t i = 0; mf_embedded_names[i] && n >= 0 && (size_t)n < sizeof list; i++)
         n += snprintf(list + n, sizeof list - (size_t)n, "%s%s", i ? ", " : "", mf_embedded_names[i]);
     return snug_fail(err, SNUG_E_ARG, "unknown model '%s': the built-in models are %s; a model file is named by its "
-                     "path (one with a '/' or ending in .ini)", name, list);
+                     "path (one with a '/' or ending in .ini or .onnx)", name, list);
 }
 
 snug_status snug_model_builtin_classes(const char *name, size_t classes, snug_graph **out, snug_error *err) {
     *out = NULL;
+    if (name && mf_is_onnx(name) && classes)
+        return snug_fail(err, SNUG_E_ARG, "%s: an ONNX model's classes are its output's; export it with %zu "
+                         "outputs instead of setting the count here", name, classes);
+    if (name && mf_is_onnx(name)) return snug_graph_from_onnx(name, out, err);
     if (name && mf_is_path(name)) return mf_load(name, classes, out, err);
     for (size_t i = 0; name && mf_embedded_models[i].name; i++)
         if (strcmp(name, mf_embedded_models[i].name) == 0)

@@ -1,5 +1,6 @@
 /* Parameter initialisation. Each parameter draws from its own RNG stream (its index in the graph), element by
- * element, so the values depend only on the seed and the model, never on the micro-batch or thread count. */
+ * element, so the values depend only on the seed and the model, never on the micro-batch or thread count. A
+ * parameter whose values came with the model (an ONNX initializer) starts from them instead. */
 #include <math.h>
 
 #include "core/rng.h"
@@ -17,6 +18,10 @@ void trainer_init_params(snug_trainer *tr) {
         const graph_param *p = &g->params[i];
         float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
         float bound = init_bound(p);
+        if (p->values) {
+            for (size_t j = 0; j < p->numel; j++) v[j] = p->values[j] * p->init_scale;
+            continue;
+        }
         for (size_t j = 0; j < p->numel; j++) {
             switch (p->init) {
             case INIT_KAIMING_UNIFORM:

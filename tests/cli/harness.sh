@@ -59,6 +59,16 @@ run_env() {
     RC=$?
 }
 
+# run_python NAME ARGS...: python3 running the program on stdin with ARGS, checked like run's cases.
+run_python() {
+    finish_case
+    CASE=$1
+    shift
+    CASE_OK=1
+    python3 - "$@" >"$OUT" 2>"$ERR"
+    RC=$?
+}
+
 fail() {
     if [ $CASE_OK -eq 1 ]; then
         echo "FAIL: $CASE"

@@ -97,16 +97,6 @@ done >"$TMP/corpus.txt"
 
 FAST=(--progress off --threads 1)
 
-# run_python NAME ARGS...: python3 running the program on stdin with ARGS, checked like run's cases.
-run_python() {
-    finish_case
-    CASE=$1
-    shift
-    CASE_OK=1
-    python3 - "$@" >"$OUT" 2>"$ERR"
-    RC=$?
-}
-
 # ---------------------------------------------------------------------------------------------------------
 # help and usage errors: exit 2
 run "eval --help lists its flags" eval --help

@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Writes the ONNX models of snug's ONNX tests (tests/data/onnx/), with onnx.helper (Debian's python3-onnx).
+
+The models are built node by node as torch.onnx.export (opset 13 to 15, training=TrainingMode.TRAINING,
+do_constant_folding=False) writes them: initializers under the module's state_dict names, "/module/Op" node
+names, and the Shape -> Gather -> Unsqueeze -> Concat chain that `x.view(x.size(0), -1)` exports. Weights are
+drawn from a fixed seed, so the files are the same on every run. The files under bad/ are the refusals the
+tests expect: each named for what is wrong with it.
+
+  usage: /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]     (default: tests/data/onnx)
+
+With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
+torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(41)
+
+
+def weight(name, *shape):
+    fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
+    bound = 1.0 / np.sqrt(fan_in)
+    return numpy_helper.from_array(RNG.uniform(-bound, bound, shape).astype(np.float32), name)
+
+
+def const(name, values, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(values, dtype=dtype), name)
+
+
+def batchnorm(prefix, c):
+    return [const(f"{prefix}.weight", RNG.uniform(0.5, 1.5, c)), const(f"{prefix}.bias", RNG.uniform(-0.1, 0.1, c)),
+            const(f"{prefix}.running_mean", np.zeros(c)), const(f"{prefix}.running_var", np.ones(c))]
+
+
+def image_input(name="input", c=1, h=28, w=28, batch="batch"):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, c, h, w])
+
+
+def logits(name="logits", classes=10):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", classes])
+
+
+def model(nodes, inits, inputs, outputs, opset, name):
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
+    m = helper.make_model(graph, producer_name="snug scripts/export_onnx.py",
+                          opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def flatten_by_view(x, out, prefix):
+    """x.view(x.size(0), -1) as PyTorch exports it: a constant shape computation feeding Reshape."""
+    return [
+        helper.make_node("Shape", [x], [f"{prefix}_shape"], name=f"{prefix}/Shape"),
+        helper.make_node("Constant", [], [f"{prefix}_zero"], name=f"{prefix}/Constant",
+                         value=helper.make_tensor("v", TensorProto.INT64, [], [0])),
+        helper.make_node("Gather", [f"{prefix}_shape", f"{prefix}_zero"], [f"{prefix}_n"], name=f"{prefix}/Gather",
+                         axis=0),
+        helper.make_node("Constant", [], [f"{prefix}_axes"], name=f"{prefix}/Constant_1",
+                         value=helper.make_tensor("v", TensorProto.INT64, [1], [0])),
+        helper.make_node("Unsqueeze", [f"{prefix}_n", f"{prefix}_axes"], [f"{prefix}_n1"], name=f"{prefix}/Unsqueeze"),
+        helper.make_node("Constant", [], [f"{prefix}_minus1"], name=f"{prefix}/Constant_2",
+                         value=helper.make_tensor("v", TensorProto.INT64, [1], [-1])),
+        helper.make_node("Concat", [f"{prefix}_n1", f"{prefix}_minus1"], [f"{prefix}_target"],
+                         name=f"{prefix}/Concat", axis=0),
+        helper.make_node("Reshape", [x, f"{prefix}_target"], [out], name=f"{prefix}/Reshape"),
+    ]
+
+
+def mlp():
+    """input (N, 1, 28, 28) -> Flatten -> fc1 (Gemm 784-64) -> ReLU -> Dropout(0.25) -> fc2 (MatMul + Add)."""
+    inits = [weight("fc1.weight", 64, 784), weight("fc1.bias", 64),
+             numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(weight("w", 10, 64)).T),
+                                     "onnx::MatMul_20"),
+             weight("fc2.bias", 10), const("ratio", 0.25), const("training", True, np.bool_)]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], name="/flatten/Flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Relu", ["h1"], ["r1"], name="/relu/Relu"),
+        helper.make_node("Dropout", ["r1", "ratio", "training"], ["d1", "mask"], name="/drop/Dropout"),
+        helper.make_node("MatMul", ["d1", "onnx::MatMul_20"], ["mm"], name="/fc2/MatMul"),
+        helper.make_node("Add", ["fc2.bias", "mm"], ["logits"], name="/fc2/Add"),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "mlp")
+
+
+def tiny_mlp():
+    """input (N, 8), as a vector: fc1 (MatMul + Add, 8-4) -> ReLU -> Dropout(0.5) -> fc2 (Gemm 4-3); small
+    enough to seed the fuzzer (tests/fuzz/onnx/corpus/)."""
+    inits = [numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(weight("w", 4, 8)).T),
+                                     "onnx::MatMul_7"),
+             weight("fc1.bias", 4), weight("fc2.weight", 3, 4), weight("fc2.bias", 3)]
+    nodes = [
+        helper.make_node("MatMul", ["input", "onnx::MatMul_7"], ["mm"], name="/fc1/MatMul"),
+        helper.make_node("Add", ["mm", "fc1.bias"], ["h"], name="/fc1/Add"),
+        helper.make_node("Relu", ["h"], ["r"], name="/relu/Relu"),
+        helper.make_node("Dropout", ["r"], ["d"], name="/drop/Dropout"),
+        helper.make_node("Gemm", ["d", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1),
+    ]
+    x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 8])
+    return model(nodes, inits, [x], [logits(classes=3)], 14, "tiny_mlp")
+
+
+def cnn():
+    """conv1+bn1+relu -> maxpool -> [conv2 (no bias)+bn2, + the pooled input] -> relu -> conv3 (stride 2) -> relu
+    -> global average pool -> x.view(N, -1) -> fc."""
+    inits = [weight("conv1.weight", 8, 1, 3, 3), weight("conv1.bias", 8), *batchnorm("bn1", 8),
+             weight("conv2.weight", 8, 8, 3, 3), *batchnorm("bn2", 8),
+             weight("conv3.weight", 16, 8, 3, 3), weight("conv3.bias", 16),
+             weight("fc.weight", 10, 16), weight("fc.bias", 10)]
+    conv = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1)
+    bn = dict(epsilon=1e-5, momentum=0.9, training_mode=1)
+    nodes = [
+        helper.make_node("Conv", ["input", "conv1.weight", "conv1.bias"], ["c1"], name="/conv1/Conv", **conv),
+        helper.make_node("BatchNormalization", ["c1", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var"],
+                         ["b1"], name="/bn1/BatchNormalization", **bn),
+        helper.make_node("Relu", ["b1"], ["r1"], name="/relu1/Relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "conv2.weight"], ["c2"], name="/conv2/Conv", **conv),
+        helper.make_node("BatchNormalization", ["c2", "bn2.weight", "bn2.bias", "bn2.running_mean", "bn2.running_var"],
+                         ["b2"], name="/bn2/BatchNormalization", **bn),
+        helper.make_node("Add", ["b2", "p1"], ["s2"], name="/Add"),
+        helper.make_node("Relu", ["s2"], ["r2"], name="/relu2/Relu"),
+        helper.make_node("Conv", ["r2", "conv3.weight", "conv3.bias"], ["c3"], name="/conv3/Conv",
+                         **dict(conv, strides=[2, 2])),
+        helper.make_node("Relu", ["c3"], ["r3"], name="/relu3/Relu"),
+        helper.make_node("GlobalAveragePool", ["r3"], ["gap"], name="/gap/GlobalAveragePool"),
+        *flatten_by_view("gap", "flat", "/view"),
+        helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 15, "cnn")
+
+
+def write_sums(m, path):
+    """Per initializer of float type: name, elements, sum and sum of squares in float64, so that a test checks
+    the weights a model starts from without a protobuf reader of its own."""
+    with open(path, "w") as f:
+        for t in m.graph.initializer:
+            if t.data_type == TensorProto.FLOAT and len(t.dims) > 0:
+                a = numpy_helper.to_array(t).astype(np.float64)
+                f.write(f"{t.name} {a.size} {a.sum():.17g} {(a * a).sum():.17g}\n")
+
+
+def bad_models(good_cnn):
+    """name -> bytes of a file snug must refuse."""
+    bad = {}
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    m.graph.node[2].op_type = "Tanh"  # an op snug does not map
+    bad["unknown_op"] = m.SerializeToString()
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    for a in m.graph.node[0].attribute:
+        if a.name == "dilations":
+            a.ints[:] = [2, 2]  # an attribute value snug cannot train
+    bad["bad_attribute"] = m.SerializeToString()
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    m.graph.input[0].type.tensor_type.shape.dim[2].ClearField("dim_value")
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "height"  # a dynamic dimension besides the batch
+    bad["dynamic_shape"] = m.SerializeToString()
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    m.opset_import[0].version = 11
+    bad["old_opset"] = m.SerializeToString()
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    for a in m.graph.node[3].attribute:
+        if a.name == "kernel_shape":
+            a.ints[:] = [3, 3]
+    m.graph.node[3].attribute.append(helper.make_attribute("pads", [1, 1, 1, 1]))  # torchvision's stem pool
+    bad["padded_maxpool"] = m.SerializeToString()
+    whole = good_cnn.SerializeToString()
+    bad["truncated"] = whole[: len(whole) // 2]
+    bad["garbage"] = bytes(RNG.integers(0, 256, 4096, dtype=np.uint8))
+    return bad
+
+
+def export_torch(out_dir):
+    try:
+        import torch
+    except ImportError:
+        return
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    torch.onnx.export(net, torch.zeros(1, 1, 28, 28), os.path.join(out_dir, "torch_mlp.onnx"), opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
+                                                                   "onnx")
+    os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
+    good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp()}
+    for name, m in good.items():
+        onnx.checker.check_model(m)
+        onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))
+        write_sums(m, os.path.join(out_dir, f"{name}.sums"))
+    for name, data in bad_models(good["cnn"]).items():
+        with open(os.path.join(out_dir, "bad", f"{name}.onnx"), "wb") as f:
+            f.write(data)
+    export_torch(out_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+/* What the ONNX loader's files share: the values of an ONNX graph as snug sees them while it builds the snug
+ * graph. onnx_load.c reads the file (protoc-c's parser) and walks the nodes; onnx_consts.c holds the constant
+ * tensors (initializers, Constant nodes, the folded shape computations); onnx_ops.c maps each op onto snug's
+ * builders. */
+#ifndef SNUG_GRAPH_ONNX_IMPORT_H
+#define SNUG_GRAPH_ONNX_IMPORT_H
+
+#include <stdint.h>
+
+#include "graph/graph.h"
+#include "onnx.pb-c.h"
+
+#define ONNX_OPSET_MIN 13
+#define ONNX_OPSET_MAX 17
+#define ONNX_MAX_RANK 6
+#define ONNX_MAX_FILE_BYTES ((size_t)1 << 31) /* protobuf's own limit for one message */
+#define ONNX_MAX_NODES 100000
+/* Shape's batch dimension, folded: the exported batch size means nothing to snug, whose batch is the plan's. */
+#define ONNX_BATCH_DIM INT64_MIN
+
+/* A constant tensor: float (weights) or int64 (shapes, indices). Owns its data. */
+typedef struct onnx_const {
+    int rank;
+    int64_t dims[ONNX_MAX_RANK];
+    size_t numel;
+    float *f;        /* float data, or NULL */
+    int64_t *i;      /* int64 data, or NULL */
+} onnx_const;
+
+/* An ONNX value: a constant, or a snug tensor with its ONNX per-sample shape (the batch axis dropped), which
+ * can differ from the snug tensor's in unit axes (GlobalAveragePool's (C, 1, 1) is snug's (C)). */
+typedef struct onnx_value {
+    const char *name;     /* the ONNX name (the model's string) */
+    onnx_const *c;        /* a constant, or NULL */
+    snug_tensor t;        /* the snug tensor, when not a constant */
+    snug_shape shape;     /* ONNX per-sample shape of t */
+    bool bound;           /* a constant already a layer's parameter (a second use would tie weights) */
+} onnx_value;
+
+typedef struct onnx_ctx {
+    snug_graph *g;
+    const Onnx__GraphProto *gp;
+    const char *path;     /* for messages */
+    int64_t opset;
+    onnx_value *values;
+    size_t n_values, cap_values;
+    int node;             /* the node being mapped, for messages */
+    bool *skip;           /* per node: fused into an earlier one (MatMul's bias Add) */
+    int fallback_names;   /* a counter for generated layer names */
+} onnx_ctx;
+
+/* Fails with status s, prefixing "FILE: node 'NAME' (OP, opset N): " when a node is being mapped. */
+__attribute__((format(printf, 4, 5))) snug_status onnx_fail(const onnx_ctx *cx, snug_error *err, snug_status s,
+                                                             const char *fmt, ...);
+
+/* The value called name, or NULL. */
+onnx_value *onnx_find(onnx_ctx *cx, const char *name);
+/* Adds a value (name must outlive the context: the model's strings); NULL when out of memory. */
+onnx_value *onnx_add(onnx_ctx *cx, const char *name);
+
+/* A constant from a TensorProto: float or int64 (int32 widened), dims checked against the data. */
+snug_status onnx_const_from_tensor(const onnx_ctx *cx, const Onnx__TensorProto *t, onnx_const **out,
+                                   snug_error *err);
+void onnx_const_free(onnx_const *c);
+/* Folds a node all of whose inputs are constants (Constant, Shape of a tensor, Gather, Unsqueeze, Squeeze,
+ * Concat, Cast, Identity): SNUG_OK with *done set when it was such a node, *done false otherwise. */
+snug_status onnx_fold(onnx_ctx *cx, const Onnx__NodeProto *n, bool *done, snug_error *err);
+
+/* Maps node n onto snug's builders (every op snug trains), or refuses it with what to do. */
+snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+
+/* Attributes: the one called name, or NULL. */
+const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
+
+#endif
