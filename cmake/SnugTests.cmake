@@ -120,3 +120,23 @@ if(SNUG_PYTHON3)
     add_test(NAME architecture COMMAND "${SNUG_PYTHON3}" "${PROJECT_SOURCE_DIR}/tests/architecture.py"
              "${PROJECT_SOURCE_DIR}")
 endif()
+
+# torchvision's resnet18 against PyTorch (docs/onnx.md): the fixture exports it with Debian's python3-torch and
+# python3-torchvision (make deps installs them) into the build tree with PyTorch's float64 reference of one
+# step; test_onnx_torch compares snug's gradients with it and cli_onnx_torch trains it and loads the weights back
+# into torchvision's module. Debian's interpreter first: its modules are not those of a python3 earlier on PATH.
+find_program(SNUG_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT SNUG_SYSTEM_PYTHON3)
+    set(SNUG_SYSTEM_PYTHON3 "${SNUG_PYTHON3}")
+endif()
+set(SNUG_ONNX_TORCH_DIR "${PROJECT_BINARY_DIR}/onnx")
+add_test(NAME onnx_torch_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOURCE_DIR}/scripts/export_onnx.py"
+         --resnet18 "${SNUG_ONNX_TORCH_DIR}")
+set_tests_properties(onnx_torch_export PROPERTIES FIXTURES_SETUP onnx_torch TIMEOUT ${SNUG_TEST_TIMEOUT}
+                     ENVIRONMENT "OMP_NUM_THREADS=2")
+foreach(_snug_name IN ITEMS test_onnx_torch cli_onnx_torch)
+    if(TEST ${_snug_name})
+        set_tests_properties(${_snug_name} PROPERTIES FIXTURES_REQUIRED onnx_torch ENVIRONMENT
+                             "${SNUG_TEST_ENVIRONMENT};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
+    endif()
+endforeach()
