@@ -134,9 +134,23 @@ add_test(NAME onnx_torch_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOUR
          --resnet18 "${SNUG_ONNX_TORCH_DIR}")
 set_tests_properties(onnx_torch_export PROPERTIES FIXTURES_SETUP onnx_torch TIMEOUT ${SNUG_TEST_TIMEOUT}
                      ENVIRONMENT "OMP_NUM_THREADS=2")
+# test_onnx_torch also as on AVX2-only and portable CPUs: which side of a ReLU's tie float32 rounding lands on
+# depends on the kernels, so its batch must hold on every path (scripts/resnet18_reference.py).
 foreach(_snug_name IN ITEMS test_onnx_torch cli_onnx_torch)
     if(TEST ${_snug_name})
         set_tests_properties(${_snug_name} PROPERTIES FIXTURES_REQUIRED onnx_torch ENVIRONMENT
                              "${SNUG_TEST_ENVIRONMENT};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
     endif()
 endforeach()
+if(TARGET test_onnx_torch)
+    foreach(_snug_isa IN ITEMS avx2 portable)
+        set(_snug_core Haswell)
+        if(_snug_isa STREQUAL "portable")
+            set(_snug_core Prescott)
+        endif()
+        add_test(NAME test_onnx_torch_${_snug_isa} COMMAND test_onnx_torch)
+        set_tests_properties(test_onnx_torch_${_snug_isa} PROPERTIES FIXTURES_REQUIRED onnx_torch
+                             TIMEOUT ${SNUG_TEST_TIMEOUT} ENVIRONMENT
+                             "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=${_snug_isa};OPENBLAS_CORETYPE=${_snug_core};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR}")
+    endforeach()
+endif()
