@@ -120,3 +120,37 @@ if(SNUG_PYTHON3)
     add_test(NAME architecture COMMAND "${SNUG_PYTHON3}" "${PROJECT_SOURCE_DIR}/tests/architecture.py"
              "${PROJECT_SOURCE_DIR}")
 endif()
+
+# torchvision's resnet18 against PyTorch (docs/onnx.md): the fixture exports it with Debian's python3-torch and
+# python3-torchvision (make deps installs them) into the build tree with PyTorch's float64 reference of one
+# step; test_onnx_torch compares snug's gradients with it and cli_onnx_torch trains it and loads the weights back
+# into torchvision's module. Debian's interpreter first: its modules are not those of a python3 earlier on PATH.
+find_program(SNUG_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT SNUG_SYSTEM_PYTHON3)
+    set(SNUG_SYSTEM_PYTHON3 "${SNUG_PYTHON3}")
+endif()
+set(SNUG_ONNX_TORCH_DIR "${PROJECT_BINARY_DIR}/onnx")
+add_test(NAME onnx_torch_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOURCE_DIR}/scripts/export_onnx.py"
+         --resnet18 "${SNUG_ONNX_TORCH_DIR}")
+set_tests_properties(onnx_torch_export PROPERTIES FIXTURES_SETUP onnx_torch TIMEOUT ${SNUG_TEST_TIMEOUT}
+                     ENVIRONMENT "OMP_NUM_THREADS=2")
+# test_onnx_torch also as on AVX2-only and portable CPUs: which side of a ReLU's tie float32 rounding lands on
+# depends on the kernels, so its batch must hold on every path (scripts/resnet18_reference.py).
+foreach(_snug_name IN ITEMS test_onnx_torch cli_onnx_torch)
+    if(TEST ${_snug_name})
+        set_tests_properties(${_snug_name} PROPERTIES FIXTURES_REQUIRED onnx_torch ENVIRONMENT
+                             "${SNUG_TEST_ENVIRONMENT};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
+    endif()
+endforeach()
+if(TARGET test_onnx_torch)
+    foreach(_snug_isa IN ITEMS avx2 portable)
+        set(_snug_core Haswell)
+        if(_snug_isa STREQUAL "portable")
+            set(_snug_core Prescott)
+        endif()
+        add_test(NAME test_onnx_torch_${_snug_isa} COMMAND test_onnx_torch)
+        set_tests_properties(test_onnx_torch_${_snug_isa} PROPERTIES FIXTURES_REQUIRED onnx_torch
+                             TIMEOUT ${SNUG_TEST_TIMEOUT} ENVIRONMENT
+                             "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=${_snug_isa};OPENBLAS_CORETYPE=${_snug_core};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR}")
+    endforeach()
+endif()

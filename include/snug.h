@@ -153,6 +153,8 @@ snug_tensor snug_input_tokens(snug_graph *g, const char *name, size_t tokens);
 /* torch.nn.Linear: x (in) -> (out_features), or (T, in) -> (T, out_features) applied to the last dimension. A
  * rank-3 input is refused with a hint to flatten it first. */
 snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
+/* snug_linear without the bias (torch.nn.Linear(..., bias=False)): y = x W^T, the one parameter "<name>.weight". */
+snug_tensor snug_linear_no_bias(snug_graph *g, const char *name, snug_tensor x, size_t out_features);
 /* The tied output head of a language model: logits = x W^T, no bias, with W (vocab, dim) the weight of the
  * embedding layer named `embedding_layer` (built earlier in g): x (T, dim) -> (T, vocab), or (dim) -> (vocab).
  * Declares no parameter: the embedding's gradient receives both layers' contributions. */
@@ -166,6 +168,10 @@ snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t o
  * (fan_in = C/groups * kernel^2). groups = 1 is snug_conv2d; groups = C is a depthwise convolution. */
 snug_tensor snug_conv2d_grouped(snug_graph *g, const char *name, snug_tensor x, size_t out_channels,
                                 size_t kernel, size_t stride, size_t padding, size_t groups);
+/* snug_conv2d_grouped without the bias (torch.nn.Conv2d(..., bias=False), the convolution before a BatchNorm):
+ * the one parameter "<name>.weight". */
+snug_tensor snug_conv2d_no_bias(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
+                                size_t stride, size_t padding, size_t groups);
 /* Transposed convolution of x (C, H, W), as torch.nn.ConvTranspose2d (no output padding): output (out_channels,
  * Ho, Wo) with Ho = (H - 1) * stride - 2 * padding + kernel (likewise Wo), which must be at least 1. Weight
  * "<name>.weight" (C, out_channels, kernel, kernel) in PyTorch's layout, bias (out_channels); PyTorch's init,
@@ -195,6 +201,11 @@ snug_tensor snug_dropout(snug_graph *g, const char *name, snug_tensor x, float p
 
 /* torch.nn.MaxPool2d(kernel, stride) over x (C, H, W), no padding. */
 snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride);
+/* torch.nn.MaxPool2d(kernel, stride, padding): the plane padded by `padding` on every side with -inf (a padded
+ * position never wins), padding at most kernel / 2 as in PyTorch; (C, H, W) -> (C, Ho, Wo), Ho = (H + 2 padding -
+ * kernel) / stride + 1. resnet18's stem pool is (3, 2, 1). padding 0 is snug_maxpool2d. */
+snug_tensor snug_maxpool2d_padded(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride,
+                                  size_t padding);
 /* Global average pooling: (C, H, W) -> (C), the mean of each plane (torch.nn.AdaptiveAvgPool2d(1) + flatten). */
 snug_tensor snug_global_avgpool(snug_graph *g, const char *name, snug_tensor x);
 /* Any shape -> (numel): a view, no copy. */

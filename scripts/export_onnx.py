@@ -8,10 +8,20 @@ drawn from a fixed seed, so the files are the same on every run. The files under
 tests expect: each named for what is wrong with it.
 
   usage: /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]     (default: tests/data/onnx)
+         /usr/bin/python3 scripts/export_onnx.py --resnet18 OUT_DIR [--write-summary]
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
+
+--resnet18 (python3-torch and python3-torchvision) exports torchvision's resnet18(num_classes=10), seeded, at
+3x32x32 into OUT_DIR/resnet18.onnx (about 45 MB: made in the build tree, never committed) and computes PyTorch's
+float64 reference of one step from the exported weights on a fixed batch (resnet18_batch.py describes it): every
+parameter's gradient and every BatchNorm's running statistics after the forward, for the batch of 8 in one pass
+and as 4 micro-batches of 2, written to OUT_DIR/resnet18_ref.f64 (little-endian float64) with its index
+OUT_DIR/resnet18_ref.json. The summary committed beside the test models (tests/data/onnx/resnet18_ref.json: the
+losses, per tensor the norm and a few entries) must agree with it; --write-summary rewrites that summary.
 """
+import json
 import os
 import sys
 
@@ -173,8 +183,8 @@ def bad_models(good_cnn):
     for a in m.graph.node[3].attribute:
         if a.name == "kernel_shape":
             a.ints[:] = [3, 3]
-    m.graph.node[3].attribute.append(helper.make_attribute("pads", [1, 1, 1, 1]))  # torchvision's stem pool
-    bad["padded_maxpool"] = m.SerializeToString()
+    m.graph.node[3].attribute.append(helper.make_attribute("pads", [2, 2, 2, 2]))  # more than half the kernel
+    bad["overpadded_maxpool"] = m.SerializeToString()
     whole = good_cnn.SerializeToString()
     bad["truncated"] = whole[: len(whole) // 2]
     bad["garbage"] = bytes(RNG.integers(0, 256, 4096, dtype=np.uint8))
@@ -193,6 +203,12 @@ def export_torch(out_dir):
 
 
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--resnet18":
+        import resnet18_reference
+        resnet18_reference.main(sys.argv[2], "--write-summary" in sys.argv[3:],
+                                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                                             "onnx", "resnet18_ref.json"))
+        return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)

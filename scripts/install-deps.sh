@@ -12,8 +12,9 @@ set -euo pipefail
 # -setuptools, -pip and -pytest: the Python package in python/ (built, installed and tested offline);
 # libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev: the ONNX loader's parser, generated from libonnx-dev's
 # onnx.proto by protoc-c at build time; python3-onnx: scripts/export_onnx.py, which writes the test models of
-# tests/data/onnx/
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
+# tests/data/onnx/; python3-torch and python3-torchvision: the ONNX tests export torchvision's resnet18 with
+# torch.onnx.export and check snug's gradients and saved weights against PyTorch (tests/cli/test_onnx_torch.sh)
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx python3-torch python3-torchvision)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them

@@ -39,10 +39,14 @@ static snug_graph *conv_graph(size_t c, size_t h, size_t w, size_t co, size_t k,
     return g; /* node 1 */
 }
 
-static snug_graph *pool_graph(size_t c, size_t h, size_t w, size_t k, size_t s) {
+static snug_graph *pool_graph_padded(size_t c, size_t h, size_t w, size_t k, size_t s, size_t pad) {
     snug_graph *g = snug_graph_new("t");
-    snug_maxpool2d(g, "pool", snug_input(g, "x", c, h, w), k, s);
+    snug_maxpool2d_padded(g, "pool", snug_input(g, "x", c, h, w), k, s, pad);
     return g; /* node 1 */
+}
+
+static snug_graph *pool_graph(size_t c, size_t h, size_t w, size_t k, size_t s) {
+    return pool_graph_padded(c, h, w, k, s, 0);
 }
 
 static snug_graph *xent_graph(size_t classes) {
@@ -114,7 +118,7 @@ static double conv_direct(const op_fixture *f, size_t n, size_t o, size_t i, siz
     const conv2d_params *p = &f->node->p.conv2d;
     const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape;
     const size_t C = in->dims[0], H = in->dims[1], W = in->dims[2], k = p->kernel;
-    double acc = f->w[1][o];
+    double acc = f->w[1] ? f->w[1][o] : 0.0; /* no bias: the convolution alone */
     for (size_t c = 0; c < C; c++)
         for (size_t a = 0; a < k; a++)
             for (size_t b = 0; b < k; b++) {
@@ -159,6 +163,28 @@ static void test_conv2d_gradients(void **state) {
             op_fixture f;
             op_fixture_init(&f, conv_graph(k->c, k->h, k->w, k->co, k->k, k->s, k->p), 1, m, threads(),
                             FILL_PLAIN, 100 * i + m);
+            check_conv_forward(&f, m);
+            op_check_all(&f, m, 1e-2f, TOL_LINEAR);
+            op_check_backward_adds(&f);
+            op_fixture_free(&f);
+        }
+    }
+}
+
+/* Without a bias (torch's bias=False, before a BatchNorm): one parameter, the same products from zero. The
+ * planes of resnet18's last stages (2x2, 1x1) are among them, on the direct and Winograd paths. */
+static void test_conv2d_no_bias_gradients(void **state) {
+    (void)state;
+    const conv_case cases[] = {{3, 5, 5, 4, 3, 1, 1}, {16, 2, 2, 16, 3, 1, 1}, {8, 4, 4, 8, 3, 2, 1},
+                               {16, 1, 1, 8, 3, 1, 1}, {4, 6, 6, 8, 1, 2, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const conv_case *k = &cases[i];
+        for (size_t m = 1; m <= 3; m += 2) {
+            snug_graph *g = snug_graph_new("t");
+            snug_conv2d_no_bias(g, "conv", snug_input(g, "x", k->c, k->h, k->w), k->co, k->k, k->s, k->p, 1);
+            assert_int_equal(g->nodes[1].n_params, 1);
+            op_fixture f;
+            op_fixture_init(&f, g, 1, m, threads(), FILL_PLAIN, 700 + 10 * i + m);
             check_conv_forward(&f, m);
             op_check_all(&f, m, 1e-2f, TOL_LINEAR);
             op_check_backward_adds(&f);
@@ -284,30 +310,40 @@ static void test_relu_large_and_nan(void **state) {
 
 /* ---- maxpool2d ------------------------------------------------------------------------------------------- */
 
-/* The forward values of the first m samples against a direct maximum over each window. */
+/* The forward values of the first m samples against a direct maximum over each window, whose padded positions
+ * are -inf. */
 static void check_pool_forward(op_fixture *f, size_t m) {
     f->c.m = m;
     f->op->forward(&f->c);
     const snug_shape *in = &f->g->tensors[f->node->inputs[0]].shape, *out = &f->g->tensors[f->node->output].shape;
     const size_t k = f->node->p.pool2d.kernel, st = f->node->p.pool2d.stride, H = in->dims[1], W = in->dims[2];
+    const ptrdiff_t pad = (ptrdiff_t)f->node->p.pool2d.padding;
     for (size_t pl = 0; pl < m * in->dims[0]; pl++)
         for (size_t i = 0; i < out->dims[1]; i++)
             for (size_t j = 0; j < out->dims[2]; j++) {
                 float mx = -INFINITY;
                 for (size_t a = 0; a < k; a++)
-                    for (size_t b = 0; b < k; b++) mx = fmaxf(mx, f->x[0][(pl * H + i * st + a) * W + j * st + b]);
+                    for (size_t b = 0; b < k; b++) {
+                        const ptrdiff_t r = (ptrdiff_t)(i * st + a) - pad, c = (ptrdiff_t)(j * st + b) - pad;
+                        if (r >= 0 && r < (ptrdiff_t)H && c >= 0 && c < (ptrdiff_t)W)
+                            mx = fmaxf(mx, f->x[0][(pl * H + (size_t)r) * W + (size_t)c]);
+                    }
                 assert_true(f->y[(pl * out->dims[1] + i) * out->dims[2] + j] == mx);
             }
 }
 
 static void test_maxpool2d_gradients(void **state) {
     (void)state;
-    const size_t cases[][5] = {{2, 7, 5, 2, 2}, {3, 6, 5, 3, 2}, {1, 4, 4, 2, 1}};
-    for (size_t i = 0; i < 3; i++) {
+    /* c, h, w, kernel, stride, padding: the last three padded, resnet18's stem pool (3, 2, 1) among them, and
+     * windows of one input element at the corners (2, 2, 1) */
+    const size_t cases[][6] = {{2, 7, 5, 2, 2, 0}, {3, 6, 5, 3, 2, 0}, {1, 4, 4, 2, 1, 0},
+                               {2, 8, 7, 3, 2, 1}, {3, 5, 6, 2, 2, 1}, {1, 6, 6, 5, 1, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (size_t m = 1; m <= 3; m += 2) {
             op_fixture f;
-            op_fixture_init(&f, pool_graph(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4]), 1,
-                            m, threads(), FILL_DISTINCT, 500 + 10 * i + m);
+            op_fixture_init(&f, pool_graph_padded(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4],
+                                                  cases[i][5]),
+                            1, m, threads(), FILL_DISTINCT, 500 + 10 * i + m);
             assert_int_equal(f.op->saved_bytes(f.node), f.out_n * 4);
             check_pool_forward(&f, m);
             op_check_all(&f, m, 1e-2f, TOL_LINEAR);
@@ -474,6 +510,7 @@ int main(void) {
         cmocka_unit_test(test_linear_smaller_micro_batch),
         cmocka_unit_test(test_linear_without_input_gradient),
         cmocka_unit_test(test_conv2d_gradients),
+        cmocka_unit_test(test_conv2d_no_bias_gradients),
         cmocka_unit_test(test_conv2d_shapes_and_costs),
         cmocka_unit_test(test_conv2d_smaller_micro_batch_and_threads),
         cmocka_unit_test(test_conv2d_deterministic),

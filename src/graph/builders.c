@@ -195,6 +195,11 @@ snug_tensor snug_linear(snug_graph *g, const char *name, snug_tensor x, size_t o
     return add_node(g, &op_linear, name, &x, 1, p, NULL);
 }
 
+snug_tensor snug_linear_no_bias(snug_graph *g, const char *name, snug_tensor x, size_t out_features) {
+    op_params p = {.linear = {.out_features = out_features, .no_bias = true}};
+    return add_node(g, &op_linear, name, &x, 1, p, NULL);
+}
+
 snug_tensor snug_conv2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
                         size_t stride, size_t padding) {
     op_params p = {.conv2d = {.out_channels = out_channels, .kernel = kernel, .stride = stride, .padding = padding,

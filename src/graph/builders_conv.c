@@ -15,6 +15,19 @@ snug_tensor snug_conv2d_grouped(snug_graph *g, const char *name, snug_tensor x, 
     return graph_add_node(g, &op_conv2d, name, &x, 1, p);
 }
 
+snug_tensor snug_conv2d_no_bias(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
+                                size_t stride, size_t padding, size_t groups) {
+    op_params p = {.conv2d = {.out_channels = out_channels, .kernel = kernel, .stride = stride, .padding = padding,
+                              .groups = groups, .no_bias = true}};
+    return graph_add_node(g, &op_conv2d, name, &x, 1, p);
+}
+
+snug_tensor snug_maxpool2d_padded(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride,
+                                  size_t padding) {
+    op_params p = {.pool2d = {.kernel = kernel, .stride = stride, .padding = padding}};
+    return graph_add_node(g, &op_maxpool2d, name, &x, 1, p);
+}
+
 snug_tensor snug_conv_transpose2d(snug_graph *g, const char *name, snug_tensor x, size_t out_channels,
                                   size_t kernel, size_t stride, size_t padding) {
     op_params p = {.conv2d = {.out_channels = out_channels, .kernel = kernel, .stride = stride, .padding = padding,

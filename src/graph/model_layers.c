@@ -68,7 +68,7 @@ static snug_tensor b_gelu(snug_graph *g, const char *n, const snug_tensor *in, c
     return snug_gelu(g, n, in[0]);
 }
 static snug_tensor b_maxpool2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
-    return snug_maxpool2d(g, n, in[0], v[0].z, v[1].z);
+    return snug_maxpool2d_padded(g, n, in[0], v[0].z, v[1].z, v[2].z);
 }
 static snug_tensor b_global_avgpool(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     (void)v;
@@ -125,7 +125,7 @@ static const layer_type types[] = {
      {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"}, {"padding", V_SIZE, "0"}}},
     {"relu", 1, b_relu, {{0}}},
     {"gelu", 1, b_gelu, {{0}}},
-    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}}},
+    {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}, {"padding", V_SIZE, "0"}}},
     {"global_avgpool", 1, b_global_avgpool, {{0}}},
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},

@@ -210,6 +210,6 @@ snug_status snug_graph_from_onnx(const char *path, snug_graph **out, snug_error 
     if (m) onnx__model_proto__free_unpacked(m, NULL);
     free(buf);
     if (s != SNUG_OK) snug_graph_free(cx.g);
-    else *out = cx.g;
+    else *out = cx.g, cx.g->batchnorm_counters = true; /* the exporting module's state_dict has them */
     return s;
 }

@@ -101,13 +101,10 @@ static snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t
 }
 
 /* Parameter k of the layer that made t starts from constant c (transposed for a (K, N) MatMul weight) and takes
- * its name. NULL c: the parameter starts at zero (an ONNX layer without bias). */
+ * its name. NULL c: the layer has no such parameter (a Conv or Gemm without bias is built without one). */
 static snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
+    if (!cv) return SNUG_OK;
     graph_param *p = &cx->g->params[cx->g->nodes[cx->g->tensors[t].producer].params[k]];
-    if (!cv) {
-        p->init = INIT_ZEROS;
-        return SNUG_OK;
-    }
     const onnx_const *c = cv->c;
     if (cv->bound)
         return onnx_fail(cx, err, SNUG_E_ARG, "initializer '%s' is a parameter of an earlier layer too: tied "
@@ -160,8 +157,10 @@ static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
         return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one stride for both axes, the same "
                          "padding on every side, no dilation and explicit pads (no auto_pad): change the layer");
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_conv2d_grouped(cx->g, layer_name(cx, n, w->name, buf), x->t, (size_t)w->c->dims[0],
-                                        (size_t)k, (size_t)stride, (size_t)pad, (size_t)group);
+    const char *name = layer_name(cx, n, w->name, buf);
+    const size_t co = (size_t)w->c->dims[0], ks = (size_t)k, st = (size_t)stride, pd = (size_t)pad, gr = (size_t)group;
+    snug_tensor t = b ? snug_conv2d_grouped(cx->g, name, x->t, co, ks, st, pd, gr)
+                      : snug_conv2d_no_bias(cx->g, name, x->t, co, ks, st, pd, gr);
     if ((s = set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
     if ((s = bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
     return bind_param(cx, t, 1, b, false, err);
@@ -176,7 +175,8 @@ static snug_status linear_layer(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_val
         return onnx_fail(cx, err, SNUG_E_SHAPE, "bias '%s' has %zu elements for %zu outputs", b->name,
                          b->c->numel, out);
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_linear(cx->g, layer_name(cx, n, w->name, buf), x->t, out);
+    const char *name = layer_name(cx, n, w->name, buf);
+    snug_tensor t = b ? snug_linear(cx->g, name, x->t, out) : snug_linear_no_bias(cx->g, name, x->t, out);
     snug_status s = set_out(cx, n, t, NULL, err);
     if (s == SNUG_OK) s = bind_param(cx, t, 0, w, w_kn, err);
     return s == SNUG_OK ? bind_param(cx, t, 1, b, false, err) : s;
@@ -259,12 +259,14 @@ static snug_status map_maxpool(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     int64_t k = 0, stride = 1, pad = 0, dil = 1;
     if (!onnx_attr(n, "kernel_shape") || !attr_uniform(n, "kernel_shape", 1, &k) ||
         !attr_uniform(n, "strides", 1, &stride) || !attr_uniform(n, "dilations", 1, &dil) || dil != 1 ||
-        attr_int(n, "ceil_mode", 0) != 0 || !attr_uniform(n, "pads", 0, &pad) || pad != 0 ||
-        onnx_attr(n, "auto_pad"))
-        return onnx_fail(cx, err, SNUG_E_ARG, "snug's max pooling takes a square kernel, one stride, no padding, "
-                         "no dilation and no ceil_mode yet: change the layer (e.g. pad with the convolution before)");
+        attr_int(n, "ceil_mode", 0) != 0 || !attr_uniform(n, "pads", 0, &pad) || pad > k / 2 ||
+        onnx_attr(n, "auto_pad") || n->n_output > 1)
+        return onnx_fail(cx, err, SNUG_E_ARG, "snug's max pooling takes a square kernel, one stride, the same "
+                         "padding on every side (at most half the kernel), no dilation, no ceil_mode and no "
+                         "Indices output: change the layer");
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_maxpool2d(cx->g, layer_name(cx, n, NULL, buf), x->t, (size_t)k, (size_t)stride);
+    snug_tensor t = snug_maxpool2d_padded(cx->g, layer_name(cx, n, NULL, buf), x->t, (size_t)k, (size_t)stride,
+                                          (size_t)pad);
     return set_out(cx, n, t, NULL, err);
 }
 

@@ -2,7 +2,8 @@
  *   8 bytes    n, the header length, a little-endian uint64
  *   n bytes    JSON: {"__metadata__": {"key": "value", ...}, "<name>": {"dtype": "F32", "shape": [...],
  *              "data_offsets": [b, e]}, ...}, padded with spaces so that the data starts at a multiple of 8 bytes
- *   the data   every tensor, contiguous, little-endian float32; offsets count from the data's start.
+ *   the data   every tensor, contiguous, little-endian float32 (int64 for counters); offsets count from the
+ *              data's start.
  * snug adds one metadata entry, "crc32c": the CRC-32C (8 hex digits) of the whole file as written with those 8
  * digits all '0', so that a reader detects a truncated, corrupted or spliced file. Readers of the format ignore
  * it; snug checks it wherever it is present. */
@@ -18,13 +19,15 @@
 
 #define ST_CRC_KEY "crc32c"
 
-/* One tensor to write: numel float32 values of the given shape, under name. */
+/* One tensor to write: numel float32 values of the given shape, under name; or, with counts set (values NULL),
+ * numel int64 values (dtype I64: BatchNorm's num_batches_tracked counter, which PyTorch keeps as int64). */
 typedef struct st_tensor {
     const char *name;
     const size_t *dims;
     int rank;
     const float *values;
     size_t numel;
+    const int64_t *counts;
 } st_tensor;
 
 /* One metadata entry: the format allows strings only. */

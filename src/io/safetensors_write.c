@@ -27,10 +27,13 @@ static bool add_numbers(cJSON *array, const size_t *v, int n) {
     return true;
 }
 
-/* {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]} under the tensor's name. */
+/* Bytes per element: float32, or int64 for a counter. */
+static size_t elem_bytes(const st_tensor *t) { return t->counts ? sizeof(int64_t) : sizeof(float); }
+
+/* {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]} under the tensor's name (dtype I64: a counter). */
 static bool add_tensor(cJSON *root, const st_tensor *t, size_t begin, size_t end) {
     cJSON *o = cJSON_AddObjectToObject(root, t->name);
-    if (!o || !cJSON_AddStringToObject(o, "dtype", "F32")) return false;
+    if (!o || !cJSON_AddStringToObject(o, "dtype", t->counts ? "I64" : "F32")) return false;
     cJSON *shape = cJSON_AddArrayToObject(o, "shape");
     cJSON *offsets = cJSON_AddArrayToObject(o, "data_offsets");
     size_t span[2] = {begin, end};
@@ -46,7 +49,7 @@ static char *build_header(const st_tensor *t, size_t n, const st_pair *meta, siz
     size_t at = 0;
     for (size_t i = 0; ok && i < n; i++) {
         size_t bytes, end = 0;
-        ok = size_mul(t[i].numel, sizeof(float), &bytes) && size_add(at, bytes, &end) &&
+        ok = size_mul(t[i].numel, elem_bytes(&t[i]), &bytes) && size_add(at, bytes, &end) &&
              add_tensor(root, &t[i], at, end);
         at = end;
     }
@@ -81,6 +84,16 @@ static bool put_floats_le(out_file *o, const float *v, size_t n) {
     return true;
 }
 
+/* Counters as little-endian int64 bytes (few: one per BatchNorm layer). */
+static bool put_counts_le(out_file *o, const int64_t *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char buf[8];
+        for (int b = 0; b < 8; b++) buf[b] = (unsigned char)((uint64_t)v[i] >> (8 * b));
+        if (!put(o, buf, 8)) return false;
+    }
+    return true;
+}
+
 /* The length, the padded header, every tensor, then the checksum into its placeholder. False on any failure. */
 static bool write_file(FILE *f, const char *header, const st_tensor *t, size_t n) {
     const size_t len = strlen(header), padded = (len + HEADER_ALIGN - 1) / HEADER_ALIGN * HEADER_ALIGN;
@@ -91,7 +104,8 @@ static bool write_file(FILE *f, const char *header, const st_tensor *t, size_t n
     for (size_t i = len; i < padded; i++)
         if (!put(&o, " ", 1)) return false;
     for (size_t i = 0; i < n; i++)
-        if (!put_floats_le(&o, t[i].values, t[i].numel)) return false;
+        if (!(t[i].counts ? put_counts_le(&o, t[i].counts, t[i].numel) : put_floats_le(&o, t[i].values, t[i].numel)))
+            return false;
     const char *slot = strstr(header, "\"" ST_CRC_KEY "\":\"" CRC_PLACEHOLDER "\"");
     char hex[9];
     snprintf(hex, sizeof hex, "%08x", o.crc);

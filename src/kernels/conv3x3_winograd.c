@@ -432,7 +432,7 @@ void conv3x3_winograd_forward(const conv3x3_shape *s, float *y, const float *x, 
                               float *scratch, size_t t, size_t T) {
 #ifdef SNUG_AVX512
     const wjob p = {.in = s->c, .out = s->co, .h = s->h, .w = s->w, .src = x, .u = u, .dst = y, .bias = b,
-                    .tile = conv3x3_winograd_tile(s, false)};
+                    .fresh = !b, .tile = conv3x3_winograd_tile(s, false)};
     wino_run(&p, scratch, t, T);
 #else
     (void)s, (void)y, (void)x, (void)u, (void)b, (void)scratch, (void)t, (void)T;

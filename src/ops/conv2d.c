@@ -285,7 +285,7 @@ static snug_status conv_infer(const op_node *n, const snug_shape *in, int n_in, 
                              .fan_in = cg * k * k, .init = INIT_KAIMING_UNIFORM};
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = cg * k * k,
                              .init = INIT_BIAS_UNIFORM};
-    *n_params = 2;
+    *n_params = p->no_bias ? 1 : 2; /* without a bias the kernels start from zero (w[1] and dw[1] NULL) */
     return SNUG_OK;
 }
 
@@ -305,7 +305,7 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
     }
     for (size_t j = 0; j < k->groups; j++)
         gemm_direct(k->cog, k->npix, k->kdim, w + j * k->cog * k->kdim, k->kdim, 1, cols + j * k->kdim * k->npix,
-                    k->npix, y + j * k->cog * k->npix, k->npix, b + j * k->cog, false);
+                    k->npix, y + j * k->cog * k->npix, k->npix, b ? b + j * k->cog : NULL, false);
 }
 
 /* Winograd's transformed weights for the forward (dx false) or the input gradient, by part t of T of the

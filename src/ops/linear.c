@@ -117,7 +117,7 @@ static snug_status linear_infer(const op_node *n, const snug_shape *in, int n_in
                              .init = INIT_KAIMING_UNIFORM};
     params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {fo}}, .fan_in = fi,
                              .init = INIT_BIAS_UNIFORM};
-    *n_params = 2;
+    *n_params = n->p.linear.no_bias ? 1 : 2; /* without a bias the products start from zero (w[1] NULL) */
     return SNUG_OK;
 }
 
@@ -268,11 +268,13 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
     }
 }
 
-/* Rows [lo, hi) of y = b. */
+/* Rows [lo, hi) of y = b (NULL: 0). */
 static void seed_rows(float *y,       // (rows, fo)
-                      const float *b, // (fo)
+                      const float *b, // (fo) or NULL
                       size_t fo, size_t lo, size_t hi) {
-    for (size_t i = lo; i < hi; i++) memcpy(y + i * fo, b, fo * sizeof *y);
+    if (!b) memset(y + lo * fo, 0, (hi - lo) * fo * sizeof *y);
+    else
+        for (size_t i = lo; i < hi; i++) memcpy(y + i * fo, b, fo * sizeof *y);
 }
 
 /* Every row of y = b. */

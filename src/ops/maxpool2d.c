@@ -1,5 +1,7 @@
-/* maxpool2d: (C, H, W) -> (C, Ho, Wo), Ho = (H - k) / stride + 1, no padding (floor: a partial window at the
- * border is dropped, as in PyTorch's default).
+/* maxpool2d: (C, H, W) -> (C, Ho, Wo), Ho = (H + 2 pad - k) / stride + 1 (floor: a partial window at the
+ * border is dropped, as in PyTorch's default). Padding (torch.nn.MaxPool2d's padding, at most half the kernel
+ * as PyTorch requires, so every window holds an input element) is -inf: a padded position never wins, and the
+ * window loop simply skips it.
  *
  * Saved for backward: per output element, the int32 index of its maximum within the sample, c*H*W + ih*W + iw
  * (infer rejects samples of more than INT32_MAX elements). Ties go to the first maximum in row-major window
@@ -29,14 +31,14 @@
 /* Below this many output elements a parallel loop costs more than it saves. */
 #define POOL_PAR_MIN ((size_t)1 << 14)
 
-typedef struct pool_geom { size_t c, h, w, k, s, ho, wo; } pool_geom;
+typedef struct pool_geom { size_t c, h, w, k, s, pad, ho, wo; } pool_geom;
 
 static pool_geom pool_geom_of(const op_node *n) {
     const snug_shape *in = &n->in_shape[0];
     pool_geom p = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = n->p.pool2d.kernel,
-                   .s = n->p.pool2d.stride};
-    p.ho = (p.h - p.k) / p.s + 1;
-    p.wo = (p.w - p.k) / p.s + 1;
+                   .s = n->p.pool2d.stride, .pad = n->p.pool2d.padding};
+    p.ho = (p.h + 2 * p.pad - p.k) / p.s + 1;
+    p.wo = (p.w + 2 * p.pad - p.k) / p.s + 1;
     return p;
 }
 
@@ -44,7 +46,7 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
                               int *n_params, char *msg, size_t msg_len) {
     (void)params;
     char s[96];
-    const size_t k = n->p.pool2d.kernel, st = n->p.pool2d.stride;
+    const size_t k = n->p.pool2d.kernel, st = n->p.pool2d.stride, pad = n->p.pool2d.padding;
     size_t numel;
     if (n_in != 1) {
         snprintf(msg, msg_len, "takes one input, got %d", n_in);
@@ -59,7 +61,12 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
         snprintf(msg, msg_len, "needs kernel and stride >= 1, got kernel %zu, stride %zu", k, st);
         return SNUG_E_ARG;
     }
-    if (k > in[0].dims[1] || k > in[0].dims[2]) {
+    if (pad > k / 2) {
+        snprintf(msg, msg_len, "padding %zu is more than half the kernel %zu (PyTorch's limit too: a window "
+                 "of padding only has no maximum): use padding <= %zu", pad, k, k / 2);
+        return SNUG_E_ARG;
+    }
+    if (k > in[0].dims[1] + 2 * pad || k > in[0].dims[2] + 2 * pad) {
         snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s: use a smaller kernel or "
                  "pool earlier", k, k, snug_shape_format(&in[0], s, sizeof s));
         return SNUG_E_SHAPE;
@@ -70,24 +77,31 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
         return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3,
-                        .dims = {in[0].dims[0], (in[0].dims[1] - k) / st + 1, (in[0].dims[2] - k) / st + 1}};
+                        .dims = {in[0].dims[0], (in[0].dims[1] + 2 * pad - k) / st + 1,
+                                 (in[0].dims[2] + 2 * pad - k) / st + 1}};
     *n_params = 0;
     return SNUG_OK;
 }
 
 /* One output element: the maximum of its window and where it is (first maximum; NaN beats everything), of the
- * values or (relu) of their ReLU. */
+ * values or (relu) of their ReLU. The window's rows and columns clipped to the plane: padding is -inf, which
+ * never wins, so skipping it is taking it. Without padding the clip is the whole window. */
 static float window_max(const float *plane, // (h, w)
                         const pool_geom *p, size_t oh, size_t ow, bool relu, size_t *where) {
-    size_t h0 = oh * p->s, w0 = ow * p->s, best_i = h0 * p->w + w0;
+    const size_t h0 = oh * p->s, w0 = ow * p->s; /* the window's corner in padded coordinates */
+    const size_t i0 = h0 < p->pad ? p->pad - h0 : 0, j0 = w0 < p->pad ? p->pad - w0 : 0;
+    const size_t i1 = h0 + p->k > p->h + p->pad ? p->h + p->pad - h0 : p->k;
+    const size_t j1 = w0 + p->k > p->w + p->pad ? p->w + p->pad - w0 : p->k;
+    const size_t c0 = w0 + j0 - p->pad; /* the first column inside the plane */
+    size_t best_i = (h0 + i0 - p->pad) * p->w + c0;
     float best = relu ? relu_value(plane[best_i]) : plane[best_i];
-    for (size_t i = 0; i < p->k; i++) {
-        const float *row = plane + (h0 + i) * p->w + w0;
-        for (size_t j = 0; j < p->k; j++) {
-            float v = relu ? relu_value(row[j]) : row[j];
+    for (size_t i = i0; i < i1; i++) {
+        const size_t at = (h0 + i - p->pad) * p->w + c0; /* the row's first element inside the plane */
+        for (size_t j = 0; j < j1 - j0; j++) {
+            float v = relu ? relu_value(plane[at + j]) : plane[at + j];
             if (v > best || (v != v && best == best)) {
                 best = v;
-                best_i = (h0 + i) * p->w + w0 + j;
+                best_i = at + j;
             }
         }
     }
@@ -197,7 +211,7 @@ static void pool_forward(const op_call *c) {
     const size_t planes = c->m * p.c;
     bool fast = false;
 #ifdef SNUG_AVX512
-    fast = p.k == 2 && p.s == 2 && gemm_direct_has_avx512();
+    fast = p.k == 2 && p.s == 2 && p.pad == 0 && gemm_direct_has_avx512();
 #endif
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {
         pool_planes(&p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], 0, planes);
@@ -329,7 +343,7 @@ static AVX512 void pool22_backward_planes(const pool_geom *p, float *dx, const f
 
 static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh, size_t lo, size_t hi) {
 #ifdef SNUG_AVX512
-    if (fresh && p->k == 2 && p->s == 2 && p->h % 2 == 0 && p->w % 2 == 0 && gemm_direct_has_avx512()) {
+    if (fresh && p->k == 2 && p->s == 2 && p->pad == 0 && p->h % 2 == 0 && p->w % 2 == 0 && gemm_direct_has_avx512()) {
         pool22_backward_planes(p, c->din[0], c->dout, c->out, c->saved, pool_is_relu(c), lo, hi);
         return;
     }
@@ -373,7 +387,7 @@ static size_t pool_workspace_bytes(const op_node *n, size_t m, int threads) {
  * exactly, so that every ReLU output is in exactly one window and the masked scatter reaches each. */
 static bool pool_takes_relu(const op_node *n) {
     const pool_geom p = pool_geom_of(n);
-    return p.k == p.s && p.h % p.k == 0 && p.w % p.k == 0;
+    return p.k == p.s && p.pad == 0 && p.h % p.k == 0 && p.w % p.k == 0;
 }
 
 #define POOL_OP(FLAGS)                                                                                          \

@@ -15,9 +15,9 @@
 #define NODE_MAX_PARAMS 4
 
 /* Per-op parameters: small structs, one per op family, in one union. */
-typedef struct linear_params { size_t out_features; } linear_params;
-typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; } conv2d_params;
-typedef struct pool2d_params { size_t kernel, stride; } pool2d_params;
+typedef struct linear_params { size_t out_features; bool no_bias; } linear_params;
+typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; bool no_bias; } conv2d_params;
+typedef struct pool2d_params { size_t kernel, stride, padding; } pool2d_params;
 typedef struct dropout_params { float p; } dropout_params;
 typedef struct norm_params { size_t groups; float eps, momentum; } norm_params;
 typedef struct embedding_params { size_t vocab, dim; } embedding_params;

@@ -108,12 +108,19 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     trainer_tock(tr, PART_ALLREDUCE, t0);
     if (s != SNUG_OK) return s;
     tr->windows++;
+    tr->stat_updates += (long)k;
     tr->samples_seen += n;
     tr->window_items = N;
     *items = N;
     *loss = N ? total / (double)N : 0.0;
     *micro_batches = k;
     return SNUG_OK;
+}
+
+size_t trainer_window_micro_batches(const snug_trainer *tr) {
+    size_t begin, len;
+    dist_shard(tr->batch, tr->dist.rank, tr->dist.size, &begin, &len);
+    return (len + tr->plan->m - 1) / tr->plan->m;
 }
 
 void trainer_zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
@@ -159,6 +166,7 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
         tr->nonfinite_run++;
         trainer_zero_grads(tr); /* backward always adds: the next window starts from zero */
         trainer_restore_buffers(tr);
+        tr->stat_updates -= (long)st->micro_batches; /* the statistics are those before the window again */
         trainer_tock(tr, PART_UPDATE, t0);
         return;
     }

@@ -87,6 +87,7 @@ static snug_status take_state(snug_trainer *tr, st_file *sf, const state_counter
         if (ns) memcpy(tr->x.state, scratch + np, ns * sizeof *scratch);
         if (no) memcpy(tr->x.optim_state, scratch + np + ns, no * sizeof *scratch);
         tr->step = k->step;
+        tr->stat_updates = k->step * (long)trainer_window_micro_batches(tr); /* the state keeps no count */
         tr->windows = k->windows;
         tr->epoch = k->epoch;
         tr->window = k->window;

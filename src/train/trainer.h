@@ -32,6 +32,8 @@ struct snug_trainer {
     optim_state opt;
     optim_span *spans;     /* the trainable tensors, for opt.spans */
     long step;             /* optimizer steps taken */
+    long stat_updates;     /* training micro-batches whose BatchNorm statistics were kept (PyTorch's
+                              num_batches_tracked: one per forward in training mode) */
     uint64_t windows;      /* global batches processed, skipped ones included: the dropout key's step */
     long total_steps;      /* for the schedule: set by fit, or cfg.max_steps */
     int nonfinite_run;     /* consecutive skipped steps */
@@ -108,6 +110,8 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
 /* The gradient buffers zeroed; the running statistics back to the last window's start (a skipped window). */
 void trainer_zero_grads(snug_trainer *tr);
 void trainer_restore_buffers(snug_trainer *tr);
+/* The micro-batches this rank runs for a full global batch: its shard of the plan's batch over m. */
+size_t trainer_window_micro_batches(const snug_trainer *tr);
 
 /* nonfinite.c: where the last window (indices[0..n), just skipped) first met a non-finite value on this rank,
  * as text to append to a message (" : the first ... in layer 'fc1' ...", or "" when none was found here). Runs
