@@ -130,27 +130,37 @@ if(NOT SNUG_SYSTEM_PYTHON3)
     set(SNUG_SYSTEM_PYTHON3 "${SNUG_PYTHON3}")
 endif()
 set(SNUG_ONNX_TORCH_DIR "${PROJECT_BINARY_DIR}/onnx")
-add_test(NAME onnx_torch_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOURCE_DIR}/scripts/export_onnx.py"
-         --resnet18 "${SNUG_ONNX_TORCH_DIR}")
-set_tests_properties(onnx_torch_export PROPERTIES FIXTURES_SETUP onnx_torch TIMEOUT ${SNUG_TEST_TIMEOUT}
-                     ENVIRONMENT "OMP_NUM_THREADS=2")
-# test_onnx_torch also as on AVX2-only and portable CPUs: which side of a ReLU's tie float32 rounding lands on
-# depends on the kernels, so its batch must hold on every path (scripts/resnet18_reference.py).
-foreach(_snug_name IN ITEMS test_onnx_torch cli_onnx_torch)
-    if(TEST ${_snug_name})
-        set_tests_properties(${_snug_name} PROPERTIES FIXTURES_REQUIRED onnx_torch ENVIRONMENT
-                             "${SNUG_TEST_ENVIRONMENT};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
-    endif()
-endforeach()
-if(TARGET test_onnx_torch)
-    foreach(_snug_isa IN ITEMS avx2 portable)
-        set(_snug_core Haswell)
-        if(_snug_isa STREQUAL "portable")
-            set(_snug_core Prescott)
+# snug_torch_fixture(FIXTURE FLAG TESTS...): the test FIXTURE_export runs `scripts/export_onnx.py FLAG` into the
+# build tree; TESTS require it and are told where it wrote and which python3 made it. Each test_* of TESTS also
+# runs as on AVX2-only and portable CPUs: which side of a ReLU's tie float32 rounding lands on depends on the
+# kernels, so the reference's batch must hold on every path (scripts/resnet18_reference.py).
+function(snug_torch_fixture fixture flag)
+    add_test(NAME ${fixture}_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOURCE_DIR}/scripts/export_onnx.py"
+             ${flag} "${SNUG_ONNX_TORCH_DIR}")
+    set_tests_properties(${fixture}_export PROPERTIES FIXTURES_SETUP ${fixture} TIMEOUT ${SNUG_TEST_TIMEOUT}
+                         ENVIRONMENT "OMP_NUM_THREADS=2")
+    set(_dir "SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR}")
+    foreach(_name IN LISTS ARGN)
+        if(TEST ${_name})
+            set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED ${fixture} ENVIRONMENT
+                                 "${SNUG_TEST_ENVIRONMENT};${_dir};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
         endif()
-        add_test(NAME test_onnx_torch_${_snug_isa} COMMAND test_onnx_torch)
-        set_tests_properties(test_onnx_torch_${_snug_isa} PROPERTIES FIXTURES_REQUIRED onnx_torch
-                             TIMEOUT ${SNUG_TEST_TIMEOUT} ENVIRONMENT
-                             "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=${_snug_isa};OPENBLAS_CORETYPE=${_snug_core};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR}")
+        if(TARGET ${_name})
+            foreach(_isa IN ITEMS avx2 portable)
+                set(_core Haswell)
+                if(_isa STREQUAL "portable")
+                    set(_core Prescott)
+                endif()
+                add_test(NAME ${_name}_${_isa} COMMAND ${_name})
+                set_tests_properties(${_name}_${_isa} PROPERTIES FIXTURES_REQUIRED ${fixture}
+                                     TIMEOUT ${SNUG_TEST_TIMEOUT} ENVIRONMENT
+                                     "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=${_isa};OPENBLAS_CORETYPE=${_core};${_dir}")
+            endforeach()
+        endif()
     endforeach()
-endif()
+endfunction()
+snug_torch_fixture(onnx_torch --resnet18 test_onnx_torch cli_onnx_torch)
+# The zoo's unet as a PyTorch module (scripts/unet_reference.py), exported by PyTorch at the zoo's 1x256x256 and
+# at 1x32x32 with PyTorch's float64 reference of one step: cli_onnx_unet plans the first against the zoo's unet
+# and trains it, test_onnx_unet compares snug's gradients on the second with the reference.
+snug_torch_fixture(onnx_unet --unet test_onnx_unet cli_onnx_unet)

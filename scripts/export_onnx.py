@@ -9,6 +9,7 @@ tests expect: each named for what is wrong with it.
 
   usage: /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]     (default: tests/data/onnx)
          /usr/bin/python3 scripts/export_onnx.py --resnet18 OUT_DIR [--write-summary]
+         /usr/bin/python3 scripts/export_onnx.py --unet OUT_DIR      (the zoo's unet: unet_reference.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -208,6 +209,10 @@ def main():
         resnet18_reference.main(sys.argv[2], "--write-summary" in sys.argv[3:],
                                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                              "onnx", "resnet18_ref.json"))
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--unet":
+        import unet_reference
+        unet_reference.main(sys.argv[2])
         return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")

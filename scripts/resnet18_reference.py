@@ -42,13 +42,23 @@ LCG_ADD = 1442695040888963407
 SAMPLES = 4  # entries per tensor in the committed summary
 
 
-def batch_inputs():
-    n = BATCH * int(np.prod(SHAPE))
-    state, out = BATCH_SEED, np.empty(n, dtype=np.float64)
-    for i in range(n):
+def lcg_states(seed, n):
+    """The 64-bit LCG's next n states from seed, and the state after them."""
+    state, out = seed, []
+    for _ in range(n):
         state = (state * LCG_MUL + LCG_ADD) & 0xFFFFFFFFFFFFFFFF
-        out[i] = (state >> 40) / 2.0 ** 23 - 1.0
-    return out.reshape(BATCH, *SHAPE)
+        out.append(state)
+    return out, state
+
+
+def lcg_inputs(seed, shape):
+    """Values (state >> 40) / 2^23 - 1 in C order (exact in float32), and the LCG state after them."""
+    states, state = lcg_states(seed, int(np.prod(shape)))
+    return np.array([(v >> 40) / 2.0 ** 23 - 1.0 for v in states], dtype=np.float64).reshape(shape), state
+
+
+def batch_inputs():
+    return lcg_inputs(BATCH_SEED, (BATCH, *SHAPE))[0]
 
 
 def batch_description():
@@ -84,12 +94,13 @@ def exported_net(torch, torchvision, path):
 
 def one_step(torch, net, x, y, micro):
     """The loss and, per state_dict name, the gradient (parameters) or the value after the forwards (running
-    statistics), as float64 arrays."""
+    statistics), as float64 arrays. The loss is snug's: summed over the batch's targets (one per image, or one
+    per pixel), divided by their count."""
     net.zero_grad()
     total = 0.0
-    for lo in range(0, BATCH, micro):
+    for lo in range(0, len(x), micro):
         logits = net(x[lo:lo + micro])
-        loss = torch.nn.functional.cross_entropy(logits, y[lo:lo + micro], reduction="sum") / BATCH
+        loss = torch.nn.functional.cross_entropy(logits, y[lo:lo + micro], reduction="sum") / y.numel()
         loss.backward()
         total += loss.item()
     out = {name: p.grad.detach().numpy().copy() for name, p in net.named_parameters()}
@@ -99,15 +110,13 @@ def one_step(torch, net, x, y, micro):
 
 
 def decision_inputs(torch, net, x):
-    """(name, tensor) per decision the forward makes, in its order: every ReLU call's input (torchvision's ReLUs
-    are in place, so a pre-hook), and the stem max-pool's input."""
+    """(name, module, tensor) per decision the forward makes, in its order: every ReLU call's input
+    (torchvision's ReLUs are in place, so a pre-hook) and every max-pool's input."""
     seen, hooks = [], []
     for name, mod in net.named_modules():
-        if isinstance(mod, torch.nn.ReLU):
+        if isinstance(mod, (torch.nn.ReLU, torch.nn.MaxPool2d)):
             hooks.append(mod.register_forward_pre_hook(
-                lambda m, i, name=name: seen.append((name, i[0].detach().double().clone()))))
-    hooks.append(net.maxpool.register_forward_pre_hook(
-        lambda m, i: seen.append(("maxpool", i[0].detach().double().clone()))))
+                lambda m, i, name=name: seen.append((name, m, i[0].detach().double().clone()))))
     with torch.no_grad():
         net(x)
     for h in hooks:
@@ -115,28 +124,29 @@ def decision_inputs(torch, net, x):
     return seen
 
 
-def decision_margins(torch, net, name, v):
+def decision_margins(torch, pool, v):
     """Per decision, how far it is from its tie: a ReLU input's |value|; a live max-pool window's lead of its
     largest value over the second (a dead window, largest 0 after the ReLU, passes no gradient whichever wins)."""
-    if name != "maxpool":
+    if not isinstance(pool, torch.nn.MaxPool2d):
         return v.abs().flatten()
-    pool = net.maxpool
     pad = torch.nn.functional.pad(v, (pool.padding,) * 4, value=-float("inf"))
     w = pad.unfold(2, pool.kernel_size, pool.stride).unfold(3, pool.kernel_size, pool.stride).flatten(-2)
     top = w.sort(dim=-1, descending=True).values
     return (top[..., 0] - top[..., 1])[top[..., 0] > 0]
 
 
-def check_decisions(torch, net64, net32, x):
+def check_decisions(torch, net64, net32, x, model="resnet18"):
     """Exits unless every decision of the one-pass forward lies DECISION_MARGIN float32 deviations from its tie,
     so that any float32 arithmetic (snug's on any CPU, PyTorch's) takes the float64 branch."""
     worst = (float("inf"), "")
-    for (name, v64), (_, v32) in zip(decision_inputs(torch, net64, x), decision_inputs(torch, net32, x.float())):
+    for (name, mod, v64), (_, _, v32) in zip(decision_inputs(torch, net64, x),
+                                             decision_inputs(torch, net32, x.float())):
         dev = (v32 - v64).pow(2).mean().sqrt().item()
-        ratio = decision_margins(torch, net64, name, v64).min().item() / dev
-        worst = min(worst, (ratio, name))
+        margins = decision_margins(torch, mod, v64)
+        if margins.numel():
+            worst = min(worst, (margins.min().item() / dev, name))
     if worst[0] < DECISION_MARGIN:
-        sys.exit(f"resnet18 reference: a decision of {worst[1]} lies {worst[0]:.3g} float32 deviations from its tie "
+        sys.exit(f"{model} reference: a decision of {worst[1]} lies {worst[0]:.3g} float32 deviations from its tie "
                  f"(at least {DECISION_MARGIN:g} wanted), so float32 engines may take either branch: choose another "
                  "BATCH_SEED")
     return worst
@@ -171,6 +181,25 @@ def check_summary(summary, path):
                 sys.exit(f"resnet18 reference: {case} {name} norm {g['norm']!r}, committed {t['norm']!r}")
 
 
+def write_reference(stem, cases, micro_of, batch):
+    """STEM.f64: per tensor (in the first case's order), each case's float64 values in turn; STEM.json: the
+    batch, the losses and per tensor its size and where each case's values start (in float64s)."""
+    index = {"batch": batch, "micro_batch": micro_of, "loss": {case: c[0] for case, c in cases.items()},
+             "tensors": []}
+    at = 0
+    with open(stem + ".f64", "wb") as f:
+        for name in cases[next(iter(cases))][1]:
+            entry = {"name": name, "numel": int(cases["one_pass"][1][name].size)}
+            for case in cases:
+                f.write(cases[case][1][name].astype("<f8").tobytes())
+                entry[case] = at
+                at += entry["numel"]
+            index["tensors"].append(entry)
+    with open(stem + ".json", "w") as f:
+        json.dump(index, f)
+    return index
+
+
 def main(out_dir, write_summary, summary_path):
     import torch
     import torchvision
@@ -191,20 +220,7 @@ def main(out_dir, write_summary, summary_path):
         micro_of[case + "_float32"] = micro_of[case]
         cases[case + "_float32"] = one_step(torch, exported_net(torch, torchvision, onnx_path).float(), x.float(), y,
                                             micro_of[case])
-    names = list(cases["one_pass"][1])
-    index = {"batch": batch_description(), "micro_batch": micro_of,
-             "loss": {case: c[0] for case, c in cases.items()}, "tensors": []}
-    at = 0
-    with open(os.path.join(out_dir, "resnet18_ref.f64"), "wb") as f:
-        for name in names:
-            entry = {"name": name, "numel": int(cases["one_pass"][1][name].size)}
-            for case in cases:
-                f.write(cases[case][1][name].astype("<f8").tobytes())
-                entry[case] = at
-                at += entry["numel"]
-            index["tensors"].append(entry)
-    with open(os.path.join(out_dir, "resnet18_ref.json"), "w") as f:
-        json.dump(index, f)
+    index = write_reference(os.path.join(out_dir, "resnet18_ref"), cases, micro_of, batch_description())
     summary = summary_of({case: cases[case] for case in ("one_pass", "micro_batches")})  # float32: per machine
     if write_summary:
         with open(summary_path, "w") as f:

@@ -72,4 +72,36 @@ snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *er
 /* Attributes: the one called name, or NULL. */
 const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
 
+/* ---- onnx_ops.c's helpers, shared with the op files of other model families ---- */
+
+int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback);
+/* An ints attribute whose entries all equal one value in [lo, 2^20], into *v (kept when the attribute is absent). */
+bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v);
+/* The layer's name: its weight's initializer without ".weight", else the node's, else "<OpType>_<k>" (in buf). */
+const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf);
+/* Input j of n as a value, or NULL when absent. */
+onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j);
+/* Input j as a computed tensor of snug rank `rank` (0: any), or a refusal. */
+snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
+/* Input j as a float initializer of rank `rank` (0: any), or a refusal. */
+snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
+/* n's output is snug tensor t (a failed builder's status when t < 0) with ONNX shape onnx_shape (NULL: t's). */
+snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
+                    snug_error *err);
+/* Parameter k of the layer that made t starts from constant cv and takes its name (NULL cv: nothing). */
+snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err);
+
+/* ---- image models (onnx_ops_image.c) ---- */
+
+snug_status onnx_map_conv_transpose(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+snug_status onnx_map_concat(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+/* InstanceNormalization: of (C, H, W), snug's groupnorm with C groups; of the (G, C/G * H * W) view a Reshape
+ * makes of (C, H, W) (onnx_group_view), the GroupNorm PyTorch exports, fused with the Reshape back and the Mul
+ * and Add of its affine into one snug groupnorm whose weight and bias are the module's. */
+snug_status onnx_map_instance_norm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+snug_status onnx_refuse_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+/* Whether Reshape n of x to per-sample `target` is the (groups, rest) view of an image that GroupNorm's export
+ * feeds to InstanceNormalization, its only reader; snug keeps the image tensor and the view's ONNX shape. */
+bool onnx_group_view(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x, const snug_shape *target);
+
 #endif

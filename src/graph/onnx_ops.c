@@ -15,7 +15,7 @@ const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name
     return NULL;
 }
 
-static int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback) {
+int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback) {
     const Onnx__AttributeProto *a = onnx_attr(n, name);
     return a ? a->i : fallback;
 }
@@ -27,7 +27,7 @@ static float attr_float(const Onnx__NodeProto *n, const char *name, float fallba
 
 /* An ints attribute whose entries must all equal one value (square kernels, equal strides and pads); *v keeps
  * its fallback when the attribute is absent. False for unequal entries or a value outside [lo, 2^20]. */
-static bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v) {
+bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v) {
     const Onnx__AttributeProto *a = onnx_attr(n, name);
     if (!a) return true;
     if (a->n_ints == 0) return false;
@@ -44,7 +44,7 @@ static bool name_free(const onnx_ctx *cx, const char *s) {
 }
 
 /* The layer's name: its weight's initializer without ".weight", else the node's name, else "<OpType>_<k>". */
-static const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf) {
+const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf) {
     size_t len = weight ? strlen(weight) : 0;
     if (len > 7 && len - 7 < SNUG_NAME_MAX && strcmp(weight + len - 7, ".weight") == 0) {
         memcpy(buf, weight, len - 7);
@@ -57,12 +57,12 @@ static const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char
     return buf;
 }
 
-static onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j) {
+onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j) {
     return j < n->n_input && n->input[j] && *n->input[j] ? onnx_find(cx, n->input[j]) : NULL;
 }
 
 /* Input j as a snug tensor of snug rank `rank` (0: any). */
-static snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
+snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
                              snug_error *err) {
     *v = input_value(cx, n, j);
     if (!*v || (*v)->c)
@@ -76,7 +76,7 @@ static snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, i
     return SNUG_OK;
 }
 
-static snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
+snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
                             snug_error *err) {
     *v = input_value(cx, n, j);
     if (!*v || !(*v)->c || !(*v)->c->f || (rank && (*v)->c->rank != rank))
@@ -85,7 +85,7 @@ static snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, in
     return SNUG_OK;
 }
 
-static snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
+snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
                            snug_error *err) {
     if (t < 0) {
         snug_error e = {0};
@@ -102,7 +102,7 @@ static snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t
 
 /* Parameter k of the layer that made t starts from constant c (transposed for a (K, N) MatMul weight) and takes
  * its name. NULL c: the layer has no such parameter (a Conv or Gemm without bias is built without one). */
-static snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
+snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
     if (!cv) return SNUG_OK;
     graph_param *p = &cx->g->params[cx->g->nodes[cx->g->tensors[t].producer].params[k]];
     const onnx_const *c = cv->c;
@@ -338,6 +338,7 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     bool same = out.rank == x->shape.rank;
     for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
     if (same) return set_out(cx, n, x->t, &x->shape, err);
+    if (onnx_group_view(cx, n, x, &out)) return set_out(cx, n, x->t, &out, err);
     return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample only, yet");
 }
 
@@ -372,6 +373,10 @@ static const op_map OP_MAPS[] = {
     {"AveragePool", map_avgpool}, {"Flatten", map_flatten},
     {"Reshape", map_reshape},   {"Identity", map_identity},
     {"Dropout", map_dropout},
+    /* image models (onnx_ops_image.c) */
+    {"ConvTranspose", onnx_map_conv_transpose}, {"Concat", onnx_map_concat},
+    {"InstanceNormalization", onnx_map_instance_norm}, {"Resize", onnx_refuse_resize},
+    {"Upsample", onnx_refuse_resize},
 };
 
 snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {

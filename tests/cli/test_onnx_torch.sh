@@ -35,29 +35,21 @@ expect_in "$OUT" "parameters saved to $TMP/resnet18.safetensors"
 finish_case
 CASE="the trained weights load into torchvision's resnet18 with strict=True"
 CASE_OK=1
-"$PY" - "$TMP/resnet18.safetensors" "$MODEL" >"$OUT" 2>"$ERR" <<'PY'
-import json, struct, sys
+"$PY" - "$TMP/resnet18.safetensors" "$MODEL" "$(dirname "$0")" >"$OUT" 2>"$ERR" <<'PY'
+import sys
 import numpy as np
 import onnx
 import torch
 import torchvision
 from onnx import numpy_helper
+sys.path.insert(0, sys.argv[3])
+import safetensors_state
 
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    header = json.loads(f.read(n))
-    data = f.read()
-dtypes = {"F32": np.float32, "I64": np.int64}
-state = {}
-for name, t in header.items():
-    if name == "__metadata__":
-        continue
-    a, b = t["data_offsets"]
-    state[name] = torch.from_numpy(np.frombuffer(data[a:b], dtype=dtypes[t["dtype"]]).reshape(t["shape"]).copy())
+state, metadata = safetensors_state.load(sys.argv[1])
 net = torchvision.models.resnet18(num_classes=10)
 net.load_state_dict(state, strict=True)  # raises on a missing or extra key or a wrong shape
-steps = int(header["__metadata__"]["steps"])
-assert steps == 2, header["__metadata__"]
+steps = int(metadata["steps"])
+assert steps == 2, metadata
 # one micro-batch of 8 per step (the plan's at batch 8 without a budget): PyTorch would have counted 2 forwards
 assert int(net.bn1.num_batches_tracked) == 2, int(net.bn1.num_batches_tracked)
 assert net.bn1.num_batches_tracked.dtype == torch.int64
