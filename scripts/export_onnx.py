@@ -33,10 +33,10 @@ from onnx import TensorProto, helper, numpy_helper
 RNG = np.random.default_rng(41)
 
 
-def weight(name, *shape):
+def weight(name, *shape, rng=RNG):
     fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else shape[0]
     bound = 1.0 / np.sqrt(fan_in)
-    return numpy_helper.from_array(RNG.uniform(-bound, bound, shape).astype(np.float32), name)
+    return numpy_helper.from_array(rng.uniform(-bound, bound, shape).astype(np.float32), name)
 
 
 def const(name, values, dtype=np.float32):
@@ -147,6 +147,65 @@ def cnn():
     return model(nodes, inits, [image_input()], [logits()], 15, "cnn")
 
 
+def groupnorm_nodes(x, out, prefix, groups):
+    """nn.GroupNorm(groups, C) named prefix as PyTorch 1.13 exports it: Reshape to (N, groups, -1),
+    InstanceNormalization with unit scale and zero bias, Reshape back to Shape(x), Mul by the weight and Add of
+    the bias, each unsqueezed to (C, 1, 1)."""
+    node = f"/{prefix}"
+
+    def const(name, dtype, dims, values):
+        return helper.make_node("Constant", [], [f"{prefix}_{name}"], name=f"{node}/Constant_{name}",
+                                value=helper.make_tensor("v", dtype, dims, values))
+    return [
+        const("groups", TensorProto.INT64, [3], [0, groups, -1]),
+        helper.make_node("Reshape", [x, f"{prefix}_groups"], [f"{prefix}_view"], name=f"{node}/Reshape"),
+        const("ones", TensorProto.FLOAT, [groups], [1.0] * groups),
+        const("zeros", TensorProto.FLOAT, [groups], [0.0] * groups),
+        helper.make_node("InstanceNormalization", [f"{prefix}_view", f"{prefix}_ones", f"{prefix}_zeros"],
+                         [f"{prefix}_norm"], name=f"{node}/InstanceNormalization", epsilon=1e-5),
+        helper.make_node("Shape", [x], [f"{prefix}_shape"], name=f"{node}/Shape"),
+        helper.make_node("Reshape", [f"{prefix}_norm", f"{prefix}_shape"], [f"{prefix}_back"],
+                         name=f"{node}/Reshape_1"),
+        const("axes", TensorProto.INT64, [2], [1, 2]),
+        helper.make_node("Unsqueeze", [f"{prefix}.weight", f"{prefix}_axes"], [f"{prefix}_w"],
+                         name=f"{node}/Unsqueeze"),
+        helper.make_node("Mul", [f"{prefix}_back", f"{prefix}_w"], [f"{prefix}_mul"], name=f"{node}/Mul"),
+        helper.make_node("Unsqueeze", [f"{prefix}.bias", f"{prefix}_axes"], [f"{prefix}_b"],
+                         name=f"{node}/Unsqueeze_1"),
+        helper.make_node("Add", [f"{prefix}_mul", f"{prefix}_b"], [out], name=f"{node}/Add"),
+    ]
+
+
+def small_unet():
+    """The image ops of a UNet at 1x28x28, classified: enc.conv + enc.gn (GroupNorm(2, 8), exported as its
+    five nodes) + relu -> maxpool -> up (ConvTranspose 2x2 stride 2) -> Concat(skip, up) -> inorm
+    (InstanceNorm2d(16, affine=True)) -> relu -> global average pool -> x.view(N, -1) -> fc. Its own RNG, so
+    the other files stay as they were."""
+    rng = np.random.default_rng(21)
+    norm = [const(f"{p}.{k}", rng.uniform(lo, hi, c)) for p, c in (("enc.gn", 8), ("inorm", 16))
+            for k, lo, hi in (("weight", 0.5, 1.5), ("bias", -0.1, 0.1))]
+    inits = [weight("enc.conv.weight", 8, 1, 3, 3, rng=rng), weight("enc.conv.bias", 8, rng=rng),
+             weight("up.weight", 8, 8, 2, 2, rng=rng), weight("up.bias", 8, rng=rng),
+             weight("fc.weight", 10, 16, rng=rng), weight("fc.bias", 10, rng=rng), *norm]
+    nodes = [
+        helper.make_node("Conv", ["input", "enc.conv.weight", "enc.conv.bias"], ["c1"], name="/enc/conv/Conv",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1),
+        *groupnorm_nodes("c1", "g1", "enc.gn", 2),
+        helper.make_node("Relu", ["g1"], ["r1"], name="/enc/relu/Relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("ConvTranspose", ["p1", "up.weight", "up.bias"], ["u1"], name="/up/ConvTranspose",
+                         kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[2, 2], dilations=[1, 1], group=1),
+        helper.make_node("Concat", ["r1", "u1"], ["cat"], name="/Concat", axis=1),
+        helper.make_node("InstanceNormalization", ["cat", "inorm.weight", "inorm.bias"], ["n1"],
+                         name="/inorm/InstanceNormalization", epsilon=1e-5),
+        helper.make_node("Relu", ["n1"], ["r2"], name="/relu/Relu"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["gap"], name="/gap/GlobalAveragePool"),
+        *flatten_by_view("gap", "flat", "/view"),
+        helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["logits"], name="/fc/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "small_unet")
+
+
 def write_sums(m, path):
     """Per initializer of float type: name, elements, sum and sum of squares in float64, so that a test checks
     the weights a model starts from without a protobuf reader of its own."""
@@ -189,6 +248,42 @@ def bad_models(good_cnn):
     whole = good_cnn.SerializeToString()
     bad["truncated"] = whole[: len(whole) // 2]
     bad["garbage"] = bytes(RNG.integers(0, 256, 4096, dtype=np.uint8))
+    bad.update(bad_image_models(good_cnn))
+    return bad
+
+
+def bad_image_models(good_cnn):
+    """The refusals of the image ops (src/graph/onnx_ops_image.c), made from cnn.onnx without the RNG."""
+    bad = {}
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    m.graph.node[2].op_type = "Resize"  # no interpolating up-sampling in snug
+    bad["resize"] = m.SerializeToString()
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    m.graph.node[0].op_type = "ConvTranspose"
+    m.graph.node[0].attribute.append(helper.make_attribute("output_padding", [1, 1]))
+    bad["conv_transpose_output_padding"] = m.SerializeToString()
+    # nn.GroupNorm(2, C, affine=False) as PyTorch exports it in place of the first BatchNorm: no Mul, no Add
+    m = onnx.ModelProto()
+    m.CopyFrom(good_cnn)
+    gn = [
+        helper.make_node("Constant", [], ["gn_shape"], name="/gn1/Constant",
+                         value=helper.make_tensor("v", TensorProto.INT64, [3], [0, 2, -1])),
+        helper.make_node("Reshape", ["c1", "gn_shape"], ["gn_view"], name="/gn1/Reshape"),
+        helper.make_node("Constant", [], ["gn_ones"], name="/gn1/Constant_1",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [2], [1, 1])),
+        helper.make_node("Constant", [], ["gn_zeros"], name="/gn1/Constant_2",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [2], [0, 0])),
+        helper.make_node("InstanceNormalization", ["gn_view", "gn_ones", "gn_zeros"], ["gn_norm"],
+                         name="/gn1/InstanceNormalization", epsilon=1e-5),
+        helper.make_node("Shape", ["c1"], ["gn_back"], name="/gn1/Shape"),
+        helper.make_node("Reshape", ["gn_norm", "gn_back"], ["b1"], name="/gn1/Reshape_1"),
+    ]
+    nodes = list(m.graph.node)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes[:1] + gn + nodes[2:])
+    bad["groupnorm_without_affine"] = m.SerializeToString()
     return bad
 
 
@@ -217,7 +312,7 @@ def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
-    good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp()}
+    good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp(), "small_unet": small_unet()}
     for name, m in good.items():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))

@@ -1,5 +1,6 @@
 /* ONNX models (snug_graph_from_onnx) against the same networks built with snug's builders: tests/data/onnx/,
- * written by scripts/export_onnx.py. For mlp.onnx and cnn.onnx:
+ * written by scripts/export_onnx.py. For mlp.onnx, cnn.onnx and small_unet.onnx (the image ops: the GroupNorm
+ * PyTorch exports, ConvTranspose, Concat, InstanceNormalization):
  *   - the plan (JSON with every buffer) equals the builder graph's, byte for byte;
  *   - the parameters start from the initializers: per tensor, element count, sum and sum of squares against the
  *     float64 values the script wrote beside the model (.sums), within float32 rounding of those sums;
@@ -72,6 +73,25 @@ static snug_graph *builder_cnn(void) {
     return g;
 }
 
+/* small_unet.onnx: the GroupNorm PyTorch exports, ConvTranspose, Concat and InstanceNormalization. */
+static snug_graph *builder_small_unet(void) {
+    snug_graph *g = snug_graph_new("small_unet");
+    snug_tensor x = snug_input(g, "input", 1, 28, 28);
+    x = snug_conv2d(g, "enc.conv", x, 8, 3, 1, 1);
+    x = snug_groupnorm(g, "enc.gn", x, 2, 1e-5f);
+    snug_tensor skip = snug_relu(g, "/enc/relu/Relu", x);
+    x = snug_maxpool2d(g, "/pool/MaxPool", skip, 2, 2);
+    x = snug_conv_transpose2d(g, "up", x, 8, 2, 2, 0);
+    x = snug_concat(g, "/Concat", skip, x);
+    x = snug_groupnorm(g, "inorm", x, 16, 1e-5f);
+    x = snug_relu(g, "/relu/Relu", x);
+    x = snug_global_avgpool(g, "/gap/GlobalAveragePool", x);
+    x = snug_linear(g, "fc", x, 10);
+    snug_softmax_cross_entropy(g, "loss", x);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
 static snug_plan *plan_of(const snug_graph *g) {
     snug_plan_request req = snug_plan_request_default(BATCH);
     req.micro_batch = BATCH;
@@ -104,6 +124,7 @@ static void plans_equal(const char *file, snug_graph *(*build)(void)) {
 
 static void test_mlp_plan(void **state) { (void)state; plans_equal("mlp.onnx", builder_mlp); }
 static void test_cnn_plan(void **state) { (void)state; plans_equal("cnn.onnx", builder_cnn); }
+static void test_small_unet_plan(void **state) { (void)state; plans_equal("small_unet.onnx", builder_small_unet); }
 
 static snug_trainer *trainer_of(snug_plan *p) {
     snug_train_config cfg = snug_train_config_default();
@@ -205,6 +226,10 @@ static void same_training(const char *file, const char *sums, snug_graph *(*buil
 
 static void test_mlp_training(void **state) { (void)state; same_training("mlp.onnx", "mlp.sums", builder_mlp); }
 static void test_cnn_training(void **state) { (void)state; same_training("cnn.onnx", "cnn.sums", builder_cnn); }
+static void test_small_unet_training(void **state) {
+    (void)state;
+    same_training("small_unet.onnx", "small_unet.sums", builder_small_unet);
+}
 
 /* A layer without bias in the file (conv2) has none in snug either: its weight is its only parameter, so the
  * saved weights are the module's state_dict keys, no more. */
@@ -252,6 +277,11 @@ static void test_refusals(void **state) {
     refused("bad/overpadded_maxpool.onnx", SNUG_E_ARG, 3, "/pool/MaxPool", "MaxPool", "at most half the kernel");
     refused("bad/truncated.onnx", SNUG_E_FORMAT, 1, "not an ONNX model");
     refused("bad/garbage.onnx", SNUG_E_FORMAT, 1, "not an ONNX model");
+    refused("bad/resize.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Resize, opset 15", "ConvTranspose2d");
+    refused("bad/conv_transpose_output_padding.onnx", SNUG_E_ARG, 3, "/conv1/Conv", "ConvTranspose, opset 15",
+            "no output_padding");
+    refused("bad/groupnorm_without_affine.onnx", SNUG_E_ARG, 3, "/gn1/InstanceNormalization",
+            "InstanceNormalization, opset 15", "affine=True");
     refused("no-such-file.onnx", SNUG_E_IO, 1, "cannot open");
 }
 
@@ -274,6 +304,8 @@ int main(void) {
         cmocka_unit_test(test_cnn_plan),
         cmocka_unit_test(test_mlp_training),
         cmocka_unit_test(test_cnn_training),
+        cmocka_unit_test(test_small_unet_plan),
+        cmocka_unit_test(test_small_unet_training),
         cmocka_unit_test(test_missing_bias_stays_missing),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_model_builtin_reads_onnx),

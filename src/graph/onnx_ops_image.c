@@ -18,13 +18,16 @@ static int sole_reader(const onnx_ctx *cx, const char *name, const char *op) {
             if (cx->gp->node[j]->input[i] && strcmp(cx->gp->node[j]->input[i], name) == 0) readers++, at = (int)j;
     for (size_t i = 0; i < cx->gp->n_output; i++)
         if (cx->gp->output[i]->name && strcmp(cx->gp->output[i]->name, name) == 0) readers++;
-    if (readers != 1 || at < 0 || strcmp(cx->gp->node[at]->op_type, op) != 0 || cx->gp->node[at]->n_output < 1)
+    const Onnx__NodeProto *r = at >= 0 ? cx->gp->node[at] : NULL;
+    if (readers != 1 || !r || !r->op_type || strcmp(r->op_type, op) != 0 || r->n_output < 1 || !r->output[0] ||
+        !*r->output[0])
         return -1;
     return at;
 }
 
 /* The node whose output `name` is, or NULL. */
 static const Onnx__NodeProto *producer(const onnx_ctx *cx, const char *name) {
+    if (!name) return NULL;
     for (size_t j = 0; j < cx->gp->n_node; j++)
         for (size_t i = 0; i < cx->gp->node[j]->n_output; i++)
             if (cx->gp->node[j]->output[i] && strcmp(cx->gp->node[j]->output[i], name) == 0) return cx->gp->node[j];
@@ -38,7 +41,8 @@ static const onnx_const *ints_ahead(onnx_ctx *cx, const char *name, onnx_const *
     const onnx_value *v = onnx_find(cx, name);
     if (v) return v->c && v->c->i ? v->c : NULL;
     const Onnx__NodeProto *c = producer(cx, name);
-    const Onnx__AttributeProto *a = c && strcmp(c->op_type, "Constant") == 0 ? onnx_attr(c, "value") : NULL;
+    const Onnx__AttributeProto *a = c && c->op_type && strcmp(c->op_type, "Constant") == 0 ? onnx_attr(c, "value")
+                                                                                            : NULL;
     snug_error ignored = {0};
     if (!a || !a->t || onnx_const_from_tensor(cx, a->t, owned, &ignored) != SNUG_OK) return NULL;
     return (*owned)->i ? *owned : NULL;
@@ -52,7 +56,8 @@ static onnx_value *channel_initializer(onnx_ctx *cx, const char *name, size_t ch
     if (v && v->c && v->c->f && v->c->rank == 3 && (size_t)v->c->dims[0] == channels && v->c->numel == channels)
         return v;
     const Onnx__NodeProto *u = v ? NULL : producer(cx, name);
-    if (!u || strcmp(u->op_type, "Unsqueeze") != 0 || u->n_input != 2 || !u->input[0] || !u->input[1]) return NULL;
+    if (!u || !u->op_type || strcmp(u->op_type, "Unsqueeze") != 0 || u->n_input != 2 || !u->input[0] || !u->input[1])
+        return NULL;
     onnx_value *w = onnx_find(cx, u->input[0]);
     if (!w || !w->c || !w->c->f || w->c->rank != 1 || w->c->numel != channels) return NULL;
     onnx_const *owned;
@@ -124,8 +129,8 @@ snug_status onnx_map_concat(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
 
 bool onnx_group_view(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x, const snug_shape *target) {
     const snug_shape s = snug_tensor_shape(cx->g, x->t);
-    if (s.rank != 3 || !plain(cx, x) || target->rank != 2 || target->dims[0] == 0 || s.dims[0] % target->dims[0] ||
-        target->dims[0] * target->dims[1] != s.dims[0] * s.dims[1] * s.dims[2])
+    if (!n->output[0] || s.rank != 3 || !plain(cx, x) || target->rank != 2 || target->dims[0] == 0 ||
+        s.dims[0] % target->dims[0] || target->dims[0] * target->dims[1] != s.dims[0] * s.dims[1] * s.dims[2])
         return false;
     return sole_reader(cx, n->output[0], "InstanceNormalization") >= 0;
 }
@@ -136,17 +141,20 @@ bool onnx_group_view(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x
 static bool groupnorm_tail(onnx_ctx *cx, const Onnx__NodeProto *n, size_t channels, int at[3], onnx_value **w,
                            onnx_value **b) {
     const Onnx__NodeProto *view = producer(cx, n->input[0]);
-    if ((at[0] = sole_reader(cx, n->output[0], "Reshape")) < 0) return false;
+    if (!n->output[0] || (at[0] = sole_reader(cx, n->output[0], "Reshape")) < 0) return false;
     const Onnx__NodeProto *back = cx->gp->node[at[0]];
     const Onnx__NodeProto *shape = back->n_input == 2 ? producer(cx, back->input[1]) : NULL;
-    if (!view || !shape || strcmp(shape->op_type, "Shape") != 0 || shape->n_input != 1 ||
+    if (!view || view->n_input < 1 || !view->input[0] || !shape || !shape->op_type ||
+        strcmp(shape->op_type, "Shape") != 0 || shape->n_input != 1 || !shape->input[0] ||
         strcmp(shape->input[0], view->input[0]) != 0)
         return false;
     if ((at[1] = sole_reader(cx, back->output[0], "Mul")) < 0) return false;
     const Onnx__NodeProto *mul = cx->gp->node[at[1]];
-    if ((at[2] = sole_reader(cx, mul->output[0], "Add")) < 0 || mul->n_input != 2) return false;
+    if ((at[2] = sole_reader(cx, mul->output[0], "Add")) < 0 || mul->n_input != 2 || !mul->input[0] ||
+        !mul->input[1])
+        return false;
     const Onnx__NodeProto *add = cx->gp->node[at[2]];
-    if (add->n_input != 2) return false;
+    if (add->n_input != 2 || !add->input[0] || !add->input[1]) return false;
     const int mi = strcmp(mul->input[0], back->output[0]) == 0, ai = strcmp(add->input[0], mul->output[0]) == 0;
     *w = channel_initializer(cx, mul->input[mi], channels);
     *b = channel_initializer(cx, add->input[ai], channels);
