@@ -206,6 +206,10 @@ snug_tensor snug_maxpool2d(snug_graph *g, const char *name, snug_tensor x, size_
  * kernel) / stride + 1. resnet18's stem pool is (3, 2, 1). padding 0 is snug_maxpool2d. */
 snug_tensor snug_maxpool2d_padded(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride,
                                   size_t padding);
+/* Nearest up-sampling by a whole factor: (C, H, W) -> (C, scale H, scale W), every pixel repeated over a scale x
+ * scale block, as torch.nn.Upsample(scale_factor=scale, mode="nearest"). No parameters; keeps nothing for
+ * backward. 1 <= scale <= 64. */
+snug_tensor snug_upsample_nearest2d(snug_graph *g, const char *name, snug_tensor x, size_t scale);
 /* Global average pooling: (C, H, W) -> (C), the mean of each plane (torch.nn.AdaptiveAvgPool2d(1) + flatten). */
 snug_tensor snug_global_avgpool(snug_graph *g, const char *name, snug_tensor x);
 /* Any shape -> (numel): a view, no copy. */

@@ -178,15 +178,16 @@ def groupnorm_nodes(x, out, prefix, groups):
 
 def small_unet():
     """The image ops of a UNet at 1x28x28, classified: enc.conv + enc.gn (GroupNorm(2, 8), exported as its
-    five nodes) + relu -> maxpool -> up (ConvTranspose 2x2 stride 2) -> Concat(skip, up) -> inorm
-    (InstanceNorm2d(16, affine=True)) -> relu -> global average pool -> x.view(N, -1) -> fc. Its own RNG, so
+    five nodes) + relu -> maxpool -> up (ConvTranspose 2x2 stride 2) and nn.Upsample(scale_factor=2) (Resize,
+    its scales a Concat of constants, as PyTorch exports it) -> Concat(skip, up, upsampled) -> inorm
+    (InstanceNorm2d(24, affine=True)) -> relu -> global average pool -> x.view(N, -1) -> fc. Its own RNG, so
     the other files stay as they were."""
     rng = np.random.default_rng(21)
-    norm = [const(f"{p}.{k}", rng.uniform(lo, hi, c)) for p, c in (("enc.gn", 8), ("inorm", 16))
+    norm = [const(f"{p}.{k}", rng.uniform(lo, hi, c)) for p, c in (("enc.gn", 8), ("inorm", 24))
             for k, lo, hi in (("weight", 0.5, 1.5), ("bias", -0.1, 0.1))]
     inits = [weight("enc.conv.weight", 8, 1, 3, 3, rng=rng), weight("enc.conv.bias", 8, rng=rng),
              weight("up.weight", 8, 8, 2, 2, rng=rng), weight("up.bias", 8, rng=rng),
-             weight("fc.weight", 10, 16, rng=rng), weight("fc.bias", 10, rng=rng), *norm]
+             weight("fc.weight", 10, 24, rng=rng), weight("fc.bias", 10, rng=rng), *norm]
     nodes = [
         helper.make_node("Conv", ["input", "enc.conv.weight", "enc.conv.bias"], ["c1"], name="/enc/conv/Conv",
                          kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1], dilations=[1, 1], group=1),
@@ -195,7 +196,15 @@ def small_unet():
         helper.make_node("MaxPool", ["r1"], ["p1"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("ConvTranspose", ["p1", "up.weight", "up.bias"], ["u1"], name="/up/ConvTranspose",
                          kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[2, 2], dilations=[1, 1], group=1),
-        helper.make_node("Concat", ["r1", "u1"], ["cat"], name="/Concat", axis=1),
+        helper.make_node("Constant", [], ["up_ones"], name="/upsample/Constant",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [2], [1.0, 1.0])),
+        helper.make_node("Constant", [], ["up_twos"], name="/upsample/Constant_1",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [2], [2.0, 2.0])),
+        helper.make_node("Concat", ["up_ones", "up_twos"], ["up_scales"], name="/upsample/Concat", axis=0),
+        helper.make_node("Resize", ["p1", "", "up_scales"], ["z1"], name="/upsample/Resize",
+                         coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75, mode="nearest",
+                         nearest_mode="floor"),
+        helper.make_node("Concat", ["r1", "u1", "z1"], ["cat"], name="/Concat", axis=1),
         helper.make_node("InstanceNormalization", ["cat", "inorm.weight", "inorm.bias"], ["n1"],
                          name="/inorm/InstanceNormalization", epsilon=1e-5),
         helper.make_node("Relu", ["n1"], ["r2"], name="/relu/Relu"),
@@ -257,8 +266,9 @@ def bad_image_models(good_cnn):
     bad = {}
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
-    m.graph.node[2].op_type = "Resize"  # no interpolating up-sampling in snug
-    bad["resize"] = m.SerializeToString()
+    m.graph.node[2].op_type = "Resize"  # bilinear: snug's up-sampling is nearest
+    m.graph.node[2].attribute.append(helper.make_attribute("mode", "linear"))
+    bad["resize_linear"] = m.SerializeToString()
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
     m.graph.node[0].op_type = "ConvTranspose"

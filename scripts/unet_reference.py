@@ -11,7 +11,9 @@ Two exports (torch.manual_seed(SEED), opset 13, training=TRAINING, do_constant_f
   OUT_DIR/unet.onnx     at the zoo's input 1x256x256, which test_onnx_unet plans against the zoo's unet;
   OUT_DIR/unet32.onnx   the same module at 1x32x32, whose one step PyTorch computes in float64 (and float32, the
                         yardstick) on a fixed batch: OUT_DIR/unet32_ref.f64 with its index unet32_ref.json, in one
-                        pass and as 2 micro-batches of 1 (GroupNorm keeps them the same step).
+                        pass and as 2 micro-batches of 1 (GroupNorm keeps them the same step);
+  OUT_DIR/unet32_nearest.onnx   its variant that up-samples with nn.Upsample(scale_factor=2) (ONNX's Resize) and
+                        a 1x1 convolution, and its reference unet32_nearest_ref.{f64,json}, the same way.
 The batch: 2 images whose values come from resnet18_reference.py's LCG (seed BATCH_SEED), then one target per
 pixel, the next states' top bit (class 0 or 1). The loss is snug's per-pixel cross-entropy, summed over the
 pixels and divided by their count. Every ReLU and max-pool decision of the batch must lie DECISION_MARGIN float32
@@ -32,7 +34,9 @@ ZOO_SIZE = 256
 REF_SIZE = 32
 
 
-def unet_module(torch):
+def unet_module(torch, nearest=False):
+    """The zoo's unet; nearest: up-sampling by nn.Upsample(scale_factor=2) (ONNX's Resize) and a 1x1 Conv2d
+    halving the channels (up4.1, ...) instead of the transposed convolutions."""
     nn = torch.nn
 
     class Double(nn.Module):
@@ -54,7 +58,8 @@ def unet_module(torch):
                 cin = c
             self.mid = Double(128, 256)
             for i, c in zip((4, 3, 2, 1), (128, 64, 32, 16)):
-                setattr(self, f"up{i}", nn.ConvTranspose2d(2 * c, c, 2, stride=2))
+                setattr(self, f"up{i}", nn.Sequential(nn.Upsample(scale_factor=2), nn.Conv2d(2 * c, c, 1)) if nearest
+                        else nn.ConvTranspose2d(2 * c, c, 2, stride=2))
                 setattr(self, f"dec{i}", Double(2 * c, c))
             self.head = nn.Conv2d(16, 2, 1)
 
@@ -73,17 +78,17 @@ def unet_module(torch):
     return UNet().train()
 
 
-def export(torch, path, size):
-    torch.onnx.export(unet_module(torch), torch.zeros(2, 1, size, size), path, opset_version=13,
+def export(torch, path, size, nearest=False):
+    torch.onnx.export(unet_module(torch, nearest), torch.zeros(2, 1, size, size), path, opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
 
 
-def exported_net(torch, path):
+def exported_net(torch, path, nearest=False):
     """The module in float64 with exactly the ONNX file's initializers (the weights snug starts from)."""
     import onnx
     from onnx import numpy_helper
-    net = unet_module(torch).double()
+    net = unet_module(torch, nearest).double()
     inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).astype(np.float64))
              for t in onnx.load(path).graph.initializer}
     net.load_state_dict(inits, strict=True)
@@ -101,25 +106,31 @@ def batch(torch):
     return torch.from_numpy(x.astype(np.float32).astype(np.float64)), torch.from_numpy(y), desc
 
 
+def reference(torch, out_dir, stem, nearest):
+    """OUT_DIR/STEM.onnx at REF_SIZE and PyTorch's step on it: OUT_DIR/STEM_ref.{f64,json}."""
+    path = os.path.join(out_dir, stem + ".onnx")
+    export(torch, path, REF_SIZE, nearest)
+    x, y, desc = batch(torch)
+    margin, where = ref.check_decisions(torch, exported_net(torch, path, nearest),
+                                        exported_net(torch, path, nearest).float(), x, stem)
+    print(f"{stem} reference: every decision at least {margin:.3g} float32 deviations from its tie ({where})")
+    cases, micro_of = {}, {"one_pass": BATCH, "micro_batches": MICRO_BATCH}
+    for case in ("one_pass", "micro_batches"):
+        cases[case] = ref.one_step(torch, exported_net(torch, path, nearest), x, y, micro_of[case])
+    for case in ("one_pass", "micro_batches"):
+        micro_of[case + "_float32"] = micro_of[case]
+        cases[case + "_float32"] = ref.one_step(torch, exported_net(torch, path, nearest).float(), x.float(), y,
+                                                micro_of[case])
+    ref.write_reference(os.path.join(out_dir, stem + "_ref"), cases, micro_of, desc)
+
+
 def main(out_dir):
     import torch
     torch.set_num_threads(2)
     os.makedirs(out_dir, exist_ok=True)
     export(torch, os.path.join(out_dir, "unet.onnx"), ZOO_SIZE)
-    path = os.path.join(out_dir, "unet32.onnx")
-    export(torch, path, REF_SIZE)
-    x, y, desc = batch(torch)
-    margin, where = ref.check_decisions(torch, exported_net(torch, path), exported_net(torch, path).float(), x,
-                                        "unet")
-    print(f"unet reference: every decision at least {margin:.3g} float32 deviations from its tie ({where})")
-    cases, micro_of = {}, {"one_pass": BATCH, "micro_batches": MICRO_BATCH}
-    for case in ("one_pass", "micro_batches"):
-        cases[case] = ref.one_step(torch, exported_net(torch, path), x, y, micro_of[case])
-    for case in ("one_pass", "micro_batches"):
-        micro_of[case + "_float32"] = micro_of[case]
-        cases[case + "_float32"] = ref.one_step(torch, exported_net(torch, path).float(), x.float(), y,
-                                                micro_of[case])
-    ref.write_reference(os.path.join(out_dir, "unet32_ref"), cases, micro_of, desc)
+    reference(torch, out_dir, "unet32", False)
+    reference(torch, out_dir, "unet32_nearest", True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 /* ONNX models (snug_graph_from_onnx) against the same networks built with snug's builders: tests/data/onnx/,
  * written by scripts/export_onnx.py. For mlp.onnx, cnn.onnx and small_unet.onnx (the image ops: the GroupNorm
- * PyTorch exports, ConvTranspose, Concat, InstanceNormalization):
+ * PyTorch exports, ConvTranspose, Resize, Concat, InstanceNormalization):
  *   - the plan (JSON with every buffer) equals the builder graph's, byte for byte;
  *   - the parameters start from the initializers: per tensor, element count, sum and sum of squares against the
  *     float64 values the script wrote beside the model (.sums), within float32 rounding of those sums;
@@ -73,17 +73,18 @@ static snug_graph *builder_cnn(void) {
     return g;
 }
 
-/* small_unet.onnx: the GroupNorm PyTorch exports, ConvTranspose, Concat and InstanceNormalization. */
+/* small_unet.onnx: the GroupNorm PyTorch exports, ConvTranspose, Resize, Concat of three and InstanceNormalization. */
 static snug_graph *builder_small_unet(void) {
     snug_graph *g = snug_graph_new("small_unet");
     snug_tensor x = snug_input(g, "input", 1, 28, 28);
     x = snug_conv2d(g, "enc.conv", x, 8, 3, 1, 1);
     x = snug_groupnorm(g, "enc.gn", x, 2, 1e-5f);
     snug_tensor skip = snug_relu(g, "/enc/relu/Relu", x);
-    x = snug_maxpool2d(g, "/pool/MaxPool", skip, 2, 2);
-    x = snug_conv_transpose2d(g, "up", x, 8, 2, 2, 0);
-    x = snug_concat(g, "/Concat", skip, x);
-    x = snug_groupnorm(g, "inorm", x, 16, 1e-5f);
+    snug_tensor pooled = snug_maxpool2d(g, "/pool/MaxPool", skip, 2, 2);
+    x = snug_conv_transpose2d(g, "up", pooled, 8, 2, 2, 0);
+    snug_tensor z = snug_upsample_nearest2d(g, "/upsample/Resize", pooled, 2);
+    x = snug_concat(g, "Concat_0", snug_concat(g, "/Concat", skip, x), z);
+    x = snug_groupnorm(g, "inorm", x, 24, 1e-5f);
     x = snug_relu(g, "/relu/Relu", x);
     x = snug_global_avgpool(g, "/gap/GlobalAveragePool", x);
     x = snug_linear(g, "fc", x, 10);
@@ -277,7 +278,7 @@ static void test_refusals(void **state) {
     refused("bad/overpadded_maxpool.onnx", SNUG_E_ARG, 3, "/pool/MaxPool", "MaxPool", "at most half the kernel");
     refused("bad/truncated.onnx", SNUG_E_FORMAT, 1, "not an ONNX model");
     refused("bad/garbage.onnx", SNUG_E_FORMAT, 1, "not an ONNX model");
-    refused("bad/resize.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Resize, opset 15", "ConvTranspose2d");
+    refused("bad/resize_linear.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Resize, opset 15", "not bilinear");
     refused("bad/conv_transpose_output_padding.onnx", SNUG_E_ARG, 3, "/conv1/Conv", "ConvTranspose, opset 15",
             "no output_padding");
     refused("bad/groupnorm_without_affine.onnx", SNUG_E_ARG, 3, "/gn1/InstanceNormalization",

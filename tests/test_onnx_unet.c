@@ -4,8 +4,10 @@
  * and every gradient per tensor within 4 times PyTorch float32's own deviation plus 1e-5 (onnx_torch_ref.h).
  * It exercises what a UNet export needs: ConvTranspose, Concat of the skips, the GroupNorm PyTorch exports
  * (Reshape, InstanceNormalization, Reshape, Mul, Add) as one groupnorm with the module's weight and bias, and the
- * per-pixel cross-entropy an image-shaped output feeds. The script checked that every ReLU and max-pool decision
- * of the batch lies far from its tie, so that every float32 engine takes float64's branch. */
+ * per-pixel cross-entropy an image-shaped output feeds. Then the same for its variant unet32_nearest.onnx,
+ * which up-samples with nn.Upsample(scale_factor=2) (Resize, snug's upsample_nearest2d). The script checked
+ * that every ReLU and max-pool decision of the batch lies far from its tie, so that every float32 engine takes
+ * float64's branch. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,13 +46,16 @@ static snug_dataset *reference_batch(const cJSON *batch, float *inputs, int32_t 
     return ds;
 }
 
-static void check_case(const char *onnx_case) {
+/* The export STEM.onnx against its reference STEM_ref in one case. */
+static void check_case(const char *stem, const char *onnx_case) {
     torch_ref ref;
-    torch_ref_load(&ref, "unet32_ref");
-    char path[1024];
+    char name[256], path[1024];
+    snprintf(name, sizeof name, "%s_ref", stem);
+    torch_ref_load(&ref, name);
+    snprintf(name, sizeof name, "%s.onnx", stem);
     snug_graph *g = NULL;
     snug_error err = {0};
-    if (snug_graph_from_onnx(torch_ref_path("unet32.onnx", path, sizeof path), &g, &err) != SNUG_OK)
+    if (snug_graph_from_onnx(torch_ref_path(name, path, sizeof path), &g, &err) != SNUG_OK)
         fail_msg("%s", err.message);
     snug_plan_request req = snug_plan_request_default(BATCH);
     req.micro_batch = torch_ref_micro_batch(&ref, onnx_case);
@@ -74,13 +79,17 @@ static void check_case(const char *onnx_case) {
     torch_ref_free(&ref);
 }
 
-static void test_one_pass(void **state) { (void)state, check_case("one_pass"); }
-static void test_micro_batches(void **state) { (void)state, check_case("micro_batches"); }
+static void test_one_pass(void **state) { (void)state, check_case("unet32", "one_pass"); }
+static void test_micro_batches(void **state) { (void)state, check_case("unet32", "micro_batches"); }
+static void test_nearest_one_pass(void **state) { (void)state, check_case("unet32_nearest", "one_pass"); }
+static void test_nearest_micro_batches(void **state) { (void)state, check_case("unet32_nearest", "micro_batches"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_pass),
         cmocka_unit_test(test_micro_batches),
+        cmocka_unit_test(test_nearest_one_pass),
+        cmocka_unit_test(test_nearest_micro_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,6 +44,10 @@ snug_tensor snug_global_avgpool(snug_graph *g, const char *name, snug_tensor x) 
     return graph_add_node(g, &op_global_avgpool, name, &x, 1, (op_params){{0}});
 }
 
+snug_tensor snug_upsample_nearest2d(snug_graph *g, const char *name, snug_tensor x, size_t scale) {
+    return graph_add_node(g, &op_upsample_nearest2d, name, &x, 1, (op_params){.pool2d = {scale, scale, 0}});
+}
+
 snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x) {
     return graph_add_node(g, &op_gelu, name, &x, 1, (op_params){{0}});
 }

@@ -78,7 +78,8 @@ int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback);
 /* An ints attribute whose entries all equal one value in [lo, 2^20], into *v (kept when the attribute is absent). */
 bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v);
 /* The layer's name: its weight's initializer without ".weight", else the node's, else "<OpType>_<k>" (in buf). */
-const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf);
+__attribute__((nonnull(1, 2, 4))) const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight,
+                                                       char *buf);
 /* Input j of n as a value, or NULL when absent. */
 onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j);
 /* Input j as a computed tensor of snug rank `rank` (0: any), or a refusal. */
@@ -99,7 +100,9 @@ snug_status onnx_map_concat(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
  * makes of (C, H, W) (onnx_group_view), the GroupNorm PyTorch exports, fused with the Reshape back and the Mul
  * and Add of its affine into one snug groupnorm whose weight and bias are the module's. */
 snug_status onnx_map_instance_norm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
-snug_status onnx_refuse_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+/* Resize, nearest, by one whole factor on both axes of the plane: snug's upsample_nearest2d. */
+snug_status onnx_map_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+snug_status onnx_refuse_upsample(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
 /* Whether Reshape n of x to per-sample `target` is the (groups, rest) view of an image that GroupNorm's export
  * feeds to InstanceNormalization, its only reader; snug keeps the image tensor and the view's ONNX shape. */
 bool onnx_group_view(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x, const snug_shape *target);

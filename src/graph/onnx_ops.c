@@ -375,8 +375,8 @@ static const op_map OP_MAPS[] = {
     {"Dropout", map_dropout},
     /* image models (onnx_ops_image.c) */
     {"ConvTranspose", onnx_map_conv_transpose}, {"Concat", onnx_map_concat},
-    {"InstanceNormalization", onnx_map_instance_norm}, {"Resize", onnx_refuse_resize},
-    {"Upsample", onnx_refuse_resize},
+    {"InstanceNormalization", onnx_map_instance_norm}, {"Resize", onnx_map_resize},
+    {"Upsample", onnx_refuse_upsample},
 };
 
 snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {

@@ -1,8 +1,8 @@
 /* ONNX ops of image models (UNets) onto snug's builders: ConvTranspose, Concat of tensors on the channel axis,
- * InstanceNormalization, and the GroupNorm PyTorch exports, which is no ONNX op but five nodes (Reshape to
- * (groups, -1), InstanceNormalization with unit scale and zero bias, Reshape back, Mul by the weight, Add of the
- * bias): they become one snug groupnorm whose weight and bias are the module's initializers, so the plan is the
- * zoo's and the saved weights carry the state_dict's names. */
+ * Resize (nearest, a whole factor), InstanceNormalization, and the GroupNorm PyTorch exports, which is no ONNX
+ * op but five nodes (Reshape to (groups, -1), InstanceNormalization with unit scale and zero bias, Reshape
+ * back, Mul by the weight, Add of the bias): they become one snug groupnorm whose weight and bias are the
+ * module's initializers, so the plan is the zoo's and the saved weights carry the state_dict's names. */
 #include <string.h>
 
 #include "core/error.h"
@@ -199,9 +199,58 @@ snug_status onnx_map_instance_norm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_
     return bind_param(cx, t, 1, b, false, err);
 }
 
-snug_status onnx_refuse_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+/* Whether string attribute name is absent (the default, when fallback_ok) or equals one of the values. */
+static bool attr_is(const Onnx__NodeProto *n, const char *name, bool fallback_ok, const char *a, const char *b) {
+    const Onnx__AttributeProto *at = onnx_attr(n, name);
+    if (!at || !at->has_s) return fallback_ok;
+    const size_t len = at->s.len;
+    return (len == strlen(a) && memcmp(at->s.data, a, len) == 0) ||
+           (b && len == strlen(b) && memcmp(at->s.data, b, len) == 0);
+}
+
+/* Resize's whole up-sampling factor of x's plane, from constant scales (1, 1, s, s) or sizes (_, C, sH, sW); 0
+ * when it is anything else. */
+static size_t resize_factor(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x) {
+    const onnx_value *scales = input_value(cx, n, 2), *sizes = input_value(cx, n, 3);
+    const snug_shape s = x->shape;
+    double f[2] = {0, 0};
+    if (scales && scales->c && scales->c->f && scales->c->numel == 4 && !sizes) {
+        if (scales->c->f[0] != 1.0f || scales->c->f[1] != 1.0f) return 0;
+        f[0] = scales->c->f[2], f[1] = scales->c->f[3];
+    } else if (sizes && sizes->c && sizes->c->i && sizes->c->numel == 4 &&
+               (!scales || !scales->c || !scales->c->numel)) {
+        if (sizes->c->i[1] != (int64_t)s.dims[0] || sizes->c->i[2] < 1 || sizes->c->i[3] < 1) return 0;
+        if (sizes->c->i[2] % (int64_t)s.dims[1] || sizes->c->i[3] % (int64_t)s.dims[2]) return 0;
+        f[0] = (double)(sizes->c->i[2] / (int64_t)s.dims[1]), f[1] = (double)(sizes->c->i[3] / (int64_t)s.dims[2]);
+    }
+    if (f[0] != f[1] || f[0] < 1 || f[0] > 64 || f[0] != (double)(size_t)f[0]) return 0;
+    return (size_t)f[0];
+}
+
+/* Resize, nearest, by a whole factor on both axes: torch.nn.Upsample(scale_factor=s, mode="nearest") exports it
+ * with coordinate_transformation_mode "asymmetric" and nearest_mode "floor"; "half_pixel" with rounding to the
+ * nearest picks the same pixels for a whole factor. */
+snug_status onnx_map_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+    onnx_value *x;
+    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
+    if (s != SNUG_OK) return s;
+    const bool asymmetric = attr_is(n, "coordinate_transformation_mode", false, "asymmetric", NULL) &&
+                            attr_is(n, "nearest_mode", false, "floor", NULL);
+    const bool half_pixel = attr_is(n, "coordinate_transformation_mode", true, "half_pixel", NULL) &&
+                            attr_is(n, "nearest_mode", true, "round_prefer_floor", "round_prefer_ceil");
+    const size_t factor = plain(cx, x) ? resize_factor(cx, n, x) : 0;
+    if (!attr_is(n, "mode", true, "nearest", NULL) || !(asymmetric || half_pixel) || factor == 0)
+        return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Resize as nearest up-sampling of the plane by one whole "
+                         "factor (torch.nn.Upsample(scale_factor=2, mode=\"nearest\")): mode nearest, "
+                         "coordinate_transformation_mode asymmetric with nearest_mode floor (or half_pixel with "
+                         "round_prefer_floor or round_prefer_ceil), constant scales (1, 1, s, s) or sizes; not "
+                         "bilinear or bicubic interpolation, nor other factors");
+    char buf[SNUG_NAME_MAX];
+    return set_out(cx, n, snug_upsample_nearest2d(cx->g, layer_name(cx, n, NULL, buf), x->t, factor), NULL, err);
+}
+
+snug_status onnx_refuse_upsample(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     (void)n;
-    return onnx_fail(cx, err, SNUG_E_ARG, "snug has no interpolating up-sampling layer yet: up-sample with "
-                     "torch.nn.ConvTranspose2d(channels, channels_out, 2, stride=2), which snug maps (the zoo's "
-                     "unet does)");
+    return onnx_fail(cx, err, SNUG_E_ARG, "Upsample is ONNX's op before opset 10: export with opset_version=13, "
+                     "which writes torch.nn.Upsample as Resize, which snug maps (nearest, a whole factor)");
 }

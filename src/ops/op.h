@@ -174,6 +174,7 @@ extern const op_desc op_dropout;
 extern const op_desc op_conv_transpose2d;
 extern const op_desc op_concat;
 extern const op_desc op_global_avgpool;
+extern const op_desc op_upsample_nearest2d;
 extern const op_desc op_gelu;
 extern const op_desc op_embedding;
 extern const op_desc op_position_embedding;

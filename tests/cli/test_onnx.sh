@@ -24,7 +24,7 @@ expect_in "$ERR" "cnn.onnx: cannot open the ONNX model"
 
 for bad in unknown_op:"(Tanh, opset 15)" bad_attribute:"dilation" dynamic_shape:"dynamic" \
            old_opset:"opset_version=13" overpadded_maxpool:"at most half the kernel" truncated:"not an ONNX model" \
-           garbage:"not an ONNX model" resize:"(Resize, opset 15)" \
+           garbage:"not an ONNX model" resize_linear:"(Resize, opset 15)" \
            conv_transpose_output_padding:"no output_padding" groupnorm_without_affine:"affine=True"; do
     file=${bad%%:*} phrase=${bad#*:}
     run "refused: $file" plan --model "$MODELS/bad/$file.onnx" --batch 8
