@@ -283,9 +283,9 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale);
 
 /* Model files (docs/model-files.md): a network as an INI-like layer list. A [model] section gives the input
  * (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per layer in
- * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, global_avgpool,
- * flatten, dropout, add, concat, batchnorm2d, groupnorm, layernorm, embedding, position_embedding, linear_tied,
- * self_attention, softmax_cross_entropy) and that type's keys, which are the builder arguments above. A layer reads
+ * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, upsample_nearest2d,
+ * global_avgpool, flatten, dropout, add, concat, batchnorm2d, groupnorm, layernorm, embedding, position_embedding,
+ * linear_tied, self_attention, softmax_cross_entropy) and that type's keys, which are the builder arguments above. A layer reads
  * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
  * `inputs = A, B`. The last layer is the loss. Every problem is reported as
  * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),

@@ -430,6 +430,14 @@ static void test_keys_and_defaults(void **state) {
     assert_string_equal(g->name, "seq");
     assert_false(node_named(g, "s")->p.attention.causal); /* the default */
     snug_graph_free(g);
+
+    g = parse_ok("[model]\ninput = image 2 3 5\n[u]\ntype = upsample_nearest2d\n[v]\ntype = upsample_nearest2d\n"
+                 "scale = 3\n[loss]\ntype = softmax_cross_entropy\n");
+    assert_int_equal(node_named(g, "u")->p.pool2d.stride, 2); /* the default scale */
+    const snug_shape up = g->tensors[node_named(g, "v")->output].shape;
+    assert_int_equal(up.dims[1], 3 * 2 * 3);
+    assert_int_equal(up.dims[2], 5 * 2 * 3);
+    snug_graph_free(g);
 }
 
 /* snug_model_load, and snug_model_builtin given a path. */

@@ -70,6 +70,9 @@ static snug_tensor b_gelu(snug_graph *g, const char *n, const snug_tensor *in, c
 static snug_tensor b_maxpool2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     return snug_maxpool2d_padded(g, n, in[0], v[0].z, v[1].z, v[2].z);
 }
+static snug_tensor b_upsample_nearest2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    return snug_upsample_nearest2d(g, n, in[0], v[0].z);
+}
 static snug_tensor b_global_avgpool(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     (void)v;
     return snug_global_avgpool(g, n, in[0]);
@@ -126,6 +129,7 @@ static const layer_type types[] = {
     {"relu", 1, b_relu, {{0}}},
     {"gelu", 1, b_gelu, {{0}}},
     {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}, {"padding", V_SIZE, "0"}}},
+    {"upsample_nearest2d", 1, b_upsample_nearest2d, {{"scale", V_SIZE, "2"}}},
     {"global_avgpool", 1, b_global_avgpool, {{0}}},
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},
@@ -143,9 +147,9 @@ static const layer_type types[] = {
 #define NTYPES (sizeof types / sizeof types[0])
 
 static const char *const type_names[NTYPES + 1] = {
-    "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "maxpool2d", "global_avgpool", "flatten", "dropout",
-    "add", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding", "linear_tied",
-    "self_attention", "softmax_cross_entropy", NULL};
+    "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "maxpool2d", "upsample_nearest2d", "global_avgpool",
+    "flatten", "dropout", "add", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
+    "linear_tied", "self_attention", "softmax_cross_entropy", NULL};
 
 const char *const *mf_layer_types(void) { return type_names; }
 
