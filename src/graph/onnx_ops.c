@@ -372,12 +372,37 @@ static const op_map OP_MAPS[] = {
     {"AveragePool", map_avgpool}, {"Flatten", map_flatten},
     {"Reshape", map_reshape},   {"Identity", map_identity},
     {"Dropout", map_dropout},
+    /* sequence models (onnx_ops_sequence.c): onnx_map_sequence takes these ops where a pattern begins or goes
+     * on; met anywhere else they are refused by onnx_map_pattern_only, which says which pattern snug maps */
+    {"Gather", onnx_map_pattern_only},  {"Slice", onnx_map_pattern_only}, {"Split", onnx_map_pattern_only},
+    {"Transpose", onnx_map_pattern_only}, {"Softmax", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
+    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_pattern_only}, {"Mul", onnx_map_pattern_only},
+    {"Div", onnx_map_pattern_only}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
+    {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},
+    {"LayerNormalization", onnx_map_pattern_only},
 };
+
+/* ---- sequence models: onnx_ops.c's helpers for onnx_ops_sequence.c ---- */
+const char *onnx_layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf) {
+    return buf ? layer_name(cx, n, weight, buf) : NULL;
+}
+
+snug_status onnx_set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
+                         snug_error *err) {
+    return set_out(cx, n, t, onnx_shape, err);
+}
+
+snug_status onnx_bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
+    return bind_param(cx, t, k, cv, transpose, err);
+}
 
 snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
         return onnx_fail(cx, err, SNUG_E_ARG, "domain '%s' is not ONNX's own: export without custom ops",
                          n->domain);
+    bool taken = false; /* sequence models: patterns first (onnx_ops_sequence.c) */
+    const snug_status s = onnx_map_sequence(cx, n, &taken, err);
+    if (taken) return s;
     for (size_t j = 0; j < sizeof OP_MAPS / sizeof OP_MAPS[0]; j++)
         if (strcmp(n->op_type, OP_MAPS[j].op_type) == 0) return OP_MAPS[j].map(cx, n, err);
     return onnx_fail(cx, err, SNUG_E_ARG, "snug does not train this op yet (docs/onnx.md lists those it maps): "
