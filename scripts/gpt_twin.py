@@ -6,9 +6,13 @@ mask filled with -inf, softmax, the weighted sum of v, nn.GELU and nn.LayerNorm.
 make_references.py's gpt() is the same network written functionally.
 
     /usr/bin/python3 scripts/gpt_twin.py OUT.onnx [--opset N] [--context T]   (default opset 13, T = 256)
+    /usr/bin/python3 scripts/gpt_twin.py --out-dir DIR     (DIR/gpt_opset13.onnx and DIR/gpt_opset17.onnx, which
+                                                            writes LayerNormalization; the tests' fixture)
 """
 import math
+import os
 import sys
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -62,6 +66,7 @@ class Gpt(nn.Module):
 
 
 def export(path, opset=13, context=CONTEXT, seed=22, **sizes):
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # math.sqrt(D) is meant as a constant
     torch.manual_seed(seed)
     net = Gpt(context=context, **sizes).train()
     tokens = torch.zeros(1, context, dtype=torch.int64)
@@ -73,6 +78,11 @@ def export(path, opset=13, context=CONTEXT, seed=22, **sizes):
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    if args[:1] == ["--out-dir"]:
+        os.makedirs(args[1], exist_ok=True)
+        for opset in (13, 17):
+            export(os.path.join(args[1], f"gpt_opset{opset}.onnx"), opset)
+        sys.exit(0)
     opset = int(args[args.index("--opset") + 1]) if "--opset" in args else 13
     context = int(args[args.index("--context") + 1]) if "--context" in args else CONTEXT
     export(args[0], opset, context)
