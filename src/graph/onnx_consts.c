@@ -227,12 +227,13 @@ static snug_status fold_concat(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_cons
 
 static snug_status fold_cast(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_const *x, snug_error *err) {
     const Onnx__AttributeProto *to = onnx_attr(n, "to");
-    if (!to || (to->i != DT_FLOAT && to->i != DT_INT64 && to->i != DT_INT32))
-        return onnx_fail(cx, err, SNUG_E_ARG, "a constant Cast folds to float, int32 or int64 only");
+    if (!to || (to->i != DT_FLOAT && to->i != DT_INT64 && to->i != DT_INT32 && to->i != DT_BOOL))
+        return onnx_fail(cx, err, SNUG_E_ARG, "a constant Cast folds to float, int32, int64 or bool only");
     onnx_const *c = const_new(x->rank, x->dims, to->i == DT_FLOAT);
     for (size_t j = 0; c && j < x->numel; j++) {
         if (c->f) c->f[j] = x->f ? x->f[j] : (float)x->i[j];
         else c->i[j] = x->i ? x->i[j] : (int64_t)x->f[j];
+        if (to->i == DT_BOOL && c->i) c->i[j] = c->i[j] != 0; /* a causal mask's flags */
     }
     return set_output(cx, n, c, err);
 }
@@ -262,7 +263,17 @@ snug_status onnx_fold(onnx_ctx *cx, const Onnx__NodeProto *n, bool *done, snug_e
     if (strcmp(op, "Concat") == 0) return fold_concat(cx, n, c, n->n_input, err);
     if (strcmp(op, "Cast") == 0) return fold_cast(cx, n, c[0], err);
     if (strcmp(op, "Identity") == 0) return set_output(cx, n, const_copy(c[0], c[0]->rank, c[0]->dims), err);
+    bool taken = false; /* Slice, Not, Transpose of a weight, shape arithmetic: onnx_ops_sequence.c */
+    const snug_status s = onnx_fold_sequence(cx, n, &taken, err);
+    if (taken) return s;
     return onnx_fail(cx, err, SNUG_E_ARG, "%s on constants is not folded (snug folds Constant, Shape, Gather, "
-                     "Unsqueeze, Squeeze, Concat, Cast and Identity): export with do_constant_folding=True, which "
+                     "Unsqueeze, Squeeze, Concat, Cast, Identity, Slice, Not and integer arithmetic): export with do_constant_folding=True, which "
                      "folds it in the exporter", op);
+}
+
+/* for the pattern files (onnx_ops_sequence.c) */
+onnx_const *onnx_const_new(int rank, const int64_t *dims, bool is_float) { return const_new(rank, dims, is_float); }
+
+snug_status onnx_set_const(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_const *c, snug_error *err) {
+    return set_output(cx, n, c, err);
 }

@@ -27,6 +27,24 @@ typedef struct onnx_const {
     int64_t *i;      /* int64 data, or NULL */
 } onnx_const;
 
+/* A value part-way through a pattern that becomes one snug layer (onnx_ops_sequence.c): the rows [0, T) of a
+ * position table, an initializer's transpose (a Linear's weight as MatMul reads it), or a step of the attention
+ * pattern (Split of qkv -> heads -> q k^T -> scale -> causal mask -> Softmax -> times v -> heads merged). */
+typedef enum onnx_pending_kind {
+    ONNX_PEND_NONE, ONNX_PEND_ROWS, ONNX_PEND_WT, ONNX_PEND_PART, ONNX_PEND_HEADS, ONNX_PEND_HM, ONNX_PEND_KT,
+    ONNX_PEND_SCORES, ONNX_PEND_PROBS, ONNX_PEND_OUT, ONNX_PEND_OUT_T
+} onnx_pending_kind;
+
+typedef struct onnx_pending {
+    onnx_pending_kind kind;
+    struct onnx_value *w; /* ROWS, WT: the initializer */
+    snug_tensor src;      /* attention: the qkv tensor (T, 3C) the parts come from */
+    int part;             /* 0 queries, 1 keys, 2 values */
+    size_t heads;
+    double scale;         /* what the scores were multiplied by so far */
+    bool causal;
+} onnx_pending;
+
 /* An ONNX value: a constant, or a snug tensor with its ONNX per-sample shape (the batch axis dropped), which
  * can differ from the snug tensor's in unit axes (GlobalAveragePool's (C, 1, 1) is snug's (C)). */
 typedef struct onnx_value {
@@ -35,6 +53,7 @@ typedef struct onnx_value {
     snug_tensor t;        /* the snug tensor, when not a constant */
     snug_shape shape;     /* ONNX per-sample shape of t */
     bool bound;           /* a constant already a layer's parameter (a second use would tie weights) */
+    onnx_pending p;       /* kind ONNX_PEND_NONE unless a pattern is under way */
 } onnx_value;
 
 typedef struct onnx_ctx {
@@ -69,28 +88,42 @@ snug_status onnx_fold(onnx_ctx *cx, const Onnx__NodeProto *n, bool *done, snug_e
 /* Maps node n onto snug's builders (every op snug trains), or refuses it with what to do. */
 snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
 
+/* Sequence models (onnx_ops_sequence.c): the patterns a transformer exports (LayerNorm, GELU, embeddings,
+ * Linear on sequences, attention) and the constant folding around them. Called before the table: *taken is set
+ * when the node is one of them (an input under way in a pattern, or an op these patterns begin with). */
+snug_status onnx_map_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *taken, snug_error *err);
+/* Folds a node all of whose inputs are constants, for onnx_fold: Slice, Not, integer Add/Sub/Mul/Div; a Slice
+ * of rows or a Transpose of a float initializer becomes a pending value (a parameter, not a constant). */
+snug_status onnx_fold_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *taken, snug_error *err);
+/* The rows of OP_MAPS' "sequence models" block: ops that appear only inside those patterns. */
+snug_status onnx_map_pattern_only(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+
+/* onnx_consts.c's: a zeroed constant (NULL for a bad shape or out of memory), and a node's output set to one. */
+onnx_const *onnx_const_new(int rank, const int64_t *dims, bool is_float);
+snug_status onnx_set_const(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_const *c, snug_error *err);
+
 /* Attributes: the one called name, or NULL. */
 const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name);
 
 /* ---- onnx_ops.c's helpers, shared with the op files of other model families ---- */
 
-int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback);
+int64_t onnx_attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback);
 /* An ints attribute whose entries all equal one value in [lo, 2^20], into *v (kept when the attribute is absent). */
-bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v);
+bool onnx_attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v);
 /* The layer's name: its weight's initializer without ".weight", else the node's, else "<OpType>_<k>" (in buf). */
-__attribute__((nonnull(1, 2, 4))) const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight,
+__attribute__((nonnull(1, 2, 4))) const char *onnx_layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight,
                                                        char *buf);
 /* Input j of n as a value, or NULL when absent. */
-onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j);
+onnx_value *onnx_input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j);
 /* Input j as a computed tensor of snug rank `rank` (0: any), or a refusal. */
-snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
+snug_status onnx_tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
 /* Input j as a float initializer of rank `rank` (0: any), or a refusal. */
-snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
+snug_status onnx_const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v, snug_error *err);
 /* n's output is snug tensor t (a failed builder's status when t < 0) with ONNX shape onnx_shape (NULL: t's). */
-snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
+snug_status onnx_set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
                     snug_error *err);
 /* Parameter k of the layer that made t starts from constant cv and takes its name (NULL cv: nothing). */
-snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err);
+snug_status onnx_bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err);
 
 /* ---- image models (onnx_ops_image.c) ---- */
 

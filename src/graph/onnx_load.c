@@ -82,8 +82,8 @@ static snug_status read_initializers(onnx_ctx *cx, snug_error *err) {
     return SNUG_OK;
 }
 
-/* The one graph input that is not an initializer: float32, (N, F) or (N, C, H, W), every dimension but the
- * batch fixed. (N, F) becomes snug's (F, 1, 1) input, flattened. */
+/* The one graph input that is not an initializer: float32, (N, F) or (N, C, H, W), or int64 token ids (N, T),
+ * every dimension but the batch fixed. (N, F) becomes snug's (F, 1, 1) input, flattened; (N, T) snug's tokens. */
 static snug_status make_input(onnx_ctx *cx, snug_error *err) {
     const Onnx__ValueInfoProto *in = NULL;
     for (size_t j = 0; j < cx->gp->n_input; j++) {
@@ -97,8 +97,10 @@ static snug_status make_input(onnx_ctx *cx, snug_error *err) {
     const Onnx__TypeProto *ty = in->type;
     const Onnx__TensorShapeProto *sh = ty && ty->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE
                                            ? ty->tensor_type->shape : NULL;
-    if (!sh || ty->tensor_type->elem_type != 1)
-        return onnx_fail(cx, err, SNUG_E_ARG, "input '%s' must be a float32 tensor with a shape", in->name);
+    const bool tokens = sh && ty->tensor_type->elem_type == 7 && sh->n_dim == 2; /* int64 (N, T): token ids */
+    if (!sh || (ty->tensor_type->elem_type != 1 && !tokens))
+        return onnx_fail(cx, err, SNUG_E_ARG, "input '%s' must be a float32 tensor, or int64 token ids (N, T), "
+                         "with a shape", in->name);
     if (sh->n_dim != 2 && sh->n_dim != 4)
         return onnx_fail(cx, err, SNUG_E_ARG, "input '%s' has rank %zu: snug takes (N, features) or (N, C, H, W)",
                          in->name, sh->n_dim);
@@ -116,9 +118,9 @@ static snug_status make_input(onnx_ctx *cx, snug_error *err) {
     if (!v) return onnx_fail(cx, err, SNUG_E_OOM, "out of memory");
     char name[SNUG_NAME_MAX];
     snprintf(name, sizeof name, "%.*s", SNUG_NAME_MAX - 6, in->name);
-    v->t = snug_input(cx->g, name, d[0], d[1], d[2]);
+    v->t = tokens ? snug_input_tokens(cx->g, name, d[0]) : snug_input(cx->g, name, d[0], d[1], d[2]);
     v->shape = snug_tensor_shape(cx->g, v->t);
-    if (sh->n_dim == 2) {
+    if (sh->n_dim == 2 && !tokens) {
         snprintf(name + strlen(name), 6, ".flat");
         v->t = snug_flatten(cx->g, name, v->t);
         v->shape = (snug_shape){.rank = 1, .dims = {d[0]}};

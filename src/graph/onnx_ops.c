@@ -15,7 +15,7 @@ const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name
     return NULL;
 }
 
-int64_t attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback) {
+int64_t onnx_attr_int(const Onnx__NodeProto *n, const char *name, int64_t fallback) {
     const Onnx__AttributeProto *a = onnx_attr(n, name);
     return a ? a->i : fallback;
 }
@@ -27,7 +27,7 @@ static float attr_float(const Onnx__NodeProto *n, const char *name, float fallba
 
 /* An ints attribute whose entries must all equal one value (square kernels, equal strides and pads); *v keeps
  * its fallback when the attribute is absent. False for unequal entries or a value outside [lo, 2^20]. */
-bool attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v) {
+bool onnx_attr_uniform(const Onnx__NodeProto *n, const char *name, int64_t lo, int64_t *v) {
     const Onnx__AttributeProto *a = onnx_attr(n, name);
     if (!a) return true;
     if (a->n_ints == 0) return false;
@@ -44,7 +44,7 @@ static bool name_free(const onnx_ctx *cx, const char *s) {
 }
 
 /* The layer's name: its weight's initializer without ".weight", else the node's name, else "<OpType>_<k>". */
-const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf) {
+const char *onnx_layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weight, char *buf) {
     size_t len = weight ? strlen(weight) : 0;
     if (len > 7 && len - 7 < SNUG_NAME_MAX && strcmp(weight + len - 7, ".weight") == 0) {
         memcpy(buf, weight, len - 7);
@@ -57,14 +57,14 @@ const char *layer_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *weigh
     return buf;
 }
 
-onnx_value *input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j) {
+onnx_value *onnx_input_value(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j) {
     return j < n->n_input && n->input[j] && *n->input[j] ? onnx_find(cx, n->input[j]) : NULL;
 }
 
 /* Input j as a snug tensor of snug rank `rank` (0: any). */
-snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
+snug_status onnx_tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
                              snug_error *err) {
-    *v = input_value(cx, n, j);
+    *v = onnx_input_value(cx, n, j);
     if (!*v || (*v)->c)
         return onnx_fail(cx, err, SNUG_E_ARG, "input %zu must be a tensor computed from the model input, not %s",
                          j, *v ? "a constant" : "missing");
@@ -76,16 +76,16 @@ snug_status tensor_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank
     return SNUG_OK;
 }
 
-snug_status const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
+snug_status onnx_const_in(onnx_ctx *cx, const Onnx__NodeProto *n, size_t j, int rank, onnx_value **v,
                             snug_error *err) {
-    *v = input_value(cx, n, j);
+    *v = onnx_input_value(cx, n, j);
     if (!*v || !(*v)->c || !(*v)->c->f || (rank && (*v)->c->rank != rank))
         return onnx_fail(cx, err, SNUG_E_ARG, "input %zu must be a float initializer of rank %d (a weight): "
                          "snug trains weights held in initializers", j, rank);
     return SNUG_OK;
 }
 
-snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
+snug_status onnx_set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const snug_shape *onnx_shape,
                            snug_error *err) {
     if (t < 0) {
         snug_error e = {0};
@@ -102,7 +102,7 @@ snug_status set_out(onnx_ctx *cx, const Onnx__NodeProto *n, snug_tensor t, const
 
 /* Parameter k of the layer that made t starts from constant c (transposed for a (K, N) MatMul weight) and takes
  * its name. NULL c: the layer has no such parameter (a Conv or Gemm without bias is built without one). */
-snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
+snug_status onnx_bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool transpose, snug_error *err) {
     if (!cv) return SNUG_OK;
     graph_param *p = &cx->g->params[cx->g->nodes[cx->g->tensors[t].producer].params[k]];
     const onnx_const *c = cv->c;
@@ -134,10 +134,10 @@ snug_status bind_param(onnx_ctx *cx, snug_tensor t, int k, onnx_value *cv, bool 
  * bias (input 2) one too. */
 static snug_status layer_inputs(onnx_ctx *cx, const Onnx__NodeProto *n, int x_rank, int w_rank, onnx_value **x,
                                 onnx_value **w, onnx_value **b, snug_error *err) {
-    *b = input_value(cx, n, 2);
-    snug_status s = tensor_in(cx, n, 0, x_rank, x, err);
-    if (s == SNUG_OK) s = const_in(cx, n, 1, w_rank, w, err);
-    if (s == SNUG_OK && *b) s = const_in(cx, n, 2, 0, b, err);
+    *b = onnx_input_value(cx, n, 2);
+    snug_status s = onnx_tensor_in(cx, n, 0, x_rank, x, err);
+    if (s == SNUG_OK) s = onnx_const_in(cx, n, 1, w_rank, w, err);
+    if (s == SNUG_OK && *b) s = onnx_const_in(cx, n, 2, 0, b, err);
     return s;
 }
 
@@ -146,24 +146,24 @@ static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
     snug_status s = layer_inputs(cx, n, 3, 4, &x, &w, &b, err);
     if (s != SNUG_OK) return s;
     if (w->c->numel == 0) return onnx_fail(cx, err, SNUG_E_ARG, "weight '%s' is empty", w->name);
-    int64_t k = w->c->dims[2], stride = 1, pad = 0, dil = 1, group = attr_int(n, "group", 1);
+    int64_t k = w->c->dims[2], stride = 1, pad = 0, dil = 1, group = onnx_attr_int(n, "group", 1);
     const Onnx__AttributeProto *ap = onnx_attr(n, "auto_pad");
-    if (w->c->dims[2] != w->c->dims[3] || !attr_uniform(n, "kernel_shape", 1, &k) || k != w->c->dims[2])
+    if (w->c->dims[2] != w->c->dims[3] || !onnx_attr_uniform(n, "kernel_shape", 1, &k) || k != w->c->dims[2])
         return onnx_fail(cx, err, SNUG_E_ARG, "kernel %lldx%lld: snug's convolutions have square kernels",
                          (long long)w->c->dims[2], (long long)w->c->dims[3]);
-    if (!attr_uniform(n, "strides", 1, &stride) || !attr_uniform(n, "pads", 0, &pad) ||
-        !attr_uniform(n, "dilations", 1, &dil) || dil != 1 || group < 1 ||
+    if (!onnx_attr_uniform(n, "strides", 1, &stride) || !onnx_attr_uniform(n, "pads", 0, &pad) ||
+        !onnx_attr_uniform(n, "dilations", 1, &dil) || dil != 1 || group < 1 ||
         (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0)))
         return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one stride for both axes, the same "
                          "padding on every side, no dilation and explicit pads (no auto_pad): change the layer");
     char buf[SNUG_NAME_MAX];
-    const char *name = layer_name(cx, n, w->name, buf);
+    const char *name = onnx_layer_name(cx, n, w->name, buf);
     const size_t co = (size_t)w->c->dims[0], ks = (size_t)k, st = (size_t)stride, pd = (size_t)pad, gr = (size_t)group;
     snug_tensor t = b ? snug_conv2d_grouped(cx->g, name, x->t, co, ks, st, pd, gr)
                       : snug_conv2d_no_bias(cx->g, name, x->t, co, ks, st, pd, gr);
-    if ((s = set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
-    if ((s = bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
-    return bind_param(cx, t, 1, b, false, err);
+    if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
+    if ((s = onnx_bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
+    return onnx_bind_param(cx, t, 1, b, false, err);
 }
 
 /* A linear layer y = x W^T + b: Gemm's B as it is (transB = 1, PyTorch's layout) or transposed. */
@@ -175,28 +175,28 @@ static snug_status linear_layer(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_val
         return onnx_fail(cx, err, SNUG_E_SHAPE, "bias '%s' has %zu elements for %zu outputs", b->name,
                          b->c->numel, out);
     char buf[SNUG_NAME_MAX];
-    const char *name = layer_name(cx, n, w->name, buf);
+    const char *name = onnx_layer_name(cx, n, w->name, buf);
     snug_tensor t = b ? snug_linear(cx->g, name, x->t, out) : snug_linear_no_bias(cx->g, name, x->t, out);
-    snug_status s = set_out(cx, n, t, NULL, err);
-    if (s == SNUG_OK) s = bind_param(cx, t, 0, w, w_kn, err);
-    return s == SNUG_OK ? bind_param(cx, t, 1, b, false, err) : s;
+    snug_status s = onnx_set_out(cx, n, t, NULL, err);
+    if (s == SNUG_OK) s = onnx_bind_param(cx, t, 0, w, w_kn, err);
+    return s == SNUG_OK ? onnx_bind_param(cx, t, 1, b, false, err) : s;
 }
 
 static snug_status map_gemm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x, *w, *b;
     snug_status s = layer_inputs(cx, n, 1, 2, &x, &w, &b, err);
     if (s != SNUG_OK) return s;
-    if (attr_int(n, "transA", 0) != 0 || attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
+    if (onnx_attr_int(n, "transA", 0) != 0 || attr_float(n, "alpha", 1.0f) != 1.0f || attr_float(n, "beta", 1.0f) != 1.0f)
         return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Gemm with transA = 0, alpha = 1 and beta = 1 (what "
                          "torch.nn.Linear exports)");
-    return linear_layer(cx, n, x, w, attr_int(n, "transB", 0) == 0, b, err);
+    return linear_layer(cx, n, x, w, onnx_attr_int(n, "transB", 0) == 0, b, err);
 }
 
 /* MatMul by a (K, N) initializer, and the Add of a bias right after it when that Add is its only reader. */
 static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x, *w, *b = NULL;
-    snug_status s = tensor_in(cx, n, 0, 1, &x, err);
-    if (s == SNUG_OK) s = const_in(cx, n, 1, 2, &w, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 1, &x, err);
+    if (s == SNUG_OK) s = onnx_const_in(cx, n, 1, 2, &w, err);
     if (s != SNUG_OK) return s;
     const Onnx__NodeProto *reader = NULL;
     int at = -1, readers = 0;
@@ -207,7 +207,7 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
     for (size_t i = 0; i < cx->gp->n_output; i++)
         if (cx->gp->output[i]->name && strcmp(cx->gp->output[i]->name, n->output[0]) == 0) readers++;
     if (readers == 1 && strcmp(reader->op_type, "Add") == 0 && reader->n_input == 2 && reader->n_output >= 1) {
-        b = input_value(cx, reader, strcmp(reader->input[0], n->output[0]) == 0 ? 1 : 0);
+        b = onnx_input_value(cx, reader, strcmp(reader->input[0], n->output[0]) == 0 ? 1 : 0);
         if (b && (!b->c || !b->c->f || b->c->numel != (size_t)w->c->dims[1])) b = NULL;
     }
     if ((s = linear_layer(cx, n, x, w, true, b, err)) != SNUG_OK || !b) return s;
@@ -220,25 +220,25 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
 }
 
 static snug_status map_add(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    onnx_value *a = input_value(cx, n, 0), *b = input_value(cx, n, 1);
+    onnx_value *a = onnx_input_value(cx, n, 0), *b = onnx_input_value(cx, n, 1);
     if (!a || !b || a->c || b->c)
         return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Add of two computed tensors of one shape (residuals) "
                          "and a bias Add right after a MatMul; other Adds (constants, broadcasting) not yet");
     char buf[SNUG_NAME_MAX];
-    return set_out(cx, n, snug_add(cx->g, layer_name(cx, n, NULL, buf), a->t, b->t), &a->shape, err);
+    return onnx_set_out(cx, n, snug_add(cx->g, onnx_layer_name(cx, n, NULL, buf), a->t, b->t), &a->shape, err);
 }
 
 static snug_status map_relu(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 0, &x, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
     char buf[SNUG_NAME_MAX];
-    return s != SNUG_OK ? s : set_out(cx, n, snug_relu(cx->g, layer_name(cx, n, NULL, buf), x->t), &x->shape, err);
+    return s != SNUG_OK ? s : onnx_set_out(cx, n, snug_relu(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t), &x->shape, err);
 }
 
 static snug_status map_batchnorm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x, *stats[4];
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
-    for (size_t j = 0; s == SNUG_OK && j < 4; j++) s = const_in(cx, n, j + 1, 1, &stats[j], err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
+    for (size_t j = 0; s == SNUG_OK && j < 4; j++) s = onnx_const_in(cx, n, j + 1, 1, &stats[j], err);
     if (s != SNUG_OK) return s;
     /* ONNX's momentum is the share the running statistics keep, PyTorch's (snug's) the new batch's: an exported
      * 0.1 arrives as the float 0.9f, whose complement is 0.1 only to six digits, which recovers it */
@@ -246,74 +246,74 @@ static snug_status map_batchnorm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_er
     snprintf(digits, sizeof digits, "%.6g", 1.0 - (double)attr_float(n, "momentum", 0.9f));
     const float eps = attr_float(n, "epsilon", 1e-5f), momentum = strtof(digits, NULL);
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_batchnorm2d(cx->g, layer_name(cx, n, stats[0]->name, buf), x->t, eps, momentum);
-    if ((s = set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
-    for (int k = 0; s == SNUG_OK && k < 4; k++) s = bind_param(cx, t, k, stats[k], false, err);
+    snug_tensor t = snug_batchnorm2d(cx->g, onnx_layer_name(cx, n, stats[0]->name, buf), x->t, eps, momentum);
+    if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
+    for (int k = 0; s == SNUG_OK && k < 4; k++) s = onnx_bind_param(cx, t, k, stats[k], false, err);
     return s;
 }
 
 static snug_status map_maxpool(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
     if (s != SNUG_OK) return s;
     int64_t k = 0, stride = 1, pad = 0, dil = 1;
-    if (!onnx_attr(n, "kernel_shape") || !attr_uniform(n, "kernel_shape", 1, &k) ||
-        !attr_uniform(n, "strides", 1, &stride) || !attr_uniform(n, "dilations", 1, &dil) || dil != 1 ||
-        attr_int(n, "ceil_mode", 0) != 0 || !attr_uniform(n, "pads", 0, &pad) || pad > k / 2 ||
+    if (!onnx_attr(n, "kernel_shape") || !onnx_attr_uniform(n, "kernel_shape", 1, &k) ||
+        !onnx_attr_uniform(n, "strides", 1, &stride) || !onnx_attr_uniform(n, "dilations", 1, &dil) || dil != 1 ||
+        onnx_attr_int(n, "ceil_mode", 0) != 0 || !onnx_attr_uniform(n, "pads", 0, &pad) || pad > k / 2 ||
         onnx_attr(n, "auto_pad") || n->n_output > 1)
         return onnx_fail(cx, err, SNUG_E_ARG, "snug's max pooling takes a square kernel, one stride, the same "
                          "padding on every side (at most half the kernel), no dilation, no ceil_mode and no "
                          "Indices output: change the layer");
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_maxpool2d_padded(cx->g, layer_name(cx, n, NULL, buf), x->t, (size_t)k, (size_t)stride,
+    snug_tensor t = snug_maxpool2d_padded(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, (size_t)k, (size_t)stride,
                                           (size_t)pad);
-    return set_out(cx, n, t, NULL, err);
+    return onnx_set_out(cx, n, t, NULL, err);
 }
 
 /* GlobalAveragePool, and AveragePool whose window is the whole plane: snug's (C), ONNX's (C, 1, 1). */
 static snug_status map_avgpool(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
     if (s != SNUG_OK) return s;
     if (strcmp(n->op_type, "AveragePool") == 0) {
         const Onnx__AttributeProto *k = onnx_attr(n, "kernel_shape");
         int64_t pad = 0;
         if (!k || k->n_ints != 2 || (size_t)k->ints[0] != x->shape.dims[1] || (size_t)k->ints[1] != x->shape.dims[2] ||
-            !attr_uniform(n, "pads", 0, &pad) || pad != 0 || attr_int(n, "ceil_mode", 0) != 0)
+            !onnx_attr_uniform(n, "pads", 0, &pad) || pad != 0 || onnx_attr_int(n, "ceil_mode", 0) != 0)
             return onnx_fail(cx, err, SNUG_E_ARG, "snug maps AveragePool only over the whole plane (global "
                              "average pooling) yet");
     }
     char buf[SNUG_NAME_MAX];
-    snug_tensor t = snug_global_avgpool(cx->g, layer_name(cx, n, NULL, buf), x->t);
+    snug_tensor t = snug_global_avgpool(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t);
     const snug_shape s3 = {.rank = 3, .dims = {x->shape.dims[0], 1, 1}};
-    return set_out(cx, n, t, &s3, err);
+    return onnx_set_out(cx, n, t, &s3, err);
 }
 
 /* A view to (numel): snug_flatten, or the tensor itself when snug already holds it flat. */
 static snug_status flat_out(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, snug_error *err) {
     char buf[SNUG_NAME_MAX];
     const snug_tensor t = snug_tensor_shape(cx->g, x->t).rank == 1
-                              ? x->t : snug_flatten(cx->g, layer_name(cx, n, NULL, buf), x->t);
-    return set_out(cx, n, t, NULL, err);
+                              ? x->t : snug_flatten(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t);
+    return onnx_set_out(cx, n, t, NULL, err);
 }
 
 static snug_status map_flatten(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 0, &x, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
     if (s != SNUG_OK) return s;
-    int64_t axis = attr_int(n, "axis", 1);
+    int64_t axis = onnx_attr_int(n, "axis", 1);
     if (axis < 0) axis += x->shape.rank + 1;
     if (axis != 1)
         return onnx_fail(cx, err, SNUG_E_ARG, "Flatten with axis %lld: snug flattens each sample (axis 1)",
-                         (long long)attr_int(n, "axis", 1));
+                         (long long)onnx_attr_int(n, "axis", 1));
     return flat_out(cx, n, x, err);
 }
 
 /* Reshape to (batch, -1) or (batch, numel) is a flatten; to the same shape, nothing. The first entry is the
  * batch: Shape's folded batch, 0 (copy), -1 or the exported batch size. */
 static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    onnx_value *x, *sv = input_value(cx, n, 1);
-    snug_status s = tensor_in(cx, n, 0, 0, &x, err);
+    onnx_value *x, *sv = onnx_input_value(cx, n, 1);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
     if (s != SNUG_OK) return s;
     const onnx_const *c = sv ? sv->c : NULL;
     if (!c || !c->i || c->rank != 1 || c->numel < 1 || c->numel > SNUG_MAX_DIMS + 1)
@@ -337,27 +337,27 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     if (out.rank == 1) return flat_out(cx, n, x, err);
     bool same = out.rank == x->shape.rank;
     for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
-    if (same) return set_out(cx, n, x->t, &x->shape, err);
-    if (onnx_group_view(cx, n, x, &out)) return set_out(cx, n, x->t, &out, err);
+    if (same) return onnx_set_out(cx, n, x->t, &x->shape, err);
+    if (onnx_group_view(cx, n, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
     return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample only, yet");
 }
 
 static snug_status map_identity(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 0, &x, err);
-    return s != SNUG_OK ? s : set_out(cx, n, x->t, &x->shape, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
+    return s != SNUG_OK ? s : onnx_set_out(cx, n, x->t, &x->shape, err);
 }
 
 static snug_status map_dropout(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    onnx_value *x, *ratio = input_value(cx, n, 1);
-    snug_status s = tensor_in(cx, n, 0, 0, &x, err);
+    onnx_value *x, *ratio = onnx_input_value(cx, n, 1);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
     if (s != SNUG_OK) return s;
     if (ratio && (!ratio->c || !ratio->c->f || ratio->c->numel != 1))
         return onnx_fail(cx, err, SNUG_E_ARG, "the ratio must be a constant float");
     const float p = ratio ? ratio->c->f[0] : 0.5f;
-    if (p == 0.0f) return set_out(cx, n, x->t, &x->shape, err);
+    if (p == 0.0f) return onnx_set_out(cx, n, x->t, &x->shape, err);
     char buf[SNUG_NAME_MAX];
-    return set_out(cx, n, snug_dropout(cx->g, layer_name(cx, n, NULL, buf), x->t, p), &x->shape, err);
+    return onnx_set_out(cx, n, snug_dropout(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, p), &x->shape, err);
 }
 
 typedef struct op_map {
@@ -377,12 +377,23 @@ static const op_map OP_MAPS[] = {
     {"ConvTranspose", onnx_map_conv_transpose}, {"Concat", onnx_map_concat},
     {"InstanceNormalization", onnx_map_instance_norm}, {"Resize", onnx_map_resize},
     {"Upsample", onnx_refuse_upsample},
+    /* sequence models (onnx_ops_sequence.c): onnx_map_sequence takes these ops where a pattern begins or goes
+     * on; met anywhere else they are refused by onnx_map_pattern_only, which says which pattern snug maps */
+    {"Gather", onnx_map_pattern_only},  {"Slice", onnx_map_pattern_only}, {"Split", onnx_map_pattern_only},
+    {"Transpose", onnx_map_pattern_only}, {"Softmax", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
+    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_pattern_only}, {"Mul", onnx_map_pattern_only},
+    {"Div", onnx_map_pattern_only}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
+    {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},
+    {"LayerNormalization", onnx_map_pattern_only},
 };
 
 snug_status onnx_map_node(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
         return onnx_fail(cx, err, SNUG_E_ARG, "domain '%s' is not ONNX's own: export without custom ops",
                          n->domain);
+    bool taken = false; /* sequence models: patterns first (onnx_ops_sequence.c) */
+    const snug_status s = onnx_map_sequence(cx, n, &taken, err);
+    if (taken) return s;
     for (size_t j = 0; j < sizeof OP_MAPS / sizeof OP_MAPS[0]; j++)
         if (strcmp(n->op_type, OP_MAPS[j].op_type) == 0) return OP_MAPS[j].map(cx, n, err);
     return onnx_fail(cx, err, SNUG_E_ARG, "snug does not train this op yet (docs/onnx.md lists those it maps): "

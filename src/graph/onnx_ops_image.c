@@ -79,52 +79,52 @@ static bool plain(const onnx_ctx *cx, const onnx_value *v) {
 /* ---- the ops ---- */
 
 snug_status onnx_map_conv_transpose(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    onnx_value *x, *w, *b = input_value(cx, n, 2);
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
-    if (s == SNUG_OK) s = const_in(cx, n, 1, 4, &w, err);
-    if (s == SNUG_OK && b) s = const_in(cx, n, 2, 1, &b, err);
+    onnx_value *x, *w, *b = onnx_input_value(cx, n, 2);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
+    if (s == SNUG_OK) s = onnx_const_in(cx, n, 1, 4, &w, err);
+    if (s == SNUG_OK && b) s = onnx_const_in(cx, n, 2, 1, &b, err);
     if (s != SNUG_OK) return s;
     if (!b)
         return onnx_fail(cx, err, SNUG_E_ARG, "a ConvTranspose without bias: snug's transposed convolution has "
                          "one; use torch.nn.ConvTranspose2d(..., bias=True)");
     int64_t k = w->c->dims[2], stride = 1, pad = 0, dil = 1, out_pad = 0;
     const Onnx__AttributeProto *ap = onnx_attr(n, "auto_pad");
-    if (w->c->numel == 0 || w->c->dims[2] != w->c->dims[3] || !attr_uniform(n, "kernel_shape", 1, &k) ||
-        k != w->c->dims[2] || !attr_uniform(n, "strides", 1, &stride) || !attr_uniform(n, "pads", 0, &pad) ||
-        !attr_uniform(n, "dilations", 1, &dil) || dil != 1 || !attr_uniform(n, "output_padding", 0, &out_pad) ||
-        out_pad != 0 || attr_int(n, "group", 1) != 1 || onnx_attr(n, "output_shape") ||
+    if (w->c->numel == 0 || w->c->dims[2] != w->c->dims[3] || !onnx_attr_uniform(n, "kernel_shape", 1, &k) ||
+        k != w->c->dims[2] || !onnx_attr_uniform(n, "strides", 1, &stride) || !onnx_attr_uniform(n, "pads", 0, &pad) ||
+        !onnx_attr_uniform(n, "dilations", 1, &dil) || dil != 1 || !onnx_attr_uniform(n, "output_padding", 0, &out_pad) ||
+        out_pad != 0 || onnx_attr_int(n, "group", 1) != 1 || onnx_attr(n, "output_shape") ||
         (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0)))
         return onnx_fail(cx, err, SNUG_E_ARG, "snug's transposed convolution takes a square kernel, one stride, "
                          "the same padding on every side, no dilation, no output_padding or output_shape, one "
                          "group and explicit pads (no auto_pad): change the layer");
     char buf[SNUG_NAME_MAX];
-    const snug_tensor t = snug_conv_transpose2d(cx->g, layer_name(cx, n, w->name, buf), x->t,
+    const snug_tensor t = snug_conv_transpose2d(cx->g, onnx_layer_name(cx, n, w->name, buf), x->t,
                                                 (size_t)w->c->dims[1], (size_t)k, (size_t)stride, (size_t)pad);
-    if ((s = set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
-    if ((s = bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
-    return bind_param(cx, t, 1, b, false, err);
+    if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
+    if ((s = onnx_bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
+    return onnx_bind_param(cx, t, 1, b, false, err);
 }
 
 /* torch.cat(dim=1) of computed tensors: snug_concat, pairwise from the left when there are more than two. */
 snug_status onnx_map_concat(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *a, *b;
-    snug_status s = tensor_in(cx, n, 0, 0, &a, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &a, err);
     if (s != SNUG_OK) return s;
-    int64_t axis = attr_int(n, "axis", 1);
+    int64_t axis = onnx_attr_int(n, "axis", 1);
     if (axis < 0) axis += a->shape.rank + 1;
     if (n->n_input < 2 || axis != 1 || !plain(cx, a))
         return onnx_fail(cx, err, SNUG_E_ARG, "snug concatenates two or more computed tensors along the axis after "
                          "the batch (torch.cat(dim=1): the channels), not axis %lld of %zu input(s)",
-                         (long long)attr_int(n, "axis", 1), n->n_input);
+                         (long long)onnx_attr_int(n, "axis", 1), n->n_input);
     snug_tensor t = a->t;
     for (size_t j = 1; j < n->n_input && t >= 0; j++) {
-        if ((s = tensor_in(cx, n, j, 0, &b, err)) != SNUG_OK) return s;
+        if ((s = onnx_tensor_in(cx, n, j, 0, &b, err)) != SNUG_OK) return s;
         if (!plain(cx, b))
             return onnx_fail(cx, err, SNUG_E_ARG, "input '%s' is a reshaped view snug cannot concatenate", b->name);
         char buf[SNUG_NAME_MAX];
-        t = snug_concat(cx->g, layer_name(cx, n, NULL, buf), t, b->t);
+        t = snug_concat(cx->g, onnx_layer_name(cx, n, NULL, buf), t, b->t);
     }
-    return set_out(cx, n, t, NULL, err);
+    return onnx_set_out(cx, n, t, NULL, err);
 }
 
 bool onnx_group_view(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x, const snug_shape *target) {
@@ -169,19 +169,19 @@ static bool all_equal(const onnx_const *c, float v) {
 
 snug_status onnx_map_instance_norm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x, *scale, *bias;
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
-    if (s == SNUG_OK) s = const_in(cx, n, 1, 1, &scale, err);
-    if (s == SNUG_OK) s = const_in(cx, n, 2, 1, &bias, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
+    if (s == SNUG_OK) s = onnx_const_in(cx, n, 1, 1, &scale, err);
+    if (s == SNUG_OK) s = onnx_const_in(cx, n, 2, 1, &bias, err);
     if (s != SNUG_OK) return s;
     const Onnx__AttributeProto *ea = onnx_attr(n, "epsilon");
     const float eps = ea ? ea->f : 1e-5f;
     const size_t channels = snug_tensor_shape(cx->g, x->t).dims[0];
     char buf[SNUG_NAME_MAX];
     if (plain(cx, x)) { /* torch.nn.InstanceNorm2d(affine=True): a groupnorm of one channel per group */
-        const snug_tensor t = snug_groupnorm(cx->g, layer_name(cx, n, scale->name, buf), x->t, channels, eps);
-        if ((s = set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
-        if ((s = bind_param(cx, t, 0, scale, false, err)) != SNUG_OK) return s;
-        return bind_param(cx, t, 1, bias, false, err);
+        const snug_tensor t = snug_groupnorm(cx->g, onnx_layer_name(cx, n, scale->name, buf), x->t, channels, eps);
+        if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
+        if ((s = onnx_bind_param(cx, t, 0, scale, false, err)) != SNUG_OK) return s;
+        return onnx_bind_param(cx, t, 1, bias, false, err);
     }
     const size_t groups = x->shape.dims[0];
     int at[3];
@@ -192,11 +192,11 @@ snug_status onnx_map_instance_norm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_
                          "GroupNorm PyTorch exports: unit scale and zero bias, then Reshape back to the image, Mul "
                          "by the weight and Add of the bias (initializers of one value per channel), each the "
                          "previous node's only reader; use torch.nn.GroupNorm(groups, channels, affine=True)");
-    const snug_tensor t = snug_groupnorm(cx->g, layer_name(cx, n, w->name, buf), x->t, groups, eps);
-    if ((s = set_out(cx, cx->gp->node[at[2]], t, NULL, err)) != SNUG_OK) return s;
-    if ((s = bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
+    const snug_tensor t = snug_groupnorm(cx->g, onnx_layer_name(cx, n, w->name, buf), x->t, groups, eps);
+    if ((s = onnx_set_out(cx, cx->gp->node[at[2]], t, NULL, err)) != SNUG_OK) return s;
+    if ((s = onnx_bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
     for (int j = 0; j < 3; j++) cx->skip[at[j]] = true;
-    return bind_param(cx, t, 1, b, false, err);
+    return onnx_bind_param(cx, t, 1, b, false, err);
 }
 
 /* Whether string attribute name is absent (the default, when fallback_ok) or equals one of the values. */
@@ -211,7 +211,7 @@ static bool attr_is(const Onnx__NodeProto *n, const char *name, bool fallback_ok
 /* Resize's whole up-sampling factor of x's plane, from constant scales (1, 1, s, s) or sizes (_, C, sH, sW); 0
  * when it is anything else. */
 static size_t resize_factor(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x) {
-    const onnx_value *scales = input_value(cx, n, 2), *sizes = input_value(cx, n, 3);
+    const onnx_value *scales = onnx_input_value(cx, n, 2), *sizes = onnx_input_value(cx, n, 3);
     const snug_shape s = x->shape;
     double f[2] = {0, 0};
     if (scales && scales->c && scales->c->f && scales->c->numel == 4 && !sizes) {
@@ -232,7 +232,7 @@ static size_t resize_factor(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_v
  * nearest picks the same pixels for a whole factor. */
 snug_status onnx_map_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x;
-    snug_status s = tensor_in(cx, n, 0, 3, &x, err);
+    snug_status s = onnx_tensor_in(cx, n, 0, 3, &x, err);
     if (s != SNUG_OK) return s;
     const bool asymmetric = attr_is(n, "coordinate_transformation_mode", false, "asymmetric", NULL) &&
                             attr_is(n, "nearest_mode", false, "floor", NULL);
@@ -246,7 +246,7 @@ snug_status onnx_map_resize(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
                          "round_prefer_floor or round_prefer_ceil), constant scales (1, 1, s, s) or sizes; not "
                          "bilinear or bicubic interpolation, nor other factors");
     char buf[SNUG_NAME_MAX];
-    return set_out(cx, n, snug_upsample_nearest2d(cx->g, layer_name(cx, n, NULL, buf), x->t, factor), NULL, err);
+    return onnx_set_out(cx, n, snug_upsample_nearest2d(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, factor), NULL, err);
 }
 
 snug_status onnx_refuse_upsample(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
