@@ -45,13 +45,28 @@ static bool dims_ok(size_t n, const int64_t *dims, size_t *numel) {
     return total <= INT32_MAX;
 }
 
-static snug_status read_data(const onnx_ctx *cx, const Onnx__TensorProto *t, onnx_const *c, snug_error *err) {
+/* Whether t holds the data of numel elements, checked before anything is allocated for them: a shape alone
+ * (a few bytes of a hostile file) may declare two billion elements. */
+static snug_status check_data(const onnx_ctx *cx, const Onnx__TensorProto *t, size_t numel, snug_error *err) {
     const char *name = t->name ? t->name : "?";
     const size_t width = t->data_type == DT_BOOL ? 1 : t->data_type == DT_INT64 ? 8 : 4;
     if (t->has_raw_data) {
-        if (t->raw_data.len != c->numel * width)
+        if (t->raw_data.len / width != numel || t->raw_data.len % width)
             return onnx_fail(cx, err, SNUG_E_FORMAT, "tensor '%s' holds %zu bytes of data for %zu elements of "
-                             "%zu bytes: the file is damaged", name, t->raw_data.len, c->numel, width);
+                             "%zu bytes: the file is damaged", name, t->raw_data.len, numel, width);
+        return SNUG_OK;
+    }
+    const size_t have = t->data_type == DT_FLOAT ? t->n_float_data
+                        : t->data_type == DT_INT64 ? t->n_int64_data : t->n_int32_data;
+    if (have != numel)
+        return onnx_fail(cx, err, SNUG_E_FORMAT, "tensor '%s' holds %zu values for %zu elements: the file is "
+                         "damaged", name, have, numel);
+    return SNUG_OK;
+}
+
+/* Copies t's data (check_data passed) into c. */
+static void read_data(const Onnx__TensorProto *t, onnx_const *c) {
+    if (t->has_raw_data) {
         const uint8_t *b = t->raw_data.data;
         for (size_t j = 0; j < c->numel; j++) { /* ONNX stores raw data little-endian, as this CPU does */
             if (t->data_type == DT_FLOAT) memcpy(&c->f[j], b + 4 * j, 4);
@@ -63,19 +78,13 @@ static snug_status read_data(const onnx_ctx *cx, const Onnx__TensorProto *t, onn
                 c->i[j] = v;
             }
         }
-        return SNUG_OK;
+        return;
     }
-    const size_t have = t->data_type == DT_FLOAT ? t->n_float_data
-                        : t->data_type == DT_INT64 ? t->n_int64_data : t->n_int32_data;
-    if (have != c->numel)
-        return onnx_fail(cx, err, SNUG_E_FORMAT, "tensor '%s' holds %zu values for %zu elements: the file is "
-                         "damaged", name, have, c->numel);
     for (size_t j = 0; j < c->numel; j++) {
         if (t->data_type == DT_FLOAT) c->f[j] = t->float_data[j];
         else if (t->data_type == DT_INT64) c->i[j] = t->int64_data[j];
         else c->i[j] = t->int32_data[j];
     }
-    return SNUG_OK;
 }
 
 snug_status onnx_const_from_tensor(const onnx_ctx *cx, const Onnx__TensorProto *t, onnx_const **out,
@@ -92,10 +101,11 @@ snug_status onnx_const_from_tensor(const onnx_ctx *cx, const Onnx__TensorProto *
     if (!dims_ok(t->n_dims, t->dims, &numel))
         return onnx_fail(cx, err, SNUG_E_FORMAT, "tensor '%s' has a bad shape (rank %zu, at most %d; dimensions "
                          "from 0 to 2^31 - 1 and fewer than 2^31 elements)", name, t->n_dims, ONNX_MAX_RANK);
+    const snug_status s = check_data(cx, t, numel, err);
+    if (s != SNUG_OK) return s;
     onnx_const *c = const_new((int)t->n_dims, t->dims, t->data_type == DT_FLOAT);
     if (!c) return onnx_fail(cx, err, SNUG_E_OOM, "out of memory reading tensor '%s'", name);
-    snug_status s = read_data(cx, t, c, err);
-    if (s != SNUG_OK) return onnx_const_free(c), s;
+    read_data(t, c);
     *out = c;
     return SNUG_OK;
 }
@@ -113,9 +123,10 @@ static snug_status set_output(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_const
 
 /* a's values in a new shape of as many elements (NULL otherwise: a folded Squeeze with bad axes) */
 static onnx_const *const_copy(const onnx_const *a, int rank, const int64_t *dims) {
+    size_t numel; /* checked before allocating: the new shape may declare billions */
+    if (rank < 0 || !dims_ok((size_t)rank, dims, &numel) || numel != a->numel) return NULL;
     onnx_const *c = const_new(rank, dims, a->f != NULL);
     if (!c) return NULL;
-    if (c->numel != a->numel) return onnx_const_free(c), NULL;
     if (a->f) memcpy(c->f, a->f, a->numel * sizeof *a->f);
     else memcpy(c->i, a->i, a->numel * sizeof *a->i);
     return c;
@@ -267,8 +278,9 @@ snug_status onnx_fold(onnx_ctx *cx, const Onnx__NodeProto *n, bool *done, snug_e
     const snug_status s = onnx_fold_sequence(cx, n, &taken, err);
     if (taken) return s;
     return onnx_fail(cx, err, SNUG_E_ARG, "%s on constants is not folded (snug folds Constant, Shape, Gather, "
-                     "Unsqueeze, Squeeze, Concat, Cast, Identity, Slice, Not and integer arithmetic): export with do_constant_folding=True, which "
-                     "folds it in the exporter", op);
+                     "Unsqueeze, Squeeze, Concat, Cast, Identity, Slice, Not and integer arithmetic): export with "
+                     "do_constant_folding=True, which folds it in the exporter, and with "
+                     "training=torch.onnx.TrainingMode.TRAINING, which keeps BatchNorm a layer", op);
 }
 
 /* for the pattern files (onnx_ops_sequence.c) */

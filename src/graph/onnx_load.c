@@ -130,14 +130,25 @@ static snug_status make_input(onnx_ctx *cx, snug_error *err) {
     return SNUG_OK;
 }
 
+/* Every node has an op and an output before any is mapped: mappers and patterns look ahead at later nodes. */
+static snug_status check_nodes(onnx_ctx *cx, snug_error *err) {
+    for (size_t j = 0; j < cx->gp->n_node; j++) {
+        cx->node = (int)j;
+        const Onnx__NodeProto *n = cx->gp->node[j];
+        if (!n->op_type || n->n_output < 1) return onnx_fail(cx, err, SNUG_E_FORMAT, "a node without op or output");
+    }
+    return SNUG_OK;
+}
+
 static snug_status walk_nodes(onnx_ctx *cx, snug_error *err) {
     if (!(cx->skip = calloc(cx->gp->n_node + 1, sizeof *cx->skip)))
         return onnx_fail(cx, err, SNUG_E_OOM, "out of memory");
+    const snug_status checked = check_nodes(cx, err);
+    if (checked != SNUG_OK) return checked;
     for (size_t j = 0; j < cx->gp->n_node; j++) {
         if (cx->skip[j]) continue;
         cx->node = (int)j;
         const Onnx__NodeProto *n = cx->gp->node[j];
-        if (!n->op_type || n->n_output < 1) return onnx_fail(cx, err, SNUG_E_FORMAT, "a node without op or output");
         for (size_t i = 0; i < n->n_input; i++)
             if (n->input[i] && *n->input[i] && !onnx_find(cx, n->input[i]))
                 return onnx_fail(cx, err, SNUG_E_FORMAT, "input '%.80s' is no earlier node's output, initializer "

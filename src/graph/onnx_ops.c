@@ -206,7 +206,9 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
                 readers++, reader = cx->gp->node[j], at = (int)j;
     for (size_t i = 0; i < cx->gp->n_output; i++)
         if (cx->gp->output[i]->name && strcmp(cx->gp->output[i]->name, n->output[0]) == 0) readers++;
-    if (readers == 1 && strcmp(reader->op_type, "Add") == 0 && reader->n_input == 2 && reader->n_output >= 1) {
+    /* one reader, a node (not the graph's output) */
+    if (readers == 1 && reader && strcmp(reader->op_type, "Add") == 0 && reader->n_input == 2 &&
+        reader->n_output >= 1) {
         b = onnx_input_value(cx, reader, strcmp(reader->input[0], n->output[0]) == 0 ? 1 : 0);
         if (b && (!b->c || !b->c->f || b->c->numel != (size_t)w->c->dims[1])) b = NULL;
     }
