@@ -19,10 +19,16 @@ expect_rc 0
 expect_in "$OUT" "chosen plan (*): micro-batch"
 expect_in "$OUT" "layer4.1.conv2"
 
-run "plan resnet18 at batch 256 inside 160 MiB: micro-batches and checkpoints" plan --model "$MODEL" \
-    --batch 256 --mem 160MiB
+# A budget a fifth above the smallest that fits, as this build plans it (the refusal of 1 KiB names it): the
+# weights, gradients and momentum fit, the activations of the whole batch do not.
+run "a budget of 1 KiB is refused with the smallest that fits" plan --model "$MODEL" --batch 256 --mem 1KiB
+SMALL=$(grep -o 'smallest budget that fits is [0-9.]* [KMG]iB' "$ERR" | awk '{print $6 $7}')
+TIGHT=$("$PY" -c "import sys; v, u = float(sys.argv[1][:-3]), sys.argv[1][-3:]; print(f'{v * 1.2:.2f}{u}')" "$SMALL")
+run "plan resnet18 at batch 256 inside $TIGHT: micro-batches and checkpoints" plan --model "$MODEL" \
+    --batch 256 --mem "$TIGHT"
 expect_rc 0
 expect_in "$OUT" "chosen plan (*): micro-batch"
+expect_not_in "$OUT" "one pass of 256"
 
 # Two steps on a folder of 32x32 images of 10 classes (gray, copied into the model's three channels).
 "$PY" "$(dirname "$0")/make_image_folder.py" "$TMP/images" 10 2 1 32 >/dev/null
