@@ -27,7 +27,7 @@ DEMO_ARGS ?= train --model cnn --data mnist --data-dir data/mnist --batch 64 --m
 
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-.PHONY: help deps data data-mnist data-brown data-fashion-mnist build build-asan demo test examples bench fuzz install python clean distclean
+.PHONY: help deps deps-test data data-mnist data-brown data-fashion-mnist build build-asan demo test examples bench fuzz install python clean distclean
 
 help:
 	@echo "snug targets:"
@@ -51,6 +51,10 @@ help:
 
 deps:
 	@scripts/install-deps.sh
+
+# make test also needs PyTorch (the ONNX tests export models with it and compare with its float64)
+deps-test:
+	@scripts/install-deps.sh --test
 
 # data and the builds depend on deps, so that `make -j` still checks the packages first.
 data: data-mnist data-brown
@@ -80,7 +84,7 @@ demo: deps data-mnist build
 	@echo "the run's log: $(DEMO_LOG) (a JSON line per step and per evaluation); its curve: $(BUILD)/demo-curve.svg"
 
 # Both test runs always run; the target fails when either fails.
-test: deps data build build-asan
+test: deps-test deps data build build-asan
 	@status=0; \
 	echo "== tests: $(BUILD)/ (Release)"; \
 	SNUG_DATA_DIR="$(DATA_DIR)" $(CTEST) --test-dir $(BUILD) $(CTEST_ARGS) || status=1; \

@@ -2,8 +2,9 @@
 # Checks the system packages snug needs to build, test and fetch data, and installs the missing ones.
 # Debian/Ubuntu: as root it runs apt-get; otherwise it prints the exact command to run and exits 1.
 # With everything present it is a quick no-op (one dpkg-query call, no apt-get update).
-#   usage: scripts/install-deps.sh [--check] [--bench | --fuzz | --fashion-mnist]
-#     --check: report only, never install; --bench: the packages of `make bench` instead (PyTorch);
+#   usage: scripts/install-deps.sh [--check] [--test | --bench | --fuzz | --fashion-mnist]
+#     --check: report only, never install; --test: the packages of `make test` too (PyTorch for the ONNX tests);
+#     --bench: the packages of `make bench` instead (PyTorch);
 #     --fuzz: the packages of `make fuzz` too (Clang 16 with libFuzzer, its sanitizer runtimes and OpenMP);
 #     --fashion-mnist: the package of Fashion-MNIST's IDX files instead (scripts/fetch-fashion-mnist.sh)
 set -euo pipefail
@@ -11,10 +12,12 @@ set -euo pipefail
 # python3: tests/cli/test_compare.sh runs bench/compare.py's judgement on made-up results; python3-dev, -numpy,
 # -setuptools, -pip and -pytest: the Python package in python/ (built, installed and tested offline);
 # libprotobuf-c-dev, protobuf-c-compiler and libonnx-dev: the ONNX loader's parser, generated from libonnx-dev's
-# onnx.proto by protoc-c at build time; python3-onnx: scripts/export_onnx.py, which writes the test models of
-# tests/data/onnx/; python3-torch and python3-torchvision: the ONNX tests export torchvision's resnet18 with
-# torch.onnx.export and check snug's gradients and saved weights against PyTorch (tests/cli/test_onnx_torch.sh)
-BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx python3-torch python3-torchvision)
+# onnx.proto by protoc-c at build time
+BUILD_PACKAGES=(build-essential cmake pkg-config libopenblas-openmp-dev libcmocka-dev libcjson-dev libinih-dev libpng-dev libjpeg62-turbo-dev npm libopenmpi-dev openmpi-bin python3 python3-dev python3-numpy python3-setuptools python3-pip python3-pytest libprotobuf-c-dev protobuf-c-compiler libonnx-dev)
+# make test also: the ONNX tests export torchvision's resnet18 and the zoo's unet and gpt twins with
+# torch.onnx.export and check snug's gradients and saved weights against PyTorch's (scripts/export_onnx.py,
+# scripts/gpt_twin.py); python3-onnx writes the committed models of tests/data/onnx/ (scripts/export_onnx.py)
+TEST_PACKAGES=(python3-onnx python3-torch python3-torchvision)
 # make bench runs the workloads in PyTorch too, with Debian's build (bench/pytorch_bench.py)
 BENCH_PACKAGES=(python3 python3-torch)
 # make fuzz builds the library and tests/fuzz/ with Clang's libFuzzer (scripts/fuzz.sh); only that target needs them
@@ -27,11 +30,12 @@ PACKAGES=("${BUILD_PACKAGES[@]}")
 for arg in "$@"; do
     case "$arg" in
         --check) check_only=1 ;;
+        --test) PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
         --bench) PACKAGES=("${BENCH_PACKAGES[@]}") ;;
         --fuzz) PACKAGES=("${BUILD_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
         --fashion-mnist) PACKAGES=("${FASHION_PACKAGES[@]}") ;;
-        -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "install-deps: unknown option '$arg' (expected --check, --bench, --fuzz, --fashion-mnist or nothing)" >&2; exit 2 ;;
+        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown option '$arg' (expected --check, --test, --bench, --fuzz, --fashion-mnist or nothing)" >&2; exit 2 ;;
     esac
 done
 readonly PACKAGES
