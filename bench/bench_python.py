@@ -61,8 +61,14 @@ def pairs(name, batch, steps, directory, n):
     cli = cli_command(name, batch, steps, directory).split()
     ratios = []
     for i in range(n):
-        p = training_seconds(py, r"fit_s ([0-9.]+)")
-        c = training_seconds(cli, r"trained \d+ steps .* \(([0-9.]+) s\)")
+        # Alternate which goes first, so that what a process leaves behind (page cache, clocks, the other
+        # core's work) weighs on both sides alike.
+        if i % 2:
+            c = training_seconds(cli, r"trained \d+ steps .* \(([0-9.]+) s\)")
+            p = training_seconds(py, r"fit_s ([0-9.]+)")
+        else:
+            p = training_seconds(py, r"fit_s ([0-9.]+)")
+            c = training_seconds(cli, r"trained \d+ steps .* \(([0-9.]+) s\)")
         ratios.append(p / c)
         print(f"pair {i + 1}: python {p:.3f} s, snug train {c:.3f} s, ratio {p / c:.4f}", flush=True)
     print(f"{name} batch {batch}, {steps} steps: median python / snug train {statistics.median(ratios):.4f} "
