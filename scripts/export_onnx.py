@@ -10,6 +10,8 @@ tests expect: each named for what is wrong with it.
   usage: /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]     (default: tests/data/onnx)
          /usr/bin/python3 scripts/export_onnx.py --resnet18 OUT_DIR [--write-summary]
          /usr/bin/python3 scripts/export_onnx.py --unet OUT_DIR      (the zoo's unet: unet_reference.py)
+         /usr/bin/python3 scripts/export_onnx.py --resnet20 OUT_DIR  (the zoo's resnet20: resnet20_reference.py)
+         /usr/bin/python3 scripts/export_onnx.py --gpt OUT_DIR       (the zoo's gpt: gpt_twin.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -318,6 +320,14 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--unet":
         import unet_reference
         unet_reference.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--resnet20":
+        import resnet20_reference
+        resnet20_reference.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--gpt":
+        import gpt_twin
+        gpt_twin.main(sys.argv[2])
         return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
