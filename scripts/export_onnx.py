@@ -119,6 +119,24 @@ def tiny_mlp():
     return model(nodes, inits, [x], [logits(classes=3)], 14, "tiny_mlp")
 
 
+def squash_mlp():
+    """input (N, 1, 28, 28) -> Flatten -> fc1 (Gemm 784-32) -> Sigmoid -> fc2 (Gemm 32-16) -> Tanh -> fc3 (Gemm
+    16-10): nn.Sigmoid and nn.Tanh as PyTorch exports them. Its own seed, so the files drawn from RNG stay."""
+    rng = np.random.default_rng(43)
+    inits = [weight("fc1.weight", 32, 784, rng=rng), weight("fc1.bias", 32, rng=rng),
+             weight("fc2.weight", 16, 32, rng=rng), weight("fc2.bias", 16, rng=rng),
+             weight("fc3.weight", 10, 16, rng=rng), weight("fc3.bias", 10, rng=rng)]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], name="/flatten/Flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Sigmoid", ["h1"], ["s1"], name="/sigmoid/Sigmoid"),
+        helper.make_node("Gemm", ["s1", "fc2.weight", "fc2.bias"], ["h2"], name="/fc2/Gemm", transB=1),
+        helper.make_node("Tanh", ["h2"], ["t2"], name="/tanh/Tanh"),
+        helper.make_node("Gemm", ["t2", "fc3.weight", "fc3.bias"], ["logits"], name="/fc3/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "squash_mlp")
+
+
 def cnn():
     """conv1+bn1+relu -> maxpool -> [conv2 (no bias)+bn2, + the pooled input] -> relu -> conv3 (stride 2) -> relu
     -> global average pool -> x.view(N, -1) -> fc."""
@@ -232,7 +250,7 @@ def bad_models(good_cnn):
     bad = {}
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
-    m.graph.node[2].op_type = "Tanh"  # an op snug does not map
+    m.graph.node[2].op_type = "Elu"  # an op snug does not map
     bad["unknown_op"] = m.SerializeToString()
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
@@ -260,6 +278,27 @@ def bad_models(good_cnn):
     bad["truncated"] = whole[: len(whole) // 2]
     bad["garbage"] = bytes(RNG.integers(0, 256, 4096, dtype=np.uint8))
     bad.update(bad_image_models(good_cnn))
+    bad.update(bad_elementwise_models(good_cnn))
+    return bad
+
+
+def bad_elementwise_models(good_cnn):
+    """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
+    first ReLU: Add of a constant, and Mul, Softmax and Transpose of a computed tensor."""
+    bad = {}
+    nodes = {
+        "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
+        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
+        "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
+        "transpose_standalone": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu",
+                                                  perm=[0, 1, 3, 2]), []),
+    }
+    for name, (node, inits) in nodes.items():
+        m = onnx.ModelProto()
+        m.CopyFrom(good_cnn)
+        m.graph.node[2].CopyFrom(node)
+        m.graph.initializer.extend(inits)
+        bad[name] = m.SerializeToString()
     return bad
 
 
@@ -333,6 +372,7 @@ def main():
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
     good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp(), "small_unet": small_unet()}
+    good["squash_mlp"] = squash_mlp()
     for name, m in good.items():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))

@@ -176,6 +176,8 @@ extern const op_desc op_concat;
 extern const op_desc op_global_avgpool;
 extern const op_desc op_upsample_nearest2d;
 extern const op_desc op_gelu;
+extern const op_desc op_sigmoid;
+extern const op_desc op_tanh;
 extern const op_desc op_embedding;
 extern const op_desc op_position_embedding;
 extern const op_desc op_linear_tied;
