@@ -284,7 +284,8 @@ def bad_models(good_cnn):
 
 def bad_elementwise_models(good_cnn):
     """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
-    first ReLU: Add of a constant, and Mul, Softmax and Transpose of a computed tensor."""
+    first ReLU: Add of a constant, and Mul, Softmax and Transpose of a computed tensor; and a Softmax as the
+    model's output."""
     bad = {}
     nodes = {
         "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
@@ -299,6 +300,11 @@ def bad_elementwise_models(good_cnn):
         m.graph.node[2].CopyFrom(node)
         m.graph.initializer.extend(inits)
         bad[name] = m.SerializeToString()
+    m = onnx.ModelProto()  # a classifier exported for inference: the probabilities, not the logits
+    m.CopyFrom(good_cnn)
+    m.graph.node[-1].output[0] = "fc_out"
+    m.graph.node.append(helper.make_node("Softmax", ["fc_out"], ["logits"], name="/softmax/Softmax", axis=1))
+    bad["softmax_output"] = m.SerializeToString()
     return bad
 
 

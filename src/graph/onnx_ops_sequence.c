@@ -365,6 +365,10 @@ snug_status onnx_rows_or_weight(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_val
 }
 
 snug_status onnx_map_pattern_only(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    (void)n;
+    /* A classifier exported for inference ends in a Softmax: snug's loss takes logits and applies its own */
+    if (strcmp(n->op_type, "Softmax") == 0 && cx->gp->n_output == 1 && cx->gp->output[0]->name &&
+        strcmp(n->output[0], cx->gp->output[0]->name) == 0)
+        return onnx_fail(cx, err, SNUG_E_ARG, "a Softmax as the model's output: snug trains a model that ends in "
+                         "logits, its loss applies the softmax; export the module without its final Softmax");
     return unmatched(cx, "not part of a pattern snug maps here", err);
 }
