@@ -137,6 +137,32 @@ def squash_mlp():
     return model(nodes, inits, [image_input()], [logits()], 13, "squash_mlp")
 
 
+def scalar_const(name, value):
+    """A Constant node of one float: what PyTorch exports for a Python number in forward()."""
+    return helper.make_node("Constant", [], [name], name=f"/{name}/Constant",
+                            value=helper.make_tensor("v", TensorProto.FLOAT, [], [value]))
+
+
+def arith_mlp():
+    """input (N, 1, 28, 28) -> Flatten -> fc1 (Gemm 784-32) -> * 0.5 -> Tanh -> 1 - x -> / 4 -> + 0.25 -> fc2
+    (Gemm 32-10): arithmetic with Python numbers as PyTorch exports it (Mul, Sub, Div, Add of Constant nodes)."""
+    rng = np.random.default_rng(44)
+    inits = [weight("fc1.weight", 32, 784, rng=rng), weight("fc1.bias", 32, rng=rng),
+             weight("fc2.weight", 10, 32, rng=rng), weight("fc2.bias", 10, rng=rng)]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], name="/flatten/Flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        scalar_const("half", 0.5), scalar_const("one", 1.0), scalar_const("four", 4.0), scalar_const("quarter", 0.25),
+        helper.make_node("Mul", ["h1", "half"], ["m"], name="/Mul"),
+        helper.make_node("Tanh", ["m"], ["t"], name="/tanh/Tanh"),
+        helper.make_node("Sub", ["one", "t"], ["s"], name="/Sub"),
+        helper.make_node("Div", ["s", "four"], ["d"], name="/Div"),
+        helper.make_node("Add", ["d", "quarter"], ["a"], name="/Add"),
+        helper.make_node("Gemm", ["a", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "arith_mlp")
+
+
 def cnn():
     """conv1+bn1+relu -> maxpool -> [conv2 (no bias)+bn2, + the pooled input] -> relu -> conv3 (stride 2) -> relu
     -> global average pool -> x.view(N, -1) -> fc."""
@@ -284,12 +310,14 @@ def bad_models(good_cnn):
 
 def bad_elementwise_models(good_cnn):
     """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
-    first ReLU: Add of a constant, and Mul, Softmax and Transpose of a computed tensor; and a Softmax as the
-    model's output."""
+    first ReLU: Add of a scalar initializer (maybe a learned parameter), Mul by a per-channel constant, and Mul,
+    Softmax and Transpose of a computed tensor; and a Softmax as the model's output."""
     bad = {}
     nodes = {
         "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
         "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
+        "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
+                            [const("gain", np.full((8, 1, 1), 0.5))]),
         "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
         "transpose_standalone": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu",
                                                   perm=[0, 1, 3, 2]), []),
@@ -379,6 +407,7 @@ def main():
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
     good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp(), "small_unet": small_unet()}
     good["squash_mlp"] = squash_mlp()
+    good["arith_mlp"] = arith_mlp()
     for name, m in good.items():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))

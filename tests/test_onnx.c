@@ -1,5 +1,6 @@
 /* ONNX models (snug_graph_from_onnx) against the same networks built with snug's builders: tests/data/onnx/,
- * written by scripts/export_onnx.py. For mlp.onnx, squash_mlp.onnx (Sigmoid, Tanh), cnn.onnx and small_unet.onnx
+ * written by scripts/export_onnx.py. For mlp.onnx, squash_mlp.onnx (Sigmoid, Tanh), arith_mlp.onnx (Mul, Sub, Div,
+ * Add of constant scalars), cnn.onnx and small_unet.onnx
  * (the image ops: the GroupNorm PyTorch exports, ConvTranspose, Resize, Concat, InstanceNormalization):
  *   - the plan (JSON with every buffer) equals the builder graph's, byte for byte;
  *   - the parameters start from the initializers: per tensor, element count, sum and sum of squares against the
@@ -59,6 +60,17 @@ static snug_graph *builder_squash_mlp(void) {
     x = snug_sigmoid(g, "/sigmoid/Sigmoid", snug_linear(g, "fc1", x, 32));
     x = snug_tanh(g, "/tanh/Tanh", snug_linear(g, "fc2", x, 16));
     snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc3", x, 10));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+static snug_graph *builder_arith_mlp(void) {
+    snug_graph *g = snug_graph_new("arith_mlp");
+    snug_tensor x = snug_flatten(g, "/flatten/Flatten", snug_input(g, "input", 1, 28, 28));
+    x = snug_tanh(g, "/tanh/Tanh", snug_scale_shift(g, "/Mul", snug_linear(g, "fc1", x, 32), 0.5f, 0.0f));
+    x = snug_scale_shift(g, "/Add", snug_scale_shift(g, "/Div", snug_scale_shift(g, "/Sub", x, -1.0f, 1.0f), 0.25f,
+                                                     0.0f), 1.0f, 0.25f);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc2", x, 10));
     assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
     return g;
 }
@@ -135,6 +147,7 @@ static void plans_equal(const char *file, snug_graph *(*build)(void)) {
 
 static void test_mlp_plan(void **state) { (void)state; plans_equal("mlp.onnx", builder_mlp); }
 static void test_squash_mlp_plan(void **state) { (void)state; plans_equal("squash_mlp.onnx", builder_squash_mlp); }
+static void test_arith_mlp_plan(void **state) { (void)state; plans_equal("arith_mlp.onnx", builder_arith_mlp); }
 static void test_cnn_plan(void **state) { (void)state; plans_equal("cnn.onnx", builder_cnn); }
 static void test_small_unet_plan(void **state) { (void)state; plans_equal("small_unet.onnx", builder_small_unet); }
 
@@ -241,6 +254,10 @@ static void test_squash_mlp_training(void **state) {
     (void)state;
     same_training("squash_mlp.onnx", "squash_mlp.sums", builder_squash_mlp);
 }
+static void test_arith_mlp_training(void **state) {
+    (void)state;
+    same_training("arith_mlp.onnx", "arith_mlp.sums", builder_arith_mlp);
+}
 static void test_cnn_training(void **state) { (void)state; same_training("cnn.onnx", "cnn.sums", builder_cnn); }
 static void test_small_unet_training(void **state) {
     (void)state;
@@ -298,7 +315,8 @@ static void test_refusals(void **state) {
             "no output_padding");
     refused("bad/groupnorm_without_affine.onnx", SNUG_E_ARG, 3, "/gn1/InstanceNormalization",
             "InstanceNormalization, opset 15", "affine=True");
-    refused("bad/add_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Add, opset 15", "constants, broadcasting");
+    refused("bad/add_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Add, opset 15", "learned nn.Parameter");
+    refused("bad/mul_per_channel.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "constant of 8 values");
     refused("bad/mul_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "not part of a pattern");
     refused("bad/softmax_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "not part of a pattern");
     refused("bad/transpose_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
@@ -328,6 +346,8 @@ int main(void) {
         cmocka_unit_test(test_mlp_training),
         cmocka_unit_test(test_squash_mlp_plan),
         cmocka_unit_test(test_squash_mlp_training),
+        cmocka_unit_test(test_arith_mlp_plan),
+        cmocka_unit_test(test_arith_mlp_training),
         cmocka_unit_test(test_cnn_training),
         cmocka_unit_test(test_small_unet_plan),
         cmocka_unit_test(test_small_unet_training),

@@ -223,6 +223,7 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
 
 static snug_status map_add(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *a = onnx_input_value(cx, n, 0), *b = onnx_input_value(cx, n, 1);
+    if (a && b && (a->c != NULL) != (b->c != NULL)) return onnx_map_arith(cx, n, err); /* x + c */
     if (!a || !b || a->c || b->c)
         return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Add of two computed tensors of one shape (residuals) "
                          "and a bias Add right after a MatMul; other Adds (constants, broadcasting) not yet");
@@ -398,8 +399,8 @@ static const op_map OP_MAPS[] = {
      * on; met anywhere else they are refused by onnx_map_pattern_only, which says which pattern snug maps */
     {"Gather", onnx_map_pattern_only},  {"Slice", onnx_map_pattern_only}, {"Split", onnx_map_pattern_only},
     {"Transpose", onnx_map_pattern_only}, {"Softmax", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
-    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_pattern_only}, {"Mul", onnx_map_pattern_only},
-    {"Div", onnx_map_pattern_only}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
+    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_arith}, {"Mul", onnx_map_arith},
+    {"Div", onnx_map_arith}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
     {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},
     {"LayerNormalization", onnx_map_pattern_only},
 };

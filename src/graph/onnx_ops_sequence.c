@@ -155,8 +155,7 @@ static snug_status map_gelu_chain(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_v
         !onnx_scalar(cx, cx->gp->node[add], 1, &one) || one != 1.0 ||
         onnx_in(cx, cx->gp->node[mul], x_first ? 0 : 1) != x || !onnx_scalar(cx, cx->gp->node[mul2], 1, &half) ||
         half != 0.5)
-        return unmatched(cx, "Div of a tensor that does not begin the GELU pattern (x / sqrt 2, Erf, + 1, times "
-                         "x, times 0.5: nn.GELU())", err);
+        return onnx_map_arith(cx, n, err); /* x / c alone */
     cx->skip[erf] = cx->skip[add] = cx->skip[mul] = cx->skip[mul2] = true;
     char buf[SNUG_NAME_MAX];
     const Onnx__NodeProto *out = cx->gp->node[mul2];

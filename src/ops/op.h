@@ -178,6 +178,7 @@ extern const op_desc op_upsample_nearest2d;
 extern const op_desc op_gelu;
 extern const op_desc op_sigmoid;
 extern const op_desc op_tanh;
+extern const op_desc op_scale_shift;
 extern const op_desc op_embedding;
 extern const op_desc op_position_embedding;
 extern const op_desc op_linear_tied;

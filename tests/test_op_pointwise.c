@@ -1,7 +1,8 @@
-/* sigmoid and tanh (snug_sigmoid, snug_tanh; ONNX's Sigmoid and Tanh): forward values against the float64
- * definitions, gradients against central finite differences (m = 1 and 3), backward adding and writing fresh
- * gradients with the bits of adding, saturation far from zero without NaN, the parallel path agreeing with one
- * thread, and the model-file layers. */
+/* The point-wise ops without parameters beside relu and gelu: sigmoid, tanh (snug_sigmoid, snug_tanh; ONNX's
+ * Sigmoid and Tanh) and scale_shift (snug_scale_shift; ONNX's Mul, Div, Add and Sub by a constant scalar):
+ * forward values against the float64 definitions, gradients against central finite differences (m = 1 and 3),
+ * backward adding and writing fresh gradients with the bits of adding, sigmoid's and tanh's saturation far from
+ * zero without NaN, the parallel path agreeing with one thread, and the model-file layers. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -91,16 +92,57 @@ static void test_threads_agree(void **state) {
     }
 }
 
-/* `type = sigmoid` and `type = tanh` in a model file build the ops. */
+static snug_graph *scale_shift_graph(size_t c, size_t h, size_t w, float scale, float shift) {
+    snug_graph *g = snug_graph_new("t");
+    snug_scale_shift(g, "affine", snug_input(g, "x", c, h, w), scale, shift);
+    return g;
+}
+
+/* y = scale x + shift to float32 rounding of the product and the sum; the gradient is exact up to rounding. */
+static void test_scale_shift(void **state) {
+    (void)state;
+    const float scales[] = {0.5f, -1.0f, 3.0f}, shifts[] = {0.0f, 1.0f, -0.25f};
+    for (int k = 0; k < 3; k++)
+        for (size_t m = 1; m <= 3; m += 2) {
+            op_fixture f;
+            op_fixture_init(&f, scale_shift_graph(2, 3, 5, scales[k], shifts[k]), 1, m, 1, FILL_PLAIN, 40 + k);
+            assert_ptr_equal(f.op, &op_scale_shift);
+            assert_false(f.op->flags & (OP_KEEPS_INPUT | OP_KEEPS_OUTPUT));
+            f.op->forward(&f.c);
+            for (size_t i = 0; i < m * 30; i++) {
+                const double want = (double)scales[k] * f.x[0][i] + shifts[k];
+                assert_true(fabs(f.y[i] - want) <= 2 * FLT_EPSILON * (fabs(want) + fabs(shifts[k])));
+            }
+            op_check_all(&f, m, 1e-2f, TOL_SMOOTH);
+            op_check_backward_adds(&f);
+            op_fixture_free(&f);
+        }
+    op_fixture one, many;
+    op_fixture_init(&one, scale_shift_graph(16, 64, 64, 0.5f, 1.0f), 1, 4, 1, FILL_PLAIN, 29);
+    op_fixture_init(&many, scale_shift_graph(16, 64, 64, 0.5f, 1.0f), 1, 4, 4, FILL_PLAIN, 29);
+    op_fixture_analytic(&one);
+    op_fixture_analytic(&many);
+    op_expect_same_results(&one, &many);
+    op_fixture_free(&one);
+    op_fixture_free(&many);
+    op_expect_error(scale_shift_graph(2, 3, 3, INFINITY, 0.0f), SNUG_E_ARG,
+                    (const char *const[]){"'affine'", "finite", NULL});
+}
+
+/* `type = sigmoid`, `type = tanh` and `type = scale_shift` in a model file build the ops. */
 static void test_model_file_layers(void **state) {
     (void)state;
     static const char text[] = "[model]\ninput = image 1 4 4\n[s]\ntype = sigmoid\n[t]\ntype = tanh\n"
+                               "[a]\ntype = scale_shift\nscale = 0.5\nshift = 1\n"
                                "[f]\ntype = flatten\n[fc]\ntype = linear\nout = 2\n[loss]\ntype = softmax_cross_entropy\n";
     snug_graph *g = NULL;
     snug_error err = {0};
     if (snug_model_parse(text, "t.ini", &g, &err) != SNUG_OK) fail_msg("%s", err.message);
     assert_ptr_equal(g->nodes[graph_find_node(g, "s")].op, &op_sigmoid);
     assert_ptr_equal(g->nodes[graph_find_node(g, "t")].op, &op_tanh);
+    const graph_node *a = &g->nodes[graph_find_node(g, "a")];
+    assert_ptr_equal(a->op, &op_scale_shift);
+    assert_true(a->p.scale_shift.scale == 0.5f && a->p.scale_shift.shift == 1.0f);
     snug_graph_free(g);
 }
 
@@ -110,6 +152,7 @@ int main(void) {
         cmocka_unit_test(test_tanh),
         cmocka_unit_test(test_saturation),
         cmocka_unit_test(test_threads_agree),
+        cmocka_unit_test(test_scale_shift),
         cmocka_unit_test(test_model_file_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
