@@ -311,7 +311,7 @@ def bad_models(good_cnn):
 def bad_elementwise_models(good_cnn):
     """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
     first ReLU: Add of a scalar initializer (maybe a learned parameter), Mul by a per-channel constant, and Mul,
-    Softmax and Transpose of a computed tensor; and a Softmax as the model's output."""
+    Softmax, Transpose, Slice and Split of a computed tensor; and a Softmax as the model's output."""
     bad = {}
     nodes = {
         "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
@@ -321,6 +321,11 @@ def bad_elementwise_models(good_cnn):
         "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
         "transpose_standalone": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu",
                                                   perm=[0, 1, 3, 2]), []),
+        "slice_standalone": (helper.make_node("Slice", ["b1", "starts", "ends", "axes"], ["r1"], name="/relu1/Relu"),
+                             [const("starts", [0], np.int64), const("ends", [8], np.int64),
+                              const("axes", [1], np.int64)]),
+        "split_standalone": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=1),
+                             [const("halves", [4, 4], np.int64)]),
     }
     for name, (node, inits) in nodes.items():
         m = onnx.ModelProto()

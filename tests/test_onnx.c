@@ -321,6 +321,8 @@ static void test_refusals(void **state) {
     refused("bad/softmax_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "not part of a pattern");
     refused("bad/transpose_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
             "not part of a pattern");
+    refused("bad/slice_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Slice, opset 15", "not part of a pattern");
+    refused("bad/split_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Split, opset 15", "attention pattern");
     refused("bad/softmax_output.onnx", SNUG_E_ARG, 3, "/softmax/Softmax", "Softmax, opset 15",
             "without its final Softmax");
     refused("no-such-file.onnx", SNUG_E_IO, 1, "cannot open");
