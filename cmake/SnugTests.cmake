@@ -164,14 +164,12 @@ snug_torch_fixture(onnx_torch --resnet18 test_onnx_torch cli_onnx_torch)
 # at 1x32x32 with PyTorch's float64 reference of one step: cli_onnx_unet plans the first against the zoo's unet
 # and trains it, test_onnx_unet compares snug's gradients on the second with the reference.
 snug_torch_fixture(onnx_unet --unet test_onnx_unet cli_onnx_unet)
+# The zoo's resnet20 as a PyTorch module (scripts/resnet20_reference.py), exported at the zoo's 1x32x32 with
+# PyTorch's float64 reference of one step: cli_onnx_resnet20 plans it against the zoo's resnet20 and trains it
+# back into the module, test_onnx_resnet20 compares snug's gradients with the reference.
+snug_torch_fixture(onnx_resnet20 --resnet20 test_onnx_resnet20 cli_onnx_resnet20)
 
-# The zoo's gpt as a PyTorch module (scripts/gpt_twin.py), exported at opsets 13 and 17 into the build tree:
-# cli_onnx_gpt plans it against the zoo's gpt and trains it back into the module (docs/onnx.md).
-add_test(NAME onnx_gpt_export COMMAND "${SNUG_SYSTEM_PYTHON3}" "${PROJECT_SOURCE_DIR}/scripts/gpt_twin.py"
-         --out-dir "${SNUG_ONNX_TORCH_DIR}")
-set_tests_properties(onnx_gpt_export PROPERTIES FIXTURES_SETUP onnx_gpt TIMEOUT ${SNUG_TEST_TIMEOUT}
-                     ENVIRONMENT "OMP_NUM_THREADS=2")
-if(TEST cli_onnx_gpt)
-    set_tests_properties(cli_onnx_gpt PROPERTIES FIXTURES_REQUIRED onnx_gpt ENVIRONMENT
-                         "${SNUG_TEST_ENVIRONMENT};SNUG_ONNX_TORCH_DIR=${SNUG_ONNX_TORCH_DIR};SNUG_PYTHON3=${SNUG_SYSTEM_PYTHON3}")
-endif()
+# The zoo's gpt as a PyTorch module (scripts/gpt_twin.py), exported at opsets 13 and 17 into the build tree with
+# PyTorch's float64 reference of one step: cli_onnx_gpt plans both against the zoo's gpt and trains one back into
+# the module, test_onnx_gpt compares snug's gradients on both with the reference (docs/onnx.md).
+snug_torch_fixture(onnx_gpt --gpt test_onnx_gpt cli_onnx_gpt)

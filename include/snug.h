@@ -189,6 +189,12 @@ snug_tensor snug_relu(snug_graph *g, const char *name, snug_tensor x);
 /* GELU, the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) (torch.nn.GELU() default, not the tanh
  * approximation), any shape. Its backward reads its input, which is therefore kept for backward. */
 snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x);
+/* The logistic sigmoid 1 / (1 + e^-x) (torch.nn.Sigmoid), any shape. Its backward reads its output, y (1 - y). */
+snug_tensor snug_sigmoid(snug_graph *g, const char *name, snug_tensor x);
+/* tanh(x) (torch.nn.Tanh), any shape. Its backward reads its output, 1 - y^2. */
+snug_tensor snug_tanh(snug_graph *g, const char *name, snug_tensor x);
+/* y = scale x + shift with two constant, finite scalars (nothing learned), any shape: `x * 0.5`, `x + 1`. */
+snug_tensor snug_scale_shift(snug_graph *g, const char *name, snug_tensor x, float scale, float shift);
 /* Element-wise sum of two tensors of the same shape: residual connections. */
 snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
 /* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and
@@ -283,10 +289,10 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale);
 
 /* Model files (docs/model-files.md): a network as an INI-like layer list. A [model] section gives the input
  * (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per layer in
- * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, maxpool2d, upsample_nearest2d,
- * global_avgpool, flatten, dropout, add, concat, batchnorm2d, groupnorm, layernorm, embedding, position_embedding,
- * linear_tied, self_attention, softmax_cross_entropy) and that type's keys, which are the builder arguments above. A layer reads
- * the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
+ * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, sigmoid, tanh, scale_shift,
+ * maxpool2d, upsample_nearest2d, global_avgpool, flatten, dropout, add, concat, batchnorm2d, groupnorm,
+ * layernorm, embedding, position_embedding, linear_tied, self_attention, softmax_cross_entropy) and that type's
+ * keys, which are the builder arguments above. A layer reads the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
  * `inputs = A, B`. The last layer is the loss. Every problem is reported as
  * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),
  * missing keys, bad numbers (real values are decimal and must fit a float), inputs that name no layer above (a

@@ -10,6 +10,8 @@ tests expect: each named for what is wrong with it.
   usage: /usr/bin/python3 scripts/export_onnx.py [OUT_DIR]     (default: tests/data/onnx)
          /usr/bin/python3 scripts/export_onnx.py --resnet18 OUT_DIR [--write-summary]
          /usr/bin/python3 scripts/export_onnx.py --unet OUT_DIR      (the zoo's unet: unet_reference.py)
+         /usr/bin/python3 scripts/export_onnx.py --resnet20 OUT_DIR  (the zoo's resnet20: resnet20_reference.py)
+         /usr/bin/python3 scripts/export_onnx.py --gpt OUT_DIR       (the zoo's gpt: gpt_twin.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -115,6 +117,50 @@ def tiny_mlp():
     ]
     x = helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", 8])
     return model(nodes, inits, [x], [logits(classes=3)], 14, "tiny_mlp")
+
+
+def squash_mlp():
+    """input (N, 1, 28, 28) -> Flatten -> fc1 (Gemm 784-32) -> Sigmoid -> fc2 (Gemm 32-16) -> Tanh -> fc3 (Gemm
+    16-10): nn.Sigmoid and nn.Tanh as PyTorch exports them. Its own seed, so the files drawn from RNG stay."""
+    rng = np.random.default_rng(43)
+    inits = [weight("fc1.weight", 32, 784, rng=rng), weight("fc1.bias", 32, rng=rng),
+             weight("fc2.weight", 16, 32, rng=rng), weight("fc2.bias", 16, rng=rng),
+             weight("fc3.weight", 10, 16, rng=rng), weight("fc3.bias", 10, rng=rng)]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], name="/flatten/Flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Sigmoid", ["h1"], ["s1"], name="/sigmoid/Sigmoid"),
+        helper.make_node("Gemm", ["s1", "fc2.weight", "fc2.bias"], ["h2"], name="/fc2/Gemm", transB=1),
+        helper.make_node("Tanh", ["h2"], ["t2"], name="/tanh/Tanh"),
+        helper.make_node("Gemm", ["t2", "fc3.weight", "fc3.bias"], ["logits"], name="/fc3/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "squash_mlp")
+
+
+def scalar_const(name, value):
+    """A Constant node of one float: what PyTorch exports for a Python number in forward()."""
+    return helper.make_node("Constant", [], [name], name=f"/{name}/Constant",
+                            value=helper.make_tensor("v", TensorProto.FLOAT, [], [value]))
+
+
+def arith_mlp():
+    """input (N, 1, 28, 28) -> Flatten -> fc1 (Gemm 784-32) -> * 0.5 -> Tanh -> 1 - x -> / 4 -> + 0.25 -> fc2
+    (Gemm 32-10): arithmetic with Python numbers as PyTorch exports it (Mul, Sub, Div, Add of Constant nodes)."""
+    rng = np.random.default_rng(44)
+    inits = [weight("fc1.weight", 32, 784, rng=rng), weight("fc1.bias", 32, rng=rng),
+             weight("fc2.weight", 10, 32, rng=rng), weight("fc2.bias", 10, rng=rng)]
+    nodes = [
+        helper.make_node("Flatten", ["input"], ["flat"], name="/flatten/Flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        scalar_const("half", 0.5), scalar_const("one", 1.0), scalar_const("four", 4.0), scalar_const("quarter", 0.25),
+        helper.make_node("Mul", ["h1", "half"], ["m"], name="/Mul"),
+        helper.make_node("Tanh", ["m"], ["t"], name="/tanh/Tanh"),
+        helper.make_node("Sub", ["one", "t"], ["s"], name="/Sub"),
+        helper.make_node("Div", ["s", "four"], ["d"], name="/Div"),
+        helper.make_node("Add", ["d", "quarter"], ["a"], name="/Add"),
+        helper.make_node("Gemm", ["a", "fc2.weight", "fc2.bias"], ["logits"], name="/fc2/Gemm", transB=1),
+    ]
+    return model(nodes, inits, [image_input()], [logits()], 13, "arith_mlp")
 
 
 def cnn():
@@ -230,7 +276,7 @@ def bad_models(good_cnn):
     bad = {}
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
-    m.graph.node[2].op_type = "Tanh"  # an op snug does not map
+    m.graph.node[2].op_type = "Elu"  # an op snug does not map
     bad["unknown_op"] = m.SerializeToString()
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
@@ -258,6 +304,40 @@ def bad_models(good_cnn):
     bad["truncated"] = whole[: len(whole) // 2]
     bad["garbage"] = bytes(RNG.integers(0, 256, 4096, dtype=np.uint8))
     bad.update(bad_image_models(good_cnn))
+    bad.update(bad_elementwise_models(good_cnn))
+    return bad
+
+
+def bad_elementwise_models(good_cnn):
+    """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
+    first ReLU: Add of a scalar initializer (maybe a learned parameter), Mul by a per-channel constant, and Mul,
+    Softmax, Transpose, Slice and Split of a computed tensor; and a Softmax as the model's output."""
+    bad = {}
+    nodes = {
+        "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
+        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
+        "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
+                            [const("gain", np.full((8, 1, 1), 0.5))]),
+        "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
+        "transpose_standalone": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu",
+                                                  perm=[0, 1, 3, 2]), []),
+        "slice_standalone": (helper.make_node("Slice", ["b1", "starts", "ends", "axes"], ["r1"], name="/relu1/Relu"),
+                             [const("starts", [0], np.int64), const("ends", [8], np.int64),
+                              const("axes", [1], np.int64)]),
+        "split_standalone": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=1),
+                             [const("halves", [4, 4], np.int64)]),
+    }
+    for name, (node, inits) in nodes.items():
+        m = onnx.ModelProto()
+        m.CopyFrom(good_cnn)
+        m.graph.node[2].CopyFrom(node)
+        m.graph.initializer.extend(inits)
+        bad[name] = m.SerializeToString()
+    m = onnx.ModelProto()  # a classifier exported for inference: the probabilities, not the logits
+    m.CopyFrom(good_cnn)
+    m.graph.node[-1].output[0] = "fc_out"
+    m.graph.node.append(helper.make_node("Softmax", ["fc_out"], ["logits"], name="/softmax/Softmax", axis=1))
+    bad["softmax_output"] = m.SerializeToString()
     return bad
 
 
@@ -319,10 +399,20 @@ def main():
         import unet_reference
         unet_reference.main(sys.argv[2])
         return
+    if len(sys.argv) > 2 and sys.argv[1] == "--resnet20":
+        import resnet20_reference
+        resnet20_reference.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--gpt":
+        import gpt_twin
+        gpt_twin.main(sys.argv[2])
+        return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
     good = {"mlp": mlp(), "cnn": cnn(), "tiny_mlp": tiny_mlp(), "small_unet": small_unet()}
+    good["squash_mlp"] = squash_mlp()
+    good["arith_mlp"] = arith_mlp()
     for name, m in good.items():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))

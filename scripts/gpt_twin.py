@@ -8,6 +8,14 @@ make_references.py's gpt() is the same network written functionally.
     /usr/bin/python3 scripts/gpt_twin.py OUT.onnx [--opset N] [--context T]   (default opset 13, T = 256)
     /usr/bin/python3 scripts/gpt_twin.py --out-dir DIR     (DIR/gpt_opset13.onnx and DIR/gpt_opset17.onnx, which
                                                             writes LayerNormalization; the tests' fixture)
+
+--out-dir also writes PyTorch's float64 reference of one step from the exported weights (and the same in float32,
+the yardstick test_onnx_gpt holds snug's rounding to): DIR/gpt_ref.f64 with its index DIR/gpt_ref.json, as
+resnet18_reference.py writes resnet18's. The batch: BATCH sequences of CONTEXT tokens from resnet18_reference's
+LCG (seed BATCH_SEED), each token the state's top 8 bits, then per token its target, the next states' top 8 bits;
+the loss is snug's per-token cross-entropy, summed over the tokens and divided by their count. In one pass and as
+micro-batches of MICRO_BATCH (no layer mixes the sequences of a batch, so both are the same step). The network is
+smooth (GELU, softmax, LayerNorm: no ReLU or max-pool decision to keep away from its tie).
 """
 import math
 import os
@@ -19,6 +27,10 @@ import torch.nn.functional as F
 from torch import nn
 
 VOCAB, CONTEXT, LAYERS, HEADS, D = 256, 256, 4, 4, 256
+SEED = 22  # torch.manual_seed of the exported weights
+BATCH_SEED = 53
+BATCH = 2
+MICRO_BATCH = 1
 
 
 class Block(nn.Module):
@@ -57,6 +69,16 @@ class Gpt(nn.Module):
         for l in range(layers):
             setattr(self, f"h{l}", Block(d, heads, context))
         self.ln_f = nn.LayerNorm(d)
+        self.apply(self.init_weights)
+
+    @staticmethod
+    def init_weights(m):
+        """GPT-2's initialisation (weights N(0, 0.02), biases 0): PyTorch's default N(0, 1) for the tied
+        embedding gives logits of about 16 and a loss of about 170, every softmax saturated."""
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, 0.0, 0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
 
     def forward(self, tokens):
         h = self.wte(tokens) + self.wpe.weight[: tokens.shape[1]]
@@ -65,7 +87,7 @@ class Gpt(nn.Module):
         return F.linear(self.ln_f(h), self.wte.weight)
 
 
-def export(path, opset=13, context=CONTEXT, seed=22, **sizes):
+def export(path, opset=13, context=CONTEXT, seed=SEED, **sizes):
     warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # math.sqrt(D) is meant as a constant
     torch.manual_seed(seed)
     net = Gpt(context=context, **sizes).train()
@@ -76,12 +98,59 @@ def export(path, opset=13, context=CONTEXT, seed=22, **sizes):
     return net
 
 
+def exported_net(path):
+    """The module in float64 with exactly the ONNX file's initializers (the weights snug starts from)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).astype(np.float64))
+             for t in onnx.load(path).graph.initializer}
+    net = Gpt().double()
+    net.load_state_dict(inits, strict=True)
+    return net.train()
+
+
+def batch():
+    """BATCH sequences of token ids and their targets (as the docstring says), and the batch's description."""
+    import resnet18_reference as ref
+    states, state = ref.lcg_states(BATCH_SEED, BATCH * CONTEXT)
+    targets, _ = ref.lcg_states(state, BATCH * CONTEXT)
+    x = torch.tensor([v >> 56 for v in states], dtype=torch.int64).reshape(BATCH, CONTEXT)
+    y = torch.tensor([v >> 56 for v in targets], dtype=torch.int64).reshape(BATCH, CONTEXT)
+    desc = {"sequences": BATCH, "tokens": CONTEXT, "generator": "lcg64", "seed": BATCH_SEED,
+            "multiplier": ref.LCG_MUL, "increment": ref.LCG_ADD,
+            "value": "state = state * multiplier + increment (mod 2^64) per token, in C order; token = state >> 56; "
+                     "then per token, in C order, target = the next state >> 56"}
+    return x, y, desc
+
+
+def reference(out_dir, onnx_path):
+    """PyTorch's step from the export's weights, in float64 and float32: OUT_DIR/gpt_ref.{f64,json}."""
+    import resnet18_reference as ref
+    x, y, desc = batch()
+    cases, micro_of = {}, {"one_pass": BATCH, "micro_batches": MICRO_BATCH}
+    for case in ("one_pass", "micro_batches"):
+        cases[case] = ref.one_step(torch, exported_net(onnx_path), x, y, micro_of[case], classes_last=True)
+    for case in ("one_pass", "micro_batches"):
+        micro_of[case + "_float32"] = micro_of[case]
+        cases[case + "_float32"] = ref.one_step(torch, exported_net(onnx_path).float(), x, y, micro_of[case],
+                                                classes_last=True)
+    ref.write_reference(os.path.join(out_dir, "gpt_ref"), cases, micro_of, desc)
+
+
+def main(out_dir):
+    """The tests' fixture: both exports and the reference into out_dir."""
+    torch.set_num_threads(2)
+    os.makedirs(out_dir, exist_ok=True)
+    for opset in (13, 17):
+        export(os.path.join(out_dir, f"gpt_opset{opset}.onnx"), opset)
+    reference(out_dir, os.path.join(out_dir, "gpt_opset13.onnx"))
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--out-dir"]:
-        os.makedirs(args[1], exist_ok=True)
-        for opset in (13, 17):
-            export(os.path.join(args[1], f"gpt_opset{opset}.onnx"), opset)
+        main(args[1])
         sys.exit(0)
     opset = int(args[args.index("--opset") + 1]) if "--opset" in args else 13
     context = int(args[args.index("--context") + 1]) if "--context" in args else CONTEXT

@@ -79,27 +79,34 @@ def export(torch, torchvision, path):
     net.load_state_dict(keep)
 
 
-def exported_net(torch, torchvision, path):
-    """resnet18 in float64 with exactly the ONNX file's initializers (the weights snug starts from)."""
+def load_exported(torch, net, path, model):
+    """net in float64 with exactly the ONNX file's initializers (the weights snug starts from), in training mode;
+    exports drop BatchNorm's num_batches_tracked, which the module keeps."""
     import onnx
     from onnx import numpy_helper
-    net = torchvision.models.resnet18(num_classes=10).double()
+    net = net.double()
     inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).astype(np.float64))
              for t in onnx.load(path).graph.initializer}
     missing, unexpected = net.load_state_dict(inits, strict=False)
     if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
-        sys.exit(f"resnet18 export: initializers do not match the module: missing {missing}, extra {unexpected}")
+        sys.exit(f"{model} export: initializers do not match the module: missing {missing}, extra {unexpected}")
     return net.train()
 
 
-def one_step(torch, net, x, y, micro):
+def exported_net(torch, torchvision, path):
+    return load_exported(torch, torchvision.models.resnet18(num_classes=10), path, "resnet18")
+
+
+def one_step(torch, net, x, y, micro, classes_last=False):
     """The loss and, per state_dict name, the gradient (parameters) or the value after the forwards (running
-    statistics), as float64 arrays. The loss is snug's: summed over the batch's targets (one per image, or one
-    per pixel), divided by their count."""
+    statistics), as float64 arrays. The loss is snug's: summed over the batch's targets (one per image, pixel or
+    token), divided by their count. classes_last: the logits are (N, T, classes), a sequence model's."""
     net.zero_grad()
     total = 0.0
     for lo in range(0, len(x), micro):
         logits = net(x[lo:lo + micro])
+        if classes_last:
+            logits = logits.transpose(1, -1)  # cross_entropy wants the classes on axis 1
         loss = torch.nn.functional.cross_entropy(logits, y[lo:lo + micro], reduction="sum") / y.numel()
         loss.backward()
         total += loss.item()

@@ -130,3 +130,35 @@ void torch_ref_check(const torch_ref *r, snug_trainer *tr, double loss, const ch
            "('%s')\n", onnx_case, snug_trainer_param_count(tr), worst, worst_name, worst_share, share_name);
     assert_int_equal(over, 0);
 }
+
+uint64_t torch_ref_lcg(uint64_t *state) {
+    return *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+void torch_ref_check_step(const torch_ref *r, const char *file, const snug_dataset *ds, size_t batch,
+                          const char *onnx_case, const char *loss_yardstick_tensor) {
+    char path[1024];
+    snug_graph *g = NULL;
+    snug_error err = {0};
+    if (snug_graph_from_onnx(torch_ref_path(file, path, sizeof path), &g, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    snug_plan_request req = snug_plan_request_default(batch);
+    req.micro_batch = torch_ref_micro_batch(r, onnx_case);
+    req.checkpoint.kind = SNUG_CHECKPOINT_NONE;
+    snug_plan *plan = NULL;
+    if (snug_plan_new(g, &req, &plan, NULL, &err) != SNUG_OK) fail_msg("%s", err.message);
+    snug_train_config cfg = snug_train_config_default();
+    snug_trainer *tr = NULL;
+    if (snug_trainer_new(plan, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    size_t *idx = malloc(batch * sizeof *idx);
+    assert_non_null(idx);
+    for (size_t i = 0; i < batch; i++) idx[i] = i;
+    double loss = 0;
+    if (snug_trainer_gradients(tr, ds, idx, batch, &loss, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    torch_ref_check(r, tr, loss, onnx_case, loss_yardstick_tensor);
+    free(idx);
+    snug_trainer_free(tr);
+    snug_plan_free(plan);
+    snug_graph_free(g);
+}

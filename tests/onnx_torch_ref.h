@@ -14,6 +14,7 @@
 
 #include <cJSON.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "snug.h"
 
@@ -37,5 +38,12 @@ size_t torch_ref_micro_batch(const torch_ref *r, const char *onnx_case);
  * snug_trainer_gradients, against the case; prints the worst tensors. */
 void torch_ref_check(const torch_ref *r, snug_trainer *tr, double loss, const char *onnx_case,
                      const char *loss_yardstick_tensor);
+
+/* The next state of the references' 64-bit LCG (Knuth's MMIX constants; resnet18_reference.py's lcg_states). */
+uint64_t torch_ref_lcg(uint64_t *state);
+/* One step of the export FILE (in the fixture's folder) on the first `batch` samples of ds, planned at the case's
+ * micro-batch without checkpoints, held to the case by torch_ref_check. */
+void torch_ref_check_step(const torch_ref *r, const char *file, const snug_dataset *ds, size_t batch,
+                          const char *onnx_case, const char *loss_yardstick_tensor);
 
 #endif

@@ -1,6 +1,7 @@
 /* ONNX models (snug_graph_from_onnx) against the same networks built with snug's builders: tests/data/onnx/,
- * written by scripts/export_onnx.py. For mlp.onnx, cnn.onnx and small_unet.onnx (the image ops: the GroupNorm
- * PyTorch exports, ConvTranspose, Resize, Concat, InstanceNormalization):
+ * written by scripts/export_onnx.py. For mlp.onnx, squash_mlp.onnx (Sigmoid, Tanh), arith_mlp.onnx (Mul, Sub, Div,
+ * Add of constant scalars), cnn.onnx and small_unet.onnx
+ * (the image ops: the GroupNorm PyTorch exports, ConvTranspose, Resize, Concat, InstanceNormalization):
  *   - the plan (JSON with every buffer) equals the builder graph's, byte for byte;
  *   - the parameters start from the initializers: per tensor, element count, sum and sum of squares against the
  *     float64 values the script wrote beside the model (.sums), within float32 rounding of those sums;
@@ -49,6 +50,27 @@ static snug_graph *builder_mlp(void) {
     x = snug_dropout(g, "/drop/Dropout", x, 0.25f);
     x = snug_linear(g, "/fc2/MatMul", x, 10);
     snug_softmax_cross_entropy(g, "loss", x);
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+static snug_graph *builder_squash_mlp(void) {
+    snug_graph *g = snug_graph_new("squash_mlp");
+    snug_tensor x = snug_flatten(g, "/flatten/Flatten", snug_input(g, "input", 1, 28, 28));
+    x = snug_sigmoid(g, "/sigmoid/Sigmoid", snug_linear(g, "fc1", x, 32));
+    x = snug_tanh(g, "/tanh/Tanh", snug_linear(g, "fc2", x, 16));
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc3", x, 10));
+    assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
+    return g;
+}
+
+static snug_graph *builder_arith_mlp(void) {
+    snug_graph *g = snug_graph_new("arith_mlp");
+    snug_tensor x = snug_flatten(g, "/flatten/Flatten", snug_input(g, "input", 1, 28, 28));
+    x = snug_tanh(g, "/tanh/Tanh", snug_scale_shift(g, "/Mul", snug_linear(g, "fc1", x, 32), 0.5f, 0.0f));
+    x = snug_scale_shift(g, "/Add", snug_scale_shift(g, "/Div", snug_scale_shift(g, "/Sub", x, -1.0f, 1.0f), 0.25f,
+                                                     0.0f), 1.0f, 0.25f);
+    snug_softmax_cross_entropy(g, "loss", snug_linear(g, "fc2", x, 10));
     assert_int_equal(snug_graph_check(g, NULL), SNUG_OK);
     return g;
 }
@@ -124,6 +146,8 @@ static void plans_equal(const char *file, snug_graph *(*build)(void)) {
 }
 
 static void test_mlp_plan(void **state) { (void)state; plans_equal("mlp.onnx", builder_mlp); }
+static void test_squash_mlp_plan(void **state) { (void)state; plans_equal("squash_mlp.onnx", builder_squash_mlp); }
+static void test_arith_mlp_plan(void **state) { (void)state; plans_equal("arith_mlp.onnx", builder_arith_mlp); }
 static void test_cnn_plan(void **state) { (void)state; plans_equal("cnn.onnx", builder_cnn); }
 static void test_small_unet_plan(void **state) { (void)state; plans_equal("small_unet.onnx", builder_small_unet); }
 
@@ -226,6 +250,14 @@ static void same_training(const char *file, const char *sums, snug_graph *(*buil
 }
 
 static void test_mlp_training(void **state) { (void)state; same_training("mlp.onnx", "mlp.sums", builder_mlp); }
+static void test_squash_mlp_training(void **state) {
+    (void)state;
+    same_training("squash_mlp.onnx", "squash_mlp.sums", builder_squash_mlp);
+}
+static void test_arith_mlp_training(void **state) {
+    (void)state;
+    same_training("arith_mlp.onnx", "arith_mlp.sums", builder_arith_mlp);
+}
 static void test_cnn_training(void **state) { (void)state; same_training("cnn.onnx", "cnn.sums", builder_cnn); }
 static void test_small_unet_training(void **state) {
     (void)state;
@@ -270,7 +302,7 @@ static void refused(const char *file, snug_status want, int n, ...) {
 
 static void test_refusals(void **state) {
     (void)state;
-    refused("bad/unknown_op.onnx", SNUG_E_ARG, 4, "node 2", "/relu1/Relu", "Tanh, opset 15",
+    refused("bad/unknown_op.onnx", SNUG_E_ARG, 4, "node 2", "/relu1/Relu", "Elu, opset 15",
             "do_constant_folding=False");
     refused("bad/bad_attribute.onnx", SNUG_E_ARG, 3, "/conv1/Conv", "Conv, opset 15", "dilation");
     refused("bad/dynamic_shape.onnx", SNUG_E_ARG, 2, "input 'input'", "dynamic");
@@ -283,6 +315,16 @@ static void test_refusals(void **state) {
             "no output_padding");
     refused("bad/groupnorm_without_affine.onnx", SNUG_E_ARG, 3, "/gn1/InstanceNormalization",
             "InstanceNormalization, opset 15", "affine=True");
+    refused("bad/add_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Add, opset 15", "learned nn.Parameter");
+    refused("bad/mul_per_channel.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "constant of 8 values");
+    refused("bad/mul_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "not part of a pattern");
+    refused("bad/softmax_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "not part of a pattern");
+    refused("bad/transpose_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
+            "not part of a pattern");
+    refused("bad/slice_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Slice, opset 15", "not part of a pattern");
+    refused("bad/split_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Split, opset 15", "attention pattern");
+    refused("bad/softmax_output.onnx", SNUG_E_ARG, 3, "/softmax/Softmax", "Softmax, opset 15",
+            "without its final Softmax");
     refused("no-such-file.onnx", SNUG_E_IO, 1, "cannot open");
 }
 
@@ -304,6 +346,10 @@ int main(void) {
         cmocka_unit_test(test_mlp_plan),
         cmocka_unit_test(test_cnn_plan),
         cmocka_unit_test(test_mlp_training),
+        cmocka_unit_test(test_squash_mlp_plan),
+        cmocka_unit_test(test_squash_mlp_training),
+        cmocka_unit_test(test_arith_mlp_plan),
+        cmocka_unit_test(test_arith_mlp_training),
         cmocka_unit_test(test_cnn_training),
         cmocka_unit_test(test_small_unet_plan),
         cmocka_unit_test(test_small_unet_training),

@@ -57,42 +57,16 @@ static snug_dataset *reference_batch(const cJSON *batch, float *inputs, int32_t 
     return ds;
 }
 
-static snug_trainer *trainer_at(const snug_graph *g, size_t micro_batch, snug_plan **plan) {
-    snug_plan_request req = snug_plan_request_default(BATCH);
-    req.micro_batch = micro_batch;
-    req.checkpoint.kind = SNUG_CHECKPOINT_NONE;
-    snug_error err = {0};
-    if (snug_plan_new(g, &req, plan, NULL, &err) != SNUG_OK) fail_msg("%s", err.message);
-    snug_train_config cfg = snug_train_config_default();
-    snug_trainer *tr = NULL;
-    if (snug_trainer_new(*plan, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
-    return tr;
-}
-
 /* One case: snug's loss, gradients and running statistics at this micro-batch against the reference's. */
 static void check_case(const char *onnx_case, size_t micro_batch) {
     torch_ref ref;
     torch_ref_load(&ref, "resnet18_ref");
     assert_int_equal(torch_ref_micro_batch(&ref, onnx_case), micro_batch);
-    char path[1024];
-    snug_graph *g = NULL;
-    snug_error err = {0};
-    if (snug_graph_from_onnx(torch_ref_path("resnet18.onnx", path, sizeof path), &g, &err) != SNUG_OK)
-        fail_msg("%s", err.message);
-    snug_plan *plan = NULL;
-    snug_trainer *tr = trainer_at(g, micro_batch, &plan);
     static float inputs[BATCH * PIXELS];
     int32_t labels[BATCH];
     snug_dataset *ds = reference_batch(cJSON_GetObjectItem(ref.index, "batch"), inputs, labels);
-    size_t idx[BATCH];
-    for (size_t i = 0; i < BATCH; i++) idx[i] = i;
-    double loss = 0;
-    if (snug_trainer_gradients(tr, ds, idx, BATCH, &loss, &err) != SNUG_OK) fail_msg("%s", err.message);
-    torch_ref_check(&ref, tr, loss, onnx_case, "fc.bias");
+    torch_ref_check_step(&ref, "resnet18.onnx", ds, BATCH, onnx_case, "fc.bias");
     snug_dataset_free(ds);
-    snug_trainer_free(tr);
-    snug_plan_free(plan);
-    snug_graph_free(g);
     torch_ref_free(&ref);
 }
 

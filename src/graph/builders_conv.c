@@ -52,6 +52,18 @@ snug_tensor snug_gelu(snug_graph *g, const char *name, snug_tensor x) {
     return graph_add_node(g, &op_gelu, name, &x, 1, (op_params){{0}});
 }
 
+snug_tensor snug_sigmoid(snug_graph *g, const char *name, snug_tensor x) {
+    return graph_add_node(g, &op_sigmoid, name, &x, 1, (op_params){{0}});
+}
+
+snug_tensor snug_tanh(snug_graph *g, const char *name, snug_tensor x) {
+    return graph_add_node(g, &op_tanh, name, &x, 1, (op_params){{0}});
+}
+
+snug_tensor snug_scale_shift(snug_graph *g, const char *name, snug_tensor x, float scale, float shift) {
+    return graph_add_node(g, &op_scale_shift, name, &x, 1, (op_params){.scale_shift = {scale, shift}});
+}
+
 snug_tensor snug_embedding(snug_graph *g, const char *name, snug_tensor tokens, size_t vocab, size_t dim) {
     op_params p = {.embedding = {.vocab = vocab, .dim = dim}};
     return graph_add_node(g, &op_embedding, name, &tokens, 1, p);

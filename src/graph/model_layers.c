@@ -67,6 +67,17 @@ static snug_tensor b_gelu(snug_graph *g, const char *n, const snug_tensor *in, c
     (void)v;
     return snug_gelu(g, n, in[0]);
 }
+static snug_tensor b_sigmoid(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    (void)v;
+    return snug_sigmoid(g, n, in[0]);
+}
+static snug_tensor b_tanh(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    (void)v;
+    return snug_tanh(g, n, in[0]);
+}
+static snug_tensor b_scale_shift(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    return snug_scale_shift(g, n, in[0], v[0].f, v[1].f);
+}
 static snug_tensor b_maxpool2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     return snug_maxpool2d_padded(g, n, in[0], v[0].z, v[1].z, v[2].z);
 }
@@ -128,6 +139,9 @@ static const layer_type types[] = {
      {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"}, {"padding", V_SIZE, "0"}}},
     {"relu", 1, b_relu, {{0}}},
     {"gelu", 1, b_gelu, {{0}}},
+    {"sigmoid", 1, b_sigmoid, {{0}}},
+    {"tanh", 1, b_tanh, {{0}}},
+    {"scale_shift", 1, b_scale_shift, {{"scale", V_FLOAT, "1"}, {"shift", V_FLOAT, "0"}}},
     {"maxpool2d", 1, b_maxpool2d, {{"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "kernel"}, {"padding", V_SIZE, "0"}}},
     {"upsample_nearest2d", 1, b_upsample_nearest2d, {{"scale", V_SIZE, "2"}}},
     {"global_avgpool", 1, b_global_avgpool, {{0}}},
@@ -147,7 +161,7 @@ static const layer_type types[] = {
 #define NTYPES (sizeof types / sizeof types[0])
 
 static const char *const type_names[NTYPES + 1] = {
-    "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "maxpool2d", "upsample_nearest2d", "global_avgpool",
+    "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "sigmoid", "tanh", "scale_shift", "maxpool2d", "upsample_nearest2d", "global_avgpool",
     "flatten", "dropout", "add", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
     "linear_tied", "self_attention", "softmax_cross_entropy", NULL};
 

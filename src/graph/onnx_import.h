@@ -97,6 +97,9 @@ snug_status onnx_map_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *take
 snug_status onnx_fold_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *taken, snug_error *err);
 /* The rows of OP_MAPS' "sequence models" block: ops that appear only inside those patterns. */
 snug_status onnx_map_pattern_only(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+/* Mul, Div, Add or Sub of a computed tensor and a constant scalar (onnx_ops_arith.c): snug's scale_shift; other
+ * operands go on to onnx_map_pattern_only's refusal. */
+snug_status onnx_map_arith(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
 
 /* onnx_consts.c's: a zeroed constant (NULL for a bad shape or out of memory), and a node's output set to one. */
 onnx_const *onnx_const_new(int rank, const int64_t *dims, bool is_float);

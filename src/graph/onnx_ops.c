@@ -223,6 +223,7 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
 
 static snug_status map_add(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *a = onnx_input_value(cx, n, 0), *b = onnx_input_value(cx, n, 1);
+    if (a && b && (a->c != NULL) != (b->c != NULL)) return onnx_map_arith(cx, n, err); /* x + c */
     if (!a || !b || a->c || b->c)
         return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Add of two computed tensors of one shape (residuals) "
                          "and a bias Add right after a MatMul; other Adds (constants, broadcasting) not yet");
@@ -230,11 +231,25 @@ static snug_status map_add(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *e
     return onnx_set_out(cx, n, snug_add(cx->g, onnx_layer_name(cx, n, NULL, buf), a->t, b->t), &a->shape, err);
 }
 
-static snug_status map_relu(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+/* An element-wise activation of a computed tensor of any shape: the snug builder of the same name. */
+static snug_status map_activation(onnx_ctx *cx, const Onnx__NodeProto *n,
+                                  snug_tensor (*build)(snug_graph *, const char *, snug_tensor), snug_error *err) {
     onnx_value *x;
     snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
     char buf[SNUG_NAME_MAX];
-    return s != SNUG_OK ? s : onnx_set_out(cx, n, snug_relu(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t), &x->shape, err);
+    return s != SNUG_OK ? s : onnx_set_out(cx, n, build(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t), &x->shape, err);
+}
+
+static snug_status map_relu(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+    return map_activation(cx, n, snug_relu, err);
+}
+
+static snug_status map_sigmoid(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+    return map_activation(cx, n, snug_sigmoid, err);
+}
+
+static snug_status map_tanh(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+    return map_activation(cx, n, snug_tanh, err);
 }
 
 static snug_status map_batchnorm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
@@ -374,7 +389,8 @@ static const op_map OP_MAPS[] = {
     {"MaxPool", map_maxpool},   {"GlobalAveragePool", map_avgpool},
     {"AveragePool", map_avgpool}, {"Flatten", map_flatten},
     {"Reshape", map_reshape},   {"Identity", map_identity},
-    {"Dropout", map_dropout},
+    {"Dropout", map_dropout},   {"Sigmoid", map_sigmoid},
+    {"Tanh", map_tanh},
     /* image models (onnx_ops_image.c) */
     {"ConvTranspose", onnx_map_conv_transpose}, {"Concat", onnx_map_concat},
     {"InstanceNormalization", onnx_map_instance_norm}, {"Resize", onnx_map_resize},
@@ -383,8 +399,8 @@ static const op_map OP_MAPS[] = {
      * on; met anywhere else they are refused by onnx_map_pattern_only, which says which pattern snug maps */
     {"Gather", onnx_map_pattern_only},  {"Slice", onnx_map_pattern_only}, {"Split", onnx_map_pattern_only},
     {"Transpose", onnx_map_pattern_only}, {"Softmax", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
-    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_pattern_only}, {"Mul", onnx_map_pattern_only},
-    {"Div", onnx_map_pattern_only}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
+    {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_arith}, {"Mul", onnx_map_arith},
+    {"Div", onnx_map_arith}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
     {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},
     {"LayerNormalization", onnx_map_pattern_only},
 };

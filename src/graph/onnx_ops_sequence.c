@@ -155,8 +155,7 @@ static snug_status map_gelu_chain(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_v
         !onnx_scalar(cx, cx->gp->node[add], 1, &one) || one != 1.0 ||
         onnx_in(cx, cx->gp->node[mul], x_first ? 0 : 1) != x || !onnx_scalar(cx, cx->gp->node[mul2], 1, &half) ||
         half != 0.5)
-        return unmatched(cx, "Div of a tensor that does not begin the GELU pattern (x / sqrt 2, Erf, + 1, times "
-                         "x, times 0.5: nn.GELU())", err);
+        return onnx_map_arith(cx, n, err); /* x / c alone */
     cx->skip[erf] = cx->skip[add] = cx->skip[mul] = cx->skip[mul2] = true;
     char buf[SNUG_NAME_MAX];
     const Onnx__NodeProto *out = cx->gp->node[mul2];
@@ -365,6 +364,10 @@ snug_status onnx_rows_or_weight(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_val
 }
 
 snug_status onnx_map_pattern_only(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    (void)n;
+    /* A classifier exported for inference ends in a Softmax: snug's loss takes logits and applies its own */
+    if (strcmp(n->op_type, "Softmax") == 0 && cx->gp->n_output == 1 && cx->gp->output[0]->name &&
+        strcmp(n->output[0], cx->gp->output[0]->name) == 0)
+        return onnx_fail(cx, err, SNUG_E_ARG, "a Softmax as the model's output: snug trains a model that ends in "
+                         "logits, its loss applies the softmax; export the module without its final Softmax");
     return unmatched(cx, "not part of a pattern snug maps here", err);
 }

@@ -19,6 +19,7 @@ typedef struct linear_params { size_t out_features; bool no_bias; } linear_param
 typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; bool no_bias; } conv2d_params;
 typedef struct pool2d_params { size_t kernel, stride, padding; } pool2d_params;
 typedef struct dropout_params { float p; } dropout_params;
+typedef struct scale_shift_params { float scale, shift; } scale_shift_params;
 typedef struct norm_params { size_t groups; float eps, momentum; } norm_params;
 typedef struct embedding_params { size_t vocab, dim; } embedding_params;
 typedef struct attention_params { size_t heads; bool causal; } attention_params;
@@ -29,6 +30,7 @@ typedef union op_params {
     conv2d_params conv2d;
     pool2d_params pool2d;
     dropout_params dropout;
+    scale_shift_params scale_shift;
     norm_params norm;
     embedding_params embedding;
     attention_params attention;

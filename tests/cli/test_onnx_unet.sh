@@ -8,6 +8,7 @@
 # on synthetic shapes with --save, and the file loads into the PyTorch module with load_state_dict(strict=True).
 # The gradients are test_onnx_unet's.
 . "$(dirname "$0")/harness.sh"
+. "$(dirname "$0")/onnx_twin.sh"
 
 MODEL=${SNUG_ONNX_TORCH_DIR:-}/unet.onnx
 if [ -z "${SNUG_ONNX_TORCH_DIR:-}" ] || [ ! -f "$MODEL" ]; then
@@ -17,18 +18,7 @@ if [ -z "${SNUG_ONNX_TORCH_DIR:-}" ] || [ ! -f "$MODEL" ]; then
 fi
 
 for budget in none 300MiB 130MiB; do
-    mem=()
-    [ "$budget" = none ] || mem=(--mem "$budget")
-    run "plan the zoo's unet at batch 8, budget $budget" plan --model unet --batch 8 "${mem[@]}" --json
-    expect_rc 0
-    sed 1,2d "$OUT" >"$TMP/zoo.json"
-    run "plan the exported unet at batch 8, budget $budget: the zoo's plan" plan --model "$MODEL" --batch 8 \
-        "${mem[@]}" --json
-    expect_rc 0
-    sed 1,2d "$OUT" >"$TMP/onnx.json"
-    expect_in "$OUT" "\"model\":	\"$MODEL\""
-    cmp -s "$TMP/zoo.json" "$TMP/onnx.json" || fail "the plans differ: $(diff "$TMP/zoo.json" "$TMP/onnx.json" |
-        head -5)"
+    expect_plan_as_zoo unet "$MODEL" 8 "$budget"
 done
 
 run "the exported unet inside 130 MiB needs checkpoints" plan --model "$MODEL" --batch 8 --mem 130MiB
