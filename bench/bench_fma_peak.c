@@ -6,6 +6,14 @@
  *
  *   bench_fma_peak [threads]      prints "fma_peak_gflops N threads T width W" (the best of 5 batches)
  *
+ *                               and, where the CPU has AVX512_BF16, "bf16_peak_gflops N threads T width 32"
+ *
+ * The bf16 line is the same probe with vdpbf16ps: each instruction multiplies 32 pairs of bfloat16 and adds
+ * them into 16 float32 lanes, counted as 64 floating-point operations (a multiply and an add per product, as an
+ * FMA lane counts two), so the two lines compare directly: their ratio is what bfloat16 products can gain over
+ * float32 ones on this core. Where it is not about 2, the core splits vdpbf16ps into more micro-operations
+ * than an FMA, and bgemm can gain at most that ratio over sgemm.
+ *
  * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
  * On an AMD EPYC of family 25 (2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s with 2 threads,
  * 117 with one, so its SGEMM rate of 190-200 GFLOP/s is 80-85% of what the cores can do; a family-26 EPYC
@@ -39,6 +47,19 @@ __attribute__((target("avx512f"))) static float chains_avx512(long iters) {
     for (int i = 0; i < CHAINS; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
     for (long it = 0; it < iters; it++)
         UNROLLED for (int i = 0; i < CHAINS; i++) a[i] = _mm512_fmadd_ps(a[i], b, c);
+    float sum = 0;
+    for (int i = 0; i < CHAINS; i++) sum += _mm512_reduce_add_ps(a[i]);
+    return sum;
+}
+
+/* vdpbf16ps chains: each accumulator gains the products of a fixed pair of small bf16 vectors, so it grows
+ * slowly and never overflows within a batch. The words are 0x3F80 (1.0) and 0x3400 (about 1.2e-7). */
+__attribute__((target("avx512f,avx512bf16"))) static float chains_bf16(long iters) {
+    __m512 a[CHAINS];
+    const __m512bh x = (__m512bh)_mm512_set1_epi32(0x3F803F80), y = (__m512bh)_mm512_set1_epi32(0x34003400);
+    for (int i = 0; i < CHAINS; i++) a[i] = _mm512_set1_ps(1.0f + (float)i * 1e-3f);
+    for (long it = 0; it < iters; it++)
+        UNROLLED for (int i = 0; i < CHAINS; i++) a[i] = _mm512_dpbf16_ps(a[i], x, y);
     float sum = 0;
     for (int i = 0; i < CHAINS; i++) sum += _mm512_reduce_add_ps(a[i]);
     return sum;
@@ -80,15 +101,8 @@ static float (*pick(int *width))(long) {
     return *width = 1, chains_plain;
 }
 
-int main(int argc, char **argv) {
-    char *end = NULL;
-    long threads = argc > 1 ? strtol(argv[1], &end, 10) : omp_get_max_threads();
-    if (argc > 2 || (argc > 1 && (*end != '\0' || threads < 1 || threads > 4096))) {
-        fprintf(stderr, "usage: bench_fma_peak [threads]   (threads: a whole number from 1 to 4096)\n");
-        return 2;
-    }
-    int width;
-    float (*chains)(long) = pick(&width);
+/* The best of BATCHES batches of `chains` on `threads` threads, in GFLOP/s at `flops` per chain step. */
+static double best_rate(float (*chains)(long), long threads, double flops) {
     double best = 0;
     volatile float sink = 0; /* keeps the chains' results, so the compiler cannot drop them */
     for (int b = 0; b < BATCHES; b++) {
@@ -98,9 +112,32 @@ int main(int argc, char **argv) {
         sum += chains(ITERATIONS);
         const double s = omp_get_wtime() - t0;
         sink += sum;
-        const double rate = 2.0 * CHAINS * width * (double)ITERATIONS * (double)threads / s * 1e-9;
+        const double rate = flops * CHAINS * (double)ITERATIONS * (double)threads / s * 1e-9;
         if (rate > best) best = rate;
     }
-    printf("fma_peak_gflops %.1f threads %ld width %d\n", best, threads, width);
+    return best;
+}
+
+/* The vdpbf16ps probe where the CPU has AVX512_BF16 (with AVX-512 state the OS enables), else NULL. */
+static float (*pick_bf16(void))(long) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512bf16")) return chains_bf16;
+#endif
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    char *end = NULL;
+    long threads = argc > 1 ? strtol(argv[1], &end, 10) : omp_get_max_threads();
+    if (argc > 2 || (argc > 1 && (*end != '\0' || threads < 1 || threads > 4096))) {
+        fprintf(stderr, "usage: bench_fma_peak [threads]   (threads: a whole number from 1 to 4096)\n");
+        return 2;
+    }
+    int width;
+    float (*chains)(long) = pick(&width);
+    printf("fma_peak_gflops %.1f threads %ld width %d\n", best_rate(chains, threads, 2.0 * width), threads, width);
+    float (*bf16)(long) = pick_bf16();
+    if (bf16) printf("bf16_peak_gflops %.1f threads %ld width 32\n", best_rate(bf16, threads, 64.0), threads);
     return 0;
 }
