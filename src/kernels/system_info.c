@@ -62,10 +62,7 @@ void snug_system_info_get(snug_system_info *info) {
     info->gemm = sgemm_enabled() ? "snug AVX-512" : "BLAS";
 }
 
-void snug_set_gemm(snug_gemm choice) {
-    sgemm_prefer_blas(choice == SNUG_GEMM_BLAS);
-    bgemm_choose(choice == SNUG_GEMM_BF16);
-}
+void snug_set_gemm(snug_gemm choice) { sgemm_prefer_blas(choice == SNUG_GEMM_BLAS); }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */
 void snug_set_threads(int n) {
