@@ -1307,7 +1307,8 @@ typedef struct snug_system_info {
     const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
     bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
     const char *gemm;        /* what multiplies the linear layers' matrices: "snug AVX-512" (snug's own packed
-                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS) or "BLAS" */
+                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS), "snug AVX-512
+                                (bf16 runs: AVX512_BF16)" where bf16 runs take its bfloat16 product, or "BLAS" */
 } snug_system_info;
 
 void snug_system_info_get(snug_system_info *info);
