@@ -99,6 +99,15 @@ static void merge_portable(uint32_t *dst, const float *src, size_t ld, size_t w,
         }
 }
 
+/* kc consecutive floats (one column of a B stored by columns) as (kc + 1) / 2 pair words, the even k in the
+ * low half, zero past kc; written through memcpy because the words lie in float storage (the stage). */
+static void column_pairs_portable(float *words, const float *src, size_t kc) {
+    for (size_t q = 0; 2 * q < kc; q++) {
+        const uint32_t w = bf16_of(src[2 * q]) | (2 * q + 1 < kc ? bf16_of(src[2 * q + 1]) : 0) << 16;
+        memcpy(words + q, &w, sizeof w);
+    }
+}
+
 /* A bf16 (the low 16 bits) as the float32 it denotes, denormals read as zero. */
 static float bf16_value(uint32_t h) {
     const uint32_t u = (h & 0xFFFF) << 16;
@@ -166,6 +175,16 @@ static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t ld, si
             const __m512 hi = odd_row ? _mm512_maskz_loadu_ps(mh, lo + ld + h) : _mm512_setzero_ps();
             _mm512_storeu_si512(dst + q * NR + h, to_pairs(_mm512_maskz_loadu_ps(mh, lo + h), hi, idx));
         }
+    }
+}
+
+/* column_pairs_portable: vcvtne2ps2bf16 turns 32 consecutive floats into 16 pair words in order. */
+static BF16 void column_pairs_bf16(float *words, const float *src, size_t kc) {
+    for (size_t k = 0; k < kc; k += 32) {
+        const size_t n = kc - k < 32 ? kc - k : 32;
+        const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n), src + k);
+        const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + k + 16);
+        _mm512_mask_storeu_epi32(words + k / 2, avx512_lanes((n + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
 }
 
@@ -278,6 +297,18 @@ static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t ld
 /* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
 #define A_K_STEP 16
 
+/* column_pairs_portable, or its AVX512_BF16 form. */
+static void column_pairs(const bgemm_job *j, float *words, const float *src, size_t kc) {
+#ifdef SNUG_AVX512
+    if (j->bf16) {
+        column_pairs_bf16(words, src, kc);
+        return;
+    }
+#endif
+    (void)j;
+    column_pairs_portable(words, src, kc);
+}
+
 /* Rows [i0, i0 + rows) of A, k in [p0, p0 + kc), as consecutive strips of SR rows kp * SR pairs apart:
  * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
  * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
@@ -302,18 +333,20 @@ static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, s
 
 /* Panel of `cols` (<= NR) columns of B from column j0, k in [p0, p0 + kc): dst[q * NR + t] = the pair
  * B(p0 + 2q, j0 + t), B(p0 + 2q + 1, j0 + t), zero for t >= cols and for k past kc. B stored by rows is merged
- * straight from its floats; B stored by columns (a transposed operand, as a weight W in x W^T) is staged first
- * as sgemm packs its panels (stage[p * NR + t] = B(p0 + p, j0 + t)). */
+ * straight from its floats. B stored by columns (a transposed operand, as a weight W in x W^T) holds each
+ * pair in two adjacent floats: each column becomes its pair words in the stage (cols rows of kp words), and a
+ * transpose of 32-bit words turns them into the panel, half the bytes a float32 transpose would move. */
 static void pack_b(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
     const sgemm_mat b = j->b;
     if (b.cs == 1) {
         merge(j, dst, b.p + p0 * b.rs + j0, b.rs, NR, cols, kc);
         return;
     }
-    transpose_floats(stage, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
+    const size_t kp = (kc + 1) / 2;
+    for (size_t t = 0; t < cols; t++) column_pairs(j, stage + t * kp, b.p + (j0 + t) * b.cs + p0, kc);
+    transpose_floats((float *)(void *)dst, NR, stage, kp, cols, kp); /* moves the words' bits as they are */
     if (cols < NR)
-        for (size_t p = 0; p < kc; p++) memset(stage + p * NR + cols, 0, (NR - cols) * sizeof *stage);
-    merge(j, dst, stage, NR, NR, NR, kc);
+        for (size_t q = 0; q < kp; q++) memset(dst + q * NR + cols, 0, (NR - cols) * sizeof *dst);
 }
 
 /* A tile that starts from C waits on its rows from memory (C outgrows the caches: a weight gradient) before
