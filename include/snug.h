@@ -1313,20 +1313,20 @@ typedef struct snug_system_info {
     const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
     bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
     const char *gemm;        /* what multiplies the linear layers' matrices: "snug AVX-512" (snug's own packed
-                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS) or "BLAS" */
+                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS), "snug AVX-512
+                                (bf16 runs: AVX512_BF16)" where bf16 runs take its bfloat16 product, or "BLAS" */
 } snug_system_info;
 
 void snug_system_info_get(snug_system_info *info);
 /* The OpenMP (and BLAS) threads the engine uses; n <= 0: one per core. Process-wide. */
 void snug_set_threads(int n);
 
-/* What multiplies the linear layers' matrices: snug's own packed AVX-512 product where the CPU has AVX-512 (the
- * default; its bits depend neither on the thread count nor on how a batch is split), or the BLAS (whose bits
- * may depend on both). SNUG_GEMM_BF16 keeps the default for float32 plans and sends bf16 plans' linear products
- * through snug's AVX512_BF16 product where the CPU has it (vdpbf16ps; the weights and gradients are rounded to
- * bfloat16 as it packs them): not the default, since it is not yet faster (docs/precision.md). Process-wide,
- * like the thread count: set it before planning. */
-typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS, SNUG_GEMM_BF16 } snug_gemm;
+/* What multiplies the linear layers' matrices: snug's own packed products (the default; their bits depend
+ * neither on the thread count nor on how a batch is split): in float32 where the CPU has AVX-512, and for bf16
+ * plans in bfloat16 where it has AVX512_BF16 (vdpbf16ps; the weights and gradients are rounded to bfloat16 as
+ * it packs them: docs/precision.md); or the BLAS in float32 (whose bits may depend on both). Process-wide, like
+ * the thread count: set it before planning. */
+typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
 void snug_set_gemm(snug_gemm choice);
 
 /* The memory this process can ever hold: the machine's physical memory and, inside a container or a job

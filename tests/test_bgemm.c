@@ -28,6 +28,8 @@
 #include <string.h>
 
 #include "kernels/bgemm.h"
+#include "kernels/isa.h"
+#include "kernels/sgemm.h"
 #include "test_util.h"
 
 /* The workspace is handed over filled with a NaN, and GUARD of them on either side must stay as they were: a
@@ -335,11 +337,31 @@ static void test_workspace_monotone(void **state) {
             }
 }
 
+/* Who takes bgemm: bf16 plans wherever the kernels may use AVX512_BF16, and nowhere below it (a CPU without
+ * it keeps float32 products on the bfloat16 values) unless a test forces the portable kernel; never where the
+ * BLAS was preferred. */
+static void test_in_use_follows_the_cpu(void **state) {
+    (void)state;
+    const kernel_isa now = kernel_isa_now();
+    assert_int_equal(bgemm_in_use(), now >= KERNEL_ISA_AVX512_BF16);
+    kernel_isa_cap(KERNEL_ISA_AVX512);
+    assert_false(bgemm_in_use());
+    bgemm_force_portable(true);
+    assert_true(bgemm_in_use());
+    sgemm_prefer_blas(true);
+    assert_false(bgemm_in_use());
+    sgemm_prefer_blas(false);
+    bgemm_force_portable(false);
+    kernel_isa_cap(now);
+    assert_int_equal(bgemm_in_use(), now >= KERNEL_ISA_AVX512_BF16);
+}
+
 int main(void) {
     printf("bgemm: paths run here: portable%s\n",
            bgemm_enabled() ? " and AVX512_BF16" : " only (this CPU has no AVX512_BF16)");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_in_use_follows_the_cpu),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_rounds_unrounded_inputs),
         cmocka_unit_test(test_documented_lane),

@@ -304,18 +304,22 @@ static void zoo_gradients_match_fp32(void **state) {
 }
 
 /* The bf16 forward is its definition: a two-layer network computed here in double from the input rounded to
- * bfloat16, the hidden layer's output rounded to bfloat16, and the logits left float32, matches the trainer's
- * logits to float rounding; the float32 network (nothing rounded) does not. */
+ * bfloat16, the hidden layer's output rounded to bfloat16, the weights rounded to bfloat16 where the products
+ * are bgemm's (bgemm_in_use: it multiplies bfloat16 operands), and the logits left float32, matches the
+ * trainer's logits to float rounding; the float32 network (nothing rounded) does not. */
+static double weight(const float *w, size_t i, bool rounded) { return rounded ? bf16_round(w[i]) : w[i]; }
+
 static double forward_ref(const float *w1, const float *b1, const float *w2, const float *b2, const float *x, int o,
                           bool rounded) {
+    const bool rw = rounded && bgemm_in_use();
     double h[6], z = b2[o];
     for (int j = 0; j < 6; j++) {
         double s = b1[j];
-        for (int k = 0; k < 8; k++) s += (double)w1[j * 8 + k] * (rounded ? bf16_round(x[k]) : x[k]);
+        for (int k = 0; k < 8; k++) s += weight(w1, (size_t)(j * 8 + k), rw) * (rounded ? bf16_round(x[k]) : x[k]);
         const float v = (float)(s > 0 ? s : 0);
         h[j] = rounded ? bf16_round(v) : v;
     }
-    for (int j = 0; j < 6; j++) z += (double)w2[o * 6 + j] * h[j];
+    for (int j = 0; j < 6; j++) z += weight(w2, (size_t)(o * 6 + j), rw) * h[j];
     return z;
 }
 
@@ -413,7 +417,7 @@ static snug_graph *gelu_block(void) {
     return g;
 }
 
-/* The linear layers' bf16 products through bgemm (snug_set_gemm(SNUG_GEMM_BF16); here its portable kernel, which
+/* The linear layers' bf16 products through bgemm (the default on AVX512_BF16 CPUs; here its portable kernel, which
  * computes what vdpbf16ps is documented to and the AVX512_BF16 one matches bit for bit): every split gives the
  * big batch's gradient within float32 rounding, since each element of a product is one chain whatever the rows,
  * and the gradient stays close to float32's holding bf16's decisions: within twice pinned_bound, since a product
@@ -423,14 +427,12 @@ static void bgemm_products(void **state) {
     for (int k = 0; k < 2; k++) {
         snug_graph *g = k == 0 ? plain_model("mlp") : small_gpt();
         snug_dataset *ds = random_data(g, 6);
-        snug_set_gemm(SNUG_GEMM_BF16);
         bgemm_force_portable(true);
         snug_trainer *full = trainer_in(g, 6, 6, SNUG_PRECISION_BF16);
         decisions dec;
         decisions_record(&dec, full);
         gradients_of(full, ds, 6);
         decisions_detach(full);
-        snug_set_gemm(SNUG_GEMM_SNUG);
         snug_trainer *f = trainer_in(g, 6, 6, SNUG_PRECISION_FP32);
         decisions_impose(&dec, f);
         gradients_of(f, ds, 6);
@@ -440,7 +442,6 @@ static void bgemm_products(void **state) {
                "differed; bound %.2e)\n", snug_graph_name(g), d.model_l2, dec.signs_changed, bound);
         assert_true(d.model_l2 <= bound && d.model_l2 > 0);
         decisions_free(&dec);
-        snug_set_gemm(SNUG_GEMM_BF16);
         for (size_t m = 1; m <= 4; m += 3) {
             snug_trainer *tr = trainer_in(g, 6, m, SNUG_PRECISION_BF16);
             gradients_of(tr, ds, 6);
@@ -450,7 +451,6 @@ static void bgemm_products(void **state) {
             trainer_done(tr);
         }
         bgemm_force_portable(false);
-        snug_set_gemm(SNUG_GEMM_SNUG);
         trainer_done(full);
         trainer_done(f);
         snug_dataset_free(ds);

@@ -41,11 +41,11 @@ void cli_blas_kernel_reexec(char **argv) {
 bool cli_gemm_choice_ok(void) {
     const char *choice = getenv("SNUG_GEMM");
     if (!choice || strcmp(choice, "snug") == 0) return true;
-    if (strcmp(choice, "blas") == 0 || strcmp(choice, "bf16") == 0) {
-        snug_set_gemm(choice[1] == 'l' ? SNUG_GEMM_BLAS : SNUG_GEMM_BF16);
+    if (strcmp(choice, "blas") == 0) {
+        snug_set_gemm(SNUG_GEMM_BLAS);
         return true;
     }
-    fprintf(stderr, CLI_PROGRAM ": SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS), 'bf16' "
-                    "(bf16 runs through AVX512_BF16) or 'snug' (snug's own AVX-512 product, the default)\n", choice);
+    fprintf(stderr, CLI_PROGRAM ": SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS) or "
+                    "'snug' (snug's own products, the default: AVX-512, and AVX512_BF16 for bf16 runs)\n", choice);
     return false;
 }

@@ -46,9 +46,7 @@ static bool force_portable;
 
 void bgemm_force_portable(bool on) { force_portable = on; }
 
-static bool chosen;
-void bgemm_choose(bool on) { chosen = on; }
-bool bgemm_in_use(void) { return chosen && (force_portable || bgemm_enabled()); }
+bool bgemm_in_use(void) { return !sgemm_blas_preferred() && (force_portable || bgemm_enabled()); }
 
 /* The packing's word permutes need AVX512BW, which every CPU with AVX512_BF16 has (kernel_isa asks anyway). */
 bool bgemm_enabled(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
@@ -89,15 +87,25 @@ static uint32_t bf16_of(float x) {
     return (u + 0x7FFF + (u >> 16 & 1)) >> 16;
 }
 
-/* Pairs of consecutive rows of src (rows rows of w floats) merged into rows of w pairs: dst[q * w + t] holds
- * the bf16 of src[2q * w + t] in its low half and of src[(2q + 1) * w + t] in its high half, zero for the row
- * past an odd count. */
-static void merge_portable(uint32_t *dst, const float *src, size_t w, size_t rows) {
+/* Pairs of consecutive rows of src (`rows` rows, ld floats apart, `cols` of them read) merged into rows of w
+ * pairs: dst[q * w + t] holds the bf16 of src[2q * ld + t] in its low half and of src[(2q + 1) * ld + t] in
+ * its high half; zero for t >= cols and for the row past an odd count. */
+static void merge_portable(uint32_t *dst, const float *src, size_t ld, size_t w, size_t cols, size_t rows) {
     for (size_t q = 0; 2 * q < rows; q++)
         for (size_t t = 0; t < w; t++) {
-            const uint32_t hi = 2 * q + 1 < rows ? bf16_of(src[(2 * q + 1) * w + t]) : 0;
-            dst[q * w + t] = bf16_of(src[2 * q * w + t]) | hi << 16;
+            const uint32_t lo = t < cols ? bf16_of(src[2 * q * ld + t]) : 0;
+            const uint32_t hi = t < cols && 2 * q + 1 < rows ? bf16_of(src[(2 * q + 1) * ld + t]) : 0;
+            dst[q * w + t] = lo | hi << 16;
         }
+}
+
+/* kc consecutive floats (one column of a B stored by columns) as (kc + 1) / 2 pair words, the even k in the
+ * low half, zero past kc; written through memcpy because the words lie in float storage (the stage). */
+static void column_pairs_portable(float *words, const float *src, size_t kc) {
+    for (size_t q = 0; 2 * q < kc; q++) {
+        const uint32_t w = bf16_of(src[2 * q]) | (2 * q + 1 < kc ? bf16_of(src[2 * q + 1]) : 0) << 16;
+        memcpy(words + q, &w, sizeof w);
+    }
 }
 
 /* A bf16 (the low 16 bits) as the float32 it denotes, denormals read as zero. */
@@ -135,7 +143,7 @@ static void tile_portable(size_t kp, const uint32_t *a, const uint32_t *b, float
 /* ---- the same two steps in AVX512_BF16 --------------------------------------------------------------------------- */
 
 #ifdef SNUG_AVX512
-#define BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 /* The word permutes that interleave vcvtne2ps2bf16's output (the 16 bf16 of its second operand, then the 16 of
  * its first) into pairs. Rows of 16 (a B panel's half rows): pair d takes words d and 16 + d. Strips of 8 rows
@@ -155,30 +163,54 @@ static inline __attribute__((always_inline)) BF16 __m512i to_pairs(__m512 lo, __
     return _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-/* merge_portable for rows of NR floats (a B panel): each pair of rows is 32 pairs, two vectors. */
-static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t rows) {
+/* merge_portable for w = NR (a B panel): each pair of rows is 32 pairs, two vectors. */
+static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t ld, size_t cols, size_t rows) {
     const __m512i idx = pair_words(16);
+    const __mmask16 m[2] = {avx512_lanes(cols), avx512_lanes(cols > 16 ? cols - 16 : 0)};
     for (size_t q = 0; 2 * q < rows; q++) {
-        const float *lo = src + 2 * q * NR;
+        const float *lo = src + 2 * q * ld;
         const bool odd_row = 2 * q + 1 < rows;
         for (size_t h = 0; h < NR; h += 16) {
-            const __m512 hi = odd_row ? _mm512_loadu_ps(lo + NR + h) : _mm512_setzero_ps();
-            _mm512_storeu_si512(dst + q * NR + h, to_pairs(_mm512_loadu_ps(lo + h), hi, idx));
+            const __mmask16 mh = m[h / 16];
+            const __m512 hi = odd_row ? _mm512_maskz_loadu_ps(mh, lo + ld + h) : _mm512_setzero_ps();
+            _mm512_storeu_si512(dst + q * NR + h, to_pairs(_mm512_maskz_loadu_ps(mh, lo + h), hi, idx));
         }
     }
 }
 
-/* merge_portable for rows of SR floats (an A strip): a vector holds one pair of rows, so two pairs of rows
- * (32 floats) make 16 pairs, then a last pair alone, its odd row zero when the count is odd. */
-static BF16 void merge_strip_bf16(uint32_t *dst, const float *src, size_t rows) {
+/* column_pairs_portable: vcvtne2ps2bf16 turns 32 consecutive floats into 16 pair words in order. */
+static BF16 void column_pairs_bf16(float *words, const float *src, size_t kc) {
+    for (size_t k = 0; k < kc; k += 32) {
+        const size_t n = kc - k < 32 ? kc - k : 32;
+        const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n), src + k);
+        const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + k + 16);
+        _mm512_mask_storeu_epi32(words + k / 2, avx512_lanes((n + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* Rows r and r + 1 of an A strip's source (8 lanes each, `lanes` of them read) as one vector; the second zero
+ * where it lies past the last row. */
+static inline __attribute__((always_inline)) BF16 __m512 strip_rows(const float *r, size_t ld, __mmask8 lanes,
+                                                                     bool second) {
+    const __m256 a = _mm256_maskz_loadu_ps(lanes, r);
+    const __m256 b = second ? _mm256_maskz_loadu_ps(lanes, r + ld) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+}
+
+/* merge_portable for w = SR (an A strip): a vector holds one pair of rows, so two pairs of rows make 16
+ * pairs, then a last pair alone, its odd row zero when the count is odd. */
+static BF16 void merge_strip_bf16(uint32_t *dst, const float *src, size_t ld, size_t cols, size_t rows) {
     _Static_assert(SR == 8, "a vector holds one pair of 8-row strip rows");
     const __m512i idx = pair_words(8);
+    const __mmask8 lanes = (__mmask8)avx512_lanes(cols);
     size_t q = 0;
-    for (; 2 * q + 4 <= rows; q += 2)
-        _mm512_storeu_si512(dst + q * SR,
-                            to_pairs(_mm512_loadu_ps(src + 2 * q * SR), _mm512_loadu_ps(src + 2 * q * SR + 16), idx));
+    for (; 2 * q + 4 <= rows; q += 2) {
+        const float *r = src + 2 * q * ld;
+        _mm512_storeu_si512(dst + q * SR, to_pairs(strip_rows(r, ld, lanes, true),
+                                                   strip_rows(r + 2 * ld, ld, lanes, true), idx));
+    }
     for (; 2 * q < rows; q++) {
-        const __m512 v = _mm512_maskz_loadu_ps(2 * q + 1 < rows ? 0xFFFF : 0x00FF, src + 2 * q * SR);
+        const __m512 v = strip_rows(src + 2 * q * ld, ld, lanes, 2 * q + 1 < rows);
         _mm512_mask_storeu_epi32(dst + q * SR, 0x00FF, to_pairs(v, _mm512_setzero_ps(), idx));
     }
 }
@@ -249,53 +281,82 @@ typedef struct bgemm_job {
 } bgemm_job;
 
 /* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
-static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t w, size_t rows) {
+static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t ld, size_t w, size_t cols,
+                  size_t rows) {
 #ifdef SNUG_AVX512
     if (j->bf16) {
-        if (w == NR) merge_panel_bf16(dst, src, rows);
-        else merge_strip_bf16(dst, src, rows);
+        if (w == NR) merge_panel_bf16(dst, src, ld, cols, rows);
+        else merge_strip_bf16(dst, src, ld, cols, rows);
         return;
     }
 #endif
     (void)j;
-    merge_portable(dst, src, w, rows);
+    merge_portable(dst, src, ld, w, cols, rows);
+}
+
+/* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
+#define A_K_STEP 16
+
+/* column_pairs_portable, or its AVX512_BF16 form. */
+static void column_pairs(const bgemm_job *j, float *words, const float *src, size_t kc) {
+#ifdef SNUG_AVX512
+    if (j->bf16) {
+        column_pairs_bf16(words, src, kc);
+        return;
+    }
+#endif
+    (void)j;
+    column_pairs_portable(words, src, kc);
 }
 
 /* Rows [i0, i0 + rows) of A, k in [p0, p0 + kc), as consecutive strips of SR rows kp * SR pairs apart:
  * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
  * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
- * Staged first as sgemm packs its strips (stage[s * SR * kc + p * SR + i] = A(r, p0 + p)). */
+ * A stored by columns (a transposed operand: a strip's rows at one k lie side by side) is merged straight from
+ * its floats; A stored by rows is staged first as sgemm packs its strips (stage[s * SR * kc + p * SR + i] =
+ * A(r, p0 + p)). */
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
     const sgemm_mat a = j->a;
     const size_t kp = (kc + 1) / 2;
     if (a.cs == 1) {
         transpose_to_strips8(stage, SR * kc, a.p + i0 * a.rs + p0, a.rs, rows, kc);
-    } else {
-        for (size_t s = 0; s * SR < rows; s++) {
-            const size_t n = min_size(SR, rows - s * SR);
-            for (size_t p = 0; p < kc; p++) {
-                float *d = stage + s * SR * kc + p * SR;
-                memcpy(d, a.p + (p0 + p) * a.cs + i0 + s * SR, n * sizeof *d);
-                memset(d + n, 0, (SR - n) * sizeof *d);
-            }
-        }
+        for (size_t s = 0; s * SR < rows; s++) merge(j, dst + s * SR * kp, stage + s * SR * kc, SR, SR, SR, kc);
+        return;
     }
-    for (size_t s = 0; s * SR < rows; s++) merge(j, dst + s * SR * kp, stage + s * SR * kc, SR, kc);
+    /* A few k at a time across every strip: the rows of A read are then few, each read along its length,
+     * where a whole strip at a time would touch a cache line and a page per k for every 8 floats. */
+    for (size_t p = 0; p < kc; p += A_K_STEP)
+        for (size_t s = 0; s * SR < rows; s++)
+            merge(j, dst + s * SR * kp + p / 2 * SR, a.p + (p0 + p) * a.cs + (i0 + s * SR) * a.rs, a.cs, SR,
+                  min_size(SR, rows - s * SR), min_size(A_K_STEP, kc - p));
 }
 
 /* Panel of `cols` (<= NR) columns of B from column j0, k in [p0, p0 + kc): dst[q * NR + t] = the pair
- * B(p0 + 2q, j0 + t), B(p0 + 2q + 1, j0 + t), zero for t >= cols and for k past kc. Staged first as sgemm packs
- * its panels (stage[p * NR + t] = B(p0 + p, j0 + t)). */
+ * B(p0 + 2q, j0 + t), B(p0 + 2q + 1, j0 + t), zero for t >= cols and for k past kc. B stored by rows is merged
+ * straight from its floats. B stored by columns (a transposed operand, as a weight W in x W^T) holds each
+ * pair in two adjacent floats: each column becomes its pair words in the stage (cols rows of kp words), and a
+ * transpose of 32-bit words turns them into the panel, half the bytes a float32 transpose would move. */
 static void pack_b(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
     const sgemm_mat b = j->b;
     if (b.cs == 1) {
-        for (size_t p = 0; p < kc; p++) memcpy(stage + p * NR, b.p + (p0 + p) * b.rs + j0, cols * sizeof *stage);
-    } else {
-        transpose_floats(stage, NR, b.p + j0 * b.cs + p0, b.cs, cols, kc);
+        merge(j, dst, b.p + p0 * b.rs + j0, b.rs, NR, cols, kc);
+        return;
     }
+    const size_t kp = (kc + 1) / 2;
+    for (size_t t = 0; t < cols; t++) column_pairs(j, stage + t * kp, b.p + (j0 + t) * b.cs + p0, kc);
+    transpose_floats((float *)(void *)dst, NR, stage, kp, cols, kp); /* moves the words' bits as they are */
     if (cols < NR)
-        for (size_t p = 0; p < kc; p++) memset(stage + p * NR + cols, 0, (NR - cols) * sizeof *stage);
-    merge(j, dst, stage, NR, kc);
+        for (size_t q = 0; q < kp; q++) memset(dst + q * NR + cols, 0, (NR - cols) * sizeof *dst);
+}
+
+/* A tile that starts from C waits on its rows from memory (C outgrows the caches: a weight gradient) before
+ * its first vdpbf16ps: the rows of the next tile down are asked for while this one computes. */
+static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, size_t nr, size_t ir) {
+    for (size_t i = ir; i < min_size(ir + MR, mc); i++) {
+        const float *row = j->c + (ic + i) * j->ldc + col;
+        __builtin_prefetch(row, 1);
+        __builtin_prefetch(row + nr - 1, 1);
+    }
 }
 
 /* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
@@ -308,6 +369,7 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
             float *c = j->c + (ic + ir) * j->ldc + jc + jr;
             const size_t mr = min_size(MR, mc - ir), nr = min_size(NR, nc - jr);
             const float *bias = j->bias ? j->bias + jc + jr : NULL;
+            prefetch_next(j, ic, mc, jc + jr, nr, ir + MR);
 #ifdef SNUG_AVX512
             if (j->bf16) {
                 tile_bf16(kp, a, b, c, j->ldc, mr, nr, start, bias);

@@ -36,10 +36,11 @@ bool bgemm_enabled(void);
  * default). Set before a product runs, not during one. */
 void bgemm_force_portable(bool on);
 
-/* Whether bf16 plans send the linear layers' products here: where chosen (snug_set_gemm(SNUG_GEMM_BF16)) on
- * AVX512_BF16 CPUs, and on any CPU while bgemm_force_portable is on too (tests of those paths). */
+/* Whether bf16 plans send the linear layers' products here: on AVX512_BF16 CPUs (where the products of
+ * bfloat16 operands run at twice the rate of float32 ones), and on any CPU while bgemm_force_portable is on
+ * (tests of those paths); never where the BLAS was preferred (snug_set_gemm(SNUG_GEMM_BLAS)). Elsewhere bf16
+ * plans keep float32 products (sgemm or the BLAS) on their bfloat16 values. */
 bool bgemm_in_use(void);
-void bgemm_choose(bool on);
 
 /* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
  * for the largest call covers every smaller one. */

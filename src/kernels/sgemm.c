@@ -44,6 +44,7 @@ static size_t k_block(size_t K) {
 static bool prefer_blas;
 
 void sgemm_prefer_blas(bool blas) { prefer_blas = blas; }
+bool sgemm_blas_preferred(void) { return prefer_blas; }
 
 bool sgemm_enabled(void) { return !prefer_blas && gemm_direct_has_avx512(); }
 

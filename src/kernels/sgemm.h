@@ -33,6 +33,7 @@ bool sgemm_enabled(void);
 /* Sends the linear layers' products to the BLAS (true) or back to sgemm where the CPU allows (false, the
  * default): snug_set_gemm. */
 void sgemm_prefer_blas(bool blas);
+bool sgemm_blas_preferred(void);
 
 /* Up to this inner dimension, a product with a row-major B updates C row by row without packing (a
  * one-sample micro-batch's weight gradient) and needs no workspace. */

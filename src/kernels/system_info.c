@@ -59,13 +59,10 @@ void snug_system_info_get(snug_system_info *info) {
     info->blas = openblas_get_config();
     info->blas_kernel = openblas_get_corename();
     info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
-    info->gemm = sgemm_enabled() ? "snug AVX-512" : "BLAS";
+    info->gemm = !sgemm_enabled() ? "BLAS" : bgemm_in_use() ? "snug AVX-512 (bf16 runs: AVX512_BF16)" : "snug AVX-512";
 }
 
-void snug_set_gemm(snug_gemm choice) {
-    sgemm_prefer_blas(choice == SNUG_GEMM_BLAS);
-    bgemm_choose(choice == SNUG_GEMM_BF16);
-}
+void snug_set_gemm(snug_gemm choice) { sgemm_prefer_blas(choice == SNUG_GEMM_BLAS); }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */
 void snug_set_threads(int n) {
