@@ -2,8 +2,8 @@
  * (UNet's skip connections, channels first as in torch.cat(dim=1)); ranks 1 and 2 too, (C1) + (C2) and
  * (T1, D) + (T2, D). Row-major and first-dimension-major, so per sample the output is a's elements followed by
  * b's: forward is two copies and backward two adds, reading only dout. Keeps nothing. In a bf16 plan it copies
- * from its inputs' packed copies, and to its own where its readers read only that (plan/packing.c). The two inputs may be one
- * tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
+ * from its inputs' packed copies, and to its own where its readers read only that (plan/packing.c). The two
+ * inputs may be one tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
 #include <stdio.h>
 #include <string.h>
 

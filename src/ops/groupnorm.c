@@ -186,8 +186,10 @@ static void gn_backward(const op_call *c) {
         for (size_t j = 0; j < cg; j++) {
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             const size_t at = base + j * hw;
-            if (c->in_packed) gn_plane_dx_packed(dx + at, dy + at, c->in_packed + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
-            else gn_plane_dx(dx + at, dy + at, x + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
+            if (c->in_packed)
+                gn_plane_dx_packed(dx + at, dy + at, c->in_packed + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
+            else
+                gn_plane_dx(dx + at, dy + at, x + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
         }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
