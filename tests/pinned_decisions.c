@@ -110,6 +110,9 @@ static void impose_windows(decisions *d, const op_node *pool, float *x, size_t m
 static void watch(void *ctx, const op_node *n, float *out, size_t m) {
     decisions *d = ctx;
     if (n->op->flags & (OP_IS_VIEW | OP_IS_LOSS)) return;
+    /* nothing recorded: the bf16 run kept this output only packed (a concatenation's), a copy of values whose
+     * decisions their producers recorded */
+    if (d->imposing && !d->positive[n->index]) return;
     const size_t count = n->out_numel * m;
     if (!d->imposing) {
         uint8_t *bits = d->positive[n->index] = calloc(count / 8 + 1, 1);

@@ -312,13 +312,18 @@ static void recompute_is_bitwise_exact(void **state) {
             for (int k = 0; k < 5; k++) {
                 /* every:3 recomputes something, and sqrt on the residual model (every:1 cannot: every output
                  * crosses a cut; on the norms model, whose BatchNorm + ReLU pairs fold into single layers,
-                 * sqrt's segments would not lower the plan's total and are spared) */
-                if (k == 2 || (k == 0 && model_i == 2)) assert_true(recomputed_segments(g, policies[k], m) > 0);
+                 * sqrt's segments would not lower the plan's total and are spared; in bf16 its GroupNorm reads
+                 * its input from the packed copy, so every:3 lowers nothing there either, and cheap's replay of
+                 * the concatenation is what recomputes) */
+                const bool bf16_norms = model_i == 3 && precision == SNUG_PRECISION_BF16;
+                if ((k == 2 && !bf16_norms) || (k == 0 && model_i == 2) || (k == 3 && bf16_norms))
+                    assert_true(recomputed_segments(g, policies[k], m) > 0);
                 float *gr;
                 size_t n2;
                 double loss;
-                /* AUTO under a budget a little below the plain plan, so that it must recompute something. */
-                size_t budget = k == 4 ? none.total - 1 : 0;
+                /* AUTO under a budget a little below the plain plan, so that it must recompute something (in
+                 * bf16 the norms model's plain plan is already its leanest at this micro-batch: at it) */
+                size_t budget = k == 4 ? none.total - (bf16_norms ? 0 : 1) : 0;
                 gradients(g, ds, policies[k], budget, m, &gr, &n2, &loss);
                 assert_int_equal(n, n2);
                 assert_memory_equal(gr, ref, n * sizeof *gr);

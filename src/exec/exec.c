@@ -49,6 +49,20 @@ static void bind_regen(exec *x, op_call *c) {
     c->in[0] = NULL;
 }
 
+/* bf16: a forward step that reads (writes) values the plan keeps only packed around it (plan.fwd_packed,
+ * plan.packed_only) takes their packed copies instead of in[i] (out). */
+static void bind_packed_forward(const exec *x, op_call *c) {
+    const plan *p = x->p;
+    const graph_node *nd = c->node;
+    for (int i = 0; i < nd->n_inputs; i++) {
+        const int k = p->packed[graph_base_tensor(x->g, nd->inputs[i])];
+        if (k < 0) continue;
+        c->packed.in[i] = buf_ptr(x, k);
+        c->in[i] = NULL;
+    }
+    if (p->packed_only[nd->output]) c->packed.out = buf_ptr(x, p->packed[nd->output]);
+}
+
 static void bind_step(exec *x, int s) {
     const snug_graph *g = x->g;
     const plan *p = x->p;
@@ -82,6 +96,7 @@ static void bind_step(exec *x, int s) {
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
+    if (st->phase == SNUG_PHASE_FORWARD && p->fwd_packed[st->node]) bind_packed_forward(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->packed_in[st->node]) { /* bf16: in[0] only in its packed copy */
         c->in_packed = buf_ptr(x, p->packed[graph_base_tensor(g, nd->inputs[0])]);

@@ -1,13 +1,15 @@
 /* concat: joins two tensors along their first per-sample dimension: (C1, H, W) and (C2, H, W) -> (C1 + C2, H, W)
  * (UNet's skip connections, channels first as in torch.cat(dim=1)); ranks 1 and 2 too, (C1) + (C2) and
  * (T1, D) + (T2, D). Row-major and first-dimension-major, so per sample the output is a's elements followed by
- * b's: forward is two copies and backward two adds, reading only dout. Keeps nothing. The two inputs may be one
- * tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
+ * b's: forward is two copies and backward two adds, reading only dout. Keeps nothing. In a bf16 plan it copies
+ * from its inputs' packed copies, and to its own where its readers read only that (plan/packing.c). The two
+ * inputs may be one tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
 #include <stdio.h>
 #include <string.h>
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bf16.h"
 #include "ops/op.h"
 
 /* Below this many elements per call a parallel loop costs more than it saves. */
@@ -42,15 +44,34 @@ static snug_status concat_infer(const op_node *n, const snug_shape *in, int n_in
 /* Rows are split into blocks so that one large sample (m = 1 on a big image) still spreads over the threads. */
 #define CONCAT_BLOCK ((size_t)4096)
 
-/* The columns [off, off + len) of y (m, stride) = x (m, len). */
-static void copy_part(float *y, const float *x, size_t m, size_t len, size_t off, size_t stride) {
+/* One span of a part: n elements of x written at y, in the formats of the two sides. */
+typedef void (*part_span)(void *y, const void *x, size_t n);
+static void span_floats(void *y, const void *x, size_t n) { memcpy(y, x, n * sizeof(float)); }
+static void span_bf16(void *y, const void *x, size_t n) { memcpy(y, x, n * sizeof(bf16)); }
+static void span_unpack(void *y, const void *x, size_t n) { bf16_unpack(y, x, n); }
+static void span_pack(void *y, const void *x, size_t n) { bf16_pack(y, x, n); } /* rounded values: exact */
+
+/* The columns [off, off + len) of y (m, stride) = x (m, len), elements of ysz and xsz bytes. */
+static void copy_part(void *y, size_t ysz, const void *x, size_t xsz, part_span span, size_t m, size_t len,
+                      size_t off, size_t stride) {
     const size_t nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
     #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN && par_pays_floats(2 * m * len))
     for (size_t n = 0; n < m; n++)
         for (size_t k = 0; k < nblk; k++) {
             const size_t lo = k * CONCAT_BLOCK, hi = lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len;
-            memcpy(y + n * stride + off + lo, x + n * len + lo, (hi - lo) * sizeof(float));
+            span((char *)y + (n * stride + off + lo) * ysz, (const char *)x + (n * len + lo) * xsz, hi - lo);
         }
+}
+
+/* Input i into its columns of the output, from and to float32 or (in a bf16 plan) the packed copies. */
+static void copy_input(const op_call *c, int i, size_t m, size_t len, size_t off, size_t stride) {
+    const bf16 *xp = c->packed.in[i];
+    if (c->packed.out)
+        copy_part(c->packed.out, sizeof(bf16), xp ? (const void *)xp : (const void *)c->in[i],
+                  xp ? sizeof(bf16) : sizeof(float), xp ? span_bf16 : span_pack, m, len, off, stride);
+    else
+        copy_part(c->out, sizeof(float), xp ? (const void *)xp : (const void *)c->in[i],
+                  xp ? sizeof(bf16) : sizeof(float), xp ? span_unpack : span_floats, m, len, off, stride);
 }
 
 /* din (m, len) += the columns [off, off + len) of dy (m, stride); din = 0 + them where din is fresh
@@ -70,8 +91,8 @@ static void add_part(float *din, const float *dy, size_t m, size_t len, size_t o
 
 static void concat_forward(const op_call *c) {
     const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
-    copy_part(c->out, c->in[0], m, an, 0, an + bn);  /* out (m, an + bn), in[0] (m, an) */
-    copy_part(c->out, c->in[1], m, bn, an, an + bn); /* in[1] (m, bn) */
+    copy_input(c, 0, m, an, 0, an + bn);  /* out (m, an + bn), in[0] (m, an) */
+    copy_input(c, 1, m, bn, an, an + bn); /* in[1] (m, bn) */
 }
 
 static void concat_backward(const op_call *c) {
@@ -97,7 +118,7 @@ static size_t concat_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_concat = {
     .kind = "concat",
-    .flags = OP_WRITES_FRESH,
+    .flags = OP_WRITES_FRESH | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED,
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,

@@ -291,6 +291,22 @@ static snug_status conv_infer(const op_node *n, const snug_shape *in, int n_in, 
 
 /* ---- forward -------------------------------------------------------------------------------------------- */
 
+static float *conv_stage(const op_call *c, const conv_layout *l, size_t t); /* below, with the regenerated inputs */
+
+/* Sample n's input in forward: in[0]'s, or where a bf16 plan keeps it only packed (op_call.packed.in: the
+ * output of a concatenation), unpacked into stage `at` of the layout l by part t of the T threads that share
+ * the sample, whole after the barrier: the bits of reading the float32 instance (every bfloat16 is a float). */
+static const float *conv_x_forward(const op_call *c, const conv_layout *l, size_t at, size_t n, size_t t, size_t T) {
+    const size_t in_n = op_in_numel(c, 0), lo = in_n * t / T, hi = in_n * (t + 1) / T;
+    if (!c->packed.in[0]) return c->in[0] + n * in_n;
+    float *stage = conv_stage(c, l, at);
+    bf16_unpack(stage + lo, c->packed.in[0] + n * in_n + lo, hi - lo);
+    if (T > 1) {
+        #pragma omp barrier
+    }
+    return stage;
+}
+
 /* y_n = W col(x_n) + b for one sample; group j: rows j*cog.. of y and W, rows j*kdim.. of col. The bias is the
  * GEMM's starting value, so y is written once. */
 static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
@@ -370,7 +386,7 @@ static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y
  * (conv3x3_direct and conv3x3_winograd split it). Either way every output is computed whole by one thread. */
 static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_layout *l) {
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t m = c->m, out_n = op_out_numel(c);
     bool derive;
     float *u = wino_u(c, k, false, &derive);
     const bool wino_u_new = k->wino && derive;
@@ -379,7 +395,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
         #pragma omp parallel num_threads((int)l->T)
         {
             if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
-            float *mine = (float *)(void *)(work + (size_t)omp_get_thread_num() * l->slot);
+            const size_t t = (size_t)omp_get_thread_num();
+            float *mine = (float *)(void *)(work + t * l->slot);
             /* Contiguous parts of the samples, as every op splits a batch: thread t writes the outputs that
              * thread t reads next (the pooling or normalisation after it), in memory the planner gave thread t
              * (plan/arena.c). Claiming samples one at a time balanced a faster vCPU's share, but handed a
@@ -387,7 +404,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
              * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
-                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, mine, 0, 1);
+                conv_forward_one(k, &s, c->out + n * out_n, conv_x_forward(c, l, t, n, 0, 1), c->w[0], c->w[1], u,
+                                 mine, 0, 1);
         }
     } else {
         #pragma omp parallel num_threads(conv_forward_inner(k, c->threads))
@@ -398,8 +416,13 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
             float *scratch = !k->wino ? (float *)(void *)work
                              : l->own_fwd ? (float *)(void *)(work + t * l->slot)
                                           : wino_part(&s, (float *)(void *)work, false, t);
-            for (size_t n = 0; n < m; n++)
-                conv_forward_one(k, &s, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], u, scratch, t, T);
+            for (size_t n = 0; n < m; n++) {
+                conv_forward_one(k, &s, c->out + n * out_n, conv_x_forward(c, l, 0, n, t, T), c->w[0],
+                                 c->w[1], u, scratch, t, T);
+                if (c->packed.in[0] && T > 1) { /* no thread unpacks the next sample while others read this one */
+                    #pragma omp barrier
+                }
+            }
         }
     }
     if (wino_u_new) wino_u_derived(c, false);
@@ -407,7 +430,7 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
 
 static void conv_forward(const op_call *c) {
     const conv_ctx k = conv_ctx_of(c->node);
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t m = c->m, out_n = op_out_numel(c);
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l); /* cannot overflow: the planner sized the same numbers */
     if (k.direct || k.direct_s2) {
@@ -418,12 +441,15 @@ static void conv_forward(const op_call *c) {
     if (l.T > 1) {
         #pragma omp parallel for num_threads((int)l.T) schedule(static)
         for (size_t n = 0; n < m; n++) {
-            float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * l.slot);
-            conv_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
+            const size_t t = (size_t)omp_get_thread_num();
+            float *col = (float *)(void *)(work + t * l.slot);
+            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, t, n, 0, 1), c->w[0],
+                                c->w[1], col);
         }
     } else {
         for (size_t n = 0; n < m; n++)
-            conv_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work);
+            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0],
+                                c->w[1], (float *)c->work);
     }
 }
 
@@ -748,7 +774,7 @@ static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_conv2d = {
     .kind = "conv2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

@@ -2,7 +2,8 @@
  * normalised with its own mean and biased variance over (C/G, H, W), then scaled and shifted per channel
  * (weight ones, bias zeros), as torch.nn.GroupNorm. Statistics never mix samples, so accumulation is exact and a
  * recompute writes the same bits. Forward saves each group's mean and inverse deviation (2G floats per sample);
- * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input.
+ * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input (in a bf16 plan
+ * from its packed copy, a block at a time).
  *
  * op_groupnorm_relu is the same layer with the ReLU that is its output's only reader folded in (graph/fuse.c),
  * as op_batchnorm2d_relu: forward writes relu(y), backward masks the ReLU's output gradient with y > 0, y
@@ -79,6 +80,24 @@ VM_KERNEL static void gn_plane_sums(const float *dy, const float *x, size_t hw, 
     *s1 = p1, *s2 = p2;
 }
 
+/* In a bf16 plan that keeps the input only packed (op_call.in_packed, OP_READS_PACKED), backward and a
+ * regeneration read it from the packed copy: a block at a time on the stack, a multiple of the lanes, so each
+ * lane sums the same elements in the same order: the bits of reading the unpacked instance. */
+#define GN_PACKED_BLOCK ((size_t)256)
+
+VM_KERNEL static void gn_plane_sums_packed(const float *dy, const bf16 *xp, size_t hw, norm_plane k, float *s1,
+                                           float *s2) {
+    float l1[NORM_LANES] = {0}, l2[NORM_LANES] = {0}, x[GN_PACKED_BLOCK];
+    for (size_t i = 0; i < hw; i += GN_PACKED_BLOCK) {
+        const size_t n = hw - i < GN_PACKED_BLOCK ? hw - i : GN_PACKED_BLOCK;
+        bf16_unpack(x, xp + i, n);
+        norm_grad_lanes(l1, l2, dy + i, x, n, k);
+    }
+    float p1 = 0.0f, p2 = 0.0f;
+    for (int l = 0; l < NORM_LANES; l++) p1 += l1[l], p2 += l2[l];
+    *s1 = p1, *s2 = p2;
+}
+
 /* dx (+)= invstd (gamma dy - mg - x_hat mgx) over a plane (dy masked where folded); a fresh dx (op_call.din_fresh)
  * starts from 0: the bits of adding into zeros. */
 VM_KERNEL static void gn_plane_dx(float *dx, const float *dy, const float *x, size_t hw, norm_plane k, float gamma,
@@ -87,6 +106,17 @@ VM_KERNEL static void gn_plane_dx(float *dx, const float *dy, const float *x, si
     for (size_t i = 0; i < hw; i++)
         dx[i] = (fresh ? 0.0f : dx[i]) +
                 k.invstd * (gamma * norm_dy(dy[i], x[i], k) - mg - (x[i] - k.mean) * k.invstd * mgx);
+}
+
+/* gn_plane_dx over a packed plane, a block at a time. */
+static void gn_plane_dx_packed(float *dx, const float *dy, const bf16 *xp, size_t hw, norm_plane k, float gamma,
+                               float mg, float mgx, bool fresh) {
+    float x[GN_PACKED_BLOCK];
+    for (size_t i = 0; i < hw; i += GN_PACKED_BLOCK) {
+        const size_t n = hw - i < GN_PACKED_BLOCK ? hw - i : GN_PACKED_BLOCK;
+        bf16_unpack(x, xp + i, n);
+        gn_plane_dx(dx + i, dy + i, x, n, k, gamma, mg, mgx, fresh);
+    }
 }
 
 static void gn_forward(const op_call *c) {
@@ -126,7 +156,7 @@ static void gn_forward(const op_call *c) {
 static void gn_backward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t m = c->m, G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
-    const float *x = c->in[0], *dy = c->dout; // (m, C, hw)
+    const float *x = c->in[0], *dy = c->dout; // (m, C, hw); x NULL where it is packed (c->in_packed)
     const float *stat = c->saved;             // (m, G, 2)
     const float *gamma = c->w[0], *beta = c->w[1];
     float *dx = c->din[0];
@@ -142,7 +172,8 @@ static void gn_backward(const op_call *c) {
         for (size_t j = 0; j < cg; j++) {
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             float p1, p2; /* float sums over a plane, as the statistics */
-            gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
+            if (c->in_packed) gn_plane_sums_packed(dy + base + j * hw, c->in_packed + base + j * hw, hw, k, &p1, &p2);
+            else gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
             const double sdy = p1, sdyx = p2;
             sums[2 * (b * cg + j)] = sdy;
             sums[2 * (b * cg + j) + 1] = sdyx;
@@ -154,8 +185,11 @@ static void gn_backward(const op_call *c) {
         const float mg = (float)(sg / K), mgx = (float)(sgx / K);
         for (size_t j = 0; j < cg; j++) {
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
-            gn_plane_dx(dx + base + j * hw, dy + base + j * hw, x + base + j * hw, hw, k, gamma[c0 + j], mg, mgx,
-                        fresh);
+            const size_t at = base + j * hw;
+            if (c->in_packed)
+                gn_plane_dx_packed(dx + at, dy + at, c->in_packed + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
+            else
+                gn_plane_dx(dx + at, dy + at, x + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
         }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
@@ -175,12 +209,14 @@ static void gn_backward(const op_call *c) {
 static void gn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
-    const float *x = c->in[0] + n * C * hw, *stat = (const float *)c->saved + 2 * n * G; // (G, 2) of sample n
+    const float *stat = (const float *)c->saved + 2 * n * G; // (G, 2) of sample n
     const float *gamma = c->w[0], *beta = c->w[1];
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
         const float mean = stat[2 * (ch / cg)], invstd = stat[2 * (ch / cg) + 1];
         const norm_plane k = norm_plane_of(mean, invstd, gamma[ch], beta[ch], c->node->op == &op_groupnorm_relu);
-        gn_apply_plane(dst + ch * hw, x + ch * hw, hw, k);
+        const float *x = c->in[0] ? c->in[0] + (n * C + ch) * hw : dst + ch * hw; /* packed: unpacked in place */
+        if (!c->in[0]) bf16_unpack(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw);
+        gn_apply_plane(dst + ch * hw, x, hw, k);
         if (c->bf16) bf16_round_floats(dst + ch * hw, dst + ch * hw, hw);
     }
 }
@@ -205,7 +241,8 @@ static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_groupnorm_relu. */
 #define GN_TABLE                                                                                              \
-    .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH, .infer = gn_infer,      \
+    .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_READS_PACKED,      \
+    .infer = gn_infer,                                                                                        \
     .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,         \
     .workspace_bytes = gn_workspace_bytes, .regen = gn_regen
 

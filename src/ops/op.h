@@ -42,7 +42,19 @@ enum {
                                    i of dout and of the kept values only, written whole (op_call.din_fresh).
                                    The planner gives in[0]'s gradient dout's memory where dout dies at this
                                    step and in[0]'s gradient begins there (GELU's backward) */
+    OP_FORWARD_READS_PACKED = 1u << 13, /* forward can take its inputs from their bfloat16 copies
+                                   (op_call.packed.in): a concatenation copying them, a convolution sample by
+                                   sample into the stage regen_stage_bytes sizes */
+    OP_WRITES_PACKED = 1u << 14,/* forward can write its output in bfloat16 only (op_call.packed.out) for
+                                   readers that all read it packed: a concatenation of rounded values */
 };
+
+/* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
+ * plan.packed_only): no float32 instance of them exists, so these stand in for in[i] and out (then NULL). */
+typedef struct op_packed_io {
+    const uint16_t *in[NODE_MAX_INPUTS];
+    uint16_t *out;
+} op_packed_io;
 
 /* Everything one op invocation touches, bound by the executor. Shapes come from node. */
 typedef struct op_call {
@@ -72,6 +84,8 @@ typedef struct op_call {
     const uint16_t *in_packed;         /* backward of an OP_READS_PACKED op whose input the plan keeps only
                                           packed (plan.packed_in): in[0] in bfloat16, and in[0] is NULL (also
                                           in the call a consumer's regen receives) */
+    op_packed_io packed;               /* forward of an OP_FORWARD_READS_PACKED op in a bf16 plan: the inputs
+                                          (and the output) it reads (writes) in bfloat16 only */
     const struct op_call *regen;       /* backward of an OP_REGEN_INPUT op whose plan regenerates its input
                                           (plan.regen): the producer's own backward call, whose op_desc.regen
                                           writes any sample of in[0]; in[0] is then NULL. Else NULL. */

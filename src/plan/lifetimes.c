@@ -83,8 +83,13 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
     unsigned flags = n->op->flags;
     bool after = st->phase != SNUG_PHASE_FORWARD;
     if (st->phase != SNUG_PHASE_BACKWARD) {
-        for (int i = 0; i < n->n_inputs; i++) touch(p, value_at(p, graph_base_tensor(g, n->inputs[i]), after), s);
-        touch(p, st->phase == SNUG_PHASE_FORWARD ? p->value_fwd[n->output] : p->value_rec[n->output], s);
+        const bool fwd = st->phase == SNUG_PHASE_FORWARD, packed = fwd && p->fwd_packed[st->node];
+        for (int i = 0; i < n->n_inputs; i++) {
+            const snug_tensor t = graph_base_tensor(g, n->inputs[i]);
+            touch(p, packed && p->packed[t] >= 0 ? p->packed[t] : value_at(p, t, after), s);
+        }
+        touch(p, !fwd ? p->value_rec[n->output] : p->packed_only[n->output] ? p->packed[n->output]
+                                                                             : p->value_fwd[n->output], s);
         touch(p, st->phase == SNUG_PHASE_FORWARD || p->saved_rec[st->node] < 0 ? p->saved_fwd[st->node]
                                                                                : p->saved_rec[st->node], s);
         return;

@@ -12,6 +12,9 @@
  * is then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
+ * A concatenation reads its inputs from packed copies and, where its readers are convolutions that read it
+ * packed, writes only its packed copy (pack_concatenations).
+ *
  * The input batch is rounded too, unless a layer reads it as indices (an embedding's tokens). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,20 +29,70 @@ static bool packed_bytes(size_t numel, size_t m, size_t *out) {
            size_align(*out ? *out : 1, SNUG_MEM_ALIGN, out);
 }
 
-bool plan_pack_values(const snug_graph *g, plan *p) {
+/* Whether tensor t may be kept packed: a layer's output (not the data), not recomputed, not the float32 logits. */
+static bool packable(const snug_graph *g, const plan *p, snug_tensor t) {
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]); /* float32: not rounded */
-    for (int t = 0; t < g->n_tensors; t++) {
-        const int b = p->value_fwd[t];
-        if (b < 0 || p->value_rec[t] >= 0 || p->bufs[b].last < p->n_forward || t == logits) continue;
-        const int node = p->bufs[b].node;
-        const size_t value = p->bufs[b].bytes;
-        size_t bytes;
-        if (!packed_bytes(g->tensors[t].numel, p->m, &bytes) ||
-            (p->packed[t] = plan_add_buf(p, node, ACT_PACKED, false, bytes)) < 0 ||
-            (p->value_bwd[t] = plan_add_buf(p, node, ACT_VALUE, false, value)) < 0)
-            return false;
+    return p->value_fwd[t] >= 0 && p->value_rec[t] < 0 && t != logits;
+}
+
+/* A packed copy of t and the float32 instance unpacked from it for the steps after forward (dropped where
+ * none reads it). */
+static bool add_packed(const snug_graph *g, plan *p, snug_tensor t) {
+    const int node = p->bufs[p->value_fwd[t]].node;
+    const size_t value = p->bufs[p->value_fwd[t]].bytes;
+    size_t bytes;
+    return packed_bytes(g->tensors[t].numel, p->m, &bytes) &&
+           (p->packed[t] = plan_add_buf(p, node, ACT_PACKED, false, bytes)) >= 0 &&
+           (p->value_bwd[t] = plan_add_buf(p, node, ACT_VALUE, false, value)) >= 0;
+}
+
+/* Whether every reader of t reads it packed in forward and backward (a convolution with a stage): then t needs
+ * no float32 instance at all. */
+static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) {
+    bool any = false;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t) continue;
+            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || !p->packed_in[i] ||
+                p->seg.recompute[i])
+                return false;
+            any = true;
+        }
+    return any;
+}
+
+/* A concatenation copies rounded values, so it reads its inputs from packed copies (their float32 instances
+ * then die at their other readers: a UNet's skip is not held in float32 through the whole encoder and
+ * decoder), and where its readers all read its output packed (a convolution sample by sample), it writes only
+ * the packed copy: no float32 instance of the widest tensor at the decoder's top. */
+static bool pack_concatenations(const snug_graph *g, plan *p) {
+    const unsigned both = OP_FORWARD_READS_PACKED | OP_WRITES_PACKED;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        bool ok = (n->op->flags & both) == both && !p->seg.recompute[i];
+        for (int j = 0; ok && j < n->n_inputs; j++) ok = packable(g, p, graph_base_tensor(g, n->inputs[j]));
+        if (!ok) continue;
+        for (int j = 0; j < n->n_inputs; j++) {
+            const snug_tensor t = graph_base_tensor(g, n->inputs[j]);
+            if (p->packed[t] < 0 && !add_packed(g, p, t)) return false;
+        }
+        p->fwd_packed[i] = true;
+        if (p->packed[n->output] < 0 || !read_only_packed(g, p, n->output)) continue;
+        p->packed_only[n->output] = true;
+        for (int r = 0; r < g->n_nodes; r++)
+            if (g->nodes[r].n_inputs > 0 && graph_base_tensor(g, g->nodes[r].inputs[0]) == n->output)
+                p->fwd_packed[r] = true;
     }
     return true;
+}
+
+bool plan_pack_values(const snug_graph *g, plan *p) {
+    for (int t = 0; t < g->n_tensors; t++) {
+        const int b = p->value_fwd[t];
+        if (b < 0 || !packable(g, p, t) || p->bufs[b].last < p->n_forward) continue;
+        if (!add_packed(g, p, t)) return false;
+    }
+    return pack_concatenations(g, p);
 }
 
 /* Removes the unpacked instances no step reads (every reader after forward takes the packed copy): they were
@@ -69,7 +122,8 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p) {
         if (p->packed[t] < 0) continue;
         act_buffer *k = &p->bufs[p->packed[t]];
         const int unpacked = p->bufs[p->value_bwd[t]].first; /* the first step after forward that reads it */
-        k->first = p->bufs[p->value_fwd[t]].first;           /* the producer's forward step packs it */
+        const int made = p->bufs[p->value_fwd[t]].first;     /* none where it is only packed: the walk's */
+        if (made >= 0) k->first = made;                      /* the producer's forward step packs it */
         if (unpacked > k->last) k->last = unpacked;          /* beyond its readers' backward steps */
         if (k->last < k->first) k->last = k->first;
     }
@@ -78,7 +132,9 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p) {
 
 bool plan_packed_inputs(const snug_graph *g, plan *p) {
     p->packed_in = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->packed_in);
-    if (!p->packed_in) return false;
+    p->fwd_packed = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->fwd_packed);
+    p->packed_only = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *p->packed_only);
+    if (!p->packed_in || !p->fwd_packed || !p->packed_only) return false;
     if (!p->variant.bf16 || p->variant.no_packing) return true;
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
     for (int i = 0; i < g->n_nodes; i++) {

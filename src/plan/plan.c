@@ -72,7 +72,7 @@ size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
         p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
     size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
     /* a regenerated (or unpacked) input's stages come after the op's own workspace */
-    if ((p->regen[i] || p->packed_in[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
+    if ((p->regen[i] || p->packed_in[i] || p->fwd_packed[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
         !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
         w = (size_t)-1;
     return w;
@@ -283,6 +283,8 @@ void plan_free(plan *p) {
     free(p->value_bwd);
     free(p->regen);
     free(p->packed_in);
+    free(p->fwd_packed);
+    free(p->packed_only);
     free(p->live_at);
     memset(p, 0, sizeof *p);
 }

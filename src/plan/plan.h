@@ -75,6 +75,10 @@ typedef struct plan {
                                          reads; -1 if none */
     bool *packed_in;                  /* bf16, per node: its backward reads its input sample by sample from the
                                          packed copy (OP_READS_PACKED) instead of an unpacked instance */
+    bool *fwd_packed;                 /* bf16, per node: its forward reads the inputs that have a packed copy from
+                                         it (a concatenation; a convolution after one), no float32 instance */
+    bool *packed_only;                /* bf16, per tensor: the value exists only as its packed copy (a
+                                         concatenation's output whose readers all read it packed) */
     bool round_input;                 /* bf16: the input batch is rounded to bfloat16 before the first layer
                                          (not where a layer reads it as token indices) */
     int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
