@@ -15,6 +15,14 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
+/* The recompute of one segment length with its first j segments recomputed, for every j (plan/leading.c). */
+typedef struct leading_flops {
+    size_t every;
+    bool selective;
+    double *upto;     /* n + 1 entries, or NULL */
+    int n;            /* segments */
+} leading_flops;
+
 typedef struct search {
     const snug_graph *g;
     size_t m, budget;
@@ -26,6 +34,7 @@ typedef struct search {
     bool have, fits;
     plan_reads reads; /* for the segments of a candidate that is not planned */
     plan_memo *memo;  /* the request's, for sqrt */
+    leading_flops lead; /* the recompute of every leading-segment count of one segmentation */
     snug_status status;
     snug_error *err;
 } search;
@@ -65,18 +74,44 @@ static size_t candidate_ceiling(const search *s) {
     return c < s->ceiling ? c : s->ceiling;
 }
 
-/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
- * segments alone say so, without planning it. */
-static bool recomputes_more(search *s, const plan_variant *v) {
+static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
+    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
+}
+
+/* s->lead for (every, selective); false when memory runs out (then plan_segment answers). */
+static bool lead_flops(search *s, size_t every, bool selective) {
+    leading_flops *l = &s->lead;
+    if (l->upto && l->every == every && l->selective == selective) return true;
+    free(l->upto);
+    *l = (leading_flops){.every = every, .selective = selective};
+    const plan_variant all = leading(s, every, selective, -1);
+    l->upto = plan_leading_recompute(s->g, &s->reads, &all, s->m, &l->n);
+    return l->upto != NULL;
+}
+
+/* The recompute FLOPs of v: from s->lead for a leading-segment variant, else from its segments. */
+static bool recompute_of(search *s, const plan_variant *v, double *flops) {
+    if (v->policy.kind == SNUG_CHECKPOINT_EVERY && v->recomputed_segments >= 0 && !v->spared &&
+        lead_flops(s, v->policy.every, v->selective) && v->recomputed_segments <= s->lead.n) {
+        *flops = s->lead.upto[v->recomputed_segments];
+        return true;
+    }
     plan_segments seg;
-    if (!s->fits || s->status != SNUG_OK) return false;
     if ((s->status = plan_segment(s->g, &s->reads, v, &seg)) != SNUG_OK) {
         snug_fail(s->err, s->status, "out of memory while planning model '%s'", s->g->name);
         return false;
     }
-    const bool more = plan_recompute_flops(s->g, &seg, s->m) > s->best.recompute_flops;
+    *flops = plan_recompute_flops(s->g, &seg, s->m);
     plan_segments_free(&seg);
-    return more;
+    return true;
+}
+
+/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
+ * segments alone say so, without planning it. */
+static bool recomputes_more(search *s, const plan_variant *v) {
+    double flops;
+    if (!s->fits || s->status != SNUG_OK || !recompute_of(s, v, &flops)) return false;
+    return flops > s->best.recompute_flops;
 }
 
 /* Plans v (without pending rows when they do not fit) and considers it. Returns whether it fits; one that
@@ -101,10 +136,6 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
     if ((s->status = plan_build_policy_under(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0},
                                              s->bf16, s->budget, ceiling, s->memo, &q, s->err)) == SNUG_OK)
         consider(s, &q);
-}
-
-static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
-    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
 }
 
 /* The most leading segments, at most hi, that recompute no more than the best fitting plan so far (all of hi
@@ -177,6 +208,7 @@ snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const
                 for (int sel = 0; sel < 2; sel++) search_segments(&s, every, sel == 1, layers);
     }
     plan_reads_free(&s.reads);
+    free(s.lead.upto);
     if (s.status != SNUG_OK) {
         if (s.have) plan_free(&s.best);
         return s.status;
