@@ -1,7 +1,8 @@
 /* The bound sparing rejects variants by (plan/spare_bound.c): for every segment a sqrt or every:N plan
  * recomputes, the bound is at most what the variant with that segment kept whole, planned in full, holds at the
- * end of forward beside its fixed blocks (so at most its total), on the zoo's models and a ReLU chain; and it
- * rejects variants, so that sparing plans fewer of them. */
+ * end of forward beside its fixed blocks (so at most its total), on the zoo's models and a ReLU chain; the same
+ * for AUTO's leading segments, fewer of them as more spared at once; and it rejects variants, so that sparing
+ * plans fewer of them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,13 +49,18 @@ static bool recomputes_segment(const snug_graph *g, const plan *p, int s) {
 
 /* Checks every bound of p's variants against the variant planned in full; returns how many of those variants
  * the bound rejects (passes p's total). */
+/* What q holds at the end of forward beside its fixed blocks, with the least workspace of p's bound b. */
+static size_t held_at_end(const spare_bound *b, const plan *p, const plan *q) {
+    const size_t least_ws = b->fixed - (p->total - p->arena_bytes - p->workspace_bytes);
+    return q->total - q->arena_bytes - q->workspace_bytes + least_ws + q->live_at[q->n_forward - 1];
+}
+
 static int checked; /* variants checked, so that a test that checks none fails */
 
 static int check_bounds(const snug_graph *g, const plan *p, const char *what) {
     const snug_optim_config optim = snug_train_config_default().optim;
     spare_bound b;
     assert_true(spare_bound_init(&b, g, p));
-    const size_t least_ws = b.fixed - (p->total - p->arena_bytes - p->workspace_bytes);
     int rejected = 0;
     for (int s = 0; s < 64 && s < b.n_segments; s++) {
         if (!recomputes_segment(g, p, s)) continue;
@@ -62,8 +68,7 @@ static int check_bounds(const snug_graph *g, const plan *p, const char *what) {
         v.spared |= (uint64_t)1 << s;
         plan q;
         assert_int_equal(plan_build(g, p->m, p->threads, &optim, &v, &q, NULL), SNUG_OK);
-        /* what q holds at the end of forward, beside its fixed blocks with the least workspace */
-        const size_t at_end = q.total - q.arena_bytes - q.workspace_bytes + least_ws + q.live_at[q.n_forward - 1];
+        const size_t at_end = held_at_end(&b, p, &q);
         const size_t bound = spare_bound_total(&b, s);
         if (bound > at_end || bound > q.total)
             fail_msg("%s: segment %d spared: bound %zu over %zu at the end of forward (total %zu)", what, s, bound,
@@ -106,6 +111,48 @@ static void bound_at_most_the_spared_plan(void **state) {
     assert_true(checked >= 100);
 }
 
+/* AUTO's leading segments: the plan recomputing the first hi segments bounds every one recomputing fewer, j,
+ * as the segments from j to hi spared at once. */
+static void bound_of_fewer_leading_segments(void **state) {
+    (void)state;
+    const snug_optim_config optim = snug_train_config_default().optim;
+    int compared = 0;
+    for (size_t i = 0; i < N_MODELS; i++) {
+        snug_graph *g = zoo(i);
+        for (size_t every = 1; every <= 3; every++)
+            for (int sel = 0; sel < 2; sel++) {
+                plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, -1, 0, false, false, false, false};
+                plan p;
+                assert_int_equal(plan_build(g, 2, 2, &optim, &v, &p, NULL), SNUG_OK);
+                int hi = 0;
+                for (int k = 0; k < g->n_nodes; k++)
+                    if (p.seg.segment[k] > hi) hi = p.seg.segment[k];
+                plan_free(&p);
+                v.recomputed_segments = hi;
+                assert_int_equal(plan_build(g, 2, 2, &optim, &v, &p, NULL), SNUG_OK);
+                spare_bound b;
+                assert_true(spare_bound_init(&b, g, &p));
+                for (int j = 0; j < hi; j++) {
+                    plan_variant u = v;
+                    u.recomputed_segments = j;
+                    plan q;
+                    assert_int_equal(plan_build(g, 2, 2, &optim, &u, &q, NULL), SNUG_OK);
+                    const size_t bound = spare_bound_range(&b, j, hi), held = held_at_end(&b, &p, &q);
+                    if (bound > held)
+                        fail_msg("%s every:%zu selective %d: %d of %d leading segments: bound %zu over %zu held at the "
+                                 "end of forward", models[i], every, sel, j, hi, bound, held);
+                    compared++;
+                    plan_free(&q);
+                }
+                spare_bound_free(&b);
+                plan_free(&p);
+            }
+        snug_graph_free(g);
+    }
+    print_message("%d leading-segment counts compared\n", compared);
+    assert_true(compared >= 100);
+}
+
 /* Where every output lives until its backward, keeping a segment whole puts it beside all that is live as forward
  * ends: the bound rejects every such variant. */
 static void bound_rejects_the_relu_chain_s_variants(void **state) {
@@ -144,6 +191,7 @@ static void no_bound_in_bf16(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bound_at_most_the_spared_plan),
+        cmocka_unit_test(bound_of_fewer_leading_segments),
         cmocka_unit_test(bound_rejects_the_relu_chain_s_variants),
         cmocka_unit_test(no_bound_in_bf16),
     };

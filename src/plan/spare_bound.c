@@ -1,5 +1,5 @@
-/* A lower bound of the total of a plan that keeps one more segment whole, from the plan it spares the segment
- * of, in the work of that segment alone. Sparing (plan/spare.c) keeps a variant only when its total does not
+/* A lower bound of the total of a plan that keeps one more segment whole (or several), from the plan it spares
+ * them of, in the work of those segments alone. Sparing (plan/spare.c) keeps a variant only when its total does not
  * grow, and most variants are rejected: keeping a segment's activations from its forward to its backward puts
  * them beside everything live as forward ends. Planning each variant in full to learn that is a pass over the
  * whole graph per segment; this bound rejects it from the segment's own layers.
@@ -115,12 +115,14 @@ static size_t kept_once_spared(const spare_bound *b, int i) {
     return bytes;
 }
 
-size_t spare_bound_total(spare_bound *b, int s) {
-    if (s < 0 || s >= b->n_segments) return 0;
+size_t spare_bound_total(spare_bound *b, int s) { return spare_bound_range(b, s, s + 1); }
+
+size_t spare_bound_range(spare_bound *b, int from, int to) {
+    if (from < 0 || to > b->n_segments || from >= to) return 0;
     const plan *p = b->p;
     size_t lost = 0, kept = 0;
     b->trial++;
-    for (int k = b->start[s]; k < b->start[s + 1]; k++) {
+    for (int k = b->start[from]; k < b->start[to]; k++) {
         const int i = b->by_segment[k];
         const graph_node *n = &b->g->nodes[i];
         if (!is_layer(n)) continue;

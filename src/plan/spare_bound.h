@@ -23,5 +23,7 @@ bool spare_bound_init(spare_bound *b, const snug_graph *g, const plan *p);
 void spare_bound_free(spare_bound *b);
 /* At most the total of p's variant with segment s spared as well, as plan_build makes it (0: no bound). */
 size_t spare_bound_total(spare_bound *b, int s);
+/* The same for segments [from, to) spared at once. */
+size_t spare_bound_range(spare_bound *b, int from, int to);
 
 #endif
