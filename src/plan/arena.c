@@ -66,6 +66,54 @@ typedef struct range_set {
     size_t n, cap;
 } range_set;
 
+/* Where the range sets' arrays come from: a deep schedule's tree holds millions of small sets, and allocating
+ * and freeing each one alone costs more than placing. An array that grows is copied to a new piece and the old
+ * one is left (at most as much again); everything goes at once with the pool. */
+typedef struct range_pool {
+    range **chunks;
+    size_t n_chunks, cap_chunks;
+    range *at;
+    size_t left;           /* ranges */
+} range_pool;
+
+#define RANGE_POOL_CHUNK ((size_t)1 << 16)  /* ranges */
+
+static range *pool_take(range_pool *pool, size_t n) {
+    if (n > pool->left) {
+        const size_t size = n > RANGE_POOL_CHUNK ? n : RANGE_POOL_CHUNK;
+        range *chunk = malloc(size * sizeof *chunk);
+        if (!chunk || !reserve((void **)&pool->chunks, &pool->cap_chunks, pool->n_chunks + 1, sizeof *pool->chunks)) {
+            free(chunk);
+            return NULL;
+        }
+        pool->chunks[pool->n_chunks++] = chunk;
+        pool->at = chunk;
+        pool->left = size;
+    }
+    range *r = pool->at;
+    pool->at += n;
+    pool->left -= n;
+    return r;
+}
+
+static void pool_free(range_pool *pool) {
+    for (size_t i = 0; i < pool->n_chunks; i++) free(pool->chunks[i]);
+    free(pool->chunks);
+}
+
+/* Room in s for `need` ranges. */
+static bool range_reserve(range_pool *pool, range_set *s, size_t need) {
+    if (need <= s->cap) return true;
+    size_t cap = s->cap ? s->cap : 4;
+    while (cap < need) cap *= 2;
+    range *r = pool_take(pool, cap);
+    if (!r) return false;
+    if (s->n) memcpy(r, s->r, s->n * sizeof *r);
+    s->r = r;
+    s->cap = cap;
+    return true;
+}
+
 /* The first range of s that ends after pos (s->n when none). */
 static size_t first_ending_after(const range_set *s, size_t pos) {
     size_t lo = 0, hi = s->n;
@@ -78,12 +126,12 @@ static size_t first_ending_after(const range_set *s, size_t pos) {
 }
 
 /* Adds [start, end) to s, merged with the ranges it overlaps or touches. */
-static bool range_add(range_set *s, size_t start, size_t end) {
+static bool range_add(range_pool *pool, range_set *s, size_t start, size_t end) {
     const size_t i = start ? first_ending_after(s, start - 1) : 0; /* the first range ending at start or later */
     size_t j = i; /* past the last range starting at end or earlier */
     while (j < s->n && s->r[j].start <= end) j++;
     if (i == j) {
-        if (!reserve((void **)&s->r, &s->cap, s->n + 1, sizeof *s->r)) return false;
+        if (!range_reserve(pool, s, s->n + 1)) return false;
         memmove(&s->r[i + 1], &s->r[i], (s->n - i) * sizeof *s->r);
         s->r[i] = (range){start, end};
         s->n++;
@@ -130,6 +178,7 @@ typedef struct time_index {
     size_t leaves;          /* a power of two, at least the steps */
     range_set *cover, *starts;
     const range_set **q;    /* the sets of one question */
+    range_pool pool;        /* the sets' arrays */
 } time_index;
 
 static bool time_index_init(time_index *t, int steps) {
@@ -146,10 +195,7 @@ static void time_index_clear(time_index *t) {
 }
 
 static void time_index_free(time_index *t) {
-    for (size_t i = 0; t->cover && t->starts && i < 2 * t->leaves; i++) {
-        free(t->cover[i].r);
-        free(t->starts[i].r);
-    }
+    pool_free(&t->pool);
     free(t->cover);
     free(t->starts);
     free(t->q);
@@ -159,10 +205,10 @@ static bool time_index_add(time_index *t, const act_buffer *b) {
     const size_t start = b->offset, end = b->offset + b->bytes;
     bool ok = true;
     for (size_t lo = (size_t)b->first + t->leaves, hi = (size_t)b->last + 1 + t->leaves; lo < hi; lo /= 2, hi /= 2) {
-        if (lo & 1) ok &= range_add(&t->cover[lo++], start, end);
-        if (hi & 1) ok &= range_add(&t->cover[--hi], start, end);
+        if (lo & 1) ok &= range_add(&t->pool, &t->cover[lo++], start, end);
+        if (hi & 1) ok &= range_add(&t->pool, &t->cover[--hi], start, end);
     }
-    for (size_t v = (size_t)b->first + t->leaves; v >= 1; v /= 2) ok &= range_add(&t->starts[v], start, end);
+    for (size_t v = (size_t)b->first + t->leaves; v >= 1; v /= 2) ok &= range_add(&t->pool, &t->starts[v], start, end);
     return ok;
 }
 

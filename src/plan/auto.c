@@ -14,6 +14,15 @@
 #include "core/error.h"
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "plan/spare_bound.h"
+
+/* The recompute of one segment length with its first j segments recomputed, for every j (plan/leading.c). */
+typedef struct leading_flops {
+    size_t every;
+    bool selective;
+    double *upto;     /* n + 1 entries, or NULL */
+    int n;            /* segments */
+} leading_flops;
 
 typedef struct search {
     const snug_graph *g;
@@ -26,6 +35,14 @@ typedef struct search {
     bool have, fits;
     plan_reads reads; /* for the segments of a candidate that is not planned */
     plan_memo *memo;  /* the request's, for sqrt */
+    leading_flops lead; /* the recompute of every leading-segment count of one segmentation */
+    plan base;          /* the last fitting plan that did not beat best (have_base) */
+    bool have_base;
+    int version;        /* counts the plans best and base have held */
+    spare_bound bound;  /* of bound_plan as it was at bound_of (bounded: any) */
+    const plan *bound_plan;
+    int bound_of;
+    bool bounded;
     snug_status status;
     snug_error *err;
 } search;
@@ -36,21 +53,24 @@ static size_t layer_count(const snug_graph *g) {
     return n;
 }
 
-/* Keeps plan q when it beats the best so far (else frees it). Returns whether it fits. */
+/* Keeps plan q when it beats the best so far; else keeps a fitting one as the base of the bounds of its
+ * segmentation's fewer leading segments (surely_over), or frees it. Returns whether it fits. */
 static bool consider(search *s, plan *q) {
     bool fits = !s->budget || q->total <= s->budget;
     bool better = !s->have || (fits && !s->fits) ||
                   (fits && s->fits ? q->recompute_flops < s->best.recompute_flops ||
                                          (q->recompute_flops == s->best.recompute_flops && q->total < s->best.total)
                                    : !s->fits && q->total < s->best.total);
-    if (better) {
-        if (s->have) plan_free(&s->best);
-        s->best = *q;
-        s->have = true;
-        s->fits = fits;
+    plan *kept = better ? &s->best : fits ? &s->base : NULL;
+    if (kept && (better ? s->have : s->have_base)) plan_free(kept);
+    if (kept) {
+        *kept = *q;
+        s->version++;
     } else {
         plan_free(q);
     }
+    if (better) s->have = true, s->fits = fits;
+    else if (fits) s->have_base = true;
     return fits;
 }
 
@@ -65,18 +85,75 @@ static size_t candidate_ceiling(const search *s) {
     return c < s->ceiling ? c : s->ceiling;
 }
 
-/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
- * segments alone say so, without planning it. */
-static bool recomputes_more(search *s, const plan_variant *v) {
+static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
+    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
+}
+
+/* s->lead for (every, selective); false when memory runs out (then plan_segment answers). */
+static bool lead_flops(search *s, size_t every, bool selective) {
+    leading_flops *l = &s->lead;
+    if (l->upto && l->every == every && l->selective == selective) return true;
+    free(l->upto);
+    *l = (leading_flops){.every = every, .selective = selective};
+    const plan_variant all = leading(s, every, selective, -1);
+    l->upto = plan_leading_recompute(s->g, &s->reads, &all, s->m, &l->n);
+    return l->upto != NULL;
+}
+
+/* The recompute FLOPs of v: from s->lead for a leading-segment variant, else from its segments. */
+static bool recompute_of(search *s, const plan_variant *v, double *flops) {
+    if (v->policy.kind == SNUG_CHECKPOINT_EVERY && v->recomputed_segments >= 0 && !v->spared &&
+        lead_flops(s, v->policy.every, v->selective) && v->recomputed_segments <= s->lead.n) {
+        *flops = s->lead.upto[v->recomputed_segments];
+        return true;
+    }
     plan_segments seg;
-    if (!s->fits || s->status != SNUG_OK) return false;
     if ((s->status = plan_segment(s->g, &s->reads, v, &seg)) != SNUG_OK) {
         snug_fail(s->err, s->status, "out of memory while planning model '%s'", s->g->name);
         return false;
     }
-    const bool more = plan_recompute_flops(s->g, &seg, s->m) > s->best.recompute_flops;
+    *flops = plan_recompute_flops(s->g, &seg, s->m);
     plan_segments_free(&seg);
-    return more;
+    return true;
+}
+
+/* Whether v recomputes more than the best fitting plan so far: then it cannot win, fitting or not. Its
+ * segments alone say so, without planning it. */
+static bool recomputes_more(search *s, const plan_variant *v) {
+    double flops;
+    if (!s->fits || s->status != SNUG_OK || !recompute_of(s, v, &flops)) return false;
+    return flops > s->best.recompute_flops;
+}
+
+/* Whether p is v's segmentation with more leading segments recomputed: then v is p with the segments between
+ * spared. */
+static bool recomputes_more_of(const plan *p, const plan_variant *v) {
+    const plan_variant *b = &p->variant;
+    return b->policy.kind == SNUG_CHECKPOINT_EVERY && b->policy.every == v->policy.every &&
+           b->selective == v->selective && !b->spared && !b->bf16 && b->recomputed_segments > v->recomputed_segments;
+}
+
+/* Whether leading-segment variant v surely does not fit, by a bound (plan/spare_bound.c) from the best plan so
+ * far or the base, where one is its segmentation with more segments recomputed. The bound leaves out pending
+ * rows and kept weights, so it holds for v without them too. Once a plan fits, one that does not cannot win,
+ * so v need not be planned. */
+static bool surely_over(search *s, const plan_variant *v) {
+    if (!s->fits || !s->budget || v->policy.kind != SNUG_CHECKPOINT_EVERY || v->recomputed_segments < 0 || v->spared ||
+        v->bf16)
+        return false;
+    const plan *p = recomputes_more_of(&s->best, v) ? &s->best
+                    : s->have_base && recomputes_more_of(&s->base, v) ? &s->base : NULL;
+    if (!p) return false;
+    if (s->bound_plan != p || s->bound_of != s->version) {
+        if (s->bounded) spare_bound_free(&s->bound);
+        s->bounded = spare_bound_init(&s->bound, s->g, p);
+        s->bound_plan = p;
+        s->bound_of = s->version;
+    }
+    const size_t bound = s->bounded ? spare_bound_range(&s->bound, v->recomputed_segments, p->variant.recomputed_segments)
+                                    : 0;
+    const size_t extras = p->pending_bytes + p->kept_bytes;
+    return bound > extras && bound - extras > s->budget;
 }
 
 /* Plans v (without pending rows when they do not fit) and considers it. Returns whether it fits; one that
@@ -86,6 +163,7 @@ static bool try_variant(search *s, const plan_variant *v) {
     plan q;
     if (s->status != SNUG_OK) return false;
     if (recomputes_more(s, v)) return s->status == SNUG_OK;
+    if (surely_over(s, v)) return false;
     const size_t ceiling = candidate_ceiling(s);
     if ((s->status = plan_build_under(s->g, s->m, s->threads, s->optim, v, ceiling, &q, s->err)) != SNUG_OK ||
         (s->status = plan_within_budget(s->g, s->m, s->threads, s->optim, s->budget, ceiling, &q, s->err)) != SNUG_OK)
@@ -101,10 +179,6 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
     if ((s->status = plan_build_policy_under(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0},
                                              s->bf16, s->budget, ceiling, s->memo, &q, s->err)) == SNUG_OK)
         consider(s, &q);
-}
-
-static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
-    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
 }
 
 /* The most leading segments, at most hi, that recompute no more than the best fitting plan so far (all of hi
@@ -163,7 +237,7 @@ snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, co
 snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, bool bf16,
                                size_t budget, size_t ceiling, plan_memo *memo, plan *p, snug_error *err) {
     search s = {.g = g, .m = m, .budget = budget, .ceiling = ceiling, .threads = threads, .optim = optim,
-                .bf16 = bf16, .memo = memo, .err = err};
+                .bf16 = bf16, .memo = memo, .err = err, .bound_of = -1};
     if (!plan_reads_init(g, &s.reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
@@ -177,6 +251,9 @@ snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const
                 for (int sel = 0; sel < 2; sel++) search_segments(&s, every, sel == 1, layers);
     }
     plan_reads_free(&s.reads);
+    free(s.lead.upto);
+    if (s.bounded) spare_bound_free(&s.bound);
+    if (s.have_base) plan_free(&s.base);
     if (s.status != SNUG_OK) {
         if (s.have) plan_free(&s.best);
         return s.status;

@@ -217,6 +217,10 @@ double plan_segments_recompute_flops(const snug_graph *g, const plan_segments *s
 /* The forward FLOPs a micro-batch of m replays under the segments: the plan's recompute_flops, to the bit. */
 double plan_recompute_flops(const snug_graph *g, const plan_segments *s, size_t m);
 void plan_segments_free(plan_segments *s);
+/* For the segmentation of v (EVERY, spared nothing) at micro-batch m with its first j segments recomputed, for
+ * every j up to its *n segments: the recompute FLOPs, upto[j], as plan_recompute_flops gives them to the bit
+ * (plan/leading.c). NULL when memory runs out; the caller frees it. */
+double *plan_leading_recompute(const snug_graph *g, const plan_reads *r, const plan_variant *v, size_t m, int *n);
 /* Which inputs are regenerated (needs the segments). */
 bool plan_regen(const snug_graph *g, const plan_reads *r, plan *p);
 /* The layer whose output consumer would regenerate (plan/regen.c), recompute aside, or -1; and the producer of

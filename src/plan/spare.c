@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "plan/plan.h"
+#include "plan/spare_bound.h"
 
 /* The highest segment index with a recomputed node, or -1. */
 static int last_recomputed_segment(const snug_graph *g, const plan *p) {
@@ -22,26 +23,32 @@ static bool recomputes_segment(const snug_graph *g, const plan *p, int s) {
     return false;
 }
 
-/* Keeps whole, one at a time from the last, the recomputed segments of *p whose drop does not lower its total. */
+/* Keeps whole, one at a time from the last, the recomputed segments of *p whose drop does not lower its total.
+ * A variant whose bound (plan/spare_bound.c) already passes the first total is not planned: it would not stay. */
 static snug_status spare_segments(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                   plan *p, snug_error *err) {
     const size_t total = p->total;
-    for (int s = last_recomputed_segment(g, p); s >= 0; s--) {
-        if (s >= 64 || !recomputes_segment(g, p, s)) continue;
+    spare_bound bound;
+    bool bounded = spare_bound_init(&bound, g, p);
+    snug_status st = SNUG_OK;
+    for (int s = last_recomputed_segment(g, p); s >= 0 && st == SNUG_OK; s--) {
+        if (s >= 64 || !recomputes_segment(g, p, s) || (bounded && spare_bound_total(&bound, s) > total)) continue;
         plan_variant v = p->variant;
         v.spared |= (uint64_t)1 << s;
         plan q;
         /* only a total at most the first one's matters: above it, the bound decides without placing */
-        snug_status st = plan_build_under(g, m, threads, optim, &v, total, &q, err);
-        if (st != SNUG_OK) return st;
+        if ((st = plan_build_under(g, m, threads, optim, &v, total, &q, err)) != SNUG_OK) break;
         if (q.total <= total) {
+            if (bounded) spare_bound_free(&bound);
             plan_free(p);
             *p = q;
+            bounded = spare_bound_init(&bound, g, p); /* the bounds are of the plan kept */
         } else {
             plan_free(&q);
         }
     }
-    return SNUG_OK;
+    if (bounded) spare_bound_free(&bound);
+    return st;
 }
 
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
