@@ -19,3 +19,16 @@ expect_plan_as_zoo() {
     cmp -s "$TMP/zoo.json" "$TMP/onnx.json" || fail "the plans differ: $(diff "$TMP/zoo.json" "$TMP/onnx.json" |
         head -5)"
 }
+
+# zoo_budgets ZOO BATCH: sets WHOLE (the zoo model's one-pass plan at BATCH, in bytes) and TIGHT (a fifth above
+# the smallest budget that fits, which the refusal of 1 KiB names), as this build plans them: budgets derived
+# from the plan, never constants of one CPU.
+zoo_budgets() {
+    local zoo=$1 batch=$2 py=${SNUG_PYTHON3:-/usr/bin/python3} small
+    WHOLE=$("$SNUG" plan --model "$zoo" --batch "$batch" --json |
+            "$py" -c 'import json, sys; print(json.load(sys.stdin)["chosen"]["total"])')
+    "$SNUG" plan --model "$zoo" --batch "$batch" --mem 1KiB >/dev/null 2>"$TMP/refusal.txt"
+    small=$(grep -o 'smallest budget that fits is [0-9.]* [KMG]iB' "$TMP/refusal.txt" | awk '{print $6 $7}')
+    TIGHT=$("$py" -c "import sys; v, u = float(sys.argv[1][:-3]), sys.argv[1][-3:]; print(f'{v * 1.2:.2f}{u}')" \
+            "$small")
+}

@@ -19,12 +19,8 @@ if [ -z "${SNUG_ONNX_TORCH_DIR:-}" ] || [ ! -f "$MODEL" ]; then
 fi
 
 # The budgets, as this build plans the zoo's resnet20 at batch 128: its one-pass plan, and a fifth above the
-# smallest that fits (the refusal of 1 KiB names it), where it needs micro-batches.
-WHOLE=$("$SNUG" plan --model resnet20 --batch 128 --json |
-        "$PY" -c 'import json, sys; print(json.load(sys.stdin)["chosen"]["total"])')
-"$SNUG" plan --model resnet20 --batch 128 --mem 1KiB >/dev/null 2>"$TMP/refusal.txt"
-SMALL=$(grep -o 'smallest budget that fits is [0-9.]* [KMG]iB' "$TMP/refusal.txt" | awk '{print $6 $7}')
-TIGHT=$("$PY" -c "import sys; v, u = float(sys.argv[1][:-3]), sys.argv[1][-3:]; print(f'{v * 1.2:.2f}{u}')" "$SMALL")
+# smallest that fits, where it needs micro-batches.
+zoo_budgets resnet20 128
 
 for budget in none "$WHOLE" "$TIGHT"; do
     expect_plan_as_zoo resnet20 "$MODEL" 128 "$budget"

@@ -18,12 +18,7 @@ if [ -z "${SNUG_ONNX_TORCH_DIR:-}" ] || [ ! -f "$MODEL" ]; then
     exit 1
 fi
 
-PY=${SNUG_PYTHON3:-/usr/bin/python3}
-WHOLE=$("$SNUG" plan --model unet --batch 8 --json |
-        "$PY" -c 'import json, sys; print(json.load(sys.stdin)["chosen"]["total"])')
-"$SNUG" plan --model unet --batch 8 --mem 1KiB >/dev/null 2>"$TMP/refusal.txt"
-SMALL=$(grep -o 'smallest budget that fits is [0-9.]* [KMG]iB' "$TMP/refusal.txt" | awk '{print $6 $7}')
-TIGHT=$("$PY" -c "import sys; v, u = float(sys.argv[1][:-3]), sys.argv[1][-3:]; print(f'{v * 1.2:.2f}{u}')" "$SMALL")
+zoo_budgets unet 8
 
 for budget in none "$WHOLE" "$TIGHT"; do
     expect_plan_as_zoo unet "$MODEL" 8 "$budget"
