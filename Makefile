@@ -101,7 +101,8 @@ examples: deps build
 # Benchmarks write Markdown tables to bench/results/; each reports the machine it ran on.
 # Then the five workloads in snug (the benchmark program snug-bench) and in PyTorch (Debian's python3-torch,
 # installed by `install-deps.sh --bench`), interleaved per workload and variant in one run:
-# bench/results/workloads.{csv,md} (docs/performance.md).
+# bench/results/workloads.{csv,md} (docs/performance.md); then each framework at its fastest precision
+# (float32 or bf16) against the other's: bench/results/best_vs_pytorch.{csv,md} (docs/precision.md).
 BENCH_ARGS ?=
 bench: deps build
 	@mkdir -p bench/results
@@ -113,6 +114,7 @@ bench: deps build
 	@scripts/install-deps.sh --bench
 	/usr/bin/python3 bench/pytorch_bench.py --check-shapes
 	python3 bench/compare.py run --bench ./$(BUILD)/bench/snug-bench --out bench/results $(BENCH_ARGS)
+	python3 bench/best_vs_pytorch.py --bench ./$(BUILD)/bench/snug-bench --out bench/results
 
 # Fuzzing (docs/testing.md): each target of tests/fuzz/ (all, or FUZZ_TARGETS='model_file png') runs FUZZ_SECONDS
 # under libFuzzer, ASan and UBSan, one after the other; a crash, leak or timeout fails the target. `make test`
