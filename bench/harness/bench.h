@@ -88,6 +88,7 @@ typedef struct bench_machine {
     const char *simd, *blas, *blas_kernel;
     bool blas_kernel_slow;
     const char *gemm;        /* what multiplies the linear layers (snug_system_info.gemm) */
+    const char *isa, *isa_cpu; /* the instruction set snug's kernels run (--isa may cap it) and the CPU's best */
     size_t sgemm_n;
     double sgemm_gflops;     /* measured in this run: the faster of the two below */
     double blas_gflops;      /* cblas_sgemm */
@@ -133,6 +134,7 @@ typedef struct bench_options {
     bool profile;            /* print where the time goes, op by op (profile.c) */
     int precision;           /* a snug_precision: the measured trainers' (paired: the variant's; full batch
                                 stays fp32, so the ratio is bf16's against fp32's) */
+    int isa;                 /* a kernel_isa the kernels are capped at, or -1 for this CPU's */
     bool help;
 } bench_options;
 

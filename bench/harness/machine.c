@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "kernels/isa.h"
 
 /* "model name	: AMD EPYC 7B13" -> "AMD EPYC 7B13" */
 static void cpu_model(char *buf, size_t len) {
@@ -37,10 +38,14 @@ void bench_machine_describe(bench_machine *m) {
     m->blas_kernel = info.blas_kernel ? info.blas_kernel : "unknown";
     m->blas_kernel_slow = info.blas_kernel_slow;
     m->gemm = info.gemm;
+    m->isa = kernel_isa_name(kernel_isa_now());
+    m->isa_cpu = kernel_isa_name(kernel_isa_cpu());
 }
 
 void bench_machine_line(const bench_machine *m, char *buf, size_t len) {
-    snprintf(buf, len, "%s, %d cores, %d threads, %s, %s (kernel %s%s), linear layers: %s", m->cpu, m->cores,
-             m->threads, m->simd, m->blas, m->blas_kernel, m->blas_kernel_slow ? ", a slow generic fallback" : "",
-             m->gemm);
+    int n = snprintf(buf, len, "%s, %d cores, %d threads, %s, %s (kernel %s%s), linear layers: %s, snug's kernels: %s",
+                     m->cpu, m->cores, m->threads, m->simd, m->blas, m->blas_kernel,
+                     m->blas_kernel_slow ? ", a slow generic fallback" : "", m->gemm, m->isa);
+    if (strcmp(m->isa, m->isa_cpu) != 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " (capped: this CPU runs %s)", m->isa_cpu);
 }

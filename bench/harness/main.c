@@ -22,6 +22,7 @@
 #include "cli/process_start.h"
 #include "cli/errors.h"
 #include "core/error.h"
+#include "kernels/isa.h"
 
 #define AUTO_REPEAT_SECONDS 1.0
 #define AUTO_MIN_STEPS 3
@@ -158,6 +159,18 @@ static int bench_turns_checked(const bench_options *opt) {
     return bench_turns(opt, w, (bench_variant)opt->variant);
 }
 
+/* --isa: the kernels run as on a smaller CPU from here on (before anything is planned: a plan sizes its
+ * workspace for the kernels it will run). A larger set than this CPU's cannot be emulated. */
+static bool bench_cap_isa(kernel_isa most, char *msg, size_t len) {
+    if (most > kernel_isa_cpu()) {
+        snprintf(msg, len, "--isa %s: this CPU (and build) runs at most %s; choose that or a smaller set",
+                 kernel_isa_name(most), kernel_isa_name(kernel_isa_cpu()));
+        return false;
+    }
+    kernel_isa_cap(most);
+    return true;
+}
+
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
     if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
@@ -172,6 +185,8 @@ int main(int argc, char **argv) {
         return cli_usage_error(NULL, BENCH_USAGE,
                                "--paired times a variant against full batch: choose --variant cheap, accum4, sqrt, "
                                "micro1 or all (or --precision bf16, against full batch in fp32)");
+    if (opt.isa >= 0 && !bench_cap_isa((kernel_isa)opt.isa, msg, sizeof msg))
+        return cli_usage_error(NULL, BENCH_USAGE, msg);
     snug_set_threads((int)opt.threads);
     if (opt.turns) return bench_turns_checked(&opt);
     bench_machine m;
