@@ -424,6 +424,10 @@ def main():
         import gpt_twin
         gpt_twin.main(sys.argv[2])
         return
+    if len(sys.argv) > 2 and sys.argv[1] == "--attention":
+        import attention_twin
+        attention_twin.main(sys.argv[2])
+        return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
