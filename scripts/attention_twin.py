@@ -5,8 +5,8 @@ snug fuses into its self_attention with causal off, and one block written by han
 the qkv projection Split in two unequal parts ([D, 2D]) and the second Sliced into k and v, the heads made by
 Reshape and an explicit permute (k straight to (B, H, D, T)), a batched q @ k^T scaled by a Python number, a
 softmax over the queries (dim=-2) instead of the keys, and a product broadcast over the heads (the probabilities
-(B, H, T, T) times v as (B, 1, T, C)), its heads side by side into a Linear. snug maps those nodes one by one
-onto its permute, slice, reshape, softmax and matmul layers (docs/onnx.md).
+(B, H, T, T) times v as (B, 1, T, C), through a Linear there), its heads side by side into a Linear. snug maps
+those nodes one by one onto its permute, slice, reshape, softmax, matmul and linear layers (docs/onnx.md).
 
     /usr/bin/python3 scripts/attention_twin.py --out-dir DIR    (the tests' fixture: DIR/attention.onnx and the
                                                                  reference below)
@@ -57,6 +57,7 @@ class Unfused(nn.Module):
         super().__init__()
         self.heads = heads
         self.qkv = nn.Linear(d, 3 * d)
+        self.vmix = nn.Linear(d, d)  # on v as (B, 1, T, C): MatMul of a rank-4 tensor
         self.proj = nn.Linear(heads * d, d)
 
     def forward(self, x):
@@ -67,7 +68,7 @@ class Unfused(nn.Module):
         q = q.reshape(B, T, H, Dh).permute(0, 2, 1, 3)
         kt = k.reshape(B, T, H, Dh).permute(0, 2, 3, 1)
         p = ((q @ kt) * (1.0 / math.sqrt(Dh))).softmax(dim=-2)
-        y = p @ v.reshape(B, 1, T, C)
+        y = p @ self.vmix(v.reshape(B, 1, T, C))
         return self.proj(y.transpose(1, 2).reshape(B, T, H * C))
 
 

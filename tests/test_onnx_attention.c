@@ -2,7 +2,8 @@
  * writes $SNUG_ONNX_TORCH_DIR/attention.onnx): an encoder block without a mask, fused into snug's self_attention
  * with causal off, and a block written by hand that no pattern matches (a Split of the qkv projection in [C, 2C]
  * and Slices of the second part, Reshape and Transpose into heads, a batched MatMul, a Softmax over the queries, a
- * MatMul broadcast over the heads), mapped node by node onto snug's permute, slice, reshape, softmax and matmul.
+ * MatMul broadcast over the heads, v through an nn.Linear as (1, T, C)), mapped node by node onto snug's permute,
+ * slice, reshape, softmax and matmul (the Linear: a linear over the rows of a reshape).
  * Against PyTorch's float64 reference of one step from the same weights: 4 sequences of 16 tokens with a target
  * per token, in one pass and as 2 micro-batches of 2, the loss and every gradient per tensor within 4 times
  * PyTorch float32's own deviation plus 1e-5 (onnx_torch_ref.h). The network is smooth (softmax, LayerNorm), so no
@@ -52,6 +53,9 @@ static void test_layers(void **state) {
             }
         if (count != want[k].count) fail_msg("%d %s layers, %d expected", count, want[k].op->kind, want[k].count);
     }
+    /* nn.Linear on v as (1, T, C): one linear over its rows */
+    const int vmix = graph_find_node(g, "mix.vmix");
+    assert_true(vmix >= 0 && g->nodes[vmix].op == &op_linear);
     snug_graph_free(g);
 }
 
