@@ -59,12 +59,75 @@ static void test_layers(void **state) {
     snug_graph_free(g);
 }
 
+/* The gradients of one step of the export on the batch ds under checkpoint policy `policy`, into grads (the
+ * parameters' in order, concatenated); the loss into *loss. */
+static void step_gradients(const snug_dataset *ds, snug_checkpoint_policy policy, float *grads, size_t cap,
+                           double *loss) {
+    char path[1024];
+    snug_graph *g = NULL;
+    snug_error err = {0};
+    if (snug_graph_from_onnx(torch_ref_path("attention.onnx", path, sizeof path), &g, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    snug_plan_request req = snug_plan_request_default(BATCH);
+    req.micro_batch = BATCH;
+    req.checkpoint = policy;
+    snug_plan *plan = NULL;
+    snug_train_config cfg = snug_train_config_default();
+    snug_trainer *tr = NULL;
+    if (snug_plan_new(g, &req, &plan, NULL, &err) != SNUG_OK || snug_trainer_new(plan, &cfg, &tr, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    const size_t idx[BATCH] = {0, 1, 2, 3};
+    if (snug_trainer_gradients(tr, ds, idx, BATCH, loss, &err) != SNUG_OK) fail_msg("%s", err.message);
+    size_t at = 0;
+    for (size_t i = 0; i < snug_trainer_param_count(tr); i++) {
+        size_t n;
+        float *v, *gr;
+        snug_trainer_param(tr, i, &n, &v, &gr);
+        assert_true(gr && at + n <= cap);
+        memcpy(grads + at, gr, n * sizeof *gr);
+        at += n;
+    }
+    snug_trainer_free(tr);
+    snug_plan_free(plan);
+    snug_graph_free(g);
+}
+
+/* Checkpointing recomputes the layout layers, the softmax and the products from their kept inputs: the same
+ * loss and gradients, bit for bit, as keeping every activation. */
+static void test_recompute_is_bitwise(void **state) {
+    (void)state;
+    static float tokens[BATCH * CONTEXT];
+    static int32_t targets[BATCH * CONTEXT];
+    uint64_t lcg = 57;
+    for (size_t i = 0; i < BATCH * CONTEXT; i++) tokens[i] = (float)(torch_ref_lcg(&lcg) >> 56);
+    for (size_t i = 0; i < BATCH * CONTEXT; i++) targets[i] = (int32_t)(torch_ref_lcg(&lcg) >> 56);
+    snug_dataset *ds = NULL;
+    snug_error err = {0};
+    const snug_shape sample = {.rank = 1, .dims = {CONTEXT}};
+    if (snug_dataset_from_arrays(tokens, sample, targets, CONTEXT, BATCH, VOCAB, &ds, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    enum { CAP = 1 << 17 };
+    static float kept[CAP], again[CAP];
+    double loss_kept, loss_again;
+    step_gradients(ds, (snug_checkpoint_policy){.kind = SNUG_CHECKPOINT_NONE}, kept, CAP, &loss_kept);
+    const snug_checkpoint_policy policies[] = {{.kind = SNUG_CHECKPOINT_EVERY, .every = 1},
+                                               {.kind = SNUG_CHECKPOINT_SQRT}};
+    for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++) {
+        memset(again, 0, sizeof again);
+        step_gradients(ds, policies[k], again, CAP, &loss_again);
+        assert_memory_equal(&loss_again, &loss_kept, sizeof loss_kept);
+        assert_memory_equal(again, kept, sizeof kept);
+    }
+    snug_dataset_free(ds);
+}
+
 static void test_one_pass(void **state) { (void)state, check_case("one_pass"); }
 static void test_micro_batches(void **state) { (void)state, check_case("micro_batches"); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers),
+        cmocka_unit_test(test_recompute_is_bitwise),
         cmocka_unit_test(test_one_pass),
         cmocka_unit_test(test_micro_batches),
     };
