@@ -10,22 +10,25 @@
 #include "core/shape.h"
 #include "graph/onnx_patterns.h"
 
+const char *onnx_part_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *suffix, char *buf) {
+    snprintf(buf, SNUG_NAME_MAX, "%.40s%.20s", n->name && *n->name ? n->name : n->op_type, suffix);
+    while (graph_find_node(cx->g, buf) >= 0) snprintf(buf, SNUG_NAME_MAX, "%.40s_%d", n->op_type, cx->fallback_names++);
+    return buf;
+}
+
 /* x as a snug tensor of its ONNX per-sample shape: a view where snug's differs in unit axes (GlobalAveragePool's
  * (C, 1, 1) is snug's (C)). */
 static snug_tensor onnx_shaped(onnx_ctx *cx, const Onnx__NodeProto *n, const onnx_value *x) {
     const snug_shape s = snug_tensor_shape(cx->g, x->t);
-    if (shape_same(&s, &x->shape)) return x->t;
     char buf[SNUG_NAME_MAX];
-    snprintf(buf, sizeof buf, "%.50s/view", n->name && *n->name ? n->name : n->op_type);
-    return snug_reshape(cx->g, graph_find_node(cx->g, buf) < 0 ? buf : onnx_layer_name(cx, n, NULL, buf), x->t,
-                        x->shape);
+    return shape_same(&s, &x->shape) ? x->t : snug_reshape(cx->g, onnx_part_name(cx, n, "/view", buf), x->t, x->shape);
 }
 
-/* The name of part k of a node that becomes several layers: "<node>:k", or a generated one when taken. */
+/* The name of part k of a node that becomes several layers: the node's for the first, then "<node>:k". */
 static const char *part_name(onnx_ctx *cx, const Onnx__NodeProto *n, size_t k, char *buf) {
-    if (k == 0) return onnx_layer_name(cx, n, NULL, buf);
-    snprintf(buf, SNUG_NAME_MAX, "%.40s:%zu", n->name && *n->name ? n->name : n->op_type, k);
-    return graph_find_node(cx->g, buf) < 0 ? buf : onnx_layer_name(cx, n, NULL, buf);
+    char suffix[24];
+    snprintf(suffix, sizeof suffix, ":%zu", k);
+    return k == 0 ? onnx_layer_name(cx, n, NULL, buf) : onnx_part_name(cx, n, suffix, buf);
 }
 
 /* ONNX axis a of a tensor of `rank` per-sample axes (negative from the end) as snug's per-sample axis. */
@@ -50,13 +53,16 @@ static snug_status map_transpose(onnx_ctx *cx, const Onnx__NodeProto *n, snug_er
     const int rank = x->shape.rank;
     int perm[SNUG_MAX_DIMS];
     bool ok = p && p->n_ints == (size_t)rank + 1 && p->ints[0] == 0;
-    for (int i = 0; ok && i < rank; i++) ok = p->ints[i + 1] >= 1 && p->ints[i + 1] <= rank, perm[i] = ok ? (int)p->ints[i + 1] - 1 : 0;
+    for (int i = 0; ok && i < rank; i++) {
+        ok = p->ints[i + 1] >= 1 && p->ints[i + 1] <= rank;
+        perm[i] = ok ? (int)p->ints[i + 1] - 1 : 0; /* each axis once: snug_permute checks */
+    }
     if (!ok)
         return onnx_fail(cx, err, SNUG_E_ARG, "perm must keep the batch axis first and list each of the %d axes "
                          "once (x.permute(0, ...) or x.transpose(i, j) with i, j >= 1)", rank + 1);
+    const snug_tensor in = onnx_shaped(cx, n, x);
     char buf[SNUG_NAME_MAX];
-    return onnx_set_out(cx, n, snug_permute(cx->g, onnx_layer_name(cx, n, NULL, buf), onnx_shaped(cx, n, x), perm),
-                        NULL, err);
+    return onnx_set_out(cx, n, snug_permute(cx->g, onnx_layer_name(cx, n, NULL, buf), in, perm), NULL, err);
 }
 
 /* Input j of n as a constant int64 vector of `count` entries (count 0: any), or NULL. */
@@ -83,6 +89,7 @@ static snug_status map_slice(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error 
                          "length: a slice that depends on data has a dynamic shape, which snug cannot plan");
     snug_tensor t = onnx_shaped(cx, n, x);
     snug_shape shape = x->shape;
+    size_t made = 0;
     for (size_t j = 0; j < k && s == SNUG_OK; j++) {
         int axis = 0;
         if ((s = sample_axis(cx, axes ? axes->i[j] : (int64_t)j, shape.rank, &axis, err)) != SNUG_OK) return s;
@@ -96,7 +103,7 @@ static snug_status map_slice(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error 
         const size_t len = (hi - lo + (size_t)step - 1) / (size_t)step;
         if (len == dim) continue; /* the whole axis: nothing to do */
         char buf[SNUG_NAME_MAX];
-        t = snug_slice(cx->g, part_name(cx, n, j, buf), t, axis, lo, len, (size_t)step);
+        t = snug_slice(cx->g, part_name(cx, n, made++, buf), t, axis, lo, len, (size_t)step);
         shape.dims[axis] = len;
     }
     return onnx_set_out(cx, n, t, &shape, err);
@@ -155,9 +162,9 @@ static snug_status map_softmax(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     int axis = 0;
     if (s == SNUG_OK) s = sample_axis(cx, onnx_attr_int(n, "axis", -1), x->shape.rank, &axis, err);
     if (s != SNUG_OK) return s;
+    const snug_tensor in = onnx_shaped(cx, n, x);
     char buf[SNUG_NAME_MAX];
-    return onnx_set_out(cx, n, snug_softmax(cx->g, onnx_layer_name(cx, n, NULL, buf), onnx_shaped(cx, n, x), axis),
-                        NULL, err);
+    return onnx_set_out(cx, n, snug_softmax(cx->g, onnx_layer_name(cx, n, NULL, buf), in, axis), NULL, err);
 }
 
 /* MatMul of two computed tensors of one rank: snug_matmul over each sample. */
@@ -167,9 +174,9 @@ snug_status onnx_map_matmul_pair(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_va
         return onnx_fail(cx, err, SNUG_E_ARG, "MatMul of two computed tensors of %d and %d dimensions: snug "
                          "multiplies tensors of one rank, at least 3 with the batch (unsqueeze the smaller)",
                          a->shape.rank + 1, b->shape.rank + 1);
+    const snug_tensor ta = onnx_shaped(cx, n, a), tb = onnx_shaped(cx, n, b);
     char buf[SNUG_NAME_MAX];
-    return onnx_set_out(cx, n, snug_matmul(cx->g, onnx_layer_name(cx, n, NULL, buf), onnx_shaped(cx, n, a),
-                                           onnx_shaped(cx, n, b)), NULL, err);
+    return onnx_set_out(cx, n, snug_matmul(cx->g, onnx_layer_name(cx, n, NULL, buf), ta, tb), NULL, err);
 }
 
 snug_status onnx_map_layout(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {

@@ -244,9 +244,7 @@ static snug_status map_linear_rows(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_
     rows.shape = (snug_shape){.rank = 2, .dims = {1, in.dims[in.rank - 1]}};
     for (int i = 0; i < in.rank - 1; i++) rows.shape.dims[0] *= in.dims[i];
     char buf[SNUG_NAME_MAX];
-    snprintf(buf, sizeof buf, "%.50s/rows", n->name && *n->name ? n->name : n->op_type);
-    rows.t = snug_reshape(cx->g, graph_find_node(cx->g, buf) < 0 ? buf : onnx_layer_name(cx, n, NULL, buf), x->t,
-                          rows.shape);
+    rows.t = snug_reshape(cx->g, onnx_part_name(cx, n, "/rows", buf), x->t, rows.shape);
     if (rows.t < 0) return onnx_set_out(cx, n, rows.t, NULL, err); /* the builder's message */
     snug_status s = map_linear_seq(cx, n, &rows, w, w_kn, err);
     /* the product is n's output, or that of the bias Add fused into it */
@@ -255,9 +253,7 @@ static snug_status map_linear_rows(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_
     if (s != SNUG_OK || !y) return s;
     y->shape = in;
     y->shape.dims[in.rank - 1] = snug_tensor_shape(cx->g, y->t).dims[1];
-    snprintf(buf, sizeof buf, "%.50s/back", n->name && *n->name ? n->name : n->op_type);
-    y->t = snug_reshape(cx->g, graph_find_node(cx->g, buf) < 0 ? buf : onnx_layer_name(cx, n, NULL, buf), y->t,
-                        y->shape);
+    y->t = snug_reshape(cx->g, onnx_part_name(cx, n, "/back", buf), y->t, y->shape);
     return y->t < 0 ? onnx_set_out(cx, n, y->t, NULL, err) : SNUG_OK;
 }
 
