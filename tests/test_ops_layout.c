@@ -303,6 +303,8 @@ static void test_threads_agree(void **state) {
     (void)state;
     const snug_shape a = {3, {4, 6, 8}}, b = {3, {4, 8, 6}};
     expect_threads_agree(matmul_graph(a, b), matmul_graph(a, b), MM_NODE, 1200);
+    const snug_shape shared = {3, {1, 6, 8}}; /* broadcast over the leading axis: its gradient a sum in one order */
+    expect_threads_agree(matmul_graph(shared, b), matmul_graph(shared, b), MM_NODE, 1203);
     expect_threads_agree(softmax_graph(a, 1), softmax_graph(a, 1), 1, 1201);
     expect_threads_agree(permute_graph(a, (const int[]){2, 0, 1}), permute_graph(a, (const int[]){2, 0, 1}), 1, 1202);
 }

@@ -4,8 +4,8 @@
  * db += a^T dc, summed over the products a broadcast operand took part in.
  * Every product is small_gemm's, one fixed chain per element on the calling thread, so the bits depend neither
  * on the thread count nor on where a plan puts the buffers, and a recomputed forward writes the same bits. The
- * samples run in parallel (each writes only its own rows); within a sample the products run in order, so the
- * sums over a broadcast operand have one order. */
+ * products run in parallel (each writes only its own block); in backward, where an operand is broadcast, a
+ * sample's products run in order on one thread, so the sums over that operand have one order. */
 #include <omp.h>
 #include <stdio.h>
 
@@ -85,48 +85,65 @@ static void mm_operands(const mm_dims *d, size_t bi, size_t *ai, size_t *bj) {
     }
 }
 
-static int mm_team(const op_call *c) {
-    const size_t nt = c->threads > 0 ? (size_t)c->threads : 1;
-    return (int)(nt < c->m ? nt : c->m);
+/* Whether an operand repeats over some leading axis: its gradient then sums over the products it took part in,
+ * which one task must do in order. */
+static bool mm_broadcast(const mm_dims *d) {
+    for (int i = 0; i < MM_LEAD; i++)
+        if (d->lead[i] > 1 && (d->a_stride[i] == 0 || d->b_stride[i] == 0)) return true;
+    return false;
 }
 
+/* Backward's tasks: every (sample, product), or whole samples where an operand is broadcast. */
+static size_t mm_backward_tasks(const mm_dims *d, size_t m) { return mm_broadcast(d) ? m : m * d->batches; }
+
+static int mm_team(const op_call *c, size_t tasks) {
+    const size_t nt = c->threads > 0 ? (size_t)c->threads : 1;
+    return (int)(nt < tasks ? nt : tasks);
+}
+
+/* Forward: each (sample, product) a task of its own, writing its own block of the output. */
 static void mm_forward(const op_call *c) {
     const mm_dims d = mm_dims_of(c->node);
-    const size_t an = op_in_numel(c, 0), bn = op_in_numel(c, 1), cn = op_out_numel(c), macs = d.M * d.N * d.K;
-    if (c->m == 0) return;
-    #pragma omp parallel for schedule(static) num_threads(mm_team(c)) if (par_pays_macs(c->m * d.batches * macs))
-    for (size_t s = 0; s < c->m; s++)
-        for (size_t bi = 0; bi < d.batches; bi++) {
-            size_t ai, bj;
-            mm_operands(&d, bi, &ai, &bj);
-            const float *a = c->in[0] + s * an + ai * d.M * d.K, *b = c->in[1] + s * bn + bj * d.K * d.N;
-            small_gemm(d.M, d.N, d.K, (sgemm_mat){.p = a, .rs = d.K, .cs = 1}, b, d.N,
-                       c->out + s * cn + bi * d.M * d.N, d.N, 1.0f, false);
-        }
+    const size_t an = op_in_numel(c, 0), bn = op_in_numel(c, 1), cn = op_out_numel(c), tasks = c->m * d.batches;
+    if (tasks == 0) return;
+    #pragma omp parallel for schedule(static) num_threads(mm_team(c, tasks)) if (par_pays_macs(tasks * d.M * d.N * d.K))
+    for (size_t task = 0; task < tasks; task++) {
+        const size_t s = task / d.batches, bi = task % d.batches;
+        size_t ai, bj;
+        mm_operands(&d, bi, &ai, &bj);
+        const float *a = c->in[0] + s * an + ai * d.M * d.K, *b = c->in[1] + s * bn + bj * d.K * d.N;
+        small_gemm(d.M, d.N, d.K, (sgemm_mat){.p = a, .rs = d.K, .cs = 1}, b, d.N, c->out + s * cn + bi * d.M * d.N,
+                   d.N, 1.0f, false);
+    }
 }
 
-/* da += dc b^T (b^T copied into the thread's scratch: small_gemm reads its B along rows) and db += a^T dc. */
+/* Product bi of sample s: da += dc b^T (b^T copied into bt: small_gemm reads its B along rows), db += a^T dc. */
+static void mm_backward_product(const op_call *c, const mm_dims *d, size_t s, size_t bi, float *bt) {
+    size_t ai, bj;
+    mm_operands(d, bi, &ai, &bj);
+    const size_t ao = s * op_in_numel(c, 0) + ai * d->M * d->K, bo = s * op_in_numel(c, 1) + bj * d->K * d->N;
+    const float *dc = c->dout + s * op_out_numel(c) + bi * d->M * d->N;
+    if (c->din[0]) {
+        transpose_floats(bt, d->K, c->in[1] + bo, d->N, d->K, d->N);
+        small_gemm(d->M, d->K, d->N, (sgemm_mat){.p = dc, .rs = d->N, .cs = 1}, bt, d->K, c->din[0] + ao, d->K,
+                   1.0f, true);
+    }
+    if (c->din[1])
+        small_gemm(d->K, d->N, d->M, (sgemm_mat){.p = c->in[0] + ao, .rs = 1, .cs = d->K}, dc, d->N, c->din[1] + bo,
+                   d->N, 1.0f, true);
+}
+
+/* Each task's products write gradients no other task writes: its own matrices of a and b (a sample's, in order,
+ * where an operand is broadcast). */
 static void mm_backward(const op_call *c) {
     const mm_dims d = mm_dims_of(c->node);
-    const size_t an = op_in_numel(c, 0), bn = op_in_numel(c, 1), cn = op_out_numel(c), macs = d.M * d.N * d.K;
-    if (c->m == 0 || (!c->din[0] && !c->din[1])) return;
-    #pragma omp parallel for schedule(static) num_threads(mm_team(c)) if (par_pays_macs(2 * c->m * d.batches * macs))
-    for (size_t s = 0; s < c->m; s++) {
+    const size_t per = mm_broadcast(&d) ? d.batches : 1, tasks = c->m * d.batches / per; /* products per task */
+    if (tasks == 0 || (!c->din[0] && !c->din[1])) return;
+    #pragma omp parallel for schedule(static) num_threads(mm_team(c, tasks)) \
+        if (par_pays_macs(2 * c->m * d.batches * d.M * d.N * d.K))
+    for (size_t task = 0; task < tasks; task++) {
         float *bt = (float *)c->work + (size_t)omp_get_thread_num() * d.N * d.K;
-        for (size_t bi = 0; bi < d.batches; bi++) {
-            size_t ai, bj;
-            mm_operands(&d, bi, &ai, &bj);
-            const size_t ao = s * an + ai * d.M * d.K, bo = s * bn + bj * d.K * d.N;
-            const float *dc = c->dout + s * cn + bi * d.M * d.N;
-            if (c->din[0]) {
-                transpose_floats(bt, d.K, c->in[1] + bo, d.N, d.K, d.N);
-                small_gemm(d.M, d.K, d.N, (sgemm_mat){.p = dc, .rs = d.N, .cs = 1}, bt, d.K, c->din[0] + ao, d.K,
-                           1.0f, true);
-            }
-            if (c->din[1])
-                small_gemm(d.K, d.N, d.M, (sgemm_mat){.p = c->in[0] + ao, .rs = 1, .cs = d.K}, dc, d.N,
-                           c->din[1] + bo, d.N, 1.0f, true);
-        }
+        for (size_t p = task * per; p < (task + 1) * per; p++) mm_backward_product(c, &d, p / d.batches, p % d.batches, bt);
     }
 }
 
@@ -138,10 +155,10 @@ static double mm_flops(const op_node *n) {
 /* Two products of the forward's size, one per input. */
 static double mm_backward_flops(const op_node *n) { return 2.0 * mm_flops(n); }
 
-/* b^T of one product per thread that can have a sample, min(threads, m). */
+/* b^T of one product per thread that can have a backward task. */
 static size_t mm_workspace_bytes(const op_node *n, size_t m, int threads) {
     const mm_dims d = mm_dims_of(n);
-    const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < m ? nt : m;
+    const size_t nt = threads > 0 ? (size_t)threads : 1, tasks = mm_backward_tasks(&d, m), team = nt < tasks ? nt : tasks;
     size_t bytes;
     return size_mul(d.N, d.K, &bytes) && size_mul(bytes, team, &bytes) && size_mul(bytes, sizeof(float), &bytes)
                ? bytes : SIZE_MAX;
