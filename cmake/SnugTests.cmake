@@ -173,3 +173,7 @@ snug_torch_fixture(onnx_resnet20 --resnet20 test_onnx_resnet20 cli_onnx_resnet20
 # PyTorch's float64 reference of one step: cli_onnx_gpt plans both against the zoo's gpt and trains one back into
 # the module, test_onnx_gpt compares snug's gradients on both with the reference (docs/onnx.md).
 snug_torch_fixture(onnx_gpt --gpt test_onnx_gpt cli_onnx_gpt)
+# Attention two ways (scripts/attention_twin.py): an encoder block fused into a non-causal self_attention and a
+# block written by hand, mapped onto the layout layers, exported with PyTorch's float64 reference of one step:
+# test_onnx_attention compares snug's gradients with it, cli_onnx_attention trains it back into the module.
+snug_torch_fixture(onnx_attention --attention test_onnx_attention cli_onnx_attention)

@@ -265,6 +265,26 @@ snug_tensor snug_self_attention(snug_graph *g, const char *name, snug_tensor qkv
 /* snug_self_attention with causal = true. */
 snug_tensor snug_causal_self_attention(snug_graph *g, const char *name, snug_tensor qkv, size_t heads);
 
+/* ---- Layout, softmax and products between activations (attention written out by hand) ---- */
+
+/* Axes count per sample: 0 is the first after the batch. None of these has parameters. */
+
+/* x's axes in another order: output axis i is input axis perm[i] (torch.permute of the per-sample axes; perm
+ * holds one entry per axis of x, each once). Keeps nothing for backward. */
+snug_tensor snug_permute(snug_graph *g, const char *name, snug_tensor x, const int *perm);
+/* len entries of axis `axis`, from start by step >= 1 (x[..., start:start + len * step:step, ...]); the last
+ * must lie inside the axis. Backward adds into those entries only. Keeps nothing for backward. */
+snug_tensor snug_slice(snug_graph *g, const char *name, snug_tensor x, int axis, size_t start, size_t len,
+                       size_t step);
+/* The same elements in row-major order under another shape of the same count: a view, no copy. */
+snug_tensor snug_reshape(snug_graph *g, const char *name, snug_tensor x, snug_shape shape);
+/* Softmax along one axis (torch.softmax(x, dim)); backward reads the kept output. Not for the logits: the loss
+ * applies its own. */
+snug_tensor snug_softmax(snug_graph *g, const char *name, snug_tensor x, int axis);
+/* a (..., M, K) times b (..., K, N) -> (..., M, N) over the last two axes, the leading ones broadcast as numpy
+ * (a missing or size-1 axis repeats): torch's a @ b of two activations. Keeps both inputs for backward. */
+snug_tensor snug_matmul(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+
 /* ---- The loss: the last layer, exactly one per graph ---- */
 
 /* Softmax cross-entropy over the classes of the logits, with the data set's targets:

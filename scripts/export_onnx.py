@@ -308,31 +308,48 @@ def bad_models(good_cnn):
     return bad
 
 
-def bad_elementwise_models(good_cnn):
-    """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
-    first ReLU: Add of a scalar initializer (maybe a learned parameter), Mul by a per-channel constant, and Mul,
-    Softmax, Transpose, Slice and Split of a computed tensor; and a Softmax as the model's output."""
-    bad = {}
-    nodes = {
-        "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
-        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
-        "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
-                            [const("gain", np.full((8, 1, 1), 0.5))]),
-        "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
-        "transpose_standalone": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu",
-                                                  perm=[0, 1, 3, 2]), []),
-        "slice_standalone": (helper.make_node("Slice", ["b1", "starts", "ends", "axes"], ["r1"], name="/relu1/Relu"),
-                             [const("starts", [0], np.int64), const("ends", [8], np.int64),
-                              const("axes", [1], np.int64)]),
-        "split_standalone": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=1),
-                             [const("halves", [4, 4], np.int64)]),
-    }
+def in_place_of_relu1(good_cnn, nodes):
+    """cnn.onnx with each node of `nodes` (name: (node, initializers)) in place of the first ReLU."""
+    out = {}
     for name, (node, inits) in nodes.items():
         m = onnx.ModelProto()
         m.CopyFrom(good_cnn)
         m.graph.node[2].CopyFrom(node)
         m.graph.initializer.extend(inits)
-        bad[name] = m.SerializeToString()
+        out[name] = m.SerializeToString()
+    return out
+
+
+def layout_models(good_cnn):
+    """The layout ops snug maps outside the patterns, each in place of the first ReLU of cnn.onnx: Softmax over
+    the channels, Transpose of the plane, Slice of the channels (all of them, by a step of 1)."""
+    return in_place_of_relu1(good_cnn, {
+        "softmax_channels": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
+        "transpose_plane": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu", perm=[0, 1, 3, 2]), []),
+        "slice_channels": (helper.make_node("Slice", ["b1", "starts", "ends", "axes"], ["r1"], name="/relu1/Relu"),
+                           [const("starts", [0], np.int64), const("ends", [8], np.int64),
+                            const("axes", [1], np.int64)]),
+    })
+
+
+def bad_elementwise_models(good_cnn):
+    """The element-wise and layout ops snug refuses, each in place of the first ReLU: Add of a scalar initializer
+    (maybe a learned parameter), Mul by a per-channel constant, Mul of two computed tensors; Softmax, Transpose
+    and Split along the batch axis and a Slice by a negative step; and a Softmax as the model's output."""
+    ints = lambda name, v: const(name, v, np.int64)  # noqa: E731
+    bad = in_place_of_relu1(good_cnn, {
+        "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
+        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
+        "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
+                            [const("gain", np.full((8, 1, 1), 0.5))]),
+        "softmax_batch": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=0), []),
+        "transpose_batch": (helper.make_node("Transpose", ["b1"], ["r1"], name="/relu1/Relu", perm=[1, 0, 2, 3]), []),
+        "slice_negative_step": (helper.make_node("Slice", ["b1", "starts", "ends", "axes", "steps"], ["r1"],
+                                                 name="/relu1/Relu"),
+                                [ints("starts", [27]), ints("ends", [-29]), ints("axes", [2]), ints("steps", [-1])]),
+        "split_batch": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=0),
+                        [ints("halves", [1, 1])]),
+    })
     m = onnx.ModelProto()  # a classifier exported for inference: the probabilities, not the logits
     m.CopyFrom(good_cnn)
     m.graph.node[-1].output[0] = "fc_out"
@@ -407,6 +424,10 @@ def main():
         import gpt_twin
         gpt_twin.main(sys.argv[2])
         return
+    if len(sys.argv) > 2 and sys.argv[1] == "--attention":
+        import attention_twin
+        attention_twin.main(sys.argv[2])
+        return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
     os.makedirs(os.path.join(out_dir, "bad"), exist_ok=True)
@@ -417,6 +438,9 @@ def main():
         onnx.checker.check_model(m)
         onnx.save(m, os.path.join(out_dir, f"{name}.onnx"))
         write_sums(m, os.path.join(out_dir, f"{name}.sums"))
+    for name, data in layout_models(good["cnn"]).items():
+        with open(os.path.join(out_dir, f"{name}.onnx"), "wb") as f:
+            f.write(data)
     for name, data in bad_models(good["cnn"]).items():
         with open(os.path.join(out_dir, "bad", f"{name}.onnx"), "wb") as f:
             f.write(data)

@@ -98,44 +98,10 @@ def export(path, opset=13, context=CONTEXT, seed=SEED, **sizes):
     return net
 
 
-def exported_net(path):
-    """The module in float64 with exactly the ONNX file's initializers (the weights snug starts from)."""
-    import numpy as np
-    import onnx
-    from onnx import numpy_helper
-    inits = {t.name: torch.from_numpy(numpy_helper.to_array(t).astype(np.float64))
-             for t in onnx.load(path).graph.initializer}
-    net = Gpt().double()
-    net.load_state_dict(inits, strict=True)
-    return net.train()
-
-
-def batch():
-    """BATCH sequences of token ids and their targets (as the docstring says), and the batch's description."""
-    import resnet18_reference as ref
-    states, state = ref.lcg_states(BATCH_SEED, BATCH * CONTEXT)
-    targets, _ = ref.lcg_states(state, BATCH * CONTEXT)
-    x = torch.tensor([v >> 56 for v in states], dtype=torch.int64).reshape(BATCH, CONTEXT)
-    y = torch.tensor([v >> 56 for v in targets], dtype=torch.int64).reshape(BATCH, CONTEXT)
-    desc = {"sequences": BATCH, "tokens": CONTEXT, "generator": "lcg64", "seed": BATCH_SEED,
-            "multiplier": ref.LCG_MUL, "increment": ref.LCG_ADD,
-            "value": "state = state * multiplier + increment (mod 2^64) per token, in C order; token = state >> 56; "
-                     "then per token, in C order, target = the next state >> 56"}
-    return x, y, desc
-
-
 def reference(out_dir, onnx_path):
     """PyTorch's step from the export's weights, in float64 and float32: OUT_DIR/gpt_ref.{f64,json}."""
-    import resnet18_reference as ref
-    x, y, desc = batch()
-    cases, micro_of = {}, {"one_pass": BATCH, "micro_batches": MICRO_BATCH}
-    for case in ("one_pass", "micro_batches"):
-        cases[case] = ref.one_step(torch, exported_net(onnx_path), x, y, micro_of[case], classes_last=True)
-    for case in ("one_pass", "micro_batches"):
-        micro_of[case + "_float32"] = micro_of[case]
-        cases[case + "_float32"] = ref.one_step(torch, exported_net(onnx_path).float(), x, y, micro_of[case],
-                                                classes_last=True)
-    ref.write_reference(os.path.join(out_dir, "gpt_ref"), cases, micro_of, desc)
+    import token_reference
+    token_reference.write(out_dir, "gpt_ref", onnx_path, Gpt, BATCH, CONTEXT, BATCH_SEED, 56, MICRO_BATCH)
 
 
 def main(out_dir):

@@ -162,3 +162,36 @@ void torch_ref_check_step(const torch_ref *r, const char *file, const snug_datas
     snug_plan_free(plan);
     snug_graph_free(g);
 }
+
+/* The token batch the reference describes (token_reference.py's batch): the LCG's state >> shift per token, then
+ * per token the next state's as its target. tokens and targets hold sequences * context entries. */
+static snug_dataset *token_batch(const cJSON *batch, size_t sequences, size_t context, size_t vocab, int shift,
+                                 float *tokens, int32_t *targets) {
+    uint64_t state = (uint64_t)cJSON_GetObjectItem(batch, "seed")->valuedouble;
+    assert_string_equal(cJSON_GetObjectItem(batch, "generator")->valuestring, "lcg64");
+    assert_int_equal(cJSON_GetObjectItem(batch, "sequences")->valueint, sequences);
+    assert_int_equal(cJSON_GetObjectItem(batch, "tokens")->valueint, context);
+    for (size_t i = 0; i < sequences * context; i++) tokens[i] = (float)(torch_ref_lcg(&state) >> shift);
+    for (size_t i = 0; i < sequences * context; i++) targets[i] = (int32_t)(torch_ref_lcg(&state) >> shift);
+    snug_dataset *ds = NULL;
+    snug_error err = {0};
+    const snug_shape sample = {.rank = 1, .dims = {context}};
+    if (snug_dataset_from_arrays(tokens, sample, targets, context, sequences, vocab, &ds, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    return ds;
+}
+
+void torch_ref_check_token_step(const char *stem, const char *file, size_t sequences, size_t context, size_t vocab,
+                                int shift, const char *onnx_case, const char *loss_yardstick_tensor) {
+    torch_ref ref;
+    torch_ref_load(&ref, stem);
+    float *tokens = malloc(sequences * context * sizeof *tokens);
+    int32_t *targets = malloc(sequences * context * sizeof *targets);
+    assert_true(tokens && targets);
+    snug_dataset *ds = token_batch(cJSON_GetObjectItem(ref.index, "batch"), sequences, context, vocab, shift, tokens,
+                                   targets);
+    torch_ref_check_step(&ref, file, ds, sequences, onnx_case, loss_yardstick_tensor);
+    snug_dataset_free(ds);
+    free(tokens), free(targets);
+    torch_ref_free(&ref);
+}

@@ -46,4 +46,9 @@ uint64_t torch_ref_lcg(uint64_t *state);
 void torch_ref_check_step(const torch_ref *r, const char *file, const snug_dataset *ds, size_t batch,
                           const char *onnx_case, const char *loss_yardstick_tensor);
 
+/* The same for a token model (a twin of scripts/token_reference.py): the reference STEM's batch of `sequences` x
+ * `context` tokens, each the LCG's state >> shift, then per token its target, of `vocab` classes. */
+void torch_ref_check_token_step(const char *stem, const char *file, size_t sequences, size_t context, size_t vocab,
+                                int shift, const char *onnx_case, const char *loss_yardstick_tensor);
+
 #endif

@@ -21,6 +21,8 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "graph/graph.h"
+#include "ops/op.h"
 #include "snug.h"
 
 #define BATCH 8
@@ -318,14 +320,34 @@ static void test_refusals(void **state) {
     refused("bad/add_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Add, opset 15", "learned nn.Parameter");
     refused("bad/mul_per_channel.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "constant of 8 values");
     refused("bad/mul_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "not part of a pattern");
-    refused("bad/softmax_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "not part of a pattern");
-    refused("bad/transpose_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
-            "not part of a pattern");
-    refused("bad/slice_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Slice, opset 15", "not part of a pattern");
-    refused("bad/split_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Split, opset 15", "attention pattern");
+    refused("bad/softmax_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "along the batch axis");
+    refused("bad/transpose_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
+            "keep the batch axis first");
+    refused("bad/slice_negative_step.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Slice, opset 15", "positive steps only");
+    refused("bad/split_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Split, opset 15", "along the batch axis");
     refused("bad/softmax_output.onnx", SNUG_E_ARG, 3, "/softmax/Softmax", "Softmax, opset 15",
             "without its final Softmax");
     refused("no-such-file.onnx", SNUG_E_IO, 1, "cannot open");
+}
+
+/* Softmax, Transpose and Slice of computed tensors outside the patterns: snug's softmax and permute layers
+ * under the node's name, a Slice of a whole axis nothing; each file plans. */
+static void test_layout_ops(void **state) {
+    (void)state;
+    const struct { const char *file, *kind; } cases[] = {
+        {"softmax_channels.onnx", "softmax"}, {"transpose_plane.onnx", "permute"}, {"slice_channels.onnx", NULL}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        snug_graph *g = load(cases[k].file);
+        const int at = graph_find_node(g, "/relu1/Relu");
+        if (cases[k].kind) assert_string_equal(g->nodes[at].op->kind, cases[k].kind);
+        else assert_int_equal(at, -1);
+        snug_plan_request req = snug_plan_request_default(8);
+        snug_plan *p = NULL;
+        snug_error err = {0};
+        if (snug_plan_new(g, &req, &p, NULL, &err) != SNUG_OK) fail_msg("%s: %s", cases[k].file, err.message);
+        snug_plan_free(p);
+        snug_graph_free(g);
+    }
 }
 
 /* The zoo's entry point reads a name ending in .onnx as an ONNX model. */
@@ -355,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_small_unet_training),
         cmocka_unit_test(test_missing_bias_stays_missing),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_layout_ops),
         cmocka_unit_test(test_model_builtin_reads_onnx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -21,34 +21,10 @@
 #define CONTEXT 256
 #define VOCAB 256
 
-/* The batch the reference describes: the LCG's top 8 bits per token, then per token the next state's top 8 bits
- * as its target. */
-static snug_dataset *reference_batch(const cJSON *batch, float *tokens, int32_t *targets) {
-    uint64_t state = (uint64_t)cJSON_GetObjectItem(batch, "seed")->valuedouble;
-    assert_string_equal(cJSON_GetObjectItem(batch, "generator")->valuestring, "lcg64");
-    assert_int_equal(cJSON_GetObjectItem(batch, "sequences")->valueint, BATCH);
-    assert_int_equal(cJSON_GetObjectItem(batch, "tokens")->valueint, CONTEXT);
-    for (size_t i = 0; i < BATCH * CONTEXT; i++) tokens[i] = (float)(torch_ref_lcg(&state) >> 56);
-    for (size_t i = 0; i < BATCH * CONTEXT; i++) targets[i] = (int32_t)(torch_ref_lcg(&state) >> 56);
-    snug_dataset *ds = NULL;
-    snug_error err = {0};
-    const snug_shape sample = {.rank = 1, .dims = {CONTEXT}};
-    if (snug_dataset_from_arrays(tokens, sample, targets, CONTEXT, BATCH, VOCAB, &ds, &err) != SNUG_OK)
-        fail_msg("%s", err.message);
-    return ds;
-}
-
-/* The export FILE against the reference gpt_ref in one case; the loss's yardstick is ln_f.bias's gradient, a
- * function of the softmax probabilities through the tied head. */
+/* The export FILE against the reference gpt_ref in one case, on its batch of tokens of 8 bits; the loss's
+ * yardstick is ln_f.bias's gradient, a function of the softmax probabilities through the tied head. */
 static void check_case(const char *file, const char *onnx_case) {
-    torch_ref ref;
-    torch_ref_load(&ref, "gpt_ref");
-    static float tokens[BATCH * CONTEXT];
-    static int32_t targets[BATCH * CONTEXT];
-    snug_dataset *ds = reference_batch(cJSON_GetObjectItem(ref.index, "batch"), tokens, targets);
-    torch_ref_check_step(&ref, file, ds, BATCH, onnx_case, "ln_f.bias");
-    snug_dataset_free(ds);
-    torch_ref_free(&ref);
+    torch_ref_check_token_step("gpt_ref", file, BATCH, CONTEXT, VOCAB, 56, onnx_case, "ln_f.bias");
 }
 
 static void test_opset13_one_pass(void **state) { (void)state, check_case("gpt_opset13.onnx", "one_pass"); }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "graph/onnx_import.h"
+#include "graph/onnx_patterns.h"
 
 const Onnx__AttributeProto *onnx_attr(const Onnx__NodeProto *n, const char *name) {
     for (size_t j = 0; j < n->n_attribute; j++)
@@ -194,7 +194,8 @@ static snug_status map_gemm(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
 
 /* MatMul by a (K, N) initializer, and the Add of a bias right after it when that Add is its only reader. */
 static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
-    onnx_value *x, *w, *b = NULL;
+    onnx_value *x = onnx_input_value(cx, n, 0), *w = onnx_input_value(cx, n, 1), *b = NULL;
+    if (x && w && !x->c && !w->c) return onnx_map_matmul_pair(cx, n, x, w, err); /* a @ b of activations */
     snug_status s = onnx_tensor_in(cx, n, 0, 1, &x, err);
     if (s == SNUG_OK) s = onnx_const_in(cx, n, 1, 2, &w, err);
     if (s != SNUG_OK) return s;
@@ -356,7 +357,8 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
     if (same) return onnx_set_out(cx, n, x->t, &x->shape, err);
     if (onnx_group_view(cx, n, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
-    return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample only, yet");
+    char buf[SNUG_NAME_MAX];
+    return onnx_set_out(cx, n, snug_reshape(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, out), NULL, err);
 }
 
 static snug_status map_identity(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
@@ -397,8 +399,10 @@ static const op_map OP_MAPS[] = {
     {"Upsample", onnx_refuse_upsample},
     /* sequence models (onnx_ops_sequence.c): onnx_map_sequence takes these ops where a pattern begins or goes
      * on; met anywhere else they are refused by onnx_map_pattern_only, which says which pattern snug maps */
-    {"Gather", onnx_map_pattern_only},  {"Slice", onnx_map_pattern_only}, {"Split", onnx_map_pattern_only},
-    {"Transpose", onnx_map_pattern_only}, {"Softmax", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
+    {"Gather", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
+    /* layout ops outside the patterns (onnx_ops_layout.c) */
+    {"Slice", onnx_map_layout}, {"Split", onnx_map_layout}, {"Transpose", onnx_map_layout},
+    {"Softmax", onnx_map_layout},
     {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_arith}, {"Mul", onnx_map_arith},
     {"Div", onnx_map_arith}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
     {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},

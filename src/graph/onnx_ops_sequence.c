@@ -234,6 +234,29 @@ static snug_status map_linear_seq(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_v
     return s;
 }
 
+/* map_linear_seq for x of any rank: a tensor of more per-sample axes than (T, C) (nn.Linear on attention's heads
+ * (H, T, D)) is viewed as its rows (H T, D), and the product (H T, out) viewed back as (H, T, out). */
+static snug_status map_linear_rows(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, onnx_value *w, bool w_kn,
+                                   snug_error *err) {
+    if (x->shape.rank <= 2) return map_linear_seq(cx, n, x, w, w_kn, err);
+    const snug_shape in = x->shape;
+    onnx_value rows = *x;
+    rows.shape = (snug_shape){.rank = 2, .dims = {1, in.dims[in.rank - 1]}};
+    for (int i = 0; i < in.rank - 1; i++) rows.shape.dims[0] *= in.dims[i];
+    char buf[SNUG_NAME_MAX];
+    rows.t = snug_reshape(cx->g, onnx_part_name(cx, n, "/rows", buf), x->t, rows.shape);
+    if (rows.t < 0) return onnx_set_out(cx, n, rows.t, NULL, err); /* the builder's message */
+    snug_status s = map_linear_seq(cx, n, &rows, w, w_kn, err);
+    /* the product is n's output, or that of the bias Add fused into it */
+    const int add = cx->skip ? onnx_reader(cx, cx->node, n->output[0], "Add", NULL) : -1;
+    onnx_value *y = add >= 0 && cx->skip[add] ? onnx_find(cx, cx->gp->node[add]->output[0]) : onnx_find(cx, n->output[0]);
+    if (s != SNUG_OK || !y) return s;
+    y->shape = in;
+    y->shape.dims[in.rank - 1] = snug_tensor_shape(cx->g, y->t).dims[1];
+    y->t = snug_reshape(cx->g, onnx_part_name(cx, n, "/back", buf), y->t, y->shape);
+    return y->t < 0 ? onnx_set_out(cx, n, y->t, NULL, err) : SNUG_OK;
+}
+
 /* ---- constants: Slice, Not, Transpose of initializers, arithmetic on shapes ---- */
 
 static bool is_initializer(const onnx_ctx *cx, const char *name) {
@@ -344,8 +367,8 @@ snug_status onnx_map_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *take
     if (strcmp(op, "Div") == 0 && x && !x->c && y && y->c) return map_gelu_chain(cx, n, x, err);
     if (strcmp(op, "Gather") == 0 && x && x->c && y && !y->c) return map_embedding(cx, n, x, y, err);
     if (strcmp(op, "Split") == 0 && x && !x->c) return onnx_attention_split(cx, n, x, err);
-    if (strcmp(op, "MatMul") == 0 && x && !x->c && x->shape.rank == 2 && y && y->c)
-        return map_linear_seq(cx, n, x, y, true, err);
+    if (strcmp(op, "MatMul") == 0 && x && !x->c && x->shape.rank >= 2 && y && y->c)
+        return map_linear_rows(cx, n, x, y, true, err);
     *taken = false;
     return SNUG_OK;
 }
@@ -358,7 +381,7 @@ snug_status onnx_rows_or_weight(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_val
         return map_positions(cx, n, x, p, err);
     if (strcmp(n->op_type, "MatMul") == 0 && p->p.kind == ONNX_PEND_WT && x && !x->c &&
         x->p.kind == ONNX_PEND_NONE && p == onnx_in(cx, n, 1))
-        return map_linear_seq(cx, n, x, p->p.w, false, err);
+        return map_linear_rows(cx, n, x, p->p.w, false, err);
     return unmatched(cx, p->p.kind == ONNX_PEND_ROWS ? "rows of a weight read other than as x + P[:T]"
                                                      : "a transposed weight read other than by MatMul(x, W^T)", err);
 }

@@ -23,4 +23,14 @@ snug_status onnx_attention_step(onnx_ctx *cx, const Onnx__NodeProto *n, snug_err
 snug_status onnx_rows_or_weight(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, onnx_value *p,
                                 snug_error *err);
 
+/* Layout ops and products of activations outside the patterns (onnx_ops_layout.c): Transpose, Slice, Split and
+ * Softmax (onnx_map_layout); a Split of x (onnx_map_split, also where a Split is not attention's); MatMul of
+ * two computed tensors. */
+snug_status onnx_map_layout(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+snug_status onnx_map_split(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, snug_error *err);
+/* A name for a layer a node adds beside its own: "<node><suffix>", or a generated one where that is taken. */
+const char *onnx_part_name(onnx_ctx *cx, const Onnx__NodeProto *n, const char *suffix, char *buf);
+snug_status onnx_map_matmul_pair(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *a, onnx_value *b,
+                                 snug_error *err);
+
 #endif

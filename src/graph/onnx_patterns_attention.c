@@ -1,6 +1,7 @@
-/* Causal self-attention as PyTorch exports it, fused into snug_self_attention: a (T, 3C) tensor Split into
- * q, k, v; each Reshaped to (T, H, D) and Transposed to heads first (k to (H, D, T)); MatMul q k^T; Div by
- * sqrt(D) (or Mul by its inverse); Where(mask, -inf, scores) with the strictly upper triangle masked; Softmax
+/* Self-attention as PyTorch exports it, fused into snug_self_attention: a (T, 3C) tensor Split into q, k, v;
+ * each Reshaped to (T, H, D) and Transposed to heads first (k to (H, D, T)); MatMul q k^T; Div by sqrt(D) (or
+ * Mul by its inverse); for a decoder Where(mask, -inf, scores) with the strictly upper triangle masked (causal;
+ * without it, an encoder's attention over every position); Softmax
  * over the last axis; MatMul by v; Transpose back and Reshape to (T, C). Each value on the way is "pending"
  * (onnx_value.p): it says how far the pattern has come, and no snug tensor is made until the final Reshape
  * builds the one layer, which keeps only its input for backward instead of H T^2 scores. */
@@ -11,9 +12,9 @@
 #include "graph/onnx_patterns.h"
 
 static snug_status off_pattern(onnx_ctx *cx, const char *expected, snug_error *err) {
-    return onnx_fail(cx, err, SNUG_E_ARG, "the attention pattern stops here (%s expected): snug fuses causal "
+    return onnx_fail(cx, err, SNUG_E_ARG, "the attention pattern stops here (%s expected): snug fuses "
                      "self-attention written as qkv.split -> reshape (B, T, H, D) -> transpose(1, 2) -> q @ "
-                     "k.transpose(-2, -1) / sqrt(D) -> masked_fill(~tril, -inf) -> softmax(-1) -> @ v -> "
+                     "k.transpose(-2, -1) / sqrt(D) -> [masked_fill(~tril, -inf) ->] softmax(-1) -> @ v -> "
                      "transpose(1, 2) -> reshape (B, T, C); write the attention that way", expected);
 }
 
@@ -31,7 +32,12 @@ snug_status onnx_attention_split(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_va
     bool ok = n->n_output == 3 && c3 % 3 == 0 && axis && (axis->i == -1 || axis->i == 2);
     for (size_t j = 0; ok && split && j < 3; j++)
         ok = split->c && split->c->i && split->c->numel == 3 && (size_t)split->c->i[j] == c3 / 3;
-    if (!ok) return off_pattern(cx, "Split of a (T, 3C) tensor into three equal parts over the last axis", err);
+    /* each part read once, by the Reshape into heads; any other Split is a layout op of its own */
+    for (size_t j = 0; ok && j < 3; j++) {
+        int readers;
+        ok = n->output[j] && onnx_reader(cx, cx->node, n->output[j], "Reshape", &readers) >= 0 && readers == 1;
+    }
+    if (!ok) return onnx_map_split(cx, n, x, err);
     snug_status s = SNUG_OK;
     for (int j = 0; s == SNUG_OK && j < 3; j++)
         s = pend_out(cx, n, (size_t)j, (onnx_pending){.kind = ONNX_PEND_PART, .src = x->t, .part = j, .scale = 1},
@@ -75,11 +81,8 @@ static snug_status attention_out(onnx_ctx *cx, const Onnx__NodeProto *n, const o
     if (fabs(p->scale * sqrt((double)d) - 1.0) > 1e-6)
         return onnx_fail(cx, err, SNUG_E_ARG, "the scores are scaled by %g, not 1/sqrt(D) = %g: snug's attention "
                          "scales by 1/sqrt(D)", p->scale, 1.0 / sqrt((double)d));
-    if (!p->causal)
-        return onnx_fail(cx, err, SNUG_E_ARG, "attention without the causal mask: snug fuses causal "
-                         "self-attention from ONNX yet (GPT-style decoders)");
     char buf[SNUG_NAME_MAX];
-    const snug_tensor y = snug_self_attention(cx->g, onnx_layer_name(cx, n, NULL, buf), p->src, p->heads, true);
+    const snug_tensor y = snug_self_attention(cx->g, onnx_layer_name(cx, n, NULL, buf), p->src, p->heads, p->causal);
     const snug_shape shape = {.rank = 2, .dims = {t, c}};
     return onnx_set_out(cx, n, y, &shape, err);
 }

@@ -24,6 +24,12 @@ typedef struct norm_params { size_t groups; float eps, momentum; } norm_params;
 typedef struct embedding_params { size_t vocab, dim; } embedding_params;
 typedef struct attention_params { size_t heads; bool causal; } attention_params;
 typedef struct tied_params { int param; } tied_params; /* a layer reusing another layer's parameter */
+/* The layout ops (ops/permute.c, slice.c, reshape.c, softmax.c): axes count per sample, 0 the first after the
+ * batch. */
+typedef struct permute_params { int perm[SNUG_MAX_DIMS]; } permute_params; /* output axis i is input axis perm[i] */
+typedef struct slice_params { int axis; size_t start, len, step; } slice_params; /* len entries from start */
+typedef struct reshape_params { snug_shape shape; } reshape_params;
+typedef struct softmax_params { int axis; } softmax_params;
 
 typedef union op_params {
     linear_params linear;
@@ -35,6 +41,10 @@ typedef union op_params {
     embedding_params embedding;
     attention_params attention;
     tied_params tied;
+    permute_params permute;
+    slice_params slice;
+    reshape_params reshape;
+    softmax_params softmax;
 } op_params;
 
 /* How a parameter starts: PyTorch's defaults, so runs compare with PyTorch. */

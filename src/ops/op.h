@@ -207,6 +207,11 @@ extern const op_desc op_relu_pooled;      /* such a ReLU: a view of its input, t
 extern const op_desc op_groupnorm;
 extern const op_desc op_layernorm;
 extern const op_desc op_attention;
+extern const op_desc op_permute;
+extern const op_desc op_slice;
+extern const op_desc op_reshape;
+extern const op_desc op_softmax;
+extern const op_desc op_matmul;
 
 /* Shape helpers for op implementations. */
 static inline const snug_shape *op_in_shape(const op_call *c, int i) { return &c->node->in_shape[i]; }

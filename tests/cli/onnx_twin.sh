@@ -2,6 +2,15 @@
 # zoo model does.
 # shellcheck shell=bash
 
+# require_export FILE FIXTURE: the test stops (failed) unless the CTest fixture FIXTURE wrote FILE.
+require_export() {
+    if [ -z "${SNUG_ONNX_TORCH_DIR:-}" ] || [ ! -f "$1" ]; then
+        echo "FAIL: no '$1': run through ctest, whose fixture $2 makes it (it needs python3-torch and" \
+             "python3-onnx: make deps)"
+        exit 1
+    fi
+}
+
 # expect_plan_as_zoo ZOO MODEL BATCH BUDGET: `snug plan --json` of the file MODEL is the zoo model ZOO's byte
 # for byte but for the model's name (the first two lines): every candidate's bytes per category, total and peak,
 # micro-batch and checkpoint, and the choice. BUDGET "none" plans without --mem.
@@ -31,4 +40,38 @@ zoo_budgets() {
     small=$(grep -o 'smallest budget that fits is [0-9.]* [KMG]iB' "$TMP/refusal.txt" | awk '{print $6 $7}')
     TIGHT=$("$py" -c "import sys; v, u = float(sys.argv[1][:-3]), sys.argv[1][-3:]; print(f'{v * 1.2:.2f}{u}')" \
             "$small")
+}
+
+# expect_trains_into_module MODEL MODULE: two steps of the token model MODEL on a text of bytes (256 classes) with
+# --save, and the saved weights loaded into MODULE (a Python expression over scripts/, e.g. gpt_twin.Gpt())
+# with load_state_dict(strict=True): no extra key, none missing, every shape right; its forward finite.
+expect_trains_into_module() {
+    local model=$1 module=$2 py=${SNUG_PYTHON3:-/usr/bin/python3}
+    "$py" -c "import sys; sys.stdout.write(''.join(chr(32 + (i * 7919) % 95) for i in range(20000)))" >"$TMP/text.txt"
+    run "train $(basename "$model") two steps and save" train --model "$model" --data "text:$TMP/text.txt" \
+        --batch 4 --max-steps 2 --evaluate off --save "$TMP/twin.safetensors" --threads 2
+    expect_rc 0
+    expect_in "$OUT" "parameters saved to $TMP/twin.safetensors"
+    finish_case
+    CASE="the trained weights load into $module with strict=True"
+    CASE_OK=1
+    "$py" - "$TMP/twin.safetensors" "$SNUG_SOURCE_DIR/scripts" "$SNUG_SOURCE_DIR/tests/cli" "$module" >"$OUT" \
+        2>"$ERR" <<'PY'
+import importlib, sys
+import torch
+sys.path[:0] = sys.argv[2:4]
+import safetensors_state
+state, metadata = safetensors_state.load(sys.argv[1])
+module, make = sys.argv[4].split(".", 1)
+net = eval(make, vars(importlib.import_module(module)))
+net.load_state_dict(state, strict=True)  # raises on a missing or extra key or a wrong shape
+context = net.wpe.weight.shape[0]
+with torch.no_grad():
+    out = net(torch.zeros(1, context, dtype=torch.int64))
+assert out.shape[:2] == (1, context) and torch.isfinite(out).all()
+print(f"{len(state)} tensors loaded with strict=True after {metadata['steps']} steps")
+PY
+    RC=$?
+    expect_rc 0
+    expect_in "$OUT" "loaded with strict=True"
 }

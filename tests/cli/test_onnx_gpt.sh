@@ -10,6 +10,7 @@
 # snug_self_attention (unfused, its H T^2 scores would be kept). Then opset 13 trains two steps with --save
 # and its weights load into the module with load_state_dict(strict=True).
 . "$(dirname "$0")/harness.sh"
+. "$(dirname "$0")/onnx_twin.sh"
 
 DIR=${SNUG_ONNX_TORCH_DIR:-}
 PY=${SNUG_PYTHON3:-/usr/bin/python3}
@@ -50,37 +51,8 @@ PY
     done
 done
 
-# Two steps on a text of bytes (the gpt reads 256-byte windows), the weights saved under the module's names.
-"$PY" -c "import sys; sys.stdout.write(''.join(chr(32 + (i * 7919) % 95) for i in range(20000)))" >"$TMP/text.txt"
-run "train gpt opset 13 two steps and save" train --model "$DIR/gpt_opset13.onnx" --data "text:$TMP/text.txt" \
-    --batch 4 --max-steps 2 --evaluate off --save "$TMP/gpt.safetensors" --threads 2
-expect_rc 0
-expect_in "$OUT" "parameters saved to $TMP/gpt.safetensors"
-
-finish_case
-CASE="the trained weights load into the PyTorch module with strict=True"
-CASE_OK=1
-"$PY" - "$TMP/gpt.safetensors" "$SNUG_SOURCE_DIR/scripts" >"$OUT" 2>"$ERR" <<'PY'
-import json, struct, sys
-import numpy as np
-import torch
-sys.path.insert(0, sys.argv[2])
-import gpt_twin
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    header = json.loads(f.read(n))
-    data = f.read()
-state = {k: torch.from_numpy(np.frombuffer(data[t["data_offsets"][0]:t["data_offsets"][1]], dtype=np.float32)
-                             .reshape(t["shape"]).copy()) for k, t in header.items() if k != "__metadata__"}
-net = gpt_twin.Gpt()
-net.load_state_dict(state, strict=True)  # raises on a missing or extra key or a wrong shape
-with torch.no_grad():
-    out = net(torch.zeros(1, 256, dtype=torch.int64))
-assert out.shape == (1, 256, 256) and torch.isfinite(out).all()
-print(f"{len(state)} tensors loaded with strict=True")
-PY
-RC=$?
-expect_rc 0
-expect_in "$OUT" "loaded with strict=True"
+# Two steps on a text of bytes (the gpt reads 256-byte windows), the weights saved under the module's names and
+# loaded back into it.
+expect_trains_into_module "$DIR/gpt_opset13.onnx" "gpt_twin.Gpt()"
 
 finish_tests
