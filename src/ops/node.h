@@ -24,6 +24,17 @@ typedef struct norm_params { size_t groups; float eps, momentum; } norm_params;
 typedef struct embedding_params { size_t vocab, dim; } embedding_params;
 typedef struct attention_params { size_t heads; bool causal; } attention_params;
 typedef struct tied_params { int param; } tied_params; /* a layer reusing another layer's parameter */
+/* y = a op b with numpy broadcasting (ops/binary.c). Operand k broadcasts as as[k] where viewed[k] (a shape of
+ * its tensor's element count: GlobalAveragePool's (C) read as (C, 1, 1)), else as its tensor's shape. With a
+ * constant, operand const_at is those values (owned by the graph, as[const_at] their shape, the same for every
+ * sample) and the node has one input, the other operand. */
+typedef struct binary_params {
+    snug_binary_op kind;
+    snug_shape as[2];
+    bool viewed[2];
+    const float *constant;
+    int const_at;
+} binary_params;
 
 typedef union op_params {
     linear_params linear;
@@ -35,6 +46,7 @@ typedef union op_params {
     embedding_params embedding;
     attention_params attention;
     tied_params tied;
+    binary_params binary;
 } op_params;
 
 /* How a parameter starts: PyTorch's defaults, so runs compare with PyTorch. */
