@@ -309,13 +309,13 @@ def bad_models(good_cnn):
 
 
 def bad_elementwise_models(good_cnn):
-    """The element-wise ops snug maps only inside patterns (or not yet with a constant), each in place of the
-    first ReLU: Add of a scalar initializer (maybe a learned parameter), Mul by a per-channel constant, and Mul,
-    Softmax, Transpose, Slice and Split of a computed tensor; and a Softmax as the model's output."""
+    """The element-wise ops snug maps only inside patterns (or not with such a constant), each in place of the
+    first ReLU: Add of a scalar initializer and Mul by a per-channel one (either may be a learned parameter), Mul
+    by a Constant that varies along the batch, and Softmax, Transpose, Slice and Split of a computed tensor; and
+    a Softmax as the model's output."""
     bad = {}
     nodes = {
         "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
-        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
         "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
                             [const("gain", np.full((8, 1, 1), 0.5))]),
         "softmax_standalone": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=1), []),
@@ -333,6 +333,12 @@ def bad_elementwise_models(good_cnn):
         m.graph.node[2].CopyFrom(node)
         m.graph.initializer.extend(inits)
         bad[name] = m.SerializeToString()
+    m = onnx.ModelProto()  # one value per sample of an exported batch of 2: not a constant of every batch
+    m.CopyFrom(good_cnn)
+    m.graph.node[2].CopyFrom(helper.make_node("Mul", ["b1", "per_sample"], ["r1"], name="/relu1/Relu"))
+    m.graph.node.insert(2, helper.make_node("Constant", [], ["per_sample"], name="/Constant",
+                                            value=helper.make_tensor("v", TensorProto.FLOAT, [2, 1, 1, 1], [1, 2])))
+    bad["mul_batch_constant"] = m.SerializeToString()
     m = onnx.ModelProto()  # a classifier exported for inference: the probabilities, not the logits
     m.CopyFrom(good_cnn)
     m.graph.node[-1].output[0] = "fc_out"
