@@ -173,3 +173,8 @@ snug_torch_fixture(onnx_resnet20 --resnet20 test_onnx_resnet20 cli_onnx_resnet20
 # PyTorch's float64 reference of one step: cli_onnx_gpt plans both against the zoo's gpt and trains one back into
 # the module, test_onnx_gpt compares snug's gradients on both with the reference (docs/onnx.md).
 snug_torch_fixture(onnx_gpt --gpt test_onnx_gpt cli_onnx_gpt)
+
+# Broadcasting arithmetic as PyTorch writes it (scripts/se_reference.py: a constant per-channel normalisation,
+# SiLU, squeeze-excitation, a residual Sub and Div), exported with PyTorch's float64 reference of one step:
+# test_onnx_se compares snug's gradients with it, cli_onnx_se trains it and loads the weights back into the module.
+snug_torch_fixture(onnx_se --se test_onnx_se cli_onnx_se)

@@ -12,6 +12,7 @@ tests expect: each named for what is wrong with it.
          /usr/bin/python3 scripts/export_onnx.py --unet OUT_DIR      (the zoo's unet: unet_reference.py)
          /usr/bin/python3 scripts/export_onnx.py --resnet20 OUT_DIR  (the zoo's resnet20: resnet20_reference.py)
          /usr/bin/python3 scripts/export_onnx.py --gpt OUT_DIR       (the zoo's gpt: gpt_twin.py)
+         /usr/bin/python3 scripts/export_onnx.py --se OUT_DIR        (broadcasting arithmetic: se_reference.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -408,6 +409,10 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--resnet20":
         import resnet20_reference
         resnet20_reference.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--se":
+        import se_reference
+        se_reference.main(sys.argv[2])
         return
     if len(sys.argv) > 2 and sys.argv[1] == "--gpt":
         import gpt_twin

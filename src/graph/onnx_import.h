@@ -104,6 +104,9 @@ snug_status onnx_map_arith(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *e
 /* onnx_ops_binary.c: the broadcasting arithmetic (snug_binary) of two computed tensors a and b, and of a computed
  * tensor x and a Constant's value cv (c_first: cv op x), which broadcasts over the batch. */
 snug_status onnx_map_binary(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *a, onnx_value *b, snug_error *err);
+/* Whether `target` is x's snug tensor with axes of size 1 added or dropped (a vector (C) viewed as (C, 1, 1) to
+ * broadcast over a plane): a Reshape that is only a new ONNX shape of the same snug tensor. */
+bool onnx_unit_axes_view(onnx_ctx *cx, const onnx_value *x, const snug_shape *target);
 snug_status onnx_map_binary_const(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, onnx_value *cv,
                                   bool c_first, snug_error *err);
 

@@ -357,7 +357,9 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
     if (same) return onnx_set_out(cx, n, x->t, &x->shape, err);
     if (onnx_group_view(cx, n, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
-    return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample only, yet");
+    if (onnx_unit_axes_view(cx, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
+    return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Reshape to flatten each sample, or to add or drop axes of "
+                     "size 1 (s.view(N, C, 1, 1) of a vector, for broadcasting), only, yet");
 }
 
 static snug_status map_identity(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {

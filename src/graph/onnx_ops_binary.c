@@ -1,7 +1,8 @@
 /* Element-wise Add, Sub, Mul and Div that broadcast (snug_binary): of two computed tensors (squeeze-excitation's
  * x * s with s (N, C, 1, 1), SiLU's x * sigmoid(x), a residual Sub or Div), and of a computed tensor and a
  * constant of more than one value (a per-channel normalisation (x - mean) / std baked into the export), or of a
- * constant scalar divided by a tensor (c / x, which scale_shift cannot express).
+ * constant scalar divided by a tensor (c / x, which scale_shift cannot express). A Reshape that only adds or
+ * drops axes of size 1 (s.view(N, C, 1, 1), to broadcast a vector over a plane) is a view of the same tensor.
  *
  * A constant here is a Constant node's value, or a folded one: what PyTorch exports for a tensor made in
  * forward() and for a buffer registered with persistent=False. An initializer is a state_dict entry, a learned
@@ -55,4 +56,22 @@ snug_status onnx_map_binary_const(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_v
     const snug_tensor t = snug_binary_const(cx->g, onnx_layer_name(cx, n, NULL, buf), binary_kind(n->op_type), x->t,
                                             &x->shape, cv->c->f, &cs, c_first);
     return onnx_set_out(cx, n, t, NULL, err);
+}
+
+/* The dimensions of s other than 1, in order, into d; their count. */
+static int sizes_beyond_one(const snug_shape *s, size_t *d) {
+    int k = 0;
+    for (int i = 0; i < s->rank; i++)
+        if (s->dims[i] != 1) d[k++] = s->dims[i];
+    return k;
+}
+
+bool onnx_unit_axes_view(onnx_ctx *cx, const onnx_value *x, const snug_shape *target) {
+    size_t a[SNUG_MAX_DIMS], b[SNUG_MAX_DIMS];
+    const snug_shape held = snug_tensor_shape(cx->g, x->t);
+    const int na = sizes_beyond_one(&held, a), nb = sizes_beyond_one(target, b);
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
 }
