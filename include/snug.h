@@ -354,8 +354,10 @@ bool snug_model_is_file(const char *name);
  * becomes the graph's input; the one output feeds snug_softmax_cross_entropy (classes on the axis after the
  * batch). Constant computations (Constant, and the Shape -> Gather -> Unsqueeze -> Concat chains feeding a
  * Reshape) are folded at load. Ops map onto the builders above: Conv (square kernel, one stride, equal pads,
- * groups), Gemm and MatMul by a weight (with the bias Add after it), Add, Relu, BatchNormalization, MaxPool (no
- * padding), GlobalAveragePool, AveragePool over the whole plane, Flatten, Reshape to flatten, Identity, Dropout.
+ * groups), Gemm and MatMul by a weight (with the bias Add after it), Add, Sub, Mul and Div (broadcasting, of
+ * computed tensors and of Constant operands, which stay constants of the graph: an initializer operand is refused,
+ * since it may be a learned parameter), Relu, BatchNormalization, MaxPool (no padding), GlobalAveragePool,
+ * AveragePool over the whole plane, Flatten, Reshape to flatten or to add unit axes, Identity, Dropout.
  * A layer with weights is named after its weight's initializer without ".weight", and its parameters take the
  * initializers' names and start from their values, so saved weights (snug_trainer_save) carry the exporting
  * module's state_dict names; a Conv or MatMul without bias gets a bias that starts at zero, named
