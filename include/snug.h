@@ -212,7 +212,8 @@ snug_tensor snug_binary_viewed(snug_graph *g, const char *name, snug_binary_op o
 /* y = x op c (c_first: c op x) with c a constant of per-sample shape c_shape that broadcasts with x (read as
  * x_view, NULL: its own shape) and is the same for every sample: a per-channel normalisation (x - mean) / std
  * with mean and std of shape (C, 1, 1). The values (finite, SNUG_E_ARG otherwise) are copied into the graph;
- * they are no parameter: nothing trains them, and snug_trainer_save does not write them. */
+ * they are no parameter: nothing trains them, and snug_trainer_save does not write them. Only c / x keeps x for
+ * backward; x op c for the other ops keeps nothing. */
 snug_tensor snug_binary_const(snug_graph *g, const char *name, snug_binary_op op, snug_tensor x,
                               const snug_shape *x_view, const float *c, const snug_shape *c_shape, bool c_first);
 /* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and

@@ -172,6 +172,8 @@ static void test_constant(void **state) {
             op_fixture_init(&f, const_graph(all_ops[k], first), 1, 3, 1, FILL_AWAY_ZERO, 110 + 2 * k + first);
             assert_int_equal(f.g->n_params, 0);
             assert_int_equal(f.n_in, 1);
+            /* only c / x reads x in backward */
+            assert_int_equal(!!(f.op->flags & OP_KEEPS_INPUT), all_ops[k] == SNUG_BINARY_DIV && first);
             f.op->forward(&f.c);
             for (size_t i = 0; i < 3 * 12; i++) {
                 const double x = f.x[0][i], cc = c[(i % 12) / 4];
@@ -206,7 +208,8 @@ static void test_threads_agree(void **state) {
     }
 }
 
-/* mul and div keep both operands for backward, add and sub neither; nothing is saved beside them. */
+/* mul and div keep both operands for backward, add and sub neither (by a constant, test_constant says which);
+ * nothing is saved beside them. */
 static void test_kept(void **state) {
     (void)state;
     assert_true(op_mul.flags & OP_KEEPS_INPUT);

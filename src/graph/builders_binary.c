@@ -17,6 +17,13 @@ static const op_desc *const binary_ops[] = {
     [SNUG_BINARY_DIV] = &op_div,
 };
 
+/* With a constant operand: the product and the quotient by a constant need no operand kept (c / x does). */
+static const op_desc *constant_op(snug_binary_op op, bool c_first) {
+    if (op == SNUG_BINARY_MUL) return &op_mul_by_const;
+    if (op == SNUG_BINARY_DIV && !c_first) return &op_div_by_const;
+    return binary_ops[op];
+}
+
 /* Records the first error only (the graph's error is sticky). */
 #define BINARY_FAIL(g, s, ...) ((g)->err.status == SNUG_OK ? (void)snug_fail(&(g)->err, s, __VA_ARGS__) : (void)0)
 
@@ -90,5 +97,5 @@ snug_tensor snug_binary_const(snug_graph *g, const char *name, snug_binary_op op
     set_view(&p.binary, 1 - at, x_view);
     p.binary.as[at] = *c_shape;
     if (!(p.binary.constant = keep_constant(g, name, c, n))) return -1;
-    return graph_add_node(g, binary_ops[op], name, &x, 1, p);
+    return graph_add_node(g, constant_op(op, c_first), name, &x, 1, p);
 }

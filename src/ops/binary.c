@@ -4,7 +4,8 @@
  * sigmoid(x)), a per-channel normalisation ((x - mean) / std) and residual Sub/Div compute.
  *
  * Backward reduces each operand's gradient over the axes it was broadcast along: da += sum dy * d(a op b)/da. add
- * and sub need neither operand; mul and div read both, so they keep their inputs (OP_KEEPS_INPUT). Only a
+ * and sub need neither operand; mul and div read both, so they keep their inputs (OP_KEEPS_INPUT), but for a
+ * product by a constant and a quotient by one, whose gradients read only the constant. Only a
  * computed operand gets a gradient; when both operands are one tensor (x * x), din[0] and din[1] are one buffer
  * and the two passes add both terms into it.
  *
@@ -230,17 +231,17 @@ static size_t binary_workspace_bytes(const op_node *n, size_t m, int threads) {
 }
 
 /* Not OP_ELEMENTWISE: a broadcast output is larger than an operand, so it may not take an input's memory. */
-#define BINARY_OP(name, flag_bits)                                                                                  \
-    const op_desc op_##name = {                                                                                     \
-        .kind = #name, .flags = (flag_bits), .infer = binary_infer, .forward = binary_forward,                     \
+#define BINARY_OP(var, name, flag_bits)                                                                             \
+    const op_desc var = {                                                                                           \
+        .kind = name, .flags = (flag_bits), .infer = binary_infer, .forward = binary_forward,                      \
         .backward = binary_backward, .flops = binary_flops, .saved_bytes = binary_saved_bytes,                     \
         .workspace_bytes = binary_workspace_bytes,                                                                  \
     }
 
-BINARY_OP(sub, 0);
-BINARY_OP(mul, OP_KEEPS_INPUT);
-BINARY_OP(div, OP_KEEPS_INPUT);
-const op_desc op_add_broadcast = {
-    .kind = "add", .flags = 0, .infer = binary_infer, .forward = binary_forward, .backward = binary_backward,
-    .flops = binary_flops, .saved_bytes = binary_saved_bytes, .workspace_bytes = binary_workspace_bytes,
-};
+BINARY_OP(op_add_broadcast, "add", 0);
+BINARY_OP(op_sub, "sub", 0);
+BINARY_OP(op_mul, "mul", OP_KEEPS_INPUT);
+BINARY_OP(op_div, "div", OP_KEEPS_INPUT);
+/* x * c and x / c by a constant: dx = dy c and dy / c read no x (c / x does: op_div). */
+BINARY_OP(op_mul_by_const, "mul", 0);
+BINARY_OP(op_div_by_const, "div", 0);
