@@ -160,8 +160,8 @@ static const layer_type types[] = {
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},
     {"add", 2, b_add, {{0}}},
-    {"sub", 2, b_sub, {{0}}},
     {"mul", 2, b_mul, {{0}}},
+    {"sub", 2, b_sub, {{0}}},
     {"div", 2, b_div, {{0}}},
     {"concat", 2, b_concat, {{0}}},
     {"batchnorm2d", 1, b_batchnorm2d, {{"eps", V_FLOAT, "1e-5"}, {"momentum", V_FLOAT, "0.1"}}},
@@ -177,7 +177,7 @@ static const layer_type types[] = {
 
 static const char *const type_names[NTYPES + 1] = {
     "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "sigmoid", "tanh", "scale_shift", "maxpool2d", "upsample_nearest2d", "global_avgpool",
-    "flatten", "dropout", "add", "sub", "mul", "div", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
+    "flatten", "dropout", "add", "mul", "sub", "div", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
     "linear_tied", "self_attention", "softmax_cross_entropy", NULL};
 
 const char *const *mf_layer_types(void) { return type_names; }
