@@ -211,7 +211,8 @@ snug_tensor snug_binary_viewed(snug_graph *g, const char *name, snug_binary_op o
                                const snug_shape *a_view, snug_tensor b, const snug_shape *b_view);
 /* y = x op c (c_first: c op x) with c a constant of per-sample shape c_shape that broadcasts with x (read as
  * x_view, NULL: its own shape) and is the same for every sample: a per-channel normalisation (x - mean) / std
- * with mean and std of shape (C, 1, 1). The values (finite, SNUG_E_ARG otherwise) are copied into the graph;
+ * with mean and std of shape (C, 1, 1). The values (finite, and not 0 in x / c; SNUG_E_ARG otherwise) are
+ * copied into the graph;
  * they are no parameter: nothing trains them, and snug_trainer_save does not write them. Only c / x keeps x for
  * backward; x op c for the other ops keeps nothing. */
 snug_tensor snug_binary_const(snug_graph *g, const char *name, snug_binary_op op, snug_tensor x,

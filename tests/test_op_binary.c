@@ -189,6 +189,10 @@ static void test_constant(void **state) {
     snug_graph *g = snug_graph_new("t");
     snug_binary_const(g, "norm", SNUG_BINARY_SUB, snug_input(g, "x", 3, 2, 2), NULL, bad, &cs, false);
     op_expect_error(g, SNUG_E_ARG, (const char *const[]){"'norm'", "finite", NULL});
+    const float zero[3] = {1.0f, 0.0f, 1.0f};
+    g = snug_graph_new("t");
+    snug_binary_const(g, "scale", SNUG_BINARY_DIV, snug_input(g, "x", 3, 2, 2), NULL, zero, &cs, false);
+    op_expect_error(g, SNUG_E_ARG, (const char *const[]){"'scale'", "divisor not 0", NULL});
 }
 
 /* Squeeze-excitation's product at 16 channels of 32x32, m = 4: 4 threads give the bits of 1, forward and

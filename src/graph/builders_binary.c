@@ -55,13 +55,13 @@ snug_tensor snug_binary(snug_graph *g, const char *name, snug_binary_op op, snug
     return snug_binary_viewed(g, name, op, a, NULL, b, NULL);
 }
 
-/* A copy of the n values of c that the graph owns, or NULL (error recorded) when one is not finite or memory is
- * refused. */
-static float *keep_constant(snug_graph *g, const char *name, const float *c, size_t n) {
+/* A copy of the n values of c that the graph owns, or NULL (error recorded) when one is not finite, a divisor is
+ * 0 (divisor: c divides), or memory is refused. */
+static float *keep_constant(snug_graph *g, const char *name, const float *c, size_t n, bool divisor) {
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(c[i])) {
-            BINARY_FAIL(g, SNUG_E_ARG, "layer '%s': constant value %zu is %g: constants must be finite",
-                        name ? name : "", i, (double)c[i]);
+        if (!isfinite(c[i]) || (divisor && c[i] == 0.0f)) {
+            BINARY_FAIL(g, SNUG_E_ARG, "layer '%s': constant value %zu is %g: constants must be finite, and a "
+                        "divisor not 0", name ? name : "", i, (double)c[i]);
             return NULL;
         }
     float *copy = malloc(n * sizeof *copy);
@@ -96,6 +96,6 @@ snug_tensor snug_binary_const(snug_graph *g, const char *name, snug_binary_op op
     op_params p = {.binary = {.kind = op, .const_at = at}};
     set_view(&p.binary, 1 - at, x_view);
     p.binary.as[at] = *c_shape;
-    if (!(p.binary.constant = keep_constant(g, name, c, n))) return -1;
+    if (!(p.binary.constant = keep_constant(g, name, c, n, op == SNUG_BINARY_DIV && !c_first))) return -1;
     return graph_add_node(g, constant_op(op, c_first), name, &x, 1, p);
 }
