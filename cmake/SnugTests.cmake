@@ -177,3 +177,8 @@ snug_torch_fixture(onnx_gpt --gpt test_onnx_gpt cli_onnx_gpt)
 # block written by hand, mapped onto the layout layers, exported with PyTorch's float64 reference of one step:
 # test_onnx_attention compares snug's gradients with it, cli_onnx_attention trains it back into the module.
 snug_torch_fixture(onnx_attention --attention test_onnx_attention cli_onnx_attention)
+
+# Broadcasting arithmetic as PyTorch writes it (scripts/se_reference.py: a constant per-channel normalisation,
+# SiLU, squeeze-excitation, a residual Sub and Div), exported with PyTorch's float64 reference of one step:
+# test_onnx_se compares snug's gradients with it, cli_onnx_se trains it and loads the weights back into the module.
+snug_torch_fixture(onnx_se --se test_onnx_se cli_onnx_se)

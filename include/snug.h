@@ -197,6 +197,26 @@ snug_tensor snug_tanh(snug_graph *g, const char *name, snug_tensor x);
 snug_tensor snug_scale_shift(snug_graph *g, const char *name, snug_tensor x, float scale, float shift);
 /* Element-wise sum of two tensors of the same shape: residual connections. */
 snug_tensor snug_add(snug_graph *g, const char *name, snug_tensor a, snug_tensor b);
+/* Element-wise arithmetic of two operands whose per-sample shapes broadcast by numpy's rule (aligned from the
+ * last axis, each pair of sizes equal or one of them 1): x * s with x (C, H, W) and s (C, 1, 1) (squeeze-
+ * excitation), x + p with x (T, D) and p (D), x * sigmoid(x) (SiLU). The output has the broadcast shape (at
+ * most SNUG_MAX_DIMS axes per sample). Backward reduces each operand's gradient over the axes it was broadcast
+ * along; mul and div read both operands in backward, so the plan keeps them (add and sub keep nothing). */
+typedef enum snug_binary_op { SNUG_BINARY_ADD, SNUG_BINARY_SUB, SNUG_BINARY_MUL, SNUG_BINARY_DIV } snug_binary_op;
+snug_tensor snug_binary(snug_graph *g, const char *name, snug_binary_op op, snug_tensor a, snug_tensor b);
+/* The same with each operand read as a shape of its element count (NULL: its own shape): a global average
+ * pool's (C) as (C, 1, 1), so that it broadcasts over an image's plane. SNUG_E_SHAPE when a view's element count
+ * is not the tensor's, or the views do not broadcast. */
+snug_tensor snug_binary_viewed(snug_graph *g, const char *name, snug_binary_op op, snug_tensor a,
+                               const snug_shape *a_view, snug_tensor b, const snug_shape *b_view);
+/* y = x op c (c_first: c op x) with c a constant of per-sample shape c_shape that broadcasts with x (read as
+ * x_view, NULL: its own shape) and is the same for every sample: a per-channel normalisation (x - mean) / std
+ * with mean and std of shape (C, 1, 1). The values (finite, and not 0 in x / c; SNUG_E_ARG otherwise) are
+ * copied into the graph;
+ * they are no parameter: nothing trains them, and snug_trainer_save does not write them. Only c / x keeps x for
+ * backward; x op c for the other ops keeps nothing. */
+snug_tensor snug_binary_const(snug_graph *g, const char *name, snug_binary_op op, snug_tensor x,
+                              const snug_shape *x_view, const float *c, const snug_shape *c_shape, bool c_first);
 /* Inverted dropout with drop probability p in [0, 1): in training each element is zeroed with probability p and
  * the others scaled by 1/(1-p). The mask is a function of (seed, optimizer step, layer, the element's place in
  * the global batch), so a recomputation replays it bit for bit, nothing is stored for backward, and how a batch
@@ -310,9 +330,9 @@ void snug_init_scale(snug_graph *g, const char *layer, float scale);
 /* Model files (docs/model-files.md): a network as an INI-like layer list. A [model] section gives the input
  * (`input = image C H W` or `input = tokens T`) and optionally a name; then one [NAME] section per layer in
  * execution order, with `type` (linear, conv2d, conv_transpose2d, relu, gelu, sigmoid, tanh, scale_shift,
- * maxpool2d, upsample_nearest2d, global_avgpool, flatten, dropout, add, concat, batchnorm2d, groupnorm,
+ * maxpool2d, upsample_nearest2d, global_avgpool, flatten, dropout, add, sub, mul, div, concat, batchnorm2d, groupnorm,
  * layernorm, embedding, position_embedding, linear_tied, self_attention, softmax_cross_entropy) and that type's
- * keys, which are the builder arguments above. A layer reads the layer above unless it names another with `input = NAME` ("input" is the model input); add and concat take
+ * keys, which are the builder arguments above. A layer reads the layer above unless it names another with `input = NAME` ("input" is the model input); add, sub, mul, div and concat take
  * `inputs = A, B`. The last layer is the loss. Every problem is reported as
  * "FILE:LINE: layer 'NAME': problem (what to do)": syntax errors, unknown types and keys (with the allowed ones),
  * missing keys, bad numbers (real values are decimal and must fit a float), inputs that name no layer above (a
@@ -356,8 +376,10 @@ bool snug_model_is_file(const char *name);
  * becomes the graph's input; the one output feeds snug_softmax_cross_entropy (classes on the axis after the
  * batch). Constant computations (Constant, and the Shape -> Gather -> Unsqueeze -> Concat chains feeding a
  * Reshape) are folded at load. Ops map onto the builders above: Conv (square kernel, one stride, equal pads,
- * groups), Gemm and MatMul by a weight (with the bias Add after it), Add, Relu, BatchNormalization, MaxPool (no
- * padding), GlobalAveragePool, AveragePool over the whole plane, Flatten, Reshape to flatten, Identity, Dropout.
+ * groups), Gemm and MatMul by a weight (with the bias Add after it), Add, Sub, Mul and Div (broadcasting, of
+ * computed tensors and of Constant operands, which stay constants of the graph: an initializer operand is refused,
+ * since it may be a learned parameter), Relu, BatchNormalization, MaxPool (no padding), GlobalAveragePool,
+ * AveragePool over the whole plane, Flatten, Reshape to flatten or to add unit axes, Identity, Dropout.
  * A layer with weights is named after its weight's initializer without ".weight", and its parameters take the
  * initializers' names and start from their values, so saved weights (snug_trainer_save) carry the exporting
  * module's state_dict names; a Conv or MatMul without bias gets a bias that starts at zero, named

@@ -12,6 +12,7 @@ tests expect: each named for what is wrong with it.
          /usr/bin/python3 scripts/export_onnx.py --unet OUT_DIR      (the zoo's unet: unet_reference.py)
          /usr/bin/python3 scripts/export_onnx.py --resnet20 OUT_DIR  (the zoo's resnet20: resnet20_reference.py)
          /usr/bin/python3 scripts/export_onnx.py --gpt OUT_DIR       (the zoo's gpt: gpt_twin.py)
+         /usr/bin/python3 scripts/export_onnx.py --se OUT_DIR        (broadcasting arithmetic: se_reference.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -334,12 +335,12 @@ def layout_models(good_cnn):
 
 def bad_elementwise_models(good_cnn):
     """The element-wise and layout ops snug refuses, each in place of the first ReLU: Add of a scalar initializer
-    (maybe a learned parameter), Mul by a per-channel constant, Mul of two computed tensors; Softmax, Transpose
-    and Split along the batch axis and a Slice by a negative step; and a Softmax as the model's output."""
+    and Mul by a per-channel one (either may be a learned parameter), Mul by a Constant that varies along the
+    batch; Softmax, Transpose and Split along the batch axis and a Slice by a negative step; and a Softmax as the
+    model's output."""
     ints = lambda name, v: const(name, v, np.int64)  # noqa: E731
     bad = in_place_of_relu1(good_cnn, {
         "add_constant": (helper.make_node("Add", ["b1", "shift"], ["r1"], name="/relu1/Relu"), [const("shift", 0.5)]),
-        "mul_standalone": (helper.make_node("Mul", ["b1", "b1"], ["r1"], name="/relu1/Relu"), []),
         "mul_per_channel": (helper.make_node("Mul", ["b1", "gain"], ["r1"], name="/relu1/Relu"),
                             [const("gain", np.full((8, 1, 1), 0.5))]),
         "softmax_batch": (helper.make_node("Softmax", ["b1"], ["r1"], name="/relu1/Relu", axis=0), []),
@@ -350,6 +351,12 @@ def bad_elementwise_models(good_cnn):
         "split_batch": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=0),
                         [ints("halves", [1, 1])]),
     })
+    m = onnx.ModelProto()  # one value per sample of an exported batch of 2: not a constant of every batch
+    m.CopyFrom(good_cnn)
+    m.graph.node[2].CopyFrom(helper.make_node("Mul", ["b1", "per_sample"], ["r1"], name="/relu1/Relu"))
+    m.graph.node.insert(2, helper.make_node("Constant", [], ["per_sample"], name="/Constant",
+                                            value=helper.make_tensor("v", TensorProto.FLOAT, [2, 1, 1, 1], [1, 2])))
+    bad["mul_batch_constant"] = m.SerializeToString()
     m = onnx.ModelProto()  # a classifier exported for inference: the probabilities, not the logits
     m.CopyFrom(good_cnn)
     m.graph.node[-1].output[0] = "fc_out"
@@ -419,6 +426,10 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--resnet20":
         import resnet20_reference
         resnet20_reference.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--se":
+        import se_reference
+        se_reference.main(sys.argv[2])
         return
     if len(sys.argv) > 2 and sys.argv[1] == "--gpt":
         import gpt_twin

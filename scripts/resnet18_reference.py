@@ -188,6 +188,27 @@ def check_summary(summary, path):
                 sys.exit(f"resnet18 reference: {case} {name} norm {g['norm']!r}, committed {t['norm']!r}")
 
 
+def write_image_reference(torch, stem, make_net, batch_seed, shape, micro, model):
+    """STEM.f64 and STEM.json of one step of make_net() (the exported module in float64) on len(shape[0]) images
+    of shape[1:] from the LCG at batch_seed, labelled LABELS: in one pass and as micro-batches of micro, in float64
+    and (the yardstick) float32, once every decision of every forward is checked far from its tie."""
+    batch = shape[0]
+    x = torch.from_numpy(lcg_inputs(batch_seed, shape)[0].astype(np.float32).astype(np.float64))
+    y = torch.tensor(LABELS[:batch], dtype=torch.int64)
+    net64, net32 = make_net(), make_net().float()
+    margin, where = min(check_decisions(torch, net64, net32, x[lo:lo + n], model)
+                        for n in (batch, micro) for lo in range(0, batch, n))
+    print(f"{model} reference: every decision at least {margin:.3g} float32 deviations from its tie ({where})")
+    desc = dict(batch_description(), images=batch, shape=list(shape[1:]), labels=LABELS[:batch], seed=batch_seed)
+    cases, micro_of = {}, {"one_pass": batch, "micro_batches": micro}
+    for case in ("one_pass", "micro_batches"):
+        cases[case] = one_step(torch, make_net(), x, y, micro_of[case])
+    for case in ("one_pass", "micro_batches"):
+        micro_of[case + "_float32"] = micro_of[case]
+        cases[case + "_float32"] = one_step(torch, make_net().float(), x.float(), y, micro_of[case])
+    write_reference(stem, cases, micro_of, desc)
+
+
 def write_reference(stem, cases, micro_of, batch):
     """STEM.f64: per tensor (in the first case's order), each case's float64 values in turn; STEM.json: the
     batch, the losses and per tensor its size and where each case's values start (in float64s)."""

@@ -25,8 +25,6 @@ units grow in number.
 import os
 import sys
 
-import numpy as np
-
 import resnet18_reference as ref
 
 SEED = 20
@@ -95,23 +93,8 @@ def main(out_dir):
     export(torch, os.path.join(out_dir, "resnet20.onnx"), ZOO_SIZE)
     path = os.path.join(out_dir, "resnet20_16.onnx")
     export(torch, path, REF_SIZE)
-    shape = (BATCH, 1, REF_SIZE, REF_SIZE)
-    x = torch.from_numpy(ref.lcg_inputs(BATCH_SEED, shape)[0].astype(np.float32).astype(np.float64))
-    y = torch.tensor(ref.LABELS[:BATCH], dtype=torch.int64)
-    net64, net32 = exported_net(torch, path), exported_net(torch, path).float()
-    margin, where = min(ref.check_decisions(torch, net64, net32, x[lo:lo + n], "resnet20")
-                        for n in (BATCH, MICRO_BATCH) for lo in range(0, BATCH, n))
-    print(f"resnet20 reference: every decision at least {margin:.3g} float32 deviations from its tie ({where})")
-    desc = dict(ref.batch_description(), images=BATCH, shape=list(shape[1:]), labels=ref.LABELS[:BATCH],
-                seed=BATCH_SEED)
-    cases, micro_of = {}, {"one_pass": BATCH, "micro_batches": MICRO_BATCH}
-    for case in ("one_pass", "micro_batches"):
-        cases[case] = ref.one_step(torch, exported_net(torch, path), x, y, micro_of[case])
-    for case in ("one_pass", "micro_batches"):
-        micro_of[case + "_float32"] = micro_of[case]
-        cases[case + "_float32"] = ref.one_step(torch, exported_net(torch, path).float(), x.float(), y,
-                                                micro_of[case])
-    ref.write_reference(os.path.join(out_dir, "resnet20_16_ref"), cases, micro_of, desc)
+    ref.write_image_reference(torch, os.path.join(out_dir, "resnet20_16_ref"), lambda: exported_net(torch, path),
+                              BATCH_SEED, (BATCH, 1, REF_SIZE, REF_SIZE), MICRO_BATCH, "resnet20")
 
 
 if __name__ == "__main__":

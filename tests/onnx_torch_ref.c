@@ -177,6 +177,21 @@ static snug_dataset *token_batch(const cJSON *batch, size_t sequences, size_t co
     snug_error err = {0};
     const snug_shape sample = {.rank = 1, .dims = {context}};
     if (snug_dataset_from_arrays(tokens, sample, targets, context, sequences, vocab, &ds, &err) != SNUG_OK)
+/* The batch the reference describes: the LCG's top 24 bits as k / 2^23 - 1 per input value (exact in float32),
+ * the labels as listed. */
+static snug_dataset *lcg_images(const cJSON *batch, size_t images, size_t c, size_t side, float *inputs,
+                                int32_t *labels) {
+    const cJSON *lab = cJSON_GetObjectItem(batch, "labels");
+    uint64_t state = (uint64_t)cJSON_GetObjectItem(batch, "seed")->valuedouble;
+    assert_string_equal(cJSON_GetObjectItem(batch, "generator")->valuestring, "lcg64");
+    assert_int_equal(cJSON_GetObjectItem(batch, "images")->valueint, images);
+    assert_int_equal(cJSON_GetArraySize(lab), images);
+    for (size_t i = 0; i < images * c * side * side; i++)
+        inputs[i] = (float)((double)(torch_ref_lcg(&state) >> 40) / 8388608.0 - 1.0);
+    for (size_t i = 0; i < images; i++) labels[i] = (int32_t)cJSON_GetArrayItem(lab, (int)i)->valueint;
+    snug_dataset *ds = NULL;
+    snug_error err = {0};
+    if (snug_dataset_from_memory(inputs, labels, images, c, side, side, 10, &ds, &err) != SNUG_OK)
         fail_msg("%s", err.message);
     return ds;
 }
@@ -193,5 +208,17 @@ void torch_ref_check_token_step(const char *stem, const char *file, size_t seque
     torch_ref_check_step(&ref, file, ds, sequences, onnx_case, loss_yardstick_tensor);
     snug_dataset_free(ds);
     free(tokens), free(targets);
+void torch_ref_check_image_case(const char *stem, const char *file, size_t images, size_t c, size_t side,
+                                const char *onnx_case, const char *loss_yardstick_tensor) {
+    torch_ref ref;
+    torch_ref_load(&ref, stem);
+    float *inputs = malloc(images * c * side * side * sizeof *inputs);
+    int32_t *labels = malloc(images * sizeof *labels);
+    assert_true(inputs && labels);
+    snug_dataset *ds = lcg_images(cJSON_GetObjectItem(ref.index, "batch"), images, c, side, inputs, labels);
+    torch_ref_check_step(&ref, file, ds, images, onnx_case, loss_yardstick_tensor);
+    snug_dataset_free(ds);
+    free(inputs);
+    free(labels);
     torch_ref_free(&ref);
 }

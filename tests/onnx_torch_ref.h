@@ -45,6 +45,10 @@ uint64_t torch_ref_lcg(uint64_t *state);
  * micro-batch without checkpoints, held to the case by torch_ref_check. */
 void torch_ref_check_step(const torch_ref *r, const char *file, const snug_dataset *ds, size_t batch,
                           const char *onnx_case, const char *loss_yardstick_tensor);
+/* torch_ref_check_step of the reference STEM on its batch of `images` labelled images (c, side, side) of 10
+ * classes, whose values the references' LCG draws from the batch's seed (resnet18_reference.py's lcg_inputs). */
+void torch_ref_check_image_case(const char *stem, const char *file, size_t images, size_t c, size_t side,
+                                const char *onnx_case, const char *loss_yardstick_tensor);
 
 /* The same for a token model (a twin of scripts/token_reference.py): the reference STEM's batch of `sequences` x
  * `context` tokens, each the LCG's state >> shift, then per token its target, of `vocab` classes. */

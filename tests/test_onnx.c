@@ -318,8 +318,9 @@ static void test_refusals(void **state) {
     refused("bad/groupnorm_without_affine.onnx", SNUG_E_ARG, 3, "/gn1/InstanceNormalization",
             "InstanceNormalization, opset 15", "affine=True");
     refused("bad/add_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Add, opset 15", "learned nn.Parameter");
-    refused("bad/mul_per_channel.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "constant of 8 values");
-    refused("bad/mul_standalone.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "not part of a pattern");
+    refused("bad/mul_per_channel.onnx", SNUG_E_ARG, 4, "/relu1/Relu", "Mul, opset 15", "initializer 'gain'",
+            "persistent=False");
+    refused("bad/mul_batch_constant.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Mul, opset 15", "along the batch");
     refused("bad/softmax_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Softmax, opset 15", "along the batch axis");
     refused("bad/transpose_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Transpose, opset 15",
             "keep the batch axis first");

@@ -20,35 +20,9 @@
 
 #define BATCH 4
 #define SIDE 16
-#define PIXELS (SIDE * SIDE)
-
-/* The batch the reference describes: the LCG's top 24 bits as k / 2^23 - 1 per input value (exact in float32),
- * the labels as listed. */
-static snug_dataset *reference_batch(const cJSON *batch, float *inputs, int32_t *labels) {
-    const cJSON *lab = cJSON_GetObjectItem(batch, "labels");
-    uint64_t state = (uint64_t)cJSON_GetObjectItem(batch, "seed")->valuedouble;
-    assert_string_equal(cJSON_GetObjectItem(batch, "generator")->valuestring, "lcg64");
-    assert_int_equal(cJSON_GetObjectItem(batch, "images")->valueint, BATCH);
-    assert_int_equal(cJSON_GetArraySize(lab), BATCH);
-    for (size_t i = 0; i < BATCH * PIXELS; i++)
-        inputs[i] = (float)((double)(torch_ref_lcg(&state) >> 40) / 8388608.0 - 1.0);
-    for (int i = 0; i < BATCH; i++) labels[i] = (int32_t)cJSON_GetArrayItem(lab, i)->valueint;
-    snug_dataset *ds = NULL;
-    snug_error err = {0};
-    if (snug_dataset_from_memory(inputs, labels, BATCH, 1, SIDE, SIDE, 10, &ds, &err) != SNUG_OK)
-        fail_msg("%s", err.message);
-    return ds;
-}
 
 static void check_case(const char *onnx_case) {
-    torch_ref ref;
-    torch_ref_load(&ref, "resnet20_16_ref");
-    static float inputs[BATCH * PIXELS];
-    int32_t labels[BATCH];
-    snug_dataset *ds = reference_batch(cJSON_GetObjectItem(ref.index, "batch"), inputs, labels);
-    torch_ref_check_step(&ref, "resnet20_16.onnx", ds, BATCH, onnx_case, "fc.bias");
-    snug_dataset_free(ds);
-    torch_ref_free(&ref);
+    torch_ref_check_image_case("resnet20_16_ref", "resnet20_16.onnx", BATCH, 1, SIDE, onnx_case, "fc.bias");
 }
 
 static void test_one_pass(void **state) { (void)state, check_case("one_pass"); }

@@ -26,6 +26,8 @@ void snug_graph_free(snug_graph *g) {
     free(g->tensors);
     for (int i = 0; i < g->n_params; i++) free(g->params[i].values);
     free(g->params);
+    for (int i = 0; i < g->n_constants; i++) free(g->constants[i]);
+    free(g->constants);
     free(g->names.slots);
     free(g->first_reader_prev);
     free(g);

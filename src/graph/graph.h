@@ -54,6 +54,9 @@ struct snug_graph {
     int *first_reader_prev; /* per node: the previous node with the same first input, or -1 (a list per tensor
                                from graph_tensor.last_first_reader, which the ReLU folds walk) */
     int cap_first_reader_prev;
+    float **constants;    /* the values of constant operands (snug_binary_const), owned by the graph: no
+                             parameter, so nothing trains or saves them */
+    int n_constants, cap_constants;
     bool batchnorm_counters; /* saved weights carry "<bn>.num_batches_tracked" (I64): an ONNX export's module
                                 has them in its state_dict, which load_state_dict(strict=True) wants */
 };

@@ -99,6 +99,18 @@ static snug_tensor b_add(snug_graph *g, const char *n, const snug_tensor *in, co
     (void)v;
     return snug_add(g, n, in[0], in[1]);
 }
+static snug_tensor b_sub(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    (void)v;
+    return snug_binary(g, n, SNUG_BINARY_SUB, in[0], in[1]);
+}
+static snug_tensor b_mul(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    (void)v;
+    return snug_binary(g, n, SNUG_BINARY_MUL, in[0], in[1]);
+}
+static snug_tensor b_div(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
+    (void)v;
+    return snug_binary(g, n, SNUG_BINARY_DIV, in[0], in[1]);
+}
 static snug_tensor b_concat(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     (void)v;
     return snug_concat(g, n, in[0], in[1]);
@@ -148,6 +160,9 @@ static const layer_type types[] = {
     {"flatten", 1, b_flatten, {{0}}},
     {"dropout", 1, b_dropout, {{"p", V_FLOAT, "0.5"}}},
     {"add", 2, b_add, {{0}}},
+    {"mul", 2, b_mul, {{0}}},
+    {"sub", 2, b_sub, {{0}}},
+    {"div", 2, b_div, {{0}}},
     {"concat", 2, b_concat, {{0}}},
     {"batchnorm2d", 1, b_batchnorm2d, {{"eps", V_FLOAT, "1e-5"}, {"momentum", V_FLOAT, "0.1"}}},
     {"groupnorm", 1, b_groupnorm, {{"groups", V_SIZE, NULL}, {"eps", V_FLOAT, "1e-5"}}},
@@ -162,7 +177,7 @@ static const layer_type types[] = {
 
 static const char *const type_names[NTYPES + 1] = {
     "linear", "conv2d", "conv_transpose2d", "relu", "gelu", "sigmoid", "tanh", "scale_shift", "maxpool2d", "upsample_nearest2d", "global_avgpool",
-    "flatten", "dropout", "add", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
+    "flatten", "dropout", "add", "mul", "sub", "div", "concat", "batchnorm2d", "groupnorm", "layernorm", "embedding", "position_embedding",
     "linear_tied", "self_attention", "softmax_cross_entropy", NULL};
 
 const char *const *mf_layer_types(void) { return type_names; }

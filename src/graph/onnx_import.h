@@ -97,9 +97,18 @@ snug_status onnx_map_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *take
 snug_status onnx_fold_sequence(onnx_ctx *cx, const Onnx__NodeProto *n, bool *taken, snug_error *err);
 /* The rows of OP_MAPS' "sequence models" block: ops that appear only inside those patterns. */
 snug_status onnx_map_pattern_only(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
-/* Mul, Div, Add or Sub of a computed tensor and a constant scalar (onnx_ops_arith.c): snug's scale_shift; other
- * operands go on to onnx_map_pattern_only's refusal. */
+/* Mul, Div, Add or Sub (onnx_ops_arith.c): of a computed tensor and a constant scalar, snug's scale_shift; of
+ * other constants or two computed tensors, onnx_map_binary*; pending pattern values go on to
+ * onnx_map_pattern_only's refusal. */
 snug_status onnx_map_arith(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err);
+/* onnx_ops_binary.c: the broadcasting arithmetic (snug_binary) of two computed tensors a and b, and of a computed
+ * tensor x and a Constant's value cv (c_first: cv op x), which broadcasts over the batch. */
+snug_status onnx_map_binary(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *a, onnx_value *b, snug_error *err);
+/* Whether `target` is x's snug tensor with axes of size 1 added or dropped (a vector (C) viewed as (C, 1, 1) to
+ * broadcast over a plane): a Reshape that is only a new ONNX shape of the same snug tensor. */
+bool onnx_unit_axes_view(onnx_ctx *cx, const onnx_value *x, const snug_shape *target);
+snug_status onnx_map_binary_const(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *x, onnx_value *cv,
+                                  bool c_first, snug_error *err);
 
 /* onnx_consts.c's: a zeroed constant (NULL for a bad shape or out of memory), and a node's output set to one. */
 onnx_const *onnx_const_new(int rank, const int64_t *dims, bool is_float);

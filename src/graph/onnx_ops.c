@@ -224,10 +224,11 @@ static snug_status map_matmul(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error
 
 static snug_status map_add(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *a = onnx_input_value(cx, n, 0), *b = onnx_input_value(cx, n, 1);
-    if (a && b && (a->c != NULL) != (b->c != NULL)) return onnx_map_arith(cx, n, err); /* x + c */
-    if (!a || !b || a->c || b->c)
-        return onnx_fail(cx, err, SNUG_E_ARG, "snug maps Add of two computed tensors of one shape (residuals) "
-                         "and a bias Add right after a MatMul; other Adds (constants, broadcasting) not yet");
+    /* x + c, and tensors of two shapes (broadcasting): the arithmetic's; a residual of one shape: add */
+    if (!a || !b || a->c || b->c || a->p.kind != ONNX_PEND_NONE || b->p.kind != ONNX_PEND_NONE ||
+        !shape_same(&a->shape, &b->shape) ||
+        !shape_same(&graph_tensor_at(cx->g, a->t)->shape, &graph_tensor_at(cx->g, b->t)->shape))
+        return onnx_map_arith(cx, n, err);
     char buf[SNUG_NAME_MAX];
     return onnx_set_out(cx, n, snug_add(cx->g, onnx_layer_name(cx, n, NULL, buf), a->t, b->t), &a->shape, err);
 }
@@ -357,6 +358,7 @@ static snug_status map_reshape(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     for (int d = 0; same && d < out.rank; d++) same = out.dims[d] == x->shape.dims[d];
     if (same) return onnx_set_out(cx, n, x->t, &x->shape, err);
     if (onnx_group_view(cx, n, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
+    if (onnx_unit_axes_view(cx, x, &out)) return onnx_set_out(cx, n, x->t, &out, err);
     char buf[SNUG_NAME_MAX];
     return onnx_set_out(cx, n, snug_reshape(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, out), NULL, err);
 }

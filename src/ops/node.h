@@ -30,6 +30,17 @@ typedef struct permute_params { int perm[SNUG_MAX_DIMS]; } permute_params; /* ou
 typedef struct slice_params { int axis; size_t start, len, step; } slice_params; /* len entries from start */
 typedef struct reshape_params { snug_shape shape; } reshape_params;
 typedef struct softmax_params { int axis; } softmax_params;
+/* y = a op b with numpy broadcasting (ops/binary.c). Operand k broadcasts as as[k] where viewed[k] (a shape of
+ * its tensor's element count: GlobalAveragePool's (C) read as (C, 1, 1)), else as its tensor's shape. With a
+ * constant, operand const_at is those values (owned by the graph, as[const_at] their shape, the same for every
+ * sample) and the node has one input, the other operand. */
+typedef struct binary_params {
+    snug_binary_op kind;
+    snug_shape as[2];
+    bool viewed[2];
+    const float *constant;
+    int const_at;
+} binary_params;
 
 typedef union op_params {
     linear_params linear;
@@ -45,6 +56,7 @@ typedef union op_params {
     slice_params slice;
     reshape_params reshape;
     softmax_params softmax;
+    binary_params binary;
 } op_params;
 
 /* How a parameter starts: PyTorch's defaults, so runs compare with PyTorch. */

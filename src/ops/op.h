@@ -197,6 +197,13 @@ extern const op_desc op_embedding;
 extern const op_desc op_position_embedding;
 extern const op_desc op_linear_tied;
 extern const op_desc op_batchnorm2d;
+/* Element-wise arithmetic of two operands that broadcast (ops/binary.c); add of one shape is op_add. */
+extern const op_desc op_add_broadcast;
+extern const op_desc op_sub;
+extern const op_desc op_mul;
+extern const op_desc op_div;
+extern const op_desc op_mul_by_const;  /* x * c, x / c with a constant c: they keep nothing */
+extern const op_desc op_div_by_const;
 /* The folded forms (op_desc.fold): */
 extern const op_desc op_batchnorm2d_relu; /* BatchNorm with the ReLU after it folded in */
 extern const op_desc op_groupnorm_relu;   /* GroupNorm likewise */

@@ -29,9 +29,9 @@ for bad in unknown_op:"(Elu, opset 15)" bad_attribute:"dilation" dynamic_shape:"
            old_opset:"opset_version=13" overpadded_maxpool:"at most half the kernel" truncated:"not an ONNX model" \
            garbage:"not an ONNX model" resize_linear:"(Resize, opset 15)" \
            conv_transpose_output_padding:"no output_padding" groupnorm_without_affine:"affine=True" \
-           add_constant:"(Add, opset 15)" mul_standalone:"(Mul, opset 15)" softmax_batch:"(Softmax, opset 15)" \
+           add_constant:"(Add, opset 15)" mul_batch_constant:"along the batch" softmax_batch:"(Softmax, opset 15)" \
            transpose_batch:"(Transpose, opset 15)" softmax_output:"without its final Softmax" \
-           mul_per_channel:"not yet per-channel" slice_negative_step:"positive steps only" \
+           mul_per_channel:"persistent=False" slice_negative_step:"positive steps only" \
            split_batch:"along the batch axis"; do
     file=${bad%%:*} phrase=${bad#*:}
     run "refused: $file" plan --model "$MODELS/bad/$file.onnx" --batch 8
