@@ -177,6 +177,10 @@ static snug_dataset *token_batch(const cJSON *batch, size_t sequences, size_t co
     snug_error err = {0};
     const snug_shape sample = {.rank = 1, .dims = {context}};
     if (snug_dataset_from_arrays(tokens, sample, targets, context, sequences, vocab, &ds, &err) != SNUG_OK)
+        fail_msg("%s", err.message);
+    return ds;
+}
+
 /* The batch the reference describes: the LCG's top 24 bits as k / 2^23 - 1 per input value (exact in float32),
  * the labels as listed. */
 static snug_dataset *lcg_images(const cJSON *batch, size_t images, size_t c, size_t side, float *inputs,
@@ -208,6 +212,9 @@ void torch_ref_check_token_step(const char *stem, const char *file, size_t seque
     torch_ref_check_step(&ref, file, ds, sequences, onnx_case, loss_yardstick_tensor);
     snug_dataset_free(ds);
     free(tokens), free(targets);
+    torch_ref_free(&ref);
+}
+
 void torch_ref_check_image_case(const char *stem, const char *file, size_t images, size_t c, size_t side,
                                 const char *onnx_case, const char *loss_yardstick_tensor) {
     torch_ref ref;
