@@ -9,9 +9,11 @@ The module (input 3x16x16, 10 classes):
   s = sigmoid(fc2(relu(fc1(pool(h).flatten(1))))).view(N, 8, 1, 1)
   e = h * s                                     squeeze-excitation: (N, 8, 16, 16) times (N, 8, 1, 1)
   r = conv2(e)
-  y = (r - h) / (1.5 + tanh(e))                 a residual Sub and a Div of computed tensors
-  logits = fc(pool(y).flatten(1))
-so snug maps Sub and Div by constants of 3 values, Mul of one shape and Mul, Sub, Div that broadcast.
+  y = (r - h * s[:, :, None, None]) / (1.5 + tanh(e))
+                                                a residual Sub and a Div of computed tensors; s unsqueezed
+  logits = fc(pool(y).squeeze(-1).squeeze(-1))  Squeeze of a computed tensor
+so snug maps Sub and Div by constants of 3 values, Mul of one shape and Mul, Sub, Div that broadcast, and
+Unsqueeze and Squeeze of computed tensors (onto its reshape layer).
 
 One export (torch.manual_seed(SEED), opset 13, training=TRAINING, do_constant_folding=False) at 3x16x16 into
 OUT_DIR/se.onnx, and PyTorch's one step in float64 (and float32, the yardstick) on a fixed batch: OUT_DIR/se_ref.f64
@@ -53,8 +55,8 @@ def se_module(torch):
             h = h * torch.sigmoid(h)
             s = torch.sigmoid(self.fc2(self.relu(self.fc1(torch.flatten(self.pool(h), 1)))))
             e = h * s.view(x.size(0), 8, 1, 1)
-            y = (self.conv2(e) - h) / (1.5 + torch.tanh(e))
-            return self.fc(torch.flatten(self.pool(y), 1))
+            y = (self.conv2(e) - h * s[:, :, None, None]) / (1.5 + torch.tanh(e))
+            return self.fc(self.pool(y).squeeze(-1).squeeze(-1))
 
     torch.manual_seed(SEED)
     return SeNet().train()

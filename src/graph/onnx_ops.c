@@ -404,7 +404,7 @@ static const op_map OP_MAPS[] = {
     {"Gather", onnx_map_pattern_only}, {"Where", onnx_map_pattern_only},
     /* layout ops outside the patterns (onnx_ops_layout.c) */
     {"Slice", onnx_map_layout}, {"Split", onnx_map_layout}, {"Transpose", onnx_map_layout},
-    {"Softmax", onnx_map_layout},
+    {"Softmax", onnx_map_layout}, {"Squeeze", onnx_map_layout}, {"Unsqueeze", onnx_map_layout},
     {"ReduceMean", onnx_map_pattern_only}, {"Sub", onnx_map_arith}, {"Mul", onnx_map_arith},
     {"Div", onnx_map_arith}, {"Pow", onnx_map_pattern_only}, {"Sqrt", onnx_map_pattern_only},
     {"Erf", onnx_map_pattern_only}, {"Not", onnx_map_pattern_only},

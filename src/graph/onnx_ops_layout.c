@@ -1,7 +1,7 @@
 /* Layout ops and products of activations outside the fused patterns, onto snug's layout layers: Transpose
  * (snug_permute), Slice and Split (snug_slice, one per axis or part), Softmax along an axis (snug_softmax),
- * MatMul of two computed tensors (snug_matmul), and Reshape to any shape that keeps the batch first
- * (snug_reshape, a view). ONNX axes count the batch as axis 0; snug's count per sample, so axis a of the file
+ * MatMul of two computed tensors (snug_matmul), and Reshape to any shape that keeps the batch first, Squeeze and
+ * Unsqueeze (snug_reshape, a view). ONNX axes count the batch as axis 0; snug's count per sample, so axis a of the file
  * is snug's a - 1, and an op along the batch axis is refused (snug's batch is the plan's, split into
  * micro-batches at will). */
 #include <stdio.h>
@@ -167,6 +167,51 @@ static snug_status map_softmax(onnx_ctx *cx, const Onnx__NodeProto *n, snug_erro
     return onnx_set_out(cx, n, snug_softmax(cx->g, onnx_layer_name(cx, n, NULL, buf), in, axis), NULL, err);
 }
 
+/* Which per-sample axes Squeeze drops (Unsqueeze adds: axes of the output) into `marked`: input 1's constant
+ * axes, or for a Squeeze without them every axis of size 1. The output's per-sample rank into *out_rank. */
+static snug_status squeezed_axes(onnx_ctx *cx, const Onnx__NodeProto *n, const snug_shape *in, bool add,
+                                 bool *marked, int *out_rank, snug_error *err) {
+    const onnx_const *axes = int_vector(cx, n, 1, 0);
+    if ((add || onnx_in(cx, n, 1)) && !axes)
+        return onnx_fail(cx, err, SNUG_E_ARG, "axes must be a constant int64 vector (input 1, opset 13 and "
+                         "later): axes that depend on data make a dynamic shape, which snug cannot plan");
+    int drop = 0;
+    for (int d = 0; !axes && d < in->rank; d++) drop += marked[d] = in->dims[d] == 1;
+    *out_rank = add ? in->rank + (int)axes->numel : in->rank - (axes ? (int)axes->numel : drop);
+    if (*out_rank < 1 || *out_rank > SNUG_MAX_DIMS)
+        return onnx_fail(cx, err, SNUG_E_SHAPE, "the result would have %d axes per sample; snug's tensors have 1 "
+                         "to %d", *out_rank, SNUG_MAX_DIMS);
+    for (size_t j = 0; axes && j < axes->numel; j++) {
+        int axis = 0;
+        snug_status s = sample_axis(cx, axes->i[j], add ? *out_rank : in->rank, &axis, err);
+        if (s != SNUG_OK) return s;
+        if (marked[axis]) return onnx_fail(cx, err, SNUG_E_ARG, "axis %d is listed twice", axis + 1);
+        if (!add && in->dims[axis] != 1)
+            return onnx_fail(cx, err, SNUG_E_SHAPE, "axis %d has %zu entries: Squeeze drops axes of size 1 only",
+                             axis + 1, in->dims[axis]);
+        marked[axis] = true;
+    }
+    return SNUG_OK;
+}
+
+/* Squeeze and Unsqueeze of a computed tensor (x.squeeze(-1), s[:, :, None, None]): the same elements with axes
+ * of size 1 dropped or added, onto snug_reshape (a view: no copy, no kernel). The batch axis stays. */
+static snug_status map_squeeze(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
+    onnx_value *x;
+    snug_status s = onnx_tensor_in(cx, n, 0, 0, &x, err);
+    if (s != SNUG_OK) return s;
+    const bool add = strcmp(n->op_type, "Unsqueeze") == 0;
+    bool marked[SNUG_MAX_DIMS + 1] = {false};
+    int out_rank = 0;
+    if ((s = squeezed_axes(cx, n, &x->shape, add, marked, &out_rank, err)) != SNUG_OK) return s;
+    snug_shape out = {.rank = out_rank};
+    for (int o = 0, i = 0; add && o < out_rank; o++) out.dims[o] = marked[o] ? 1 : x->shape.dims[i++];
+    for (int d = 0, o = 0; !add && d < x->shape.rank; d++)
+        if (!marked[d]) out.dims[o++] = x->shape.dims[d];
+    char buf[SNUG_NAME_MAX];
+    return onnx_set_out(cx, n, snug_reshape(cx->g, onnx_layer_name(cx, n, NULL, buf), x->t, out), NULL, err);
+}
+
 /* MatMul of two computed tensors of one rank: snug_matmul over each sample. */
 snug_status onnx_map_matmul_pair(onnx_ctx *cx, const Onnx__NodeProto *n, onnx_value *a, onnx_value *b,
                                  snug_error *err) {
@@ -185,5 +230,6 @@ snug_status onnx_map_layout(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
     if (strcmp(op, "Slice") == 0) return map_slice(cx, n, err);
     if (strcmp(op, "Split") == 0) return map_split(cx, n, err);
     if (strcmp(op, "Softmax") == 0) return map_softmax(cx, n, err);
+    if (strcmp(op, "Squeeze") == 0 || strcmp(op, "Unsqueeze") == 0) return map_squeeze(cx, n, err);
     return onnx_map_pattern_only(cx, n, err);
 }
