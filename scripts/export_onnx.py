@@ -336,7 +336,7 @@ def layout_models(good_cnn):
 def bad_elementwise_models(good_cnn):
     """The element-wise and layout ops snug refuses, each in place of the first ReLU: Add of a scalar initializer
     and Mul by a per-channel one (either may be a learned parameter), Mul by a Constant that varies along the
-    batch; Softmax, Transpose and Split along the batch axis and a Slice by a negative step; and a Softmax as the
+    batch; Softmax, Transpose, Split and Unsqueeze along the batch axis and a Slice by a negative step; and a Softmax as the
     model's output."""
     ints = lambda name, v: const(name, v, np.int64)  # noqa: E731
     bad = in_place_of_relu1(good_cnn, {
@@ -350,6 +350,8 @@ def bad_elementwise_models(good_cnn):
                                 [ints("starts", [27]), ints("ends", [-29]), ints("axes", [2]), ints("steps", [-1])]),
         "split_batch": (helper.make_node("Split", ["b1", "halves"], ["r1", "r1b"], name="/relu1/Relu", axis=0),
                         [ints("halves", [1, 1])]),
+        "unsqueeze_batch": (helper.make_node("Unsqueeze", ["b1", "front"], ["r1"], name="/relu1/Relu"),
+                            [ints("front", [0])]),
     })
     m = onnx.ModelProto()  # one value per sample of an exported batch of 2: not a constant of every batch
     m.CopyFrom(good_cnn)

@@ -326,6 +326,7 @@ static void test_refusals(void **state) {
             "keep the batch axis first");
     refused("bad/slice_negative_step.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Slice, opset 15", "positive steps only");
     refused("bad/split_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Split, opset 15", "along the batch axis");
+    refused("bad/unsqueeze_batch.onnx", SNUG_E_ARG, 3, "/relu1/Relu", "Unsqueeze, opset 15", "along the batch axis");
     refused("bad/softmax_output.onnx", SNUG_E_ARG, 3, "/softmax/Softmax", "Softmax, opset 15",
             "without its final Softmax");
     refused("no-such-file.onnx", SNUG_E_IO, 1, "cannot open");

@@ -32,7 +32,7 @@ for bad in unknown_op:"(Elu, opset 15)" bad_attribute:"dilation" dynamic_shape:"
            add_constant:"(Add, opset 15)" mul_batch_constant:"along the batch" softmax_batch:"(Softmax, opset 15)" \
            transpose_batch:"(Transpose, opset 15)" softmax_output:"without its final Softmax" \
            mul_per_channel:"persistent=False" slice_negative_step:"positive steps only" \
-           split_batch:"along the batch axis"; do
+           split_batch:"along the batch axis" unsqueeze_batch:"(Unsqueeze, opset 15)"; do
     file=${bad%%:*} phrase=${bad#*:}
     run "refused: $file" plan --model "$MODELS/bad/$file.onnx" --batch 8
     expect_rc 1
