@@ -22,6 +22,9 @@
 #include "snug.h"
 #include "test_util.h"
 
+/* How the plans here compute: float32, the products left to snug. */
+#define FP32_AUTO plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO)
+
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
                                     AUTO = {SNUG_CHECKPOINT_AUTO, 0}, CHEAP = {SNUG_CHECKPOINT_CHEAP, 0};
 
@@ -104,7 +107,8 @@ static void offsets_never_overlap(void **state) {
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
                                       sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1,
-                                      precision == SNUG_PRECISION_BF16, false};
+                                      precision == SNUG_PRECISION_BF16, false,
+                                      plan_compute_of(precision, SNUG_PRODUCTS_AUTO).product};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -115,7 +119,7 @@ static void offsets_never_overlap(void **state) {
         for (size_t k = 0; k < 3; k++) {
             plan p;
             plan_variant v = plan_variant_of(CHEAP);
-            v.bf16 = precision == SNUG_PRECISION_BF16;
+            plan_variant_compute(&v, plan_compute_of(precision, SNUG_PRODUCTS_AUTO));
             assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
             check_no_overlap(&p, "cheap");
             plan_free(&p);
@@ -294,7 +298,7 @@ static void recompute_is_bitwise_exact(void **state) {
             gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
             plan none;
             plan_variant vn = plan_variant_of(NONE);
-            vn.bf16 = precision == SNUG_PRECISION_BF16;
+            plan_variant_compute(&vn, plan_compute_of(precision, SNUG_PRODUCTS_AUTO));
             snug_optim_config optim = snug_train_config_default().optim;
             assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
             if (model_i == 3) { /* cheap replays the concatenation, LayerNorm and GELU; not gn2: with relu2
@@ -479,7 +483,7 @@ static void sparing_drops_only_useless_recompute(void **state) {
             plan all, spared;
             plan_variant v = plan_variant_of(policies[k]);
             assert_int_equal(plan_build(g, ms[i], 2, &optim, &v, &all, NULL), SNUG_OK);
-            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], false, 0, &spared, NULL), SNUG_OK);
+            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], FP32_AUTO, 0, &spared, NULL), SNUG_OK);
             printf("# %s m=%zu %s: total %zu -> %zu, recompute %.1f%% -> %.1f%% of forward, %d segments spared\n",
                    names[i], ms[i], k ? "every:3" : "sqrt", all.total, spared.total,
                    100 * all.recompute_flops / all.fwd_flops, 100 * spared.recompute_flops / spared.fwd_flops,
@@ -508,12 +512,12 @@ static void auto_respects_budgets(void **state) {
         plan_variant vn = plan_variant_of(NONE), vs = plan_variant_of(SQRT);
         assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
         assert_int_equal(plan_build(g, m, 2, &optim, &vs, &sq, NULL), SNUG_OK);
-        assert_int_equal(plan_build_auto(g, m, 2, &optim, false, 1, &lean, NULL), SNUG_OK);
+        assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, 1, &lean, NULL), SNUG_OK);
         for (int r = 0; r < 12; r++) {
             size_t budget = lean.total + (size_t)(snug_rng_uniform(11, (uint64_t)i, (uint64_t)r) *
                                                  (double)(none.total - lean.total + 1));
             plan a;
-            assert_int_equal(plan_build_auto(g, m, 2, &optim, false, budget, &a, NULL), SNUG_OK);
+            assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, budget, &a, NULL), SNUG_OK);
             assert_true(a.total <= budget);
             check_no_overlap(&a, "auto");
             if (sq.total <= budget) assert_true(a.recompute_flops <= sq.recompute_flops);

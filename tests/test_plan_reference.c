@@ -500,13 +500,14 @@ static void variants_match_reference(void **state) {
         for (int mi = 0; mi < 3; mi++)
             for (int ti = 0; ti < 4; ti++) {
                 if (big && (mi != 1 || ti == 2)) continue;
+                const op_product own = plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product;
                 plan_variant vs[] = {
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0}),
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0}),
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0}),
-                    {{SNUG_CHECKPOINT_EVERY, 2}, true, -1, 0, false, false, false, false},
-                    {{SNUG_CHECKPOINT_EVERY, 3}, false, 2, 0x5, false, false, false, false},
-                    {{SNUG_CHECKPOINT_EVERY, 1}, false, -1, 0, true, true, false, false},
+                    {{SNUG_CHECKPOINT_EVERY, 2}, true, -1, 0, false, false, false, false, own},
+                    {{SNUG_CHECKPOINT_EVERY, 3}, false, 2, 0x5, false, false, false, false, own},
+                    {{SNUG_CHECKPOINT_EVERY, 1}, false, -1, 0, true, true, false, false, own},
                 };
                 for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
                     plan p;
