@@ -696,8 +696,9 @@ snug_status snug_parse_products(const char *text, snug_products *out, snug_error
 const char *snug_products_name(snug_products p);
 
 /* What a run asks of memory. Everything here changes what the step needs, nothing here changes what it
- * computes but the batch, the optimizer and the precision (a micro-batch or checkpoint policy gives the same
- * gradient within float rounding, in either precision). */
+ * computes but the batch, the optimizer, the precision and the products (a micro-batch or checkpoint policy
+ * gives the same gradient within float rounding, in either precision; other products, the same gradient within
+ * float rounding in float32 and within bfloat16 rounding of the weights in bf16). */
 typedef struct snug_plan_request {
     size_t batch;                       /* the global batch B, over every rank (>= 1) */
     size_t micro_batch;                 /* m: samples per forward/backward pass, 1..B; or SNUG_MICRO_BATCH_AUTO:

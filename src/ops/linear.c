@@ -560,17 +560,16 @@ static size_t sgemm_bytes(const op_node *n, size_t m, int threads) {
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
-/* bgemm's: the largest of its three products' needs, and no less than sgemm's where the CPU has sgemm. */
+/* bgemm's: the largest of its three products' needs (every call of a bf16 plan that takes bgemm goes through it:
+ * forward, din, dW, the regenerated inputs' dW; no pending rows). */
 static size_t bgemm_bytes(const op_node *n, size_t m, int threads) {
     size_t fi, fo, per_sample, rows, bytes;
     node_dims(n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     size_t floats = bgemm_workspace_floats(rows, fo, fi, threads);
     const size_t din = bgemm_workspace_floats(rows, fi, fo, threads), dw = bgemm_workspace_floats(fo, fi, rows, threads);
-    const size_t own = sgemm_enabled() ? sgemm_bytes(n, m, threads) / sizeof(float) : 0;
     floats = din > floats ? din : floats;
     floats = dw > floats ? dw : floats;
-    floats = own > floats ? own : floats;
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
