@@ -187,7 +187,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!sgemm_enabled()) {
-        printf("bench_products: snug's own product needs AVX-512 (this CPU or build has none, or SNUG_GEMM=blas); "
+        printf("bench_products: snug's own product needs AVX-512 (this CPU or build has none); "
                "the linear layers use the BLAS here\n");
         return 0;
     }

@@ -14,11 +14,12 @@ if(SNUG_FUZZ)
 endif()
 
 file(GLOB SNUG_FUZZ_SOURCES CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_*.c")
-# The flags target parses command lines with the CLI's own parser.
+# The flags target parses command lines with the CLI's own parser (and its reading of SNUG_GEMM).
 set(_snug_fuzz_cli_sources
     "${PROJECT_SOURCE_DIR}/src/cli/args.c"
     "${PROJECT_SOURCE_DIR}/src/cli/flags.c"
-    "${PROJECT_SOURCE_DIR}/src/cli/data_sets.c")
+    "${PROJECT_SOURCE_DIR}/src/cli/data_sets.c"
+    "${PROJECT_SOURCE_DIR}/src/cli/process_start.c")
 
 foreach(_snug_src IN LISTS SNUG_FUZZ_SOURCES)
     get_filename_component(_snug_name "${_snug_src}" NAME_WE)

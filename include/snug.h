@@ -717,9 +717,30 @@ snug_status snug_parse_precision(const char *text, snug_precision *out, snug_err
 /* "fp32" or "bf16". */
 const char *snug_precision_name(snug_precision p);
 
+/* What multiplies the linear layers' matrices (snug_plan_request.products). snug's own packed products: their
+ * bits depend neither on the thread count nor on how a batch is split; in float32 on CPUs with AVX-512
+ * (src/kernels/sgemm.c), and in bf16 plans from bfloat16 operands (src/kernels/bgemm.c: vdpbf16ps where the CPU
+ * has AVX512_BF16; the weights and gradients are rounded to bfloat16 as it packs them: docs/precision.md). The
+ * BLAS multiplies in float32, and its bits may depend on both. A plan records what it chose
+ * (snug_plan_summary.products), so that two plans of one process can differ only by their requests. */
+typedef enum snug_products {
+    SNUG_PRODUCTS_AUTO = 0,   /* snug's own where they pay on this CPU: float32 with AVX-512, bf16 plans' with
+                                 AVX512_BF16 (else float32 products of their bfloat16 values); the BLAS elsewhere */
+    SNUG_PRODUCTS_BLAS,       /* the BLAS, in float32 (in bf16 plans too, on the bfloat16 values) */
+    SNUG_PRODUCTS_SNUG,       /* snug's own wherever snug has one for this CPU: float32 with AVX-512 (the BLAS
+                                 without), and in bf16 plans the bfloat16 product on every CPU (a portable kernel,
+                                 slow, where the CPU lacks AVX512_BF16: the same bits) */
+} snug_products;
+
+/* Parses "auto", "blas" or "snug". */
+snug_status snug_parse_products(const char *text, snug_products *out, snug_error *err);
+/* "auto", "blas" or "snug". */
+const char *snug_products_name(snug_products p);
+
 /* What a run asks of memory. Everything here changes what the step needs, nothing here changes what it
- * computes but the batch, the optimizer and the precision (a micro-batch or checkpoint policy gives the same
- * gradient within float rounding, in either precision). */
+ * computes but the batch, the optimizer, the precision and the products (a micro-batch or checkpoint policy
+ * gives the same gradient within float rounding, in either precision; other products, the same gradient within
+ * float rounding in float32 and within bfloat16 rounding of the weights in bf16). */
 typedef struct snug_plan_request {
     size_t batch;                       /* the global batch B, over every rank (>= 1) */
     size_t micro_batch;                 /* m: samples per forward/backward pass, 1..B; or SNUG_MICRO_BATCH_AUTO:
@@ -752,6 +773,8 @@ typedef struct snug_plan_request {
                                            category; 0: each micro-batch is read when the step needs it */
     int data_threads;                   /* the threads that read ahead, each with its own decoding scratch
                                            (>= 1 when prefetch) */
+    snug_products products;             /* what multiplies the linear layers' matrices (AUTO by default): it
+                                           changes their workspace, and the bits within float rounding */
 } snug_plan_request;
 
 /* Batch B in one pass (m = B), checkpoint DEFAULT (none, or chosen with an automatic micro-batch), no budget, snug_optim_config_default(), the engine's threads,
@@ -859,6 +882,9 @@ typedef struct snug_plan_summary {
     snug_phase peak_phase;           /* and its phase */
     double step_flops;               /* forward + backward + recompute FLOPs of one micro-batch */
     double recompute_flops;
+    const char *products;            /* what the plan chose to multiply the linear layers' matrices (from its
+                                        request's products, its precision and this CPU): "blas", "snug fp32"
+                                        (snug's packed float32 product) or "snug bf16" (its bfloat16 product) */
 } snug_plan_summary;
 
 void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
@@ -1354,22 +1380,15 @@ typedef struct snug_system_info {
     const char *blas;        /* "OpenBLAS 0.3.21 ..." */
     const char *blas_kernel; /* the kernel the BLAS picked for this CPU, e.g. "SkylakeX" */
     bool blas_kernel_slow;   /* the BLAS fell back to a kernel far below what this CPU can do */
-    const char *gemm;        /* what multiplies the linear layers' matrices: "snug AVX-512" (snug's own packed
-                                product, on AVX-512 CPUs unless snug_set_gemm chose the BLAS), "snug AVX-512
-                                (bf16 runs: AVX512_BF16)" where bf16 runs take its bfloat16 product, or "BLAS" */
+    const char *gemm;        /* what multiplies the linear layers' matrices in plans whose request leaves the
+                                choice to snug (SNUG_PRODUCTS_AUTO): "snug AVX-512" (snug's own packed product,
+                                on AVX-512 CPUs), "snug AVX-512 (bf16 runs: AVX512_BF16)" where bf16 plans take
+                                its bfloat16 product, or "BLAS" */
 } snug_system_info;
 
 void snug_system_info_get(snug_system_info *info);
 /* The OpenMP (and BLAS) threads the engine uses; n <= 0: one per core. Process-wide. */
 void snug_set_threads(int n);
-
-/* What multiplies the linear layers' matrices: snug's own packed products (the default; their bits depend
- * neither on the thread count nor on how a batch is split): in float32 where the CPU has AVX-512, and for bf16
- * plans in bfloat16 where it has AVX512_BF16 (vdpbf16ps; the weights and gradients are rounded to bfloat16 as
- * it packs them: docs/precision.md); or the BLAS in float32 (whose bits may depend on both). Process-wide, like
- * the thread count: set it before planning. */
-typedef enum snug_gemm { SNUG_GEMM_SNUG = 0, SNUG_GEMM_BLAS } snug_gemm;
-void snug_set_gemm(snug_gemm choice);
 
 /* The memory this process can ever hold: the machine's physical memory and, inside a container or a job
  * scheduler's allocation, its control group's limit (cgroup v2 memory.max, v1 memory.limit_in_bytes: the

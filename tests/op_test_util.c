@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "op_test_util.h"
+#include "plan/plan.h"
 #include "snug.h"
 
 uint64_t op_test_rng_next(uint64_t *s) {
@@ -22,6 +23,13 @@ uint64_t op_test_rng_next(uint64_t *s) {
 void op_test_fill_sym(float *v, size_t n, uint64_t *s) {
     for (size_t i = 0; i < n; i++)
         v[i] = (float)((double)(op_test_rng_next(s) >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+op_product op_test_product(void) { return plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product; }
+
+size_t op_test_workspace(const graph_node *n, size_t m, int threads) {
+    const plan_variant v = {.product = op_test_product()};
+    return plan_op_workspace(n, &v, m, threads);
 }
 
 void *op_test_xmalloc(size_t bytes) {
@@ -95,11 +103,12 @@ void op_fixture_init(op_fixture *f, snug_graph *g, int node, size_t m_plan, int 
         op_test_fill_sym(f->w[i], f->wn[i], &s);
     }
     f->saved = op_test_xmalloc((f->op->saved_bytes ? f->op->saved_bytes(f->node) : 0) * m_plan);
-    f->work = op_test_xmalloc(f->op->workspace_bytes(f->node, m_plan, threads));
+    f->work = op_test_xmalloc(op_test_workspace(f->node, m_plan, threads));
     f->targets = op_test_xmalloc(m_plan * sizeof(int32_t));
     f->c.node = f->node;
     f->c.m = m_plan;
     f->c.threads = threads;
+    f->c.product = op_test_product();
     f->c.out = f->y;
     f->c.saved = f->saved;
     f->c.work = f->work;
@@ -273,10 +282,9 @@ void op_expect_large_sample_one_slot(snug_graph *(*make)(void), uint64_t seed) {
     op_fixture f[2];
     for (int t = 0; t < 2; t++) {
         snug_graph *g = make();
-        const op_desc *op = g->nodes[1].op;
-        const size_t one = op->workspace_bytes(&g->nodes[1], 1, 2);
+        const size_t one = op_test_workspace(&g->nodes[1], 1, 2);
         assert_true(one > ((size_t)64 << 20));
-        assert_int_equal(op->workspace_bytes(&g->nodes[1], 2, 2), one);
+        assert_int_equal(op_test_workspace(&g->nodes[1], 2, 2), one);
         op_fixture_init(&f[t], g, 1, 2, t + 1, FILL_PLAIN, seed);
         op_fixture_analytic(&f[t]);
     }

@@ -45,6 +45,10 @@ uint64_t op_test_rng_next(uint64_t *s);
 void op_test_fill_sym(float *v, size_t n, uint64_t *s);
 /* malloc that fails the test on NULL; never NULL for 0 bytes. */
 void *op_test_xmalloc(size_t bytes);
+/* The product a float32 plan that leaves it to snug takes on this CPU, which the fixtures' calls carry, and an
+ * op's workspace in such a plan. */
+op_product op_test_product(void);
+size_t op_test_workspace(const graph_node *n, size_t m, int threads);
 
 /* Binds node `node` of g (which it takes over) for a planned micro-batch m_plan and `threads` threads; the call
  * runs with c.m = m_plan until the test changes it. Inputs are filled per `kind`, R and the parameters

@@ -30,6 +30,7 @@
 #include "kernels/bgemm.h"
 #include "kernels/isa.h"
 #include "kernels/sgemm.h"
+#include "plan/plan.h"
 #include "test_util.h"
 
 /* The workspace is handed over filled with a NaN, and GUARD of them on either side must stay as they were: a
@@ -337,23 +338,28 @@ static void test_workspace_monotone(void **state) {
             }
 }
 
-/* Who takes bgemm: bf16 plans wherever the kernels may use AVX512_BF16, and nowhere below it (a CPU without
- * it keeps float32 products on the bfloat16 values) unless a test forces the portable kernel; never where the
- * BLAS was preferred. */
-static void test_in_use_follows_the_cpu(void **state) {
+/* Which plans take bgemm is theirs to say (plan_compute_of), from their request and the CPU: bf16 plans that
+ * leave it to snug wherever the kernels may use AVX512_BF16 and nowhere below it (float32 products on the
+ * bfloat16 values), bf16 plans that ask for snug's own on every CPU (the portable kernel), never a plan that
+ * asks for the BLAS, never a float32 plan; and forcing the portable kernel changes no plan. */
+static void test_plans_choose_it(void **state) {
     (void)state;
     const kernel_isa now = kernel_isa_now();
-    assert_int_equal(bgemm_in_use(), now >= KERNEL_ISA_AVX512_BF16);
-    kernel_isa_cap(KERNEL_ISA_AVX512);
-    assert_false(bgemm_in_use());
-    bgemm_force_portable(true);
-    assert_true(bgemm_in_use());
-    sgemm_prefer_blas(true);
-    assert_false(bgemm_in_use());
-    sgemm_prefer_blas(false);
+    const snug_products all[] = {SNUG_PRODUCTS_AUTO, SNUG_PRODUCTS_BLAS, SNUG_PRODUCTS_SNUG};
+    for (int capped = 0; capped < 2; capped++) {
+        if (capped) kernel_isa_cap(KERNEL_ISA_AVX512);
+        const bool fast = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16;
+        const op_product fp32 = sgemm_enabled() ? OP_PRODUCT_SGEMM : OP_PRODUCT_BLAS;
+        bgemm_force_portable(capped);
+        assert_int_equal(plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_AUTO).product, fast ? OP_PRODUCT_BGEMM : fp32);
+        assert_int_equal(plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_SNUG).product, OP_PRODUCT_BGEMM);
+        assert_int_equal(plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_BLAS).product, OP_PRODUCT_BLAS);
+        assert_int_equal(plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_BLAS).product, OP_PRODUCT_BLAS);
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            if (all[i] != SNUG_PRODUCTS_BLAS) assert_int_equal(plan_compute_of(SNUG_PRECISION_FP32, all[i]).product, fp32);
+    }
     bgemm_force_portable(false);
     kernel_isa_cap(now);
-    assert_int_equal(bgemm_in_use(), now >= KERNEL_ISA_AVX512_BF16);
 }
 
 int main(void) {
@@ -361,7 +367,7 @@ int main(void) {
            bgemm_enabled() ? " and AVX512_BF16" : " only (this CPU has no AVX512_BF16)");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
-        cmocka_unit_test(test_in_use_follows_the_cpu),
+        cmocka_unit_test(test_plans_choose_it),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_rounds_unrounded_inputs),
         cmocka_unit_test(test_documented_lane),

@@ -19,9 +19,9 @@
 #include "graph/graph.h"
 #include "op_test_util.h"
 #include "ops/op.h"
-#include "kernels/bgemm.h"
 #include "kernels/isa.h"
 #include "kernels/sgemm.h"
+#include "plan/plan.h"
 #include "snug.h"
 #include "test_util.h"
 
@@ -158,32 +158,42 @@ static void run_calls(op_fixture *f, size_t rows, size_t calls, void *pending) {
  * + 3) or 16-row calls (64: at 64 + 16), then the window's flush, leave dW with the bits of immediate updates,
  * db and din unchanged; the block is planned for 64 rows at 16 rows a call, 16 at one row, none past 16 rows a
  * call; at micro-batch 1 it is planned for layers of one row per sample, none for 256 (the GPT's). */
+static size_t pending_in(const graph_node *n, size_t m, snug_precision precision, snug_products products) {
+    plan_variant v = {0};
+    plan_variant_compute(&v, plan_compute_of(precision, products));
+    return plan_op_pending(n, &v, m);
+}
+
+static size_t pending_of(const graph_node *n, size_t m) {
+    return pending_in(n, m, SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO);
+}
+
 static void test_pending_rows_same_bits(void **state) {
     (void)state;
     const size_t in = 400, out = 100; /* 16 rows defer: 400 x 100 / 4 >= 16 x 500 */
     op_fixture a, b;
     op_fixture_init(&a, linear_graph(in, out), 2, 16, threads(), FILL_PLAIN, 5);
     op_fixture_init(&b, linear_graph(in, out), 2, 16, threads(), FILL_PLAIN, 5);
-    const size_t bytes = a.op->pending_bytes(a.node, 16);
+    const size_t bytes = pending_of(a.node, 16);
     if (bytes == 0) { /* no AVX-512: the products are the BLAS's, nothing is deferred */
         op_fixture_free(&a);
         op_fixture_free(&b);
         return;
     }
-    assert_int_equal(a.op->pending_bytes(a.node, 17), 0);
-    assert_int_equal(bytes - a.op->pending_bytes(a.node, 1), 48 * (in + out) * sizeof(float));
+    assert_int_equal(pending_of(a.node, 17), 0);
+    assert_int_equal(bytes - pending_of(a.node, 1), 48 * (in + out) * sizeof(float));
     const kernel_isa cpu = kernel_isa_now();
     kernel_isa_cap(KERNEL_ISA_AVX512); /* no AVX512_BF16: bf16 keeps float32 products, the same pending rows */
-    assert_int_equal(a.op->bf16_pending_bytes(a.node, 16), bytes);
+    assert_int_equal(pending_in(a.node, 16, SNUG_PRECISION_BF16, SNUG_PRODUCTS_AUTO), bytes);
     kernel_isa_cap(cpu);
-    bgemm_force_portable(true); /* through bgemm (on any CPU): nothing deferred, none planned */
-    assert_int_equal(a.op->bf16_pending_bytes(a.node, 16), 0);
-    bgemm_force_portable(false);
+    /* through bgemm (asked for, on any CPU) or the BLAS: nothing deferred, none planned */
+    assert_int_equal(pending_in(a.node, 16, SNUG_PRECISION_BF16, SNUG_PRODUCTS_SNUG), 0);
+    assert_int_equal(pending_in(a.node, 16, SNUG_PRECISION_FP32, SNUG_PRODUCTS_BLAS), 0);
     static const size_t rows[] = {1, 3, 16}, calls[] = {70, 23, 5};
     for (int k = 0; k < 3; k++) {
         /* each run in a block of exactly what a plan of its rows holds: a capacity beyond it is an overflow
          * (ASan) */
-        const size_t need = a.op->pending_bytes(a.node, rows[k]);
+        const size_t need = pending_of(a.node, rows[k]);
         void *pending = op_test_xmalloc(need);
         memset(pending, 0, need);
         run_calls(&a, rows[k], calls[k], pending);
@@ -207,7 +217,7 @@ static void test_pending_rows_same_bits(void **state) {
         assert_non_null(g);
         int n = 0;
         for (int k = 0; k < g->n_nodes; k++)
-            n += g->nodes[k].op->pending_bytes && g->nodes[k].op->pending_bytes(&g->nodes[k], 1) > 0;
+            n += pending_of(&g->nodes[k], 1) > 0;
         assert_int_equal(n, deferring[i]);
         snug_graph_free(g);
     }

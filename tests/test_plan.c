@@ -4,7 +4,8 @@
  * cheap layers and saves memory where it can; AUTO never exceeds its budget; an impossible budget is one message
  * with the smallest budget that fits; whole-model gradients through fan-out (the executor's first writers
  * write activation gradients whole, the others add) match finite differences. The first four run again in bf16
- * (the same promises with outputs packed between forward and backward). */
+ * (the same promises with outputs packed between forward and backward), and the reservation and recompute once
+ * more with the linear layers' products through bgemm asked for (on every CPU). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,18 +23,31 @@
 #include "snug.h"
 #include "test_util.h"
 
+/* How the plans here compute: float32, the products left to snug. */
+#define FP32_AUTO plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO)
+
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SNUG_CHECKPOINT_SQRT, 0},
                                     AUTO = {SNUG_CHECKPOINT_AUTO, 0}, CHEAP = {SNUG_CHECKPOINT_CHEAP, 0};
 
-/* The precision the tests below plan and train in (set by the group's setup). */
+/* The precision the tests below plan and train in, and the products they ask for (set by the group's setup):
+ * bf16 with snug's own products asked for takes bgemm on every CPU (its portable kernel where the CPU, or
+ * test_plan_portable's cap, lacks AVX512_BF16). */
 static snug_precision precision = SNUG_PRECISION_FP32;
+static snug_products products = SNUG_PRODUCTS_AUTO;
 static int in_bf16(void **state) { (void)state; precision = SNUG_PRECISION_BF16; return 0; }
-static int in_fp32(void **state) { (void)state; precision = SNUG_PRECISION_FP32; return 0; }
+static int in_bf16_own(void **state) { products = SNUG_PRODUCTS_SNUG; return in_bf16(state); }
+static int in_fp32(void **state) {
+    (void)state;
+    precision = SNUG_PRECISION_FP32;
+    products = SNUG_PRODUCTS_AUTO;
+    return 0;
+}
 
 static snug_plan_request request_in(size_t batch, size_t m, snug_checkpoint_policy pol, size_t budget,
                                     const snug_train_config *cfg) {
     snug_plan_request r = request_for(batch, m, pol, budget, cfg);
     r.precision = precision;
+    r.products = products;
     return r;
 }
 
@@ -104,7 +118,8 @@ static void offsets_never_overlap(void **state) {
                 for (int sel = 0; sel < 2; sel++) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
                                       sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1,
-                                      precision == SNUG_PRECISION_BF16, false};
+                                      precision == SNUG_PRECISION_BF16, false,
+                                      plan_compute_of(precision, products).product};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -115,7 +130,7 @@ static void offsets_never_overlap(void **state) {
         for (size_t k = 0; k < 3; k++) {
             plan p;
             plan_variant v = plan_variant_of(CHEAP);
-            v.bf16 = precision == SNUG_PRECISION_BF16;
+            plan_variant_compute(&v, plan_compute_of(precision, products));
             assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
             check_no_overlap(&p, "cheap");
             plan_free(&p);
@@ -294,7 +309,7 @@ static void recompute_is_bitwise_exact(void **state) {
             gradients(g, ds, NONE, 0, m, &ref, &n, &loss_ref);
             plan none;
             plan_variant vn = plan_variant_of(NONE);
-            vn.bf16 = precision == SNUG_PRECISION_BF16;
+            plan_variant_compute(&vn, plan_compute_of(precision, products));
             snug_optim_config optim = snug_train_config_default().optim;
             assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
             if (model_i == 3) { /* cheap replays the concatenation, LayerNorm and GELU; not gn2: with relu2
@@ -479,7 +494,7 @@ static void sparing_drops_only_useless_recompute(void **state) {
             plan all, spared;
             plan_variant v = plan_variant_of(policies[k]);
             assert_int_equal(plan_build(g, ms[i], 2, &optim, &v, &all, NULL), SNUG_OK);
-            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], false, 0, &spared, NULL), SNUG_OK);
+            assert_int_equal(plan_build_policy(g, ms[i], 2, &optim, policies[k], FP32_AUTO, 0, &spared, NULL), SNUG_OK);
             printf("# %s m=%zu %s: total %zu -> %zu, recompute %.1f%% -> %.1f%% of forward, %d segments spared\n",
                    names[i], ms[i], k ? "every:3" : "sqrt", all.total, spared.total,
                    100 * all.recompute_flops / all.fwd_flops, 100 * spared.recompute_flops / spared.fwd_flops,
@@ -508,12 +523,12 @@ static void auto_respects_budgets(void **state) {
         plan_variant vn = plan_variant_of(NONE), vs = plan_variant_of(SQRT);
         assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
         assert_int_equal(plan_build(g, m, 2, &optim, &vs, &sq, NULL), SNUG_OK);
-        assert_int_equal(plan_build_auto(g, m, 2, &optim, false, 1, &lean, NULL), SNUG_OK);
+        assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, 1, &lean, NULL), SNUG_OK);
         for (int r = 0; r < 12; r++) {
             size_t budget = lean.total + (size_t)(snug_rng_uniform(11, (uint64_t)i, (uint64_t)r) *
                                                  (double)(none.total - lean.total + 1));
             plan a;
-            assert_int_equal(plan_build_auto(g, m, 2, &optim, false, budget, &a, NULL), SNUG_OK);
+            assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, budget, &a, NULL), SNUG_OK);
             assert_true(a.total <= budget);
             check_no_overlap(&a, "auto");
             if (sq.total <= budget) assert_true(a.recompute_flops <= sq.recompute_flops);
@@ -643,6 +658,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(peak_is_one_figure, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16, in_fp32),
+        cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16_own, in_fp32),
+        cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16_own, in_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

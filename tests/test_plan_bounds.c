@@ -18,6 +18,9 @@
 #include "snug.h"
 #include "test_util.h"
 
+/* How the plans here compute: float32, the products left to snug. */
+#define FP32_AUTO plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO)
+
 static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, AUTO = {SNUG_CHECKPOINT_AUTO, 0};
 
 static void absurd_micro_batches_refused(void **state) {
@@ -109,7 +112,7 @@ static bool reference_choice(const snug_graph *g, const snug_plan_request *r, si
         bool plain_fits = false;
         for (int pass = 0; pass < 2 && !plain_fits; pass++) {
             plan p;
-            assert_int_equal(plan_build_policy(g, m, r->threads, &r->optim, pass ? AUTO : NONE, false, r->budget, &p, NULL),
+            assert_int_equal(plan_build_policy(g, m, r->threads, &r->optim, pass ? AUTO : NONE, FP32_AUTO, r->budget, &p, NULL),
                              SNUG_OK);
             const bool fits = p.total <= r->budget;
             if (fits && throughput(&p) > best) {

@@ -15,6 +15,9 @@
 #include "plan/plan.h"
 #include "snug.h"
 
+/* How the plans here compute: float32, the products left to snug. */
+#define FP32_AUTO plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO)
+
 static const char *const models[] = {"mlp", "cnn", "resmlp", "resnet20", "gpt"};
 #define N_MODELS (sizeof models / sizeof models[0])
 
@@ -47,7 +50,8 @@ static void plan_variants_under_their_total(void **state) {
             for (int bf16 = 0; bf16 < 2; bf16++)
                 for (size_t m = 1; m <= 4; m += 3) {
                     plan_variant v = plan_variant_of(policies[k]);
-                    v.bf16 = bf16;
+                    plan_variant_compute(&v, plan_compute_of(bf16 ? SNUG_PRECISION_BF16 : SNUG_PRECISION_FP32,
+                                                             SNUG_PRODUCTS_AUTO));
                     char what[96];
                     snprintf(what, sizeof what, "%s policy %zu bf16 %d m %zu", models[i], k, bf16, m);
                     plan full, at, below;
@@ -77,13 +81,13 @@ static void auto_under_its_budget(void **state) {
         plan none, lean;
         plan_variant v = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
         assert_int_equal(plan_build(g, m, 2, &optim, &v, &none, NULL), SNUG_OK);
-        assert_int_equal(plan_build_auto(g, m, 2, &optim, false, 1, &lean, NULL), SNUG_OK);
+        assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, 1, &lean, NULL), SNUG_OK);
         for (int step = 0; step <= 4; step++) {
             const size_t budget = lean.total - 1 + (none.total - lean.total + 1) * (size_t)step / 4;
             plan a, b;
-            assert_int_equal(plan_build_auto(g, m, 2, &optim, false, budget, &a, NULL), SNUG_OK);
+            assert_int_equal(plan_build_auto(g, m, 2, &optim, FP32_AUTO, budget, &a, NULL), SNUG_OK);
             assert_false(a.unplaced); /* what a caller keeps is placed */
-            assert_int_equal(plan_build_auto_under(g, m, 2, &optim, false, budget, budget, &b, NULL), SNUG_OK);
+            assert_int_equal(plan_build_auto_under(g, m, 2, &optim, FP32_AUTO, budget, budget, &b, NULL), SNUG_OK);
             if (a.total <= budget) {
                 assert_true(a.recompute_flops == b.recompute_flops);
                 assert_same_plan(g, &a, &b, models[i]);
@@ -94,7 +98,7 @@ static void auto_under_its_budget(void **state) {
             plan_free(&b);
         }
         plan spared; /* sparing plans its candidates under a ceiling; the plan it keeps is placed */
-        assert_int_equal(plan_build_policy(g, m, 2, &optim, (snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0}, false,
+        assert_int_equal(plan_build_policy(g, m, 2, &optim, (snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0}, FP32_AUTO,
                                            0, &spared, NULL), SNUG_OK);
         assert_false(spared.unplaced);
         plan_free(&spared);
@@ -157,17 +161,17 @@ static void memo_keeps_probe_answers_from_exact_questions(void **state) {
     const snug_checkpoint_policy automatic = {SNUG_CHECKPOINT_AUTO, 0};
     snug_graph *g = zoo(1);
     plan lean, p;
-    assert_int_equal(plan_build_auto(g, 1, 2, &optim, false, 1, &lean, NULL), SNUG_OK);
+    assert_int_equal(plan_build_auto(g, 1, 2, &optim, FP32_AUTO, 1, &lean, NULL), SNUG_OK);
     const size_t budget = lean.total; /* fits at m = 1, at no m of 8 */
     plan_memo *memo = plan_memo_new();
     plan_variant v;
-    assert_int_equal(plan_build_policy_under(g, 8, 2, &optim, automatic, false, budget, budget, memo, &p, NULL), SNUG_OK);
+    assert_int_equal(plan_build_policy_under(g, 8, 2, &optim, automatic, FP32_AUTO, budget, budget, memo, &p, NULL), SNUG_OK);
     assert_true(p.total > budget);
     plan_free(&p);
     assert_true(plan_memo_find(memo, 8, automatic, budget, budget, &v));
     assert_false(plan_memo_find(memo, 8, automatic, budget, SIZE_MAX, &v));
     assert_false(plan_memo_find(memo, 8, automatic, budget + 1, budget + 1, &v));
-    assert_int_equal(plan_build_policy_under(g, 1, 2, &optim, automatic, false, budget, budget, memo, &p, NULL), SNUG_OK);
+    assert_int_equal(plan_build_policy_under(g, 1, 2, &optim, automatic, FP32_AUTO, budget, budget, memo, &p, NULL), SNUG_OK);
     assert_true(p.total <= budget);
     assert_true(plan_memo_find(memo, 1, automatic, budget, SIZE_MAX, &v));
     assert_true(v.policy.kind == p.variant.policy.kind && v.policy.every == p.variant.policy.every &&

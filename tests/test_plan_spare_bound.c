@@ -121,7 +121,8 @@ static void bound_of_fewer_leading_segments(void **state) {
         snug_graph *g = zoo(i);
         for (size_t every = 1; every <= 3; every++)
             for (int sel = 0; sel < 2; sel++) {
-                plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, -1, 0, false, false, false, false};
+                plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, -1, 0, false, false, false, false,
+                                    plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product};
                 plan p;
                 assert_int_equal(plan_build(g, 2, 2, &optim, &v, &p, NULL), SNUG_OK);
                 int hi = 0;
@@ -179,7 +180,7 @@ static void no_bound_in_bf16(void **state) {
     snug_graph *g = zoo(1);
     const snug_optim_config optim = snug_train_config_default().optim;
     plan_variant v = plan_variant_of(policies[0]);
-    v.bf16 = true;
+    plan_variant_compute(&v, plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_AUTO));
     plan p;
     assert_int_equal(plan_build(g, 4, 2, &optim, &v, &p, NULL), SNUG_OK);
     spare_bound b;

@@ -10,7 +10,8 @@
  *   - packing is lossless: the same bits with every output kept float32;
  *   - the memory: the activations of resnet20 at its bench batch take at most 0.55x float32's, and under the
  *     same budget a bf16 plan fits at least 1.6x the micro-batch;
- *   - requests with an unknown precision are refused, and the names parse.
+ *   - the plan decides the linear layers' products (snug_plan_request.products), not a process-wide setting;
+ *   - requests with an unknown precision or products are refused, and the names parse.
  * Recompute is bitwise and the trainer reserves the plan to the byte in bf16 too: tests/test_plan.c runs those
  * in both precisions. */
 #include <math.h>
@@ -89,13 +90,15 @@ static bool in_list(const char *list, const char *name) {
     return false;
 }
 
-/* A trainer of g at micro-batch m whose parameters (and dropout masks) come from seed. */
-static snug_trainer *trainer_with(const snug_graph *g, size_t batch, size_t m, snug_precision precision,
-                                  uint64_t seed) {
+/* A trainer of g at micro-batch m whose parameters (and dropout masks) come from seed, its linear layers'
+ * products as asked. */
+static snug_trainer *trainer_asking(const snug_graph *g, size_t batch, size_t m, snug_precision precision,
+                                    snug_products products, uint64_t seed) {
     snug_train_config cfg = snug_train_config_default();
     cfg.seed = seed;
     snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, &cfg);
     req.precision = precision;
+    req.products = products;
     snug_trainer *tr;
     snug_error err;
     if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s: %s", snug_graph_name(g), err.message);
@@ -103,11 +106,16 @@ static snug_trainer *trainer_with(const snug_graph *g, size_t batch, size_t m, s
 }
 
 static snug_trainer *trainer_in(const snug_graph *g, size_t batch, size_t m, snug_precision precision) {
-    return trainer_with(g, batch, m, precision, 11);
+    return trainer_asking(g, batch, m, precision, SNUG_PRODUCTS_AUTO, 11);
 }
 
 static snug_trainer *trainer_seeded(const snug_graph *g, size_t batch, snug_precision precision, uint64_t seed) {
-    return trainer_with(g, batch, batch, precision, seed);
+    return trainer_asking(g, batch, batch, precision, SNUG_PRODUCTS_AUTO, seed);
+}
+
+/* A bf16 trainer whose linear layers take the products asked for. */
+static snug_trainer *trainer_bf16(const snug_graph *g, size_t batch, size_t m, snug_products products) {
+    return trainer_asking(g, batch, m, SNUG_PRECISION_BF16, products, 11);
 }
 
 static double gradients_of(snug_trainer *tr, const snug_dataset *ds, size_t batch) {
@@ -305,13 +313,13 @@ static void zoo_gradients_match_fp32(void **state) {
 
 /* The bf16 forward is its definition: a two-layer network computed here in double from the input rounded to
  * bfloat16, the hidden layer's output rounded to bfloat16, the weights rounded to bfloat16 where the products
- * are bgemm's (bgemm_in_use: it multiplies bfloat16 operands), and the logits left float32, matches the
+ * are bgemm's (where the plan chose it: it multiplies bfloat16 operands), and the logits left float32, matches the
  * trainer's logits to float rounding; the float32 network (nothing rounded) does not. */
 static double weight(const float *w, size_t i, bool rounded) { return rounded ? bf16_round(w[i]) : w[i]; }
 
 static double forward_ref(const float *w1, const float *b1, const float *w2, const float *b2, const float *x, int o,
                           bool rounded) {
-    const bool rw = rounded && bgemm_in_use();
+    const bool rw = rounded && plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_AUTO).product == OP_PRODUCT_BGEMM;
     double h[6], z = b2[o];
     for (int j = 0; j < 6; j++) {
         double s = b1[j];
@@ -417,7 +425,8 @@ static snug_graph *gelu_block(void) {
     return g;
 }
 
-/* The linear layers' bf16 products through bgemm (the default on AVX512_BF16 CPUs; here its portable kernel, which
+/* The linear layers' bf16 products through bgemm (the default on AVX512_BF16 CPUs, asked for here on every CPU;
+ * here its portable kernel, which
  * computes what vdpbf16ps is documented to and the AVX512_BF16 one matches bit for bit): every split gives the
  * big batch's gradient within float32 rounding, since each element of a product is one chain whatever the rows,
  * and the gradient stays close to float32's holding bf16's decisions: within twice pinned_bound, since a product
@@ -428,7 +437,7 @@ static void bgemm_products(void **state) {
         snug_graph *g = k == 0 ? plain_model("mlp") : small_gpt();
         snug_dataset *ds = random_data(g, 6);
         bgemm_force_portable(true);
-        snug_trainer *full = trainer_in(g, 6, 6, SNUG_PRECISION_BF16);
+        snug_trainer *full = trainer_bf16(g, 6, 6, SNUG_PRODUCTS_SNUG);
         decisions dec;
         decisions_record(&dec, full);
         gradients_of(full, ds, 6);
@@ -443,7 +452,7 @@ static void bgemm_products(void **state) {
         assert_true(d.model_l2 <= bound && d.model_l2 > 0);
         decisions_free(&dec);
         for (size_t m = 1; m <= 4; m += 3) {
-            snug_trainer *tr = trainer_in(g, 6, m, SNUG_PRECISION_BF16);
+            snug_trainer *tr = trainer_bf16(g, 6, m, SNUG_PRODUCTS_SNUG);
             gradients_of(tr, ds, 6);
             const difference s = compare(tr, full);
             printf("# %s through bgemm, micro-batch %zu: gradient max rel error %.2e\n", snug_graph_name(g), m, s.inf);
@@ -456,6 +465,51 @@ static void bgemm_products(void **state) {
         snug_dataset_free(ds);
         snug_graph_free(g);
     }
+}
+
+/* Whether two trainers' gradients have the same bits. */
+static bool same_gradients(const snug_trainer *a, const snug_trainer *b) {
+    for (size_t i = 0; i < snug_trainer_param_count(b); i++) {
+        size_t k;
+        float *ga, *gb;
+        snug_trainer_param(a, i, &k, NULL, &ga);
+        snug_trainer_param(b, i, NULL, NULL, &gb);
+        if (ga && memcmp(ga, gb, k * sizeof *ga) != 0) return false;
+    }
+    return true;
+}
+
+/* The plan, not the process, decides what multiplies the linear layers: bf16 plans of one model in one
+ * process, asking for snug's own products and for the BLAS, each record and run their own whatever was planned
+ * or ran before them. Each choice gives the same bits made first or after the other (bgemm rounds the weights
+ * and the output gradient, the BLAS's float32 products do not, so the two differ), and each plan's workspace
+ * is its own product's (the BLAS's packing is not the plan's). */
+static void plan_decides_the_product(void **state) {
+    (void)state;
+    snug_graph *g = plain_model("mlp");
+    snug_dataset *ds = random_data(g, 6);
+    const snug_products asked[4] = {SNUG_PRODUCTS_SNUG, SNUG_PRODUCTS_BLAS, SNUG_PRODUCTS_SNUG, SNUG_PRODUCTS_BLAS};
+    snug_trainer *tr[4];
+    snug_plan_summary s[4];
+    for (int i = 0; i < 4; i++) {
+        tr[i] = trainer_bf16(g, 6, 6, asked[i]);
+        gradients_of(tr[i], ds, 6);
+        snug_plan_summarize(snug_trainer_plan(tr[i]), &s[i]);
+    }
+    printf("# mlp bf16: products snug -> %s (workspace %zu bytes), blas -> %s (workspace %zu bytes)\n",
+           s[0].products, s[0].bytes[SNUG_MEM_WORKSPACE], s[1].products, s[1].bytes[SNUG_MEM_WORKSPACE]);
+    assert_string_equal(s[0].products, "snug bf16");
+    assert_string_equal(s[1].products, "blas");
+    assert_true(s[1].bytes[SNUG_MEM_WORKSPACE] < s[0].bytes[SNUG_MEM_WORKSPACE]);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(s[i + 2].products, s[i].products);
+        assert_int_equal(s[i + 2].total, s[i].total);
+        assert_true(same_gradients(tr[i + 2], tr[i]));
+    }
+    assert_false(same_gradients(tr[0], tr[1]));
+    for (int i = 0; i < 4; i++) trainer_done(tr[i]);
+    snug_dataset_free(ds);
+    snug_graph_free(g);
 }
 
 /* A bf16 trainer whose plan keeps every output float32 between forward and backward (packed: false) instead of
@@ -575,6 +629,16 @@ static void names_and_bad_requests(void **state) {
     assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_E_ARG);
     assert_null(plan);
     assert_non_null(strstr(err.message, "precision 7"));
+    snug_products products;
+    assert_int_equal(snug_parse_products("blas", &products, &err), SNUG_OK);
+    assert_int_equal(products, SNUG_PRODUCTS_BLAS);
+    assert_string_equal(snug_products_name(SNUG_PRODUCTS_SNUG), "snug");
+    assert_int_equal(snug_parse_products("openblas", &products, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "'openblas'"));
+    req.precision = SNUG_PRECISION_BF16;
+    req.products = (snug_products)9;
+    assert_int_equal(snug_plan_new(g, &req, &plan, NULL, &err), SNUG_E_ARG);
+    assert_non_null(strstr(err.message, "products 9"));
     snug_graph_free(g);
 }
 
@@ -583,6 +647,7 @@ int main(void) {
         cmocka_unit_test(names_and_bad_requests),       cmocka_unit_test(forward_is_its_definition),
         cmocka_unit_test(split_invariant),              cmocka_unit_test(memory_halves),
         cmocka_unit_test(packing_changes_no_bit),       cmocka_unit_test(bgemm_products),
+        cmocka_unit_test(plan_decides_the_product),
         cmocka_unit_test(zoo_gradients_match_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

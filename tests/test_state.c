@@ -49,6 +49,7 @@ typedef struct run_spec {
     snug_precision precision;
     snug_augment augment;
     size_t prefetch;      /* micro-batches read ahead */
+    snug_products products; /* what multiplies the linear layers (AUTO unless set) */
 } run_spec;
 
 static volatile sig_atomic_t stop_flag;
@@ -83,6 +84,7 @@ static snug_trainer *trainer(const snug_graph *g, const run_spec *r) {
     snug_plan_request req = request_for(BATCH, r->micro_batch, NO_CHECKPOINT, 0, &c);
     req.precision = r->precision;
     req.prefetch = r->prefetch;
+    req.products = r->products;
     snug_trainer *tr = NULL;
     snug_error err;
     if (trainer_for(g, &req, &c, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
@@ -203,24 +205,31 @@ static void resume_is_bitwise(void **state) {
 }
 
 /* bf16: a stopped run continues with the bits of the uninterrupted one (every value it keeps is float32, the
- * packed activations live within a step); a float32 trainer refuses its state, naming the precision. */
+ * packed activations live within a step), with the products left to snug and with each of the two asked for
+ * (snug's own: bgemm on every CPU, through its portable kernel where AVX512_BF16 is missing; the BLAS); a
+ * float32 trainer refuses its state, naming the precision. */
 static void bf16_resume_is_bitwise_and_keeps_its_precision(void **state) {
     (void)state;
     snug_dataset *ds = data();
     snug_graph *g = model("state", 8);
-    const run_spec r = {.optim = SNUG_OPTIM_ADAMW, .micro_batch = 3, .precision = SNUG_PRECISION_BF16};
-    size_t n, m;
-    float *want = full_run(g, ds, r, &n);
-    for (long stop = 2; stop < STEPS + 3; stop += 5) {
-        float *got = stopped_run(g, ds, r, stop, 3, &m);
-        assert_int_equal(n, m);
-        if (memcmp(want, got, n * sizeof *want) != 0) fail_msg("bf16 stopped after step %ld: not bitwise", stop);
-        free(got);
+    run_spec r = {.optim = SNUG_OPTIM_ADAMW, .micro_batch = 3, .precision = SNUG_PRECISION_BF16};
+    static const snug_products asked[] = {SNUG_PRODUCTS_SNUG, SNUG_PRODUCTS_BLAS, SNUG_PRODUCTS_AUTO};
+    for (size_t k = 0; k < sizeof asked / sizeof asked[0]; k++) {
+        r.products = asked[k];
+        size_t n, m;
+        float *want = full_run(g, ds, r, &n);
+        for (long stop = 2; stop < STEPS + 3; stop += 5) {
+            float *got = stopped_run(g, ds, r, stop, 3, &m);
+            assert_int_equal(n, m);
+            if (memcmp(want, got, n * sizeof *want) != 0)
+                fail_msg("bf16 (products %s) stopped after step %ld: not bitwise", snug_products_name(r.products), stop);
+            free(got);
+        }
+        free(want);
     }
     run_spec fp32 = r;
     fp32.precision = SNUG_PRECISION_FP32;
     state_refused(g, ds, r, 4, fp32, "precision differs (bf16 in the state, fp32 in this run)");
-    free(want);
     snug_graph_free(g);
     snug_dataset_free(ds);
 }

@@ -173,7 +173,7 @@ static bool bench_cap_isa(kernel_isa most, char *msg, size_t len) {
 
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
-    if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
+    if (!cli_gemm_products(NULL)) return CLI_EXIT_USAGE;
     bench_options opt;
     char msg[512];
     if (!bench_parse(argc, argv, &opt, msg, sizeof msg)) return cli_usage_error(NULL, BENCH_USAGE, msg);

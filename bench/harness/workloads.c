@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli/process_start.h"
 #include "core/error.h"
 #include "graph/model_file.h"
 
@@ -115,6 +116,7 @@ static snug_optim_config bench_optim(const bench_workload *w) {
 
 snug_plan_request bench_request(const bench_workload *w, bench_variant v, snug_precision precision) {
     snug_plan_request r = snug_plan_request_default(w->batch);
+    (void)cli_gemm_products(&r.products); /* main refused a value it does not know */
     r.precision = precision;
     r.micro_batch = bench_micro_batch(v, w->batch);
     r.checkpoint = (snug_checkpoint_policy){.kind = v == BENCH_SQRT    ? SNUG_CHECKPOINT_SQRT

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/data_sets.h"
 #include "cli/flags.h"
+#include "cli/process_start.h"
 
 static const char *const on_off[] = {"on", "off", NULL};
 static const char *const optim_choices[] = {"sgd", "adamw", NULL};
@@ -282,6 +283,7 @@ static snug_optim_config default_optim(void) {
  * the flags and the finish step fill in the rest. */
 static snug_plan_request default_request(void) {
     snug_plan_request r = snug_plan_request_default(64);
+    (void)cli_gemm_products(&r.products); /* main refused a value it does not know */
     r.optim = default_optim();
     return r;
 }

@@ -111,11 +111,11 @@ static void teardown(train_run *r) {
     free(r->state_extra);
 }
 
-static void print_header(void) {
+static void print_header(const snug_plan_summary *s) {
     snug_system_info info;
     snug_system_info_get(&info);
     printf("snug %s | threads %d | SIMD %s | BLAS %s | kernel %s | linear layers %s\n", SNUG_VERSION, info.threads,
-           info.simd, info.blas ? info.blas : "unknown", info.blas_kernel ? info.blas_kernel : "unknown", info.gemm);
+           info.simd, info.blas ? info.blas : "unknown", info.blas_kernel ? info.blas_kernel : "unknown", s->products);
     if (!info.blas_kernel_slow) return;
     const char *core = cli_blas_best_core();
     printf("WARNING: OpenBLAS fell back to its generic '%s' kernel, which does not use the %s of this CPU: "
@@ -265,7 +265,7 @@ static void print_memory(const snug_mem_report *rep, const char *title, bool wit
 }
 
 static void print_plan(const train_run *r) {
-    print_header();
+    print_header(&r->ps);
     print_model(r);
     print_auto_fit(r);
     print_batching(r);

@@ -49,9 +49,9 @@ static void print_help(FILE *out) {
             "  OPENBLAS_CORETYPE   the OpenBLAS kernel; when unset and OpenBLAS falls back to a slow generic\n"
             "                      kernel, snug sets it for this CPU and restarts itself\n"
             "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n"
-            "  SNUG_GEMM           'blas' sends the linear layers' matrix products to the BLAS; 'snug' (the\n"
-            "                      default) to snug's own (AVX-512; AVX512_BF16 in bf16 runs), whose results\n"
-            "                      never depend on the thread count (the BLAS's may)\n\n"
+            "  SNUG_GEMM           the linear layers' products: 'auto' (default: snug's own where the CPU has\n"
+            "                      AVX-512, in bf16 runs AVX512_BF16; their bits never depend on the thread\n"
+            "                      count), 'blas' (the BLAS: its bits may) or 'snug' (snug's own wherever it has one)\n\n"
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
             "          snug plan --model cnn --batch 256 --mem 8MiB --timeline cnn.svg\n"
@@ -82,7 +82,7 @@ static int help_command(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     cli_blas_kernel_reexec(argv);
-    if (!cli_gemm_choice_ok()) return CLI_EXIT_USAGE;
+    if (!cli_gemm_products(NULL)) return CLI_EXIT_USAGE;
     if (argc < 2) return cli_usage_error(NULL, TOP_USAGE, "no command given");
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return help_command(1, argv + 1);

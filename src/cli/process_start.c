@@ -5,7 +5,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "snug.h"
@@ -38,14 +37,14 @@ void cli_blas_kernel_reexec(char **argv) {
     unsetenv("OPENBLAS_CORETYPE");
 }
 
-bool cli_gemm_choice_ok(void) {
+bool cli_gemm_products(snug_products *out) {
     const char *choice = getenv("SNUG_GEMM");
-    if (!choice || strcmp(choice, "snug") == 0) return true;
-    if (strcmp(choice, "blas") == 0) {
-        snug_set_gemm(SNUG_GEMM_BLAS);
-        return true;
+    snug_products p = SNUG_PRODUCTS_AUTO;
+    snug_error err = {0};
+    if (choice && snug_parse_products(choice, &p, &err) != SNUG_OK) {
+        fprintf(stderr, CLI_PROGRAM ": SNUG_GEMM=%s\n", err.message);
+        return false;
     }
-    fprintf(stderr, CLI_PROGRAM ": SNUG_GEMM='%s' is not a product snug knows: set it to 'blas' (the BLAS) or "
-                    "'snug' (snug's own products, the default: AVX-512, and AVX512_BF16 for bf16 runs)\n", choice);
-    return false;
+    if (out) *out = p;
+    return true;
 }

@@ -6,20 +6,18 @@
  * (set for the second run) rules out a loop; a user who sets OPENBLAS_CORETYPE or SNUG_NO_REEXEC keeps the
  * choice.
  *
- * SNUG_GEMM: handed to the library (snug_set_gemm); a value that is neither 'blas' nor 'snug' is a typo that
- * would otherwise go unnoticed. */
+ * SNUG_GEMM: the plan requests' products (snug_plan_request.products); a value snug does not know is refused. */
 #ifndef SNUG_CLI_PROCESS_START_H
 #define SNUG_CLI_PROCESS_START_H
 
-#include <stdbool.h>
+#include "snug.h"
 
 /* Returns only when no re-exec was needed or the exec failed. */
 void cli_blas_kernel_reexec(char **argv);
 /* The OpenBLAS core type this CPU deserves ("SkylakeX" with AVX-512, "Haswell" with AVX2), or NULL. */
 const char *cli_blas_best_core(void);
 
-/* True when SNUG_GEMM is unset, 'blas' (the library is told to use the BLAS) or 'snug'; otherwise prints what
- * it takes to stderr and returns false (the caller exits with CLI_EXIT_USAGE). */
-bool cli_gemm_choice_ok(void);
+/* SNUG_GEMM (auto where unset) into *out (if not NULL); false, saying why on stderr, where snug does not know it. */
+bool cli_gemm_products(snug_products *out);
 
 #endif

@@ -71,7 +71,8 @@ static void bind_step(exec *x, int s) {
     memset(c, 0, sizeof *c);
     if (st->node < 0) return;
     const graph_node *nd = &g->nodes[st->node];
-    *c = (op_call){.node = nd, .m = p->m, .threads = p->threads, .work = x->workspace, .bf16 = p->variant.bf16};
+    *c = (op_call){.node = nd, .m = p->m, .threads = p->threads, .work = x->workspace, .bf16 = p->variant.bf16,
+                   .product = p->variant.product};
     const bool after = st->phase != SNUG_PHASE_FORWARD;
     for (int i = 0; i < nd->n_inputs; i++) {
         c->in[i] = value_ptr(x, nd->inputs[i], after);

@@ -46,8 +46,6 @@ static bool force_portable;
 
 void bgemm_force_portable(bool on) { force_portable = on; }
 
-bool bgemm_in_use(void) { return !sgemm_blas_preferred() && (force_portable || bgemm_enabled()); }
-
 /* The packing's word permutes need AVX512BW, which every CPU with AVX512_BF16 has (kernel_isa asks anyway). */
 bool bgemm_enabled(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 

@@ -16,7 +16,8 @@
  * a pair (vdpbf16ps's order), started from its initial value and carried through C between blocks of K: the
  * bits do not depend on the thread count or on the tiling.
  *
- * Where the CPU lacks AVX512_BF16 (or bgemm_force_portable asks for it), a portable micro-kernel in plain C
+ * Which plans send their products here is the plans' choice (plan/products.c). Where the CPU lacks
+ * AVX512_BF16 (or bgemm_force_portable asks for it), a portable micro-kernel in plain C
  * computes what vdpbf16ps is documented to compute per lane (each of the two products added by a float32
  * fused multiply-add rounded to nearest even, denormal inputs read as zero, denormal results flushed to zero)
  * over the same packed blocks: slow, but every CPU runs bgemm and tests its packing and blocking. Whether a
@@ -35,12 +36,6 @@ bool bgemm_enabled(void);
 /* Tests: run the portable micro-kernel even where bgemm_enabled() (on), or the AVX512_BF16 one again (off, the
  * default). Set before a product runs, not during one. */
 void bgemm_force_portable(bool on);
-
-/* Whether bf16 plans send the linear layers' products here: on AVX512_BF16 CPUs (where the products of
- * bfloat16 operands run at twice the rate of float32 ones), and on any CPU while bgemm_force_portable is on
- * (tests of those paths); never where the BLAS was preferred (snug_set_gemm(SNUG_GEMM_BLAS)). Elsewhere bf16
- * plans keep float32 products (sgemm or the BLAS) on their bfloat16 values. */
-bool bgemm_in_use(void);
 
 /* Floats of workspace a product of these sizes needs on `threads` threads; monotone in each size, so the size
  * for the largest call covers every smaller one. */

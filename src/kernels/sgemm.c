@@ -40,13 +40,7 @@ static size_t k_block(size_t K) {
     return (K + blocks - 1) / blocks;
 }
 
-/* Set before any product runs (snug_set_gemm), read by every thread afterwards. */
-static bool prefer_blas;
-
-void sgemm_prefer_blas(bool blas) { prefer_blas = blas; }
-bool sgemm_blas_preferred(void) { return prefer_blas; }
-
-bool sgemm_enabled(void) { return !prefer_blas && gemm_direct_has_avx512(); }
+bool sgemm_enabled(void) { return gemm_direct_has_avx512(); }
 
 /* The blocks one thread packs: its A block and its B block. */
 static size_t thread_floats(size_t M, size_t N, size_t K) {

@@ -6,8 +6,8 @@
  * that kernel (1 and 2 threads differ in the last bits), which breaks snug's promise that the thread count
  * never changes a result.
  *
- * So on AVX-512 CPUs the linear layers' products go through this one (snug_set_gemm(SNUG_GEMM_BLAS) sends
- * them back to the BLAS). It is the classic blocked product: blocks of B (KC x NC) and of A (MC x KC) copied
+ * So on AVX-512 CPUs the linear layers' products go through this one (unless a plan's request chose the BLAS:
+ * snug_plan_request.products). It is the classic blocked product: blocks of B (KC x NC) and of A (MC x KC) copied
  * into panels that the register tile reads in order (A in strips of 8 rows, B in panels of 32 columns), an
  * 8 x 32 tile of fused multiply-adds. Every element of C is one chain of multiply-adds over k in increasing
  * order, started from its initial value (C itself, its column's bias, or zero) and carried through C between
@@ -28,12 +28,9 @@ typedef struct sgemm_mat {
     size_t rs, cs;
 } sgemm_mat;
 
-/* Whether products go through sgemm: the build and the CPU have AVX-512 and the BLAS was not preferred. */
+/* Whether sgemm can run here: the build and the CPU have AVX-512. Whether a plan's products take it is the
+ * plan's choice (plan/products.c). */
 bool sgemm_enabled(void);
-/* Sends the linear layers' products to the BLAS (true) or back to sgemm where the CPU allows (false, the
- * default): snug_set_gemm. */
-void sgemm_prefer_blas(bool blas);
-bool sgemm_blas_preferred(void);
 
 /* Up to this inner dimension, a product with a row-major B updates C row by row without packing (a
  * one-sample micro-batch's weight gradient) and needs no workspace. */

@@ -1,6 +1,6 @@
 /* The machine as the kernels see it: threads, SIMD level, which BLAS kernel serves the matrix products and
- * whether the linear layers take snug's own product; and the two process-wide settings, threads and that
- * product. It lives with the kernels because it reports and sets their choices. The BLAS
+ * which product the linear layers take where a plan leaves the choice to snug; and the one process-wide
+ * setting, the threads. It lives with the kernels because it reports their choices. The BLAS
  * kernel matters most: an OpenBLAS that does not know the CPU falls back to a generic pre-AVX2 kernel several
  * times slower, silently, so snug reports it. */
 #define _POSIX_C_SOURCE 200809L
@@ -59,10 +59,8 @@ void snug_system_info_get(snug_system_info *info) {
     info->blas = openblas_get_config();
     info->blas_kernel = openblas_get_corename();
     info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
-    info->gemm = !sgemm_enabled() ? "BLAS" : bgemm_in_use() ? "snug AVX-512 (bf16 runs: AVX512_BF16)" : "snug AVX-512";
+    info->gemm = !sgemm_enabled() ? "BLAS" : bgemm_enabled() ? "snug AVX-512 (bf16 runs: AVX512_BF16)" : "snug AVX-512";
 }
-
-void snug_set_gemm(snug_gemm choice) { sgemm_prefer_blas(choice == SNUG_GEMM_BLAS); }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */
 void snug_set_threads(int n) {

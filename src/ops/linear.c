@@ -15,7 +15,8 @@
  * rows the forward goes through gemm_direct_nt (dot products over the weight's rows in place, no packing), and
  * up to LINEAR_DIRECT_GRAD_MAX_ROWS din and dW through gemm_direct's broadcast kernel (dW a rank-1..3 update
  * below 4 rows). Outputs narrower than 32 (too short an inner dimension for din) skip these paths. Everything
- * else goes through sgemm on AVX-512 (the BLAS without it, or with SNUG_GEMM=blas).
+ * else goes through the plan's product (op_call.product): sgemm on AVX-512, the BLAS without it or where the
+ * plan's request chose it, bgemm (every row count) in bf16 plans that take it.
  *
  * Each element is a sum in a fixed order, so the bits do not depend on the thread count. sgemm's elements and
  * gemm_direct's are each one chain over k, so din and dW have the same bits on every path, and a sample's
@@ -151,10 +152,9 @@ static bool use_direct(size_t rows, size_t fo) {
     return rows <= LINEAR_DIRECT_MAX_ROWS && fo >= LINEAR_DIRECT_MIN_OUT && gemm_direct_has_avx512();
 }
 
-/* Whether its din and dW do: up to fewer rows, and only where the forward does (or no AVX-512 product at all
- * would take them). */
-static bool use_direct_grads(size_t rows, size_t fo) {
-    return use_direct(rows, fo) && (rows <= LINEAR_DIRECT_GRAD_MAX_ROWS || !sgemm_enabled());
+/* Whether its din and dW do: up to fewer rows, and only where the forward does (or sgemm would not take them). */
+static bool use_direct_grads(size_t rows, size_t fo, op_product product) {
+    return use_direct(rows, fo) && (rows <= LINEAR_DIRECT_GRAD_MAX_ROWS || product != OP_PRODUCT_SGEMM);
 }
 
 /* y += x W^T for the weight rows (columns of y) in blocks [b0, b1) of LINEAR_NT_COLS, 16 rows of y at a time;
@@ -228,21 +228,22 @@ static void dw_sgemm(float *dw, const float *dy, const float *x, size_t rows, si
 }
 
 /* din += dy W (din = dy W where din_fresh: its memory is stale) and dW += dy^T x; either may be NULL. work:
- * linear_workspace_bytes (sgemm's packing), or in bf16 linear_bf16_workspace_bytes. Every product starts each
+ * linear_workspace_bytes for the plan's product (sgemm's or bgemm's packing). Every product starts each
  * element's chain from zero instead of from a zeroed din, the same bits. */
 static void xwt_backward(float *din,      // (rows, fi) or NULL
                          float *dw,       // (fo, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
-                         size_t rows, size_t fi, size_t fo, bool din_fresh, bool bf16, float *work, int threads) {
-    const bool own = sgemm_enabled() && work;
-    if (bf16) { /* bgemm (takes_bgemm): dy rounded to bfloat16 as it packs it, as x and W are */
+                         size_t rows, size_t fi, size_t fo, bool din_fresh, op_product product, float *work,
+                         int threads) {
+    const bool own = product == OP_PRODUCT_SGEMM && work;
+    if (product == OP_PRODUCT_BGEMM && work) { /* dy rounded to bfloat16 as bgemm packs it, as x and W are */
         if (din) bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
         if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
         return;
     }
-    if (use_direct_grads(rows, fo)) {
+    if (use_direct_grads(rows, fo, product)) {
         /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
          * through its strides */
         if (din) din_direct(din, dy, w, rows, fi, fo, din_fresh);
@@ -335,11 +336,11 @@ static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
 
 /* Whether a bf16 call's products go through bgemm (every row count: each element one chain whatever the rows,
  * so no split of a batch changes a value before it is rounded). */
-static bool takes_bgemm(const op_call *c) { return c->bf16 && c->work && bgemm_in_use(); }
+static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEMM && c->work; }
 
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
 static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
-    return !use_direct(rows, fo) && sgemm_enabled() && c->work;
+    return !use_direct(rows, fo) && c->product == OP_PRODUCT_SGEMM && c->work;
 }
 
 /* y = b + x W^T (b may be NULL), the bias the start of every element's chain. */
@@ -402,10 +403,10 @@ static size_t *pending_capacity(const op_call *c) { return (size_t *)c->pending 
 static float *pending_x(const op_call *c) { return (float *)(void *)((char *)c->pending + LINEAR_PENDING_HEADER); }
 static float *pending_dy(const op_call *c, size_t fi) { return pending_x(c) + *pending_capacity(c) * fi; }
 
-/* Whether a call of `rows` rows defers its dW (above). Monotone in rows: where a plan's m defers, every
- * shorter call of it does too. */
-static bool defers(size_t rows, size_t fi, size_t fo) {
-    return sgemm_enabled() && rows <= LINEAR_DEFER_MAX_CALL_ROWS && fi * fo / 4 >= rows * (fi + fo);
+/* Whether a call of `rows` rows defers its dW (above): through sgemm only (bgemm's dW rounds dy; the pending
+ * rows' product would not). Monotone in rows: where a plan's m defers, every shorter call of it does too. */
+static bool defers(size_t rows, size_t fi, size_t fo, op_product product) {
+    return product == OP_PRODUCT_SGEMM && rows <= LINEAR_DEFER_MAX_CALL_ROWS && fi * fo / 4 >= rows * (fi + fo);
 }
 
 /* The rows a block holds for calls of `rows` rows: 16 per row, at most 64; monotone, so a plan's block (sized
@@ -437,20 +438,15 @@ static void linear_flush(const op_call *c) {
 
 /* Where every call of a plan at m defers: defer_capacity (fi + fo) floats (835 KB for the cnn's 3136->128
  * layer at 16 rows), counted as gradients. */
-static size_t linear_pending_bytes(const op_node *n, size_t m) {
+static size_t linear_pending_bytes(const op_node *n, size_t m, op_product product) {
     size_t fi, fo, per_sample, rows, floats, bytes;
     node_dims(n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
-    if (!defers(rows, fi, fo)) return 0;
+    if (!defers(rows, fi, fo, product)) return 0;
     if (!size_add(fi, fo, &floats) || !size_mul(floats, defer_capacity(rows) * sizeof(float), &bytes) ||
         !size_add(bytes, LINEAR_PENDING_HEADER, &bytes))
         return SIZE_MAX;
     return bytes;
-}
-
-/* bf16 plans: none where bgemm takes the products (its dW rounds dy, so such a call never defers). */
-static size_t linear_bf16_pending_bytes(const op_node *n, size_t m) {
-    return bgemm_in_use() ? 0 : linear_pending_bytes(n, m);
 }
 
 /* ---- regenerated inputs ----------------------------------------------------------------------------------
@@ -468,12 +464,12 @@ static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
     return size_mul(per_sample, fi, &b) && size_mul(b, sizeof(float), &b) && size_add(b, 64, &b) ? b : SIZE_MAX;
 }
 
-/* The stage: one sample's input, 64-byte aligned after the workspace this call's products use (bf16 plans':
- * the plan placed the stage after those). */
+static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads, op_product product);
+
+/* The stage: one sample's input, 64-byte aligned after the workspace this call's products use (the plan placed
+ * the stage after those). */
 static float *linear_stage(const op_call *c) {
-    const op_desc *op = c->node->op;
-    size_t (*bytes)(const op_node *, size_t, int) = c->bf16 ? op->bf16_workspace_bytes : op->workspace_bytes;
-    const uintptr_t at = (uintptr_t)c->work + bytes(c->node, c->m, c->threads);
+    const uintptr_t at = (uintptr_t)c->work + linear_workspace_bytes(c->node, c->m, c->threads, c->product);
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
@@ -496,11 +492,11 @@ static void linear_backward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     /* bgemm's dW rounds dy; the pending rows' product would not, so a bf16 call through it defers nothing */
-    const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo) && !takes_bgemm(c);
+    const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo, c->product);
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
     xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo,
-                 c->din_fresh & 1u, takes_bgemm(c), c->work, c->threads);
+                 c->din_fresh & 1u, c->product, c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
@@ -527,7 +523,7 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, takes_bgemm(c),
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, c->product,
                  c->work, c->threads);
 }
 
@@ -546,48 +542,59 @@ static size_t linear_saved_bytes(const op_node *n) {
 
 /* sgemm's packing for the forward, din and dW of the most rows a micro-batch of at most m samples brings
  * (workspace is sized for the largest call, and every smaller call needs no more). */
-static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads) {
-    size_t fi, fo, per_sample, rows, floats = 0, bytes;
+static size_t sgemm_bytes(const op_node *n, size_t m, int threads) {
+    size_t fi, fo, per_sample, rows, bytes;
     node_dims(n, &fi, &fo, &per_sample);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     /* Which products take sgemm's packed path depends on the rows only through conditions that hold from some
      * row count up (the unpacked paths serve the fewer rows), and a product's need grows with its rows: the
      * largest call's need, for the products it sends to sgemm, covers every call of the plan. Pending rows
      * are applied defer_capacity(rows) at a time. */
-    if (sgemm_enabled()) {
-        size_t need[4] = {0, 0, 0, 0};
-        if (!use_direct(rows, fo)) need[0] = sgemm_workspace_floats(rows, fo, fi, threads);       /* forward */
-        if (!use_direct_grads(rows, fo)) need[1] = sgemm_workspace_floats(rows, fi, fo, threads); /* din */
-        if (!use_direct_grads(rows, fo) && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
-        if (defers(rows, fi, fo)) need[3] = sgemm_workspace_floats(fo, fi, defer_capacity(rows), threads);
-        for (int i = 0; i < 4; i++) floats = need[i] > floats ? need[i] : floats;
-    }
+    size_t need[4] = {0, 0, 0, 0}, floats = 0;
+    const bool packed_grads = !use_direct_grads(rows, fo, OP_PRODUCT_SGEMM);
+    if (!use_direct(rows, fo)) need[0] = sgemm_workspace_floats(rows, fo, fi, threads); /* forward */
+    if (packed_grads) need[1] = sgemm_workspace_floats(rows, fi, fo, threads);            /* din */
+    if (packed_grads && rows > SGEMM_SMALL_K) need[2] = sgemm_workspace_floats(fo, fi, rows, threads);
+    if (defers(rows, fi, fo, OP_PRODUCT_SGEMM)) need[3] = sgemm_workspace_floats(fo, fi, defer_capacity(rows), threads);
+    for (int i = 0; i < 4; i++) floats = need[i] > floats ? need[i] : floats;
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
-/* bf16 plans where bgemm takes the products: the largest of its three products' needs. */
-static size_t linear_bf16_workspace_bytes(const op_node *n, size_t m, int threads) {
+/* bgemm's: the largest of its three products' needs (every call of a bf16 plan that takes bgemm goes through it:
+ * forward, din, dW, the regenerated inputs' dW; no pending rows). */
+static size_t bgemm_bytes(const op_node *n, size_t m, int threads) {
     size_t fi, fo, per_sample, rows, bytes;
     node_dims(n, &fi, &fo, &per_sample);
-    if (!bgemm_in_use()) return linear_workspace_bytes(n, m, threads);
     if (!size_mul(m, per_sample, &rows)) return SIZE_MAX;
     size_t floats = bgemm_workspace_floats(rows, fo, fi, threads);
     const size_t din = bgemm_workspace_floats(rows, fi, fo, threads), dw = bgemm_workspace_floats(fo, fi, rows, threads);
-    const size_t own = linear_workspace_bytes(n, m, threads) / sizeof(float);
     floats = din > floats ? din : floats;
     floats = dw > floats ? dw : floats;
-    floats = own > floats ? own : floats; /* the pending rows and regenerated inputs still take sgemm */
     return size_mul(floats, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* The workspace of the plan's product: the BLAS's packing is its own (the unpacked products need none). */
+static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads, op_product product) {
+    return product == OP_PRODUCT_BGEMM ? bgemm_bytes(n, m, threads)
+         : product == OP_PRODUCT_SGEMM ? sgemm_bytes(n, m, threads) : 0;
+}
+
 /* One sample's input (and alignment) where this layer can regenerate its input: LINEAR_REGEN_MIN_ROWS rows a
- * sample, through sgemm; 0 where it cannot. */
-static size_t linear_regen_stage_bytes(const op_node *n, size_t m, int threads) {
+ * sample, through snug's own products (each element of dW one chain carried through C); 0 where it cannot. */
+static size_t linear_regen_stage_bytes(const op_node *n, size_t m, int threads, op_product product) {
     (void)m, (void)threads;
     size_t fi, fo, per;
     node_dims(n, &fi, &fo, &per);
-    return sgemm_enabled() && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi) : 0;
+    return product != OP_PRODUCT_BLAS && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi) : 0;
 }
+
+static const op_product_sizes linear_sizes = {
+    .workspace_bytes = linear_workspace_bytes,
+    .pending_bytes = linear_pending_bytes,
+    .regen_stage_bytes = linear_regen_stage_bytes,
+};
+
+static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_bytes};
 
 const op_desc op_linear = {
     .kind = "linear",
@@ -597,12 +604,8 @@ const op_desc op_linear = {
     .backward = linear_backward,
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
-    .workspace_bytes = linear_workspace_bytes,
-    .bf16_workspace_bytes = linear_bf16_workspace_bytes,
-    .pending_bytes = linear_pending_bytes,
-    .bf16_pending_bytes = linear_bf16_pending_bytes,
+    .by_product = &linear_sizes,
     .flush = linear_flush,
-    .regen_stage_bytes = linear_regen_stage_bytes,
 };
 
 const op_desc op_linear_tied = {
@@ -613,6 +616,5 @@ const op_desc op_linear_tied = {
     .backward = tied_backward,
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
-    .workspace_bytes = linear_workspace_bytes,
-    .bf16_workspace_bytes = linear_bf16_workspace_bytes,
+    .by_product = &tied_sizes,
 };

@@ -56,6 +56,14 @@ typedef struct op_packed_io {
     uint16_t *out;
 } op_packed_io;
 
+/* The matrix product a plan's linear layers take: the plan's choice (plan/products.c, from its request and the
+ * CPU), never the process's, so that a plan depends only on its graph, its request and the machine. */
+typedef enum op_product {
+    OP_PRODUCT_BLAS = 0, /* the BLAS, float32 (and the unpacked products of few rows where the CPU has AVX-512) */
+    OP_PRODUCT_SGEMM,    /* snug's packed float32 product (kernels/sgemm.h): AVX-512 only */
+    OP_PRODUCT_BGEMM,    /* bf16 plans: snug's bfloat16 product (kernels/bgemm.h), on every row count */
+} op_product;
+
 /* Everything one op invocation touches, bound by the executor. Shapes come from node. */
 typedef struct op_call {
     const op_node *node;
@@ -99,6 +107,7 @@ typedef struct op_call {
                                           running statistics */
     bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the executor
                                           does it after forward): what regen writes is rounded the same way */
+    op_product product;                /* the plan's matrix product (ops with op_desc.by_product) */
     bool recompute;                    /* this forward replays a checkpointed segment: it must write the same
                                           output bits and change no state (BatchNorm reuses the statistics it
                                           saved in the first forward and leaves its running statistics alone) */
@@ -107,6 +116,14 @@ typedef struct op_call {
     float loss_scale;                  /* 1 / N, N the item count of the whole global batch */
 } op_call;
 
+
+/* The sizes of an op whose kernels depend on the plan's matrix product (linear's): op_desc's hooks of the same
+ * names with that choice, which the planner asks instead of them (plan/op_sizes.c). */
+typedef struct op_product_sizes {
+    size_t (*workspace_bytes)(const op_node *n, size_t m, int threads, op_product product);
+    size_t (*pending_bytes)(const op_node *n, size_t m, op_product product);
+    size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads, op_product product);
+} op_product_sizes;
 
 typedef struct op_desc {
     const char *kind;  /* "conv2d": the name users see in messages and model files */
@@ -160,6 +177,10 @@ typedef struct op_desc {
      * regenerated input samples at micro-batch m (SIZE_MAX on overflow; 0: this node cannot regenerate its
      * input). The planner adds them where it regenerates that node's input. */
     size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads);
+    /* Ops whose kernels the plan's matrix product decides (op_call.product): their sizes for each choice, in
+     * place of workspace_bytes, bf16_workspace_bytes, pending_bytes, bf16_pending_bytes and regen_stage_bytes
+     * (then NULL). NULL for every other op. */
+    const op_product_sizes *by_product;
     /* How the op folds with a ReLU beside it: graph/fuse.c decides every fold from these alone. */
     struct {
         const struct op_desc *relu_after;   /* this op also applying the ReLU that is its output's only reader

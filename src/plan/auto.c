@@ -30,7 +30,7 @@ typedef struct search {
     size_t ceiling;   /* the caller's (plan_build_under) */
     int threads;
     const snug_optim_config *optim;
-    bool bf16;        /* every candidate in bfloat16 mixed precision */
+    plan_compute how; /* every candidate's number format and product */
     plan best;        /* the cheapest fitting plan so far, or the leanest when none fits */
     bool have, fits;
     plan_reads reads; /* for the segments of a candidate that is not planned */
@@ -86,7 +86,8 @@ static size_t candidate_ceiling(const search *s) {
 }
 
 static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
-    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->bf16, false};
+    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->how.bf16, false,
+                          s->how.product};
 }
 
 /* s->lead for (every, selective); false when memory runs out (then plan_segment answers). */
@@ -177,7 +178,7 @@ static void try_policy(search *s, snug_checkpoint_kind kind) {
     if (s->status != SNUG_OK) return;
     const size_t ceiling = candidate_ceiling(s);
     if ((s->status = plan_build_policy_under(s->g, s->m, s->threads, s->optim, (snug_checkpoint_policy){kind, 0},
-                                             s->bf16, s->budget, ceiling, s->memo, &q, s->err)) == SNUG_OK)
+                                             s->how, s->budget, ceiling, s->memo, &q, s->err)) == SNUG_OK)
         consider(s, &q);
 }
 
@@ -225,23 +226,24 @@ static bool wanted_length(size_t every, size_t layers) {
 }
 
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                            bool bf16, size_t budget, plan *p, snug_error *err) {
-    return plan_build_auto_under(g, m, threads, optim, bf16, budget, SIZE_MAX, p, err);
+                            plan_compute how, size_t budget, plan *p, snug_error *err) {
+    return plan_build_auto_under(g, m, threads, optim, how, budget, SIZE_MAX, p, err);
 }
 
 snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                  bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err) {
-    return plan_build_auto_in(g, m, threads, optim, bf16, budget, ceiling, NULL, p, err);
+                                  plan_compute how, size_t budget, size_t ceiling, plan *p, snug_error *err) {
+    return plan_build_auto_in(g, m, threads, optim, how, budget, ceiling, NULL, p, err);
 }
 
-snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, bool bf16,
+snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, plan_compute how,
                                size_t budget, size_t ceiling, plan_memo *memo, plan *p, snug_error *err) {
     search s = {.g = g, .m = m, .budget = budget, .ceiling = ceiling, .threads = threads, .optim = optim,
-                .bf16 = bf16, .memo = memo, .err = err, .bound_of = -1};
+                .how = how, .memo = memo, .err = err, .bound_of = -1};
     if (!plan_reads_init(g, &s.reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     plan_variant none = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0});
     plan_variant cheap = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0});
-    none.bf16 = cheap.bf16 = bf16;
+    plan_variant_compute(&none, how);
+    plan_variant_compute(&cheap, how);
     if (!try_variant(&s, &none) && s.status == SNUG_OK) {
         try_variant(&s, &cheap);
         try_policy(&s, SNUG_CHECKPOINT_SQRT); /* so that auto never recomputes more than sqrt where sqrt fits */

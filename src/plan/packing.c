@@ -141,9 +141,8 @@ bool plan_packed_inputs(const snug_graph *g, plan *p) {
         const graph_node *n = &g->nodes[i];
         /* a staged reader (conv2d) reads packed only where it has a stage for the size; one without reads
          * its packed input as it goes (GELU) */
-        const bool staged = n->op->regen_stage_bytes != NULL;
         if (!(n->op->flags & OP_READS_PACKED) || n->n_inputs < 1 || p->regen[i] ||
-            (staged && n->op->regen_stage_bytes(n, 1, 1) == 0))
+            (plan_op_has_stage(n) && plan_op_stage(n, &p->variant, 1, 1) == 0))
             continue;
         const snug_tensor t = graph_base_tensor(g, n->inputs[0]);
         const int producer = g->tensors[t].producer;

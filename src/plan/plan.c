@@ -27,10 +27,10 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     *total = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const op_desc *op = g->nodes[i].op;
-        size_t (*bytes)(const op_node *, size_t) = kept ? op->kept_bytes
-                                                  : p->variant.bf16 && op->bf16_pending_bytes ? op->bf16_pending_bytes
-                                                                                              : op->pending_bytes;
-        size_t b = bytes && !p->variant.no_window_extras ? bytes(&g->nodes[i], p->m) : 0;
+        size_t b = p->variant.no_window_extras ? 0
+                 : !kept                       ? plan_op_pending(&g->nodes[i], &p->variant, p->m)
+                 : op->kept_bytes              ? op->kept_bytes(&g->nodes[i], p->m)
+                                               : 0;
         at[i] = SIZE_MAX;
         if (b == 0) continue;
         if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;
@@ -67,13 +67,11 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
 }
 
 size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
-    const op_desc *op = g->nodes[i].op;
-    size_t (*bytes)(const op_node *, size_t, int) =
-        p->variant.bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
-    size_t w = bytes ? bytes(&g->nodes[i], p->m, p->threads) : 0;
+    const graph_node *n = &g->nodes[i];
+    size_t w = plan_op_workspace(n, &p->variant, p->m, p->threads);
     /* a regenerated (or unpacked) input's stages come after the op's own workspace */
-    if ((p->regen[i] || p->packed_in[i] || p->fwd_packed[i]) && op->regen_stage_bytes && w != (size_t)-1 &&
-        !size_add(w, op->regen_stage_bytes(&g->nodes[i], p->m, p->threads), &w))
+    if ((p->regen[i] || p->packed_in[i] || p->fwd_packed[i]) && plan_op_has_stage(n) && w != (size_t)-1 &&
+        !size_add(w, plan_op_stage(n, &p->variant, p->m, p->threads), &w))
         w = (size_t)-1;
     return w;
 }

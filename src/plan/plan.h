@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "graph/graph.h"
+#include "ops/op.h"
 #include "snug.h"
 
 typedef struct sched_step {
@@ -49,7 +50,21 @@ typedef struct plan_variant {
     bool bf16;                      /* SNUG_PRECISION_BF16: every output rounded to bfloat16 */
     bool no_packing;                /* bf16 without packed copies: the same bits; plan_build takes it where
                                        packing does not lower the total (the peak is float32 gradients) */
+    op_product product;             /* the linear layers' product (plan_compute_of) */
 } plan_variant;
+
+/* How a plan computes, whatever its checkpointing: its number format and its linear layers' product. */
+typedef struct plan_compute {
+    bool bf16;
+    op_product product;
+} plan_compute;
+
+/* What a request's precision and products come to on this CPU (plan/products.c). */
+plan_compute plan_compute_of(snug_precision precision, snug_products products);
+/* Sets v's number format and product. */
+void plan_variant_compute(plan_variant *v, plan_compute how);
+/* The name snug_plan_summary.products gives a product. */
+const char *plan_product_name(op_product product);
 
 /* How a checkpoint policy applies to the nodes: segments, and which outputs are recomputed in backward. */
 typedef struct plan_segments {
@@ -157,6 +172,8 @@ snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                size_t budget, size_t ceiling, plan *p, snug_error *err);
 /* The variant of a user policy other than AUTO. */
+/* A float32 variant of the policy, its product as a request that leaves it to snug (plan_variant_compute
+ * changes both). */
 plan_variant plan_variant_of(snug_checkpoint_policy policy);
 void plan_free(plan *p);
 /* Counts what the data sets hold in the plan's data category, what the runtime holds in its workspace, and both
@@ -167,7 +184,7 @@ bool plan_add_beside(plan *p, size_t data_set_bytes, size_t runtime_bytes, size_
  * plan_build_spared's. A plan over budget is planned again without pending rows: they are a speed-up that takes
  * only memory the budget leaves free. */
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err);
+                              snug_checkpoint_policy policy, plan_compute how, size_t budget, plan *p, snug_error *err);
 /* The answers one request's searches settled (plan/memo.c): an AUTO search's variant at a micro-batch and
  * budget, a spared policy's. NULL everywhere means no memo. */
 plan_memo *plan_memo_new(void);
@@ -182,23 +199,23 @@ void plan_memo_keep(plan_memo *memo, size_t m, snug_checkpoint_policy policy, si
 /* The same under a ceiling (plan_build_under): for a caller that only asks whether the plan fits; memo (or
  * NULL) answers what the request settled before and keeps what this search settles. */
 snug_status plan_build_policy_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                    snug_checkpoint_policy policy, bool bf16, size_t budget, size_t ceiling,
+                                    snug_checkpoint_policy policy, plan_compute how, size_t budget, size_t ceiling,
                                     plan_memo *memo, plan *p, snug_error *err);
 
 /* A policy other than AUTO as given, except that SQRT and EVERY keep whole every segment whose recompute would
  * save no memory (plan/spare.c); under a ceiling as plan_build_under. */
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, size_t ceiling, plan *p, snug_error *err);
+                              snug_checkpoint_policy policy, plan_compute how, size_t ceiling, plan *p, snug_error *err);
 
 /* AUTO: the candidate with the least recompute whose total fits budget; if none does, the leanest. Under a
  * ceiling as plan_build_under. */
 snug_status plan_build_auto(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                            bool bf16, size_t budget, plan *p, snug_error *err);
+                            plan_compute how, size_t budget, plan *p, snug_error *err);
 /* plan_build_auto_under with the request's memo, for the policies it weighs (sqrt). */
-snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, bool bf16,
+snug_status plan_build_auto_in(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim, plan_compute how,
                                size_t budget, size_t ceiling, plan_memo *memo, plan *p, snug_error *err);
 snug_status plan_build_auto_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                  bool bf16, size_t budget, size_t ceiling, plan *p, snug_error *err);
+                                  plan_compute how, size_t budget, size_t ceiling, plan *p, snug_error *err);
 
 /* Who reads each tensor (plan/reads.c), for the stages below. */
 typedef struct plan_reads {
@@ -225,7 +242,7 @@ double *plan_leading_recompute(const snug_graph *g, const plan_reads *r, const p
 bool plan_regen(const snug_graph *g, const plan_reads *r, plan *p);
 /* The layer whose output consumer would regenerate (plan/regen.c), recompute aside, or -1; and the producer of
  * that layer's input, which regenerating reads. */
-int plan_regen_producer(const snug_graph *g, const plan_reads *r, int consumer);
+int plan_regen_producer(const snug_graph *g, const plan_reads *r, const plan_variant *v, int consumer);
 int plan_regen_source(const snug_graph *g, int producer);
 bool plan_schedule(const snug_graph *g, plan *p);     /* steps from the segments */
 bool plan_lifetimes(const snug_graph *g, plan *p);    /* buffers, lifetimes, in-place sharing */
@@ -255,6 +272,14 @@ double plan_backward_flops(const snug_graph *g, const graph_node *n);
  * regenerates or unpacks): what the plan's workspace is the largest of, and what a step of node i holds.
  * (size_t)-1 on overflow. */
 size_t plan_node_workspace(const snug_graph *g, const plan *p, int i);
+/* An op's sizes in a plan of variant v at micro-batch m (plan/op_sizes.c): its hooks for v's product where its
+ * kernels depend on it (op_desc.by_product), else for v's number format. (size_t)-1 on overflow. */
+size_t plan_op_workspace(const graph_node *n, const plan_variant *v, size_t m, int threads);
+size_t plan_op_pending(const graph_node *n, const plan_variant *v, size_t m);
+/* Stage bytes for an input it regenerates or unpacks; 0: it cannot (op_desc.regen_stage_bytes). */
+size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int threads);
+/* Whether the op sizes a stage for an input read sample by sample at all. */
+bool plan_op_has_stage(const graph_node *n);
 struct snug_plan;
 /* The plan's peak (plan/inventory.c): the most bytes in use at one step of its schedule, every category, as
  * snug_plan_step counts them, and the first step that holds it. */

@@ -56,6 +56,7 @@ static void add_summary(json_doc *d, cJSON *obj, const snug_plan *p, const snug_
     add_number(d, obj, "recompute_flops", s->recompute_flops);
     add_number(d, obj, "recompute_percent", s->step_flops > 0 ? 100.0 * s->recompute_flops / s->step_flops : 0.0);
     add_number(d, obj, "schedule_steps", (double)snug_plan_step_count(p));
+    add_string(d, obj, "linear_product", s->products);
 }
 
 static cJSON *row_object(json_doc *d, const snug_plan *p, bool chosen) {
@@ -158,6 +159,7 @@ static cJSON *build(json_doc *d, const snug_plan_set *set, const char *title, bo
     if (c->optim.kind == SNUG_OPTIM_SGD) add_number(d, root, "momentum", c->optim.momentum);
     add_number(d, root, "threads", c->threads);
     add_string(d, root, "precision", snug_precision_name(c->precision));
+    add_string(d, root, "products", snug_products_name(c->products));
     cJSON *rows = check(d, cJSON_AddArrayToObject(root, "candidates"));
     for (size_t i = 0; rows && i < snug_plan_set_count(set); i++)
         add_to_array(d, rows, row_object(d, snug_plan_set_at(set, i), i == snug_plan_set_chosen(set)));

@@ -6,16 +6,16 @@
 #include "plan/plan.h"
 
 snug_status plan_build_policy_under(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                    snug_checkpoint_policy policy, bool bf16, size_t budget, size_t ceiling,
+                                    snug_checkpoint_policy policy, plan_compute how, size_t budget, size_t ceiling,
                                     plan_memo *memo, plan *p, snug_error *err) {
     plan_variant settled;
     if (plan_memo_find(memo, m, policy, budget, ceiling, &settled))
         return plan_build_under(g, m, threads, optim, &settled, ceiling, p, err);
     snug_status s;
     if (policy.kind == SNUG_CHECKPOINT_AUTO) {
-        s = plan_build_auto_in(g, m, threads, optim, bf16, budget, ceiling, memo, p, err);
+        s = plan_build_auto_in(g, m, threads, optim, how, budget, ceiling, memo, p, err);
     } else {
-        s = plan_build_spared(g, m, threads, optim, policy, bf16, ceiling, p, err);
+        s = plan_build_spared(g, m, threads, optim, policy, how, ceiling, p, err);
         if (s == SNUG_OK) s = plan_within_budget(g, m, threads, optim, budget, ceiling, p, err);
     }
     /* sparing compares exact totals whatever the ceiling; AUTO's answer is exact where it fits */
@@ -25,6 +25,6 @@ snug_status plan_build_policy_under(const snug_graph *g, size_t m, int threads, 
 }
 
 snug_status plan_build_policy(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, size_t budget, plan *p, snug_error *err) {
-    return plan_build_policy_under(g, m, threads, optim, policy, bf16, budget, SIZE_MAX, NULL, p, err);
+                              snug_checkpoint_policy policy, plan_compute how, size_t budget, plan *p, snug_error *err) {
+    return plan_build_policy_under(g, m, threads, optim, policy, how, budget, SIZE_MAX, NULL, p, err);
 }

@@ -89,4 +89,5 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     s->peak_phase = st->phase;
     s->step_flops = p->fwd_flops + p->bwd_flops + p->recompute_flops;
     s->recompute_flops = p->recompute_flops;
+    s->products = plan_product_name(p->variant.product);
 }

@@ -15,9 +15,9 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 
-int plan_regen_producer(const snug_graph *g, const plan_reads *r, int consumer) {
+int plan_regen_producer(const snug_graph *g, const plan_reads *r, const plan_variant *v, int consumer) {
     const graph_node *n = &g->nodes[consumer];
-    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || n->op->regen_stage_bytes(n, 1, 1) == 0) return -1;
+    if (!(n->op->flags & OP_REGEN_INPUT) || n->n_inputs < 1 || plan_op_stage(n, v, 1, 1) == 0) return -1;
     const snug_tensor base = graph_base_tensor(g, n->inputs[0]);
     const int producer = g->tensors[base].producer;
     if (producer < 0 || producer == g->input_node) return -1;
@@ -30,7 +30,7 @@ int plan_regen_source(const snug_graph *g, int producer) {
 }
 
 static bool regenerates(const snug_graph *g, const plan_reads *r, const plan *p, int i) {
-    const int producer = plan_regen_producer(g, r, i);
+    const int producer = plan_regen_producer(g, r, &p->variant, i);
     return producer >= 0 && !p->seg.recompute[i] && !p->seg.recompute[producer] &&
            !p->seg.recompute[plan_regen_source(g, producer)];
 }

@@ -135,6 +135,9 @@ static snug_status check_request(const snug_plan_request *r, snug_error *err) {
     if (r->precision != SNUG_PRECISION_FP32 && r->precision != SNUG_PRECISION_BF16)
         return snug_fail(err, SNUG_E_ARG, "precision %d: plan for SNUG_PRECISION_FP32 or SNUG_PRECISION_BF16",
                          (int)r->precision);
+    if (r->products != SNUG_PRODUCTS_AUTO && r->products != SNUG_PRODUCTS_BLAS && r->products != SNUG_PRODUCTS_SNUG)
+        return snug_fail(err, SNUG_E_ARG, "products %d: plan for SNUG_PRODUCTS_AUTO, SNUG_PRODUCTS_BLAS or "
+                         "SNUG_PRODUCTS_SNUG", (int)r->products);
     return SNUG_OK;
 }
 
@@ -160,9 +163,9 @@ static snug_status add_beside(const snug_plan_request *r, plan *p, snug_status s
  * (plan_build_under: then it does not fit either). */
 static snug_status build_as(const snug_graph *g, const snug_plan_request *r, size_t m, snug_checkpoint_policy policy,
                             bool probe, plan_memo *memo, plan *p, snug_error *err) {
-    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
+    const plan_compute how = plan_compute_of(r->precision, r->products);
     const size_t budget = engine_budget(r), ceiling = probe && budget ? budget : SIZE_MAX;
-    return add_beside(r, p, plan_build_policy_under(g, m, r->threads, &r->optim, policy, bf16, budget, ceiling, memo,
+    return add_beside(r, p, plan_build_policy_under(g, m, r->threads, &r->optim, policy, how, budget, ceiling, memo,
                                                     p, err), err);
 }
 
@@ -211,7 +214,7 @@ static snug_status auto_fits(const snug_graph *g, const snug_plan_request *r, si
     }
     plan p;
     v = plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0});
-    v.bf16 = r->precision == SNUG_PRECISION_BF16;
+    plan_variant_compute(&v, plan_compute_of(r->precision, r->products));
     snug_status s = add_beside(r, &p, plan_build_under(g, m, r->threads, &r->optim, &v, engine_budget(r), &p, err), err);
     if (s != SNUG_OK) return s;
     *ok = fits(r, &p);
@@ -331,8 +334,8 @@ static snug_status explain(const snug_graph *g, const snug_plan_request *r, cons
     why->budget = r->budget;
     plan lean;
     /* the leanest plan there is */
-    const bool bf16 = r->precision == SNUG_PRECISION_BF16;
-    snug_status s = add_beside(r, &lean, plan_build_auto(g, 1, r->threads, &r->optim, bf16, 1, &lean, err), err);
+    const plan_compute how = plan_compute_of(r->precision, r->products);
+    snug_status s = add_beside(r, &lean, plan_build_auto(g, 1, r->threads, &r->optim, how, 1, &lean, err), err);
     if (s != SNUG_OK) return s;
     why->smallest_budget = lean.total;
     why->fixed = lean.bytes[SNUG_MEM_PARAMS] + lean.bytes[SNUG_MEM_GRADS] + lean.bytes[SNUG_MEM_OPTIM];

@@ -147,10 +147,11 @@ static bool regenerated_if_kept(const snug_graph *g, const bool *drop, const int
  * replaying the rest would cost time and save nothing (a normalisation whose only reader is a kept ReLU), and
  * none whose reader regenerates its output instead. Layers are decided last first, so every reader of a layer's
  * output (a later layer) is decided before it: replayed_from marks the tensors the dropped ones read. */
-static void drop_only_useful(const snug_graph *g, const plan_reads *r, bool *drop, int *reader, bool *replayed_from) {
+static void drop_only_useful(const snug_graph *g, const plan_reads *r, const plan_variant *v, bool *drop, int *reader,
+                             bool *replayed_from) {
     for (int i = 0; i < g->n_nodes; i++) reader[i] = -1;
     for (int c = 0; c < g->n_nodes; c++) {
-        const int producer = plan_regen_producer(g, r, c);
+        const int producer = plan_regen_producer(g, r, v, c);
         if (producer >= 0) reader[producer] = c;
     }
     for (int i = g->n_nodes - 1; i >= 0; i--) {
@@ -189,7 +190,7 @@ snug_status plan_segment(const snug_graph *g, const plan_reads *r, const plan_va
                           !(s->segment[i] < 64 && (v->spared >> s->segment[i] & 1));
     }
     if (v->selective) keep_cheap_only(g, r, s->recompute);
-    drop_only_useful(g, r, s->recompute, reader, replayed_from);
+    drop_only_useful(g, r, v, s->recompute, reader, replayed_from);
     int counted = -1;
     for (int i = 0; i < g->n_nodes; i++)
         if (s->recompute[i] && s->segment[i] != counted) {
@@ -226,5 +227,6 @@ double plan_recompute_flops(const snug_graph *g, const plan_segments *s, size_t 
 
 plan_variant plan_variant_of(snug_checkpoint_policy policy) {
     return (plan_variant){.policy = policy, .selective = policy.kind == SNUG_CHECKPOINT_CHEAP,
-                          .recomputed_segments = -1};
+                          .recomputed_segments = -1,
+                          .product = plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product};
 }

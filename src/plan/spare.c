@@ -52,9 +52,9 @@ static snug_status spare_segments(const snug_graph *g, size_t m, int threads, co
 }
 
 snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                              snug_checkpoint_policy policy, bool bf16, size_t ceiling, plan *p, snug_error *err) {
+                              snug_checkpoint_policy policy, plan_compute how, size_t ceiling, plan *p, snug_error *err) {
     plan_variant v = plan_variant_of(policy);
-    v.bf16 = bf16;
+    plan_variant_compute(&v, how);
     const bool spares = policy.kind == SNUG_CHECKPOINT_SQRT || policy.kind == SNUG_CHECKPOINT_EVERY;
     /* sparing compares with the first plan's exact total, whatever the ceiling */
     snug_status s = plan_build_under(g, m, threads, optim, &v, spares && ceiling != SIZE_MAX ? PLAN_EXACT_TOTAL : ceiling,

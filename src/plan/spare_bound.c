@@ -33,8 +33,7 @@ static bool is_layer(const graph_node *n) { return !(n->op->flags & (OP_IS_INPUT
 static size_t least_workspace(const snug_graph *g, const plan *p) {
     size_t most = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const op_desc *op = g->nodes[i].op;
-        const size_t w = op->workspace_bytes ? op->workspace_bytes(&g->nodes[i], p->m, p->threads) : 0;
+        const size_t w = plan_op_workspace(&g->nodes[i], &p->variant, p->m, p->threads);
         if (w != (size_t)-1 && w > most) most = w;
     }
     return most && !size_align(most, SNUG_MEM_ALIGN, &most) ? 0 : most;

@@ -180,7 +180,7 @@ expect_empty "$OUT"
 run_env "SNUG_GEMM with a value snug does not know: usage error" "SNUG_GEMM=openblas" -- plan --model mlp
 expect_rc 2
 expect_in "$ERR" "SNUG_GEMM='openblas'"
-expect_in "$ERR" "'blas'"
+expect_in "$ERR" "blas (the BLAS)"
 expect_empty "$OUT"
 
 run_env "SNUG_GEMM=blas is accepted" "SNUG_GEMM=blas" -- plan --model mlp --batch 8
@@ -327,14 +327,14 @@ if have_mnist; then
 
     # The header names what multiplies the linear layers, and SNUG_GEMM=blas hands them to the BLAS.
     if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
-        expect_in "$OUT" "| linear layers snug AVX-512"
+        expect_in "$OUT" "| linear layers snug fp32"
     else
-        expect_in "$OUT" "| linear layers BLAS"
+        expect_in "$OUT" "| linear layers blas"
     fi
     run_env "real run: SNUG_GEMM=blas sends the linear layers to the BLAS" "SNUG_GEMM=blas" -- train --model mlp \
         --batch 32 --max-steps 3 --progress off --evaluate off --data-dir "$DATA"
     expect_rc 0
-    expect_in "$OUT" "| linear layers BLAS"
+    expect_in "$OUT" "| linear layers blas"
     expect_in "$OUT" "step 3/3"
 
     run "non-finite loss: skipped steps reported, then exit 1" train --model mlp --batch 32 --lr 1e30 \

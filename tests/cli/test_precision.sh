@@ -34,6 +34,18 @@ expect_in "$OUT" "dtype"
 plan "--json names the precision" --model cnn --batch 16 --precision bf16 --json
 expect_rc 0
 expect_in "$OUT" '"precision":	"bf16"'
+expect_in "$OUT" '"products":	"auto"'
+
+run_env "SNUG_GEMM=blas goes into the request, and the plan records it" "SNUG_DATA_DIR=$EMPTY" "SNUG_GEMM=blas" -- \
+    plan --model mlp --batch 16 --precision bf16 --json
+expect_rc 0
+expect_in "$OUT" '"products":	"blas"'
+expect_in "$OUT" '"linear_product":	"blas"'
+
+run_env "SNUG_GEMM=snug: the bfloat16 product on any CPU" "SNUG_DATA_DIR=$EMPTY" "SNUG_GEMM=snug" -- \
+    plan --model mlp --batch 16 --precision bf16 --json
+expect_rc 0
+expect_in "$OUT" '"linear_product":	"snug bf16"'
 
 usage_error "an unknown precision" "--precision must be one of fp32, bf16, got 'fp16'" plan --precision fp16
 

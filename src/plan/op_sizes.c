@@ -1,0 +1,34 @@
+/* An op's sizes in a plan: where its kernels depend on the plan's matrix product (op_desc.by_product: linear's),
+ * the hooks for that product; else the hooks of the plan's number format. Every size the planner asks of an op
+ * comes through here, so that the workspace a plan reserves is the one its product runs in. */
+#include "ops/op.h"
+#include "plan/plan.h"
+
+size_t plan_op_workspace(const graph_node *n, const plan_variant *v, size_t m, int threads) {
+    const op_desc *op = n->op;
+    if (op->by_product)
+        return op->by_product->workspace_bytes ? op->by_product->workspace_bytes(n, m, threads, v->product) : 0;
+    size_t (*bytes)(const op_node *, size_t, int) =
+        v->bf16 && op->bf16_workspace_bytes ? op->bf16_workspace_bytes : op->workspace_bytes;
+    return bytes ? bytes(n, m, threads) : 0;
+}
+
+size_t plan_op_pending(const graph_node *n, const plan_variant *v, size_t m) {
+    const op_desc *op = n->op;
+    if (op->by_product) return op->by_product->pending_bytes ? op->by_product->pending_bytes(n, m, v->product) : 0;
+    size_t (*bytes)(const op_node *, size_t) = v->bf16 && op->bf16_pending_bytes ? op->bf16_pending_bytes
+                                                                                   : op->pending_bytes;
+    return bytes ? bytes(n, m) : 0;
+}
+
+bool plan_op_has_stage(const graph_node *n) {
+    const op_desc *op = n->op;
+    return op->by_product ? op->by_product->regen_stage_bytes != NULL : op->regen_stage_bytes != NULL;
+}
+
+size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int threads) {
+    const op_desc *op = n->op;
+    if (!plan_op_has_stage(n)) return 0;
+    return op->by_product ? op->by_product->regen_stage_bytes(n, m, threads, v->product)
+                          : op->regen_stage_bytes(n, m, threads);
+}
