@@ -1,4 +1,4 @@
-/* conv3x3_bf16: the forward and the input gradient of a 3x3 stride-1 padding-1 convolution on bfloat16
+/* conv3x3_bf16: the three products of a 3x3 stride-1 padding-1 convolution on bfloat16
  * operands, for bf16 mixed precision: vdpbf16ps (AVX512_BF16) multiplies two bfloat16 pairs per lane into a
  * float32 sum, twice the multiply-adds of float32's fused multiply-add per instruction.
  *
@@ -10,6 +10,8 @@
  * are broadcast. Register tiles of 8 output planes x 48 grid lanes, as the float32 kernel's:
  *   forward         y = b + conv(x, W)
  *   input gradient  dx += conv(dy, W^T with every kernel rotated by 180 degrees) (channel pairs of dy)
+ *   weight gradient dW += dy correlated with x: there the pairs run along the pixels instead (two
+ *                   alignments of x, for the taps of odd and even offset), 16 channels in the lanes
  * x (or dy, or W) is rounded to bfloat16 as it is paired (activations already are bfloat16 values; a packed
  * activation is read as it lies, with no float32 stage). Each output is one float32 chain over channel pairs in
  * increasing order, then the 9 taps in order, the odd channel's product before the even one's within a pair
@@ -70,5 +72,15 @@ void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
                               const float *u,                    // conv3x3_bf16_weights(s, .., w, true)
                               float *scratch,                    // (conv3x3_bf16_scratch_floats)
                               size_t t, size_t T);
+
+/* The weight gradient, one sample: dW += the correlation of dy with x, pairs of pixels per vdpbf16ps (dy and x
+ * rounded to bfloat16 as they are paired; x read as it lies where it is packed), each element a float32 chain
+ * over the grid in bands of a fixed number of pixels, added into dW band after band: an order fixed by the
+ * shape. Threads as conv3x3_bf16_forward; scratch: conv3x3_bf16_dw_scratch_floats. */
+bool conv3x3_bf16_dw_scratch_floats(const conv3x3_shape *s, size_t *n);
+void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, // (co, c, 3, 3)
+                              const float *dy,                   // (co, h, w)
+                              conv3x3_bf16_src x,                // (c, h, w)
+                              float *scratch, size_t t, size_t T);
 
 #endif

@@ -30,10 +30,11 @@
  *
  * In a bf16 plan on a CPU with AVX512_BF16 (conv3x3_bf16_in_use), the stride-1 forward and input gradient take
  * conv3x3_bf16 instead of either: the direct kernel's padded grid with channels in bfloat16 pairs, vdpbf16ps
- * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on every workload shape
- * (docs/precision.md). Its weights, paired once per call, take Winograd's place (the workspace's front or the
- * kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage. dW and
- * db stay on the float32 kernels above (a float32 sum of float32 products of the bfloat16 values).
+ * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on the workloads' shapes
+ * (bench/bench_conv_bf16.c). Its weights, paired once per call, take Winograd's place (the workspace's front or
+ * the kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage.
+ * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does);
+ * db stays on the direct kernel.
  *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
  * else 1), each part rounded up to 64 bytes:
@@ -85,8 +86,9 @@ typedef struct conv_ctx {
     bool wino;          /* direct, and its forward and input gradient by Winograd (conv_wino_pays) */
     bool dx_fresh;      /* backward: Winograd writes each sample's input gradient whole, this call being its
                            first writer (op_call.din_fresh), so nothing zeroes it first */
-    bool bf16;          /* direct, in a bf16 plan where conv3x3_bf16_in_use: the forward and the input gradient
-                           on bfloat16 operands (conv3x3_bf16.h); wino is then off */
+    bool bf16;          /* direct, in a bf16 plan where conv3x3_bf16_in_use: the forward, the input gradient and
+                           (where Winograd's does not take it) the weight gradient on bfloat16 operands
+                           (conv3x3_bf16.h); wino is then off */
     bool wino_dw;       /* the weight gradient may take Winograd (conv_layout_of): where a float32 plan would
                            take it for the other two (wino, before bf16 turned it off) */
 } conv_ctx;
@@ -101,9 +103,8 @@ static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
 
-/* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 for the forward and
- * the input gradient where conv3x3_bf16_in_use (AVX512_BF16 CPUs), and everything else as a float32 plan; the
- * weight gradient stays the float32 kernels' (Winograd's or the direct one's), summed in float32. */
+/* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 where
+ * conv3x3_bf16_in_use (AVX512_BF16 CPUs), everything else as a float32 plan. */
 static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
     const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
@@ -226,6 +227,8 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
             !conv3x3_bf16_weights_floats(&s, true, &ub) || !size_mul(uf > ub ? uf : ub, sizeof(float), &l->pre) ||
             !size_align(l->pre, CONV_ALIGN, &l->pre))
             return false;
+        cols = bn > cols ? bn : cols;
+        if (!wdw && !conv3x3_bf16_dw_scratch_floats(&s, &bn)) return false; /* and its weight gradient's */
         cols = bn > cols ? bn : cols;
     }
     if (wdw) {
@@ -548,19 +551,24 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
 }
 
 /* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
- * read), else by the direct kernel; db by the direct kernel; dx by Winograd's or with them. */
+ * read), else by conv3x3_bf16 (bf16) or the direct kernel; db by the direct kernel; dx by Winograd's,
+ * conv3x3_bf16's or with them. x: floats, or (conv3x3_bf16's dW only) packed bfloat16. */
 static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *dx, float *dw, float *du,
-                              float *db, const float *dy, const float *x, const float *w, const float *u,
+                              float *db, const float *dy, conv3x3_bf16_src x, const float *w, const float *u,
                               float *scratch, size_t t, size_t T) {
     if (k->direct_s2) {
-        conv3x3_s2_backward(s, dx, dw, db, dy, x, w, scratch, t, T);
+        conv3x3_s2_backward(s, dx, dw, db, dy, x.f, w, scratch, t, T);
         return;
     }
     if (du) {
-        conv3x3_winograd_dw_accumulate(s, du, dy, x, scratch);
+        conv3x3_winograd_dw_accumulate(s, du, dy, x.f, scratch);
         dw = NULL;
     }
-    conv3x3_backward(s, k->wino || k->bf16 ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
+    if (k->bf16 && dw) {
+        conv3x3_bf16_backward_dw(s, dw, dy, x, scratch, t, T);
+        dw = NULL;
+    }
+    conv3x3_backward(s, k->wino || k->bf16 ? NULL : dx, dw, db, dy, x.f, w, scratch, t, T);
     if (k->bf16 && dx) conv3x3_bf16_backward_dx(s, dx, dy, u, scratch, t, T);
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, wino_part(s, scratch, true, t), k->dx_fresh, t, T);
 }
@@ -621,6 +629,19 @@ static const float *conv_x_one(const op_call *c, size_t n, float *stage) {
 /* The same by part t of the T threads that share each sample: regenerated by all of them, whole after the
  * barrier. The kernels end each sample with a barrier of their own, so no thread still reads the previous
  * sample's stage when the next is written. */
+/* Whether conv3x3_bf16's weight gradient (bf16, where Winograd's does not take it) reads sample n's input
+ * from the packed copy as it lies; then this is it, else NULL. */
+static const uint16_t *conv_packed_x(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n) {
+    return k->bf16 && !l->wdw && c->in_packed && c->dw[0] ? c->in_packed + n * op_in_numel(c, 0) : NULL;
+}
+
+/* conv_x_one as conv_backward_one reads it. */
+static conv3x3_bf16_src conv_src_one(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n,
+                                     float *stage) {
+    const uint16_t *h = conv_packed_x(c, k, l, n);
+    return h ? (conv3x3_bf16_src){.h = h} : (conv3x3_bf16_src){.f = conv_x_one(c, n, stage)};
+}
+
 static const float *conv_x_shared(const op_call *c, size_t n, float *stage, size_t t, size_t T) {
     const size_t in_n = op_in_numel(c, 0), lo = in_n * t / T, hi = in_n * (t + 1) / T;
     if (!c->dw[0] || (!c->regen && !c->in_packed)) return conv_x_one(c, n, stage);
@@ -630,6 +651,13 @@ static const float *conv_x_shared(const op_call *c, size_t n, float *stage, size
         #pragma omp barrier
     }
     return stage;
+}
+
+/* conv_x_shared as conv_backward_one reads it. */
+static conv3x3_bf16_src conv_src_shared(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n,
+                                        float *stage, size_t t, size_t T) {
+    const uint16_t *h = conv_packed_x(c, k, l, n);
+    return h ? (conv3x3_bf16_src){.h = h} : (conv3x3_bf16_src){.f = conv_x_shared(c, n, stage, t, T)};
 }
 
 /* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh) and the
@@ -655,14 +683,15 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
         if (t == 0) {
             if (wino_u_new) conv_derive_weights(k, s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n, NULL,
+                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
+                                  (conv3x3_bf16_src){0},
                                   c->w[0], u, mine, 0, 1);
         }
         if (t == 1 || T == 1) {
             float *du = slot_du(c, l, (char *)mine);
             for (size_t n = 0; n < m; n++)
                 conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], c->dout + n * out_n,
-                                  conv_x_one(c, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
+                                  conv_src_one(c, k, l, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
             finish_du(s, c->dw[0], du);
         }
     }
@@ -697,14 +726,14 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
                 #pragma omp for schedule(static) nowait
                 for (size_t n = 0; n < m; n++)
                     conv_backward_one(k, &s, NULL, pdw, du, pdb, c->dout + n * out_n,
-                                      conv_x_one(c, n, conv_stage(c, l, (size_t)omp_get_thread_num())), c->w[0],
+                                      conv_src_one(c, k, l, n, conv_stage(c, l, (size_t)omp_get_thread_num())), c->w[0],
                                       u, (float *)(void *)mine, 0, 1);
             }
             if (c->din[0]) {
                 #pragma omp for schedule(static)
                 for (size_t n = 0; n < m; n++)
                     conv_backward_one(k, &s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
-                                      NULL, c->w[0], u, (float *)(void *)mine, 0, 1);
+                                      (conv3x3_bf16_src){0}, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
         if (wino_dx) wino_u_derived(c, true);
@@ -730,7 +759,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         float *du = slot_du(c, l, slots); /* only where one thread runs here (conv_layout_of) */
         for (size_t n = 0; n < m; n++)
             conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], du, c->dw[1],
-                              c->dout + n * out_n, conv_x_shared(c, n, conv_stage(c, l, 0), t, T), c->w[0], u,
+                              c->dout + n * out_n, conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
                               (float *)(void *)slots, t, T);
         finish_du(&s, c->dw[0], du);
     }
