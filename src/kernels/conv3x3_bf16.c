@@ -123,8 +123,8 @@ static inline __attribute__((always_inline)) BF16 void pair_row_bf16(uint32_t *d
     }
 }
 
-/* Pairs [lo, hi) of pair_planes, every row in one function (rows of ResNet-20 are 8 to 32 floats: a call per row
- * cost a third as much as the products). */
+/* Pairs [lo, hi) of pair_planes, every row in one function: ResNet-20's rows are 8 to 32 floats, too short to
+ * pay for a call each. */
 static BF16 void pair_planes_bf16(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t h, size_t w, size_t r0,
                                   size_t r1, size_t stride, size_t lo, size_t hi) {
     for (size_t p = lo; p < hi; p++)

@@ -45,7 +45,7 @@ bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n);
 /* u = W paired for the forward (dx false: word (o, p, tap) the pair of input channels 2p, 2p + 1 of output o)
  * or for the input gradient (dx true: word (i, p, tap) the pair of output channels 2p, 2p + 1 for input i, each
  * kernel rotated by 180 degrees), rounded to bfloat16; part t of T of the planes. Once per call, not per
- * sample: at 64 channels on 8x8 planes pairing the weights costs as much as the product of one sample. */
+ * sample: with many channels on a small plane, pairing the weights is as much work as one sample's product. */
 void conv3x3_bf16_weights(const conv3x3_shape *s, float *u, // (conv3x3_bf16_weights_floats)
                           const float *w,                   // (co, c, 3, 3)
                           bool dx, size_t t, size_t T);
