@@ -4,9 +4,9 @@
  * its float32 additions: at most K u sum |terms| with K = 9 c (or 9 co) additions and u = 2^-24 (the bound of
  * recursive summation), checked per element. The shapes hit the edges: one channel and odd channel counts (a
  * pair with a zero half), widths that are no multiple of 16, planes smaller than a vector, output counts that
- * leave partial register tiles, channel counts past a block of 16 lanes, a grid of more than one weight-gradient
- * band (40 x 41), a plane paired in bands of rows (90 x 80). The weight gradient's bound has K = h w. The gradients must ADD to what they held. And bit
- * for bit: the two kernels
+ * leave partial register tiles, channel counts past a block of 16 lanes (17), a plane whose weight gradient
+ * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80). The weight
+ * gradient's bound has K = h w. The gradients must ADD to what they held. And bit for bit: the two kernels
  * where both run, a packed bfloat16 source and its float32 values, one thread and two sharing a sample. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -370,9 +370,11 @@ void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy
  * and one with an odd offset O at the same row. E and O hold 16 channels side by side (lanes along channels:
  * the transposed planes of the float32 kernel's small-plane form), so a tile is 3 output channels x 9 taps of
  * 16-channel vectors, each vdpbf16ps adding two pixels. The grid goes in bands of DW_BAND pairs: each band's
- * E, O and D are made, then every tile adds its band's sums into dW, band after band. */
+ * E, O and D are made, then every tile adds its band's sums into dW, band after band. A band makes its halo
+ * too (the w + 3 rows of E and O the taps reach past it): 2048 pairs keep that to an eighth of a band on
+ * unet's 256-wide planes (with 512 a third of the rows made would be halo), while E and O stay in L2. */
 
-#define DW_BAND ((size_t)512)
+#define DW_BAND ((size_t)2048)
 #define MW 3
 
 /* The band's geometry: pairs [j0, j1) of the grid's nj; E and O rows (the taps reach wp + 1 rows further);
