@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/dpbf16_lane.h"
 #include "kernels/isa.h"
 #include "kernels/transpose.h"
 
@@ -63,36 +64,14 @@ size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
 
 /* ---- the portable twin of the two instruction-level steps -------------------------------------------------------- */
 
-static uint32_t float_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static float bits_float(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* x rounded to bfloat16 as vcvtne2ps2bf16 documents it: zero and denormals to a zero of their sign, infinities
- * kept, NaNs truncated and made quiet, other values to nearest, ties to even (an integer add of 0x7FFF plus
- * the lowest kept bit; a carry into the exponent is the correct rounding, up to infinity). */
-static uint32_t bf16_of(float x) {
-    const uint32_t u = float_bits(x), exp = u >> 23 & 0xFF;
-    if (exp == 0) return u >> 16 & 0x8000;
-    if (exp == 0xFF) return u & 0x7FFFFF ? (u >> 16 | 0x40) : u >> 16;
-    return (u + 0x7FFF + (u >> 16 & 1)) >> 16;
-}
-
 /* Pairs of consecutive rows of src (`rows` rows, ld floats apart, `cols` of them read) merged into rows of w
  * pairs: dst[q * w + t] holds the bf16 of src[2q * ld + t] in its low half and of src[(2q + 1) * ld + t] in
  * its high half; zero for t >= cols and for the row past an odd count. */
 static void merge_portable(uint32_t *dst, const float *src, size_t ld, size_t w, size_t cols, size_t rows) {
     for (size_t q = 0; 2 * q < rows; q++)
         for (size_t t = 0; t < w; t++) {
-            const uint32_t lo = t < cols ? bf16_of(src[2 * q * ld + t]) : 0;
-            const uint32_t hi = t < cols && 2 * q + 1 < rows ? bf16_of(src[(2 * q + 1) * ld + t]) : 0;
+            const uint32_t lo = t < cols ? dpbf16_of(src[2 * q * ld + t]) : 0;
+            const uint32_t hi = t < cols && 2 * q + 1 < rows ? dpbf16_of(src[(2 * q + 1) * ld + t]) : 0;
             dst[q * w + t] = lo | hi << 16;
         }
 }
@@ -101,27 +80,9 @@ static void merge_portable(uint32_t *dst, const float *src, size_t ld, size_t w,
  * low half, zero past kc; written through memcpy because the words lie in float storage (the stage). */
 static void column_pairs_portable(float *words, const float *src, size_t kc) {
     for (size_t q = 0; 2 * q < kc; q++) {
-        const uint32_t w = bf16_of(src[2 * q]) | (2 * q + 1 < kc ? bf16_of(src[2 * q + 1]) : 0) << 16;
+        const uint32_t w = dpbf16_of(src[2 * q]) | (2 * q + 1 < kc ? dpbf16_of(src[2 * q + 1]) : 0) << 16;
         memcpy(words + q, &w, sizeof w);
     }
-}
-
-/* A bf16 (the low 16 bits) as the float32 it denotes, denormals read as zero. */
-static float bf16_value(uint32_t h) {
-    const uint32_t u = (h & 0xFFFF) << 16;
-    return bits_float(u >> 23 & 0xFF ? u : u & 0x80000000u);
-}
-
-/* Denormals to a zero of their sign: vdpbf16ps's inputs (the accumulator included) and results. */
-static float flush(float x) { return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x; }
-
-/* One lane of vdpbf16ps: the product of the high halves, then of the low halves, each added by a fused
- * multiply-add (one rounding each), the result flushed after each. fmaf rounds a result below FLT_MIN to the
- * denormal grid before the flush, so an exact sum within 2^-150 below FLT_MIN comes out as FLT_MIN, where
- * hardware that rounds to 24 bits first may flush it to zero; nothing else differs from the documented lane. */
-static float dot_pair(float acc, uint32_t a, uint32_t b) {
-    acc = flush(fmaf(bf16_value(a >> 16), bf16_value(b >> 16), flush(acc)));
-    return flush(fmaf(bf16_value(a), bf16_value(b), acc));
 }
 
 /* How a tile starts: from zero, from C, or from its columns' biases. */
@@ -133,7 +94,7 @@ static void tile_portable(size_t kp, const uint32_t *a, const uint32_t *b, float
     for (size_t i = 0; i < mr; i++)
         for (size_t j = 0; j < nr; j++) {
             float acc = start == START_C ? c[i * ldc + j] : start == START_BIAS ? bias[j] : 0.0f;
-            for (size_t q = 0; q < kp; q++) acc = dot_pair(acc, a[q * SR + i], b[q * NR + j]);
+            for (size_t q = 0; q < kp; q++) acc = dpbf16_lane(acc, a[q * SR + i], b[q * NR + j]);
             c[i * ldc + j] = acc;
         }
 }

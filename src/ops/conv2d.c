@@ -28,15 +28,24 @@
  * (conv3x3_winograd_dw_pays), dW takes Winograd too, summed over the samples in the transformed domain (dU)
  * and turned into dW once per call and thread; db stays on the direct kernel.
  *
+ * In a bf16 plan on a CPU with AVX512_BF16 (conv3x3_bf16_in_use), the stride-1 forward and input gradient take
+ * conv3x3_bf16 instead of either: the direct kernel's padded grid with channels in bfloat16 pairs, vdpbf16ps
+ * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on the workloads' shapes
+ * (bench/bench_conv_bf16.c). Its weights, paired once per call, take Winograd's place (the workspace's front or
+ * the kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage.
+ * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does);
+ * db stays on the direct kernel.
+ *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
  * else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats (36 C Co where the input gradient takes F(4x4)), only on
- *     that path ]
+ *     that path; on conv3x3_bf16's, its paired weights, 9 max(Co ceil(C/2), C ceil(Co/2)) words ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
  *         floats at stride 1, or (C + Co) bands of about 20 rows where the plane is taller (conv3x3_direct.h),
  *         C(H + 2)(W + 2) + Co(Ho + 2)(Wo + 1) at stride 2; with Winograd, whose weight gradient alone uses
  *         the padded planes, the larger of that and its blocks for the threads sharing a sample; with
- *         Winograd's dW, the largest of its blocks and dW's transposed planes) | dU, 16 Co round_up(C, 16)
+ *         Winograd's dW, the largest of its blocks and dW's transposed planes; on conv3x3_bf16's, the
+ *         larger of that and ceil(max(C, Co)/2) paired planes of (H + 2)(W + 1) words) | dU, 16 Co round_up(C, 16)
  *         floats, only with Winograd's dW | partial dW (Co, C/G*k*k) (none with dU: dU is the partial) + db
  *         (Co) floats, only when T > 1 ].
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
@@ -54,6 +63,7 @@
 #include "core/parallel.h"
 #include "core/stream_store.h"
 #include "kernels/bf16.h"
+#include "kernels/conv3x3_bf16.h"
 #include "kernels/conv3x3_direct.h"
 #include "kernels/conv3x3_winograd.h"
 #include "kernels/gemm_direct.h"
@@ -76,6 +86,11 @@ typedef struct conv_ctx {
     bool wino;          /* direct, and its forward and input gradient by Winograd (conv_wino_pays) */
     bool dx_fresh;      /* backward: Winograd writes each sample's input gradient whole, this call being its
                            first writer (op_call.din_fresh), so nothing zeroes it first */
+    bool bf16;          /* direct, in a bf16 plan where conv3x3_bf16_in_use: the forward, the input gradient and
+                           (where Winograd's does not take it) the weight gradient on bfloat16 operands
+                           (conv3x3_bf16.h); wino is then off */
+    bool wino_dw;       /* the weight gradient may take Winograd (conv_layout_of): where a float32 plan would
+                           take it for the other two (wino, before bf16 turned it off) */
 } conv_ctx;
 
 /* Where Winograd beats the direct kernel, measured on one core in both directions, forward and input gradient
@@ -88,7 +103,9 @@ static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
 
-static conv_ctx conv_ctx_of(const op_node *n) {
+/* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 where
+ * conv3x3_bf16_in_use (AVX512_BF16 CPUs), everything else as a float32 plan. */
+static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
     const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
     conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
@@ -104,6 +121,11 @@ static conv_ctx conv_ctx_of(const op_node *n) {
     k.direct = d3 && k.g.stride == 1;
     k.direct_s2 = d3 && k.g.stride == 2;
     k.wino = k.direct && conv3x3_winograd_available() && conv_wino_pays(k.g.c, k.co, k.g.h, k.g.w);
+    k.wino_dw = k.wino;
+    /* one input channel leaves every pair half zero: no faster than the float32 tile (the first layer, which
+     * computes no input gradient) */
+    k.bf16 = bf16 && k.direct && k.g.c > 1 && conv3x3_bf16_in_use();
+    if (k.bf16) k.wino = false;
     return k;
 }
 
@@ -170,7 +192,7 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
     /* a sample's scratch: the padded planes or bands of the direct kernels (where Winograd runs the forward and
      * the input gradient, the weight gradient's alone), or the column matrix */
-    const unsigned uses = k->wino ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
+    const unsigned uses = k->wino_dw ? CONV3X3_DW : CONV3X3_FORWARD | CONV3X3_DX | CONV3X3_DW;
     if (k->direct ? !conv3x3_scratch_floats_for(&s, uses, &cols)
         : k->direct_s2 ? !conv3x3_s2_scratch_floats(&s, &cols)
         : !k->pointwise && !size_mul(k->kdim * k->groups, k->npix, &cols))
@@ -186,7 +208,7 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
      * small to share on any thread count (so that a micro-batch of 1 gets the same bits on 1, 2 or 3 threads);
      * then no direct kernel needs a scratch */
     const bool wdw =
-        k->wino && conv3x3_winograd_dw_pays(&s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
+        k->wino_dw && conv3x3_winograd_dw_pays(&s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
     if (wdw) cols = 0;
     l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (k->wino) {
@@ -198,6 +220,16 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
             !size_align(l->pre, CONV_ALIGN, &l->pre))
             return false;
         cols = wsn > cols ? wsn : cols;
+    }
+    if (k->bf16) { /* the forward's and the input gradient's paired planes; their paired weights in front */
+        size_t bn, uf, ub;
+        if (!conv3x3_bf16_scratch_floats(&s, &bn) || !conv3x3_bf16_weights_floats(&s, false, &uf) ||
+            !conv3x3_bf16_weights_floats(&s, true, &ub) || !size_mul(uf > ub ? uf : ub, sizeof(float), &l->pre) ||
+            !size_align(l->pre, CONV_ALIGN, &l->pre))
+            return false;
+        cols = bn > cols ? bn : cols;
+        if (!wdw && !conv3x3_bf16_dw_scratch_floats(&s, &bn)) return false; /* and its weight gradient's */
+        cols = bn > cols ? bn : cols;
     }
     if (wdw) {
         size_t dsn, dun;
@@ -326,8 +358,15 @@ static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
 
 /* Winograd's transformed weights for the forward (dx false) or the input gradient, by part t of T of the
  * threads of the enclosing region; the barrier makes them whole before any thread reads them. */
-static void conv_wino_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
-    conv3x3_winograd_weights(s, u, w, dx, t, T);
+static void conv_derive_weights(const conv_ctx *k, const conv3x3_shape *s, float *u, const float *w, bool dx,
+                                size_t t, size_t T) {
+    if (k->bf16) conv3x3_bf16_weights(s, u, w, dx, t, T);
+    else conv3x3_winograd_weights(s, u, w, dx, t, T);
+}
+
+static void conv_wino_weights(const conv_ctx *k, const conv3x3_shape *s, float *u, const float *w, bool dx,
+                              size_t t, size_t T) {
+    conv_derive_weights(k, s, u, w, dx, t, T);
     if (T > 1) {
         #pragma omp barrier
     }
@@ -349,8 +388,9 @@ static bool conv_kept_layout(const conv_ctx *k, size_t *fwd, size_t *dx) {
            size_mul(*dx, sizeof(float), dx) && size_align(*dx, CONV_ALIGN, dx);
 }
 
-/* Where one direction's transformed weights live: the kept block, where *derive says whether they are stale
- * (derived under another weights version), else the workspace's front, derived every call. */
+/* Where one direction's transformed (or, on conv3x3_bf16, paired) weights live: the kept block, where *derive
+ * says whether they are stale (derived under another weights version), else the workspace's front, derived
+ * every call. */
 static float *wino_u(const op_call *c, const conv_ctx *k, bool dx, bool *derive) {
     size_t fwd, dxb;
     if (!c->kept || !conv_kept_layout(k, &fwd, &dxb)) {
@@ -375,11 +415,20 @@ static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) 
 
 /* One sample's forward on the direct path, Winograd's or the direct kernel's (scratch: Winograd's thread's own,
  * the direct kernel's shared by the T threads). */
-static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, const float *x, const float *w,
-                             const float *b, const float *u, float *scratch, size_t t, size_t T) {
-    if (k->wino) conv3x3_winograd_forward(s, y, x, u, b, scratch, t, T);
-    else if (k->direct_s2) conv3x3_s2_forward(s, y, x, w, b, scratch, t, T);
-    else conv3x3_forward(s, y, x, w, b, scratch, t, T);
+static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, conv3x3_bf16_src x,
+                             const float *w, const float *b, const float *u, float *scratch, size_t t, size_t T) {
+    if (k->bf16) conv3x3_bf16_forward(s, y, x, u, b, scratch, t, T);
+    else if (k->wino) conv3x3_winograd_forward(s, y, x.f, u, b, scratch, t, T);
+    else if (k->direct_s2) conv3x3_s2_forward(s, y, x.f, w, b, scratch, t, T);
+    else conv3x3_forward(s, y, x.f, w, b, scratch, t, T);
+}
+
+/* Sample n's input for conv_forward_one: conv3x3_bf16 reads a packed input as it lies, the others read
+ * conv_x_forward's. */
+static conv3x3_bf16_src conv_src_forward(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t at,
+                                         size_t n, size_t t, size_t T) {
+    if (k->bf16 && c->packed.in[0]) return (conv3x3_bf16_src){.h = c->packed.in[0] + n * op_in_numel(c, 0)};
+    return (conv3x3_bf16_src){.f = conv_x_forward(c, l, at, n, t, T)};
 }
 
 /* The direct path: one sample per thread, each with its own scratch, or all threads on each sample in turn
@@ -389,12 +438,12 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
     const size_t m = c->m, out_n = op_out_numel(c);
     bool derive;
     float *u = wino_u(c, k, false, &derive);
-    const bool wino_u_new = k->wino && derive;
+    const bool wino_u_new = (k->wino || k->bf16) && derive;
     char *work = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
         {
-            if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
+            if (wino_u_new) conv_wino_weights(k, &s, u, c->w[0], false, (size_t)omp_get_thread_num(), l->T);
             const size_t t = (size_t)omp_get_thread_num();
             float *mine = (float *)(void *)(work + t * l->slot);
             /* Contiguous parts of the samples, as every op splits a batch: thread t writes the outputs that
@@ -404,20 +453,20 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
              * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++)
-                conv_forward_one(k, &s, c->out + n * out_n, conv_x_forward(c, l, t, n, 0, 1), c->w[0], c->w[1], u,
-                                 mine, 0, 1);
+                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0],
+                                 c->w[1], u, mine, 0, 1);
         }
     } else {
         #pragma omp parallel num_threads(conv_forward_inner(k, c->threads))
         {
             const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-            if (wino_u_new) conv_wino_weights(&s, u, c->w[0], false, t, T);
+            if (wino_u_new) conv_wino_weights(k, &s, u, c->w[0], false, t, T);
             /* the direct kernels share the slot's padded planes; Winograd's threads take scratches of their own */
             float *scratch = !k->wino ? (float *)(void *)work
                              : l->own_fwd ? (float *)(void *)(work + t * l->slot)
                                           : wino_part(&s, (float *)(void *)work, false, t);
             for (size_t n = 0; n < m; n++) {
-                conv_forward_one(k, &s, c->out + n * out_n, conv_x_forward(c, l, 0, n, t, T), c->w[0],
+                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, 0, n, t, T), c->w[0],
                                  c->w[1], u, scratch, t, T);
                 if (c->packed.in[0] && T > 1) { /* no thread unpacks the next sample while others read this one */
                     #pragma omp barrier
@@ -429,7 +478,7 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
 }
 
 static void conv_forward(const op_call *c) {
-    const conv_ctx k = conv_ctx_of(c->node);
+    const conv_ctx k = conv_ctx_of(c->node, c->bf16);
     const size_t m = c->m, out_n = op_out_numel(c);
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l); /* cannot overflow: the planner sized the same numbers */
@@ -502,19 +551,25 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
 }
 
 /* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
- * read), else by the direct kernel; db by the direct kernel; dx by Winograd's or with them. */
+ * read), else by conv3x3_bf16 (bf16) or the direct kernel; db by the direct kernel; dx by Winograd's,
+ * conv3x3_bf16's or with them. x: floats, or (conv3x3_bf16's dW only) packed bfloat16. */
 static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *dx, float *dw, float *du,
-                              float *db, const float *dy, const float *x, const float *w, const float *u,
+                              float *db, const float *dy, conv3x3_bf16_src x, const float *w, const float *u,
                               float *scratch, size_t t, size_t T) {
     if (k->direct_s2) {
-        conv3x3_s2_backward(s, dx, dw, db, dy, x, w, scratch, t, T);
+        conv3x3_s2_backward(s, dx, dw, db, dy, x.f, w, scratch, t, T);
         return;
     }
     if (du) {
-        conv3x3_winograd_dw_accumulate(s, du, dy, x, scratch);
+        conv3x3_winograd_dw_accumulate(s, du, dy, x.f, scratch);
         dw = NULL;
     }
-    conv3x3_backward(s, k->wino ? NULL : dx, dw, db, dy, x, w, scratch, t, T);
+    if (k->bf16 && dw) {
+        conv3x3_bf16_backward_dw(s, dw, dy, x, scratch, t, T);
+        dw = NULL;
+    }
+    conv3x3_backward(s, k->wino || k->bf16 ? NULL : dx, dw, db, dy, x.f, w, scratch, t, T);
+    if (k->bf16 && dx) conv3x3_bf16_backward_dx(s, dx, dy, u, scratch, t, T);
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, wino_part(s, scratch, true, t), k->dx_fresh, t, T);
 }
 
@@ -574,6 +629,19 @@ static const float *conv_x_one(const op_call *c, size_t n, float *stage) {
 /* The same by part t of the T threads that share each sample: regenerated by all of them, whole after the
  * barrier. The kernels end each sample with a barrier of their own, so no thread still reads the previous
  * sample's stage when the next is written. */
+/* Whether conv3x3_bf16's weight gradient (bf16, where Winograd's does not take it) reads sample n's input
+ * from the packed copy as it lies; then this is it, else NULL. */
+static const uint16_t *conv_packed_x(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n) {
+    return k->bf16 && !l->wdw && c->in_packed && c->dw[0] ? c->in_packed + n * op_in_numel(c, 0) : NULL;
+}
+
+/* conv_x_one as conv_backward_one reads it. */
+static conv3x3_bf16_src conv_src_one(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n,
+                                     float *stage) {
+    const uint16_t *h = conv_packed_x(c, k, l, n);
+    return h ? (conv3x3_bf16_src){.h = h} : (conv3x3_bf16_src){.f = conv_x_one(c, n, stage)};
+}
+
 static const float *conv_x_shared(const op_call *c, size_t n, float *stage, size_t t, size_t T) {
     const size_t in_n = op_in_numel(c, 0), lo = in_n * t / T, hi = in_n * (t + 1) / T;
     if (!c->dw[0] || (!c->regen && !c->in_packed)) return conv_x_one(c, n, stage);
@@ -583,6 +651,13 @@ static const float *conv_x_shared(const op_call *c, size_t n, float *stage, size
         #pragma omp barrier
     }
     return stage;
+}
+
+/* conv_x_shared as conv_backward_one reads it. */
+static conv3x3_bf16_src conv_src_shared(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n,
+                                        float *stage, size_t t, size_t T) {
+    const uint16_t *h = conv_packed_x(c, k, l, n);
+    return h ? (conv3x3_bf16_src){.h = h} : (conv3x3_bf16_src){.f = conv_x_shared(c, n, stage, t, T)};
 }
 
 /* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh) and the
@@ -606,16 +681,17 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         float *mine = (float *)(void *)(slots + (size_t)t * l->slot);
         if (t == 0) {
-            if (wino_u_new) conv3x3_winograd_weights(s, u, c->w[0], true, 0, 1);
+            if (wino_u_new) conv_derive_weights(k, s, u, c->w[0], true, 0, 1);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n, NULL,
+                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
+                                  (conv3x3_bf16_src){0},
                                   c->w[0], u, mine, 0, 1);
         }
         if (t == 1 || T == 1) {
             float *du = slot_du(c, l, (char *)mine);
             for (size_t n = 0; n < m; n++)
                 conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], c->dout + n * out_n,
-                                  conv_x_one(c, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
+                                  conv_src_one(c, k, l, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
             finish_du(s, c->dw[0], du);
         }
     }
@@ -628,12 +704,12 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
     bool derive;
     float *u = wino_u(c, k, true, &derive);
-    const bool wino_dx = k->wino && c->din[0] && derive; /* the input gradient's weights to derive */
+    const bool wino_dx = (k->wino || k->bf16) && c->din[0] && derive; /* the input gradient's weights to derive */
     char *slots = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
         {
-            if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, (size_t)omp_get_thread_num(), l->T);
+            if (wino_dx) conv_wino_weights(k, &s, u, c->w[0], true, (size_t)omp_get_thread_num(), l->T);
             /* every thread's dU and partials, also those of threads the runtime may not have started; streamed
              * (core/stream_store.h): the last call's reduction read them on the master */
             #pragma omp for schedule(static)
@@ -650,14 +726,14 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
                 #pragma omp for schedule(static) nowait
                 for (size_t n = 0; n < m; n++)
                     conv_backward_one(k, &s, NULL, pdw, du, pdb, c->dout + n * out_n,
-                                      conv_x_one(c, n, conv_stage(c, l, (size_t)omp_get_thread_num())), c->w[0],
+                                      conv_src_one(c, k, l, n, conv_stage(c, l, (size_t)omp_get_thread_num())), c->w[0],
                                       u, (float *)(void *)mine, 0, 1);
             }
             if (c->din[0]) {
                 #pragma omp for schedule(static)
                 for (size_t n = 0; n < m; n++)
                     conv_backward_one(k, &s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
-                                      NULL, c->w[0], u, (float *)(void *)mine, 0, 1);
+                                      (conv3x3_bf16_src){0}, c->w[0], u, (float *)(void *)mine, 0, 1);
             }
         }
         if (wino_dx) wino_u_derived(c, true);
@@ -679,11 +755,11 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        if (wino_dx) conv_wino_weights(&s, u, c->w[0], true, t, T);
+        if (wino_dx) conv_wino_weights(k, &s, u, c->w[0], true, t, T);
         float *du = slot_du(c, l, slots); /* only where one thread runs here (conv_layout_of) */
         for (size_t n = 0; n < m; n++)
             conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], du, c->dw[1],
-                              c->dout + n * out_n, conv_x_shared(c, n, conv_stage(c, l, 0), t, T), c->w[0], u,
+                              c->dout + n * out_n, conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
                               (float *)(void *)slots, t, T);
         finish_du(&s, c->dw[0], du);
     }
@@ -691,7 +767,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
 }
 
 static void conv_backward(const op_call *c) {
-    conv_ctx k = conv_ctx_of(c->node);
+    conv_ctx k = conv_ctx_of(c->node, c->bf16);
     k.dx_fresh = k.wino && (c->din_fresh & 1u);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
     conv_layout l;
@@ -729,7 +805,7 @@ static void conv_backward(const op_call *c) {
 /* ---- costs ---------------------------------------------------------------------------------------------- */
 
 static double conv_flops(const op_node *n) {
-    const conv_ctx k = conv_ctx_of(n);
+    const conv_ctx k = conv_ctx_of(n, false);
     return 2.0 * (double)k.kdim * (double)k.co * (double)k.npix;
 }
 
@@ -740,19 +816,28 @@ static size_t conv_saved_bytes(const op_node *n) {
 
 /* Backward needs at least what forward does (the same slots, plus partials when T > 1). SIZE_MAX when the size
  * overflows, which no budget fits. */
-static size_t conv_workspace_bytes(const op_node *n, size_t m, int threads) {
-    const conv_ctx k = conv_ctx_of(n);
+static size_t conv_layout_bytes(const conv_ctx *k, size_t m, int threads) {
     conv_layout l;
     size_t total;
-    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(l.slot, l.slots, &total) || !size_add(total, l.pre, &total))
+    if (!conv_layout_of(k, m, threads, &l) || !size_mul(l.slot, l.slots, &total) || !size_add(total, l.pre, &total))
         return SIZE_MAX;
     return total;
+}
+
+static size_t conv_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n, false);
+    return conv_layout_bytes(&k, m, threads);
+}
+
+static size_t conv_bf16_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    return conv_layout_bytes(&k, m, threads);
 }
 
 /* Winograd's transformed weights of both directions, kept across a window at micro-batches of at most
  * CONV_KEEP_MAX_M; SIZE_MAX on overflow. */
 static size_t conv_kept_bytes(const op_node *n, size_t m) {
-    const conv_ctx k = conv_ctx_of(n);
+    const conv_ctx k = conv_ctx_of(n, false);
     size_t fwd, dx, total;
     if (!k.wino || m > CONV_KEEP_MAX_M) return 0;
     if (!conv_kept_layout(&k, &fwd, &dx) || !size_add(fwd, dx, &total) || !size_add(total, CONV_KEPT_HEAD, &total))
@@ -763,7 +848,7 @@ static size_t conv_kept_bytes(const op_node *n, size_t m) {
 /* A stage per sample thread (one where threads share a sample or the BLAS threads each product), after the
  * layout's slots: see conv_stage. */
 static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
-    const conv_ctx k = conv_ctx_of(n);
+    const conv_ctx k = conv_ctx_of(n, false);
     conv_layout l;
     size_t total;
     if (!conv_layout_of(&k, m, threads, &l) || !size_mul(conv_stage_bytes(n->in_numel[0]),
@@ -781,6 +866,7 @@ const op_desc op_conv2d = {
     .flops = conv_flops,
     .saved_bytes = conv_saved_bytes,
     .workspace_bytes = conv_workspace_bytes,
+    .bf16_workspace_bytes = conv_bf16_workspace_bytes,
     .kept_bytes = conv_kept_bytes,
     .regen_stage_bytes = conv_regen_stage_bytes,
 };

@@ -1,0 +1,617 @@
+/* conv3x3_bf16 (conv3x3_bf16.h): paired padded planes in the scratch, register tiles of vdpbf16ps over them.
+ * The AVX512_BF16 code is compiled through a function attribute (the build has no -march) and used only where
+ * the CPU has it; the pairing, the weights, the split between threads and a plain-C twin of the tile run on
+ * every CPU. */
+#include "kernels/conv3x3_bf16.h"
+
+#include <string.h>
+
+#include "core/checked.h"
+#include "kernels/avx512.h"
+#include "kernels/dpbf16_lane.h"
+#include "kernels/isa.h"
+#include "kernels/transpose.h"
+
+/* Output planes of one register tile, and its 16-lane vectors along the grid (24 accumulators). */
+#define MR 8
+#define NV 3
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
+static size_t pairs(size_t n) { return (n + 1) / 2; }
+
+/* Set before any convolution runs (tests), read by every thread afterwards. */
+static bool force_portable;
+
+void conv3x3_bf16_force_portable(bool on) { force_portable = on; }
+
+static bool hardware(void) { return !force_portable && kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
+
+bool conv3x3_bf16_in_use(void) { return force_portable || kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
+
+/* Grid blocks (NV vectors each) of one band: a plane with more goes in bands of rows, each paired in turn, so
+ * that the scratch holds a band of every channel pair (the float32 kernel's bands, conv3x3_direct.h), not
+ * whole planes (a 1408 x 2112 plane would take 12 MiB a pair). */
+#define BAND_BLOCKS ((size_t)64)
+
+/* The padded rows a band of grid blocks reads: from the row its first lane is in to two rows past its last
+ * lane, at most this many. */
+static size_t band_rows(size_t w) { return (BAND_BLOCKS * NV * 16 + 2) / (w + 1) + 4; }
+
+/* Whether a plane goes in bands: more blocks than two bands. */
+static bool banded(size_t h, size_t w) { return h * (w + 1) > 2 * BAND_BLOCKS * NV * 16; }
+
+/* Words of one paired plane or band: the float32 kernel's padded plane (conv3x3_direct.c), whose last vector
+ * reads up to (h + 2)(w + 1) + 16, or a band's rows and the same 16 words past them. Only called once
+ * conv3x3_bf16_scratch_floats has checked that the sizes fit. */
+static size_t plane_words(size_t h, size_t w) {
+    return round_up((banded(h, w) ? band_rows(w) : h + 2) * (w + 1) + 17, 16);
+}
+
+bool conv3x3_bf16_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    size_t plane;
+    const size_t most = pairs(s->c > s->co ? s->c : s->co);
+    if (!size_add(s->h, 2, &plane) || !size_mul(plane, s->w + 1, &plane) || !size_add(plane, 17 + 15, &plane))
+        return false;
+    return size_mul(plane_words(s->h, s->w), most, n); /* a word is a float's bytes */
+}
+
+bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n) {
+    return size_mul(dx ? s->c : s->co, pairs(dx ? s->co : s->c), n) && size_mul(*n, 9, n);
+}
+
+/* The contiguous range [*lo, *hi) of n items that part t of T owns. */
+static void part_range(size_t n, size_t t, size_t T, size_t *lo, size_t *hi) {
+    *lo = n * t / T;
+    *hi = n * (t + 1) / T;
+}
+
+static void part_barrier(size_t T) {
+    if (T > 1) {
+        #pragma omp barrier
+    }
+}
+
+/* ---- pairing ---------------------------------------------------------------------------------------------- */
+
+/* Value i of channel ch as bfloat16 bits (0 past the last channel), from either kind of source. */
+static uint32_t src_bits(conv3x3_bf16_src x, size_t n, size_t ch, size_t i) {
+    if (ch >= n) return 0;
+    return x.f ? dpbf16_of(x.f[i]) : x.h[i];
+}
+
+/* Row r of one paired padded plane (row 0 and h + 1 zero, a zero word in front of every row). */
+static void pair_row_portable(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t p, size_t h, size_t w,
+                              size_t r) {
+    dst[0] = 0;
+    const size_t base0 = (2 * p * h + r - 1) * w, base1 = base0 + h * w;
+    for (size_t i = 0; i < w; i++)
+        dst[1 + i] = r == 0 || r > h ? 0
+                                     : src_bits(x, n, 2 * p, base0 + i) | src_bits(x, n, 2 * p + 1, base1 + i) << 16;
+}
+
+#ifdef SNUG_AVX512
+#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+/* 16 words from the bfloat16 of lo (low halves) and hi (high halves): vcvtne2ps2bf16 writes hi's 16 after lo's,
+ * the permute interleaves them (word d takes halves d and 16 + d). */
+static inline __attribute__((always_inline)) BF16 __m512i pair_floats(__m512 lo, __m512 hi) {
+    uint16_t idx[32];
+    for (unsigned d = 0; d < 16; d++) {
+        idx[2 * d] = (uint16_t)d;
+        idx[2 * d + 1] = (uint16_t)(d + 16);
+    }
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(idx), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+static inline __attribute__((always_inline)) BF16 void pair_row_bf16(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t p, size_t h, size_t w,
+                               size_t r) {
+    dst[0] = 0;
+    const bool second = 2 * p + 1 < n, inside = r > 0 && r <= h;
+    const size_t base0 = inside ? (2 * p * h + r - 1) * w : 0, base1 = base0 + h * w;
+    for (size_t i = 0; i < w; i += 16) {
+        const __mmask16 m = avx512_lanes(w - i), m1 = second && inside ? m : 0;
+        __m512i v;
+        if (!inside) v = _mm512_setzero_si512();
+        else if (x.f)
+            v = pair_floats(_mm512_maskz_loadu_ps(m, x.f + base0 + i), _mm512_maskz_loadu_ps(m1, x.f + base1 + i));
+        else
+            v = _mm512_or_si512(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x.h + base0 + i)),
+                                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, x.h + base1 + i)),
+                                                  16));
+        _mm512_mask_storeu_epi32(dst + 1 + i, m, v);
+    }
+}
+
+/* Pairs [lo, hi) of pair_planes, every row in one function: ResNet-20's rows are 8 to 32 floats, too short to
+ * pay for a call each. */
+static BF16 void pair_planes_bf16(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t h, size_t w, size_t r0,
+                                  size_t r1, size_t stride, size_t lo, size_t hi) {
+    for (size_t p = lo; p < hi; p++)
+        for (size_t r = r0; r < r1; r++) pair_row_bf16(dst + p * stride + (r - r0) * (w + 1), x, n, p, h, w, r);
+}
+#endif
+
+/* Rows [r0, r1) of the paired padded planes of part t of T of the pairs of n channels, `stride` words apart,
+ * zeros after them. */
+static void pair_planes(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t h, size_t w, size_t r0, size_t r1,
+                        size_t stride, bool hw, size_t t, size_t T) {
+    const size_t wp = w + 1;
+    size_t lo, hi;
+    part_range(pairs(n), t, T, &lo, &hi);
+#ifdef SNUG_AVX512
+    if (hw) pair_planes_bf16(dst, x, n, h, w, r0, r1, stride, lo, hi);
+#endif
+    for (size_t p = lo; p < hi; p++) {
+        uint32_t *d = dst + p * stride;
+        if (!hw)
+            for (size_t r = r0; r < r1; r++) pair_row_portable(d + (r - r0) * wp, x, n, p, h, w, r);
+        for (size_t i = (r1 - r0) * wp; i < stride; i++) d[i] = 0;
+    }
+}
+
+/* conv3x3_bf16_weights with planes, channels = co, c (flip false) or c, co. Forward: plane o's channel k is
+ * w[o][k]; flipped (the input gradient: plane i, channel k an output channel), w[k][i] rotated. */
+static void pack_weights(uint32_t *dst, const float *w, size_t planes, size_t chans, bool flip, size_t t, size_t T) {
+    const size_t np = pairs(chans);
+    size_t lo, hi;
+    part_range(planes, t, T, &lo, &hi);
+    for (size_t o = lo; o < hi; o++)
+        for (size_t p = 0; p < np; p++)
+            for (size_t tap = 0; tap < 9; tap++) {
+                uint32_t word = 0;
+                for (size_t half = 0; half < 2; half++) {
+                    const size_t k = 2 * p + half;
+                    if (k >= chans) continue;
+                    const float v = flip ? w[(k * planes + o) * 9 + 8 - tap] : w[(o * chans + k) * 9 + tap];
+                    word |= dpbf16_of(v) << (16 * half);
+                }
+                dst[(o * np + p) * 9 + tap] = word;
+            }
+}
+
+/* ---- the products ----------------------------------------------------------------------------------------- */
+
+/* One product: out[o][q] (+)= sum over channel pairs p and taps of wt[o][p][tap] . src[p][q + tap offset]. */
+typedef struct bprod {
+    size_t planes, np;    /* output planes, channel pairs */
+    size_t h, w, stride;  /* the plane; the words between paired planes */
+    size_t qoff;          /* the grid lane src starts at: 0, or a band's first row's */
+    const uint32_t *src;  /* (np, stride) */
+    const uint32_t *wt;   /* (planes, np, 9) */
+    float *dst;           /* (planes, h, w) */
+    const float *bias;    /* (planes) or NULL: the start of each output */
+    bool accumulate;      /* without a bias: dst += (else dst = 0 + ...) */
+} bprod;
+
+/* Where the vector of grid lanes [q0, q0 + 16) lands in an output plane: its valid lanes (inside the grid and
+ * not a row's spare lane x = w) go, in order, to the pixels from pos on. */
+typedef struct lanes16 {
+    size_t pos;
+    uint32_t valid;
+} lanes16;
+
+static lanes16 lanes_at(size_t q0, size_t h, size_t w) {
+    const size_t wp = w + 1, y = q0 / wp, x = q0 % wp, end = h * wp;
+    uint32_t valid = end - q0 >= 16 ? 0xFFFFu : (1u << (end - q0)) - 1u;
+    for (size_t i = w - x; i < 16; i += wp) valid &= ~(1u << i);
+    return (lanes16){.pos = y * w + (x < w ? x : w), .valid = valid};
+}
+
+/* The start of an output lane: its bias, its current value, or zero. */
+static float start_of(const bprod *p, size_t o, const float *at) {
+    return p->bias ? p->bias[o] : p->accumulate ? *at : 0.0f;
+}
+
+/* Planes [o0, o0 + mr), grid vectors gv[0..nv) from q0, lane by lane. */
+static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size_t q0, const lanes16 *gv) {
+    const size_t wp = p->w + 1, npix = p->h * p->w;
+    for (size_t i = 0; i < mr; i++)
+        for (size_t j = 0; j < nv; j++) {
+            size_t rank = 0;
+            for (size_t l = 0; l < 16; l++) {
+                if (!(gv[j].valid >> l & 1)) continue;
+                float *out = p->dst + (o0 + i) * npix + gv[j].pos + rank++;
+                float acc = start_of(p, o0 + i, out);
+                const uint32_t *wk = p->wt + (o0 + i) * p->np * 9;
+                const uint32_t *row = p->src + q0 - p->qoff + 16 * j + l;
+                for (size_t c = 0; c < p->np; c++, wk += 9, row += p->stride)
+                    for (size_t tap = 0; tap < 9; tap++) acc = dpbf16_lane(acc, wk[tap], row[tap / 3 * wp + tap % 3]);
+                *out = acc;
+            }
+        }
+}
+
+#ifdef SNUG_AVX512
+/* The accumulators are named variables (an array gets spilled); mr and nv are constants at every call site.
+ * The broadcast is spelled broadcastd of a cvtsi32, as in bgemm.c (clang 16 and 17 crash on a set1 fed to
+ * vdpbf16ps). */
+#define B_INIT1(I, J)                                                                                         \
+    __m512 r##I##J = _mm512_setzero_ps();                                                                     \
+    if (mr > I && nv > J) {                                                                                   \
+        if (p->bias) r##I##J = _mm512_set1_ps(p->bias[o0 + I]);                                               \
+        else if (p->accumulate)                                                                               \
+            r##I##J = _mm512_maskz_expand_ps(valid[J], _mm512_maskz_loadu_ps(run[J], dst + I * npix + gv[J].pos)); \
+    }
+#define B_INIT(I) B_INIT1(I, 0) B_INIT1(I, 1) B_INIT1(I, 2)
+#define B_DOT(I, T)                                                                                           \
+    if (mr > I) {                                                                                             \
+        const __m512bh a = (__m512bh)_mm512_broadcastd_epi32(_mm_cvtsi32_si128((int)wk[(I) * wrs + (T)]));   \
+        r##I##0 = _mm512_dpbf16_ps(r##I##0, a, b0);                                                           \
+        if (nv > 1) r##I##1 = _mm512_dpbf16_ps(r##I##1, a, b1);                                               \
+        if (nv > 2) r##I##2 = _mm512_dpbf16_ps(r##I##2, a, b2);                                               \
+    }
+#define B_TAP(OFF, T)                                                                                         \
+    {                                                                                                         \
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(row + (OFF));                                       \
+        const __m512bh b1 = nv > 1 ? (__m512bh)_mm512_loadu_si512(row + (OFF) + 16) : b0;                     \
+        const __m512bh b2 = nv > 2 ? (__m512bh)_mm512_loadu_si512(row + (OFF) + 32) : b0;                     \
+        B_DOT(0, T) B_DOT(1, T) B_DOT(2, T) B_DOT(3, T) B_DOT(4, T) B_DOT(5, T) B_DOT(6, T) B_DOT(7, T)       \
+    }
+#define B_STORE1(I, J)                                                                                        \
+    if (mr > I && nv > J)                                                                                     \
+        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, run[J], _mm512_maskz_compress_ps(valid[J], r##I##J));
+#define B_STORE(I) B_STORE1(I, 0) B_STORE1(I, 1) B_STORE1(I, 2)
+#define B_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+static inline __attribute__((always_inline)) BF16 void btile(const bprod *p, size_t mr, size_t nv, size_t o0,
+                                                              size_t q0, const lanes16 *gv) {
+    const size_t wp = p->w + 1, npix = p->h * p->w, wrs = p->np * 9;
+    __mmask16 valid[NV], run[NV];
+    for (size_t j = 0; j < NV; j++) {
+        valid[j] = j < nv ? (__mmask16)gv[j].valid : 0;
+        run[j] = (__mmask16)((1u << __builtin_popcount(valid[j])) - 1u);
+    }
+    float *dst = p->dst + o0 * npix;
+    B_ROWS(B_INIT)
+    const uint32_t *wk = p->wt + o0 * wrs;
+    const uint32_t *row = p->src + q0 - p->qoff;
+    for (size_t c = 0; c < p->np; c++, wk += 9, row += p->stride) {
+        B_TAP(0, 0) B_TAP(1, 1) B_TAP(2, 2)
+        B_TAP(wp, 3) B_TAP(wp + 1, 4) B_TAP(wp + 2, 5)
+        B_TAP(2 * wp, 6) B_TAP(2 * wp + 1, 7) B_TAP(2 * wp + 2, 8)
+    }
+    B_ROWS(B_STORE)
+}
+
+#define BTILE_NV(R)                                                                                           \
+    if (nv == 3) btile(p, R, 3, o0, q0, gv);                                                                  \
+    else if (nv == 2) btile(p, R, 2, o0, q0, gv);                                                             \
+    else btile(p, R, 1, o0, q0, gv);
+
+/* Planes [o0, o0 + mr): a full tile, or the last planes as tiles of 4, 2 and 1. */
+static BF16 void btile_bf16(const bprod *p, size_t mr, size_t nv, size_t o0, size_t q0, const lanes16 *gv) {
+    if (mr == MR) {
+        BTILE_NV(8)
+        return;
+    }
+    if (mr & 4) {
+        BTILE_NV(4)
+        o0 += 4;
+    }
+    if (mr & 2) {
+        BTILE_NV(2)
+        o0 += 2;
+    }
+    if (mr & 1) {
+        BTILE_NV(1)
+    }
+}
+#endif
+
+/* Part t of T of the tiles of grid blocks [qb0, qb1), f = grid block * plane blocks + plane block: the plane
+ * blocks of one grid block run one after another while its rows sit in cache. */
+static void bprod_run(const bprod *p, bool hw, size_t qb0, size_t qb1, size_t t, size_t T) {
+    const size_t nq = (p->h * (p->w + 1) + 15) / 16, nob = (p->planes + MR - 1) / MR;
+    size_t lo, hi, cur = SIZE_MAX, nv = 0;
+    lanes16 gv[NV];
+    part_range((qb1 - qb0) * nob, t, T, &lo, &hi);
+    for (size_t f = lo; f < hi; f++) {
+        const size_t qb = qb0 + f / nob, o0 = f % nob * MR, q0 = qb * NV * 16, mr = min_size(MR, p->planes - o0);
+        if (qb != cur) {
+            cur = qb;
+            nv = min_size(NV, nq - qb * NV);
+            for (size_t j = 0; j < nv; j++) gv[j] = lanes_at(q0 + 16 * j, p->h, p->w);
+        }
+#ifdef SNUG_AVX512
+        if (hw) {
+            btile_bf16(p, mr, nv, o0, q0, gv);
+            continue;
+        }
+#endif
+        btile_portable(p, mr, nv, o0, q0, gv);
+    }
+}
+
+void conv3x3_bf16_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
+    pack_weights((uint32_t *)(void *)u, w, dx ? s->c : s->co, dx ? s->co : s->c, dx, t, T);
+}
+
+/* Pair the source (split over the threads), then the tiles; band by band where the plane is banded. Every
+ * output is computed whole within one band, so the bits are those of whole planes. */
+static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src x, size_t chans, const float *u,
+                             float *scratch, size_t t, size_t T) {
+    const bool hw = hardware(), band = banded(s->h, s->w);
+    const size_t wp = s->w + 1, nq = (s->h * wp + 15) / 16, nqb = (nq + NV - 1) / NV;
+    uint32_t *planes = (uint32_t *)(void *)scratch;
+    p->np = pairs(chans);
+    p->h = s->h;
+    p->w = s->w;
+    p->stride = plane_words(s->h, s->w);
+    p->src = planes;
+    p->wt = (const uint32_t *)(const void *)u;
+    for (size_t qb0 = 0; qb0 < nqb; qb0 += band ? BAND_BLOCKS : nqb) {
+        const size_t qb1 = band ? min_size(qb0 + BAND_BLOCKS, nqb) : nqb;
+        const size_t r0 = qb0 * NV * 16 / wp, r1 = min_size((qb1 * NV * 16 + 2 * wp + 1) / wp + 1, s->h + 2);
+        p->qoff = r0 * wp;
+        pair_planes(planes, x, chans, s->h, s->w, r0, r1, p->stride, hw, t, T);
+        part_barrier(T);
+        bprod_run(p, hw, qb0, qb1, t, T);
+        part_barrier(T); /* the next band (or sample) overwrites these planes */
+    }
+}
+
+void conv3x3_bf16_forward(const conv3x3_shape *s, float *y, conv3x3_bf16_src x, const float *u, const float *b,
+                          float *scratch, size_t t, size_t T) {
+    bprod p = {.planes = s->co, .dst = y, .bias = b};
+    conv3x3_bf16_run(s, &p, x, s->c, u, scratch, t, T);
+}
+
+void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy, const float *u, float *scratch,
+                              size_t t, size_t T) {
+    bprod p = {.planes = s->c, .dst = dx, .accumulate = true};
+    conv3x3_bf16_run(s, &p, (conv3x3_bf16_src){.f = dy}, s->co, u, scratch, t, T);
+}
+
+/* ---- weight gradient: dW[o][k][tap] += sum over grid q of D[o][q] P[k][q + off(tap)] ----------------------
+ * D is dy on the grid (zero at each row's spare lane), P the padded plane of x, off(tap) = kh wp + kw. The
+ * pairs run along q: D's word j holds D[o][2j] and D[o][2j + 1]; for x, E's word (j, k) holds P[k][2j] and
+ * P[k][2j + 1] and O's P[k][2j + 1] and P[k][2j + 2], so a tap with an even offset reads E at row j + off / 2
+ * and one with an odd offset O at the same row. E and O hold 16 channels side by side (lanes along channels:
+ * the transposed planes of the float32 kernel's small-plane form), so a tile is 3 output channels x 9 taps of
+ * 16-channel vectors, each vdpbf16ps adding two pixels. The grid goes in bands of DW_BAND pairs: each band's
+ * E, O and D are made, then every tile adds its band's sums into dW, band after band. A band makes its halo
+ * too (the w + 3 rows of E and O the taps reach past it): 2048 pairs keep that to an eighth of a band on
+ * unet's 256-wide planes (with 512 a third of the rows made would be halo), while E and O stay in L2. */
+
+#define DW_BAND ((size_t)2048)
+#define MW 3
+
+/* The band's geometry: pairs [j0, j1) of the grid's nj; E and O rows (the taps reach wp + 1 rows further);
+ * channels rounded up to the 16 lanes. */
+typedef struct dw_band {
+    size_t j0, j1, rows, cw;
+} dw_band;
+
+static size_t dw_grid_pairs(const conv3x3_shape *s) { return (s->h * (s->w + 1) + 1) / 2; }
+
+static dw_band dw_band_at(const conv3x3_shape *s, size_t j0) {
+    const size_t j1 = min_size(j0 + DW_BAND, dw_grid_pairs(s));
+    return (dw_band){.j0 = j0, .j1 = j1, .rows = j1 - j0 + s->w + 3, .cw = round_up(s->c, 16)};
+}
+
+/* Words of each part of a band's scratch: the band's planes of x in its two alignments (A, B: c rows of `rows`
+ * words), E and O (rows x cw), D (co x DW_BAND). */
+static size_t dw_rows_max(const conv3x3_shape *s) { return min_size(DW_BAND, dw_grid_pairs(s)) + s->w + 3; }
+
+bool conv3x3_bf16_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
+    size_t ab, eo, d;
+    const size_t rows = dw_rows_max(s);
+    return size_mul(s->c, rows, &ab) && size_mul(ab, 2, &ab) && size_mul(rows, round_up(s->c, 16), &eo) &&
+           size_mul(eo, 2, &eo) && size_mul(s->co, DW_BAND, &d) && size_add(ab, eo, n) && size_add(*n, d, n);
+}
+
+/* Padded-plane value i of channel ch (zero on the padding) as bfloat16 bits, from either kind of source. */
+static uint32_t padded_bits(conv3x3_bf16_src x, const conv3x3_shape *s, size_t ch, size_t i) {
+    const size_t wp = s->w + 1, r = i / wp, col = i % wp;
+    if (r == 0 || r > s->h || col == 0) return 0;
+    return src_bits(x, s->c, ch, (ch * s->h + r - 1) * s->w + col - 1);
+}
+
+/* A band's halves [2 j0 + shift, ...) of one channel's padded plane: `rows` words, a zero past the plane. */
+static void dw_plane_portable(uint16_t *dst, conv3x3_bf16_src x, const conv3x3_shape *s, size_t ch, size_t first,
+                              size_t n) {
+    const size_t end = (s->h + 2) * (s->w + 1);
+    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)(first + i < end ? padded_bits(x, s, ch, first + i) : 0);
+}
+
+/* Grid values [2 j0, 2 j1) of dy's plane o, zero at each row's spare lane and past the grid. */
+static void dw_dy_portable(uint16_t *dst, const float *dy, const conv3x3_shape *s, size_t o, size_t first,
+                           size_t n) {
+    const size_t wp = s->w + 1;
+    for (size_t i = 0; i < n; i++) {
+        const size_t q = first + i, y = q / wp, col = q % wp;
+        dst[i] = (uint16_t)(y < s->h && col < s->w ? dpbf16_of(dy[(o * s->h + y) * s->w + col]) : 0);
+    }
+}
+
+#ifdef SNUG_AVX512
+/* n values from src (floats rounded, or bfloat16 bits copied) as bfloat16 at dst. */
+static inline __attribute__((always_inline)) BF16 void bf16_run(uint16_t *dst, conv3x3_bf16_src x, size_t at,
+                                                                 size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = avx512_lanes(n - i);
+        const __m256i v = x.f ? (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x.f + at + i))
+                              : _mm256_maskz_loadu_epi16(m, x.h + at + i);
+        _mm256_mask_storeu_epi16(dst + i, m, v);
+    }
+}
+
+/* dw_plane_portable row run by row run: zero everything, then copy each plane row that falls in the range. */
+static BF16 void dw_plane_bf16(uint16_t *dst, conv3x3_bf16_src x, const conv3x3_shape *s, size_t ch, size_t first,
+                               size_t n) {
+    const size_t wp = s->w + 1;
+    memset(dst, 0, n * sizeof *dst);
+    for (size_t r = first / wp > 0 ? first / wp : 1; r <= s->h && r * wp < first + n; r++) {
+        const size_t lo = r * wp + 1 > first ? r * wp + 1 : first, hi = min_size(r * wp + 1 + s->w, first + n);
+        if (lo < hi) bf16_run(dst + (lo - first), x, (ch * s->h + r - 1) * s->w + (lo - r * wp - 1), hi - lo);
+    }
+}
+
+static BF16 void dw_dy_bf16(uint16_t *dst, const float *dy, const conv3x3_shape *s, size_t o, size_t first,
+                            size_t n) {
+    const size_t wp = s->w + 1;
+    memset(dst, 0, n * sizeof *dst);
+    for (size_t y = first / wp; y < s->h && y * wp < first + n; y++) {
+        const size_t lo = y * wp > first ? y * wp : first, hi = min_size(y * wp + s->w, first + n);
+        if (lo < hi) bf16_run(dst + (lo - first), (conv3x3_bf16_src){.f = dy}, (o * s->h + y) * s->w + lo - y * wp,
+                              hi - lo);
+    }
+}
+#endif
+
+/* The word j of halves h (two bfloat16 side by side), read through memcpy: the halves were written as 16-bit
+ * values, E and O by the transpose as floats. */
+static inline uint32_t word_at(const void *h, size_t j) {
+    uint32_t v;
+    memcpy(&v, (const char *)h + 4 * j, sizeof v);
+    return v;
+}
+
+/* One band's operands, as dw_band_run makes them. */
+typedef struct wjob {
+    const conv3x3_shape *s;
+    dw_band b;
+    const uint32_t *e, *o; /* (rows, cw) */
+    const uint16_t *d;     /* (co, 2 DW_BAND) halves */
+    float *dw;
+} wjob;
+
+/* The E or O row pointer a tap starts from, for channel block kb. */
+static const uint32_t *tap_base(const wjob *p, size_t tap, size_t kb) {
+    const size_t off = tap / 3 * (p->s->w + 1) + tap % 3;
+    return (off & 1 ? p->o : p->e) + (off >> 1) * p->b.cw + 16 * kb;
+}
+
+/* Output channels [o0, o0 + mr) x channels [16 kb, 16 kb + 16) x 9 taps over the band, lane by lane. */
+static void wtile_portable(const wjob *p, size_t o0, size_t mr, size_t kb) {
+    const size_t c = p->s->c, n = p->b.j1 - p->b.j0;
+    for (size_t i = 0; i < mr; i++)
+        for (size_t tap = 0; tap < 9; tap++) {
+            const uint32_t *base = tap_base(p, tap, kb);
+            for (size_t l = 0; l < 16 && 16 * kb + l < c; l++) {
+                float acc = 0.0f;
+                for (size_t j = 0; j < n; j++)
+                    acc = dpbf16_lane(acc, word_at(p->d + (o0 + i) * 2 * DW_BAND, j), word_at(base + l, j * p->b.cw));
+                p->dw[((o0 + i) * c + 16 * kb + l) * 9 + tap] += acc;
+            }
+        }
+}
+
+#ifdef SNUG_AVX512
+#define WB_INIT(I, T) __m512 s##I##T = _mm512_setzero_ps();
+#define WB_TAPS(X, I) X(I, 0) X(I, 1) X(I, 2) X(I, 3) X(I, 4) X(I, 5) X(I, 6) X(I, 7) X(I, 8)
+#define WB_ALL(X) WB_TAPS(X, 0) WB_TAPS(X, 1) WB_TAPS(X, 2)
+#define WB_A(I)                                                                                               \
+    const __m512bh a##I =                                                                                     \
+        (__m512bh)_mm512_broadcastd_epi32(_mm_cvtsi32_si128(mr > I ? (int)word_at(d + I * 2 * DW_BAND, j) : 0));
+#define WB_DOT(I, T)                                                                                          \
+    if (mr > I) s##I##T = _mm512_dpbf16_ps(s##I##T, a##I, b);
+#define WB_TAP(T)                                                                                             \
+    {                                                                                                         \
+        __m512i bi = _mm512_loadu_si512(tb[T] + j * cw);                                                     \
+        __asm__("" : "+v"(bi)); /* one load for the three rows (see conv3x3_direct.c's W_TAP) */              \
+        const __m512bh b = (__m512bh)bi;                                                                      \
+        WB_DOT(0, T) WB_DOT(1, T) WB_DOT(2, T)                                                                \
+    }
+#define WB_STORE(I, T)                                                                                        \
+    if (mr > I) {                                                                                             \
+        _mm512_storeu_ps(lane, s##I##T);                                                                      \
+        for (size_t l = 0; l < kn; l++) dw[(I * c + l) * 9 + T] += lane[l];                                   \
+    }
+
+static inline __attribute__((always_inline)) BF16 void wtile(const wjob *p, size_t mr, size_t o0, size_t kb) {
+    const size_t c = p->s->c, n = p->b.j1 - p->b.j0, cw = p->b.cw, kn = min_size(16, c - 16 * kb);
+    const uint32_t *tb[9];
+    for (size_t tap = 0; tap < 9; tap++) tb[tap] = tap_base(p, tap, kb);
+    const uint16_t *d = p->d + o0 * 2 * DW_BAND;
+    float *dw = p->dw + (o0 * c + 16 * kb) * 9, lane[16];
+    WB_ALL(WB_INIT)
+    for (size_t j = 0; j < n; j++) {
+        WB_A(0) WB_A(1) WB_A(2)
+        WB_TAP(0) WB_TAP(1) WB_TAP(2) WB_TAP(3) WB_TAP(4) WB_TAP(5) WB_TAP(6) WB_TAP(7) WB_TAP(8)
+    }
+    WB_ALL(WB_STORE)
+}
+
+static BF16 void wtile_bf16(const wjob *p, size_t mr, size_t o0, size_t kb) {
+    if (mr == 3) wtile(p, 3, o0, kb);
+    else if (mr == 2) wtile(p, 2, o0, kb);
+    else wtile(p, 1, o0, kb);
+}
+#endif
+
+/* x's band in two alignments (A: from half 2 j0, B: one half later) and dy's, part t of T of the channels. */
+static void dw_band_operands(const conv3x3_shape *s, const dw_band *b, uint16_t *ab, uint16_t *d, const float *dy,
+                             conv3x3_bf16_src x, bool hw, size_t t, size_t T) {
+    const size_t rmax = dw_rows_max(s), n = 2 * b->rows;
+    size_t lo, hi;
+    part_range(2 * s->c, t, T, &lo, &hi); /* A's channels, then B's */
+    for (size_t i = lo; i < hi; i++) {
+        const size_t ch = i % s->c, first = 2 * b->j0 + i / s->c;
+#ifdef SNUG_AVX512
+        if (hw) {
+            dw_plane_bf16(ab + i * 2 * rmax, x, s, ch, first, n);
+            continue;
+        }
+#endif
+        dw_plane_portable(ab + i * 2 * rmax, x, s, ch, first, n);
+    }
+    part_range(s->co, t, T, &lo, &hi);
+    for (size_t o = lo; o < hi; o++) {
+#ifdef SNUG_AVX512
+        if (hw) {
+            dw_dy_bf16(d + o * 2 * DW_BAND, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
+            continue;
+        }
+#endif
+        dw_dy_portable(d + o * 2 * DW_BAND, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
+    }
+}
+
+/* E and O from the two alignments: blocks of 16 channels transposed (part t of T of the blocks), the lanes
+ * past the last channel zero. */
+static void dw_band_transpose(const conv3x3_shape *s, const dw_band *b, const uint16_t *ab, uint32_t *e, uint32_t *o,
+                              size_t t, size_t T) {
+    const size_t rmax = dw_rows_max(s);
+    size_t lo, hi;
+    part_range(b->cw / 16, t, T, &lo, &hi);
+    for (size_t kb = lo; kb < hi; kb++) {
+        const size_t kn = min_size(16, s->c - 16 * kb);
+        for (size_t half = 0; half < 2; half++) {
+            uint32_t *dst = (half ? o : e) + 16 * kb;
+            const uint16_t *src = ab + (half * s->c + 16 * kb) * 2 * rmax;
+            transpose_floats((float *)(void *)dst, b->cw, (const float *)(const void *)src, rmax, kn, b->rows);
+            for (size_t r = 0; kn < 16 && r < b->rows; r++) memset(dst + r * b->cw + kn, 0, (16 - kn) * sizeof *dst);
+        }
+    }
+}
+
+void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, const float *dy, conv3x3_bf16_src x, float *scratch,
+                              size_t t, size_t T) {
+    const bool hw = hardware();
+    const size_t rmax = dw_rows_max(s), cw = round_up(s->c, 16), nob = (s->co + MW - 1) / MW, nkb = cw / 16;
+    uint16_t *ab = (uint16_t *)(void *)scratch;
+    uint32_t *e = (uint32_t *)(void *)(ab + 2 * s->c * 2 * rmax), *o = e + rmax * cw;
+    uint16_t *d = (uint16_t *)(void *)(o + rmax * cw);
+    for (size_t j0 = 0; j0 < dw_grid_pairs(s); j0 += DW_BAND) {
+        const wjob p = {.s = s, .b = dw_band_at(s, j0), .e = e, .o = o, .d = d, .dw = dw};
+        dw_band_operands(s, &p.b, ab, d, dy, x, hw, t, T);
+        part_barrier(T);
+        dw_band_transpose(s, &p.b, ab, e, o, t, T);
+        part_barrier(T);
+        size_t lo, hi;
+        part_range(nob * nkb, t, T, &lo, &hi);
+        for (size_t f = lo; f < hi; f++) { /* f = output block * channel blocks + channel block */
+            const size_t o0 = f / nkb * MW, kb = f % nkb, mr = min_size(MW, s->co - o0);
+#ifdef SNUG_AVX512
+            if (hw) {
+                wtile_bf16(&p, mr, o0, kb);
+                continue;
+            }
+#endif
+            wtile_portable(&p, o0, mr, kb);
+        }
+        part_barrier(T); /* the next band (or sample) overwrites the operands */
+    }
+}

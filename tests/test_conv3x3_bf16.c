@@ -1,0 +1,255 @@
+/* The bfloat16 3x3 convolution (kernels/conv3x3_bf16.h) against a double-precision reference of the same
+ * bfloat16 operands, through the portable twin on every CPU and the AVX512_BF16 kernel where the CPU has it.
+ * The products of two bfloat16 values are exact in float32, so the kernel differs from the reference only by
+ * its float32 additions: at most K u sum |terms| with K = 9 c (or 9 co) additions and u = 2^-24 (the bound of
+ * recursive summation), checked per element. The shapes hit the edges: one channel and odd channel counts (a
+ * pair with a zero half), widths that are no multiple of 16, planes smaller than a vector, output counts that
+ * leave partial register tiles, channel counts past a block of 16 lanes (17), a plane whose weight gradient
+ * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80). The weight
+ * gradient's bound has K = h w. The gradients must ADD to what they held. And bit for bit: the two kernels
+ * where both run, a packed bfloat16 source and its float32 values, one thread and two sharing a sample. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/bf16.h"
+#include "kernels/conv3x3_bf16.h"
+#include "kernels/isa.h"
+#include "op_test_util.h"
+
+/* c, co, h, w */
+static const size_t shapes[][4] = {
+    {1, 1, 1, 1}, {1, 3, 5, 7}, {2, 5, 3, 17}, {3, 8, 9, 16}, {16, 16, 8, 8}, {5, 17, 13, 31}, {1, 32, 28, 28},
+    {7, 20, 4, 40}, {32, 64, 14, 14}, {4, 9, 33, 15}, {2, 3, 2, 100}, {17, 5, 40, 41}, {3, 10, 90, 80},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+typedef struct bdata {
+    conv3x3_shape s;
+    size_t xn, yn, wn;
+    float *x, *w, *b, *dy; /* bfloat16 values */
+    uint16_t *xh;          /* x packed */
+    float *y, *dx, *dx0, *dw, *dw0, *uf, *ub, *scratch, *dw_scratch;
+} bdata;
+
+static float *filled(size_t n, uint64_t *seed) {
+    float *v = op_test_xmalloc(n * sizeof(float));
+    op_test_fill_sym(v, n, seed);
+    bf16_round_floats(v, v, n);
+    return v;
+}
+
+static void bdata_init(bdata *d, const size_t *sh, uint64_t seed) {
+    d->s = (conv3x3_shape){.c = sh[0], .co = sh[1], .h = sh[2], .w = sh[3]};
+    d->xn = d->s.c * d->s.h * d->s.w, d->yn = d->s.co * d->s.h * d->s.w, d->wn = d->s.co * d->s.c * 9;
+    d->x = filled(d->xn, &seed), d->w = filled(d->wn, &seed), d->b = filled(d->s.co, &seed);
+    d->dy = filled(d->yn, &seed), d->dx0 = filled(d->xn, &seed), d->dw0 = filled(d->wn, &seed);
+    d->dw = op_test_xmalloc(d->wn * sizeof(float));
+    d->xh = op_test_xmalloc(d->xn * sizeof *d->xh);
+    bf16_pack(d->xh, d->x, d->xn);
+    d->y = op_test_xmalloc(d->yn * sizeof(float));
+    d->dx = op_test_xmalloc(d->xn * sizeof(float));
+    size_t n, uf, ub;
+    assert_true(conv3x3_bf16_scratch_floats(&d->s, &n));
+    assert_true(conv3x3_bf16_weights_floats(&d->s, false, &uf) && conv3x3_bf16_weights_floats(&d->s, true, &ub));
+    d->scratch = op_test_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) d->scratch[i] = NAN; /* a read of anything unwritten shows */
+    d->uf = op_test_xmalloc(uf * sizeof(float));
+    d->ub = op_test_xmalloc(ub * sizeof(float));
+    assert_true(conv3x3_bf16_dw_scratch_floats(&d->s, &n));
+    d->dw_scratch = op_test_xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) d->dw_scratch[i] = NAN;
+    conv3x3_bf16_weights(&d->s, d->uf, d->w, false, 0, 1);
+    conv3x3_bf16_weights(&d->s, d->ub, d->w, true, 0, 1);
+}
+
+static void bdata_free(bdata *d) {
+    float *bufs[] = {d->x, d->w, d->b, d->dy, d->y, d->dx, d->dx0, d->dw, d->dw0, d->uf, d->ub, d->scratch, d->dw_scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(d->xh);
+}
+
+/* src[ch][y + dy][x + dx] or 0 outside the plane. */
+static double at(const float *src, size_t ch, size_t h, size_t w, long y, long x) {
+    if (y < 0 || x < 0 || y >= (long)h || x >= (long)w) return 0.0;
+    return src[(ch * h + (size_t)y) * w + (size_t)x];
+}
+
+/* One output of the forward (dx false: plane o = output channel) or the input gradient (plane o = input
+ * channel), in double: *sum and the sum of the terms' magnitudes. */
+static void reference(const bdata *d, bool dx, size_t o, size_t y, size_t x, double *sum, double *mag) {
+    const size_t chans = dx ? d->s.co : d->s.c, h = d->s.h, w = d->s.w;
+    const float *src = dx ? d->dy : d->x;
+    *sum = 0.0, *mag = 0.0;
+    for (size_t k = 0; k < chans; k++)
+        for (size_t kh = 0; kh < 3; kh++)
+            for (size_t kw = 0; kw < 3; kw++) {
+                /* forward: x[k][y + kh - 1][x + kw - 1] w[o][k][kh][kw]; input gradient: dy at the mirrored
+                 * tap with w[k][o] rotated */
+                const double wt = dx ? d->w[(k * d->s.c + o) * 9 + (2 - kh) * 3 + (2 - kw)]
+                                     : d->w[(o * d->s.c + k) * 9 + kh * 3 + kw];
+                const double t = wt * at(src, k, h, w, (long)(y + kh) - 1, (long)(x + kw) - 1);
+                *sum += t;
+                *mag += fabs(t);
+            }
+}
+
+/* Every output of one direction within K u sum|terms| of the reference (plus start: the bias, or dx0). */
+static void check_against_reference(const bdata *d, bool dx) {
+    const size_t planes = dx ? d->s.c : d->s.co, K = 9 * (dx ? d->s.co : d->s.c), h = d->s.h, w = d->s.w;
+    const double u = ldexp(1.0, -24);
+    for (size_t o = 0; o < planes; o++)
+        for (size_t y = 0; y < h; y++)
+            for (size_t x = 0; x < w; x++) {
+                double sum, mag;
+                reference(d, dx, o, y, x, &sum, &mag);
+                const size_t i = (o * h + y) * w + x;
+                const double start = dx ? d->dx0[i] : d->b[o], got = dx ? d->dx[i] : d->y[i];
+                const double bound = (double)(K + 1) * u * (mag + fabs(start)) + 1e-30;
+                if (fabs(got - (start + sum)) > bound)
+                    fail_msg("%s (%zu, %zu, %zu, %zu) plane %zu at (%zu, %zu): %.9g, reference %.9g, bound %.3g",
+                             dx ? "input gradient" : "forward", d->s.c, d->s.co, d->s.h, d->s.w, o, y, x, got,
+                             start + sum, bound);
+            }
+}
+
+/* dW[o][k][tap] against sum over pixels of dy[o] x[k] shifted by the tap, within (K + 1) u sum|terms|, K the
+ * plane's pixels (the additions of one element's chain). */
+static void check_dw_against_reference(const bdata *d) {
+    const size_t h = d->s.h, w = d->s.w;
+    const double u = ldexp(1.0, -24);
+    for (size_t o = 0; o < d->s.co; o++)
+        for (size_t k = 0; k < d->s.c; k++)
+            for (size_t tap = 0; tap < 9; tap++) {
+                double sum = 0.0, mag = 0.0;
+                for (size_t y = 0; y < h; y++)
+                    for (size_t x = 0; x < w; x++) {
+                        const double t = (double)d->dy[(o * h + y) * w + x] *
+                                         at(d->x, k, h, w, (long)(y + tap / 3) - 1, (long)(x + tap % 3) - 1);
+                        sum += t;
+                        mag += fabs(t);
+                    }
+                const size_t i = (o * d->s.c + k) * 9 + tap;
+                const double bound = (double)(h * w + 2) * u * (mag + fabs(d->dw0[i])) + 1e-30;
+                if (fabs(d->dw[i] - (d->dw0[i] + sum)) > bound)
+                    fail_msg("weight gradient (%zu, %zu, %zu, %zu) (%zu, %zu, %zu): %.9g, reference %.9g, bound %.3g",
+                             d->s.c, d->s.co, h, w, o, k, tap, d->dw[i], d->dw0[i] + sum, bound);
+            }
+}
+
+static void run_dw(bdata *d, conv3x3_bf16_src x, float *dw) {
+    memcpy(dw, d->dw0, d->wn * sizeof(float));
+    conv3x3_bf16_backward_dw(&d->s, dw, d->dy, x, d->dw_scratch, 0, 1);
+}
+
+static void run_forward(bdata *d, conv3x3_bf16_src x, float *y) {
+    conv3x3_bf16_forward(&d->s, y, x, d->uf, d->b, d->scratch, 0, 1);
+}
+
+static void run_dx(bdata *d, float *dx) {
+    memcpy(dx, d->dx0, d->xn * sizeof(float));
+    conv3x3_bf16_backward_dx(&d->s, dx, d->dy, d->ub, d->scratch, 0, 1);
+}
+
+/* Both directions against the reference on one kernel (portable or not). */
+static void check_kernel(bool portable) {
+    conv3x3_bf16_force_portable(portable);
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        bdata d;
+        bdata_init(&d, shapes[i], 100 + i);
+        run_forward(&d, (conv3x3_bf16_src){.f = d.x}, d.y);
+        check_against_reference(&d, false);
+        run_dx(&d, d.dx);
+        check_against_reference(&d, true);
+        run_dw(&d, (conv3x3_bf16_src){.f = d.x}, d.dw);
+        check_dw_against_reference(&d);
+        bdata_free(&d);
+    }
+    conv3x3_bf16_force_portable(false);
+}
+
+static void test_portable_matches_reference(void **state) {
+    (void)state;
+    check_kernel(true);
+}
+
+static void test_avx512_bf16_matches_reference(void **state) {
+    (void)state;
+    if (kernel_isa_now() < KERNEL_ISA_AVX512_BF16) {
+        printf("# this CPU has no AVX512_BF16 (or the test caps it): the portable twin stands in\n");
+        skip();
+    }
+    check_kernel(false);
+}
+
+/* The same bits from the AVX512_BF16 kernel and the portable twin, from a packed source and its floats, and
+ * from two threads sharing each sample. */
+static void test_same_bits_every_way(void **state) {
+    (void)state;
+    const bool hw = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16;
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        bdata d;
+        bdata_init(&d, shapes[i], 200 + i);
+        float *y2 = op_test_xmalloc(d.yn * sizeof(float)), *dx2 = op_test_xmalloc(d.xn * sizeof(float));
+        float *dw2 = op_test_xmalloc(d.wn * sizeof(float));
+        run_forward(&d, (conv3x3_bf16_src){.f = d.x}, d.y);
+        run_dx(&d, d.dx);
+        run_dw(&d, (conv3x3_bf16_src){.f = d.x}, d.dw);
+        run_dw(&d, (conv3x3_bf16_src){.h = d.xh}, dw2);
+        assert_memory_equal(d.dw, dw2, d.wn * sizeof(float));
+        memcpy(dw2, d.dw0, d.wn * sizeof(float));
+        #pragma omp parallel num_threads(2)
+        {
+            const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+            conv3x3_bf16_backward_dw(&d.s, dw2, d.dy, (conv3x3_bf16_src){.f = d.x}, d.dw_scratch, t, T);
+        }
+        assert_memory_equal(d.dw, dw2, d.wn * sizeof(float));
+        run_forward(&d, (conv3x3_bf16_src){.h = d.xh}, y2);
+        assert_memory_equal(d.y, y2, d.yn * sizeof(float));
+        #pragma omp parallel num_threads(2)
+        {
+            const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+            conv3x3_bf16_forward(&d.s, y2, (conv3x3_bf16_src){.f = d.x}, d.uf, d.b, d.scratch, t, T);
+        }
+        assert_memory_equal(d.y, y2, d.yn * sizeof(float));
+        memcpy(dx2, d.dx0, d.xn * sizeof(float));
+        #pragma omp parallel num_threads(2)
+        {
+            const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+            conv3x3_bf16_backward_dx(&d.s, dx2, d.dy, d.ub, d.scratch, t, T);
+        }
+        assert_memory_equal(d.dx, dx2, d.xn * sizeof(float));
+        if (hw) { /* the other kernel */
+            conv3x3_bf16_force_portable(true);
+            run_forward(&d, (conv3x3_bf16_src){.h = d.xh}, y2);
+            run_dx(&d, dx2);
+            run_dw(&d, (conv3x3_bf16_src){.h = d.xh}, dw2);
+            conv3x3_bf16_force_portable(false);
+            assert_memory_equal(d.dw, dw2, d.wn * sizeof(float));
+            assert_memory_equal(d.y, y2, d.yn * sizeof(float));
+            assert_memory_equal(d.dx, dx2, d.xn * sizeof(float));
+        }
+        free(y2);
+        free(dx2);
+        free(dw2);
+        bdata_free(&d);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_portable_matches_reference),
+        cmocka_unit_test(test_avx512_bf16_matches_reference),
+        cmocka_unit_test(test_same_bits_every_way),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
