@@ -243,9 +243,11 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
     }
 #define B_TAP(OFF, T)                                                                                         \
     {                                                                                                         \
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(row + (OFF));                                       \
-        const __m512bh b1 = nv > 1 ? (__m512bh)_mm512_loadu_si512(row + (OFF) + 16) : b0;                     \
-        const __m512bh b2 = nv > 2 ? (__m512bh)_mm512_loadu_si512(row + (OFF) + 32) : b0;                     \
+        /* chosen as integer vectors: clang has no ?: on vectors of __bf16 */                                   \
+        const __m512i i0 = _mm512_loadu_si512(row + (OFF));                                                   \
+        const __m512bh b0 = (__m512bh)i0;                                                                     \
+        const __m512bh b1 = (__m512bh)(nv > 1 ? _mm512_loadu_si512(row + (OFF) + 16) : i0);                  \
+        const __m512bh b2 = (__m512bh)(nv > 2 ? _mm512_loadu_si512(row + (OFF) + 32) : i0);                  \
         B_DOT(0, T) B_DOT(1, T) B_DOT(2, T) B_DOT(3, T) B_DOT(4, T) B_DOT(5, T) B_DOT(6, T) B_DOT(7, T)       \
     }
 #define B_STORE1(I, J)                                                                                        \
