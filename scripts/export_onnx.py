@@ -283,7 +283,7 @@ def bad_models(good_cnn):
     m.CopyFrom(good_cnn)
     for a in m.graph.node[0].attribute:
         if a.name == "dilations":
-            a.ints[:] = [2, 2]  # an attribute value snug cannot train
+            a.ints[:] = [1, 2]  # unequal dilations: snug takes one dilation for both axes
     bad["bad_attribute"] = m.SerializeToString()
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)

@@ -152,15 +152,16 @@ static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *
         return onnx_fail(cx, err, SNUG_E_ARG, "kernel %lldx%lld: snug's convolutions have square kernels",
                          (long long)w->c->dims[2], (long long)w->c->dims[3]);
     if (!onnx_attr_uniform(n, "strides", 1, &stride) || !onnx_attr_uniform(n, "pads", 0, &pad) ||
-        !onnx_attr_uniform(n, "dilations", 1, &dil) || dil != 1 || group < 1 ||
+        !onnx_attr_uniform(n, "dilations", 1, &dil) || dil < 1 || group < 1 ||
         (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0)))
-        return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one stride for both axes, the same "
-                         "padding on every side, no dilation and explicit pads (no auto_pad): change the layer");
+        return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one stride and one dilation for both axes, "
+                         "the same padding on every side and explicit pads (no auto_pad): change the layer");
     char buf[SNUG_NAME_MAX];
     const char *name = onnx_layer_name(cx, n, w->name, buf);
-    const size_t co = (size_t)w->c->dims[0], ks = (size_t)k, st = (size_t)stride, pd = (size_t)pad, gr = (size_t)group;
-    snug_tensor t = b ? snug_conv2d_grouped(cx->g, name, x->t, co, ks, st, pd, gr)
-                      : snug_conv2d_no_bias(cx->g, name, x->t, co, ks, st, pd, gr);
+    const snug_conv2d_spec spec = {.out_channels = (size_t)w->c->dims[0], .kernel = (size_t)k,
+                                   .stride = (size_t)stride, .padding = (size_t)pad, .dilation = (size_t)dil,
+                                   .groups = (size_t)group, .no_bias = !b};
+    snug_tensor t = snug_conv2d_ex(cx->g, name, x->t, &spec);
     if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
     if ((s = onnx_bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
     return onnx_bind_param(cx, t, 1, b, false, err);

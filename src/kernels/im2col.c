@@ -1,6 +1,8 @@
 /* im2col and its adjoint. Each column row is walked output row by output row; for a given kernel offset the
  * output rows and columns that land inside the input form ranges [lo, hi), computed once, so the inner loops
- * are branch-free copies with zero fill only at the borders. */
+ * are branch-free copies with zero fill only at the borders. A dilated kernel is the same walk: tap (ki, kj)
+ * reads at offset (ki d, kj d) from the window's corner instead of (ki, kj), so the row functions take the
+ * offsets, not the tap indices. */
 #include "kernels/im2col.h"
 
 #include <omp.h>
@@ -11,7 +13,8 @@
 /* Below this many column elements the threads cost more than they save. */
 #define IM2COL_PAR_MIN ((size_t)1 << 15)
 
-/* The output columns [*lo, *hi) whose input column ow*stride + kj - pad lies inside [0, w). */
+/* The output columns [*lo, *hi) whose input column ow*stride + kj - pad lies inside [0, w) (kj: the tap's
+ * offset in the window). */
 static void valid_cols(const im2col_geom *g, size_t kj, size_t *lo, size_t *hi) {
     size_t l = 0, h = 0;
     if (kj < g->pad) l = (g->pad - kj + g->stride - 1) / g->stride;
@@ -33,7 +36,7 @@ static void valid_rows(const im2col_geom *g, size_t ki, size_t *lo, size_t *hi) 
     *hi = h;
 }
 
-/* One column row (channel c, kernel offset ki, kj): the output rows outside the input are one zero run at
+/* One column row (channel c, tap offsets ki, kj in the window): the output rows outside the input are one zero run at
  * each end; each row inside is a zero edge, a copy of one input row (strided unless stride is 1) and a zero
  * edge. Inline loops, not memcpy/memset calls: the rows are short (32 floats in ResNet-20) and the calls cost
  * more than the copies. */
@@ -86,7 +89,7 @@ static void col2im_row(float *plane,      // (h, w) of channel c
  * image row by image row, each row interleaving (col2im) or de-interleaving (im2col) k column rows while it sits
  * in L1, instead of k*k strided passes over the whole plane. */
 static bool tiles(const im2col_geom *g) {
-    return g->k == g->stride && g->pad == 0 && g->h == g->ho * g->k && g->w == g->wo * g->k;
+    return g->dilation <= 1 && g->k == g->stride && g->pad == 0 && g->h == g->ho * g->k && g->w == g->wo * g->k;
 }
 
 /* One channel of a tiled im2col. */
@@ -163,7 +166,7 @@ void im2col(float *col, const float *x, const im2col_geom *g) {
         for (size_t c = 0; c < g->c; c++) subsample_plane(col + c * g->ho * g->wo, x + c * g->h * g->w, g);
         return;
     }
-    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w, d = g->dilation > 1 ? g->dilation : 1;
     const bool tiled = tiles(g);
     /* Channels write disjoint rows: parallel over them when nobody above us already runs in parallel. */
     #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
@@ -173,7 +176,7 @@ void im2col(float *col, const float *x, const im2col_geom *g) {
             continue;
         }
         for (size_t r = 0; r < kk; r++)
-            im2col_row(col + (c * kk + r) * n, x + c * plane, g, r / g->k, r % g->k);
+            im2col_row(col + (c * kk + r) * n, x + c * plane, g, r / g->k * d, r % g->k * d);
     }
 }
 
@@ -182,7 +185,7 @@ void col2im_add(float *x, const float *col, const im2col_geom *g) {
         for (size_t c = 0; c < g->c; c++) scatter_plane_add(x + c * g->h * g->w, col + c * g->ho * g->wo, g);
         return;
     }
-    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w;
+    const size_t kk = g->k * g->k, n = g->ho * g->wo, plane = g->h * g->w, d = g->dilation > 1 ? g->dilation : 1;
     const bool tiled = tiles(g);
     /* Rows of one channel overlap in x, so only channels run in parallel (each owns its plane). */
     #pragma omp parallel for schedule(static) if (!omp_in_parallel() && g->c > 1 && g->c * kk * n >= IM2COL_PAR_MIN)
@@ -192,9 +195,11 @@ void col2im_add(float *x, const float *col, const im2col_geom *g) {
             continue;
         }
         for (size_t r = 0; r < kk; r++)
-            col2im_row(x + c * plane, col + (c * kk + r) * n, g, r / g->k, r % g->k);
+            col2im_row(x + c * plane, col + (c * kk + r) * n, g, r / g->k * d, r % g->k * d);
     }
 }
+
+size_t im2col_span(size_t k, size_t dilation) { return (dilation > 1 ? dilation : 1) * (k - 1) + 1; }
 
 size_t lowering_threads(size_t m, int threads) {
     return threads > 1 && m >= (size_t)threads ? (size_t)threads : 1;

@@ -13,14 +13,19 @@
 
 #include <stddef.h>
 
-/* The geometry of one convolution (square kernel, same stride and padding on both axes). */
+/* The geometry of one convolution (square kernel, same stride, padding and dilation on both axes). */
 typedef struct im2col_geom {
     size_t c, h, w;        /* input channels and plane */
     size_t k, stride, pad; /* kernel size, stride >= 1, zero padding */
-    size_t ho, wo;         /* output plane: (h + 2 pad - k) / stride + 1 */
+    size_t ho, wo;         /* output plane: (h + 2 pad - span) / stride + 1, span = dilation (k - 1) + 1 */
+    size_t dilation;       /* PyTorch's: kernel taps this many pixels apart; 0 (a geometry that leaves it out,
+                              conv_transpose2d's) reads as 1, taps side by side */
 } im2col_geom;
 
-/* col = the patches of x; padding reads as zero. Parallel over channels when called outside a parallel region
+/* The pixels one kernel window covers along an axis: dilation (k - 1) + 1 (k without dilation). */
+size_t im2col_span(size_t k, size_t dilation);
+
+/* col = the patches of x (a dilated kernel's taps dilation apart); padding reads as zero. Parallel over channels when called outside a parallel region
  * and the matrix is large. */
 void im2col(float *col,     // (c*k*k, ho*wo)
             const float *x, // (c, h, w)

@@ -42,6 +42,7 @@
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
+ * A dilated kernel (dilation > 1) always takes the lowering: im2col reads its taps dilation apart.
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
  * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (kernels/im2col.c). */
 #include <limits.h>
@@ -92,15 +93,16 @@ static conv_ctx conv_ctx_of(const op_node *n) {
     const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
     conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
-                        .pad = p->padding},
+                        .pad = p->padding, .dilation = p->dilation},
                   .co = p->out_channels, .groups = p->groups};
-    k.g.ho = (k.g.h + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
-    k.g.wo = (k.g.w + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
+    const size_t span = im2col_span(k.g.k, p->dilation);
+    k.g.ho = (k.g.h + 2 * k.g.pad - span) / k.g.stride + 1;
+    k.g.wo = (k.g.w + 2 * k.g.pad - span) / k.g.stride + 1;
     k.cog = k.co / k.groups;
     k.kdim = k.g.c / k.groups * k.g.k * k.g.k;
     k.npix = k.g.ho * k.g.wo;
     k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
-    const bool d3 = k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
+    const bool d3 = k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && p->dilation <= 1 && conv3x3_direct_available();
     k.direct = d3 && k.g.stride == 1;
     k.direct_s2 = d3 && k.g.stride == 2;
     k.wino = k.direct && conv3x3_winograd_available() && conv_wino_pays(k.g.c, k.co, k.g.h, k.g.w);
@@ -247,10 +249,16 @@ static snug_status conv_check_sizes(const conv2d_params *p, const snug_shape *in
                  snug_shape_format(in, s, sizeof s));
         return SNUG_E_ARG;
     }
-    if (p->kernel > ph || p->kernel > pw) {
-        snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s padded by %zu (%zux%zu): use a "
-                 "smaller kernel or more padding", p->kernel, p->kernel, snug_shape_format(in, s, sizeof s),
-                 p->padding, ph, pw);
+    if (p->dilation > 1 && (p->kernel - 1) > (SIZE_MAX - 1) / p->dilation) {
+        snprintf(msg, msg_len, "dilation %zu with kernel %zu spans more pixels than a size holds", p->dilation,
+                 p->kernel);
+        return SNUG_E_ARG;
+    }
+    const size_t span = im2col_span(p->kernel, p->dilation);
+    if (span > ph || span > pw) {
+        snprintf(msg, msg_len, "kernel %zux%zu (dilation %zu: spanning %zu pixels) is larger than its input %s "
+                 "padded by %zu (%zux%zu): use a smaller kernel or dilation, or more padding", p->kernel, p->kernel,
+                 p->dilation > 1 ? p->dilation : 1, span, snug_shape_format(in, s, sizeof s), p->padding, ph, pw);
         return SNUG_E_SHAPE;
     }
     return SNUG_OK;
@@ -266,8 +274,9 @@ static snug_status conv_infer(const op_node *n, const snug_shape *in, int n_in, 
     const snug_status st = conv_check_sizes(p, &in[0], msg, msg_len);
     if (st != SNUG_OK) return st;
     size_t c = in[0].dims[0], cg = c / p->groups, k = p->kernel, co = p->out_channels;
-    size_t ho = (in[0].dims[1] + 2 * p->padding - k) / p->stride + 1;
-    size_t wo = (in[0].dims[2] + 2 * p->padding - k) / p->stride + 1;
+    const size_t span = im2col_span(k, p->dilation);
+    size_t ho = (in[0].dims[1] + 2 * p->padding - span) / p->stride + 1;
+    size_t wo = (in[0].dims[2] + 2 * p->padding - span) / p->stride + 1;
     size_t kdim, npix, wn, on, cols;
     const size_t f[] = {c, k, k};
     /* Every GEMM dimension is an int for the BLAS; the products must address. kdim: all groups' rows. */

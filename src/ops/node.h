@@ -16,7 +16,11 @@
 
 /* Per-op parameters: small structs, one per op family, in one union. */
 typedef struct linear_params { size_t out_features; bool no_bias; } linear_params;
-typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; bool no_bias; } conv2d_params;
+/* dilation: PyTorch's, the kernel's taps that many pixels apart; 0 (builders that leave it out) reads as 1. */
+typedef struct conv2d_params {
+    size_t out_channels, kernel, stride, padding, groups, dilation;
+    bool no_bias;
+} conv2d_params;
 typedef struct pool2d_params { size_t kernel, stride, padding; } pool2d_params;
 typedef struct dropout_params { float p; } dropout_params;
 typedef struct scale_shift_params { float scale, shift; } scale_shift_params;
