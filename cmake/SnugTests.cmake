@@ -182,3 +182,7 @@ snug_torch_fixture(onnx_attention --attention test_onnx_attention cli_onnx_atten
 # SiLU, squeeze-excitation, a residual Sub and Div), exported with PyTorch's float64 reference of one step:
 # test_onnx_se compares snug's gradients with it, cli_onnx_se trains it and loads the weights back into the module.
 snug_torch_fixture(onnx_se --se test_onnx_se cli_onnx_se)
+# Dilated convolutions as PyTorch writes them (scripts/atrous_reference.py: DeepLab's atrous 3x3s, a strided
+# dilated one, groups, an even kernel), exported with PyTorch's float64 reference of one step: test_onnx_atrous
+# compares snug's gradients with it, cli_onnx_atrous trains it and loads the weights back into the module.
+snug_torch_fixture(onnx_atrous --atrous test_onnx_atrous cli_onnx_atrous)
