@@ -30,7 +30,9 @@ snug_tensor snug_conv2d_ex(snug_graph *g, const char *name, snug_tensor x, const
     }
     op_params p = {.conv2d = {.out_channels = spec->out_channels, .kernel = spec->kernel, .stride = spec->stride,
                               .padding = spec->padding, .groups = spec->groups ? spec->groups : 1,
-                              .dilation = spec->dilation ? spec->dilation : 1, .no_bias = spec->no_bias}};
+                              .dilation = spec->dilation ? spec->dilation : 1, .no_bias = spec->no_bias,
+                              .kernel_w = spec->kernel_w, .padding_w = spec->padding_w,
+                              .stride_w = spec->stride_w ? spec->stride_w : spec->stride}};
     return graph_add_node(g, &op_conv2d, name, &x, 1, p);
 }
 
