@@ -42,7 +42,8 @@
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
- * A dilated kernel (dilation > 1) always takes the lowering: im2col reads its taps dilation apart.
+ * A dilated kernel (dilation > 1) or one whose kernel, stride or padding differ between the axes always takes
+ * the lowering: im2col reads its taps dilation apart, each axis with its own geometry.
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
  * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (kernels/im2col.c). */
 #include <limits.h>
