@@ -51,7 +51,8 @@ endforeach()
 # an AVX2-only CPU (snug's AVX-512 kernels off, OpenBLAS's Haswell kernel), NAME_portable as on one with neither.
 # On such a CPU they repeat the plain test; on an AVX-512 one they are what keeps the other paths honest.
 set(SNUG_ISA_TESTS test_plan test_memory_budget test_reference_models test_op_gradients test_op_gradients_2
-    test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer test_small_gemm test_bgemm test_conv3x3_bf16)
+    test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer test_small_gemm test_bgemm test_conv3x3_bf16
+    test_conv_geometry test_op_binary test_ops_layout)
 # The two long ones (minutes each) only in the optimised build: under the sanitizers they would triple the
 # longest tests for no path the optimised run does not already take.
 if(NOT SNUG_SANITIZE)
@@ -182,3 +183,7 @@ snug_torch_fixture(onnx_attention --attention test_onnx_attention cli_onnx_atten
 # SiLU, squeeze-excitation, a residual Sub and Div), exported with PyTorch's float64 reference of one step:
 # test_onnx_se compares snug's gradients with it, cli_onnx_se trains it and loads the weights back into the module.
 snug_torch_fixture(onnx_se --se test_onnx_se cli_onnx_se)
+# Dilated convolutions as PyTorch writes them (scripts/atrous_reference.py: DeepLab's atrous 3x3s, a strided
+# dilated one, groups, an even kernel), exported with PyTorch's float64 reference of one step: test_onnx_atrous
+# compares snug's gradients with it, cli_onnx_atrous trains it and loads the weights back into the module.
+snug_torch_fixture(onnx_atrous --atrous test_onnx_atrous cli_onnx_atrous)

@@ -172,6 +172,23 @@ snug_tensor snug_conv2d_grouped(snug_graph *g, const char *name, snug_tensor x, 
  * the one parameter "<name>.weight". */
 snug_tensor snug_conv2d_no_bias(snug_graph *g, const char *name, snug_tensor x, size_t out_channels, size_t kernel,
                                 size_t stride, size_t padding, size_t groups);
+/* Everything snug_conv2d_ex takes: torch.nn.Conv2d's arguments. kernel, stride and padding are the height
+ * axis's, and the width's too unless kernel_w is set: then the width axis has kernel_w, stride_w (0 reads as
+ * stride) and padding_w (torch.nn.Conv2d(kernel_size=(kernel, kernel_w), stride=(stride, stride_w),
+ * padding=(padding, padding_w))). A zero dilation or groups reads as 1. */
+typedef struct snug_conv2d_spec {
+    size_t out_channels, kernel, stride, padding;
+    size_t dilation; /* the kernel's taps this many pixels apart on both axes: a window spans dilation * (kernel -
+                        1) + 1 pixels, and Ho = (H + 2 padding - span) / stride + 1 (Wo likewise, the width's) */
+    size_t groups;
+    bool no_bias;    /* no "<name>.bias" (torch.nn.Conv2d(..., bias=False)) */
+    size_t kernel_w, stride_w, padding_w;
+} snug_conv2d_spec;
+/* torch.nn.Conv2d with all of its options: dilation (DeepLab's atrous convolutions: 3x3, dilation 2, padding 2
+ * keeps the plane), a rectangular kernel, a stride and a padding per axis. Weight "<name>.weight" (out_channels,
+ * C/groups, kernel, kernel_w), bias (out_channels), PyTorch's init with fan_in = C/groups * kernel * kernel_w;
+ * dilation does not change fan_in. */
+snug_tensor snug_conv2d_ex(snug_graph *g, const char *name, snug_tensor x, const snug_conv2d_spec *spec);
 /* Transposed convolution of x (C, H, W), as torch.nn.ConvTranspose2d (no output padding): output (out_channels,
  * Ho, Wo) with Ho = (H - 1) * stride - 2 * padding + kernel (likewise Wo), which must be at least 1. Weight
  * "<name>.weight" (C, out_channels, kernel, kernel) in PyTorch's layout, bias (out_channels); PyTorch's init,

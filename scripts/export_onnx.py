@@ -13,6 +13,7 @@ tests expect: each named for what is wrong with it.
          /usr/bin/python3 scripts/export_onnx.py --resnet20 OUT_DIR  (the zoo's resnet20: resnet20_reference.py)
          /usr/bin/python3 scripts/export_onnx.py --gpt OUT_DIR       (the zoo's gpt: gpt_twin.py)
          /usr/bin/python3 scripts/export_onnx.py --se OUT_DIR        (broadcasting arithmetic: se_reference.py)
+         /usr/bin/python3 scripts/export_onnx.py --atrous OUT_DIR    (dilated convolutions: atrous_reference.py)
 
 With PyTorch installed (python3-torch), the same script also exports a torchvision-free two-layer network with
 torch.onnx.export into OUT_DIR/torch_mlp.onnx, to check the loader against a real exporter.
@@ -283,7 +284,7 @@ def bad_models(good_cnn):
     m.CopyFrom(good_cnn)
     for a in m.graph.node[0].attribute:
         if a.name == "dilations":
-            a.ints[:] = [2, 2]  # an attribute value snug cannot train
+            a.ints[:] = [1, 2]  # unequal dilations: snug takes one dilation for both axes
     bad["bad_attribute"] = m.SerializeToString()
     m = onnx.ModelProto()
     m.CopyFrom(good_cnn)
@@ -440,6 +441,10 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--attention":
         import attention_twin
         attention_twin.main(sys.argv[2])
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == "--atrous":
+        import atrous_reference
+        atrous_reference.main(sys.argv[2])
         return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")

@@ -209,6 +209,27 @@ def write_image_reference(torch, stem, make_net, batch_seed, shape, micro, model
     write_reference(stem, cases, micro_of, desc)
 
 
+def export_image_twin(torch, make_module, path, shape):
+    """make_module(torch) exported to path as every image twin is: opset 13, in training mode, no constant
+    folding, input (batch, *shape) with the batch axis dynamic."""
+    torch.onnx.export(make_module(torch), torch.zeros(2, *shape), path, opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
+
+
+def write_image_twin(make_module, out_dir, model, batch_seed, shape, micro):
+    """OUT_DIR/MODEL.onnx, make_module(torch) exported at shape[1:], and PyTorch's reference of one step from its
+    weights on shape[0] images, OUT_DIR/MODEL_ref.* (write_image_reference)."""
+    import torch
+    torch.set_num_threads(2)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"{model}.onnx")
+    export_image_twin(torch, make_module, path, shape[1:])
+    write_image_reference(torch, os.path.join(out_dir, f"{model}_ref"),
+                          lambda: load_exported(torch, make_module(torch), path, model), batch_seed, shape, micro,
+                          model)
+
+
 def write_reference(stem, cases, micro_of, batch):
     """STEM.f64: per tensor (in the first case's order), each case's float64 values in turn; STEM.json: the
     batch, the losses and per tensor its size and where each case's values start (in float64s)."""

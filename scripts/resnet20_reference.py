@@ -76,10 +76,7 @@ def resnet20_module(torch):
 
 
 def export(torch, path, size):
-    net = resnet20_module(torch)
-    torch.onnx.export(net, torch.zeros(2, 1, size, size), path, opset_version=13,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
+    ref.export_image_twin(torch, resnet20_module, path, (1, size, size))
 
 
 def exported_net(torch, path):

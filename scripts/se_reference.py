@@ -21,7 +21,6 @@ with its index se_ref.json, in one pass and as micro-batches of MICRO_BATCH. The
 come from resnet18_reference.py's LCG (seed BATCH_SEED), the first BATCH of resnet18_reference.LABELS; the only
 decisions (fc1's ReLU) must lie DECISION_MARGIN float32 deviations from their tie (check_decisions).
 """
-import os
 import sys
 
 import resnet18_reference as ref
@@ -62,24 +61,8 @@ def se_module(torch):
     return SeNet().train()
 
 
-def export(torch, path):
-    torch.onnx.export(se_module(torch), torch.zeros(2, 3, SIZE, SIZE), path, opset_version=13,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
-
-
-def exported_net(torch, path):
-    return ref.load_exported(torch, se_module(torch), path, "se")
-
-
 def main(out_dir):
-    import torch
-    torch.set_num_threads(2)
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "se.onnx")
-    export(torch, path)
-    ref.write_image_reference(torch, os.path.join(out_dir, "se_ref"), lambda: exported_net(torch, path), BATCH_SEED,
-                              (BATCH, 3, SIZE, SIZE), MICRO_BATCH, "se")
+    ref.write_image_twin(se_module, out_dir, "se", BATCH_SEED, (BATCH, 3, SIZE, SIZE), MICRO_BATCH)
 
 
 if __name__ == "__main__":

@@ -542,7 +542,7 @@ static void test_errors_types_and_keys(void **state) {
     expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\nstrides = 2\n", SNUG_E_FORMAT,
                  "bad.ini:7: layer 'c':",
                  "unknown key 'strides' for type conv2d (it takes: type, input, out_channels, kernel, stride, "
-                 "padding, groups; and any layer with a weight: init_scale)");
+                 "padding, groups, dilation, kernel_w, stride_w, padding_w; and any layer with a weight: init_scale)");
     expect_error(HEAD "[a]\ntype = add\ninput = input\n", SNUG_E_FORMAT, "bad.ini:5: layer 'a':",
                  "unknown key 'input' for type add (it takes: type, inputs;");
     expect_error(HEAD "[c]\ntype = conv2d\nkernel = 3\n", SNUG_E_FORMAT, "bad.ini:3: layer 'c':",
@@ -553,6 +553,39 @@ static void test_errors_types_and_keys(void **state) {
     expect_error(HEAD "[a]\ntype = add\n", SNUG_E_FORMAT, "bad.ini:3: layer 'a':", "type add needs 'inputs = A, B'");
     expect_error(HEAD "[f]\ntype = flatten\n[a]\ntype = add\ninputs = f\n", SNUG_E_FORMAT, "bad.ini:7: layer 'a':",
                  "give two layer names separated by a comma");
+}
+
+/* conv2d's `dilation` reaches the layer (its output side is PyTorch's); 0 is refused, naming the line. */
+static void test_conv2d_dilation_key(void **state) {
+    (void)state;
+    snug_graph *g = parse_ok("[model]\ninput = image 2 9 9\n[c]\ntype = conv2d\nout_channels = 3\nkernel = 3\n"
+                             "padding = 1\ndilation = 2\n[f]\ntype = flatten\n[l]\ntype = linear\nout = 2\n"
+                             "[loss]\ntype = softmax_cross_entropy\n");
+    const graph_node *c = node_named(g, "c");
+    assert_int_equal(c->p.conv2d.dilation, 2);
+    const snug_shape *out = &g->tensors[c->output].shape;
+    assert_int_equal(out->dims[1], (9 + 2 * 1 - 2 * (3 - 1) - 1) / 1 + 1);
+    snug_graph_free(g);
+    expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\ndilation = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "dilation 0");
+}
+
+/* conv2d's kernel_w, stride_w and padding_w give the width axis its own; left out, the height's. */
+static void test_conv2d_width_keys(void **state) {
+    (void)state;
+    snug_graph *g = parse_ok("[model]\ninput = image 2 9 10\n[c]\ntype = conv2d\nout_channels = 3\nkernel = 3\n"
+                             "padding = 1\nkernel_w = 1\nstride_w = 2\npadding_w = 0\n[s]\ntype = conv2d\n"
+                             "out_channels = 3\nkernel = 3\nkernel_w = 3\n[f]\ntype = flatten\n[l]\ntype = linear\n"
+                             "out = 2\n[loss]\ntype = softmax_cross_entropy\n");
+    const graph_node *c = node_named(g, "c"), *sq = node_named(g, "s");
+    const snug_shape *out = &g->tensors[c->output].shape;
+    assert_int_equal(out->dims[1], 9);                /* (9 + 2 - 3) / 1 + 1 */
+    assert_int_equal(out->dims[2], (10 - 1) / 2 + 1); /* (10 + 0 - 1) / 2 + 1 */
+    assert_int_equal(g->params[c->params[0]].shape.dims[3], 1);
+    assert_int_equal(sq->p.conv2d.kernel_w, 0); /* the same as the height's: a square layer */
+    snug_graph_free(g);
+    expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 1\nkernel_w = 3\nstride_w = 0\n", SNUG_E_ARG,
+                 "bad.ini:3: layer 'c':", "stride_w 0");
 }
 
 static void test_errors_numbers(void **state) {
@@ -766,6 +799,8 @@ int main(void) {
         cmocka_unit_test(test_load_from_file),
         cmocka_unit_test(test_init_scale),
         cmocka_unit_test(test_errors_types_and_keys),
+        cmocka_unit_test(test_conv2d_dilation_key),
+        cmocka_unit_test(test_conv2d_width_keys),
         cmocka_unit_test(test_errors_numbers),
         cmocka_unit_test(test_errors_references),
         cmocka_unit_test(test_errors_shapes_and_loss),

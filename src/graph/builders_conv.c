@@ -22,6 +22,20 @@ snug_tensor snug_conv2d_no_bias(snug_graph *g, const char *name, snug_tensor x, 
     return graph_add_node(g, &op_conv2d, name, &x, 1, p);
 }
 
+snug_tensor snug_conv2d_ex(snug_graph *g, const char *name, snug_tensor x, const snug_conv2d_spec *spec) {
+    if (!g || g->err.status != SNUG_OK) return -1;
+    if (!spec) {
+        snug_fail(&g->err, SNUG_E_ARG, "conv2d '%s': no spec: pass the layer's snug_conv2d_spec", name ? name : "?");
+        return -1;
+    }
+    op_params p = {.conv2d = {.out_channels = spec->out_channels, .kernel = spec->kernel, .stride = spec->stride,
+                              .padding = spec->padding, .groups = spec->groups ? spec->groups : 1,
+                              .dilation = spec->dilation ? spec->dilation : 1, .no_bias = spec->no_bias,
+                              .kernel_w = spec->kernel_w, .padding_w = spec->padding_w,
+                              .stride_w = spec->stride_w ? spec->stride_w : spec->stride}};
+    return graph_add_node(g, &op_conv2d, name, &x, 1, p);
+}
+
 snug_tensor snug_maxpool2d_padded(snug_graph *g, const char *name, snug_tensor x, size_t kernel, size_t stride,
                                   size_t padding) {
     op_params p = {.pool2d = {.kernel = kernel, .stride = stride, .padding = padding}};

@@ -19,7 +19,7 @@
 #include "graph/model_file.h"
 
 #define MODEL_INPUT "input" /* the name of the model input's node: what `input = input` reads */
-#define MAX_KEYS 5
+#define MAX_KEYS 9
 #define INIT_SCALE_KEY "init_scale"
 
 typedef enum value_kind { V_SIZE, V_FLOAT, V_BOOL, V_LAYER } value_kind;
@@ -53,8 +53,17 @@ static snug_tensor b_linear(snug_graph *g, const char *n, const snug_tensor *in,
     return snug_linear(g, n, in[0], v[0].z);
 }
 static snug_tensor b_conv2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
-    if (v[4].z == 1) return snug_conv2d(g, n, in[0], v[0].z, v[1].z, v[2].z, v[3].z);
-    return snug_conv2d_grouped(g, n, in[0], v[0].z, v[1].z, v[2].z, v[3].z, v[4].z);
+    const bool square = v[6].z == v[1].z && v[7].z == v[2].z && v[8].z == v[3].z;
+    if (v[4].z == 1 && v[5].z == 1 && square) return snug_conv2d(g, n, in[0], v[0].z, v[1].z, v[2].z, v[3].z);
+    if (v[5].z == 0 || (!square && v[7].z == 0)) { /* the spec would read 0 as 1 or as stride: refused */
+        snug_fail(&g->err, SNUG_E_ARG, "conv2d '%s': %s 0: write 1 or more (dilation 1: none)", n,
+                  v[5].z == 0 ? "dilation" : "stride_w");
+        return -1;
+    }
+    const snug_conv2d_spec s = {.out_channels = v[0].z, .kernel = v[1].z, .stride = v[2].z, .padding = v[3].z,
+                                .dilation = v[5].z, .groups = v[4].z, .kernel_w = square ? 0 : v[6].z,
+                                .stride_w = square ? 0 : v[7].z, .padding_w = square ? 0 : v[8].z};
+    return snug_conv2d_ex(g, n, in[0], &s);
 }
 static snug_tensor b_conv_transpose2d(snug_graph *g, const char *n, const snug_tensor *in, const value *v) {
     return snug_conv_transpose2d(g, n, in[0], v[0].z, v[1].z, v[2].z, v[3].z);
@@ -146,7 +155,9 @@ static snug_tensor b_softmax_cross_entropy(snug_graph *g, const char *n, const s
 static const layer_type types[] = {
     {"linear", 1, b_linear, {{"out", V_SIZE, NULL}}},
     {"conv2d", 1, b_conv2d, {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"},
-                             {"padding", V_SIZE, "0"}, {"groups", V_SIZE, "1"}}},
+                             {"padding", V_SIZE, "0"}, {"groups", V_SIZE, "1"},
+                             {"dilation", V_SIZE, "1"}, {"kernel_w", V_SIZE, "kernel"},
+                             {"stride_w", V_SIZE, "stride"}, {"padding_w", V_SIZE, "padding"}}},
     {"conv_transpose2d", 1, b_conv_transpose2d,
      {{"out_channels", V_SIZE, NULL}, {"kernel", V_SIZE, NULL}, {"stride", V_SIZE, "1"}, {"padding", V_SIZE, "0"}}},
     {"relu", 1, b_relu, {{0}}},

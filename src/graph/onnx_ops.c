@@ -141,26 +141,41 @@ static snug_status layer_inputs(onnx_ctx *cx, const Onnx__NodeProto *n, int x_ra
     return s;
 }
 
+/* An ints attribute of exactly `count` entries, each in [lo, 2^20], into v (kept when the attribute is absent). */
+static bool attr_ints(const Onnx__NodeProto *n, const char *name, size_t count, int64_t lo, int64_t *v) {
+    const Onnx__AttributeProto *a = onnx_attr(n, name);
+    if (!a) return true;
+    if (a->n_ints != count) return false;
+    for (size_t j = 0; j < count; j++) {
+        if (a->ints[j] < lo || a->ints[j] > (1 << 20)) return false;
+        v[j] = a->ints[j];
+    }
+    return true;
+}
+
 static snug_status map_conv(onnx_ctx *cx, const Onnx__NodeProto *n, snug_error *err) {
     onnx_value *x, *w, *b;
     snug_status s = layer_inputs(cx, n, 3, 4, &x, &w, &b, err);
     if (s != SNUG_OK) return s;
     if (w->c->numel == 0) return onnx_fail(cx, err, SNUG_E_ARG, "weight '%s' is empty", w->name);
-    int64_t k = w->c->dims[2], stride = 1, pad = 0, dil = 1, group = onnx_attr_int(n, "group", 1);
+    int64_t k[2] = {w->c->dims[2], w->c->dims[3]}, stride[2] = {1, 1}, pad[4] = {0, 0, 0, 0}, dil = 1;
+    const int64_t group = onnx_attr_int(n, "group", 1);
     const Onnx__AttributeProto *ap = onnx_attr(n, "auto_pad");
-    if (w->c->dims[2] != w->c->dims[3] || !onnx_attr_uniform(n, "kernel_shape", 1, &k) || k != w->c->dims[2])
-        return onnx_fail(cx, err, SNUG_E_ARG, "kernel %lldx%lld: snug's convolutions have square kernels",
-                         (long long)w->c->dims[2], (long long)w->c->dims[3]);
-    if (!onnx_attr_uniform(n, "strides", 1, &stride) || !onnx_attr_uniform(n, "pads", 0, &pad) ||
-        !onnx_attr_uniform(n, "dilations", 1, &dil) || dil != 1 || group < 1 ||
+    if (!attr_ints(n, "kernel_shape", 2, 1, k) || k[0] != w->c->dims[2] || k[1] != w->c->dims[3])
+        return onnx_fail(cx, err, SNUG_E_ARG, "kernel_shape does not match weight '%s' (%lldx%lld): export the "
+                         "layer again", w->name, (long long)w->c->dims[2], (long long)w->c->dims[3]);
+    if (!attr_ints(n, "strides", 2, 1, stride) || !attr_ints(n, "pads", 4, 0, pad) || pad[0] != pad[2] ||
+        pad[1] != pad[3] || !onnx_attr_uniform(n, "dilations", 1, &dil) || group < 1 ||
         (ap && ap->has_s && !(ap->s.len == 6 && memcmp(ap->s.data, "NOTSET", 6) == 0)))
-        return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one stride for both axes, the same "
-                         "padding on every side, no dilation and explicit pads (no auto_pad): change the layer");
+        return onnx_fail(cx, err, SNUG_E_ARG, "snug's convolutions take one dilation for both axes, the same "
+                         "padding at both ends of an axis and explicit pads (no auto_pad): change the layer");
     char buf[SNUG_NAME_MAX];
     const char *name = onnx_layer_name(cx, n, w->name, buf);
-    const size_t co = (size_t)w->c->dims[0], ks = (size_t)k, st = (size_t)stride, pd = (size_t)pad, gr = (size_t)group;
-    snug_tensor t = b ? snug_conv2d_grouped(cx->g, name, x->t, co, ks, st, pd, gr)
-                      : snug_conv2d_no_bias(cx->g, name, x->t, co, ks, st, pd, gr);
+    const snug_conv2d_spec spec = {.out_channels = (size_t)w->c->dims[0], .kernel = (size_t)k[0],
+                                   .stride = (size_t)stride[0], .padding = (size_t)pad[0], .dilation = (size_t)dil,
+                                   .groups = (size_t)group, .no_bias = !b, .kernel_w = (size_t)k[1],
+                                   .stride_w = (size_t)stride[1], .padding_w = (size_t)pad[1]};
+    snug_tensor t = snug_conv2d_ex(cx->g, name, x->t, &spec);
     if ((s = onnx_set_out(cx, n, t, NULL, err)) != SNUG_OK) return s;
     if ((s = onnx_bind_param(cx, t, 0, w, false, err)) != SNUG_OK) return s;
     return onnx_bind_param(cx, t, 1, b, false, err);

@@ -51,6 +51,8 @@
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
+ * A dilated kernel (dilation > 1) or one whose kernel, stride or padding differ between the axes always takes
+ * the lowering: im2col reads its taps dilation apart, each axis with its own geometry.
  * A 1x1 stride-1 unpadded convolution needs no column buffer: the input already is the column matrix. With a
  * larger stride (a ResNet's shortcut) the column matrix is x subsampled and col2im a scatter (kernels/im2col.c). */
 #include <limits.h>
@@ -103,21 +105,34 @@ static bool conv_wino_pays(size_t c, size_t co, size_t h, size_t w) {
     return c >= 16 && co >= 16 && h >= 8 && w >= 8;
 }
 
+/* The width axis's kernel, stride and padding: the height's where the layer leaves the axis out (kernel_w 0). */
+static void conv_width_axis(const conv2d_params *p, size_t *k, size_t *s, size_t *pad) {
+    *k = p->kernel_w ? p->kernel_w : p->kernel;
+    *s = p->kernel_w ? p->stride_w : p->stride;
+    *pad = p->kernel_w ? p->padding_w : p->padding;
+}
+
 /* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 where
  * conv3x3_bf16_in_use (AVX512_BF16 CPUs), everything else as a float32 plan. */
 static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
     const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
+    size_t kw, sw, pw, padded, span;
+    conv_width_axis(p, &kw, &sw, &pw);
     conv_ctx k = {.g = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = p->kernel, .stride = p->stride,
-                        .pad = p->padding},
+                        .pad = p->padding, .kw = kw, .sw = sw, .pw = pw, .dilation = p->dilation},
                   .co = p->out_channels, .groups = p->groups};
-    k.g.ho = (k.g.h + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
-    k.g.wo = (k.g.w + 2 * k.g.pad - k.g.k) / k.g.stride + 1;
+    im2col_axis(k.g.h, k.g.k, k.g.stride, k.g.pad, p->dilation, &padded, &span, &k.g.ho);
+    im2col_axis(k.g.w, kw, sw, pw, p->dilation, &padded, &span, &k.g.wo);
     k.cog = k.co / k.groups;
-    k.kdim = k.g.c / k.groups * k.g.k * k.g.k;
+    k.kdim = k.g.c / k.groups * k.g.k * kw;
     k.npix = k.g.ho * k.g.wo;
-    k.pointwise = k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
-    const bool d3 = k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && conv3x3_direct_available();
+    /* the fast paths are those of one kernel, stride and padding on both axes (the 3x3 ones without dilation; a
+     * 1x1 kernel has none to speak of) */
+    const bool square = kw == k.g.k && sw == k.g.stride && pw == k.g.pad;
+    k.pointwise = square && k.g.k == 1 && k.g.stride == 1 && k.g.pad == 0;
+    const bool d3 = square && k.g.k == 3 && k.g.pad == 1 && k.groups == 1 && p->dilation <= 1 &&
+                    conv3x3_direct_available();
     k.direct = d3 && k.g.stride == 1;
     k.direct_s2 = d3 && k.g.stride == 2;
     k.wino = k.direct && conv3x3_winograd_available() && conv_wino_pays(k.g.c, k.co, k.g.h, k.g.w);
@@ -263,9 +278,12 @@ static snug_status conv_check_sizes(const conv2d_params *p, const snug_shape *in
         snprintf(msg, msg_len, "input %s has a zero dimension", snug_shape_format(in, s, sizeof s));
         return SNUG_E_SHAPE;
     }
-    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0 || p->groups == 0) {
+    size_t kw, sw, pw;
+    conv_width_axis(p, &kw, &sw, &pw);
+    if (p->out_channels == 0 || p->kernel == 0 || p->stride == 0 || p->groups == 0 || sw == 0) {
         snprintf(msg, msg_len, "needs out_channels, kernel, stride and groups >= 1, got out_channels %zu, "
-                 "kernel %zu, stride %zu, groups %zu", p->out_channels, p->kernel, p->stride, p->groups);
+                 "kernel %zux%zu, stride %zux%zu, groups %zu", p->out_channels, p->kernel, kw, p->stride, sw,
+                 p->groups);
         return SNUG_E_ARG;
     }
     if (in->dims[0] % p->groups || p->out_channels % p->groups) {
@@ -273,16 +291,19 @@ static snug_status conv_check_sizes(const conv2d_params *p, const snug_shape *in
                  "channels %zu", p->groups, in->dims[0], snug_shape_format(in, s, sizeof s), p->out_channels);
         return SNUG_E_SHAPE;
     }
-    size_t ph, pw;
-    if (!size_mul(p->padding, 2, &ph) || !size_add(ph, in->dims[2], &pw) || !size_add(ph, in->dims[1], &ph)) {
-        snprintf(msg, msg_len, "padding %zu is too large for input %s", p->padding,
-                 snug_shape_format(in, s, sizeof s));
+    size_t ph, pwd, spanh, spanw, ho, wo;
+    const bool hok = im2col_axis(in->dims[1], p->kernel, p->stride, p->padding, p->dilation, &ph, &spanh, &ho);
+    const bool wok = im2col_axis(in->dims[2], kw, sw, pw, p->dilation, &pwd, &spanw, &wo);
+    if (ph == SIZE_MAX || pwd == SIZE_MAX || spanh == SIZE_MAX || spanw == SIZE_MAX) {
+        snprintf(msg, msg_len, "padding %zux%zu or dilation %zu with kernel %zux%zu is too large for input %s",
+                 p->padding, pw, p->dilation, p->kernel, kw, snug_shape_format(in, s, sizeof s));
         return SNUG_E_ARG;
     }
-    if (p->kernel > ph || p->kernel > pw) {
-        snprintf(msg, msg_len, "kernel %zux%zu is larger than its input %s padded by %zu (%zux%zu): use a "
-                 "smaller kernel or more padding", p->kernel, p->kernel, snug_shape_format(in, s, sizeof s),
-                 p->padding, ph, pw);
+    if (!hok || !wok) {
+        snprintf(msg, msg_len, "kernel %zux%zu (dilation %zu: spanning %zux%zu pixels) is larger than its input %s "
+                 "padded by %zux%zu (%zux%zu): use a smaller kernel or dilation, or more padding", p->kernel, kw,
+                 p->dilation > 1 ? p->dilation : 1, spanh, spanw, snug_shape_format(in, s, sizeof s), p->padding,
+                 pw, ph, pwd);
         return SNUG_E_SHAPE;
     }
     return SNUG_OK;
@@ -297,25 +318,27 @@ static snug_status conv_infer(const op_node *n, const snug_shape *in, int n_in, 
     }
     const snug_status st = conv_check_sizes(p, &in[0], msg, msg_len);
     if (st != SNUG_OK) return st;
-    size_t c = in[0].dims[0], cg = c / p->groups, k = p->kernel, co = p->out_channels;
-    size_t ho = (in[0].dims[1] + 2 * p->padding - k) / p->stride + 1;
-    size_t wo = (in[0].dims[2] + 2 * p->padding - k) / p->stride + 1;
+    size_t c = in[0].dims[0], cg = c / p->groups, k = p->kernel, co = p->out_channels, kw, sw, pw, padded, span;
+    size_t ho, wo;
+    conv_width_axis(p, &kw, &sw, &pw);
+    im2col_axis(in[0].dims[1], k, p->stride, p->padding, p->dilation, &padded, &span, &ho);
+    im2col_axis(in[0].dims[2], kw, sw, pw, p->dilation, &padded, &span, &wo);
     size_t kdim, npix, wn, on, cols;
-    const size_t f[] = {c, k, k};
+    const size_t f[] = {c, k, kw};
     /* Every GEMM dimension is an int for the BLAS; the products must address. kdim: all groups' rows. */
     if (!size_prod(f, 3, &kdim) || !size_mul(ho, wo, &npix) || !size_mul(co, kdim, &wn) ||
         !size_mul(co, npix, &on) || !size_mul(kdim, npix, &cols) || cols > SIZE_MAX / sizeof(float) ||
         kdim > INT_MAX || npix > INT_MAX || co > INT_MAX) {
         char s[96];
-        snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zu is too large: "
-                 "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, INT_MAX);
+        snprintf(msg, msg_len, "on input %s with %zu output channels and kernel %zux%zu is too large: "
+                 "a GEMM dimension exceeds %d", snug_shape_format(&in[0], s, sizeof s), co, k, kw, INT_MAX);
         return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3, .dims = {co, ho, wo}};
-    /* PyTorch's fan_in: weight.size(1) * k * k, the inputs one output sees. */
-    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {co, cg, k, k}},
-                             .fan_in = cg * k * k, .init = INIT_KAIMING_UNIFORM};
-    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = cg * k * k,
+    /* PyTorch's fan_in: weight.size(1) * kh * kw, the inputs one output sees. */
+    params[0] = (param_decl){.suffix = "weight", .shape = {.rank = 4, .dims = {co, cg, k, kw}},
+                             .fan_in = cg * k * kw, .init = INIT_KAIMING_UNIFORM};
+    params[1] = (param_decl){.suffix = "bias", .shape = {.rank = 1, .dims = {co}}, .fan_in = cg * k * kw,
                              .init = INIT_BIAS_UNIFORM};
     *n_params = p->no_bias ? 1 : 2; /* without a bias the kernels start from zero (w[1] and dw[1] NULL) */
     return SNUG_OK;

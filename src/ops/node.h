@@ -16,7 +16,14 @@
 
 /* Per-op parameters: small structs, one per op family, in one union. */
 typedef struct linear_params { size_t out_features; bool no_bias; } linear_params;
-typedef struct conv2d_params { size_t out_channels, kernel, stride, padding, groups; bool no_bias; } conv2d_params;
+/* kernel, stride, padding: the height axis's, and the width's too unless kernel_w is set (then kernel_w, stride_w,
+ * padding_w are the width axis's). dilation: PyTorch's, the kernel's taps that many pixels apart on both axes; 0
+ * (builders that leave it out) reads as 1. */
+typedef struct conv2d_params {
+    size_t out_channels, kernel, stride, padding, groups, dilation;
+    size_t kernel_w, stride_w, padding_w;
+    bool no_bias;
+} conv2d_params;
 typedef struct pool2d_params { size_t kernel, stride, padding; } pool2d_params;
 typedef struct dropout_params { float p; } dropout_params;
 typedef struct scale_shift_params { float scale, shift; } scale_shift_params;

@@ -42,21 +42,30 @@ zoo_budgets() {
             "$small")
 }
 
-# expect_trains_into_module MODEL MODULE: two steps of the token model MODEL on a text of bytes (256 classes) with
-# --save, and the saved weights loaded into MODULE (a Python expression over scripts/, e.g. gpt_twin.Gpt())
-# with load_state_dict(strict=True): no extra key, none missing, every shape right; its forward finite.
+# expect_trains_into_module MODEL MODULE [SIDE]: two steps of MODEL with --save, and the saved weights loaded into
+# MODULE (a Python expression over scripts/, e.g. gpt_twin.Gpt()) with load_state_dict(strict=True): no extra
+# key, none missing, every shape right; its forward finite. Without SIDE, MODEL is a token model trained on a text
+# of bytes (256 classes); with it, an image model of 3 x SIDE x SIDE trained on a folder of gray images of 10
+# classes (copied into the three channels).
 expect_trains_into_module() {
-    local model=$1 module=$2 py=${SNUG_PYTHON3:-/usr/bin/python3}
-    "$py" -c "import sys; sys.stdout.write(''.join(chr(32 + (i * 7919) % 95) for i in range(20000)))" >"$TMP/text.txt"
-    run "train $(basename "$model") two steps and save" train --model "$model" --data "text:$TMP/text.txt" \
+    local model=$1 module=$2 side=${3:-} py=${SNUG_PYTHON3:-/usr/bin/python3} data
+    if [ -n "$side" ]; then
+        "$py" "$SNUG_SOURCE_DIR/tests/cli/make_image_folder.py" "$TMP/images" 10 2 1 "$side" >/dev/null
+        data="images:$TMP/images"
+    else
+        "$py" -c "import sys; sys.stdout.write(''.join(chr(32 + (i * 7919) % 95) for i in range(20000)))" \
+            >"$TMP/text.txt"
+        data="text:$TMP/text.txt"
+    fi
+    run "train $(basename "$model") two steps and save" train --model "$model" --data "$data" \
         --batch 4 --max-steps 2 --evaluate off --save "$TMP/twin.safetensors" --threads 2
     expect_rc 0
     expect_in "$OUT" "parameters saved to $TMP/twin.safetensors"
     finish_case
     CASE="the trained weights load into $module with strict=True"
     CASE_OK=1
-    "$py" - "$TMP/twin.safetensors" "$SNUG_SOURCE_DIR/scripts" "$SNUG_SOURCE_DIR/tests/cli" "$module" >"$OUT" \
-        2>"$ERR" <<'PY'
+    "$py" - "$TMP/twin.safetensors" "$SNUG_SOURCE_DIR/scripts" "$SNUG_SOURCE_DIR/tests/cli" "$module" "$side" \
+        >"$OUT" 2>"$ERR" <<'PY'
 import importlib, sys
 import torch
 sys.path[:0] = sys.argv[2:4]
@@ -65,10 +74,15 @@ state, metadata = safetensors_state.load(sys.argv[1])
 module, make = sys.argv[4].split(".", 1)
 net = eval(make, vars(importlib.import_module(module)))
 net.load_state_dict(state, strict=True)  # raises on a missing or extra key or a wrong shape
-context = net.wpe.weight.shape[0]
+if sys.argv[5]:
+    side = int(sys.argv[5])
+    x, lead = torch.zeros(1, 3, side, side), (1, 10)
+else:
+    context = net.wpe.weight.shape[0]
+    x, lead = torch.zeros(1, context, dtype=torch.int64), (1, context)
 with torch.no_grad():
-    out = net(torch.zeros(1, context, dtype=torch.int64))
-assert out.shape[:2] == (1, context) and torch.isfinite(out).all()
+    out = net(x)
+assert out.shape[:2] == lead and torch.isfinite(out).all()
 print(f"{len(state)} tensors loaded with strict=True after {metadata['steps']} steps")
 PY
     RC=$?

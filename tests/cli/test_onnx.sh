@@ -25,7 +25,7 @@ run "plan a name ending in .onnx, without a folder" plan --model cnn.onnx --batc
 expect_rc 1
 expect_in "$ERR" "cnn.onnx: cannot open the ONNX model"
 
-for bad in unknown_op:"(Elu, opset 15)" bad_attribute:"dilation" dynamic_shape:"dynamic" \
+for bad in unknown_op:"(Elu, opset 15)" bad_attribute:"one dilation for both axes" dynamic_shape:"dynamic" \
            old_opset:"opset_version=13" overpadded_maxpool:"at most half the kernel" truncated:"not an ONNX model" \
            garbage:"not an ONNX model" resize_linear:"(Resize, opset 15)" \
            conv_transpose_output_padding:"no output_padding" groupnorm_without_affine:"affine=True" \
