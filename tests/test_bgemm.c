@@ -132,7 +132,14 @@ static float *copy_c(const problem *p) {
 
 /* C after bgemm on `threads` threads (on the portable path or the CPU's) from the problem's C, with the
  * workspace exactly as large as promised. */
+static float *run_b16(const problem *p, int start, int threads, bool portable, const uint16_t *b16);
+
 static float *run(const problem *p, int start, int threads, bool portable) {
+    return run_b16(p, start, threads, portable, NULL);
+}
+
+/* run, with B read from b16 (B in bf16, stored as p->b is) through bgemm_b16 where b16 is not NULL. */
+static float *run_b16(const problem *p, int start, int threads, bool portable, const uint16_t *b16) {
     float *c = copy_c(p);
     const size_t wn = bgemm_workspace_floats(p->M, p->N, p->K, threads);
     float *work = malloc((wn + 2 * GUARD) * sizeof *work);
@@ -140,8 +147,13 @@ static float *run(const problem *p, int start, int threads, bool portable) {
     for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = float_of(POISON);
     omp_set_num_threads(threads);
     bgemm_force_portable(portable);
-    bgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), c, p->ldc, start == START_BIAS ? p->bias : NULL, start == START_C,
-          work + GUARD, threads);
+    const sgemm_mat b = mat_b(p);
+    if (b16)
+        bgemm_b16(p->M, p->N, p->K, mat_a(p), (bgemm_mat16){b16, b.rs, b.cs}, c, p->ldc,
+                  start == START_BIAS ? p->bias : NULL, start == START_C, work + GUARD, threads);
+    else
+        bgemm(p->M, p->N, p->K, mat_a(p), b, c, p->ldc, start == START_BIAS ? p->bias : NULL, start == START_C,
+              work + GUARD, threads);
     bgemm_force_portable(false);
     for (size_t i = 0; i < GUARD; i++) {
         assert_true(bits_of(work[i]) == POISON);
@@ -243,6 +255,43 @@ static void test_rounds_unrounded_inputs(void **state) {
             free(rounded), free(raw), free(a_raw), free(b_raw);
             drop(&p);
         }
+}
+
+/* B rounded once by bgemm_round_weights and handed over in bf16 (bgemm_b16, as a bf16 plan's kept weights):
+ * the same bits as bgemm rounding the same floats as it packs them, stored by rows and by columns, on every
+ * shape (odd K pads a pair from the bf16 copy too) and path. B is unrounded, every fifth value a tie and every
+ * seventh a denormal (read as zero), its padding NaN (rounded too: bgemm_b16 must not read it either). A copy
+ * rounded from other floats (a stale one) gives other bits. */
+static void test_rounded_once_same_bits(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++)
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (int layout = 0; layout < 4; layout++) {
+                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout & 2);
+                const size_t nb = b_rows(&p) * b_len(&p);
+                fill_raw(p.b, nb, 7);
+                for (size_t i = 0; i < nb; i += 5) p.b[i] = float_of((bits_of(p.b[i]) & 0xFFFF0000u) | 0x8000u);
+                for (size_t i = 3; i < nb; i += 7) p.b[i] = ldexpf(1.5f, -130);
+                poison_padding(p.b, b_rows(&p), b_len(&p));
+                uint16_t *b16 = malloc(nb * sizeof *b16);
+                assert_non_null(b16);
+                bgemm_force_portable(path_portable(path));
+                bgemm_round_weights(b16, p.b, nb);
+                bgemm_force_portable(false);
+                const int start = (int)(s % 3);
+                float *per_call = run(&p, start, 2, path_portable(path));
+                float *once = run_b16(&p, start, 2, path_portable(path), b16);
+                assert_memory_equal(per_call, once, p.M * p.ldc * sizeof *once);
+                if (s == N_SHAPES - 1) { /* a stale copy: one weight moved by one bf16 step */
+                    b16[0] ^= 1u;
+                    float *stale = run_b16(&p, START_ZERO, 1, path_portable(path), b16);
+                    float *fresh = run(&p, START_ZERO, 1, path_portable(path));
+                    assert_true(memcmp(stale, fresh, p.M * p.ldc * sizeof *fresh) != 0);
+                    free(stale), free(fresh);
+                }
+                free(per_call), free(once), free(b16);
+                drop(&p);
+            }
 }
 
 /* One element, C (1 x 1) = bias + a . b over k = 0, 1, as the given path computes it. */
@@ -370,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_plans_choose_it),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_rounds_unrounded_inputs),
+        cmocka_unit_test(test_rounded_once_same_bits),
         cmocka_unit_test(test_documented_lane),
         cmocka_unit_test(test_report_paths_agree),
         cmocka_unit_test(test_empty_inner_dimension),

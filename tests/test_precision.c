@@ -467,17 +467,20 @@ static void bgemm_products(void **state) {
     }
 }
 
-/* Whether two trainers' gradients have the same bits. */
-static bool same_gradients(const snug_trainer *a, const snug_trainer *b) {
+/* Whether two trainers' gradients (grads) or parameters have the same bits. */
+static bool same_values(const snug_trainer *a, const snug_trainer *b, bool grads) {
     for (size_t i = 0; i < snug_trainer_param_count(b); i++) {
         size_t k;
-        float *ga, *gb;
-        snug_trainer_param(a, i, &k, NULL, &ga);
-        snug_trainer_param(b, i, NULL, NULL, &gb);
-        if (ga && memcmp(ga, gb, k * sizeof *ga) != 0) return false;
+        float *wa, *wb, *ga, *gb;
+        snug_trainer_param(a, i, &k, &wa, &ga);
+        snug_trainer_param(b, i, NULL, &wb, &gb);
+        const float *va = grads ? ga : wa, *vb = grads ? gb : wb;
+        if (va && memcmp(va, vb, k * sizeof *va) != 0) return false;
     }
     return true;
 }
+
+static bool same_gradients(const snug_trainer *a, const snug_trainer *b) { return same_values(a, b, true); }
 
 /* The plan, not the process, decides what multiplies the linear layers: bf16 plans of one model in one
  * process, asking for snug's own products and for the BLAS, each record and run their own whatever was planned
@@ -512,19 +515,23 @@ static void plan_decides_the_product(void **state) {
     snug_graph_free(g);
 }
 
-/* A bf16 trainer whose plan keeps every output float32 between forward and backward (packed: false) instead of
- * packing: plan_build's own alternative, swapped into the public plan. */
-static snug_trainer *trainer_packed(const snug_graph *g, size_t batch, bool packed) {
+/* A bf16 trainer at micro-batch m, its linear layers through snug's products, planned again without packing
+ * (no_packing) or without what ops keep across a window (no_window_extras) where asked: plan_build's own
+ * alternatives, swapped into the public plan. */
+static snug_trainer *trainer_replanned(const snug_graph *g, size_t batch, size_t m, bool no_packing,
+                                       bool no_window_extras) {
     snug_train_config cfg = snug_train_config_default();
     cfg.seed = 11;
-    snug_plan_request req = request_for(batch, batch, NO_CHECKPOINT, 0, &cfg);
+    snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, &cfg);
     req.precision = SNUG_PRECISION_BF16;
+    req.products = SNUG_PRODUCTS_SNUG;
     snug_plan *sp;
     snug_trainer *tr;
     assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
-    if (!packed) {
+    if (no_packing || no_window_extras) {
         plan_variant v = sp->p.variant;
-        v.no_packing = true;
+        v.no_packing = no_packing;
+        v.no_window_extras = no_window_extras;
         plan q;
         assert_int_equal(plan_build(g, sp->p.m, sp->p.threads, &req.optim, &v, &q, NULL), SNUG_OK);
         plan_free(&sp->p);
@@ -532,6 +539,55 @@ static snug_trainer *trainer_packed(const snug_graph *g, size_t batch, bool pack
     }
     assert_int_equal(snug_trainer_new(sp, &cfg, &tr, NULL), SNUG_OK);
     return tr;
+}
+
+/* A bf16 trainer whose plan keeps every output float32 between forward and backward (packed: false) instead of
+ * packing. */
+static snug_trainer *trainer_packed(const snug_graph *g, size_t batch, bool packed) {
+    return trainer_replanned(g, batch, batch, !packed, false);
+}
+
+/* A bf16 plan through bgemm keeps each linear layer's weight rounded to bf16 (kept weights), rounded again
+ * once the weights change: three optimizer steps of two micro-batches each (every copy read by forward and din
+ * of both) give the bits, parameters and gradients, of a plan without the copies, whose products round the
+ * weights in every call; on the portable path and on this CPU's. A copy planted stale (64 signs flipped, tagged
+ * as current for the next window) changes the gradient: the comparison sees a copy that is not refreshed. */
+static void weights_rounded_once(void **state) {
+    (void)state;
+    for (int path = 0; path < (bgemm_enabled() ? 2 : 1); path++)
+        for (int k = 0; k < 2; k++) {
+            snug_graph *g = k == 0 ? plain_model("mlp") : small_gpt();
+            snug_dataset *ds = random_data(g, 6);
+            const size_t idx[6] = {0, 1, 2, 3, 4, 5};
+            bgemm_force_portable(path == 0);
+            snug_trainer *kept = trainer_replanned(g, 6, 3, false, false);
+            snug_trainer *plain = trainer_replanned(g, 6, 3, false, true);
+            assert_true(kept->plan->kept_bytes > 0 && plain->plan->kept_bytes == 0);
+            for (int step = 0; step < 3; step++) {
+                snug_step_stats st;
+                assert_int_equal(snug_trainer_step(kept, ds, idx, 6, &st, NULL), SNUG_OK);
+                assert_int_equal(snug_trainer_step(plain, ds, idx, 6, &st, NULL), SNUG_OK);
+                assert_true(same_values(kept, plain, false));
+            }
+            gradients_of(kept, ds, 6), gradients_of(plain, ds, 6);
+            assert_true(same_gradients(kept, plain));
+            int n = 0;
+            while (kept->plan->kept_at[n] == SIZE_MAX) n++;
+            /* the block linear.c keeps: the version in its first 64 bytes, then the bf16 weight */
+            uint64_t *tag = (uint64_t *)(void *)(kept->x.kept + kept->plan->kept_at[n]);
+            *tag = kept->x.weights_version + 1;
+            for (size_t i = 0; i < 64; i++) ((uint16_t *)(void *)((char *)tag + 64))[i] ^= 0x8000u; /* signs */
+            gradients_of(kept, ds, 6), gradients_of(plain, ds, 6);
+            printf("# %s, %s path: bf16 weight copies %zu bytes, the steps' bits as rounding per call; a stale "
+                   "copy seen\n", snug_graph_name(g), path == 0 ? "portable" : "AVX512_BF16",
+                   kept->plan->kept_bytes);
+            assert_false(same_gradients(kept, plain));
+            bgemm_force_portable(false);
+            trainer_done(kept);
+            trainer_done(plain);
+            snug_dataset_free(ds);
+            snug_graph_free(g);
+        }
 }
 
 /* Packing is lossless: the same bf16 gradient, bit for bit, with every output kept float32 instead. The packed
@@ -647,7 +703,7 @@ int main(void) {
         cmocka_unit_test(names_and_bad_requests),       cmocka_unit_test(forward_is_its_definition),
         cmocka_unit_test(split_invariant),              cmocka_unit_test(memory_halves),
         cmocka_unit_test(packing_changes_no_bit),       cmocka_unit_test(bgemm_products),
-        cmocka_unit_test(plan_decides_the_product),
+        cmocka_unit_test(plan_decides_the_product),     cmocka_unit_test(weights_rounded_once),
         cmocka_unit_test(zoo_gradients_match_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -199,7 +199,7 @@ static snug_status reserve(exec *x, snug_mem *mem, snug_error *err) {
     if (p->pending_bytes && !(x->pending = snug_mem_alloc(mem, SNUG_MEM_GRADS, p->pending_bytes, "pending rows", err)))
         return SNUG_E_OOM;
     if (p->kept_bytes &&
-        !(x->kept = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->kept_bytes, "transformed weights", err)))
+        !(x->kept = snug_mem_alloc(mem, SNUG_MEM_PARAMS, p->kept_bytes, "kept weights", err)))
         return SNUG_E_OOM;
     if (!(x->arena = snug_mem_alloc(mem, SNUG_MEM_ACTIVATIONS, p->arena_bytes, peak_layer, err))) return SNUG_E_OOM;
     return SNUG_OK;

@@ -225,6 +225,15 @@ static BF16 void tile_bf16(size_t kp, const uint32_t *a, const uint32_t *b, floa
     default:         tile(kp, a, b, c, ldc, mr, nr, START_BIAS, bias); break;
     }
 }
+
+/* bgemm_round_weights: vcvtneps2bf16 rounds as the packing's vcvtne2ps2bf16 does, 16 floats at a time. */
+static BF16 void round_weights_bf16(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = avx512_lanes(n - i < 16 ? n - i : 16);
+        const __m256i h = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + i));
+        _mm256_mask_storeu_epi16(dst + i, m, h);
+    }
+}
 #endif
 
 /* ---- packing and blocking, shared by both ------------------------------------------------------------------------ */
@@ -237,6 +246,7 @@ typedef struct bgemm_job {
     size_t ldc;
     const float *bias;
     bool accumulate, bf16;
+    bgemm_mat16 b16; /* B already in bf16 (bgemm_b16): packed from these bits, b unused; p NULL otherwise */
 } bgemm_job;
 
 /* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
@@ -295,14 +305,47 @@ static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, s
  * straight from its floats. B stored by columns (a transposed operand, as a weight W in x W^T) holds each
  * pair in two adjacent floats: each column becomes its pair words in the stage (cols rows of kp words), and a
  * transpose of 32-bit words turns them into the panel, half the bytes a float32 transpose would move. */
+static void pack_b16(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0,
+                     size_t kc);
+
 static void pack_b(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
     const sgemm_mat b = j->b;
+    if (j->b16.p) {
+        pack_b16(j, dst, stage, j0, cols, p0, kc);
+        return;
+    }
     if (b.cs == 1) {
         merge(j, dst, b.p + p0 * b.rs + j0, b.rs, NR, cols, kc);
         return;
     }
     const size_t kp = (kc + 1) / 2;
     for (size_t t = 0; t < cols; t++) column_pairs(j, stage + t * kp, b.p + (j0 + t) * b.cs + p0, kc);
+    transpose_floats((float *)(void *)dst, NR, stage, kp, cols, kp); /* moves the words' bits as they are */
+    if (cols < NR)
+        for (size_t q = 0; q < kp; q++) memset(dst + q * NR + cols, 0, (NR - cols) * sizeof *dst);
+}
+
+/* pack_b from a B already in bf16: the pairs are its bits as they are. By rows, two rows' halves side by side
+ * per word; by columns, a column's kc bf16 from p0 (even) are already its pair words in memory order (the even
+ * k in the low half), copied to the stage and transposed as pack_b's. */
+static void pack_b16(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0,
+                     size_t kc) {
+    const bgemm_mat16 b = j->b16;
+    const size_t kp = (kc + 1) / 2;
+    if (b.cs == 1) {
+        for (size_t q = 0; q < kp; q++) {
+            const bool odd_row = 2 * q + 1 < kc;
+            const uint16_t *lo = b.p + (p0 + 2 * q) * b.rs + j0, *hi = odd_row ? lo + b.rs : lo; /* never past B */
+            for (size_t t = 0; t < NR; t++)
+                dst[q * NR + t] = t < cols ? (uint32_t)lo[t] | (odd_row ? (uint32_t)hi[t] << 16 : 0) : 0;
+        }
+        return;
+    }
+    for (size_t t = 0; t < cols; t++) {
+        char *words = (char *)(stage + t * kp);
+        memcpy(words, b.p + (j0 + t) * b.cs + p0, kc * sizeof *b.p);
+        if (kc % 2) memset(words + kc * sizeof *b.p, 0, sizeof *b.p); /* the pad of the last pair */
+    }
     transpose_floats((float *)(void *)dst, NR, stage, kp, cols, kp); /* moves the words' bits as they are */
     if (cols < NR)
         for (size_t q = 0; q < kp; q++) memset(dst + q * NR + cols, 0, (NR - cols) * sizeof *dst);
@@ -362,21 +405,32 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
     }
 }
 
-void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
-           bool accumulate, float *work, int threads) {
-    if (M == 0 || N == 0) return;
-    if (K == 0) {
-        sgemm_start_only(M, N, c, ldc, col_bias, accumulate);
+/* Whether products run through AVX512_BF16 now (else the portable twin). */
+static bool fast_path(void) { return !force_portable && bgemm_enabled(); }
+
+void bgemm_round_weights(uint16_t *dst, const float *src, size_t n) {
+#ifdef SNUG_AVX512
+    if (fast_path()) {
+        round_weights_bf16(dst, src, n);
         return;
     }
-    const bgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
-                         .bf16 = !force_portable && bgemm_enabled()};
+#endif
+    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)bf16_of(src[i]);
+}
+
+/* The product of job j, C (M, N): on this thread, or split over up to `threads`. */
+static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int threads) {
+    if (M == 0 || N == 0) return;
+    if (j->K == 0) {
+        sgemm_start_only(M, N, j->c, j->ldc, j->bias, j->accumulate);
+        return;
+    }
     const int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
     /* vdpbf16ps does two multiply-adds where sgemm's tile does one; the portable kernel is far slower than
      * either, and the estimate for an FMA tile under-states its work, which only ever keeps it serial. */
-    const double serial_ns = (double)M * (double)N * (double)K * PAR_NS_PER_MAC / (j.bf16 ? 2.0 : 1.0);
+    const double serial_ns = (double)M * (double)N * (double)j->K * PAR_NS_PER_MAC / (j->bf16 ? 2.0 : 1.0);
     if (T < 2 || omp_in_parallel() || !par_pays(serial_ns)) {
-        run_part(&j, 0, M, 0, N, work);
+        run_part(j, 0, M, 0, N, work);
         return;
     }
     /* Each thread packs the whole of the operand along the dimension it does not split: the columns when A is
@@ -384,14 +438,28 @@ void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
      * claimed scheme). Every part is at most M x N, so part_floats(M, N, K) covers it. */
     const bool by_cols = N >= (size_t)T * 2 * NR && M < N;
     const size_t unit = by_cols ? NR : SR, end = by_cols ? N : M, units = (end + unit - 1) / unit;
-    const size_t per = part_floats(M, N, K);
+    const size_t per = part_floats(M, N, j->K);
     #pragma omp parallel num_threads(T)
     {
         const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
         const size_t lo = units * t / nt * unit, hi = min_size(units * (t + 1) / nt * unit, end);
         if (lo < hi) {
-            if (by_cols) run_part(&j, 0, M, lo, hi, work + t * per);
-            else run_part(&j, lo, hi, 0, N, work + t * per);
+            if (by_cols) run_part(j, 0, M, lo, hi, work + t * per);
+            else run_part(j, lo, hi, 0, N, work + t * per);
         }
     }
+}
+
+void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
+                         .bf16 = fast_path()};
+    run_job(&j, M, N, work, threads);
+}
+
+void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
+               const float *col_bias, bool accumulate, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
+                         .bf16 = fast_path()};
+    run_job(&j, M, N, work, threads);
 }

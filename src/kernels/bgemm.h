@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/sgemm.h"
 
@@ -48,5 +49,22 @@ size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads);
  * bgemm_workspace_floats(M, N, K, threads) floats. On every CPU (see bgemm_enabled for the fast one). */
 void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
            bool accumulate, float *work, int threads);
+
+/* An operand already rounded to bfloat16 (the bits bgemm_round_weights writes), read through two strides as
+ * sgemm_mat reads floats: a bf16 plan's weights, rounded once per change of the weights instead of in every
+ * product that reads them. */
+typedef struct bgemm_mat16 {
+    const uint16_t *p;
+    size_t rs, cs;
+} bgemm_mat16;
+
+/* dst[i] = src[i] rounded to bfloat16 exactly as bgemm rounds an operand when it packs it (on the path bgemm
+ * takes now: denormals to a zero of their sign, NaNs kept quiet, else to nearest, ties to even); n values. */
+void bgemm_round_weights(uint16_t *dst, const float *src, size_t n);
+
+/* bgemm with B given in bfloat16 (either stride 1: B stored by rows or by columns): the same bits as bgemm on
+ * the floats b16 was rounded from, without rounding B again. The same workspace. */
+void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
+               const float *col_bias, bool accumulate, float *work, int threads);
 
 #endif

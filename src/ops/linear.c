@@ -235,11 +235,16 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
+                         const uint16_t *w16, // W in bf16 (fo, fi), or NULL: bgemm rounds W itself
                          size_t rows, size_t fi, size_t fo, bool din_fresh, op_product product, float *work,
                          int threads) {
     const bool own = product == OP_PRODUCT_SGEMM && work;
     if (product == OP_PRODUCT_BGEMM && work) { /* dy rounded to bfloat16 as bgemm packs it, as x and W are */
-        if (din) bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
+        if (din && w16)
+            bgemm_b16(rows, fi, fo, rows_of(dy, fo), (bgemm_mat16){.p = w16, .rs = fi, .cs = 1}, din, fi, NULL,
+                      !din_fresh, work, threads);
+        else if (din)
+            bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
         if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
         return;
     }
@@ -338,6 +343,54 @@ static void call_dims(const op_call *c, size_t *rows, size_t *fi, size_t *fo) {
  * so no split of a batch changes a value before it is rounded). */
 static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEMM && c->work; }
 
+/* ---- the weights in bf16 ------------------------------------------------------------------------------- *
+ * bgemm rounds its operands to bfloat16 as it packs them. The weight is the same in every product of a window
+ * (forward, din, a recompute's forward, every micro-batch), so a bf16 plan keeps it rounded once (op_call.kept,
+ * counted with the parameters): a 64-byte header holding the weights version it was rounded under, then the
+ * (fo, fi) bf16 values, rounded again by the first call after the version changes (an optimizer step, a load,
+ * an evaluation). bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
+ * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself. */
+#define LINEAR_W16_HEADER ((size_t)64)
+
+static size_t linear_kept_bytes(const op_node *n, size_t m, op_product product) {
+    (void)m;
+    size_t fi, fo, per_sample, bytes;
+    node_dims(n, &fi, &fo, &per_sample);
+    if (product != OP_PRODUCT_BGEMM) return 0;
+    return size_mul(fi, fo, &bytes) && size_mul(bytes, sizeof(uint16_t), &bytes) &&
+                   size_add(bytes, LINEAR_W16_HEADER, &bytes)
+               ? bytes
+               : SIZE_MAX;
+}
+
+/* The weight in bf16, rounded now where the kept copy is stale; NULL where the plan keeps none. */
+static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
+    if (!c->kept) return NULL;
+    uint64_t *version = c->kept;
+    uint16_t *w16 = (uint16_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER);
+    if (*version != c->weights_version) {
+        bgemm_round_weights(w16, c->w[0], fi * fo);
+        *version = c->weights_version;
+    }
+    return w16;
+}
+
+/* y = b + x W^T through bgemm (b may be NULL), W from its kept bf16 copy where the plan keeps one. */
+static void forward_bgemm(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    const uint16_t *w16 = weights_bf16(c, fi, fo);
+    if (w16)
+        bgemm_b16(rows, fo, fi, rows_of(c->in[0], fi), (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->out, fo, b,
+                  false, c->work, c->threads);
+    else
+        bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work,
+              c->threads);
+}
+
+/* The bf16 weight din's product reads: only where it goes through bgemm and there is a din. */
+static const uint16_t *din_weights(const op_call *c, size_t fi, size_t fo) {
+    return takes_bgemm(c) && c->din[0] ? weights_bf16(c, fi, fo) : NULL;
+}
+
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
 static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
     return !use_direct(rows, fo) && c->product == OP_PRODUCT_SGEMM && c->work;
@@ -364,8 +417,7 @@ static void linear_forward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (takes_bgemm(c)) {
-        bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, c->w[1], false, c->work,
-              c->threads);
+        forward_bgemm(c, c->w[1], rows, fi, fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
@@ -495,8 +547,8 @@ static void linear_backward(const op_call *c) {
     const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo, c->product);
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
-    xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo,
-                 c->din_fresh & 1u, c->product, c->work, c->threads);
+    xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo),
+                 rows, fi, fo, c->din_fresh & 1u, c->product, c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
 }
@@ -506,8 +558,7 @@ static void tied_forward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (takes_bgemm(c)) {
-        bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, NULL, false, c->work,
-              c->threads);
+        forward_bgemm(c, NULL, rows, fi, fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
@@ -523,8 +574,8 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], rows, fi, fo, c->din_fresh & 1u, c->product,
-                 c->work, c->threads);
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo), rows, fi, fo,
+                 c->din_fresh & 1u, c->product, c->work, c->threads);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -592,9 +643,11 @@ static const op_product_sizes linear_sizes = {
     .workspace_bytes = linear_workspace_bytes,
     .pending_bytes = linear_pending_bytes,
     .regen_stage_bytes = linear_regen_stage_bytes,
+    .kept_bytes = linear_kept_bytes,
 };
 
-static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_bytes};
+static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_bytes,
+                                            .kept_bytes = linear_kept_bytes};
 
 const op_desc op_linear = {
     .kind = "linear",

@@ -123,6 +123,7 @@ typedef struct op_product_sizes {
     size_t (*workspace_bytes)(const op_node *n, size_t m, int threads, op_product product);
     size_t (*pending_bytes)(const op_node *n, size_t m, op_product product);
     size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads, op_product product);
+    size_t (*kept_bytes)(const op_node *n, size_t m, op_product product); /* bgemm's: the weights in bf16 */
 } op_product_sizes;
 
 typedef struct op_desc {
@@ -164,7 +165,8 @@ typedef struct op_desc {
     size_t (*bf16_pending_bytes)(const op_node *n, size_t m);
     void (*flush)(const op_call *c);
     /* Bytes derived from the op's parameters alone that it keeps across the micro-batches of a window at
-     * micro-batch m instead of deriving them again for each (Winograd's transformed weights), counted as
+     * micro-batch m instead of deriving them again for each (Winograd's transformed weights; a bf16 plan's
+     * linear weights rounded to bf16, through op_product_sizes), counted as
      * params; 0 or NULL for none. Dropped with the pending rows where a budget has no room. The op tags what
      * it derives with c->weights_version and derives it again when that has changed. */
     size_t (*kept_bytes)(const op_node *n, size_t m);

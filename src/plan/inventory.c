@@ -18,7 +18,7 @@ static void fixed_blocks(const plan *p, fixed_block b[FIXED_BLOCKS]) {
     const fixed_block all[FIXED_BLOCKS] = {
         {SNUG_MEM_PARAMS, "parameters", p->params_bytes},
         {SNUG_MEM_PARAMS, "buffers and their copy", p->state_bytes},
-        {SNUG_MEM_PARAMS, "kept weights", p->kept_bytes},
+        {SNUG_MEM_PARAMS, "kept weights (transformed, bf16 copies)", p->kept_bytes},
         {SNUG_MEM_GRADS, "parameter gradients", p->params_bytes},
         {SNUG_MEM_GRADS, "deferred weight gradients", p->pending_bytes},
         {SNUG_MEM_OPTIM, "optimizer state", p->optim_bytes},

@@ -21,6 +21,12 @@ size_t plan_op_pending(const graph_node *n, const plan_variant *v, size_t m) {
     return bytes ? bytes(n, m) : 0;
 }
 
+size_t plan_op_kept(const graph_node *n, const plan_variant *v, size_t m) {
+    const op_desc *op = n->op;
+    if (op->by_product) return op->by_product->kept_bytes ? op->by_product->kept_bytes(n, m, v->product) : 0;
+    return op->kept_bytes ? op->kept_bytes(n, m) : 0;
+}
+
 bool plan_op_has_stage(const graph_node *n) {
     const op_desc *op = n->op;
     return op->by_product ? op->by_product->regen_stage_bytes != NULL : op->regen_stage_bytes != NULL;

@@ -26,11 +26,9 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     size_t *total = kept ? &p->kept_bytes : &p->pending_bytes, *at = kept ? p->kept_at : p->pending_at;
     *total = 0;
     for (int i = 0; i < g->n_nodes; i++) {
-        const op_desc *op = g->nodes[i].op;
         size_t b = p->variant.no_window_extras ? 0
                  : !kept                       ? plan_op_pending(&g->nodes[i], &p->variant, p->m)
-                 : op->kept_bytes              ? op->kept_bytes(&g->nodes[i], p->m)
-                                               : 0;
+                                               : plan_op_kept(&g->nodes[i], &p->variant, p->m);
         at[i] = SIZE_MAX;
         if (b == 0) continue;
         if (b == SIZE_MAX || !size_align(b, SNUG_MEM_ALIGN, &b)) return false;

@@ -276,6 +276,7 @@ size_t plan_node_workspace(const snug_graph *g, const plan *p, int i);
  * kernels depend on it (op_desc.by_product), else for v's number format. (size_t)-1 on overflow. */
 size_t plan_op_workspace(const graph_node *n, const plan_variant *v, size_t m, int threads);
 size_t plan_op_pending(const graph_node *n, const plan_variant *v, size_t m);
+size_t plan_op_kept(const graph_node *n, const plan_variant *v, size_t m);
 /* Stage bytes for an input it regenerates or unpacks; 0: it cannot (op_desc.regen_stage_bytes). */
 size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int threads);
 /* Whether the op sizes a stage for an input read sample by sample at all. */

@@ -103,7 +103,7 @@ static void print_reserved(FILE *out, const plan_row *c) {
             fprintf(out, " (%s of pending rows: dW updated 16 samples at a time)",
                     snug_format_bytes(c->s.pending_bytes, budget, sizeof budget));
         if (i == SNUG_MEM_PARAMS && c->s.kept_bytes)
-            fprintf(out, " (%s of transformed weights kept across a window)",
+            fprintf(out, " (%s of weights kept across a window: transformed, or bf16 copies)",
                     snug_format_bytes(c->s.kept_bytes, budget, sizeof budget));
     }
     fprintf(out, "\n");
