@@ -415,7 +415,7 @@ void bgemm_round_weights(uint16_t *dst, const float *src, size_t n) {
         return;
     }
 #endif
-    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)bf16_of(src[i]);
+    for (size_t i = 0; i < n; i++) dst[i] = (uint16_t)dpbf16_of(src[i]);
 }
 
 /* The product of job j, C (M, N): on this thread, or split over up to `threads`. */
