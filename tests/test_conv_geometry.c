@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,17 +59,21 @@ static size_t out_w(const dil_case *k) { return out_side(k->w, kw_of(k), sw_of(k
 
 /* out[n][o][i][j] in double, from the definition: group o / (co / G) sees its C / G input channels, tap (a, b)
  * reads input (i s + a d - p, j sw + b d - pw). */
-static double conv_ref(const op_fixture *f, const dil_case *k, size_t n, size_t o, size_t i, size_t j) {
+/* *mag: the sum of the terms' magnitudes, bias included (float32 summation's error bound scales with it). */
+static double conv_ref(const op_fixture *f, const dil_case *k, size_t n, size_t o, size_t i, size_t j, double *mag) {
     const size_t cg = k->c / k->groups, g0 = o / (k->co / k->groups) * cg, kw = kw_of(k);
     double acc = f->w[1] ? f->w[1][o] : 0.0;
+    *mag = fabs(acc);
     for (size_t c = 0; c < cg; c++)
         for (size_t a = 0; a < k->k; a++)
             for (size_t b = 0; b < kw; b++) {
                 const long ih = (long)(i * k->s + a * k->d) - (long)k->p;
                 const long iw = (long)(j * sw_of(k) + b * k->d) - (long)pw_of(k);
                 if (ih < 0 || iw < 0 || ih >= (long)k->h || iw >= (long)k->w) continue;
-                acc += (double)f->w[0][((o * cg + c) * k->k + a) * kw + b] *
-                       f->x[0][((n * k->c + g0 + c) * k->h + (size_t)ih) * k->w + (size_t)iw];
+                const double t = (double)f->w[0][((o * cg + c) * k->k + a) * kw + b] *
+                                 f->x[0][((n * k->c + g0 + c) * k->h + (size_t)ih) * k->w + (size_t)iw];
+                acc += t;
+                *mag += fabs(t);
             }
     return acc;
 }
@@ -79,8 +85,15 @@ static void check_forward(op_fixture *f, const dil_case *k, size_t m) {
     for (size_t n = 0; n < m; n++)
         for (size_t o = 0; o < k->co; o++)
             for (size_t i = 0; i < ho; i++)
-                for (size_t j = 0; j < wo; j++)
-                    assert_float_equal(f->y[((n * k->co + o) * ho + i) * wo + j], conv_ref(f, k, n, o, i, j), 1e-4);
+                for (size_t j = 0; j < wo; j++) {
+                    /* float32 products and sums of the C/G kh kw terms and the bias, in any order: each result
+                     * within (terms + 2) u of the magnitudes' sum, u = 2^-24 */
+                    double mag = 0.0;
+                    const double want = conv_ref(f, k, n, o, i, j, &mag);
+                    const double terms = (double)(k->c / k->groups * k->k * kw_of(k));
+                    assert_float_equal(f->y[((n * k->co + o) * ho + i) * wo + j], want,
+                                       (terms + 2.0) * 0x1p-24 * mag + DBL_MIN);
+                }
 }
 
 static void test_dilated_gradients(void **state) {
