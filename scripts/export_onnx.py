@@ -26,6 +26,7 @@ and as 4 micro-batches of 2, written to OUT_DIR/resnet18_ref.f64 (little-endian 
 OUT_DIR/resnet18_ref.json. The summary committed beside the test models (tests/data/onnx/resnet18_ref.json: the
 losses, per tensor the norm and a few entries) must agree with it; --write-summary rewrites that summary.
 """
+import importlib
 import json
 import os
 import sys
@@ -415,6 +416,12 @@ def export_torch(out_dir):
                       input_names=["input"], output_names=["logits"], dynamic_axes={"input": {0: "batch"}})
 
 
+# The models the test fixtures export with their PyTorch float64 reference (cmake/SnugTests.cmake's
+# snug_torch_fixture): the flag and the script whose main(OUT_DIR) does it.
+TWIN_MODULES = {"--unet": "unet_reference", "--resnet20": "resnet20_reference", "--se": "se_reference",
+                "--gpt": "gpt_twin", "--attention": "attention_twin", "--atrous": "atrous_reference"}
+
+
 def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--resnet18":
         import resnet18_reference
@@ -422,29 +429,8 @@ def main():
                                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                                              "onnx", "resnet18_ref.json"))
         return
-    if len(sys.argv) > 2 and sys.argv[1] == "--unet":
-        import unet_reference
-        unet_reference.main(sys.argv[2])
-        return
-    if len(sys.argv) > 2 and sys.argv[1] == "--resnet20":
-        import resnet20_reference
-        resnet20_reference.main(sys.argv[2])
-        return
-    if len(sys.argv) > 2 and sys.argv[1] == "--se":
-        import se_reference
-        se_reference.main(sys.argv[2])
-        return
-    if len(sys.argv) > 2 and sys.argv[1] == "--gpt":
-        import gpt_twin
-        gpt_twin.main(sys.argv[2])
-        return
-    if len(sys.argv) > 2 and sys.argv[1] == "--attention":
-        import attention_twin
-        attention_twin.main(sys.argv[2])
-        return
-    if len(sys.argv) > 2 and sys.argv[1] == "--atrous":
-        import atrous_reference
-        atrous_reference.main(sys.argv[2])
+    if len(sys.argv) > 2 and sys.argv[1] in TWIN_MODULES:  # a twin's export and PyTorch reference, at test time
+        importlib.import_module(TWIN_MODULES[sys.argv[1]]).main(sys.argv[2])
         return
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "tests", "data",
                                                                    "onnx")
