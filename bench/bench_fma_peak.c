@@ -24,7 +24,7 @@
 #define CHAINS 12
 /* vdpbf16ps has a longer latency than an FMA: 12 chains leave a core that issues two a cycle (AMD family 26)
  * waiting on them; 16 do not, and 16 vectors plus the two operands still fit AVX-512's 32 registers. */
-#define BF16_CHAINS 16
+#define BF16_CHAINS 24
 /* Many short batches, the best kept: on a shared or virtual machine a batch that the scheduler interrupts
  * reads low, and of long batches every one is interrupted (the rate then reads about half the core's). */
 #define BATCHES 40
@@ -35,7 +35,7 @@
  * measures store-to-load forwarding instead (half the rate at -O2 on the machine above). */
 #if defined(__GNUC__) && !defined(__clang__)
 #define UNROLLED _Pragma("GCC unroll 12")
-#define UNROLLED_BF16 _Pragma("GCC unroll 16")
+#define UNROLLED_BF16 _Pragma("GCC unroll 24")
 #elif defined(__clang__)
 #define UNROLLED _Pragma("unroll")
 #define UNROLLED_BF16 _Pragma("unroll")

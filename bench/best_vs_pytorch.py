@@ -11,7 +11,7 @@ processes in the same state of the host. With r(s, t) the median of snug's sampl
 precision s against PyTorch in t, snug's best over PyTorch's best is max over s of min over t of r(s, t): the
 fastest snug against the fastest PyTorch, whichever precision each is fastest in. Writes best_vs_pytorch.csv
 (every pair) and best_vs_pytorch.md (the table, the geometric mean, the machine) under --out. Standard library
-only; PyTorch runs under Debian's /usr/bin/python3.
+only; PyTorch runs under Debian's /usr/bin/python3 unless --python names another interpreter.
 """
 import argparse
 import math
@@ -24,7 +24,7 @@ import duel
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = ("mlp", "cnn", "resnet20", "unet", "gpt")
 PRECISIONS = ("fp32", "bf16")
-TORCH_PYTHON = "/usr/bin/python3"
+TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch; --python for another
 WARMUP = 5  # untimed steps before a process reports ready (PyTorch's second step still creates state)
 
 
@@ -59,11 +59,11 @@ def pairing_rows(args, env, w, s, t):
     """The pairs of one duel: snug-bench in precision s against pytorch_bench.py in precision t."""
     turns = ["--workload", w, "--variant", "full", "--turns", "--threads", str(args.threads), "--steps", "0",
              "--warmup", str(WARMUP)]
-    config = subprocess.run([TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--choose-config", "--workload",
+    config = subprocess.run([args.python, os.path.join(HERE, "pytorch_bench.py"), "--choose-config", "--workload",
                              w, "--threads", str(args.threads)], env=env, check=True, stdout=subprocess.PIPE,
                             text=True).stdout.strip()
     rows = duel.duel([args.bench, "--precision", s] + turns,
-                     [TORCH_PYTHON, os.path.join(HERE, "pytorch_bench.py"), "--config", config, "--precision", t]
+                     [args.python, os.path.join(HERE, "pytorch_bench.py"), "--config", config, "--precision", t]
                      + turns, env, args.duels, lambda: "", w, "full", "%s/%s" % (s, t))
     return rows
 
@@ -97,6 +97,7 @@ def main():
     p.add_argument("--duels", type=int, default=6, help="pairs of blocks per pairing")
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=WORKLOADS)
     p.add_argument("--out", default=os.path.join(HERE, "results"))
+    p.add_argument("--python", default=TORCH_PYTHON, help="the Python interpreter that has PyTorch")
     args = p.parse_args()
     env = dict(os.environ)
     args.peaks = peaks(args.bench, 1)

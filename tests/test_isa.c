@@ -4,7 +4,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -31,6 +33,20 @@ static void detects_what_the_cpu_has(void **state) {
 #endif
 }
 
+/* Whether /proc/cpuinfo names AMD as the vendor: a second reading of what isa.c asks the CPU. */
+static bool amd_cpuinfo(void) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    bool amd = false;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "vendor_id", 9) == 0) {
+            amd = strstr(line, "AuthenticAMD") != NULL;
+            break;
+        }
+    if (f) fclose(f);
+    return amd;
+}
+
 static void a_cap_lowers_every_family(void **state) {
     (void)state;
     const kernel_isa cpu = kernel_isa_cpu();
@@ -40,6 +56,8 @@ static void a_cap_lowers_every_family(void **state) {
         assert_int_equal(now, isa < (int)cpu ? isa : (int)cpu);
         assert_int_equal(gemm_direct_has_avx512(), now >= KERNEL_ISA_AVX512);
         assert_int_equal(bgemm_enabled(), now >= KERNEL_ISA_AVX512_BF16);
+        /* bf16 products pay only where vdpbf16ps runs at all, and on an AMD core (isa.h) */
+        assert_int_equal(kernel_bf16_products_pay(), now >= KERNEL_ISA_AVX512_BF16 && amd_cpuinfo());
         assert_int_equal(small_gemm_path_available(SMALL_GEMM_AVX2), now >= KERNEL_ISA_AVX2);
         assert_int_equal(small_gemm_path_available(SMALL_GEMM_AVX512), now >= KERNEL_ISA_AVX512);
     }

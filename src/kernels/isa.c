@@ -37,6 +37,17 @@ kernel_isa kernel_isa_now(void) {
     return cpu < cap ? cpu : cap;
 }
 
+static bool amd_core(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+#else
+    return false;
+#endif
+}
+
+bool kernel_bf16_products_pay(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16 && amd_core(); }
+
 void kernel_isa_cap(kernel_isa most) { cap = most; }
 
 bool kernel_isa_parse(const char *name, kernel_isa *out) {

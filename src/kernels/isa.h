@@ -21,6 +21,13 @@ typedef enum kernel_isa {
 kernel_isa kernel_isa_cpu(void);
 /* What the kernels use now: kernel_isa_cpu(), or less after kernel_isa_cap. */
 kernel_isa kernel_isa_now(void);
+/* Whether bfloat16 products pay on this CPU: AVX512_BF16 in use (kernel_isa_now) on a core that retires
+ * vdpbf16ps at float32 FMA's rate, so that each instruction does twice the multiply-adds (AMD Zen 4 and Zen 5).
+ * Intel's AVX512_BF16 cores (Cooper Lake, Sapphire Rapids and later) retire it at most at FMA's rate and, on the
+ * 16-core Xeon of docs/performance.md, at half of it: there bgemm and conv3x3_bf16 measured 0.52-0.70x float32
+ * whole steps, so bf16 plans keep float32 products on the rounded values. A property of the CPU, not a
+ * measurement, so that a plan depends only on its graph, its request and the machine. */
+bool kernel_bf16_products_pay(void);
 /* For tests: later kernels, plans and trainers run as on a CPU with at most `most`. Set before anything is
  * planned (a plan sizes its workspace for the kernels it will run), not while a product runs. */
 void kernel_isa_cap(kernel_isa most);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "kernels/bgemm.h"
+#include "kernels/isa.h"
 #include "kernels/sgemm.h"
 #include "plan/plan.h"
 
@@ -34,12 +34,12 @@ const char *snug_products_name(snug_products p) {
 }
 
 /* bgemm runs on every CPU (its portable kernel where AVX512_BF16 is missing) but pays only where vdpbf16ps
- * does; sgemm needs AVX-512. */
+ * does twice an FMA's work in an FMA's time (kernel_bf16_products_pay); sgemm needs AVX-512. */
 plan_compute plan_compute_of(snug_precision precision, snug_products products) {
     const bool bf16 = precision == SNUG_PRECISION_BF16;
     plan_compute how = {.bf16 = bf16, .product = OP_PRODUCT_BLAS};
     if (products == SNUG_PRODUCTS_BLAS) return how;
-    if (bf16 && (products == SNUG_PRODUCTS_SNUG || bgemm_enabled())) how.product = OP_PRODUCT_BGEMM;
+    if (bf16 && (products == SNUG_PRODUCTS_SNUG || kernel_bf16_products_pay())) how.product = OP_PRODUCT_BGEMM;
     else if (sgemm_enabled()) how.product = OP_PRODUCT_SGEMM;
     return how;
 }
