@@ -742,7 +742,8 @@ const char *snug_precision_name(snug_precision p);
  * (snug_plan_summary.products), so that two plans of one process can differ only by their requests. */
 typedef enum snug_products {
     SNUG_PRODUCTS_AUTO = 0,   /* snug's own where they pay on this CPU: float32 with AVX-512, bf16 plans' with
-                                 AVX512_BF16 (else float32 products of their bfloat16 values); the BLAS elsewhere */
+                                 AVX512_BF16 on an AMD core, whose vdpbf16ps does twice an FMA's work in an
+                                 FMA's time (else float32 products of their bfloat16 values); the BLAS elsewhere */
     SNUG_PRODUCTS_BLAS,       /* the BLAS, in float32 (in bf16 plans too, on the bfloat16 values) */
     SNUG_PRODUCTS_SNUG,       /* snug's own wherever snug has one for this CPU: float32 with AVX-512 (the BLAS
                                  without), and in bf16 plans the bfloat16 product on every CPU (a portable kernel,

@@ -50,7 +50,7 @@ static void print_help(FILE *out) {
             "                      kernel, snug sets it for this CPU and restarts itself\n"
             "  SNUG_NO_REEXEC      set to keep OpenBLAS's own choice of kernel\n"
             "  SNUG_GEMM           the linear layers' products: 'auto' (default: snug's own where the CPU has\n"
-            "                      AVX-512, in bf16 runs AVX512_BF16; their bits never depend on the thread\n"
+            "                      AVX-512, in bf16 runs AVX512_BF16 on AMD; their bits never depend on the thread\n"
             "                      count), 'blas' (the BLAS: its bits may) or 'snug' (snug's own wherever it has one)\n\n"
             "exit status: 0 done, 1 runtime error, 2 usage error\n"
             "examples: snug train --model cnn --batch 256 --micro-batch 32 --mem 64MiB --epochs 2\n"
