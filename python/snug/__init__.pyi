@@ -55,6 +55,7 @@ class Plan:
     batch: int
     checkpoint: str
     precision: str
+    linear_product: str
     bytes: dict[str, int]
     peak: int
     budget: int
@@ -66,7 +67,7 @@ class Plan:
 
 def plan(model: Model, batch: int = ..., mem: Optional[Size] = ..., micro_batch: Union[int, str] = ...,
          checkpoint: Optional[str] = ..., precision: str = ..., optimizer: Union[SGD, AdamW, None] = ...,
-         data: Optional[data.Dataset] = ...) -> Plan: ...
+         data: Optional[data.Dataset] = ..., products: str = ...) -> Plan: ...
 
 class History:
     steps: list[dict[str, Any]]

@@ -35,6 +35,7 @@ class Plan:
     batch = property(lambda self: self._summary["batch"])
     checkpoint = property(lambda self: self._summary["checkpoint"])
     precision = property(lambda self: self._summary["precision"])
+    linear_product = property(lambda self: self._summary["linear_product"])
     bytes = property(lambda self: dict(self._summary["bytes"]))
     peak = property(lambda self: self._summary["total"])
     budget = property(lambda self: self._summary["budget"])
@@ -72,13 +73,15 @@ class Plan:
 
 
 def plan(model, batch=64, mem=None, micro_batch="auto", checkpoint=None, precision="fp32", optimizer=None,
-         data=None):
+         data=None, products="auto"):
     """Plans `model` (a snug.Model) for a global batch of `batch` samples within `mem` (bytes, or "64MiB",
     "1.5GiB"; None: no budget), as `snug train` plans: micro_batch "auto" (the default with a budget; without one,
     the whole batch in one pass) or a number; checkpoint None (auto with an automatic micro-batch, else none),
     "auto", "none", "sqrt", "every:N" or "cheap"; precision "fp32" or "bf16"; the optimizer whose state is
     planned (snug.SGD() by default); data: the training data set the run reads (its bytes are counted, and a
-    batch larger than it takes it whole), or None.
+    batch larger than it takes it whole), or None; products: what multiplies the linear layers, "auto" (snug's
+    own where they pay on this CPU), "blas" or "snug" (snug's own wherever it has one), as SNUG_GEMM for the
+    snug command; the plan's `linear_product` says what it took ("snug bf16", "snug fp32" or "blas").
 
     Raises snug.OutOfBudget when nothing fits (its `shortfall` says the smallest budget and the largest
     micro-batch that would), snug.ArgumentError for a bad request."""
@@ -96,8 +99,8 @@ def plan(model, batch=64, mem=None, micro_batch="auto", checkpoint=None, precisi
     c_data = data._ds if data is not None else None
     prefetch = data.read_ahead if data is not None else -1
     c_plan = _snug.plan(model._graph, int(batch), micro, checkpoint, budget, precision, optimizer.config(), c_data,
-                        prefetch)
+                        prefetch, products)
     p = Plan(c_plan, model, optimizer, data)
     # what Trainer.resume plans again with (the state stores the batch, the optimizer and the precision too)
-    p.args = dict(mem=mem, micro_batch=micro_batch, checkpoint=checkpoint, precision=precision)
+    p.args = dict(mem=mem, micro_batch=micro_batch, checkpoint=checkpoint, precision=precision, products=products)
     return p

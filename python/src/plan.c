@@ -61,14 +61,14 @@ bool py_to_optim(PyObject *d, snug_optim_config *o) {
 }
 
 /* plan(graph, batch, micro_batch (0: auto), checkpoint (None: the default), budget (0: none), precision, optim
- * dict, data or None, prefetch (-1: as the data suits)) */
+ * dict, data or None, prefetch (-1: as the data suits), products ("auto", "blas" or "snug")) */
 static PyObject *plan_new(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *graph, *optim, *data;
     Py_ssize_t batch, micro, budget, prefetch;
-    const char *checkpoint, *precision;
-    if (!PyArg_ParseTuple(args, "O!nnznsO!On", &py_graph_type, &graph, &batch, &micro, &checkpoint, &budget,
-                          &precision, &PyDict_Type, &optim, &data, &prefetch))
+    const char *checkpoint, *precision, *products;
+    if (!PyArg_ParseTuple(args, "O!nnznsO!Ons", &py_graph_type, &graph, &batch, &micro, &checkpoint, &budget,
+                          &precision, &PyDict_Type, &optim, &data, &prefetch, &products))
         return NULL;
     if (data != Py_None && !PyObject_TypeCheck(data, &py_dataset_type))
         return PyErr_Format(PyExc_TypeError, "data must be a snug data set (snug.data.*) or None");
@@ -81,6 +81,7 @@ static PyObject *plan_new(PyObject *self, PyObject *args) {
     req.budget = (size_t)budget;
     if (checkpoint && snug_parse_checkpoint(checkpoint, &req.checkpoint, &err) != SNUG_OK) return py_raise(&err);
     if (snug_parse_precision(precision, &req.precision, &err) != SNUG_OK) return py_raise(&err);
+    if (snug_parse_products(products, &req.products, &err) != SNUG_OK) return py_raise(&err);
     if (!py_to_optim(optim, &req.optim)) return NULL;
     req.prefetch = prefetch < 0 ? SNUG_PREFETCH_BY_DATA : (size_t)prefetch;
     snug_data d = {.train = data == Py_None ? NULL : ((py_dataset *)data)->ds};
@@ -122,7 +123,7 @@ static PyObject *summary_dict(const snug_plan *plan) {
     snug_plan_policy_label(&s, policy, sizeof policy);
     snug_format_checkpoint(s.policy, checkpoint, sizeof checkpoint);
     const snug_plan_request *r = snug_plan_request_of(plan);
-    return Py_BuildValue("{s:n,s:i,s:n,s:n,s:O,s:n,s:n,s:n,s:i,s:s,s:s,s:n,s:N,s:n,s:n,s:n,s:n,s:s,s:s,s:d,s:d,s:s}",
+    return Py_BuildValue("{s:n,s:i,s:n,s:n,s:O,s:n,s:n,s:n,s:i,s:s,s:s,s:n,s:N,s:n,s:n,s:n,s:n,s:s,s:s,s:d,s:d,s:s,s:s,s:s}",
                          "batch", (Py_ssize_t)s.batch, "ranks", s.ranks, "share", (Py_ssize_t)s.share,
                          "micro_batch", (Py_ssize_t)s.micro_batch, "micro_batch_chosen",
                          s.micro_batch_chosen ? Py_True : Py_False, "micro_batches", (Py_ssize_t)s.micro_batches,
@@ -132,7 +133,8 @@ static PyObject *summary_dict(const snug_plan *plan) {
                          "activation_peak", (Py_ssize_t)s.activation_peak, "live_peak", (Py_ssize_t)s.live_peak,
                          "peak_in_use", (Py_ssize_t)s.peak, "peak_layer", s.peak_op ? s.peak_op : "", "peak_phase", snug_phase_name(s.peak_phase),
                          "step_flops", s.step_flops, "recompute_percent", snug_plan_recompute_percent(&s),
-                         "precision", snug_precision_name(r->precision));
+                         "precision", snug_precision_name(r->precision), "products",
+                         snug_products_name(r->products), "linear_product", s.products);
 }
 
 static PyObject *plan_summary(PyObject *self, PyObject *unused) {
@@ -213,7 +215,7 @@ PyTypeObject py_plan_type = {
 
 PyMethodDef py_plan_functions[] = {
     {"plan", plan_new, METH_VARARGS, "plan(graph, batch, micro_batch, checkpoint, budget, precision, optim, data, "
-                                     "prefetch)"},
+                                     "prefetch, products)"},
     {"_set_out_of_budget", set_out_of_budget, METH_O, "Registers the class raised for a plan over its budget."},
     {NULL, NULL, 0, NULL},
 };

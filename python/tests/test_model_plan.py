@@ -1,6 +1,8 @@
 """Models, plans and errors: the names and shapes PyTorch uses, `snug plan`'s report to the byte, a shortfall whose
 figures are the ways out, and every library error as a snug.Error subclass with the library's message."""
 
+import json
+import os
 import subprocess
 
 import numpy as np
@@ -52,6 +54,21 @@ def test_plan_fixed_micro_batch_and_checkpoint():
     p = snug.plan(m, batch=256, micro_batch=64, checkpoint="sqrt", precision="bf16")
     assert (p.micro_batch, p.micro_batches, p.precision) == (64, 4, "bf16")
     assert p.checkpoint.startswith("sqrt")
+
+
+def test_products_as_the_cli_chooses(snug_cli):
+    m = snug.Model("mlp")
+    for products in ("auto", "blas", "snug"):
+        p = snug.plan(m, batch=64, micro_batch=64, precision="bf16", products=products)
+        cli = subprocess.run([str(snug_cli), "plan", "--model", "mlp", "--batch", "64", "--micro-batch", "64",
+                              "--precision", "bf16", "--json"], env=dict(os.environ, SNUG_GEMM=products), check=True,
+                             capture_output=True, text=True).stdout
+        assert json.loads(cli)["chosen"]["linear_product"] == p.linear_product
+        assert p.summary["products"] == products
+    assert snug.plan(m, batch=64, precision="bf16", products="blas").linear_product == "blas"
+    assert snug.plan(m, batch=64, precision="bf16", products="snug").linear_product == "snug bf16"
+    with pytest.raises(snug.ArgumentError, match="not a product snug knows"):
+        snug.plan(m, batch=64, products="cublas")
 
 
 def test_out_of_budget_says_what_fits():
