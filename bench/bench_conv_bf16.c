@@ -1,7 +1,8 @@
 /* The 3x3 stride-1 convolutions of the cnn, resnet20 and unet workloads, one sample on one thread: the rate of
  * the forward, the input gradient and the weight gradient through the float32 kernels a float32 plan chooses between (the direct
  * kernel, src/kernels/conv3x3_direct.c, and Winograd, conv3x3_winograd.c) and through conv3x3_bf16
- * (src/kernels/conv3x3_bf16.c, vdpbf16ps on channel pairs), in GFLOP/s of the direct convolution's 2 c co 9 h w
+ * (src/kernels/conv3x3_bf16.c, vdpbf16ps on channel pairs), and the weight gradient also through Winograd with its
+ * products on bfloat16 pairs of tiles (src/kernels/conv3x3_winograd_dw_bf16.c), in GFLOP/s of the direct convolution's 2 c co 9 h w
  * flops (Winograd's figure is that work over its time, not its own multiply count): read against
  * bench_fma_peak's two lines. The best of `repeats` timed rounds, each about 0.1 s. Where the CPU lacks
  * AVX512_BF16 the bf16 columns are 0 (only the portable twin, for tests, would run there).
@@ -23,14 +24,17 @@ typedef struct shape_row {
 } shape_row;
 
 static const shape_row rows[] = {
-    {"cnn conv2", {32, 64, 14, 14}},        {"resnet20 stage 1", {16, 16, 32, 32}},
+    {"cnn conv2", {32, 64, 14, 14}},        {"resnet20 conv1", {3, 16, 32, 32}}, {"resnet20 stage 1", {16, 16, 32, 32}},
     {"resnet20 stage 2", {32, 32, 16, 16}}, {"resnet20 stage 3", {64, 64, 8, 8}},
     {"unet level 1", {16, 16, 256, 256}},   {"unet dec1.conv1", {32, 16, 256, 256}},
     {"unet level 2", {32, 32, 128, 128}},   {"unet level 4", {128, 128, 32, 32}},
     {"unet bottleneck", {256, 256, 16, 16}},
 };
 
-enum { FWD_DIRECT, FWD_WINO, FWD_BF16, DX_DIRECT, DX_WINO, DX_BF16, DW_DIRECT, DW_WINO, DW_BF16, N_KERNELS };
+enum { FWD_DIRECT, FWD_WINO, FWD_BF16, DX_DIRECT, DX_WINO, DX_BF16, DW_DIRECT, DW_WINO, DW_BF16, DW_WINO_BF16, N_KERNELS };
+
+/* The kernels that need AVX512_BF16 to be timed: the third of each direction, and Winograd's dW on bf16 pairs. */
+static bool needs_bf16(int k) { return k % 3 == 2 || k == DW_WINO_BF16; }
 
 /* Buffers of one shape, filled with bfloat16 values of moderate size. */
 typedef struct bufs {
@@ -85,6 +89,7 @@ static void run(int k, const conv3x3_shape *s, bufs *b) {
     case DX_BF16: conv3x3_bf16_backward_dx(s, b->dx, b->dy, b->bf16_u, b->bf16, 0, 1); break;
     case DW_DIRECT: conv3x3_backward(s, NULL, b->dw, NULL, b->dy, b->x, b->w, b->direct, 0, 1); break;
     case DW_WINO: conv3x3_winograd_dw_accumulate(s, b->du, b->dy, b->x, b->wdw); break;
+    case DW_WINO_BF16: conv3x3_winograd_dw_accumulate_bf16(s, b->du, b->dy, b->x, b->wdw); break;
     default: conv3x3_bf16_backward_dw(s, b->dw, b->dy, (conv3x3_bf16_src){.f = b->x}, b->bdw, 0, 1); break;
     }
 }
@@ -128,15 +133,15 @@ int main(int argc, char **argv) {
     const bool hw = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16;
     printf("one sample, one thread, GFLOP/s (best of %d)%s\n", repeats,
            hw ? "" : "; no AVX512_BF16: no bf16 kernel to time");
-    printf("%-18s %5s %5s %4s | %-22s | %-22s | %-22s\n", "layer", "c", "co", "h", "forward direct/wino/bf16",
-           "input grad direct/wino/bf16", "weight grad direct/wino/bf16");
+    printf("%-18s %5s %5s %4s | %-22s | %-22s | %-30s\n", "layer", "c", "co", "h", "forward direct/wino/bf16",
+           "input grad direct/wino/bf16", "weight grad direct/wino/bf16/wino bf16");
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const conv3x3_shape *s = &rows[i].s;
         bufs b = bufs_of(s);
         double g[N_KERNELS];
-        for (int k = 0; k < N_KERNELS; k++) g[k] = hw || k % 3 != 2 ? rate(k, s, &b, repeats) : 0;
+        for (int k = 0; k < N_KERNELS; k++) g[k] = hw || !needs_bf16(k) ? rate(k, s, &b, repeats) : 0;
         printf("%-18s %5zu %5zu %4zu |", rows[i].name, s->c, s->co, s->h);
-        for (int k = 0; k < N_KERNELS; k++) printf(" %6.0f%s", g[k], k % 3 == 2 && k + 1 < N_KERNELS ? "   |" : "");
+        for (int k = 0; k < N_KERNELS; k++) printf(" %6.0f%s", g[k], k % 3 == 2 && k + 2 < N_KERNELS ? "   |" : "");
         printf("\n");
         bufs_free(&b);
     }

@@ -77,6 +77,14 @@ foreach(_snug_name IN LISTS SNUG_ISA_TESTS)
     endforeach()
 endforeach()
 
+# Winograd's weight gradient on bf16 pairs once more as on an AVX-512 CPU without AVX512_BF16: its AVX-512
+# transforms with the products' portable twin (the avx2 and portable caps have no Winograd to run).
+if(TARGET test_conv3x3_winograd_dw_bf16)
+    add_test(NAME test_conv3x3_winograd_dw_bf16_avx512 COMMAND test_conv3x3_winograd_dw_bf16)
+    set_tests_properties(test_conv3x3_winograd_dw_bf16_avx512 PROPERTIES
+        ENVIRONMENT "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=avx512" TIMEOUT ${SNUG_TEST_TIMEOUT})
+endif()
+
 # tests/cli/test_*.sh, when present, are the end-to-end tests of the command: test_cli.sh is the test `cli`,
 # test_NAME.sh the test `cli_NAME`; each gets the built `snug` binary and the MNIST folder as arguments.
 # (The glob is a configure dependency, so a script that appears or disappears re-runs the configure step.)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "op_test_util.h"
+#include "kernels/bf16.h"
 #include "plan/plan.h"
 #include "snug.h"
 
@@ -36,6 +37,13 @@ void *op_test_xmalloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     assert_non_null(p);
     return p;
+}
+
+float *op_test_bf16_filled(size_t n, uint64_t *s) {
+    float *v = op_test_xmalloc(n * sizeof(float));
+    op_test_fill_sym(v, n, s);
+    bf16_round_floats(v, v, n);
+    return v;
 }
 
 static void fill_input(float *x, size_t n, fill_kind kind, uint64_t *s) {

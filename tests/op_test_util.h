@@ -45,6 +45,8 @@ uint64_t op_test_rng_next(uint64_t *s);
 void op_test_fill_sym(float *v, size_t n, uint64_t *s);
 /* malloc that fails the test on NULL; never NULL for 0 bytes. */
 void *op_test_xmalloc(size_t bytes);
+/* n values of op_test_fill_sym rounded to bfloat16, in a new buffer (the operands of the bf16 kernels' tests). */
+float *op_test_bf16_filled(size_t n, uint64_t *s);
 /* The product a float32 plan that leaves it to snug takes on this CPU, which the fixtures' calls carry, and an
  * op's workspace in such a plan. */
 op_product op_test_product(void);

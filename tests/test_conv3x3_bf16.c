@@ -41,18 +41,12 @@ typedef struct bdata {
     float *y, *dx, *dx0, *dw, *dw0, *uf, *ub, *scratch, *dw_scratch;
 } bdata;
 
-static float *filled(size_t n, uint64_t *seed) {
-    float *v = op_test_xmalloc(n * sizeof(float));
-    op_test_fill_sym(v, n, seed);
-    bf16_round_floats(v, v, n);
-    return v;
-}
-
 static void bdata_init(bdata *d, const size_t *sh, uint64_t seed) {
     d->s = (conv3x3_shape){.c = sh[0], .co = sh[1], .h = sh[2], .w = sh[3]};
     d->xn = d->s.c * d->s.h * d->s.w, d->yn = d->s.co * d->s.h * d->s.w, d->wn = d->s.co * d->s.c * 9;
-    d->x = filled(d->xn, &seed), d->w = filled(d->wn, &seed), d->b = filled(d->s.co, &seed);
-    d->dy = filled(d->yn, &seed), d->dx0 = filled(d->xn, &seed), d->dw0 = filled(d->wn, &seed);
+    d->x = op_test_bf16_filled(d->xn, &seed), d->w = op_test_bf16_filled(d->wn, &seed);
+    d->b = op_test_bf16_filled(d->s.co, &seed), d->dy = op_test_bf16_filled(d->yn, &seed);
+    d->dx0 = op_test_bf16_filled(d->xn, &seed), d->dw0 = op_test_bf16_filled(d->wn, &seed);
     d->dw = op_test_xmalloc(d->wn * sizeof(float));
     d->xh = op_test_xmalloc(d->xn * sizeof *d->xh);
     bf16_pack(d->xh, d->x, d->xn);

@@ -15,6 +15,25 @@
 static inline AVX512 __mmask16 avx512_lanes(size_t n) {
     return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
+
+/* F(R, nv, ...) for a tile's vector count nv of 1 to 3, as a constant (the tile's loops unroll on it). */
+#define AVX512_NV_OF_3(nv, F, R, ...)                                                                         \
+    if ((nv) == 3) F(R, 3, __VA_ARGS__);                                                                      \
+    else if ((nv) == 2) F(R, 2, __VA_ARGS__);                                                                 \
+    else F(R, 1, __VA_ARGS__);
+
+/* The rows [0, mr) of a register tile of 8 rows (mr <= 8): TILE(8) where mr is 8, else TILE(4), TILE(2) and
+ * TILE(1) for mr's bits, NEXT(k) moving the tile's pointers on by k rows after each. */
+#define AVX512_ROWS_OF_8(mr, TILE, NEXT)                                                                      \
+    do {                                                                                                      \
+        if ((mr) == 8) {                                                                                      \
+            TILE(8)                                                                                           \
+            break;                                                                                            \
+        }                                                                                                     \
+        if ((mr) & 4) { TILE(4) NEXT(4) }                                                                     \
+        if ((mr) & 2) { TILE(2) NEXT(2) }                                                                     \
+        if ((mr) & 1) { TILE(1) }                                                                             \
+    } while (0)
 #else
 #define AVX512
 #endif

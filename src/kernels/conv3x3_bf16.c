@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "kernels/avx512.h"
 #include "kernels/dpbf16_lane.h"
+#include "kernels/dpbf16_pairs.h"
 #include "kernels/isa.h"
 #include "kernels/transpose.h"
 
@@ -25,7 +26,7 @@ static bool force_portable;
 
 void conv3x3_bf16_force_portable(bool on) { force_portable = on; }
 
-static bool hardware(void) { return !force_portable && kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
+bool conv3x3_bf16_hardware(void) { return !force_portable && kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 
 bool conv3x3_bf16_in_use(void) { return force_portable || kernel_bf16_products_pay(); }
 
@@ -91,19 +92,6 @@ static void pair_row_portable(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_
 }
 
 #ifdef SNUG_AVX512
-#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
-
-/* 16 words from the bfloat16 of lo (low halves) and hi (high halves): vcvtne2ps2bf16 writes hi's 16 after lo's,
- * the permute interleaves them (word d takes halves d and 16 + d). */
-static inline __attribute__((always_inline)) BF16 __m512i pair_floats(__m512 lo, __m512 hi) {
-    uint16_t idx[32];
-    for (unsigned d = 0; d < 16; d++) {
-        idx[2 * d] = (uint16_t)d;
-        idx[2 * d + 1] = (uint16_t)(d + 16);
-    }
-    return _mm512_permutexvar_epi16(_mm512_loadu_si512(idx), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-}
-
 static inline __attribute__((always_inline)) BF16 void pair_row_bf16(uint32_t *dst, conv3x3_bf16_src x, size_t n, size_t p, size_t h, size_t w,
                                size_t r) {
     dst[0] = 0;
@@ -114,7 +102,7 @@ static inline __attribute__((always_inline)) BF16 void pair_row_bf16(uint32_t *d
         __m512i v;
         if (!inside) v = _mm512_setzero_si512();
         else if (x.f)
-            v = pair_floats(_mm512_maskz_loadu_ps(m, x.f + base0 + i), _mm512_maskz_loadu_ps(m1, x.f + base1 + i));
+            v = dpbf16_pair_floats(_mm512_maskz_loadu_ps(m, x.f + base0 + i), _mm512_maskz_loadu_ps(m1, x.f + base1 + i));
         else
             v = _mm512_or_si512(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, x.h + base0 + i)),
                                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, x.h + base1 + i)),
@@ -333,7 +321,7 @@ void conv3x3_bf16_weights(const conv3x3_shape *s, float *u, const float *w, bool
  * output is computed whole within one band, so the bits are those of whole planes. */
 static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src x, size_t chans, const float *u,
                              float *scratch, size_t t, size_t T) {
-    const bool hw = hardware(), band = banded(s->h, s->w);
+    const bool hw = conv3x3_bf16_hardware(), band = banded(s->h, s->w);
     const size_t wp = s->w + 1, nq = (s->h * wp + 15) / 16, nqb = (nq + NV - 1) / NV;
     uint32_t *planes = (uint32_t *)(void *)scratch;
     p->np = pairs(chans);
@@ -591,7 +579,7 @@ static void dw_band_transpose(const conv3x3_shape *s, const dw_band *b, const ui
 
 void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, const float *dy, conv3x3_bf16_src x, float *scratch,
                               size_t t, size_t T) {
-    const bool hw = hardware();
+    const bool hw = conv3x3_bf16_hardware();
     const size_t rmax = dw_rows_max(s), cw = round_up(s->c, 16), nob = (s->co + MW - 1) / MW, nkb = cw / 16;
     uint16_t *ab = (uint16_t *)(void *)scratch;
     uint32_t *e = (uint32_t *)(void *)(ab + 2 * s->c * 2 * rmax), *o = e + rmax * cw;

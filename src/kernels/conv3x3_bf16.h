@@ -36,6 +36,10 @@ bool conv3x3_bf16_in_use(void);
  * default). Set before a convolution runs, not during one. */
 void conv3x3_bf16_force_portable(bool on);
 
+/* Whether the bf16 convolutions run on AVX512_BF16 now (this file's and Winograd's weight gradient on bf16
+ * pairs, conv3x3_winograd.h), not on their portable twins. */
+bool conv3x3_bf16_hardware(void);
+
 /* *n = the floats of one sample's scratch (its paired padded planes, for either call); false on overflow. */
 bool conv3x3_bf16_scratch_floats(const conv3x3_shape *s, size_t *n);
 

@@ -106,8 +106,21 @@ void conv3x3_winograd_dw_accumulate(const conv3x3_shape *s, float *du, // (nxi, 
                                     const float *x,                    // (c, h, w)
                                     float *scratch);                   // (conv3x3_winograd_dw_scratch_floats)
 
-/* dw += G^T du G, pair by pair (du unchanged). */
+/* The same with the products on bfloat16 (a bf16 plan's, where conv3x3_bf16_in_use): each transformed value
+ * of x and dy (B^T d B, A dY A^T, float32) rounded to bfloat16, the tiles in pairs through vdpbf16ps
+ * (kernels/winograd_dw_bf16.h) or its portable twin (conv3x3_bf16_force_portable). Always F(2x2): rounding a
+ * transformed value moves it by 2^-9 of the sum of its terms' magnitudes, which G^T . G then carries into dW;
+ * F(4x4)'s transforms (coefficients up to 8 in A, 5 in B) make those sums many times dW's own terms, F(2x2)'s
+ * (0 and +-1, G's halves) a few. du is (16, co, round_up(c, 16)), within conv3x3_winograd_dw_floats; the
+ * scratch is conv3x3_winograd_dw_scratch_floats (F(2x2)'s blocks never outgrow F(4x4)'s). */
+void conv3x3_winograd_dw_accumulate_bf16(const conv3x3_shape *s, float *du, // (nxi, co, round_up(c, 16))
+                                         const float *dy,                   // (co, h, w)
+                                         const float *x,                    // (c, h, w)
+                                         float *scratch);                   // (conv3x3_winograd_dw_scratch_floats)
+
+/* dw += G^T du G, pair by pair (du unchanged); _bf16: of conv3x3_winograd_dw_accumulate_bf16's du. */
 void conv3x3_winograd_dw_finish(const conv3x3_shape *s, float *dw, // (co, c, 3, 3)
                                 const float *du);                  // (nxi, co, round_up(c, 16))
+void conv3x3_winograd_dw_finish_bf16(const conv3x3_shape *s, float *dw, const float *du);
 
 #endif

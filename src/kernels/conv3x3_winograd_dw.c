@@ -29,12 +29,12 @@
 
 #include "core/checked.h"
 #include "kernels/avx512.h"
+#include "kernels/conv3x3_bf16.h"
+#include "kernels/dpbf16_pairs.h"
 #include "kernels/winograd_tiles.h"
 #include "kernels/transpose.h"
+#include "kernels/winograd_dw_block.h"
 
-/* Output channels per register tile, and input-channel vectors of 16. */
-#define MR 8
-#define NVMAX 3
 
 /* Winograd's dW keeps a sample's transposed input and output gradient in the scratch: planes beyond this many
  * floats of both (1 MiB, a UNet's large levels) stay on the direct kernel's banded weight gradient, and so do
@@ -92,12 +92,31 @@ bool conv3x3_winograd_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
 typedef struct wdw {
     size_t n, nxi;    /* the tile (2 or 4) and its transformed values per tile (16 or 36) */
     size_t c, co, h, w, cp, cq, th, tw, nb;
+    bool paired;      /* the products on bfloat16 pairs of tiles: v and y hold pair words (put) */
     size_t vs, ys;    /* xi_stride of v and y */
     const float *xt;  /* (h w, cp): x transposed, lanes past c zero */
     const float *dyt; /* (h w, cq): dy transposed */
-    float *v;         /* (nxi, vs): rows (nb, cp) of B^T d B of the block's tiles */
-    float *y;         /* (nxi, ys): rows (nb, cq) of A dY A^T */
+    float *v;         /* (nxi, vs): rows (nb, cp) of B^T d B of the block's tiles, or of 2 nb tiles paired */
+    float *y;         /* (nxi, ys): rows (nb, cq) of A dY A^T, or paired */
 } wdw;
+
+/* Where tile tl's row of v (ld cp) or y (ld cq) starts: row tl, or paired, the word row of its pair. */
+static float *tile_row(const wdw *p, float *base, size_t ld, size_t tl) {
+    return base + (p->paired ? tl / 2 : tl) * ld;
+}
+
+/* One transformed vector of tile tl: stored as it is, or paired: rounded to bfloat16 (dpbf16_of16) into the
+ * low half of its pair's words where tl is even (the high half zero: the partner of an odd count's last tile),
+ * into the high half where tl is odd (its even partner, transformed just before it, already in the low half). */
+static inline __attribute__((always_inline)) AVX512 void put(const wdw *p, float *at, size_t tl, __m512 val) {
+    if (!p->paired) {
+        _mm512_storeu_ps(at, val);
+        return;
+    }
+    const __m512i h = dpbf16_of16(val);
+    if (tl & 1) _mm512_storeu_si512(at, _mm512_or_si512(_mm512_loadu_si512(at), _mm512_slli_epi32(h, 16)));
+    else _mm512_storeu_si512(at, h);
+}
 
 /* Channel vector j16.. of pixel (r, q) of a transposed plane, zero outside it. */
 static inline __attribute__((always_inline)) AVX512 __m512 px_at(const float *t, size_t ld, size_t h, size_t w,
@@ -122,13 +141,13 @@ static __attribute__((noinline)) AVX512 void tile_v(const wdw *p, size_t tl, siz
             e[i][2] = _mm512_sub_ps(d2, d1);
             e[i][3] = _mm512_sub_ps(d1, d3);
         }
-        float *v = p->v + tl * p->cp + j16;
+        float *v = tile_row(p, p->v, p->cp, tl) + j16;
         const size_t xs = p->vs;
         for (int k = 0; k < 4; k++) { /* B^T (d B): the rows */
-            _mm512_storeu_ps(v + (size_t)k * xs, _mm512_sub_ps(e[0][k], e[2][k]));
-            _mm512_storeu_ps(v + (size_t)(4 + k) * xs, _mm512_add_ps(e[1][k], e[2][k]));
-            _mm512_storeu_ps(v + (size_t)(8 + k) * xs, _mm512_sub_ps(e[2][k], e[1][k]));
-            _mm512_storeu_ps(v + (size_t)(12 + k) * xs, _mm512_sub_ps(e[1][k], e[3][k]));
+            put(p, v + (size_t)k * xs, tl, _mm512_sub_ps(e[0][k], e[2][k]));
+            put(p, v + (size_t)(4 + k) * xs, tl, _mm512_add_ps(e[1][k], e[2][k]));
+            put(p, v + (size_t)(8 + k) * xs, tl, _mm512_sub_ps(e[2][k], e[1][k]));
+            put(p, v + (size_t)(12 + k) * xs, tl, _mm512_sub_ps(e[1][k], e[3][k]));
         }
     }
 }
@@ -147,13 +166,13 @@ static __attribute__((noinline)) AVX512 void tile_y(const wdw *p, size_t tl, siz
                                 {_mm512_add_ps(g00, g10), _mm512_add_ps(g01, g11)},
                                 {_mm512_sub_ps(g00, g10), _mm512_sub_ps(g01, g11)},
                                 {_mm512_sub_ps(z, g10), _mm512_sub_ps(z, g11)}};
-        float *y = p->y + tl * p->cq + j16;
+        float *y = tile_row(p, p->y, p->cq, tl) + j16;
         const size_t xs = p->ys;
         for (int i = 0; i < 4; i++) {
-            _mm512_storeu_ps(y + (size_t)(4 * i) * xs, a[i][0]);
-            _mm512_storeu_ps(y + (size_t)(4 * i + 1) * xs, _mm512_add_ps(a[i][0], a[i][1]));
-            _mm512_storeu_ps(y + (size_t)(4 * i + 2) * xs, _mm512_sub_ps(a[i][0], a[i][1]));
-            _mm512_storeu_ps(y + (size_t)(4 * i + 3) * xs, _mm512_sub_ps(z, a[i][1]));
+            put(p, y + (size_t)(4 * i) * xs, tl, a[i][0]);
+            put(p, y + (size_t)(4 * i + 1) * xs, tl, _mm512_add_ps(a[i][0], a[i][1]));
+            put(p, y + (size_t)(4 * i + 2) * xs, tl, _mm512_sub_ps(a[i][0], a[i][1]));
+            put(p, y + (size_t)(4 * i + 3) * xs, tl, _mm512_sub_ps(z, a[i][1]));
         }
     }
 }
@@ -169,10 +188,10 @@ static __attribute__((noinline)) AVX512 void tile_v4(const wdw *p, size_t tl, si
             bt6(t, d);
             for (int a = 0; a < 6; a++) e[a][q] = t[a];
         }
-        float *v = p->v + tl * p->cp + j16;
+        float *v = tile_row(p, p->v, p->cp, tl) + j16;
         for (int a = 0; a < 6; a++) { /* (B^T d) B: row a */
             bt6(t, e[a]);
-            for (int b = 0; b < 6; b++) _mm512_storeu_ps(v + (size_t)(6 * a + b) * p->vs, t[b]);
+            for (int b = 0; b < 6; b++) put(p, v + (size_t)(6 * a + b) * p->vs, tl, t[b]);
         }
     }
 }
@@ -201,10 +220,10 @@ static __attribute__((noinline)) AVX512 void tile_y4(const wdw *p, size_t tl, si
             a6(t, g);
             for (int a = 0; a < 6; a++) e[a][q] = t[a];
         }
-        float *y = p->y + tl * p->cq + j16;
+        float *y = tile_row(p, p->y, p->cq, tl) + j16;
         for (int a = 0; a < 6; a++) { /* (A dY) A^T: row a */
             a6(t, e[a]);
-            for (int b = 0; b < 6; b++) _mm512_storeu_ps(y + (size_t)(6 * a + b) * p->ys, t[b]);
+            for (int b = 0; b < 6; b++) put(p, y + (size_t)(6 * a + b) * p->ys, tl, t[b]);
         }
     }
 }
@@ -244,45 +263,16 @@ static inline __attribute__((always_inline)) AVX512 void du_tile(size_t mr, size
     D_STORE(0) D_STORE(1) D_STORE(2) D_STORE(3) D_STORE(4) D_STORE(5) D_STORE(6) D_STORE(7)
 }
 
-#define DU_NV(R)                                                                                              \
-    if (nv == 3) du_tile(R, 3, du, cp, y, cq, v, nt);                                                         \
-    else if (nv == 2) du_tile(R, 2, du, cp, y, cq, v, nt);                                                    \
-    else du_tile(R, 1, du, cp, y, cq, v, nt);
+#define DU_NV(R) AVX512_NV_OF_3(nv, du_tile, R, du, cp, y, cq, v, nt)
 
-/* mr rows: a full tile of MR, or the last ones as tiles of 4, 2 and 1. */
-static AVX512 void du_any(size_t mr, size_t nv, float *du, size_t cp, const float *y, size_t cq, const float *v,
+#define DU_NEXT(K) du += (K) * cp, y += (K);
+
+/* wdw_tile_fn over nt tiles: a full tile of WDW_MR rows, or the last ones as tiles of 4, 2 and 1. */
+static AVX512 void du_any(float *du, size_t cp, const float *y, size_t cq, const float *v, size_t mr, size_t nv,
                           size_t nt) {
-    if (mr == MR) {
-        DU_NV(8)
-        return;
-    }
-    if (mr & 4) {
-        DU_NV(4)
-        du += 4 * cp, y += 4;
-    }
-    if (mr & 2) {
-        DU_NV(2)
-        du += 2 * cp, y += 2;
-    }
-    if (mr & 1) {
-        DU_NV(1)
-    }
+    AVX512_ROWS_OF_8(mr, DU_NV, DU_NEXT);
 }
 
-/* The block's nxi products into du (nxi, co, cp). */
-static __attribute__((noinline)) AVX512 void block_products(const wdw *p, float *du, size_t nt) {
-    for (size_t xi = 0; xi < p->nxi; xi++) {
-        const float *y = p->y + xi * p->ys, *v = p->v + xi * p->vs;
-        float *d = du + xi * p->co * p->cp;
-        for (size_t o0 = 0; o0 < p->co; o0 += MR) {
-            const size_t mr = p->co - o0 < MR ? p->co - o0 : MR;
-            for (size_t j = 0; j < p->cp; j += 16 * NVMAX) {
-                const size_t nv = (p->cp - j) / 16 < NVMAX ? (p->cp - j) / 16 : NVMAX;
-                du_any(mr, nv, d + o0 * p->cp + j, p->cp, y + o0, p->cq, v + j, nt);
-            }
-        }
-    }
-}
 
 /* src (rows, npix) transposed into dst (npix, ld), the lanes past rows zero. */
 static void transpose_plane(float *dst, size_t ld, const float *src, size_t rows, size_t npix) {
@@ -291,9 +281,20 @@ static void transpose_plane(float *dst, size_t ld, const float *src, size_t rows
         for (size_t q = 0; q < npix; q++) memset(dst + q * ld + rows, 0, (ld - rows) * sizeof *dst);
 }
 
+/* The products of a block: float32's, or on bfloat16 pairs of tiles (winograd_dw_bf16.h; hw: on AVX512_BF16). */
+typedef enum wdw_products { WDW_FP32, WDW_BF16_PORTABLE, WDW_BF16 } wdw_products;
+
+static __attribute__((noinline)) void products_of(const wdw *p, float *du, size_t nt, wdw_products how) {
+    const wdw_block b = {.v = p->v, .y = p->y, .vs = p->vs, .ys = p->ys, .cp = p->cp, .cq = p->cq, .co = p->co,
+                         .nxi = p->nxi, .nt = nt};
+    if (how == WDW_FP32) wdw_block_products(&b, du, du_any, nt);
+    else wdw_bf16_products(&b, du, how == WDW_BF16);
+}
+
 static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const float *dy, const float *x,
-                                     float *scratch) {
-    const size_t npix = s->h * s->w, cp = round16(s->c), cq = round16(s->co), n = conv3x3_winograd_dw_tile(s), nxi = dw_xi(s);
+                                     float *scratch, wdw_products how) {
+    const size_t npix = s->h * s->w, cp = round16(s->c), cq = round16(s->co);
+    const size_t n = how == WDW_FP32 ? conv3x3_winograd_dw_tile(s) : 2, nxi = (n + 2) * (n + 2);
     wdw p = {.n = n, .nxi = nxi, .c = s->c, .co = s->co, .h = s->h, .w = s->w, .cp = cp, .cq = cq,
              .th = (s->h + n - 1) / n, .tw = (s->w + n - 1) / n, .nb = block_tiles(cp, cq, nxi)};
     p.vs = xi_stride(p.nb, cp), p.ys = xi_stride(p.nb, cq);
@@ -304,8 +305,10 @@ static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const fl
     transpose_plane(dyt, cq, dy, s->co, npix);
     p.xt = xt, p.dyt = dyt;
     const size_t tiles = p.th * p.tw;
-    for (size_t t0 = 0; t0 < tiles; t0 += p.nb) {
-        const size_t nt = tiles - t0 < p.nb ? tiles - t0 : p.nb;
+    p.paired = how != WDW_FP32;
+    const size_t nb = p.paired ? 2 * p.nb : p.nb; /* tiles per block: paired, the same bytes hold twice as many */
+    for (size_t t0 = 0; t0 < tiles; t0 += nb) {
+        const size_t nt = tiles - t0 < nb ? tiles - t0 : nb;
         for (size_t tl = 0; tl < nt; tl++) {
             const size_t ty = (t0 + tl) / p.tw, tx = (t0 + tl) % p.tw;
             if (n == 4) {
@@ -316,7 +319,7 @@ static AVX512 void accumulate_avx512(const conv3x3_shape *s, float *du, const fl
                 tile_y(&p, tl, ty, tx);
             }
         }
-        block_products(&p, du, nt);
+        products_of(&p, du, nt, how);
     }
 }
 
@@ -374,9 +377,8 @@ static AVX512 void taps16_f4(float t[9][16], const float *m, size_t plane) {
 /* dW += G^T dU G pair by pair, 16 input channels at a time: the 9 taps of each come out as 9 vectors, and the
  * 16 pairs' taps are 144 consecutive floats of dW. Once per call and thread, but at micro-batch 1 that is once
  * per sample: a scalar version in double would take more of the cnn's step there than dW's products. */
-static AVX512 void finish_avx512(const conv3x3_shape *s, float *dw, const float *du) {
+static AVX512 void finish_avx512(const conv3x3_shape *s, float *dw, const float *du, bool f4) {
     const size_t cp = round16(s->c), plane = s->co * cp;
-    const bool f4 = conv3x3_winograd_dw_tile(s) == 4;
     float t[9][16];
     for (size_t o = 0; o < s->co; o++)
         for (size_t i0 = 0; i0 < s->c; i0 += 16) {
@@ -390,21 +392,38 @@ static AVX512 void finish_avx512(const conv3x3_shape *s, float *dw, const float 
 }
 #endif
 
-void conv3x3_winograd_dw_finish(const conv3x3_shape *s, float *dw, const float *du) {
+static void finish(const conv3x3_shape *s, float *dw, const float *du, bool f4) {
 #ifdef SNUG_AVX512
-    finish_avx512(s, dw, du);
+    finish_avx512(s, dw, du, f4);
 #else
-    (void)s, (void)dw, (void)du;
+    (void)s, (void)dw, (void)du, (void)f4;
+    abort(); /* unreachable: conv3x3_winograd_available() is false in this build */
+#endif
+}
+
+void conv3x3_winograd_dw_finish(const conv3x3_shape *s, float *dw, const float *du) {
+    finish(s, dw, du, conv3x3_winograd_dw_tile(s) == 4);
+}
+
+/* The bf16 products take F(2x2) on every plane (conv3x3_winograd.h says why). */
+void conv3x3_winograd_dw_finish_bf16(const conv3x3_shape *s, float *dw, const float *du) { finish(s, dw, du, false); }
+
+static void accumulate(const conv3x3_shape *s, float *du, const float *dy, const float *x, float *scratch,
+                       wdw_products how) {
+#ifdef SNUG_AVX512
+    accumulate_avx512(s, du, dy, x, scratch, how);
+#else
+    (void)s, (void)du, (void)dy, (void)x, (void)scratch, (void)how;
     abort(); /* unreachable: conv3x3_winograd_available() is false in this build */
 #endif
 }
 
 void conv3x3_winograd_dw_accumulate(const conv3x3_shape *s, float *du, const float *dy, const float *x,
                                     float *scratch) {
-#ifdef SNUG_AVX512
-    accumulate_avx512(s, du, dy, x, scratch);
-#else
-    (void)s, (void)du, (void)dy, (void)x, (void)scratch;
-    abort(); /* unreachable: conv3x3_winograd_available() is false in this build */
-#endif
+    accumulate(s, du, dy, x, scratch, WDW_FP32);
+}
+
+void conv3x3_winograd_dw_accumulate_bf16(const conv3x3_shape *s, float *du, const float *dy, const float *x,
+                                         float *scratch) {
+    accumulate(s, du, dy, x, scratch, conv3x3_bf16_hardware() ? WDW_BF16 : WDW_BF16_PORTABLE);
 }

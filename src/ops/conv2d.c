@@ -33,8 +33,10 @@
  * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on the workloads' shapes
  * (bench/bench_conv_bf16.c). Its weights, paired once per call, take Winograd's place (the workspace's front or
  * the kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage.
- * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does);
- * db stays on the direct kernel.
+ * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does) and
+ * at least 8 input channels fill half its lanes (else the float32 direct kernel's); where Winograd's takes it
+ * with F(2x2) tiles, its products run on bfloat16 pairs of tiles (conv3x3_winograd_dw_accumulate_bf16), while
+ * F(4x4)'s stay float32. db stays on the direct kernel.
  *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
  * else 1), each part rounded up to 64 bytes:
@@ -573,6 +575,20 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
     }
 }
 
+/* Whether a bf16 plan's direct weight gradient (where Winograd's does not take it) is conv3x3_bf16's: where
+ * the input channels fill at least half of its 16 lanes; with fewer (an RGB image's first layer: 3 of 16) the
+ * float32 kernel is faster (bench/bench_conv_bf16.c, resnet20 conv1). */
+#define CONV_BF16_DW_MIN_C 8
+
+static bool dw_bf16_direct(const conv_ctx *k) { return k->bf16 && k->g.c >= CONV_BF16_DW_MIN_C; }
+
+/* Whether a bf16 plan's Winograd weight gradient takes the bf16 products: on the planes where Winograd's is
+ * F(2x2), the only tile they run (conv3x3_winograd.h); where float32's is F(4x4) that stays, with fewer
+ * multiplies per pixel than F(2x2) on bf16 pairs would leave and more transform work per pixel saved. */
+static bool wdw_bf16(const conv_ctx *k, const conv3x3_shape *s) {
+    return k->bf16 && conv3x3_winograd_dw_tile(s) == 2;
+}
+
 /* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
  * read), else by conv3x3_bf16 (bf16) or the direct kernel; db by the direct kernel; dx by Winograd's,
  * conv3x3_bf16's or with them. x: floats, or (conv3x3_bf16's dW only) packed bfloat16. */
@@ -584,10 +600,11 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
         return;
     }
     if (du) {
-        conv3x3_winograd_dw_accumulate(s, du, dy, x.f, scratch);
+        if (wdw_bf16(k, s)) conv3x3_winograd_dw_accumulate_bf16(s, du, dy, x.f, scratch);
+        else conv3x3_winograd_dw_accumulate(s, du, dy, x.f, scratch);
         dw = NULL;
     }
-    if (k->bf16 && dw) {
+    if (dw_bf16_direct(k) && dw) {
         conv3x3_bf16_backward_dw(s, dw, dy, x, scratch, t, T);
         dw = NULL;
     }
@@ -612,8 +629,9 @@ static float *slot_du(const op_call *c, const conv_layout *l, char *slot) {
     return (float *)(void *)(slot + l->col);
 }
 
-static void finish_du(const conv3x3_shape *s, float *dw, const float *du) {
-    if (du) conv3x3_winograd_dw_finish(s, dw, du);
+static void finish_du(const conv_ctx *k, const conv3x3_shape *s, float *dw, const float *du) {
+    if (du && wdw_bf16(k, s)) conv3x3_winograd_dw_finish_bf16(s, dw, du);
+    else if (du) conv3x3_winograd_dw_finish(s, dw, du);
 }
 
 /* ---- regenerated inputs ----------------------------------------------------------------------------------
@@ -655,7 +673,7 @@ static const float *conv_x_one(const op_call *c, size_t n, float *stage) {
 /* Whether conv3x3_bf16's weight gradient (bf16, where Winograd's does not take it) reads sample n's input
  * from the packed copy as it lies; then this is it, else NULL. */
 static const uint16_t *conv_packed_x(const op_call *c, const conv_ctx *k, const conv_layout *l, size_t n) {
-    return k->bf16 && !l->wdw && c->in_packed && c->dw[0] ? c->in_packed + n * op_in_numel(c, 0) : NULL;
+    return dw_bf16_direct(k) && !l->wdw && c->in_packed && c->dw[0] ? c->in_packed + n * op_in_numel(c, 0) : NULL;
 }
 
 /* conv_x_one as conv_backward_one reads it. */
@@ -715,7 +733,7 @@ static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3
             for (size_t n = 0; n < m; n++)
                 conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], c->dout + n * out_n,
                                   conv_src_one(c, k, l, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
-            finish_du(s, c->dw[0], du);
+            finish_du(k, s, c->dw[0], du);
         }
     }
 }
@@ -763,7 +781,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         const size_t part = l->col + l->du;
         if (c->dw[0] && l->wdw) /* each thread's dU into dW, in thread order */
             for (size_t t = 0; t < l->T; t++)
-                finish_du(&s, c->dw[0], (const float *)(void *)(slots + t * l->slot + l->col));
+                finish_du(k, &s, c->dw[0], (const float *)(void *)(slots + t * l->slot + l->col));
         else if (c->dw[0]) lowering_reduce(c->dw[0], slots, l->slot, part, wn, l->T);
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, part + l->dbo, k->co, l->T);
         return;
@@ -784,7 +802,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
             conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], du, c->dw[1],
                               c->dout + n * out_n, conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
                               (float *)(void *)slots, t, T);
-        finish_du(&s, c->dw[0], du);
+        finish_du(k, &s, c->dw[0], du);
     }
     if (wino_dx) wino_u_derived(c, true);
 }
