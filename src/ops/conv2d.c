@@ -937,17 +937,29 @@ static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
     return total;
 }
 
-/* The packed gradients' stages: a sample's dy and dx per slot (conv_grad_stage), dx in the input's stage where
- * it can be. */
-static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
-    const conv_ctx k = conv_ctx_of(n, true);
+/* The packed gradients' stages at micro-batch m: a sample's dy and dx per slot (conv_grad_stage), dx in the
+ * input's stage where it can be. */
+static size_t conv_grad_stage_at(const conv_ctx *k, const op_node *n, size_t m, int threads, bool input_staged) {
     conv_layout l;
-    if (!conv_layout_of(&k, m, threads, &l)) return SIZE_MAX;
+    if (!conv_layout_of(k, m, threads, &l)) return SIZE_MAX;
     const size_t dy = grad_stage_bytes_of(n->out_numel),
-                 dx = conv_dx_in_input_stage(&k, &l, input_staged) ? 0 : grad_stage_bytes_of(n->in_numel[0]);
+                 dx = conv_dx_in_input_stage(k, &l, input_staged) ? 0 : grad_stage_bytes_of(n->in_numel[0]);
     size_t total;
     if (dy == SIZE_MAX || dx == SIZE_MAX || !size_mul(dy + dx, conv_grad_slots(&l), &total)) return SIZE_MAX;
     return total;
+}
+
+/* The most any call up to micro-batch m needs: a smaller one (a window's last) may take another path (fewer
+ * sample threads, conv_grads_apart's two slots), whose dx has no input stage to go to. The layout depends on m
+ * only up to the thread count. */
+static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    size_t most = conv_grad_stage_at(&k, n, m, threads, input_staged);
+    for (size_t j = 1; j < m && j <= (size_t)(threads > 0 ? threads : 1) && most != SIZE_MAX; j++) {
+        const size_t b = conv_grad_stage_at(&k, n, j, threads, input_staged);
+        most = b > most ? b : most;
+    }
+    return most;
 }
 
 const op_desc op_conv2d = {
