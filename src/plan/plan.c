@@ -84,7 +84,7 @@ size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
     const size_t stage = plan_node_grad_stage(g, p, i);
     size_t w = plan_node_grad_stage_at(g, p, i);
     if (w == (size_t)-1 || stage == SIZE_MAX || !size_add(w, stage, &w)) return (size_t)-1;
-    return stage ? w : node_workspace_and_stages(g, p, i); /* as before packed gradients */
+    return stage ? w : node_workspace_and_stages(g, p, i); /* no stage: nothing to align */
 }
 
 static bool plan_totals(plan *p) {
