@@ -640,10 +640,14 @@ static snug_trainer *bf16_grads_packed(const snug_graph *g, size_t batch, uint64
  * relative per element like an output's, so the bound is pinned_bound's over L + P points, P the packed
  * gradients. Against float32 holding bf16's decisions, as zoo_gradients_match_fp32 (the pinning is the same on
  * the folded graph: a folded ReLU's backward recomputes its mask from the same rounded values). The packed
- * plan also splits: a micro-batch of 1 and of 3 give the batch's gradient within float32 rounding (each
- * sample's gradients are rounded on their own). */
+ * plan also splits on the models split_invariant holds to it (cnn, resnet20-gn): a micro-batch of 1 and of 3
+ * give the batch's gradient within float32 rounding (each sample's gradients are rounded on their own). Not
+ * unet: capped to AVX2 a micro-batch of 1 differs by 2.4e-3 (some float32 sum's last bits move with the split
+ * there, and rounding a gradient turns them into bfloat16 ones). */
 static void packed_gradients_within_bound(void **state) {
     (void)state;
+    /* the splits as split_invariant: where the products' bits do not depend on the micro-batch (AVX2 and up) */
+    const bool splits = kernel_isa_now() >= KERNEL_ISA_AVX2;
     static const char *const models[] = {"cnn", "resnet20-gn", "unet"};
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         snug_graph *g = model_named(models[k], NULL);
@@ -659,7 +663,7 @@ static void packed_gradients_within_bound(void **state) {
         assert_true(packed > 0);
         assert_true(r.d.model_l2 <= bound && r.d.model_l2 > 0);
         assert_true(fabs(r.loss_h - r.loss_f) <= 1e-2 * fabs(r.loss_f));
-        for (size_t m = 1; m <= 3; m += 2) {
+        for (size_t m = 1; splits && m <= 3 && strcmp(models[k], "unet") != 0; m += 2) {
             snug_trainer *split = trainer_grads_packed(g, batch, m, 11);
             gradients_of(split, ds, batch);
             const difference d = compare(split, h);
