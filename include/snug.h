@@ -915,8 +915,9 @@ void snug_plan_summarize(const snug_plan *p, snug_plan_summary *s);
 typedef struct snug_plan_buffer_info {
     const char *layer;            /* the layer that owns it */
     const char *what;             /* "output", "gradient", "saved", "recomputed output", and in bf16 "packed
-                                     output" (kept from forward to backward) and "unpacked output" (read from
-                                     it after forward); "workspace"; a block's name ("parameters", ...) */
+                                     output" (kept from forward to backward), "unpacked output" (read from
+                                     it after forward) and "packed gradient" (an activation gradient stored
+                                     in bfloat16); "workspace"; a block's name ("parameters", ...) */
     const char *dtype;            /* "fp32", "bf16", or "own" (saved bytes in the op's own layout) */
     snug_mem_category category;
     size_t bytes;

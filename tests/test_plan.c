@@ -34,13 +34,43 @@ static const snug_checkpoint_policy NONE = {SNUG_CHECKPOINT_NONE, 0}, SQRT = {SN
  * test_plan_portable's cap, lacks AVX512_BF16). */
 static snug_precision precision = SNUG_PRECISION_FP32;
 static snug_products products = SNUG_PRODUCTS_AUTO;
+static bool grads_packed = false; /* bf16 plans planned again with every gradient the ops take packed */
 static int in_bf16(void **state) { (void)state; precision = SNUG_PRECISION_BF16; return 0; }
+static int in_bf16_grads(void **state) { grads_packed = true; return in_bf16(state); }
 static int in_bf16_own(void **state) { products = SNUG_PRODUCTS_SNUG; return in_bf16(state); }
 static int in_fp32(void **state) {
     (void)state;
     precision = SNUG_PRECISION_FP32;
     products = SNUG_PRODUCTS_AUTO;
+    grads_packed = false;
     return 0;
+}
+
+/* snug_plan_new's plan of req, planned again with packed gradients wherever the ops take them (grads_packed:
+ * plan_variant.grad_packing_anyway) so that the tests below reach those paths at their small sizes. */
+static snug_plan *plan_in(const snug_graph *g, const snug_plan_request *req) {
+    snug_plan *sp;
+    assert_int_equal(snug_plan_new(g, req, &sp, NULL, NULL), SNUG_OK);
+    if (!grads_packed) return sp;
+    plan_variant v = sp->p.variant;
+    v.no_packing = v.no_grad_packing = false;
+    v.grad_packing_anyway = true;
+    plan q;
+    assert_int_equal(plan_build(g, sp->p.m, sp->p.threads, &req->optim, &v, &q, NULL), SNUG_OK);
+    assert_true(plan_add_beside(&q, sp->p.data_set_bytes, sp->p.runtime_bytes, sp->p.ring_slots));
+    plan_free(&sp->p);
+    sp->p = q;
+    sp->request.budget = 0; /* AUTO's choice under its budget, with the gradients packed on top: over it */
+    return sp;
+}
+
+/* A trainer of plan_in's plan. */
+static snug_status trainer_in(const snug_graph *g, const snug_plan_request *req, const snug_train_config *cfg,
+                              snug_trainer **tr, snug_error *err) {
+    snug_plan *sp = plan_in(g, req);
+    const snug_status s = snug_trainer_new(sp, cfg, tr, err);
+    if (s != SNUG_OK) snug_plan_free(sp);
+    return s;
 }
 
 static snug_plan_request request_in(size_t batch, size_t m, snug_checkpoint_policy pol, size_t budget,
@@ -119,7 +149,7 @@ static void offsets_never_overlap(void **state) {
                     plan_variant v = {every ? (snug_checkpoint_policy){SNUG_CHECKPOINT_EVERY, every} : NONE,
                                       sel == 1, every == 4 ? 1 : -1, every == 5 ? 1 : 0, k == 0, k == 1,
                                       precision == SNUG_PRECISION_BF16, false,
-                                      plan_compute_of(precision, products).product};
+                                      plan_compute_of(precision, products).product, false, grads_packed};
                     plan p;
                     assert_int_equal(plan_build(g, ms[k], 2, &optim, &v, &p, NULL), SNUG_OK);
                     char what[96];
@@ -151,9 +181,8 @@ static void reserved_equals_planned(void **state) {
                 snug_train_config cfg = snug_train_config_default();
                 const snug_plan_request req = request_in(16, m, policies[k], 0, &cfg);
                 snug_trainer *tr;
-                assert_int_equal(trainer_for(g, &req, &cfg, &tr, NULL), SNUG_OK);
-                snug_plan *sp;
-                assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
+                assert_int_equal(trainer_in(g, &req, &cfg, &tr, NULL), SNUG_OK);
+                snug_plan *sp = plan_in(g, &req);
                 snug_plan_summary s;
                 snug_plan_summarize(sp, &s);
                 snug_mem_report rep;
@@ -243,7 +272,7 @@ static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_pol
     const snug_plan_request req = request_in(12, m ? m : 12, pol, budget, &cfg);
     snug_trainer *tr;
     snug_error err;
-    if (trainer_for(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
+    if (trainer_in(g, &req, &cfg, &tr, &err) != SNUG_OK) fail_msg("%s", err.message);
     size_t idx[12];
     for (size_t i = 0; i < 12; i++) idx[i] = (i * 5) % 20;
     /* Two optimizer steps first, so that the dropout key's step and the parameters have moved. */
@@ -312,6 +341,16 @@ static void recompute_is_bitwise_exact(void **state) {
             plan_variant_compute(&vn, plan_compute_of(precision, products));
             snug_optim_config optim = snug_train_config_default().optim;
             assert_int_equal(plan_build(g, m, 2, &optim, &vn, &none, NULL), SNUG_OK);
+            if (model_i == 3 && grads_packed) { /* the packed gradients' paths are taken */
+                snug_train_config cfg = snug_train_config_default();
+                const snug_plan_request req = request_in(12, m, NONE, 0, &cfg);
+                snug_plan *sp = plan_in(g, &req);
+                size_t packed = 0;
+                for (int t = 0; t < g->n_tensors; t++) packed += sp->p.grad_packed[t];
+                printf("# norms m=%zu: %zu gradients packed\n", m, packed);
+                assert_true(packed > 0);
+                snug_plan_free(sp);
+            }
             if (model_i == 3) { /* cheap replays the concatenation, LayerNorm and GELU; not gn2: with relu2
                                  * folded in, no backward reads its output any more */
                 plan cheap;
@@ -660,6 +699,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16_own, in_fp32),
         cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16_own, in_fp32),
+        cmocka_unit_test_setup_teardown(offsets_never_overlap, in_bf16_grads, in_fp32),
+        cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16_grads, in_fp32),
+        cmocka_unit_test_setup_teardown(recompute_is_bitwise_exact, in_bf16_grads, in_fp32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

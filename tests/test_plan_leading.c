@@ -50,7 +50,7 @@ static void every_count_as_planned_alone(void **state) {
             for (int sel = 0; sel < 2; sel++)
                 for (size_t m = 1; m <= 3; m += 2) {
                     const plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, -1, 0, false, false, false, false,
-                                              plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product};
+                                              plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product, false, false};
                     compared += compare_counts(g, &r, &v, m, models[i]);
                     plan_variant all = v;
                     plan_segments seg;

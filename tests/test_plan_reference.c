@@ -507,9 +507,9 @@ static void variants_match_reference(void **state) {
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_NONE, 0}),
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_SQRT, 0}),
                     plan_variant_of((snug_checkpoint_policy){SNUG_CHECKPOINT_CHEAP, 0}),
-                    {{SNUG_CHECKPOINT_EVERY, 2}, true, -1, 0, false, false, false, false, own},
-                    {{SNUG_CHECKPOINT_EVERY, 3}, false, 2, 0x5, false, false, false, false, own},
-                    {{SNUG_CHECKPOINT_EVERY, 1}, false, -1, 0, true, true, false, false, own},
+                    {{SNUG_CHECKPOINT_EVERY, 2}, true, -1, 0, false, false, false, false, own, false, false},
+                    {{SNUG_CHECKPOINT_EVERY, 3}, false, 2, 0x5, false, false, false, false, own, false, false},
+                    {{SNUG_CHECKPOINT_EVERY, 1}, false, -1, 0, true, true, false, false, own, false, false},
                 };
                 for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
                     plan p;

@@ -122,7 +122,7 @@ static void bound_of_fewer_leading_segments(void **state) {
         for (size_t every = 1; every <= 3; every++)
             for (int sel = 0; sel < 2; sel++) {
                 plan_variant v = {{SNUG_CHECKPOINT_EVERY, every}, sel == 1, -1, 0, false, false, false, false,
-                                    plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product};
+                                    plan_compute_of(SNUG_PRECISION_FP32, SNUG_PRODUCTS_AUTO).product, false, false};
                 plan p;
                 assert_int_equal(plan_build(g, 2, 2, &optim, &v, &p, NULL), SNUG_OK);
                 int hi = 0;

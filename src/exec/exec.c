@@ -63,6 +63,25 @@ static void bind_packed_forward(const exec *x, op_call *c) {
     if (p->packed_only[nd->output]) c->packed.out = buf_ptr(x, p->packed[nd->output]);
 }
 
+/* bf16: a backward step whose gradients the plan stores packed (plan.grad_packed) reads (writes) them there
+ * instead of dout (din[i]), through its stage after the rest of its workspace. */
+static void bind_packed_grads(const exec *x, op_call *c, int node) {
+    const plan *p = x->p;
+    const graph_node *nd = c->node;
+    if (!plan_node_packs_grads(x->g, p, node)) return;
+    if (p->grad_packed[nd->output]) {
+        c->grads.dout = buf_ptr(x, p->grad[nd->output]);
+        c->dout = NULL;
+    }
+    for (int i = 0; i < nd->n_inputs; i++) {
+        const snug_tensor t = graph_base_tensor(x->g, nd->inputs[i]);
+        if (!p->grad_packed[t]) continue;
+        c->grads.din[i] = buf_ptr(x, p->grad[t]);
+        c->din[i] = NULL;
+    }
+    if (x->workspace) c->grads.stage = (char *)x->workspace + plan_node_grad_stage_at(x->g, p, node);
+}
+
 static void bind_step(exec *x, int s) {
     const snug_graph *g = x->g;
     const plan *p = x->p;
@@ -99,6 +118,7 @@ static void bind_step(exec *x, int s) {
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
     if (st->phase == SNUG_PHASE_FORWARD && p->fwd_packed[st->node]) bind_packed_forward(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
+    if (st->phase == SNUG_PHASE_BACKWARD) bind_packed_grads(x, c, st->node);
     if (st->phase == SNUG_PHASE_BACKWARD && p->packed_in[st->node]) { /* bf16: in[0] only in its packed copy */
         c->in_packed = buf_ptr(x, p->packed[graph_base_tensor(g, nd->inputs[0])]);
         c->in[0] = NULL;
@@ -138,7 +158,8 @@ static bool bind_zeroing(exec *x) {
     for (int s = 0; s < p->n_steps; s++) {
         x->zero_start[s] = n;
         for (int b = 0; b < p->n_bufs; b++) {
-            if (p->bufs[b].kind != ACT_GRAD || p->bufs[b].first != s) continue;
+            const bool grad = p->bufs[b].kind == ACT_GRAD || p->bufs[b].kind == ACT_GRAD_PACKED;
+            if (!grad || p->bufs[b].first != s) continue;
             const int i = fresh_input(x, s, b);
             if (p->bufs[b].shares >= 0) { /* continued: over a dead dout (GELU) it is written whole */
                 if (i >= 0 && (x->g->nodes[p->steps[s].node].op->flags & OP_GRAD_IN_PLACE))
@@ -294,6 +315,17 @@ static bool found_in(const float *v, size_t per, size_t m, const op_call *c, int
     return true;
 }
 
+/* found_in for a gradient stored in bfloat16 (plan.grad_packed). */
+static bool found_in_packed(const bf16 *v, size_t per, size_t m, const op_call *c, int input, exec_nonfinite *where) {
+    if (!where || !v) return false;
+    for (size_t i = 0; i < per * m; i++)
+        if ((v[i] & 0x7F80u) == 0x7F80u) { /* all exponent bits: infinity or NaN */
+            *where = (exec_nonfinite){.node = c->node, .input = input, .sample = i / per, .value = bf16_to_float(v[i])};
+            return true;
+        }
+    return false;
+}
+
 /* bf16: a layer's output is rounded to bfloat16 as it is made, and packed where a step after forward reads it.
  * Not the loss's output or input: the per-item losses and the logits stay float32, since rounding the logits
  * would move the softmax's probabilities by up to 1% (a logit of 5 moves by 0.01), a gradient error of its own
@@ -353,7 +385,9 @@ static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *ke
         const double t0 = tick(x, key); /* zeroing its gradient buffers is part of the step's cost */
         for (int z = x->zero_start[s]; z < x->zero_start[s + 1]; z++) {
             const act_buffer *b = &p->bufs[x->zero_list[z]];
-            zero_floats(buf_ptr(x, x->zero_list[z]), x->g->tensors[x->g->nodes[b->node].output].numel * m);
+            const size_t n = x->g->tensors[x->g->nodes[b->node].output].numel * m;
+            if (b->kind == ACT_GRAD_PACKED) memset(buf_ptr(x, x->zero_list[z]), 0, n * sizeof(bf16)); /* +0 */
+            else zero_floats(buf_ptr(x, x->zero_list[z]), n);
         }
         unpack_before(x, s, m);
         op_call c = x->calls[s];
@@ -369,9 +403,11 @@ static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *ke
         }
         tock(x, s, t0);
         if (!where || st->phase == SNUG_PHASE_RECOMPUTE) continue;
-        for (int i = 0; i < c.node->n_inputs; i++)
-            if (found_in(c.din[i], x->g->tensors[graph_base_tensor(x->g, c.node->inputs[i])].numel, m, &c, i, where))
+        for (int i = 0; i < c.node->n_inputs; i++) {
+            const size_t per = x->g->tensors[graph_base_tensor(x->g, c.node->inputs[i])].numel;
+            if (found_in(c.din[i], per, m, &c, i, where) || found_in_packed(c.grads.din[i], per, m, &c, i, where))
                 return true;
+        }
     }
     return false;
 }

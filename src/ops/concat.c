@@ -2,7 +2,8 @@
  * (UNet's skip connections, channels first as in torch.cat(dim=1)); ranks 1 and 2 too, (C1) + (C2) and
  * (T1, D) + (T2, D). Row-major and first-dimension-major, so per sample the output is a's elements followed by
  * b's: forward is two copies and backward two adds, reading only dout. Keeps nothing. In a bf16 plan it copies
- * from its inputs' packed copies, and to its own where its readers read only that (plan/packing.c). The two
+ * from its inputs' packed copies, and to its own where its readers read only that (plan/packing.c); backward
+ * reads and writes gradients stored in bfloat16 a block at a time (plan/packed_grads.c). The two
  * inputs may be one tensor (concat(x, x)): then din[0] and din[1] are one buffer and both adds land in it. */
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,32 @@ static void add_part(float *din, const float *dy, size_t m, size_t len, size_t o
         }
 }
 
+/* add_part where the output's or the input's gradient is stored in bfloat16 (op_call.grads): a block at a
+ * time through float32 on the stack, the same sums, rounded as the packed gradient is stored. */
+static void add_part_packed(const op_call *c, int in, size_t len, size_t off, size_t stride, bool fresh) {
+    const size_t m = c->m, nblk = (len + CONCAT_BLOCK - 1) / CONCAT_BLOCK;
+    #pragma omp parallel for collapse(2) schedule(static) if (m * len >= CONCAT_PAR_MIN && par_pays_floats(2 * m * len))
+    for (size_t n = 0; n < m; n++)
+        for (size_t k = 0; k < nblk; k++) {
+            const size_t lo = k * CONCAT_BLOCK, cnt = (lo + CONCAT_BLOCK < len ? lo + CONCAT_BLOCK : len) - lo;
+            float dy[CONCAT_BLOCK], dx[CONCAT_BLOCK];
+            const float *s = c->dout ? c->dout + n * stride + off + lo : dy;
+            float *d = c->din[in] ? c->din[in] + n * len + lo : dx;
+            if (!c->dout) bf16_unpack(dy, c->grads.dout + n * stride + off + lo, cnt);
+            if (!c->din[in] && !fresh) bf16_unpack(dx, c->grads.din[in] + n * len + lo, cnt);
+            #pragma omp simd
+            for (size_t i = 0; i < cnt; i++) d[i] = (fresh ? 0.0f : d[i]) + s[i];
+            if (!c->din[in]) bf16_pack(c->grads.din[in] + n * len + lo, dx, cnt);
+        }
+}
+
+/* Input in's share of dout added into its gradient, float32 or packed. */
+static void concat_backward_input(const op_call *c, int in, size_t len, size_t off, size_t stride) {
+    const bool fresh = (c->din_fresh >> in) & 1u;
+    if (c->din[in] && c->dout) add_part(c->din[in], c->dout, c->m, len, off, stride, fresh);
+    else if (c->din[in] || c->grads.din[in]) add_part_packed(c, in, len, off, stride, fresh);
+}
+
 static void concat_forward(const op_call *c) {
     const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
     copy_input(c, 0, m, an, 0, an + bn);  /* out (m, an + bn), in[0] (m, an) */
@@ -96,10 +123,10 @@ static void concat_forward(const op_call *c) {
 }
 
 static void concat_backward(const op_call *c) {
-    const size_t m = c->m, an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
+    const size_t an = op_in_numel(c, 0), bn = op_in_numel(c, 1);
     /* Two passes, so that concat(x, x) gets both halves added into its one gradient. */
-    if (c->din[0]) add_part(c->din[0], c->dout, m, an, 0, an + bn, c->din_fresh & 1u);
-    if (c->din[1]) add_part(c->din[1], c->dout, m, bn, an, an + bn, c->din_fresh & 2u);
+    concat_backward_input(c, 0, an, 0, an + bn);
+    concat_backward_input(c, 1, bn, an, an + bn);
 }
 
 static double concat_flops(const op_node *n) {
@@ -118,7 +145,8 @@ static size_t concat_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_concat = {
     .kind = "concat",
-    .flags = OP_WRITES_FRESH | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED,
+    .flags = OP_WRITES_FRESH | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED | OP_GRAD_READS_PACKED |
+             OP_GRAD_WRITES_PACKED,
     .infer = concat_infer,
     .forward = concat_forward,
     .backward = concat_backward,

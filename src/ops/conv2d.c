@@ -73,6 +73,7 @@
 #include "kernels/gemm_direct.h"
 #include "kernels/im2col.h"
 #include "ops/op.h"
+#include "ops/packed_grads.h"
 
 #define CONV_ALIGN ((size_t)64)
 
@@ -701,37 +702,77 @@ static conv3x3_bf16_src conv_src_shared(const op_call *c, const conv_ctx *k, con
     return h ? (conv3x3_bf16_src){.h = h} : (conv3x3_bf16_src){.f = conv_x_shared(c, n, stage, t, T)};
 }
 
-/* Sample n's input gradient, zeroed first where this call is its first writer (op_call.din_fresh) and the
- * kernel adds into it (not Winograd's, conv_ctx.dx_fresh): each sample is zeroed by the thread about to add
- * into it, while it is in cache, instead of all of din in a pass of the executor's own (the same bits: the
- * kernels add into zeros either way). NULL without an input gradient. */
-static float *sample_dx(const op_call *c, const conv_ctx *k, size_t n, size_t in_n) {
-    if (!c->din[0]) return NULL;
-    float *dx = c->din[0] + n * in_n;
-    if ((c->din_fresh & 1u) && !k->dx_fresh) memset(dx, 0, in_n * sizeof *dx);
-    return dx;
+/* ---- gradients stored in bfloat16 ------------------------------------------------------------------------
+ * Where the plan stores this layer's output gradient or its input's in bfloat16 (op_call.grads), each sample
+ * is unpacked into (and the input gradient rounded from) float32 stages after the rest of the workspace: one
+ * pair per slot, a sample's dy then its dx, so the kernels read and write float32 as they always do. */
+
+/* The slots that may run a sample at once: the layout's sample threads, or conv_grads_apart's two. */
+static size_t conv_grad_slots(const conv_layout *l) { return l->T > l->slots ? l->T : l->slots; }
+
+/* Whether a sample's dx stage is its thread's input stage (conv_stage): where samples go to threads on the
+ * direct path, each thread's weight gradients are done (with the input) before its input gradients begin. */
+static bool conv_dx_in_input_stage(const conv_ctx *k, const conv_layout *l, bool input_staged) {
+    return input_staged && (k->direct || k->direct_s2) && l->T > 1;
+}
+
+/* Slot s's dy stage, or its dx stage; NULL where the call has no packed gradient. */
+static float *conv_grad_stage(const op_call *c, size_t s, bool dx) {
+    if (!c->grads.stage) return NULL;
+    conv_ctx k = conv_ctx_of(c->node, c->bf16);
+    conv_layout l;
+    conv_layout_of(&k, c->m, c->threads, &l);
+    if (dx && conv_dx_in_input_stage(&k, &l, c->regen || c->in_packed)) return conv_stage(c, &l, s);
+    const bool own_dx = !conv_dx_in_input_stage(&k, &l, c->regen || c->in_packed);
+    const size_t dy_b = grad_stage_bytes_of(op_out_numel(c)), dx_b = own_dx ? grad_stage_bytes_of(op_in_numel(c, 0)) : 0;
+    return (float *)(void *)((char *)c->grads.stage + s * (dy_b + dx_b) + (dx ? dy_b : 0));
+}
+
+/* Sample n's dy on slot s, part [lo, hi) of it unpacked where it is packed. */
+static const float *conv_dy(const op_call *c, size_t n, size_t s, size_t lo, size_t hi) {
+    return grad_dy(c, op_out_numel(c), n, conv_grad_stage(c, s, false), lo, hi);
+}
+
+/* Sample n's input gradient on slot s (part [lo, hi) made ready), zeroed first where this call is its first
+ * writer (op_call.din_fresh) and the kernel adds into it (not Winograd's, conv_ctx.dx_fresh): each sample is
+ * zeroed by the thread about to add into it, while it is in cache, instead of all of din in a pass of the
+ * executor's own (the same bits: the kernels add into zeros either way). NULL without an input gradient. */
+static float *sample_dx(const op_call *c, const conv_ctx *k, size_t n, size_t s, size_t lo, size_t hi) {
+    if (!grad_din_wanted(c, 0)) return NULL;
+    return grad_dx(c, 0, op_in_numel(c, 0), n, conv_grad_stage(c, s, true), !k->dx_fresh, lo, hi);
+}
+
+/* Sample n's input gradient done on slot s: part [lo, hi) rounded into the packed gradient where it is one. */
+static void sample_dx_done(const op_call *c, size_t n, size_t s, size_t lo, size_t hi) {
+    if (c->grads.din[0]) grad_dx_store(c, 0, op_in_numel(c, 0), n, conv_grad_stage(c, s, true), lo, hi);
+}
+
+/* A whole sample's input gradient by one thread on slot s: sample_dx, the kernel, sample_dx_done. */
+static void conv_dx_one(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, size_t n, size_t slot,
+                        const float *u, float *scratch) {
+    const size_t in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    conv_backward_one(k, s, sample_dx(c, k, n, slot, 0, in_n), NULL, NULL, NULL, conv_dy(c, n, slot, 0, out_n),
+                      (conv3x3_bf16_src){0}, c->w[0], u, scratch, 0, 1);
+    sample_dx_done(c, n, slot, 0, in_n);
 }
 
 /* conv_grads_apart's backward: thread 0 the input gradient (with Winograd's weights for it), thread 1 the
  * weight and bias gradients, each sample by sample on its own slot; one thread does both in turn. */
 static void conv_backward_apart(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, float *u,
                                 bool wino_u_new, char *slots, const conv_layout *l) {
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t m = c->m, out_n = op_out_numel(c);
     #pragma omp parallel num_threads(2)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         float *mine = (float *)(void *)(slots + (size_t)t * l->slot);
         if (t == 0) {
             if (wino_u_new) conv_derive_weights(k, s, u, c->w[0], true, 0, 1);
-            for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
-                                  (conv3x3_bf16_src){0},
-                                  c->w[0], u, mine, 0, 1);
+            for (size_t n = 0; n < m; n++) conv_dx_one(c, k, s, n, 0, u, mine);
         }
         if (t == 1 || T == 1) {
             float *du = slot_du(c, l, (char *)mine);
             for (size_t n = 0; n < m; n++)
-                conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], c->dout + n * out_n,
+                conv_backward_one(k, s, NULL, c->dw[0], du, c->dw[1], conv_dy(c, n, 1, 0, out_n),
                                   conv_src_one(c, k, l, n, conv_stage(c, l, 0)), c->w[0], u, mine, 0, 1);
             finish_du(k, s, c->dw[0], du);
         }
@@ -745,7 +786,8 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k->co * k->kdim;
     bool derive;
     float *u = wino_u(c, k, true, &derive);
-    const bool wino_dx = (k->wino || k->bf16) && c->din[0] && derive; /* the input gradient's weights to derive */
+    const bool want_dx = grad_din_wanted(c, 0);
+    const bool wino_dx = (k->wino || k->bf16) && want_dx && derive; /* the input gradient's weights to derive */
     char *slots = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
@@ -763,18 +805,17 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
              * bits depend on which samples a partial sums); each sample's input gradient is whole by one
              * thread, in the same contiguous parts as the forward's (and so on the thread whose cache holds
              * that sample's gradient and the memory it is written to). */
+            const size_t me = (size_t)omp_get_thread_num();
             if (c->dw[0] || c->dw[1]) {
                 #pragma omp for schedule(static) nowait
                 for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, NULL, pdw, du, pdb, c->dout + n * out_n,
-                                      conv_src_one(c, k, l, n, conv_stage(c, l, (size_t)omp_get_thread_num())), c->w[0],
-                                      u, (float *)(void *)mine, 0, 1);
+                    conv_backward_one(k, &s, NULL, pdw, du, pdb, conv_dy(c, n, me, 0, out_n),
+                                      conv_src_one(c, k, l, n, conv_stage(c, l, me)), c->w[0], u,
+                                      (float *)(void *)mine, 0, 1);
             }
-            if (c->din[0]) {
+            if (want_dx) {
                 #pragma omp for schedule(static)
-                for (size_t n = 0; n < m; n++)
-                    conv_backward_one(k, &s, sample_dx(c, k, n, in_n), NULL, NULL, NULL, c->dout + n * out_n,
-                                      (conv3x3_bf16_src){0}, c->w[0], u, (float *)(void *)mine, 0, 1);
+                for (size_t n = 0; n < m; n++) conv_dx_one(c, k, &s, n, me, u, (float *)(void *)mine);
             }
         }
         if (wino_dx) wino_u_derived(c, true);
@@ -786,7 +827,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         if (c->dw[1]) lowering_reduce(c->dw[1], slots, l->slot, part + l->dbo, k->co, l->T);
         return;
     }
-    if (l->slots == 2 && c->din[0] && (c->dw[0] || c->dw[1]) && par_pays_macs(m * k->co * k->kdim * k->npix)) {
+    if (l->slots == 2 && want_dx && (c->dw[0] || c->dw[1]) && par_pays_macs(m * k->co * k->kdim * k->npix)) {
         conv_backward_apart(c, k, &s, u, wino_dx, slots, l);
         if (wino_dx) wino_u_derived(c, true);
         return;
@@ -796,12 +837,24 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
     #pragma omp parallel num_threads(conv_direct_inner(k, c->threads))
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
+        const size_t lo = in_n * t / T, hi = in_n * (t + 1) / T, ylo = out_n * t / T, yhi = out_n * (t + 1) / T;
+        const bool staged = c->grads.dout || c->grads.din[0]; /* each thread readies and stores its part */
         if (wino_dx) conv_wino_weights(k, &s, u, c->w[0], true, t, T);
         float *du = slot_du(c, l, slots); /* only where one thread runs here (conv_layout_of) */
-        for (size_t n = 0; n < m; n++)
-            conv_backward_one(k, &s, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], du, c->dw[1],
-                              c->dout + n * out_n, conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
+        for (size_t n = 0; n < m; n++) {
+            const float *dy = conv_dy(c, n, 0, ylo, yhi);
+            float *dx = c->grads.din[0] ? sample_dx(c, k, n, 0, lo, hi) : c->din[0] ? c->din[0] + n * in_n : NULL;
+            if (staged && T > 1) {
+                #pragma omp barrier
+            }
+            conv_backward_one(k, &s, dx, c->dw[0], du, c->dw[1], dy,
+                              conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
                               (float *)(void *)slots, t, T);
+            if (staged && T > 1) {
+                #pragma omp barrier
+            }
+            sample_dx_done(c, n, 0, lo, hi);
+        }
         finish_du(k, &s, c->dw[0], du);
     }
     if (wino_dx) wino_u_derived(c, true);
@@ -818,10 +871,12 @@ static void conv_backward(const op_call *c) {
         return;
     }
     if (l.T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
-        for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, sample_dx(c, &k, n, in_n), c->dw[0], c->dw[1],
-                                 c->dout + n * out_n, conv_x_one(c, n, conv_stage(c, &l, 0)), c->w[0],
+        for (size_t n = 0; n < m; n++) {
+            conv_backward_sample(&k, sample_dx(c, &k, n, 0, 0, in_n), c->dw[0], c->dw[1],
+                                 conv_dy(c, n, 0, 0, out_n), conv_x_one(c, n, conv_stage(c, &l, 0)), c->w[0],
                                  (float *)c->work);
+            sample_dx_done(c, n, 0, 0, in_n);
+        }
         return;
     }
     char *work = c->work;
@@ -830,14 +885,16 @@ static void conv_backward(const op_call *c) {
         /* Zero every partial, including those of threads the runtime may not have started. */
         #pragma omp for schedule(static)
         for (size_t t = 0; t < l.T; t++) zero_partials(work + t * l.slot + l.col, l.part);
-        char *mine = work + (size_t)omp_get_thread_num() * l.slot;
+        const size_t me = (size_t)omp_get_thread_num();
+        char *mine = work + me * l.slot;
         float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)
-        for (size_t n = 0; n < m; n++)
-            conv_backward_sample(&k, sample_dx(c, &k, n, in_n), c->dw[0] ? pdw : NULL,
-                                 c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n,
-                                 conv_x_one(c, n, conv_stage(c, &l, (size_t)omp_get_thread_num())), c->w[0],
-                                 (float *)(void *)mine);
+        for (size_t n = 0; n < m; n++) {
+            conv_backward_sample(&k, sample_dx(c, &k, n, me, 0, in_n), c->dw[0] ? pdw : NULL,
+                                 c->dw[1] ? pdw + wn : NULL, conv_dy(c, n, me, 0, out_n),
+                                 conv_x_one(c, n, conv_stage(c, &l, me)), c->w[0], (float *)(void *)mine);
+            sample_dx_done(c, n, me, 0, in_n);
+        }
     }
     if (c->dw[0]) lowering_reduce(c->dw[0], work, l.slot, l.col, wn, l.T);
     if (c->dw[1]) lowering_reduce(c->dw[1], work, l.slot, l.col + wn * sizeof(float), k.co, l.T);
@@ -898,9 +955,35 @@ static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
     return total;
 }
 
+/* The packed gradients' stages at micro-batch m: a sample's dy and dx per slot (conv_grad_stage), dx in the
+ * input's stage where it can be. */
+static size_t conv_grad_stage_at(const conv_ctx *k, const op_node *n, size_t m, int threads, bool input_staged) {
+    conv_layout l;
+    if (!conv_layout_of(k, m, threads, &l)) return SIZE_MAX;
+    const size_t dy = grad_stage_bytes_of(n->out_numel),
+                 dx = conv_dx_in_input_stage(k, &l, input_staged) ? 0 : grad_stage_bytes_of(n->in_numel[0]);
+    size_t total;
+    if (dy == SIZE_MAX || dx == SIZE_MAX || !size_mul(dy + dx, conv_grad_slots(&l), &total)) return SIZE_MAX;
+    return total;
+}
+
+/* The most any call up to micro-batch m needs: a smaller one (a window's last) may take another path (fewer
+ * sample threads, conv_grads_apart's two slots), whose dx has no input stage to go to. The layout depends on m
+ * only up to the thread count. */
+static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    size_t most = conv_grad_stage_at(&k, n, m, threads, input_staged);
+    for (size_t j = 1; j < m && j <= (size_t)(threads > 0 ? threads : 1) && most != SIZE_MAX; j++) {
+        const size_t b = conv_grad_stage_at(&k, n, j, threads, input_staged);
+        most = b > most ? b : most;
+    }
+    return most;
+}
+
 const op_desc op_conv2d = {
     .kind = "conv2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED |
+             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,
@@ -910,4 +993,5 @@ const op_desc op_conv2d = {
     .bf16_workspace_bytes = conv_bf16_workspace_bytes,
     .kept_bytes = conv_kept_bytes,
     .regen_stage_bytes = conv_regen_stage_bytes,
+    .grad_stage_bytes = conv_grad_stage_bytes,
 };

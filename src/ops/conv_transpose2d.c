@@ -12,7 +12,9 @@
  * The GEMMs are gemm_direct's, as in conv2d. Threads and workspace follow conv2d (im2col.h): T =
  * lowering_threads(m, threads) slots (1 where a sample's column buffer exceeds LOWERING_SLOT_MAX), each part
  * rounded up to 64 bytes: [ column buffer (Co*k*k, H*W) floats | partial dW (C, Co*k*k) + db (Co) floats, only
- * when T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output. */
+ * when T > 1 ]. A 1x1 stride-1 unpadded one needs no column buffer: it is a plain GEMM into the output.
+ * Where the plan stores its gradients in bfloat16 (op_call.grads), each sample goes through float32 stages
+ * after that: a sample's dy and dx per slot. */
 #include <limits.h>
 #include <omp.h>
 #include <stdint.h>
@@ -24,6 +26,7 @@
 #include "kernels/gemm_direct.h"
 #include "kernels/im2col.h"
 #include "ops/op.h"
+#include "ops/packed_grads.h"
 
 #define CONVT_ALIGN ((size_t)64)
 
@@ -262,15 +265,32 @@ static void convt_backward_sample(const convt_ctx *k, bool fresh, float *din, //
     }
 }
 
+/* Slot t's stages where the gradients are stored in bfloat16 (op_call.grads): a sample's dy, then its dx. */
+static float *convt_grad_stage(const op_call *c, size_t t, bool dx) {
+    if (!c->grads.stage) return NULL;
+    const size_t dy_b = grad_stage_bytes_of(op_out_numel(c)), dx_b = grad_stage_bytes_of(op_in_numel(c, 0));
+    return (float *)(void *)((char *)c->grads.stage + t * (dy_b + dx_b) + (dx ? dy_b : 0));
+}
+
+/* Sample n on slot t: its gradients as float32 (in place, or through the slot's stages: ops/packed_grads.h),
+ * the sample's backward, and a packed input gradient rounded as it is stored. */
+static void convt_backward_one(const op_call *c, const convt_ctx *k, size_t n, size_t t, float *dw, float *db,
+                               float *col) {
+    const size_t in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const bool fresh = c->din_fresh & 1u;
+    float *sdx = convt_grad_stage(c, t, true);
+    float *dx = grad_din_wanted(c, 0) ? grad_dx(c, 0, in_n, n, sdx, false, 0, in_n) : NULL;
+    convt_backward_sample(k, fresh, dx, dw, db, grad_dy(c, out_n, n, convt_grad_stage(c, t, false), 0, out_n),
+                          c->in[0] + n * in_n, c->w[0], col);
+    if (dx) grad_dx_store(c, 0, in_n, n, sdx, 0, in_n);
+}
+
 static void convt_backward(const op_call *c) {
     const convt_ctx k = convt_ctx_of(c->node);
-    const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c);
+    const size_t m = c->m;
     const size_t T = convt_threads(&k, m, c->threads), wn = k.ci * k.kdim;
-    const bool fresh = c->din_fresh & 1u;
     if (T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
-        for (size_t n = 0; n < m; n++)
-            convt_backward_sample(&k, fresh, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0], c->dw[1],
-                                  c->dout + n * out_n, c->in[0] + n * in_n, c->w[0], (float *)c->work);
+        for (size_t n = 0; n < m; n++) convt_backward_one(c, &k, n, 0, c->dw[0], c->dw[1], (float *)c->work);
         return;
     }
     size_t col_bytes = 0, part_bytes = 0;
@@ -286,13 +306,12 @@ static void convt_backward(const op_call *c) {
             stream_zero_floats((float *)(void *)(work + t * slot + col_bytes), wn + k.g.c);
             stream_fence();
         }
-        char *mine = work + (size_t)omp_get_thread_num() * slot;
+        const size_t me = (size_t)omp_get_thread_num();
+        char *mine = work + me * slot;
         float *pdw = (float *)(void *)(mine + col_bytes);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++)
-            convt_backward_sample(&k, fresh, c->din[0] ? c->din[0] + n * in_n : NULL, c->dw[0] ? pdw : NULL,
-                                  c->dw[1] ? pdw + wn : NULL, c->dout + n * out_n, c->in[0] + n * in_n, c->w[0],
-                                  (float *)(void *)mine);
+            convt_backward_one(c, &k, n, me, c->dw[0] ? pdw : NULL, c->dw[1] ? pdw + wn : NULL, (float *)(void *)mine);
     }
     if (c->dw[0]) lowering_reduce(c->dw[0], work, slot, col_bytes, wn, T);
     if (c->dw[1]) lowering_reduce(c->dw[1], work, slot, col_bytes + wn * sizeof(float), k.g.c, T);
@@ -322,9 +341,20 @@ static size_t convt_workspace_bytes(const op_node *n, size_t m, int threads) {
     return total;
 }
 
+/* The packed gradients' stages: a sample's dy and dx per sample thread (convt_grad_stage). */
+static size_t convt_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    (void)input_staged;
+    const convt_ctx k = convt_ctx_of(n);
+    const size_t dy = grad_stage_bytes_of(n->out_numel), dx = grad_stage_bytes_of(n->in_numel[0]);
+    size_t total;
+    if (dy == SIZE_MAX || dx == SIZE_MAX || !size_mul(dy + dx, convt_threads(&k, m, threads), &total)) return SIZE_MAX;
+    return total;
+}
+
 const op_desc op_conv_transpose2d = {
     .kind = "conv_transpose2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,
+    .grad_stage_bytes = convt_grad_stage_bytes,
     .infer = convt_infer,
     .forward = convt_forward,
     .backward = convt_backward,

@@ -3,12 +3,14 @@
  * (weight ones, bias zeros), as torch.nn.GroupNorm. Statistics never mix samples, so accumulation is exact and a
  * recompute writes the same bits. Forward saves each group's mean and inverse deviation (2G floats per sample);
  * a recompute reuses them (OP_REPLAYS_SAVED) and backward recomputes x_hat from the kept input (in a bf16 plan
- * from its packed copy, a block at a time).
+ * from its packed copy, a block at a time). Where the plan stores its gradients in bfloat16 (op_call.grads),
+ * backward reads and writes a group at a time through float32 stages.
  *
  * op_groupnorm_relu is the same layer with the ReLU that is its output's only reader folded in (graph/fuse.c),
  * as op_batchnorm2d_relu: forward writes relu(y), backward masks the ReLU's output gradient with y > 0, y
  * recomputed by the forward's own expression, so the bits are those of the two ops. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 
 #include "core/checked.h"
@@ -17,6 +19,7 @@
 #include "kernels/norm_relu.h"
 #include "kernels/norm_stats.h"
 #include "ops/op.h"
+#include "ops/packed_grads.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -149,6 +152,21 @@ static void gn_forward(const op_call *c) {
     }
 }
 
+/* Block b's gradients as float32 (a group of a sample: K elements at b K): dout's and din's in place, or, where
+ * they are stored in bfloat16 (op_call.grads), in this thread's two stages of `stage` floats, the packed dout
+ * unpacked and a packed din unpacked where backward adds into it. */
+static const float *gn_block_dy(const op_call *c, size_t b, size_t K, float *mine) {
+    if (!c->grads.dout) return c->dout + b * K;
+    bf16_unpack(mine, c->grads.dout + b * K, K);
+    return mine;
+}
+
+static float *gn_block_dx(const op_call *c, size_t b, size_t K, float *mine, bool fresh) {
+    if (!c->grads.din[0]) return c->din[0] ? c->din[0] + b * K : NULL;
+    if (!fresh) bf16_unpack(mine, c->grads.din[0] + b * K, K);
+    return mine;
+}
+
 /* Per (sample, group) with K = cg * hw, x_hat = (x - mean) invstd and g = gamma dy:
  * dx = invstd (g - mean(g) - x_hat mean(g x_hat)). The per-(sample, channel) sums of dy and dy x_hat go to the
  * workspace and are reduced over samples in order afterwards: dgamma and dbeta without races, and the same bits
@@ -156,24 +174,26 @@ static void gn_forward(const op_call *c) {
 static void gn_backward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t m = c->m, G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
-    const float *x = c->in[0], *dy = c->dout; // (m, C, hw); x NULL where it is packed (c->in_packed)
+    const float *x = c->in[0];                // (m, C, hw); NULL where it is packed (c->in_packed)
     const float *stat = c->saved;             // (m, G, 2)
     const float *gamma = c->w[0], *beta = c->w[1];
-    float *dx = c->din[0];
     const bool fresh = c->din_fresh & 1u, relu = c->node->op == &op_groupnorm_relu;
     double *sums = c->work;                   // (m, C, 2): sum dy, sum dy x_hat
-    const size_t blocks = m * G;
-    #pragma omp parallel for schedule(static) \
+    const size_t blocks = m * G, K = cg * hw, stage = grad_stage_bytes_of(K) / sizeof(float);
+    #pragma omp parallel for schedule(static) num_threads(c->threads > 0 ? c->threads : 1) \
         if (blocks * cg * hw >= GN_PAR_MIN && par_pays_floats(4 * blocks * cg * hw))
     for (size_t b = 0; b < blocks; b++) {
-        const size_t c0 = (b % G) * cg, base = b * cg * hw;
+        float *mine = c->grads.stage ? (float *)c->grads.stage + 2 * stage * (size_t)omp_get_thread_num() : NULL;
+        const float *dy = gn_block_dy(c, b, K, mine);
+        float *dx = gn_block_dx(c, b, K, mine ? mine + stage : NULL, fresh);
+        const size_t c0 = (b % G) * cg, base = b * K;
         const float mean = stat[2 * b], invstd = stat[2 * b + 1];
         double sg = 0.0, sgx = 0.0;
         for (size_t j = 0; j < cg; j++) {
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             float p1, p2; /* float sums over a plane, as the statistics */
-            if (c->in_packed) gn_plane_sums_packed(dy + base + j * hw, c->in_packed + base + j * hw, hw, k, &p1, &p2);
-            else gn_plane_sums(dy + base + j * hw, x + base + j * hw, hw, k, &p1, &p2);
+            if (c->in_packed) gn_plane_sums_packed(dy + j * hw, c->in_packed + base + j * hw, hw, k, &p1, &p2);
+            else gn_plane_sums(dy + j * hw, x + base + j * hw, hw, k, &p1, &p2);
             const double sdy = p1, sdyx = p2;
             sums[2 * (b * cg + j)] = sdy;
             sums[2 * (b * cg + j) + 1] = sdyx;
@@ -181,16 +201,16 @@ static void gn_backward(const op_call *c) {
             sgx += gamma[c0 + j] * sdyx;
         }
         if (!dx) continue;
-        const double K = (double)(cg * hw);
-        const float mg = (float)(sg / K), mgx = (float)(sgx / K);
+        const float mg = (float)(sg / (double)K), mgx = (float)(sgx / (double)K);
         for (size_t j = 0; j < cg; j++) {
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             const size_t at = base + j * hw;
             if (c->in_packed)
-                gn_plane_dx_packed(dx + at, dy + at, c->in_packed + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
+                gn_plane_dx_packed(dx + j * hw, dy + j * hw, c->in_packed + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
             else
-                gn_plane_dx(dx + at, dy + at, x + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
+                gn_plane_dx(dx + j * hw, dy + j * hw, x + at, hw, k, gamma[c0 + j], mg, mgx, fresh);
         }
+        if (c->grads.din[0]) bf16_pack(c->grads.din[0] + base, dx, K); /* rounded once, whole */
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
     for (size_t ch = 0; ch < C; ch++) {
@@ -231,6 +251,14 @@ static size_t gn_saved_bytes(const op_node *n) {
     return size_mul(n->p.norm.groups, 2 * sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* Two stages of a group per thread (gn_block_dy, gn_block_dx) where its gradients are stored packed. */
+static size_t gn_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    (void)m, (void)input_staged;
+    const size_t K = n->in_numel[0] / n->p.norm.groups, one = grad_stage_bytes_of(K);
+    size_t bytes;
+    return one != SIZE_MAX && size_mul(one, 2 * (size_t)(threads > 0 ? threads : 1), &bytes) ? bytes : SIZE_MAX;
+}
+
 static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
     (void)threads;
     size_t bytes;
@@ -241,10 +269,11 @@ static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_groupnorm_relu. */
 #define GN_TABLE                                                                                              \
-    .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_READS_PACKED,      \
+    .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_READS_PACKED |     \
+                                  OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,                               \
     .infer = gn_infer,                                                                                        \
     .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,         \
-    .workspace_bytes = gn_workspace_bytes, .regen = gn_regen
+    .workspace_bytes = gn_workspace_bytes, .grad_stage_bytes = gn_grad_stage_bytes, .regen = gn_regen
 
 const op_desc op_groupnorm = {GN_TABLE, .fold.relu_after = &op_groupnorm_relu};
 const op_desc op_groupnorm_relu = {GN_TABLE, .fold = {.unfolded = &op_groupnorm, .hides_values = true}};

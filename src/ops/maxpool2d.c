@@ -15,7 +15,10 @@
  * windows that tile the input exactly): it reads the values before the ReLU and applies ReLU's own expression
  * to each as it loads it, so it writes what pooling the ReLU's output writes, bit for bit; its backward masks
  * each output's gradient by y > 0 on its way to the argmax, as ReLU's backward would have. The ReLU's full-size
- * output is neither written nor kept (backward needs the pool's own output), and no pass runs over it. */
+ * output is neither written nor kept (backward needs the pool's own output), and no pass runs over it.
+ *
+ * Backward runs plane by plane; where the plan stores the gradients in bfloat16 (op_call.grads) each plane
+ * goes through a thread's float32 stages. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,8 +27,10 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/packed_grads.h"
 #include "kernels/relu_math.h"
 
 /* Below this many output elements a parallel loop costs more than it saves. */
@@ -224,47 +229,44 @@ static void pool_forward(const op_call *c) {
     }
 }
 
-/* dx += dy at each output's argmax, planes [lo, hi). Each plane's gradient lands only in its own input plane, so
- * planes run in parallel without races. The first writer of dx (fresh) zeroes each input plane just before
- * its scatter, while the plane is in cache, instead of the executor zeroing all of dx in a pass of its own. */
-static void pool_backward_planes(const pool_geom *p, float *dx, // (m, c, h, w)
-                                 const float *dy,               // (m, c, ho, wo)
-                                 const int32_t *arg,            // (m, c, ho, wo)
-                                 bool fresh, size_t lo, size_t hi) {
-    const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
-    for (size_t pl = lo; pl < hi; pl++) {
-        float *dxs = dx + (pl / p->c) * in_numel;
-        if (fresh) memset(dxs + (pl % p->c) * in_plane, 0, in_plane * sizeof *dxs);
-        for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) dxs[arg[o]] += dy[o];
-    }
+/* One plane's backward: its input gradient's plane, its output gradient's, the pool's output's (read where a
+ * ReLU is folded in) and its argmax indices, and base, the plane's first index within its sample (an argmax
+ * counts from the sample's start). The plane may lie in the gradient buffers or in a thread's stages. */
+typedef struct pool_plane {
+    float *dx;          // (h, w)
+    const float *dy;    // (ho, wo)
+    const float *y;     // (ho, wo), or NULL
+    const int32_t *arg; // (ho, wo)
+    size_t base;
+} pool_plane;
+
+/* dx += dy at each output's argmax. The first writer of dx (fresh) zeroes the plane just before its scatter,
+ * while it is in cache, instead of the executor zeroing all of dx in a pass of its own. */
+static void pool_backward_plane(const pool_geom *p, pool_plane q, bool fresh) {
+    const size_t out_plane = p->ho * p->wo;
+    if (fresh) memset(q.dx, 0, p->h * p->w * sizeof *q.dx);
+    for (size_t o = 0; o < out_plane; o++) q.dx[(size_t)q.arg[o] - q.base] += q.dy[o];
 }
 
-/* The folded ReLU's backward too, planes [lo, hi): ReLU's gradient of the pool's scatter, 0 + dy where y > 0
- * (the scatter's fresh buffer held 0 + dy at the argmax), else +0. Fresh: the plane zeroed, then that at each
- * argmax. Adding: every input element gets its term (+0 off the argmax), as ReLU's backward added one to each;
- * the windows tile the input exactly, so each element is in one window. */
-static void pool_relu_backward_planes(const pool_geom *p, float *dx, // (m, c, h, w)
-                                      const float *dy,               // (m, c, ho, wo)
-                                      const float *y,                // (m, c, ho, wo)
-                                      const int32_t *arg,            // (m, c, ho, wo)
-                                      bool fresh, size_t lo, size_t hi) {
-    const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
-    for (size_t pl = lo; pl < hi; pl++) {
-        float *dxs = dx + (pl / p->c) * in_numel, *dxp = dxs + (pl % p->c) * in_plane;
-        if (fresh) memset(dxp, 0, in_plane * sizeof *dxs);
-        for (size_t o = pl * out_plane; o < (pl + 1) * out_plane; o++) {
-            const float g = 0.0f + relu_grad(y[o], dy[o]);
-            if (fresh) {
-                dxs[arg[o]] = 0.0f + g;
-                continue;
-            }
-            const size_t oh = (o - pl * out_plane) / p->wo, ow = (o - pl * out_plane) % p->wo;
-            for (size_t i = 0; i < p->k; i++)
-                for (size_t j = 0; j < p->k; j++) {
-                    const size_t at = (oh * p->s + i) * p->w + ow * p->s + j;
-                    dxp[at] = dxp[at] + ((int32_t)(at + (pl % p->c) * in_plane) == arg[o] ? g : 0.0f);
-                }
+/* The folded ReLU's backward too: ReLU's gradient of the pool's scatter, 0 + dy where y > 0 (the scatter's
+ * fresh buffer held 0 + dy at the argmax), else +0. Fresh: the plane zeroed, then that at each argmax. Adding:
+ * every input element gets its term (+0 off the argmax), as ReLU's backward added one to each; the windows tile
+ * the input exactly, so each element is in one window. */
+static void pool_relu_backward_plane(const pool_geom *p, pool_plane q, bool fresh) {
+    const size_t out_plane = p->ho * p->wo;
+    if (fresh) memset(q.dx, 0, p->h * p->w * sizeof *q.dx);
+    for (size_t o = 0; o < out_plane; o++) {
+        const float g = 0.0f + relu_grad(q.y[o], q.dy[o]);
+        if (fresh) {
+            q.dx[(size_t)q.arg[o] - q.base] = 0.0f + g;
+            continue;
         }
+        const size_t oh = o / p->wo, ow = o % p->wo;
+        for (size_t i = 0; i < p->k; i++)
+            for (size_t j = 0; j < p->k; j++) {
+                const size_t at = (oh * p->s + i) * p->w + ow * p->s + j;
+                q.dx[at] = q.dx[at] + ((size_t)q.arg[o] == at + q.base ? g : 0.0f);
+            }
     }
 }
 
@@ -274,7 +276,6 @@ static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
     if (m == 0xFFFF) _mm512_storeu_ps(p, v);
     else _mm512_mask_storeu_ps(p, m, v);
 }
-
 /* A fresh dx of a 2x2 stride-2 pool tiling its input exactly, one output row (16 outputs at a time): each
  * output's window gets 0 + its gradient at the argmax and +0 elsewhere, written as the two input rows'
  * even and odd columns interleaved, the bits of zeroing the rows and adding the gradient at the argmax (or,
@@ -322,50 +323,82 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
     }
 }
 
-/* Fresh dx planes [lo, hi) of a 2x2 stride-2 pool tiling its input, row by row. */
-static AVX512 void pool22_backward_planes(const pool_geom *p, float *dx, const float *dy, const float *y,
-                                          const int32_t *arg, bool relu, size_t lo, size_t hi) {
-    const size_t in_plane = p->h * p->w, in_numel = p->c * in_plane, out_plane = p->ho * p->wo;
-    /* spilling whole vectors: the rows of [lo, hi) are consecutive memory, written in order, and each spill
-     * (under 16 values) stays within the next row pair (2w >= 16); never past the last pair of the part */
+/* A fresh dx plane of a 2x2 stride-2 pool tiling its input, row by row. Spilling whole vectors: the rows are
+ * consecutive memory, written in order, and each spill (under 16 values) stays within the next row pair
+ * (2w >= 16); past the plane's last pair only where the caller writes the next plane after it (spill_on). */
+static AVX512 void pool22_backward_plane(const pool_geom *p, pool_plane q, bool relu, bool spill_on) {
     const bool narrow = p->wo <= 16 && p->w >= 8;
-    for (size_t pl = lo; pl < hi; pl++) {
-        float *dxp = dx + (pl / p->c) * in_numel + (pl % p->c) * in_plane;
-        const size_t base = (pl % p->c) * in_plane;
-        for (size_t oh = 0; oh < p->ho; oh++) {
-            const size_t o = pl * out_plane + oh * p->wo;
-            pool22_backward_row(dxp + 2 * oh * p->w, dy + o, relu ? y + o : NULL, arg + o, p->w, p->wo,
-                                (int32_t)(base + 2 * oh * p->w), relu, narrow && (pl + 1 < hi || oh + 1 < p->ho));
-        }
+    for (size_t oh = 0; oh < p->ho; oh++) {
+        const size_t o = oh * p->wo;
+        pool22_backward_row(q.dx + 2 * oh * p->w, q.dy + o, relu ? q.y + o : NULL, q.arg + o, p->w, p->wo,
+                            (int32_t)(q.base + 2 * oh * p->w), relu, narrow && (spill_on || oh + 1 < p->ho));
     }
 }
 #endif
 
-static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh, size_t lo, size_t hi) {
+static void pool_backward_one(const op_call *c, const pool_geom *p, pool_plane q, bool fresh, bool spill_on) {
 #ifdef SNUG_AVX512
     if (fresh && p->k == 2 && p->s == 2 && p->pad == 0 && p->h % 2 == 0 && p->w % 2 == 0 && gemm_direct_has_avx512()) {
-        pool22_backward_planes(p, c->din[0], c->dout, c->out, c->saved, pool_is_relu(c), lo, hi);
+        pool22_backward_plane(p, q, pool_is_relu(c), spill_on);
         return;
     }
 #endif
-    if (pool_is_relu(c)) pool_relu_backward_planes(p, c->din[0], c->dout, c->out, c->saved, fresh, lo, hi);
-    else pool_backward_planes(p, c->din[0], c->dout, c->saved, fresh, lo, hi);
+    (void)spill_on;
+    if (pool_is_relu(c)) pool_relu_backward_plane(p, q, fresh);
+    else pool_backward_plane(p, q, fresh);
+}
+
+/* Planes [lo, hi) of the micro-batch; where the gradients are stored in bfloat16 (op_call.grads), each plane
+ * goes through the stages (dy's plane, then dx's) at `stage`: dy unpacked, dx unpacked where this call adds
+ * into it, and rounded as it is stored. Each plane's gradient lands only in its own input plane, so planes run
+ * in parallel without races. */
+static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh, size_t lo, size_t hi, float *stage) {
+    const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
+    float *sdy = stage, *sdx = stage ? stage + grad_stage_bytes_of(out_plane) / sizeof(float) : NULL;
+    for (size_t pl = lo; pl < hi; pl++) {
+        const pool_plane q = {.dx = c->din[0] ? c->din[0] + pl * in_plane : sdx,
+                              .dy = c->dout ? c->dout + pl * out_plane : sdy,
+                              .y = c->out ? c->out + pl * out_plane : NULL,
+                              .arg = (const int32_t *)c->saved + pl * out_plane,
+                              .base = (pl % p->c) * in_plane};
+        if (!c->dout) bf16_unpack(sdy, c->grads.dout + pl * out_plane, out_plane);
+        if (!c->din[0] && !fresh) bf16_unpack(sdx, c->grads.din[0] + pl * in_plane, in_plane);
+        pool_backward_one(c, p, q, fresh, c->din[0] && pl + 1 < hi);
+        if (!c->din[0]) bf16_pack(c->grads.din[0] + pl * in_plane, sdx, in_plane);
+    }
+}
+
+/* Thread t's stages (pool_grad_stage_bytes), or NULL without packed gradients. */
+static float *pool_stage(const op_call *c, const pool_geom *p, size_t t) {
+    if (!c->grads.stage) return NULL;
+    const size_t one = grad_stage_bytes_of(p->ho * p->wo) + grad_stage_bytes_of(p->h * p->w);
+    return (float *)(void *)((char *)c->grads.stage + t * one);
 }
 
 static void pool_backward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->node);
     const size_t planes = c->m * p.c;
     const bool fresh = c->din_fresh & 1u;
-    if (!c->din[0]) return;
+    if (!grad_din_wanted(c, 0)) return;
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * 4)) {
-        pool_backward_part(c, &p, fresh, 0, planes);
+        pool_backward_part(c, &p, fresh, 0, planes, pool_stage(c, &p, 0));
         return;
     }
-    #pragma omp parallel
+    #pragma omp parallel num_threads(c->threads > 0 ? c->threads : 1)
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        pool_backward_part(c, &p, fresh, planes * t / T, planes * (t + 1) / T);
+        pool_backward_part(c, &p, fresh, planes * t / T, planes * (t + 1) / T, pool_stage(c, &p, t));
     }
+}
+
+/* A plane's two stages per thread where the gradients are stored packed (pool_stage). */
+static size_t pool_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    (void)m, (void)input_staged;
+    const pool_geom p = pool_geom_of(n);
+    const size_t a = grad_stage_bytes_of(p.ho * p.wo), b = grad_stage_bytes_of(p.h * p.w);
+    size_t bytes;
+    return a != SIZE_MAX && b != SIZE_MAX && size_mul(a + b, (size_t)(threads > 0 ? threads : 1), &bytes) ? bytes
+                                                                                                          : SIZE_MAX;
 }
 
 static double pool_flops(const op_node *n) {
@@ -393,8 +426,10 @@ static bool pool_takes_relu(const op_node *n) {
 #define POOL_OP(FLAGS)                                                                                          \
     .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                        \
     .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                            \
-    .workspace_bytes = pool_workspace_bytes
-const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH),
+    .workspace_bytes = pool_workspace_bytes, .grad_stage_bytes = pool_grad_stage_bytes
+#define POOL_GRADS (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED)
+const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH | POOL_GRADS),
                               .fold = {.relu_before = &op_maxpool2d_relu, .relu_before_fits = pool_takes_relu}};
 /* Backward reads its own output: the ReLU's mask is y > 0. */
-const op_desc op_maxpool2d_relu = {POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT), .fold.unfolded = &op_maxpool2d};
+const op_desc op_maxpool2d_relu = {POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT | POOL_GRADS),
+                                   .fold.unfolded = &op_maxpool2d};

@@ -47,6 +47,11 @@ enum {
                                    sample into the stage regen_stage_bytes sizes */
     OP_WRITES_PACKED = 1u << 14,/* forward can write its output in bfloat16 only (op_call.packed.out) for
                                    readers that all read it packed: a concatenation of rounded values */
+    OP_GRAD_READS_PACKED = 1u << 15, /* backward can read its output's gradient from a bfloat16 buffer
+                                   (op_call.grads.dout): a sample (or block) at a time into a float32 stage */
+    OP_GRAD_WRITES_PACKED = 1u << 16,/* backward can write its inputs' gradients into bfloat16 buffers
+                                   (op_call.grads.din): computed in float32 in a stage (from the buffer's
+                                   values where it adds into them), rounded as it is stored */
 };
 
 /* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
@@ -55,6 +60,15 @@ typedef struct op_packed_io {
     const uint16_t *in[NODE_MAX_INPUTS];
     uint16_t *out;
 } op_packed_io;
+
+/* bf16 backward where the plan stores activation gradients in bfloat16 (plan.grad_packed, plan/packed_grads.c):
+ * these stand in for dout and din[i] (then NULL), and stage is the float32 scratch the op sized with
+ * op_desc.grad_stage_bytes (ops/packed_grads.h reads and writes a sample through it). */
+typedef struct op_packed_grads {
+    const uint16_t *dout;
+    uint16_t *din[NODE_MAX_INPUTS];
+    void *stage;
+} op_packed_grads;
 
 /* The matrix product a plan's linear layers take: the plan's choice (plan/products.c, from its request and the
  * CPU), never the process's, so that a plan depends only on its graph, its request and the machine. */
@@ -94,6 +108,8 @@ typedef struct op_call {
                                           in the call a consumer's regen receives) */
     op_packed_io packed;               /* forward of an OP_FORWARD_READS_PACKED op in a bf16 plan: the inputs
                                           (and the output) it reads (writes) in bfloat16 only */
+    op_packed_grads grads;             /* backward in a bf16 plan: the gradients it reads (writes) in bfloat16
+                                          only (OP_GRAD_READS_PACKED, OP_GRAD_WRITES_PACKED) */
     const struct op_call *regen;       /* backward of an OP_REGEN_INPUT op whose plan regenerates its input
                                           (plan.regen): the producer's own backward call, whose op_desc.regen
                                           writes any sample of in[0]; in[0] is then NULL. Else NULL. */
@@ -179,6 +195,12 @@ typedef struct op_desc {
      * regenerated input samples at micro-batch m (SIZE_MAX on overflow; 0: this node cannot regenerate its
      * input). The planner adds them where it regenerates that node's input. */
     size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads);
+    /* Ops with OP_GRAD_READS_PACKED or OP_GRAD_WRITES_PACKED: the float32 stage (op_call.grads.stage) their
+     * backward needs at micro-batch m to read and write packed gradients (SIZE_MAX on overflow); NULL for
+     * none (they convert in blocks on the stack). The planner adds it where it packs one of them.
+     * input_staged: the plan also gives backward regen_stage_bytes for its input (op_call.regen or
+     * op_call.in_packed), which the op may reuse for a gradient once it is done with the input. */
+    size_t (*grad_stage_bytes)(const op_node *n, size_t m, int threads, bool input_staged);
     /* Ops whose kernels the plan's matrix product decides (op_call.product): their sizes for each choice, in
      * place of workspace_bytes, bf16_workspace_bytes, pending_bytes, bf16_pending_bytes and regen_stage_bytes
      * (then NULL). NULL for every other op. */

@@ -86,8 +86,8 @@ static size_t candidate_ceiling(const search *s) {
 }
 
 static plan_variant leading(const search *s, size_t every, bool selective, int recomputed) {
-    return (plan_variant){{SNUG_CHECKPOINT_EVERY, every}, selective, recomputed, 0, false, false, s->how.bf16, false,
-                          s->how.product};
+    return (plan_variant){.policy = {SNUG_CHECKPOINT_EVERY, every}, .selective = selective,
+                          .recomputed_segments = recomputed, .bf16 = s->how.bf16, .product = s->how.product};
 }
 
 /* s->lead for (every, selective); false when memory runs out (then plan_segment answers). */

@@ -91,9 +91,10 @@ size_t snug_plan_buffer_count(const snug_plan *sp) {
 }
 
 static void arena_buffer(const snug_plan *sp, size_t i, snug_plan_buffer_info *b) {
-    static const char *const what[2][4] = {{"output", "gradient", "saved", "packed output"},
-                                           {"recomputed output", "gradient", "recomputed saved", "packed output"}};
-    static const char *const dtype[4] = {"fp32", "fp32", "own", "bf16"};
+    static const char *const what[2][5] = {
+        {"output", "gradient", "saved", "packed output", "packed gradient"},
+        {"recomputed output", "gradient", "recomputed saved", "packed output", "packed gradient"}};
+    static const char *const dtype[5] = {"fp32", "fp32", "own", "bf16", "bf16"};
     const act_buffer *x = &sp->p.bufs[i];
     const bool unpacked = x->kind == ACT_VALUE && sp->p.value_bwd[sp->g->nodes[x->node].output] == (int)i;
     *b = (snug_plan_buffer_info){

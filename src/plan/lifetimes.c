@@ -4,6 +4,7 @@
  * (linear and conv2d their input, ReLU its output); gradients from the first backward step that adds into them
  * to the backward of their producer. An element-wise layer writes over its input when that input dies at this
  * very step (ReLU in place). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,7 +56,13 @@ static bool create_buffers(const snug_graph *g, plan *p) {
          * saved buffer, kept from forward to backward, read by the recompute. */
         if (saved && rec && !per_batch && !(n->op->flags & OP_REPLAYS_SAVED))
             p->saved_rec[i] = plan_add_buf(p, i, ACT_SAVED, true, saved_bytes);
-        if (needs_grad(g, i)) p->grad[n->output] = plan_add_buf(p, i, ACT_GRAD, false, value);
+        if (needs_grad(g, i) && p->grad_packed[n->output]) { /* bf16: half the bytes (plan/packed_grads.c) */
+            size_t half;
+            if (!batch_bytes(g->tensors[n->output].numel, p->m, sizeof(uint16_t), &half)) return false;
+            p->grad[n->output] = plan_add_buf(p, i, ACT_GRAD_PACKED, false, half);
+        } else if (needs_grad(g, i)) {
+            p->grad[n->output] = plan_add_buf(p, i, ACT_GRAD, false, value);
+        }
         if (p->n_bufs > 0 && p->bufs == NULL) return false;
     }
     return true;
@@ -141,7 +148,9 @@ static void share_in_place(const snug_graph *g, plan *p) {
 static bool gradient_continues(const snug_graph *g, const plan *p, const graph_node *n, int s) {
     const snug_tensor in0 = graph_base_tensor(g, n->inputs[0]);
     const int gin = p->grad[in0], gout = p->grad[n->output];
-    if (gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes) return false;
+    if (gin < 0 || gout < 0 || p->bufs[gin].first != s || p->bufs[gin].bytes != p->bufs[gout].bytes ||
+        p->bufs[gin].kind != p->bufs[gout].kind)
+        return false;
     bool repeated = false; /* add(x, x): x's gradient needs dy twice, so it cannot be dy's memory */
     for (int i = 1; i < n->n_inputs; i++) repeated |= graph_base_tensor(g, n->inputs[i]) == in0;
     if (n->op->flags & OP_GRAD_PASSTHROUGH) return !repeated;

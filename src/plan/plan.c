@@ -64,7 +64,8 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     return ok && plan_across_window(g, p, false) && plan_across_window(g, p, true);
 }
 
-size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
+/* The op's own workspace and its input's stages. */
+static size_t node_workspace_and_stages(const snug_graph *g, const plan *p, int i) {
     const graph_node *n = &g->nodes[i];
     size_t w = plan_op_workspace(n, &p->variant, p->m, p->threads);
     /* a regenerated (or unpacked) input's stages come after the op's own workspace */
@@ -72,6 +73,18 @@ size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
         !size_add(w, plan_op_stage(n, &p->variant, p->m, p->threads), &w))
         w = (size_t)-1;
     return w;
+}
+
+size_t plan_node_grad_stage_at(const snug_graph *g, const plan *p, int i) {
+    size_t w = node_workspace_and_stages(g, p, i);
+    return w == (size_t)-1 || !size_align(w, 64, &w) ? (size_t)-1 : w;
+}
+
+size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
+    const size_t stage = plan_node_grad_stage(g, p, i);
+    size_t w = plan_node_grad_stage_at(g, p, i);
+    if (w == (size_t)-1 || stage == SIZE_MAX || !size_add(w, stage, &w)) return (size_t)-1;
+    return stage ? w : node_workspace_and_stages(g, p, i); /* no stage: nothing to align */
 }
 
 static bool plan_totals(plan *p) {
@@ -171,6 +184,26 @@ static bool plan_tables(const snug_graph *g, plan *p) {
            p->packed && p->value_bwd;
 }
 
+/* *p, or the plan of variant u where that is smaller (or as small, where ties go to u); on failure *p is
+ * freed. Under a ceiling the comparison still takes the plan_build one where it is at most the ceiling: a total
+ * over the ceiling is at least the bound over it. */
+static snug_status keep_leaner(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                               const plan_variant *u, bool ties_to_u, size_t ceiling, plan *p, snug_error *err) {
+    plan q;
+    const snug_status s = plan_build_under(g, m, threads, optim, u, ceiling, &q, err);
+    if (s != SNUG_OK) {
+        plan_free(p);
+        return s;
+    }
+    if (q.total < p->total || (ties_to_u && q.total == p->total)) {
+        plan_free(p);
+        *p = q;
+    } else {
+        plan_free(&q);
+    }
+    return SNUG_OK;
+}
+
 /* bf16: the plan without packed copies instead of *p where that is smaller. Packing is lossless (every value is
  * rounded as it is made), so both give the same bits; it lowers the peak where kept outputs make it, not where
  * float32 gradients do (a small CNN's first convolution), and there its copies only take room. */
@@ -178,21 +211,23 @@ static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int thread
                                        const plan_variant *v, size_t ceiling, plan *p, snug_error *err) {
     plan_variant u = *v;
     u.no_packing = true;
-    plan q;
-    /* under a ceiling, the comparison below still takes the plan_build one where it is at most the ceiling:
-     * a total over the ceiling is at least the bound over it */
-    const snug_status s = plan_build_under(g, m, threads, optim, &u, ceiling, &q, err);
-    if (s != SNUG_OK) {
-        plan_free(p);
-        return s;
+    return keep_leaner(g, m, threads, optim, &u, false, ceiling, p, err);
+}
+
+/* bf16: the plan with float32 activation gradients instead of *p where that is at most as large (planned with
+ * its own comparison above): rounding gradients adds error, so it must pay in bytes. */
+static snug_status keep_leaner_grads(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
+                                     const plan_variant *v, size_t ceiling, plan *p, snug_error *err) {
+    bool any = false;
+    for (int t = 0; t < g->n_tensors && !any; t++) any = p->grad_packed[t];
+    if (any && v->grad_packing_anyway) return SNUG_OK;
+    plan_variant u = *v;
+    u.no_grad_packing = true;
+    if (!any) { /* nothing packed: *p is the plan without, to be compared with no packing */
+        p->variant.no_grad_packing = true;
+        return keep_leaner_packing(g, m, threads, optim, &u, ceiling, p, err);
     }
-    if (q.total < p->total) {
-        plan_free(p);
-        *p = q;
-    } else {
-        plan_free(&q);
-    }
-    return SNUG_OK;
+    return keep_leaner(g, m, threads, optim, &u, true, ceiling, p, err);
 }
 
 /* The totals with the live peak in place of the arena: a lower bound, since buffers live at one step never share
@@ -226,7 +261,7 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
     if (!plan_reads_init(g, &reads)) return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     snug_status s = plan_segment(g, &reads, v, &p->seg);
     bool ok = s == SNUG_OK && plan_tables(g, p) && plan_regen(g, &reads, p) && plan_packed_inputs(g, p) &&
-              plan_schedule(g, p);
+              plan_packed_grads(g, p) && plan_schedule(g, p);
     plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
@@ -243,7 +278,9 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
         return snug_fail(err, SNUG_E_OOM, "out of memory while planning model '%s'", g->name);
     }
     plan_flops(g, p);
-    return v->bf16 && !v->no_packing ? keep_leaner_packing(g, m, threads, optim, v, ceiling, p, err) : SNUG_OK;
+    if (!v->bf16 || v->no_packing) return SNUG_OK;
+    return v->no_grad_packing ? keep_leaner_packing(g, m, threads, optim, v, ceiling, p, err)
+                              : keep_leaner_grads(g, m, threads, optim, v, ceiling, p, err);
 }
 
 snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err) {
@@ -281,6 +318,7 @@ void plan_free(plan *p) {
     free(p->packed_in);
     free(p->fwd_packed);
     free(p->packed_only);
+    free(p->grad_packed);
     free(p->live_at);
     memset(p, 0, sizeof *p);
 }

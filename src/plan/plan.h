@@ -22,6 +22,8 @@ typedef enum act_kind {
     ACT_SAVED,     /* what an op keeps beyond its input and output (argmax, probabilities) */
     ACT_PACKED,    /* bf16: a node's output kept for backward in bfloat16, from its forward step to the first
                       step after forward that reads it (plan/packing.c) */
+    ACT_GRAD_PACKED, /* bf16: the gradient of a node's output stored in bfloat16, in place of its ACT_GRAD,
+                        where its reader and every writer take it so (plan/packed_grads.c) */
 } act_kind;
 
 typedef struct act_buffer {
@@ -51,6 +53,10 @@ typedef struct plan_variant {
     bool no_packing;                /* bf16 without packed copies: the same bits; plan_build takes it where
                                        packing does not lower the total (the peak is float32 gradients) */
     op_product product;             /* the linear layers' product (plan_compute_of) */
+    bool no_grad_packing;           /* bf16 with float32 activation gradients: plan_build takes it where packing
+                                       gradients does not lower the total (the same bits as before it) */
+    bool grad_packing_anyway;       /* bf16: packed gradients wherever the ops take them, even where they lower
+                                       nothing (comparisons, and tests of the paths they take) */
 } plan_variant;
 
 /* How a plan computes, whatever its checkpointing: its number format and its linear layers' product. */
@@ -97,6 +103,9 @@ typedef struct plan {
     bool round_input;                 /* bf16: the input batch is rounded to bfloat16 before the first layer
                                          (not where a layer reads it as token indices) */
     int *grad;                        /* per tensor: buffer of its gradient, -1 if none */
+    bool *grad_packed;                /* bf16, per tensor: its gradient is stored in bfloat16 (ACT_GRAD_PACKED):
+                                         its producer's backward reads it and every reader's backward writes it
+                                         packed (op_call.grads) */
     int *saved_fwd, *saved_rec;       /* per node */
     size_t arena_bytes;
     bool unplaced;                    /* planned under a ceiling (plan_build_under) with its offsets not (or not
@@ -255,6 +264,14 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p);
 /* bf16: the layers whose backward reads its input from the packed copy (before the fixed blocks: they need a
  * stage of workspace). */
 bool plan_packed_inputs(const snug_graph *g, plan *p);
+/* bf16 (plan/packed_grads.c): which activation gradients are stored in bfloat16 (before the buffers and the
+ * fixed blocks: it halves the ones and adds stages to the other). */
+bool plan_packed_grads(const snug_graph *g, plan *p);
+/* Whether node i's backward reads or writes a packed gradient, and the stage bytes it needs then (else 0). */
+bool plan_node_packs_grads(const snug_graph *g, const plan *p, int i);
+size_t plan_node_grad_stage(const snug_graph *g, const plan *p, int i);
+/* Where in the workspace node i's gradient stage begins: after its own workspace and its input's stages. */
+size_t plan_node_grad_stage_at(const snug_graph *g, const plan *p, int i);
 /* bf16: whether the input batch is rounded (not where a layer reads it as indices). */
 bool plan_rounds_input(const snug_graph *g, const plan *p);
 /* Greedy by size into one arena (plan/arena.c), after plan_live_peak. Sizing only (a search that keeps the plan

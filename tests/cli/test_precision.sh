@@ -31,6 +31,11 @@ grep -qE -- ' packed output +bf16' "$OUT" || fail "--layers lists no packed bf16
 grep -qE -- 'unpacked output +fp32' "$OUT" || fail "--layers lists no unpacked fp32 output"
 expect_in "$OUT" "dtype"
 
+plan "unet at batch 8 in bf16: activation gradients stored in bfloat16 too" --model unet --batch 8 \
+    --micro-batch 8 --optim adamw --precision bf16 --layers
+expect_rc 0
+grep -qE -- ' packed gradient +bf16' "$OUT" || fail "--layers lists no packed bf16 gradient"
+
 plan "--json names the precision" --model cnn --batch 16 --precision bf16 --json
 expect_rc 0
 expect_in "$OUT" '"precision":	"bf16"'

@@ -1,0 +1,62 @@
+/* bfloat16 activation gradients in the plan. In a bf16 plan backward's peak is made of float32 gradients beside
+ * the packed outputs (a UNet's decoder top: a convolution's output gradient and the concatenation's gradient it
+ * writes, each a full-resolution tensor). A gradient is stored in bfloat16 (ACT_GRAD_PACKED, half the bytes)
+ * where every op that touches it can take it so: its producer's backward reads it a sample at a time into a
+ * float32 stage (OP_GRAD_READS_PACKED), and every reader's backward computes its share in float32 and rounds it
+ * as it stores it (OP_GRAD_WRITES_PACKED; a second writer of a fan-out gradient unpacks, adds and rounds). No
+ * op then holds a float32 copy of a packed gradient beyond one sample per thread, and a gradient nobody can
+ * take packed stays float32 whole: no conversion passes, no second instance.
+ *
+ * Rounding a gradient adds an error (at most 2^-9 relative per rounding, as rounding a value), so plan_build
+ * keeps the plan with float32 gradients where packing them lowers nothing: the same bits as without it. */
+#include <stdlib.h>
+
+#include "core/checked.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+
+/* Whether every reader of t writes its gradient packed, and one does: reading all of t (itself, or a view of the
+ * whole of it, as a folded ReLU's), since a reader's input gradient is bound at the start of t's. */
+static bool readers_write_packed(const snug_graph *g, snug_tensor t) {
+    bool any = false;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            const snug_tensor in = g->nodes[i].inputs[j];
+            if (graph_base_tensor(g, in) != t || (g->nodes[i].op->flags & OP_IS_VIEW)) continue;
+            if (g->tensors[in].numel != g->tensors[t].numel || !(g->nodes[i].op->flags & OP_GRAD_WRITES_PACKED))
+                return false;
+            any = true;
+        }
+    return any;
+}
+
+/* Whether tensor t's gradient can be packed: a layer's output (not the data, not a view, not the logits, whose
+ * gradient the loss writes in float32) whose producer reads its gradient packed and whose readers write it so. */
+static bool grad_packable(const snug_graph *g, snug_tensor t) {
+    const int producer = g->tensors[t].producer;
+    const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
+    if (producer < 0 || producer == g->input_node || t == logits || graph_base_tensor(g, t) != t) return false;
+    return (g->nodes[producer].op->flags & OP_GRAD_READS_PACKED) && readers_write_packed(g, t);
+}
+
+bool plan_packed_grads(const snug_graph *g, plan *p) {
+    p->grad_packed = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *p->grad_packed);
+    if (!p->grad_packed) return false;
+    if (!p->variant.bf16 || p->variant.no_packing || p->variant.no_grad_packing) return true;
+    for (int t = 0; t < g->n_tensors; t++) p->grad_packed[t] = grad_packable(g, t);
+    return true;
+}
+
+bool plan_node_packs_grads(const snug_graph *g, const plan *p, int i) {
+    const graph_node *n = &g->nodes[i];
+    if (!p->grad_packed || n->op->flags & (OP_IS_INPUT | OP_IS_VIEW)) return false;
+    bool any = p->grad_packed[n->output];
+    for (int j = 0; j < n->n_inputs; j++) any |= p->grad_packed[graph_base_tensor(g, n->inputs[j])];
+    return any;
+}
+
+size_t plan_node_grad_stage(const snug_graph *g, const plan *p, int i) {
+    const graph_node *n = &g->nodes[i];
+    if (!plan_node_packs_grads(g, p, i) || !n->op->grad_stage_bytes) return 0;
+    return n->op->grad_stage_bytes(n, p->m, p->threads, (p->regen[i] || p->packed_in[i]) && plan_op_has_stage(n));
+}
