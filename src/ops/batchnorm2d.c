@@ -25,6 +25,7 @@
 #include "kernels/bf16.h"
 #include "kernels/norm_relu.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -187,6 +188,7 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
     const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                        c->node->op == &op_batchnorm2d_relu);
     bn_apply_channel(y, x, c->m, C * hw, hw, k);
+    for (size_t n = 0; n < c->m; n++) op_round_output(c, n * C * hw + ch * hw, hw);
 }
 
 static void bn_forward(const op_call *c) {
@@ -275,7 +277,7 @@ static size_t bn_workspace_bytes(const op_node *n, size_t m, int threads) {
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_batchnorm2d_relu. */
 #define BN_TABLE                                                                                              \
-    .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                      \
+    .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT, .infer = bn_infer,   \
     .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,         \
     .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes, .regen = bn_regen
 

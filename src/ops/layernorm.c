@@ -11,6 +11,7 @@
 #include "core/parallel.h"
 #include "kernels/bf16.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -82,8 +83,10 @@ static void ln_forward(const op_call *c) {
     float *y = c->out;             // (rows, C)
     float *stat = c->saved;        // (rows, 2): mean, invstd
     #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN && par_pays_floats(4 * rows * C))
-    for (size_t r = 0; r < rows; r++)
+    for (size_t r = 0; r < rows; r++) {
         ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps, c->recompute);
+        op_round_output(c, r * C, C);
+    }
 }
 
 /* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
@@ -171,7 +174,7 @@ static size_t ln_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_layernorm = {
     .kind = "layernorm",
-    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = ln_infer,
     .forward = ln_forward,
     .backward = ln_backward,

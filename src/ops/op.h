@@ -47,6 +47,10 @@ enum {
                                    sample into the stage regen_stage_bytes sizes */
     OP_WRITES_PACKED = 1u << 14,/* forward can write its output in bfloat16 only (op_call.packed.out) for
                                    readers that all read it packed: a concatenation of rounded values */
+    OP_ROUNDS_OUTPUT = 1u << 15,/* bf16 forward honours op_call.packed.round: the op rounds its output (and
+                                   writes its packed copy, packed.copy) while the values it just wrote are
+                                   still in cache, instead of the executor's pass over the whole output
+                                   (ops/round_output.h) */
 };
 
 /* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
@@ -54,6 +58,10 @@ enum {
 typedef struct op_packed_io {
     const uint16_t *in[NODE_MAX_INPUTS];
     uint16_t *out;
+    /* OP_ROUNDS_OUTPUT in a bf16 forward (and a recompute's): round says the op rounds out itself through
+     * op_round_output, copy (or NULL) is the packed copy of out the plan keeps, written in the same pass. */
+    bool round;
+    uint16_t *copy;
 } op_packed_io;
 
 /* The matrix product a plan's linear layers take: the plan's choice (plan/products.c, from its request and the
