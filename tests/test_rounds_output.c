@@ -33,6 +33,11 @@ static snug_graph *conv_one_channel(void) { return conv_graph(1, 28, 32, 3, 1); 
 static snug_graph *conv_stride2(void) { return conv_graph(8, 12, 16, 3, 2); }
 static snug_graph *conv_lowered(void) { return conv_graph(4, 10, 6, 5, 1); } /* 5x5: the lowered product */
 static snug_graph *conv_pointwise(void) { return conv_graph(8, 9, 12, 1, 1); }
+static snug_graph *conv_transpose(void) { /* a UNet's up-convolution */
+    snug_graph *g = snug_graph_new("t");
+    snug_conv_transpose2d(g, "op", snug_input(g, "x", 8, 6, 6), 4, 2, 2, 0);
+    return g;
+}
 static snug_graph *maxpool(void) {
     snug_graph *g = snug_graph_new("t");
     snug_maxpool2d(g, "op", snug_input(g, "x", 6, 14, 14), 2, 2);
@@ -85,6 +90,16 @@ static snug_graph *layernorm(void) {
     snug_layernorm(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 6), 11, 40), 1e-5f);
     return g;
 }
+static snug_graph *linear(void) { /* rows of one sample (the mlp's) */
+    snug_graph *g = snug_graph_new("t");
+    snug_linear(g, "op", snug_flatten(g, "flat", snug_input(g, "x", 3, 5, 7)), 40);
+    return g;
+}
+static snug_graph *linear_tokens(void) { /* 20 rows a sample (a sequence's tokens) */
+    snug_graph *g = snug_graph_new("t");
+    snug_linear(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 24), 40);
+    return g;
+}
 static snug_graph *batchnorm(void) {
     snug_graph *g = snug_graph_new("t");
     snug_batchnorm2d(g, "op", snug_input(g, "x", 6, 7, 7), 1e-5f, 0.1f);
@@ -98,13 +113,14 @@ static snug_graph *batchnorm_relu(void) {
 
 /* A fixture of node "op" for a bf16 forward: its inputs rounded (the values a bf16 run feeds it) and a
  * workspace sized as a bf16 plan sizes it. */
-static void bf16_fixture(op_fixture *f, graph_fn make, size_t m, int threads, uint64_t seed) {
+static void bf16_fixture(op_fixture *f, graph_fn make, op_product product, size_t m, int threads, uint64_t seed) {
     snug_graph *g = make();
     op_fixture_init(f, g, graph_find_node(g, "op"), m, threads, FILL_PLAIN, seed);
     assert_true(f->op->flags & OP_ROUNDS_OUTPUT);
     for (int i = 0; i < f->n_in; i++)
         if (f->owner[i] == i) bf16_round_floats(f->x[i], f->x[i], m * f->in_n[i]);
-    const plan_variant v = {.product = f->c.product, .bf16 = true};
+    f->c.product = product;
+    const plan_variant v = {.product = product, .bf16 = true};
     free(f->work);
     f->work = op_test_xmalloc(plan_op_workspace(f->node, &v, m, threads));
     f->c.work = f->work;
@@ -126,13 +142,13 @@ static void run_forward(op_fixture *f, bool recompute) {
     f->op->forward(&f->c);
 }
 
-static void expect_fused_equals_unfused(graph_fn make) {
+static void expect_fused_equals_unfused(graph_fn make, op_product product) {
     const size_t ms[] = {1, 5};
     for (size_t im = 0; im < 2; im++)
         for (int threads = 1; threads <= 2; threads++) {
             const size_t m = ms[im];
             op_fixture f;
-            bf16_fixture(&f, make, m, threads, 4200 + m + (uint64_t)threads);
+            bf16_fixture(&f, make, product, m, threads, 4200 + m + (uint64_t)threads);
             const size_t n = m * f.out_n;
             float *want = op_test_xmalloc(n * sizeof *want);
             bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed);
@@ -159,12 +175,13 @@ static void expect_fused_equals_unfused(graph_fn make) {
 }
 
 #define ROUNDS(name)                                                                                            \
-    static void test_##name(void **state) { (void)state, expect_fused_equals_unfused(name); }
+    static void test_##name(void **state) { (void)state, expect_fused_equals_unfused(name, op_test_product()); }
 ROUNDS(conv_direct)
 ROUNDS(conv_one_channel)
 ROUNDS(conv_stride2)
 ROUNDS(conv_lowered)
 ROUNDS(conv_pointwise)
+ROUNDS(conv_transpose)
 ROUNDS(maxpool)
 ROUNDS(maxpool_relu)
 ROUNDS(maxpool_odd)
@@ -176,19 +193,29 @@ ROUNDS(groupnorm)
 ROUNDS(groupnorm_relu)
 ROUNDS(layernorm)
 ROUNDS(batchnorm)
+ROUNDS(linear)
+ROUNDS(linear_tokens)
+/* a bf16 plan's product where the CPU has AVX512_BF16 (the portable kernel elsewhere) */
+static void test_linear_bgemm(void **state) {
+    (void)state;
+    expect_fused_equals_unfused(linear, OP_PRODUCT_BGEMM);
+    expect_fused_equals_unfused(linear_tokens, OP_PRODUCT_BGEMM);
+}
 ROUNDS(batchnorm_relu)
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_direct),  cmocka_unit_test(test_conv_one_channel),
         cmocka_unit_test(test_conv_stride2), cmocka_unit_test(test_conv_lowered),
-        cmocka_unit_test(test_conv_pointwise), cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_conv_pointwise), cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_maxpool),
         cmocka_unit_test(test_maxpool_relu), cmocka_unit_test(test_maxpool_odd),
         cmocka_unit_test(test_relu),          cmocka_unit_test(test_gelu),
         cmocka_unit_test(test_add),           cmocka_unit_test(test_add_relu),
         cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_groupnorm_relu),
         cmocka_unit_test(test_layernorm),     cmocka_unit_test(test_batchnorm),
-        cmocka_unit_test(test_batchnorm_relu),
+        cmocka_unit_test(test_batchnorm_relu), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include "kernels/gemm_direct.h"
 #include "kernels/im2col.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 
 #define CONVT_ALIGN ((size_t)64)
 
@@ -217,10 +218,13 @@ static void convt_forward(const op_call *c) {
         for (size_t n = 0; n < m; n++) {
             float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * slot);
             convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
+            op_round_output(c, n * out_n, out_n);
         }
     } else {
-        for (size_t n = 0; n < m; n++)
+        for (size_t n = 0; n < m; n++) {
             convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work);
+            op_round_output(c, n * out_n, out_n);
+        }
     }
 }
 
@@ -324,7 +328,7 @@ static size_t convt_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_conv_transpose2d = {
     .kind = "conv_transpose2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = convt_infer,
     .forward = convt_forward,
     .backward = convt_backward,

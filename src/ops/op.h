@@ -113,8 +113,9 @@ typedef struct op_call {
     uint64_t micro;                    /* the micro-batch's first sample, counted within the global batch */
     bool training;                     /* false in evaluation: dropout is the identity, BatchNorm uses its
                                           running statistics */
-    bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the executor
-                                          does it after forward): what regen writes is rounded the same way */
+    bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the op itself
+                                          where packed.round says so, else the executor after forward): what
+                                          regen writes is rounded the same way */
     op_product product;                /* the plan's matrix product (ops with op_desc.by_product) */
     bool recompute;                    /* this forward replays a checkpointed segment: it must write the same
                                           output bits and change no state (BatchNorm reuses the statistics it

@@ -10,6 +10,12 @@ void op_round_output(const op_call *c, size_t lo, size_t n) {
     else bf16_round_floats(c->out + lo, c->out + lo, n);
 }
 
+void op_round_output_whole(const op_call *c, size_t n) {
+    if (!c->packed.round) return;
+    if (c->packed.copy) bf16_round_pack_par(c->out, c->packed.copy, n);
+    else bf16_round_floats_par(c->out, c->out, n);
+}
+
 typedef struct forward_args {
     const op_call *c;
     ew_unary_fn unary;

@@ -14,6 +14,9 @@
 /* out[lo, lo + n) rounded in place and packed into packed.copy where there is one, where packed.round asks for
  * it; else nothing. */
 void op_round_output(const op_call *c, size_t lo, size_t n);
+/* The same over out[0, n) in one pass spread over the threads (the executor's pass), for a path of an op whose
+ * kernel has no part of its output in cache to round (a product of the BLAS). */
+void op_round_output_whole(const op_call *c, size_t n);
 
 /* The forward of an element-wise op: out = f(in[0]) (out = f(in[0], in[1])) over len elements through the
  * element-wise driver, each chunk rounded as it is made (op_round_output). */
