@@ -100,6 +100,12 @@ static snug_graph *linear_tokens(void) { /* 20 rows a sample (a sequence's token
     snug_linear(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 24), 40);
     return g;
 }
+static snug_graph *attention(void) { /* 20 tokens, 2 heads of 8 */
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 16);
+    snug_causal_self_attention(g, "op", snug_linear(g, "qkv", x, 48), 2);
+    return g;
+}
 static snug_graph *batchnorm(void) {
     snug_graph *g = snug_graph_new("t");
     snug_batchnorm2d(g, "op", snug_input(g, "x", 6, 7, 7), 1e-5f, 0.1f);
@@ -194,6 +200,7 @@ ROUNDS(groupnorm_relu)
 ROUNDS(layernorm)
 ROUNDS(batchnorm)
 ROUNDS(linear)
+ROUNDS(attention)
 ROUNDS(linear_tokens)
 /* a bf16 plan's product where the CPU has AVX512_BF16 (the portable kernel elsewhere) */
 static void test_linear_bgemm(void **state) {
@@ -216,6 +223,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm),     cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_batchnorm_relu), cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
+        cmocka_unit_test(test_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
