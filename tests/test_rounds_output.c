@@ -106,6 +106,16 @@ static snug_graph *attention(void) { /* 20 tokens, 2 heads of 8 */
     snug_causal_self_attention(g, "op", snug_linear(g, "qkv", x, 48), 2);
     return g;
 }
+static snug_graph *embedding(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_embedding(g, "op", snug_input_tokens(g, "tokens", 20), 11, 24);
+    return g;
+}
+static snug_graph *position_embedding(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_position_embedding(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 24), 32);
+    return g;
+}
 static snug_graph *batchnorm(void) {
     snug_graph *g = snug_graph_new("t");
     snug_batchnorm2d(g, "op", snug_input(g, "x", 6, 7, 7), 1e-5f, 0.1f);
@@ -125,6 +135,8 @@ static void bf16_fixture(op_fixture *f, graph_fn make, op_product product, size_
     assert_true(f->op->flags & OP_ROUNDS_OUTPUT);
     for (int i = 0; i < f->n_in; i++)
         if (f->owner[i] == i) bf16_round_floats(f->x[i], f->x[i], m * f->in_n[i]);
+    if (f->op->flags & OP_READS_INDICES) /* tokens, every row of the table in turn */
+        for (size_t j = 0; j < m * f->in_n[0]; j++) f->x[0][j] = (float)((j * 7) % f->node->p.embedding.vocab);
     f->c.product = product;
     const plan_variant v = {.product = product, .bf16 = true};
     free(f->work);
@@ -201,6 +213,8 @@ ROUNDS(layernorm)
 ROUNDS(batchnorm)
 ROUNDS(linear)
 ROUNDS(attention)
+ROUNDS(embedding)
+ROUNDS(position_embedding)
 ROUNDS(linear_tokens)
 /* a bf16 plan's product where the CPU has AVX512_BF16 (the portable kernel elsewhere) */
 static void test_linear_bgemm(void **state) {
@@ -223,7 +237,8 @@ int main(void) {
         cmocka_unit_test(test_layernorm),     cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_batchnorm_relu), cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
-        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_position_embedding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
