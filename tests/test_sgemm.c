@@ -5,7 +5,9 @@
  * and a transposed A and B, the three starts (zero, C itself, a bias per column), leading dimensions wider than
  * the rows whose padding must stay untouched; the same bits on 1, 2 and 3 threads; the bits of gemm_direct for
  * the same product (the linear layers mix both and promise that a sample's result does not depend on which one
- * ran); and the workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values. */
+ * ran); and the workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values.
+ * sgemm_rounded (a bf16 layer's output rounded block by block) gives the bits of sgemm followed by
+ * bf16_round_pack on every shape, K = 0 and 1 to 3 threads, with and without the packed copy. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/gemm_direct.h"
 #include "kernels/sgemm.h"
 #include "test_util.h"
@@ -121,6 +124,40 @@ static void test_values(void **state) {
         }
 }
 
+/* sgemm_rounded's C and packed copy (NULL: C alone) against sgemm's C rounded after it; C's padding intact. */
+static void expect_rounded(const problem *p, int start, int threads, bool copy) {
+    float *want = run(p, start, threads);
+    const size_t n = p->M * p->ldc;
+    bf16 *want16 = malloc(n * sizeof *want16), *got16 = malloc(n * sizeof *got16);
+    assert_true(want16 && got16);
+    memset(got16, 0xA5, n * sizeof *got16);
+    for (size_t i = 0; i < p->M; i++) bf16_round_pack(want + i * p->ldc, want16 + i * p->ldc, p->N);
+    float *c = copy_c(p);
+    float *work = malloc((sgemm_workspace_floats(p->M, p->N, p->K, threads) + 1) * sizeof *work);
+    assert_non_null(work);
+    omp_set_num_threads(threads);
+    sgemm_rounded(p->M, p->N, p->K, mat_a(p), mat_b(p), c, p->ldc, start == START_BIAS ? p->bias : NULL,
+                  copy ? got16 : NULL, work, threads);
+    assert_memory_equal(c, want, n * sizeof *c);
+    for (size_t i = 0; copy && i < p->M; i++)
+        assert_memory_equal(got16 + i * p->ldc, want16 + i * p->ldc, p->N * sizeof *got16);
+    free(work), free(c), free(want), free(want16), free(got16);
+}
+
+static void test_rounded_as_sgemm_then_rounding(void **state) {
+    (void)state;
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
+    static const size_t more[][3] = {{256, 1024, 300}, {700, 40, 200}, {64, 128, 3136}, {20, 30, 0}, {50, 70, 3}};
+    for (size_t s = 0; s < N_SHAPES + 5; s++) {
+        const size_t *d = s < N_SHAPES ? shapes[s] : more[s - N_SHAPES];
+        problem p = make(d[0], d[1], d[2], s % 2, false); /* B as a linear layer reads W^T, or row-major */
+        for (int threads = 1; threads <= 3; threads++)
+            for (int start = START_ZERO; start <= START_BIAS; start += 2) /* no accumulating start */
+                expect_rounded(&p, start, threads, threads != 2);
+        drop(&p);
+    }
+}
+
 /* 1, 2 and 3 threads: the same bits, for products split by columns and by rows (the last: rows because each
  * thread gets 256 or more, though A is the smaller operand). */
 static void test_same_bits_any_thread_count(void **state) {
@@ -196,6 +233,7 @@ int main(void) {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_same_bits_as_gemm_direct),
+        cmocka_unit_test(test_rounded_as_sgemm_then_rounding),
         cmocka_unit_test(test_empty_inner_dimension),
         cmocka_unit_test(test_workspace_monotone),
     };

@@ -82,6 +82,26 @@ static void bind_packed_grads(const exec *x, op_call *c, int node) {
     if (x->workspace) c->grads.stage = (char *)x->workspace + plan_node_grad_stage_at(x->g, p, node);
 }
 
+/* bf16: whether a step's output is rounded to bfloat16 as it is made. Not the loss's output or input: the
+ * per-item losses and the logits stay float32, since rounding the logits would move the softmax's
+ * probabilities by up to 1% (a logit of 5 moves by 0.01), a gradient error of its own beside every other
+ * rounding. */
+static bool rounds_output(const exec *x, const op_call *c) {
+    const op_node *n = c->node;
+    const snug_graph *g = x->g;
+    return x->p->variant.bf16 && !(n->op->flags & (OP_IS_LOSS | OP_IS_VIEW)) && c->out &&
+           n->output != graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
+}
+
+/* bf16: an op that rounds its own output (OP_ROUNDS_OUTPUT) is told to, with the packed copy to write beside
+ * it, so round_output has nothing left to do for it. */
+static void bind_rounding(const exec *x, op_call *c) {
+    if (!(c->node->op->flags & OP_ROUNDS_OUTPUT) || c->packed.out || !rounds_output(x, c)) return;
+    const int k = x->p->packed[c->node->output];
+    c->packed.round = true;
+    c->packed.copy = k >= 0 ? buf_ptr(x, k) : NULL;
+}
+
 static void bind_step(exec *x, int s) {
     const snug_graph *g = x->g;
     const plan *p = x->p;
@@ -117,6 +137,7 @@ static void bind_step(exec *x, int s) {
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
     if (st->phase == SNUG_PHASE_FORWARD && p->fwd_packed[st->node]) bind_packed_forward(x, c);
+    if (st->phase != SNUG_PHASE_BACKWARD) bind_rounding(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD) bind_packed_grads(x, c, st->node);
     if (st->phase == SNUG_PHASE_BACKWARD && p->packed_in[st->node]) { /* bf16: in[0] only in its packed copy */
@@ -326,18 +347,12 @@ static bool found_in_packed(const bf16 *v, size_t per, size_t m, const op_call *
     return false;
 }
 
-/* bf16: a layer's output is rounded to bfloat16 as it is made, and packed where a step after forward reads it.
- * Not the loss's output or input: the per-item losses and the logits stay float32, since rounding the logits
- * would move the softmax's probabilities by up to 1% (a logit of 5 moves by 0.01), a gradient error of its own
- * beside every other rounding. */
+/* bf16: a layer's output is rounded to bfloat16 as it is made, and packed where a step after forward reads it,
+ * here in one pass after the op where the op does not do it itself (op_call.packed.round). */
 static void round_output(const exec *x, const op_call *c, size_t m) {
-    const op_node *n = c->node;
-    const snug_graph *g = x->g;
-    if (!x->p->variant.bf16 || (n->op->flags & (OP_IS_LOSS | OP_IS_VIEW)) || !c->out ||
-        n->output == graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]))
-        return;
-    const size_t count = n->out_numel * m;
-    const int k = x->p->packed[n->output];
+    if (c->packed.round || !rounds_output(x, c)) return;
+    const size_t count = c->node->out_numel * m;
+    const int k = x->p->packed[c->node->output];
     if (k >= 0) bf16_round_pack_par(c->out, (bf16 *)buf_ptr(x, k), count); /* one pass over the output */
     else bf16_round_floats_par(c->out, c->out, count);
 }

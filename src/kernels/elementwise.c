@@ -6,11 +6,7 @@
 
 static size_t span_len(size_t len, size_t lo, size_t chunk) { return len - lo < chunk ? len - lo : chunk; }
 
-/* span(args, lo, n) over [0, len): one call below s.par_min or where moving `floats` floats does not pay for a
- * team, else chunks of s.chunk spread over the threads. */
-typedef void (*span_fn)(const void *args, size_t lo, size_t n);
-
-static void apply_spans(ew_split s, size_t len, size_t floats, span_fn span, const void *args) {
+void ew_apply_spans(ew_split s, size_t len, size_t floats, ew_span_fn span, const void *args) {
     if (len < s.par_min || !par_pays_floats(floats)) {
         span(args, 0, len);
         return;
@@ -32,7 +28,7 @@ static void unary_span(const void *args, size_t lo, size_t n) {
 }
 
 void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len) {
-    apply_spans(s, len, 2 * len, unary_span, &(unary_args){f, y, x}); /* one read, one write */
+    ew_apply_spans(s, len, 2 * len, unary_span, &(unary_args){f, y, x}); /* one read, one write */
 }
 
 typedef struct binary_args {
@@ -47,7 +43,7 @@ static void binary_span(const void *args, size_t lo, size_t n) {
 }
 
 void ew_apply_binary(ew_split s, ew_binary_fn f, float *out, const float *a, const float *b, size_t len) {
-    apply_spans(s, len, 4 * len, binary_span, &(binary_args){f, out, a, b}); /* three reads, one write */
+    ew_apply_spans(s, len, 4 * len, binary_span, &(binary_args){f, out, a, b}); /* three reads, one write */
 }
 
 typedef struct binary_packed_args {
@@ -65,7 +61,7 @@ static void binary_packed_span(const void *args, size_t lo, size_t n) {
 void ew_apply_binary_packed(ew_split s, ew_binary_packed_fn f, float *out, const uint16_t *a, const float *b,
                             size_t len) {
     /* two reads, a half read, one write */
-    apply_spans(s, len, 3 * len + len / 2, binary_packed_span, &(binary_packed_args){f, out, a, b});
+    ew_apply_spans(s, len, 3 * len + len / 2, binary_packed_span, &(binary_packed_args){f, out, a, b});
 }
 
 VM_KERNEL static void accumulate_span(float *din, const float *dy, size_t n) {

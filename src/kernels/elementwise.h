@@ -22,6 +22,12 @@ typedef void (*ew_binary_fn)(float *out, const float *a, const float *b, size_t 
 
 void ew_apply_unary(ew_split s, ew_unary_fn f, float *y, const float *x, size_t len);
 
+/* The driver under the others: span(args, lo, n) over [0, len), one call below s.par_min or where moving
+ * `floats` floats does not pay for a team, else chunks of s.chunk spread over the threads (a caller whose span
+ * does more than one kernel's work: an op computing and rounding each chunk while it is in cache). */
+typedef void (*ew_span_fn)(const void *args, size_t lo, size_t n);
+void ew_apply_spans(ew_split s, size_t len, size_t floats, ew_span_fn span, const void *args);
+
 /* din += dy over len elements, or din = 0 + dy where din is fresh (op_call.din_fresh: the bits of adding into
  * zeros): a gradient passed on unchanged (add, an inactive dropout). */
 void ew_accumulate(ew_split s, float *din, const float *dy, size_t len, bool fresh);

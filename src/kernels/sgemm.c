@@ -11,6 +11,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/bf16.h"
 #include "kernels/gemm_direct.h"
 #include "kernels/transpose.h"
 
@@ -229,7 +230,20 @@ typedef struct sgemm_job {
     size_t ldc;
     const float *bias;
     bool accumulate;
+    bool round;        /* sgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
+    uint16_t *packed;  /* NULL: rounded in place only */
 } sgemm_job;
+
+/* sgemm_rounded: rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, whose last block of K was just added,
+ * rounded while they are in cache. */
+static void finish_block(const sgemm_job *j, size_t i0, size_t rows, size_t j0, size_t cols) {
+    if (!j->round) return;
+    for (size_t i = i0; i < i0 + rows; i++) {
+        float *ci = j->c + i * j->ldc + j0;
+        if (j->packed) bf16_round_pack(ci, j->packed + i * j->ldc + j0, cols);
+        else bf16_round_floats(ci, ci, cols);
+    }
+}
 
 /* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
  * L1 while the strips stream from L2. (The short-K weight updates whose C traffic would want rows outer go
@@ -257,6 +271,7 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a(abuf, j->a, ic, mc, pc, kc);
                 tiles(j, abuf, bbuf, ic, mc, jc, nc, kc, start);
+                if (pc + kc == j->K) finish_block(j, ic, mc, jc, nc);
             }
         }
     }
@@ -312,6 +327,8 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
                                j->c + ir * j->ldc + jr + NR, jr + NR < N ? mr : 0);
             }
         }
+        if (by_cols) finish_block(j, 0, M, u * NR, min_size(NR, N - u * NR));
+        else finish_block(j, u * SR, min_size(SR, M - u * SR), 0, N);
     }
 }
 
@@ -331,6 +348,7 @@ static AVX512 void small_k_rows(const sgemm_job *j, size_t N, size_t i0, size_t 
                                       _mm512_maskz_loadu_ps(m, j->b.p + k * j->b.rs + c0), acc);
             _mm512_mask_storeu_ps(ci + c0, m, acc);
         }
+        finish_block(j, i, 1, 0, N);
     }
 }
 
@@ -354,16 +372,17 @@ void sgemm_start_only(size_t M, size_t N, float *c, size_t ldc, const float *bia
     }
 }
 
-void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
-           bool accumulate, float *work, int threads) {
+static void run(const sgemm_job *job, size_t M, size_t N, float *work, int threads) {
+    const sgemm_job j = *job;
+    const size_t K = j.K;
     if (M == 0 || N == 0) return;
     if (K == 0) {
-        sgemm_start_only(M, N, c, ldc, col_bias, accumulate);
+        sgemm_start_only(M, N, j.c, j.ldc, j.bias, j.accumulate);
+        finish_block(&j, 0, M, 0, N);
         return;
     }
-    const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate};
     int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
-    if (K <= SGEMM_SMALL_K && b.cs == 1) {
+    if (K <= SGEMM_SMALL_K && j.b.cs == 1) {
         small_k(&j, M, N, T);
         return;
     }
@@ -398,6 +417,19 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     }
 }
 
+void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
+           bool accumulate, float *work, int threads) {
+    const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate};
+    run(&j, M, N, work, threads);
+}
+
+void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads) {
+    const sgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .round = true,
+                         .packed = packed};
+    run(&j, M, N, work, threads);
+}
+
 #else
 
 void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
@@ -405,6 +437,13 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     (void)M, (void)N, (void)K, (void)a, (void)b, (void)c, (void)ldc, (void)col_bias, (void)accumulate;
     (void)work, (void)threads;
     abort(); /* sgemm_enabled() is false without AVX-512: callers take the BLAS */
+}
+
+void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads) {
+    (void)M, (void)N, (void)K, (void)a, (void)b, (void)c, (void)ldc, (void)col_bias, (void)packed;
+    (void)work, (void)threads;
+    abort();
 }
 
 #endif

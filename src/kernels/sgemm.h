@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* A matrix read through two strides: X(i, j) = p[i * rs + j * cs]; one of them must be 1 (a row-major matrix
  * or the transpose of one). */
@@ -49,5 +50,12 @@ void sgemm_start_only(size_t M, size_t N, float *c, size_t ldc, const float *bia
  * threads) floats. Only where sgemm_enabled(). */
 void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
            bool accumulate, float *work, int threads);
+
+/* sgemm without accumulate whose C is then rounded to bfloat16 (a bf16 layer's output): each block of C is
+ * rounded by the thread that computed it once its last block of K is added, while it is in that thread's
+ * cache, and its bfloat16 written into packed (ldc apart) where packed is not NULL: the bits of sgemm followed by
+ * bf16_round_pack (bf16_round_floats without packed), without their pass over the whole of C. */
+void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads);
 
 #endif

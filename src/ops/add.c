@@ -11,6 +11,7 @@
 
 #include "kernels/elementwise.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/relu_math.h"
 #include "kernels/vmath.h"
 
@@ -62,7 +63,7 @@ VM_KERNEL static void add_relu_span(float *y, const float *a, const float *b, si
 
 static void add_forward(const op_call *c) {
     const bool relu = c->node->op == &op_add_relu;
-    ew_apply_binary(add_split, relu ? add_relu_span : add_span, c->out, c->in[0], c->in[1], c->m * op_out_numel(c));
+    op_forward_binary(c, add_split, relu ? add_relu_span : add_span, c->m * op_out_numel(c));
 }
 
 /* ReLU's gradient as its backward writes it into a fresh buffer. */
@@ -125,7 +126,7 @@ static size_t add_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_add_relu = {
     .kind = "add",
-    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_KEEPS_OUTPUT,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_KEEPS_OUTPUT | OP_ROUNDS_OUTPUT,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_relu_backward,
@@ -137,7 +138,7 @@ const op_desc op_add_relu = {
 
 const op_desc op_add = {
     .kind = "add",
-    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_backward,

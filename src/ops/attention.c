@@ -27,6 +27,7 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/small_gemm.h"
 #include "kernels/transpose.h"
 #include "kernels/vmath.h"
@@ -179,6 +180,7 @@ static void attn_forward(const op_call *c) {
             const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
             attn_block_probs(&d, q, s.kt, r0, nr, nk, s.p);
             small_gemm(nr, D, nk, attn_rows(s.p, T), v, 3 * C, out + (n * T + r0) * C + h * D, C, 1.0f, false);
+            for (size_t t = r0; t < r0 + nr; t++) op_round_output(c, (n * T + t) * C + h * D, D); /* final: in L1 */
         }
     }
 }
@@ -269,7 +271,7 @@ static size_t attn_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_attention = {
     .kind = "attention",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = attn_infer,
     .forward = attn_forward,
     .backward = attn_backward,

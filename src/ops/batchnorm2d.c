@@ -16,7 +16,11 @@
  * (graph/fuse.c; the ReLU node becomes a view of this output): forward writes relu(y), and backward takes the
  * ReLU's output gradient and masks it with y > 0, y recomputed from the kept input by the forward's own
  * expression (the same bits, so the same mask). It computes what the two ops compute, bit for bit, without
- * the ReLU's backward pass over memory and its gradient buffer. */
+ * the ReLU's backward pass over memory and its gradient buffer.
+ *
+ * In bf16 the layer rounds its output plane by plane as it writes it (OP_ROUNDS_OUTPUT), and backward (and the
+ * regeneration of its output for the convolution after it) reads a kept input that the plan holds only packed
+ * block by block from the packed copy (OP_READS_PACKED), so no float32 instance of it is unpacked. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +29,7 @@
 #include "kernels/bf16.h"
 #include "kernels/norm_relu.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -131,14 +136,40 @@ VM_KERNEL static void bn_apply_channel(float *y,       // (m, stride)
     for (size_t j = 0; j < m; j++) norm_apply_span(y + j * stride, x + j * stride, hw, k);
 }
 
+/* In a bf16 plan that keeps the input only packed (op_call.in_packed, OP_READS_PACKED), backward and a
+ * regeneration read it from the packed copy: a block at a time on the stack, a multiple of the lanes, so each
+ * lane sums the same elements in the same order: the bits of reading the unpacked instance (as GroupNorm's). */
+#define BN_PACKED_BLOCK ((size_t)256)
+
+/* A channel's input: its float32 planes, or (f NULL) their bfloat16 copies. */
+typedef struct bn_input {
+    const float *f;
+    const bf16 *h;
+} bn_input;
+
+/* The lanes of norm_grad_lanes over one plane of hw values of x at offset at. */
+NORM_INLINE void bn_plane_lanes(float *l1, float *l2, const float *dy, bn_input x, size_t at, size_t hw,
+                                norm_plane k) {
+    if (x.f) {
+        norm_grad_lanes(l1, l2, dy, x.f + at, hw, k);
+        return;
+    }
+    float xb[BN_PACKED_BLOCK];
+    for (size_t i = 0; i < hw; i += BN_PACKED_BLOCK) {
+        const size_t n = hw - i < BN_PACKED_BLOCK ? hw - i : BN_PACKED_BLOCK;
+        bf16_unpack(xb, x.h + at + i, n);
+        norm_grad_lanes(l1, l2, dy + i, xb, n, k);
+    }
+}
+
 /* sum dy (*sdy) and sum dy x_hat (*sdyx) over m planes, x_hat = (x - mu) is; dy masked by a folded ReLU. */
-VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, stride) each
+VM_KERNEL static void bn_grad_sums(const float *dy, bn_input x, // (m, stride) each
                                    size_t m, size_t stride, size_t hw, norm_plane k, double *sdy, double *sdyx) {
     float l1[BN_LANES] = {0}, l2[BN_LANES] = {0};
     double s1 = 0.0, s2 = 0.0;
     size_t pending = 0;
     for (size_t j = 0; j < m; j++) {
-        norm_grad_lanes(l1, l2, dy + j * stride, x + j * stride, hw, k);
+        bn_plane_lanes(l1, l2, dy + j * stride, x, j * stride, hw, k);
         if ((pending += hw) >= BN_FLUSH) {
             bn_flush(l1, l2, &s1, &s2);
             pending = 0;
@@ -151,17 +182,30 @@ VM_KERNEL static void bn_grad_sums(const float *dy, const float *x, // (m, strid
 
 /* dx += k0 (dy - mdy - x_hat mdyx) over m planes (dy masked by a folded ReLU); dx = 0 + that where dx is
  * fresh (op_call.din_fresh: the bits of adding into zeros). */
-VM_KERNEL static void bn_grad_apply(float *dx,                        // (m, stride)
-                                    const float *dy, const float *x,  // (m, stride) each
-                                    size_t m, size_t stride, size_t hw, norm_plane c, float k0, float mdy,
-                                    float mdyx, bool fresh) {
+VM_KERNEL static void bn_grad_span(float *dx, const float *dy, const float *x, size_t hw, norm_plane c, float k0,
+                                   float mdy, float mdyx, bool fresh) {
     const float mu = c.mean, is = c.invstd;
+    #pragma omp simd
+    for (size_t k = 0; k < hw; k++)
+        dx[k] = (fresh ? 0.0f : dx[k]) + k0 * (norm_dy(dy[k], x[k], c) - mdy - (x[k] - mu) * is * mdyx);
+}
+
+static void bn_grad_apply(float *dx,                       // (m, stride)
+                          const float *dy, bn_input x,     // (m, stride) each
+                          size_t m, size_t stride, size_t hw, norm_plane c, float k0, float mdy, float mdyx,
+                          bool fresh) {
+    float xb[BN_PACKED_BLOCK];
     for (size_t j = 0; j < m; j++) {
-        const float *dyp = dy + j * stride, *xp = x + j * stride;
-        float *dxp = dx + j * stride;
-        #pragma omp simd
-        for (size_t k = 0; k < hw; k++)
-            dxp[k] = (fresh ? 0.0f : dxp[k]) + k0 * (norm_dy(dyp[k], xp[k], c) - mdy - (xp[k] - mu) * is * mdyx);
+        const size_t at = j * stride;
+        if (x.f) {
+            bn_grad_span(dx + at, dy + at, x.f + at, hw, c, k0, mdy, mdyx, fresh);
+            continue;
+        }
+        for (size_t i = 0; i < hw; i += BN_PACKED_BLOCK) {
+            const size_t n = hw - i < BN_PACKED_BLOCK ? hw - i : BN_PACKED_BLOCK;
+            bf16_unpack(xb, x.h + at + i, n);
+            bn_grad_span(dx + at + i, dy + at + i, xb, n, c, k0, mdy, mdyx, fresh);
+        }
     }
 }
 
@@ -187,6 +231,7 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
     const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                        c->node->op == &op_batchnorm2d_relu);
     bn_apply_channel(y, x, c->m, C * hw, hw, k);
+    for (size_t n = 0; n < c->m; n++) op_round_output(c, n * C * hw + ch * hw, hw);
 }
 
 static void bn_forward(const op_call *c) {
@@ -217,7 +262,7 @@ static void bn_forward(const op_call *c) {
 static void bn_backward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t m = c->m, C = s->dims[0], hw = s->dims[1] * s->dims[2];
-    const float *x = c->in[0], *dy = c->dout; // (m, C, hw)
+    const float *dy = c->dout; // (m, C, hw), and x from in[0] or where it is kept packed c->in_packed
     const float *mean = c->saved, *invstd = mean + C;
     const float *gamma = c->w[BN_GAMMA], *beta = c->w[BN_BETA];
     float *dx = c->din[0], *dgamma = c->dw[BN_GAMMA], *dbeta = c->dw[BN_BETA];
@@ -229,12 +274,13 @@ static void bn_backward(const op_call *c) {
         /* a: the forward's own float product (norm_plane_of), so that the mask's y rounds as the forward's did */
         const norm_plane k = norm_plane_of(mean[ch], is, gamma[ch], beta[ch], relu);
         double sdy, sdyx;
-        bn_grad_sums(dy + ch * hw, x + ch * hw, m, C * hw, hw, k, &sdy, &sdyx);
+        const bn_input x = c->in[0] ? (bn_input){.f = c->in[0] + ch * hw} : (bn_input){.h = c->in_packed + ch * hw};
+        bn_grad_sums(dy + ch * hw, x, m, C * hw, hw, k, &sdy, &sdyx);
         if (dgamma) dgamma[ch] += (float)sdyx;
         if (dbeta) dbeta[ch] += (float)sdy;
         if (!dx) continue;
         const double n = (double)(m * hw);
-        bn_grad_apply(dx + ch * hw, dy + ch * hw, x + ch * hw, m, C * hw, hw, k, gamma[ch] * is, (float)(sdy / n),
+        bn_grad_apply(dx + ch * hw, dy + ch * hw, x, m, C * hw, hw, k, gamma[ch] * is, (float)(sdy / n),
                       (float)(sdyx / n), c->din_fresh & 1u);
     }
 }
@@ -244,11 +290,13 @@ static void bn_backward(const op_call *c) {
 static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t C = s->dims[0], hw = s->dims[1] * s->dims[2];
-    const float *x = c->in[0] + n * C * hw, *mean = c->saved, *invstd = mean + C;
+    const float *mean = c->saved, *invstd = mean + C;
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
         const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                            c->node->op == &op_batchnorm2d_relu);
-        bn_apply_channel(dst + ch * hw, x + ch * hw, 1, hw, hw, k);
+        const float *x = c->in[0] ? c->in[0] + (n * C + ch) * hw : dst + ch * hw; /* packed: unpacked in place */
+        if (!c->in[0]) bf16_unpack(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw);
+        bn_apply_channel(dst + ch * hw, x, 1, hw, hw, k);
         if (c->bf16) bf16_round_floats(dst + ch * hw, dst + ch * hw, hw);
     }
 }
@@ -275,7 +323,8 @@ static size_t bn_workspace_bytes(const op_node *n, size_t m, int threads) {
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_batchnorm2d_relu. */
 #define BN_TABLE                                                                                              \
-    .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH, .infer = bn_infer,                      \
+    .kind = "batchnorm2d", .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT | OP_READS_PACKED,      \
+    .infer = bn_infer,                                                                                        \
     .forward = bn_forward, .backward = bn_backward, .flops = bn_flops, .saved_bytes = bn_saved_bytes,         \
     .saved_batch_bytes = bn_saved_batch_bytes, .workspace_bytes = bn_workspace_bytes, .regen = bn_regen
 

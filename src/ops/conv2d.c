@@ -74,6 +74,7 @@
 #include "kernels/im2col.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
+#include "ops/round_output.h"
 
 #define CONV_ALIGN ((size_t)64)
 
@@ -478,9 +479,11 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
              * sample's output to the other core's cache at random: static parts measured faster for the cnn's
              * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
-            for (size_t n = 0; n < m; n++)
+            for (size_t n = 0; n < m; n++) {
                 conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0],
                                  c->w[1], u, mine, 0, 1);
+                op_round_output(c, n * out_n, out_n);
+            }
         }
     } else {
         #pragma omp parallel num_threads(conv_forward_inner(k, c->threads))
@@ -498,6 +501,9 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
                     #pragma omp barrier
                 }
             }
+            /* the threads shared each sample in their own split: each rounds its part once all are written */
+            #pragma omp barrier
+            op_round_output(c, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
         }
     }
     if (wino_u_new) wino_u_derived(c, false);
@@ -520,11 +526,14 @@ static void conv_forward(const op_call *c) {
             float *col = (float *)(void *)(work + t * l.slot);
             conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, t, n, 0, 1), c->w[0],
                                 c->w[1], col);
+            op_round_output(c, n * out_n, out_n);
         }
     } else {
-        for (size_t n = 0; n < m; n++)
+        for (size_t n = 0; n < m; n++) {
             conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0],
                                 c->w[1], (float *)c->work);
+            op_round_output(c, n * out_n, out_n);
+        }
     }
 }
 
@@ -983,7 +992,7 @@ static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, boo
 const op_desc op_conv2d = {
     .kind = "conv2d",
     .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED |
-             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,
+             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,

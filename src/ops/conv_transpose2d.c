@@ -27,6 +27,7 @@
 #include "kernels/im2col.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
+#include "ops/round_output.h"
 
 #define CONVT_ALIGN ((size_t)64)
 
@@ -220,10 +221,13 @@ static void convt_forward(const op_call *c) {
         for (size_t n = 0; n < m; n++) {
             float *col = (float *)(void *)(work + (size_t)omp_get_thread_num() * slot);
             convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], col);
+            op_round_output(c, n * out_n, out_n);
         }
     } else {
-        for (size_t n = 0; n < m; n++)
+        for (size_t n = 0; n < m; n++) {
             convt_forward_sample(&k, c->out + n * out_n, c->in[0] + n * in_n, c->w[0], c->w[1], (float *)c->work);
+            op_round_output(c, n * out_n, out_n);
+        }
     }
 }
 
@@ -353,7 +357,7 @@ static size_t convt_grad_stage_bytes(const op_node *n, size_t m, int threads, bo
 
 const op_desc op_conv_transpose2d = {
     .kind = "conv_transpose2d",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,
     .grad_stage_bytes = convt_grad_stage_bytes,
     .infer = convt_infer,
     .forward = convt_forward,

@@ -16,6 +16,7 @@
 #include "core/checked.h"
 #include "core/parallel.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
 #define EMB_PAR_MIN ((size_t)1 << 15)
@@ -113,6 +114,7 @@ static void emb_forward(const op_call *c) {
         const size_t id = token_row(ids[r], vocab);
         if (id == SIZE_MAX) memset(y + r * dim, 0, dim * sizeof(float));
         else memcpy(y + r * dim, w + id * dim, dim * sizeof(float));
+        op_round_output(c, r * dim, dim);
     }
 }
 
@@ -152,6 +154,14 @@ static void pos_forward(const op_call *c) {
     const float *x = c->in[0]; // (m, T*D)
     const float *p = c->w[0];  // (max_len, D), first T*D used
     float *y = c->out;         // (m, T*D), may be x itself (in place)
+    if (c->packed.round) { /* a sample at a time, rounded while in cache */
+        #pragma omp parallel for schedule(static) if (m > 1 && m * n >= EMB_PAR_MIN && par_pays_floats(2 * m * n))
+        for (size_t s = 0; s < m; s++) {
+            for (size_t i = 0; i < n; i++) y[s * n + i] = x[s * n + i] + p[i];
+            op_round_output(c, s * n, n);
+        }
+        return;
+    }
     #pragma omp parallel for collapse(2) schedule(static) if (m * n >= EMB_PAR_MIN && par_pays_floats(2 * m * n))
     for (size_t s = 0; s < m; s++)
         for (size_t i = 0; i < n; i++) y[s * n + i] = x[s * n + i] + p[i];
@@ -201,7 +211,7 @@ static size_t emb_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_embedding = {
     .kind = "embedding",
-    .flags = OP_KEEPS_INPUT | OP_READS_INDICES,
+    .flags = OP_KEEPS_INPUT | OP_READS_INDICES | OP_ROUNDS_OUTPUT,
     .infer = emb_infer,
     .forward = emb_forward,
     .backward = emb_backward,
@@ -212,7 +222,7 @@ const op_desc op_embedding = {
 
 const op_desc op_position_embedding = {
     .kind = "position_embedding",
-    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_ROUNDS_OUTPUT,
     .infer = pos_infer,
     .forward = pos_forward,
     .backward = pos_backward,

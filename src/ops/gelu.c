@@ -13,6 +13,7 @@
 #include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -94,7 +95,7 @@ static void gelu_backward_packed_fresh_span(float *dx, const bf16 *xp, const flo
 static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
 
 static void gelu_forward(const op_call *c) {
-    ew_apply_unary(gelu_split, gelu_span, c->out, c->in[0], c->m * op_in_numel(c, 0));
+    op_forward_unary(c, gelu_split, gelu_span, c->m * op_in_numel(c, 0));
 }
 
 /* din[0] may be dout itself (OP_GRAD_IN_PLACE, then fresh): each element reads its dy before writing its dx. */
@@ -141,7 +142,8 @@ static size_t gelu_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_gelu = {
     .kind = "gelu",
-    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_READS_PACKED | OP_GRAD_IN_PLACE,
+    .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_READS_PACKED | OP_GRAD_IN_PLACE |
+             OP_ROUNDS_OUTPUT,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

@@ -20,6 +20,7 @@
 #include "kernels/norm_stats.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -148,6 +149,7 @@ static void gn_forward(const op_call *c) {
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             gn_apply_plane(yb + j * hw, xb + j * hw, hw, k);
+            op_round_output(c, (b * cg + j) * hw, hw); /* the plane still in cache */
         }
     }
 }
@@ -270,7 +272,7 @@ static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
  * op_groupnorm_relu. */
 #define GN_TABLE                                                                                              \
     .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_READS_PACKED |     \
-                                  OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED,                               \
+                                  OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,            \
     .infer = gn_infer,                                                                                        \
     .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,         \
     .workspace_bytes = gn_workspace_bytes, .grad_stage_bytes = gn_grad_stage_bytes, .regen = gn_regen

@@ -3,7 +3,9 @@
  * saves each row's mean and inverse deviation (2T floats per sample), which a recompute reuses
  * (OP_REPLAYS_SAVED); backward recomputes x_hat from the kept input. Rows never mix samples, so accumulation is
  * exact and a recompute writes the same bits. The row loops are `omp simd`: their sums run in an order fixed at
- * compile time, the same for any thread count. */
+ * compile time, the same for any thread count. In bf16 forward rounds each row as it writes it
+ * (OP_ROUNDS_OUTPUT), and backward and a regeneration read an input the plan keeps only packed a row at a time
+ * from the packed copy (OP_READS_PACKED): no float32 instance of it is unpacked. */
 #include <math.h>
 #include <stdio.h>
 
@@ -11,6 +13,7 @@
 #include "core/parallel.h"
 #include "kernels/bf16.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -82,8 +85,10 @@ static void ln_forward(const op_call *c) {
     float *y = c->out;             // (rows, C)
     float *stat = c->saved;        // (rows, 2): mean, invstd
     #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN && par_pays_floats(4 * rows * C))
-    for (size_t r = 0; r < rows; r++)
+    for (size_t r = 0; r < rows; r++) {
         ln_forward_row(y + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, eps, c->recompute);
+        op_round_output(c, r * C, C);
+    }
 }
 
 /* One row: x_hat = (x - mean) invstd, g = gamma dy; dx += invstd (g - mean(g) - x_hat mean(g x_hat)); the
@@ -111,18 +116,22 @@ static void ln_backward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t C = ln_width(s), rows = c->m * ln_rows_per_sample(s);
     const size_t blocks = (rows + LN_BLOCK_ROWS - 1) / LN_BLOCK_ROWS;
-    const float *x = c->in[0], *dy = c->dout; // (rows, C)
+    const float *x = c->in[0], *dy = c->dout; // (rows, C); x NULL where it is packed (c->in_packed)
     const float *stat = c->saved;             // (rows, 2)
     float *dx = c->din[0];
     double *part = c->work;                   // (blocks, 2, C): dgamma, dbeta partials
+    float *unpacked = (float *)(void *)(part + 2 * blocks * C); // (blocks, C): a row of x, where x is packed
     #pragma omp parallel for schedule(static) if (rows * C >= LN_PAR_MIN && par_pays_floats(4 * rows * C))
     for (size_t b = 0; b < blocks; b++) {
         double *pg = part + 2 * b * C, *pb = pg + C;
         for (size_t j = 0; j < 2 * C; j++) pg[j] = 0.0;
         const size_t end = (b + 1) * LN_BLOCK_ROWS < rows ? (b + 1) * LN_BLOCK_ROWS : rows;
-        for (size_t r = b * LN_BLOCK_ROWS; r < end; r++)
-            ln_backward_row(x + r * C, dy + r * C, c->w[0], stat[2 * r], stat[2 * r + 1], C,
-                            dx ? dx + r * C : NULL, c->din_fresh & 1u, pg, pb);
+        for (size_t r = b * LN_BLOCK_ROWS; r < end; r++) {
+            const float *xr = x ? x + r * C : unpacked + b * C;
+            if (!x) bf16_unpack(unpacked + b * C, c->in_packed + r * C, C); /* the row's values, exactly */
+            ln_backward_row(xr, dy + r * C, c->w[0], stat[2 * r], stat[2 * r + 1], C, dx ? dx + r * C : NULL,
+                            c->din_fresh & 1u, pg, pb);
+        }
     }
     float *dgamma = c->dw[0], *dbeta = c->dw[1];
     #pragma omp parallel for schedule(static) if (blocks * C >= LN_PAR_MIN && par_pays_floats(4 * blocks * C))
@@ -143,9 +152,10 @@ static void ln_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     const snug_shape *s = op_in_shape(c, 0);
     const size_t C = ln_width(s), R = ln_rows_per_sample(s);
     float *stat = (float *)c->saved + 2 * n * R; // (R, 2) of sample n
-    const float *x = c->in[0] + n * R * C;
     for (size_t r = R * t / T; r < R * (t + 1) / T; r++) {
-        ln_forward_row(dst + r * C, stat + 2 * r, x + r * C, c->w[0], c->w[1], C, c->node->p.norm.eps, true);
+        const float *x = c->in[0] ? c->in[0] + (n * R + r) * C : dst + r * C; /* packed: unpacked in place */
+        if (!c->in[0]) bf16_unpack(dst + r * C, c->in_packed + (n * R + r) * C, C);
+        ln_forward_row(dst + r * C, stat + 2 * r, x, c->w[0], c->w[1], C, c->node->p.norm.eps, true);
         if (c->bf16) bf16_round_floats(dst + r * C, dst + r * C, C);
     }
 }
@@ -169,14 +179,27 @@ static size_t ln_workspace_bytes(const op_node *n, size_t m, int threads) {
     return size_mul(blocks, ln_width(s), &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* In a bf16 plan, beside the partials a row of floats per block: backward unpacks each row of a packed input
+ * there (OP_READS_PACKED) and runs the float32 row kernel on it, the bits of reading an unpacked instance. */
+static size_t ln_bf16_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const size_t partials = ln_workspace_bytes(n, m, threads);
+    size_t blocks, bytes;
+    if (partials == SIZE_MAX || !size_mul(m, ln_rows_per_sample(&n->in_shape[0]), &blocks)) return SIZE_MAX;
+    blocks = blocks / LN_BLOCK_ROWS + (blocks % LN_BLOCK_ROWS != 0);
+    return size_mul(blocks, ln_width(&n->in_shape[0]) * sizeof(float), &bytes) && size_add(bytes, partials, &bytes)
+               ? bytes
+               : SIZE_MAX;
+}
+
 const op_desc op_layernorm = {
     .kind = "layernorm",
-    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT | OP_READS_PACKED,
     .infer = ln_infer,
     .forward = ln_forward,
     .backward = ln_backward,
     .flops = ln_flops,
     .saved_bytes = ln_saved_bytes,
     .workspace_bytes = ln_workspace_bytes,
+    .bf16_workspace_bytes = ln_bf16_workspace_bytes,
     .regen = ln_regen,
 };

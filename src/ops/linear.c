@@ -41,6 +41,7 @@
 #include "kernels/bgemm.h"
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/sgemm.h"
 #include "kernels/vmath.h"
 
@@ -396,9 +397,15 @@ static bool forward_sgemm(const op_call *c, size_t rows, size_t fo) {
     return !use_direct(rows, fo) && c->product == OP_PRODUCT_SGEMM && c->work;
 }
 
-/* y = b + x W^T (b may be NULL), the bias the start of every element's chain. */
+/* y = b + x W^T (b may be NULL), the bias the start of every element's chain; in a bf16 forward rounded block
+ * by block as sgemm finishes them (OP_ROUNDS_OUTPUT). */
 static void forward_own(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
-    sgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work, c->threads);
+    if (c->packed.round)
+        sgemm_rounded(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b,
+                      c->packed.copy, c->work, c->threads);
+    else
+        sgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work,
+              c->threads);
 }
 
 /* The rows of the BLAS's product in one call: all of them, except where the output is rounded to bfloat16
@@ -412,12 +419,24 @@ static size_t blas_call_rows(const op_call *c, size_t rows) {
     return c->bf16 && per > LINEAR_DIRECT_MAX_ROWS ? per : rows;
 }
 
+/* The BLAS's products of a forward, `step` rows a call, each call's rows rounded after it where there are
+ * several calls (a sample's rows still in cache), else the whole output in one pass. */
+static void forward_blas(const op_call *c, size_t rows, size_t fi, size_t fo, float beta) {
+    const size_t step = blas_call_rows(c, rows);
+    for (size_t r0 = 0; r0 < rows; r0 += step) {
+        xwt(c->out + r0 * fo, c->in[0] + r0 * fi, c->w[0], step, fi, fo, beta);
+        if (step < rows) op_round_output(c, r0 * fo, step * fo);
+    }
+    if (step == rows) op_round_output_whole(c, rows * fo);
+}
+
 static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (takes_bgemm(c)) {
         forward_bgemm(c, c->w[1], rows, fi, fo);
+        op_round_output_whole(c, rows * fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
@@ -426,9 +445,7 @@ static void linear_forward(const op_call *c) {
     }
     /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
     seed_bias(c->out, c->w[1], rows, fo);
-    const size_t step = blas_call_rows(c, rows);
-    for (size_t r0 = 0; r0 < rows; r0 += step)
-        xwt(c->out + r0 * fo, c->in[0] + r0 * fi, c->w[0], step, fi, fo, 1.0f);
+    forward_blas(c, rows, fi, fo, 1.0f);
 }
 
 /* ---- pending weight-gradient rows ----------------------------------------------------------------------- *
@@ -559,15 +576,14 @@ static void tied_forward(const op_call *c) {
     if (rows == 0) return;
     if (takes_bgemm(c)) {
         forward_bgemm(c, NULL, rows, fi, fo);
+        op_round_output_whole(c, rows * fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
         forward_own(c, NULL, rows, fi, fo);
         return;
     }
-    const size_t step = blas_call_rows(c, rows);
-    for (size_t r0 = 0; r0 < rows; r0 += step)
-        xwt(c->out + r0 * fo, c->in[0] + r0 * fi, c->w[0], step, fi, fo, 0.0f);
+    forward_blas(c, rows, fi, fo, 0.0f);
 }
 
 static void tied_backward(const op_call *c) {
@@ -651,7 +667,7 @@ static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_
 
 const op_desc op_linear = {
     .kind = "linear",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_ROUNDS_OUTPUT,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
@@ -663,7 +679,7 @@ const op_desc op_linear = {
 
 const op_desc op_linear_tied = {
     .kind = "linear_tied",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = tied_infer,
     .forward = tied_forward,
     .backward = tied_backward,

@@ -31,6 +31,7 @@
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
+#include "ops/round_output.h"
 #include "kernels/relu_math.h"
 
 /* Below this many output elements a parallel loop costs more than it saves. */
@@ -209,6 +210,21 @@ static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, int3
 
 static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d_relu; }
 
+/* Output planes pooled at a time before they are rounded (op_round_output): about 16 KiB, in L1. */
+#define POOL_ROUND_FLOATS ((size_t)4096)
+
+/* Output planes [lo, hi) of c, each block rounded as soon as it is pooled. */
+static void pool_planes_of(const op_call *c, const pool_geom *p, bool fast, size_t lo, size_t hi) {
+    const size_t out_plane = p->ho * p->wo;
+    size_t block = hi - lo; /* nothing to round: one call */
+    if (c->packed.round) block = out_plane < POOL_ROUND_FLOATS ? POOL_ROUND_FLOATS / out_plane : 1;
+    for (size_t at = lo; at < hi; at += block) {
+        const size_t end = hi - at < block ? hi : at + block;
+        pool_planes(p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], at, end);
+        op_round_output(c, at * out_plane, (end - at) * out_plane);
+    }
+}
+
 /* Small calls (one sample of a micro-batch of 1) run without an OpenMP region: starting one costs more than
  * the pool itself. Planes are independent, so the bits do not depend on the split. */
 static void pool_forward(const op_call *c) {
@@ -219,13 +235,13 @@ static void pool_forward(const op_call *c) {
     fast = p.k == 2 && p.s == 2 && p.pad == 0 && gemm_direct_has_avx512();
 #endif
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {
-        pool_planes(&p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], 0, planes);
+        pool_planes_of(c, &p, fast, 0, planes);
         return;
     }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        pool_planes(&p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], planes * t / T, planes * (t + 1) / T);
+        pool_planes_of(c, &p, fast, planes * t / T, planes * (t + 1) / T);
     }
 }
 
@@ -427,9 +443,10 @@ static bool pool_takes_relu(const op_node *n) {
     .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                        \
     .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                            \
     .workspace_bytes = pool_workspace_bytes, .grad_stage_bytes = pool_grad_stage_bytes
-#define POOL_GRADS (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED)
-const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH | POOL_GRADS),
+/* What the pools do in bf16 plans: gradients read and written packed, outputs rounded in their own loop. */
+#define POOL_BF16 (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT)
+const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH | POOL_BF16),
                               .fold = {.relu_before = &op_maxpool2d_relu, .relu_before_fits = pool_takes_relu}};
 /* Backward reads its own output: the ReLU's mask is y > 0. */
-const op_desc op_maxpool2d_relu = {POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT | POOL_GRADS),
+const op_desc op_maxpool2d_relu = {POOL_OP(OP_WRITES_FRESH | OP_KEEPS_OUTPUT | POOL_BF16),
                                    .fold.unfolded = &op_maxpool2d};

@@ -52,6 +52,10 @@ enum {
     OP_GRAD_WRITES_PACKED = 1u << 16,/* backward can write its inputs' gradients into bfloat16 buffers
                                    (op_call.grads.din): computed in float32 in a stage (from the buffer's
                                    values where it adds into them), rounded as it is stored */
+    OP_ROUNDS_OUTPUT = 1u << 17,/* bf16 forward honours op_call.packed.round: the op rounds its output (and
+                                   writes its packed copy, packed.copy) while the values it just wrote are
+                                   still in cache, instead of the executor's pass over the whole output
+                                   (ops/round_output.h) */
 };
 
 /* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
@@ -59,6 +63,10 @@ enum {
 typedef struct op_packed_io {
     const uint16_t *in[NODE_MAX_INPUTS];
     uint16_t *out;
+    /* OP_ROUNDS_OUTPUT in a bf16 forward (and a recompute's): round says the op rounds out itself through
+     * op_round_output, copy (or NULL) is the packed copy of out the plan keeps, written in the same pass. */
+    bool round;
+    uint16_t *copy;
 } op_packed_io;
 
 /* bf16 backward where the plan stores activation gradients in bfloat16 (plan.grad_packed, plan/packed_grads.c):
@@ -121,8 +129,9 @@ typedef struct op_call {
     uint64_t micro;                    /* the micro-batch's first sample, counted within the global batch */
     bool training;                     /* false in evaluation: dropout is the identity, BatchNorm uses its
                                           running statistics */
-    bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the executor
-                                          does it after forward): what regen writes is rounded the same way */
+    bool bf16;                         /* the run rounds every output to bfloat16 as it is made (the op itself
+                                          where packed.round says so, else the executor after forward): what
+                                          regen writes is rounded the same way */
     op_product product;                /* the plan's matrix product (ops with op_desc.by_product) */
     bool recompute;                    /* this forward replays a checkpointed segment: it must write the same
                                           output bits and change no state (BatchNorm reuses the statistics it

@@ -4,6 +4,7 @@
 
 #include "kernels/elementwise.h"
 #include "ops/op.h"
+#include "ops/round_output.h"
 #include "kernels/relu_math.h"
 #include "kernels/vmath.h"
 
@@ -61,7 +62,7 @@ VM_KERNEL static void relu_backward_fresh_span(float *dx,       // (n)
 static const ew_split relu_split = {.par_min = RELU_PAR_MIN, .chunk = RELU_CHUNK};
 
 static void relu_forward(const op_call *c) {
-    ew_apply_unary(relu_split, relu_span, c->out, c->in[0], c->m * op_in_numel(c, 0));
+    op_forward_unary(c, relu_split, relu_span, c->m * op_in_numel(c, 0));
 }
 
 static void relu_backward(const op_call *c) {
@@ -99,7 +100,7 @@ const op_desc op_relu_pooled = {RELU_VIEW, .fold.hides_values = true};
 
 const op_desc op_relu = {
     .kind = "relu",
-    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH,
+    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
     .infer = relu_infer,
     .forward = relu_forward,
     .backward = relu_backward,

@@ -1,0 +1,26 @@
+/* The output rounding of ops with OP_ROUNDS_OUTPUT (op.h): in a bf16 forward whose call says so
+ * (op_call.packed.round), the op rounds each part of its output to bfloat16 once that part is final, from the
+ * thread that wrote it and while it is in that thread's cache, and writes the packed copy the plan keeps
+ * (packed.copy) in the same pass: the bits of the executor's pass over the whole output (bf16_round_pack), one
+ * read and write of the output fewer. */
+#ifndef SNUG_OPS_ROUND_OUTPUT_H
+#define SNUG_OPS_ROUND_OUTPUT_H
+
+#include <stddef.h>
+
+#include "kernels/elementwise.h"
+#include "ops/op.h"
+
+/* out[lo, lo + n) rounded in place and packed into packed.copy where there is one, where packed.round asks for
+ * it; else nothing. */
+void op_round_output(const op_call *c, size_t lo, size_t n);
+/* The same over out[0, n) in one pass spread over the threads (the executor's pass), for a path of an op whose
+ * kernel has no part of its output in cache to round (a product of the BLAS). */
+void op_round_output_whole(const op_call *c, size_t n);
+
+/* The forward of an element-wise op: out = f(in[0]) (out = f(in[0], in[1])) over len elements through the
+ * element-wise driver, each chunk rounded as it is made (op_round_output). */
+void op_forward_unary(const op_call *c, ew_split s, ew_unary_fn f, size_t len);
+void op_forward_binary(const op_call *c, ew_split s, ew_binary_fn f, size_t len);
+
+#endif

@@ -1,0 +1,244 @@
+/* Ops that round their own output in a bf16 forward (OP_ROUNDS_OUTPUT, op_call.packed.round): the output and
+ * the packed copy they write have the bits of the unfused path, the forward without rounding followed by the
+ * executor's pass (bf16_round_pack), and with no packed copy the bits of bf16_round_floats. Every op with the
+ * flag on every kernel path this CPU takes (ctest runs it capped too: test_rounds_output_avx2, _portable), for
+ * micro-batches of 1 and 5 on one and two threads, and in a recompute (a replay reading its saved statistics). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "graph/graph.h"
+#include "kernels/bf16.h"
+#include "op_test_util.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "snug.h"
+
+typedef snug_graph *(*graph_fn)(void);
+
+/* A convolution of the input (c, h, w) into co channels, kernel k, stride st, padding k / 2. */
+static snug_graph *conv_graph(size_t c, size_t h, size_t co, size_t k, size_t st) {
+    snug_graph *g = snug_graph_new("t");
+    snug_conv2d(g, "op", snug_input(g, "x", c, h, h), co, k, st, k / 2);
+    return g;
+}
+/* the direct kernels (conv3x3_bf16 where the CPU has AVX512_BF16); the cnn's first layer, one input channel */
+static snug_graph *conv_direct(void) { return conv_graph(16, 12, 16, 3, 1); }
+static snug_graph *conv_one_channel(void) { return conv_graph(1, 28, 32, 3, 1); }
+static snug_graph *conv_stride2(void) { return conv_graph(8, 12, 16, 3, 2); }
+static snug_graph *conv_lowered(void) { return conv_graph(4, 10, 6, 5, 1); } /* 5x5: the lowered product */
+static snug_graph *conv_pointwise(void) { return conv_graph(8, 9, 12, 1, 1); }
+static snug_graph *conv_transpose(void) { /* a UNet's up-convolution */
+    snug_graph *g = snug_graph_new("t");
+    snug_conv_transpose2d(g, "op", snug_input(g, "x", 8, 6, 6), 4, 2, 2, 0);
+    return g;
+}
+static snug_graph *maxpool(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_maxpool2d(g, "op", snug_input(g, "x", 6, 14, 14), 2, 2);
+    return g;
+}
+static snug_graph *maxpool_relu(void) { /* the ReLU before it folded in (op_maxpool2d_relu) */
+    snug_graph *g = snug_graph_new("t");
+    snug_maxpool2d(g, "op", snug_relu(g, "relu", snug_input(g, "x", 6, 14, 14)), 2, 2);
+    return g;
+}
+static snug_graph *maxpool_odd(void) { /* the generic windows */
+    snug_graph *g = snug_graph_new("t");
+    snug_maxpool2d(g, "op", snug_input(g, "x", 5, 11, 11), 3, 2);
+    return g;
+}
+static snug_graph *relu(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_relu(g, "op", snug_input(g, "x", 3, 40, 40));
+    return g;
+}
+static snug_graph *gelu(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_gelu(g, "op", snug_input(g, "x", 3, 40, 40));
+    return g;
+}
+static snug_graph *add(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", 3, 40, 40);
+    snug_add(g, "op", x, snug_relu(g, "r", x));
+    return g;
+}
+static snug_graph *add_relu(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_input(g, "x", 3, 40, 40);
+    snug_relu(g, "after", snug_add(g, "op", x, snug_gelu(g, "r", x)));
+    return g;
+}
+static snug_graph *groupnorm(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_groupnorm(g, "op", snug_input(g, "x", 8, 9, 9), 4, 1e-5f);
+    return g;
+}
+static snug_graph *groupnorm_relu(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_relu(g, "after", snug_groupnorm(g, "op", snug_input(g, "x", 8, 9, 9), 2, 1e-5f));
+    return g;
+}
+static snug_graph *layernorm(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_layernorm(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 6), 11, 40), 1e-5f);
+    return g;
+}
+static snug_graph *linear(void) { /* rows of one sample (the mlp's) */
+    snug_graph *g = snug_graph_new("t");
+    snug_linear(g, "op", snug_flatten(g, "flat", snug_input(g, "x", 3, 5, 7)), 40);
+    return g;
+}
+static snug_graph *linear_tokens(void) { /* 20 rows a sample (a sequence's tokens) */
+    snug_graph *g = snug_graph_new("t");
+    snug_linear(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 24), 40);
+    return g;
+}
+static snug_graph *attention(void) { /* 20 tokens, 2 heads of 8 */
+    snug_graph *g = snug_graph_new("t");
+    snug_tensor x = snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 16);
+    snug_causal_self_attention(g, "op", snug_linear(g, "qkv", x, 48), 2);
+    return g;
+}
+static snug_graph *embedding(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_embedding(g, "op", snug_input_tokens(g, "tokens", 20), 11, 24);
+    return g;
+}
+static snug_graph *position_embedding(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_position_embedding(g, "op", snug_embedding(g, "emb", snug_input_tokens(g, "tokens", 20), 11, 24), 32);
+    return g;
+}
+static snug_graph *batchnorm(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_batchnorm2d(g, "op", snug_input(g, "x", 6, 7, 7), 1e-5f, 0.1f);
+    return g;
+}
+static snug_graph *batchnorm_relu(void) {
+    snug_graph *g = snug_graph_new("t");
+    snug_relu(g, "after", snug_batchnorm2d(g, "op", snug_input(g, "x", 6, 7, 7), 1e-5f, 0.1f));
+    return g;
+}
+
+/* A fixture of node "op" for a bf16 forward: its inputs rounded (the values a bf16 run feeds it) and a
+ * workspace sized as a bf16 plan sizes it. */
+static void bf16_fixture(op_fixture *f, graph_fn make, op_product product, size_t m, int threads, uint64_t seed) {
+    snug_graph *g = make();
+    op_fixture_init(f, g, graph_find_node(g, "op"), m, threads, FILL_PLAIN, seed);
+    assert_true(f->op->flags & OP_ROUNDS_OUTPUT);
+    for (int i = 0; i < f->n_in; i++)
+        if (f->owner[i] == i) bf16_round_floats(f->x[i], f->x[i], m * f->in_n[i]);
+    if (f->op->flags & OP_READS_INDICES) /* tokens, every row of the table in turn */
+        for (size_t j = 0; j < m * f->in_n[0]; j++) f->x[0][j] = (float)((j * 7) % f->node->p.embedding.vocab);
+    f->c.product = product;
+    const plan_variant v = {.product = product, .bf16 = true};
+    free(f->work);
+    f->work = op_test_xmalloc(plan_op_workspace(f->node, &v, m, threads));
+    f->c.work = f->work;
+    if (f->op->saved_batch_bytes) { /* BatchNorm's batch statistics before the per-sample bytes */
+        free(f->saved);
+        f->saved = op_test_xmalloc(f->op->saved_bytes(f->node) * m + f->op->saved_batch_bytes(f->node));
+        f->c.saved = f->saved;
+    }
+    for (int i = 0; i < f->n_w; i++) /* running statistics: written, not trained */
+        if (g->params[f->node->params[i]].buffer) f->c.state[i] = f->w[i], f->c.dw[i] = NULL;
+    f->c.bf16 = true;
+    f->c.training = true;
+}
+
+/* One forward of f as the call says (rounding itself or not), from a poisoned output. */
+static void run_forward(op_fixture *f, bool recompute) {
+    memset(f->y, 0xA5, f->m_plan * f->out_n * sizeof *f->y);
+    f->c.recompute = recompute;
+    f->op->forward(&f->c);
+}
+
+static void expect_fused_equals_unfused(graph_fn make, op_product product) {
+    const size_t ms[] = {1, 5};
+    for (size_t im = 0; im < 2; im++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const size_t m = ms[im];
+            op_fixture f;
+            bf16_fixture(&f, make, product, m, threads, 4200 + m + (uint64_t)threads);
+            const size_t n = m * f.out_n;
+            float *want = op_test_xmalloc(n * sizeof *want);
+            bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed);
+            bf16 *packed = op_test_xmalloc(n * sizeof *packed);
+            for (int recompute = 0; recompute <= 1; recompute++) { /* the first forward saves, the replay reads */
+                f.c.packed.round = false, f.c.packed.copy = NULL;
+                run_forward(&f, recompute);
+                memcpy(want, f.y, n * sizeof *want);
+                bf16_round_pack(want, want_packed, n); /* the executor's pass */
+
+                f.c.packed.round = true, f.c.packed.copy = packed;
+                memset(packed, 0x5A, n * sizeof *packed);
+                run_forward(&f, true); /* statistics as saved, so both forwards normalise alike */
+                assert_memory_equal(f.y, want, n * sizeof *want);
+                assert_memory_equal(packed, want_packed, n * sizeof *packed);
+
+                f.c.packed.copy = NULL; /* no packed copy kept: rounded in place only */
+                run_forward(&f, true);
+                assert_memory_equal(f.y, want, n * sizeof *want);
+            }
+            free(want), free(want_packed), free(packed);
+            op_fixture_free(&f);
+        }
+}
+
+#define ROUNDS(name)                                                                                            \
+    static void test_##name(void **state) { (void)state, expect_fused_equals_unfused(name, op_test_product()); }
+ROUNDS(conv_direct)
+ROUNDS(conv_one_channel)
+ROUNDS(conv_stride2)
+ROUNDS(conv_lowered)
+ROUNDS(conv_pointwise)
+ROUNDS(conv_transpose)
+ROUNDS(maxpool)
+ROUNDS(maxpool_relu)
+ROUNDS(maxpool_odd)
+ROUNDS(relu)
+ROUNDS(gelu)
+ROUNDS(add)
+ROUNDS(add_relu)
+ROUNDS(groupnorm)
+ROUNDS(groupnorm_relu)
+ROUNDS(layernorm)
+ROUNDS(batchnorm)
+ROUNDS(linear)
+ROUNDS(attention)
+ROUNDS(embedding)
+ROUNDS(position_embedding)
+ROUNDS(linear_tokens)
+/* a bf16 plan's product where the CPU has AVX512_BF16 (the portable kernel elsewhere) */
+static void test_linear_bgemm(void **state) {
+    (void)state;
+    expect_fused_equals_unfused(linear, OP_PRODUCT_BGEMM);
+    expect_fused_equals_unfused(linear_tokens, OP_PRODUCT_BGEMM);
+}
+ROUNDS(batchnorm_relu)
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_direct),  cmocka_unit_test(test_conv_one_channel),
+        cmocka_unit_test(test_conv_stride2), cmocka_unit_test(test_conv_lowered),
+        cmocka_unit_test(test_conv_pointwise), cmocka_unit_test(test_conv_transpose),
+        cmocka_unit_test(test_maxpool),
+        cmocka_unit_test(test_maxpool_relu), cmocka_unit_test(test_maxpool_odd),
+        cmocka_unit_test(test_relu),          cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_add),           cmocka_unit_test(test_add_relu),
+        cmocka_unit_test(test_groupnorm),     cmocka_unit_test(test_groupnorm_relu),
+        cmocka_unit_test(test_layernorm),     cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_batchnorm_relu), cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
+        cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_position_embedding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
