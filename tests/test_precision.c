@@ -642,8 +642,8 @@ static snug_trainer *bf16_grads_packed(const snug_graph *g, size_t batch, uint64
  * the folded graph: a folded ReLU's backward recomputes its mask from the same rounded values). The packed
  * plan also splits on the models split_invariant holds to it (cnn, resnet20-gn): a micro-batch of 1 and of 3
  * give the batch's gradient within float32 rounding (each sample's gradients are rounded on their own). Not
- * unet: capped to AVX2 a micro-batch of 1 differs by 2.4e-3 (some float32 sum's last bits move with the split
- * there, and rounding a gradient turns them into bfloat16 ones). */
+ * unet: capped to AVX2 some float32 sum's last bits move with the split there, and rounding a gradient turns
+ * them into bfloat16-sized differences, so unet is held to the accuracy bound alone. */
 static void packed_gradients_within_bound(void **state) {
     (void)state;
     /* the splits as split_invariant: where the products' bits do not depend on the micro-batch (AVX2 and up) */
