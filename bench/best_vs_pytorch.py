@@ -69,8 +69,10 @@ def pairing_rows(args, env, w, s, t):
 
 
 def best_ratio(medians):
-    """max over snug's precisions of min over PyTorch's: snug's fastest over PyTorch's fastest."""
-    return max(min(medians[(s, t)] for t in PRECISIONS) for s in PRECISIONS)
+    """max over snug's precisions of min over PyTorch's: snug's fastest over PyTorch's fastest. A precision a
+    framework cannot train the workload in (None: PyTorch 1.13's autocast on the GroupNorm UNet) is no
+    candidate for its best."""
+    return max(min(medians[(s, t)] for t in PRECISIONS if medians[(s, t)] is not None) for s in PRECISIONS)
 
 
 def markdown(args, table, pairs_csv):
@@ -79,11 +81,13 @@ def markdown(args, table, pairs_csv):
              "in %s." % (cpu_line(), args.threads, args.bench, args.threads, args.duels, pairs_csv), ""]
     lines += ["Register peaks, one thread (`bench_fma_peak 1`): %s." % ("; ".join(args.peaks) or "not built"), ""]
     lines += ["Median of snug's samples/s over PyTorch's per pairing (snug precision / PyTorch precision), and snug's "
-              "best over PyTorch's best (max over snug's precision of min over PyTorch's):", "",
+              "best over PyTorch's best (max over snug's precision of min over PyTorch's; \"fails\": PyTorch could "
+              "not train the workload in that precision, so it is no candidate for PyTorch's best):", "",
               "| workload | fp32/fp32 | fp32/bf16 | bf16/fp32 | bf16/bf16 | best/best |",
               "|---|--:|--:|--:|--:|--:|"]
     for w, medians in table:
-        cells = ["%.2f" % medians[(s, t)] for s in PRECISIONS for t in PRECISIONS]
+        cells = ["fails" if medians[(s, t)] is None else "%.2f" % medians[(s, t)] for s in PRECISIONS
+                 for t in PRECISIONS]
         lines.append("| %s | %s | **%.2f** |" % (w, " | ".join(cells), best_ratio(medians)))
     gm = math.exp(statistics.mean(math.log(best_ratio(m)) for _, m in table))
     lines += ["", "Geometric mean of best/best over %d workloads: **%.2f**." % (len(table), gm), ""]
@@ -103,10 +107,21 @@ def main():
     args.peaks = peaks(args.bench, 1)
     all_rows, table = [], []
     for w in args.workloads:
-        medians = {}
+        medians, failing = {}, set()
         for s in PRECISIONS:
             for t in PRECISIONS:
-                rows = pairing_rows(args, env, w, s, t)
+                if t in failing:
+                    medians[(s, t)] = None
+                    continue
+                try:
+                    rows = pairing_rows(args, env, w, s, t)
+                except RuntimeError as e:  # PyTorch cannot train w in t: say so, and its best is the other
+                    if not str(e).startswith("pytorch_bench.py"):
+                        raise
+                    print("%-9s PyTorch %s fails: %s" % (w, t, e), flush=True)
+                    failing.add(t)
+                    medians[(s, t)] = None
+                    continue
                 all_rows += rows
                 medians[(s, t)] = statistics.median(float(r["ratio"]) for r in rows)
                 print("%-9s snug %s against PyTorch %s: %.3f" % (w, s, t, medians[(s, t)]), flush=True)
