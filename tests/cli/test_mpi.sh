@@ -2,7 +2,8 @@
 # Data parallelism end to end, with real ranks on this machine (oversubscribed: 2 cores are enough). Registered
 # by CMake only in a build with MPI; SNUG_MPIEXEC names the launcher (else mpiexec from PATH). One thread a rank.
 #   - R = 1, 2, 4 ranks give the parameters of the single-process run after 20 steps (max |a-b| / max |a| <= 1e-5;
-#     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp);
+#     R = 1 bitwise), with uneven shards, uneven micro-batches, an empty shard (B < R), and dropout (resmlp); in
+#     bf16, far within the distance between bf16's and float32's parameters;
 #   - exactly one gradient all-reduce per optimizer step; only rank 0 prints; --progress auto into a file writes
 #     plain step lines, once;
 #   - a rank whose data file is corrupt ends the whole job within seconds, with its message;
@@ -167,6 +168,25 @@ if own_products; then
 else
     echo "skip: mlp + AdamW, 2 ranks: this CPU has no AVX-512, the BLAS's products depend on the split"
 fi
+
+# bf16 (docs/precision.md): a sample's products never depend on the split, so R ranks part from one process only
+# by the order in which the all-reduce sums float32 gradients; a flipped bf16 rounding of a weight or activation
+# can magnify that, but it must stay far below what the precision itself changes: of the distance between the
+# single process's bf16 and float32 parameters, at most 5% in the largest difference (one flipped rounding moves
+# a weight by a bf16 step) and 1% in relative L2.
+BF16=("${MLP[@]}" --evaluate off --precision bf16)
+run "mlp in bf16, one process" "${BF16[@]}" --save "$TMP/bf16_1p.bin"
+expect_rc 0
+read -r precision_max precision_l2 < <(relative_differences "$TMP/bf16_1p.bin" "$TMP/mlp_1p.bin")
+echo "      bf16 against float32: max |a-b| / max |a| = $precision_max, ||a-b|| / ||a|| = $precision_l2"
+for R in 2 4; do
+    run_mpi "mlp in bf16, $R ranks: far within the precision's own distance from the single process" "$R" \
+        "${BF16[@]}" --save "$TMP/bf16_r$R.bin"
+    expect_rc 0
+    expect_in "$OUT" "data parallel: $R ranks"
+    expect_close "$TMP/bf16_1p.bin" "$TMP/bf16_r$R.bin" "$(awk -v d="$precision_max" 'BEGIN { print d / 20 }')" \
+        "$(awk -v d="$precision_l2" 'BEGIN { print d / 100 }')"
+done
 
 # ---------------------------------------------------------------------------------------------------------
 # A corrupt data file on rank 1 only (MPMD: one command line per rank): the whole job ends with rank 1's message
