@@ -16,6 +16,12 @@
  * changed last bit would become a changed value. The blocks of scores and probabilities, and the
  * head's keys and values transposed (small_gemm reads B along its rows), are per-thread scratch.
  *
+ * In plans whose products are bgemm's (bf16 where vdpbf16ps does twice an FMA's work: plan/products.c), the
+ * same products go through bgemm on the task's thread instead: its operands rounded to bfloat16 as it packs
+ * them (Q, K, V and the output gradient already are in such a plan; P and dS are rounded there), each element
+ * one chain of float32 sums over the pairs of k, whatever the operands' addresses or the thread count, so the
+ * promises above hold unchanged. The softmax, its backward and every sum stay float32.
+ *
  * The rows go in blocks of ATTN_BLOCK queries. A causal block of rows [r0, r1) sees keys [0, r1) only, so every
  * product runs over those keys: the masked upper triangle is neither multiplied nor exponentiated, beyond the
  * corner of the diagonal block (about 56% of the full work at T = 256). The FLOP counts count exactly this. */
@@ -26,6 +32,7 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bgemm.h"
 #include "ops/op.h"
 #include "ops/round_output.h"
 #include "kernels/small_gemm.h"
@@ -136,30 +143,56 @@ static sgemm_mat attn_rows(const float *x, size_t ld) { return (sgemm_mat){.p = 
 static sgemm_mat attn_cols(const float *x, size_t ld) { return (sgemm_mat){.p = x, .rs = 1, .cs = ld}; }
 
 /* A thread's scratch in the workspace: two (min(ATTN_BLOCK, T), T) blocks, P and backward's dP (then dS), and
- * the head's keys and values transposed, (D, T) each: the B operands of Q K^T and dO V^T, which small_gemm
- * reads along their rows. Copied once per (sample, head), they serve every block of rows. */
+ * the head's keys and values transposed, (D, T) each: the B operands of Q K^T and dO V^T, which the products
+ * read along their rows. Copied once per (sample, head), they serve every block of rows. Where the products are
+ * bgemm's, then bgemm's packing workspace for the largest of them (bwork; NULL where they are small_gemm's). */
 typedef struct attn_scratch {
-    float *p, *ds, *kt, *vt;
+    float *p, *ds, *kt, *vt, *bwork;
 } attn_scratch;
 
-static size_t attn_thread_floats(const attn_dims *d) {
+/* Whether a plan with this product multiplies through bgemm. */
+static bool attn_bgemm(op_product product) { return product == OP_PRODUCT_BGEMM; }
+
+/* bgemm's workspace for every product of a block: M up to T, N and K up to max(T, D) (bgemm's is monotone). */
+static size_t attn_bgemm_floats(const attn_dims *d) {
+    const size_t wide = d->T > d->D ? d->T : d->D;
+    return bgemm_workspace_floats(d->T, wide, wide, 1);
+}
+
+static size_t attn_thread_floats(const attn_dims *d, op_product product) {
     const size_t bt = d->T < ATTN_BLOCK ? d->T : ATTN_BLOCK;
-    return 2 * bt * d->T + 2 * d->D * d->T;
+    return 2 * bt * d->T + 2 * d->D * d->T + (attn_bgemm(product) ? attn_bgemm_floats(d) : 0);
 }
 
 static attn_scratch attn_scratch_of(const op_call *c, const attn_dims *d) {
     const size_t bt = d->T < ATTN_BLOCK ? d->T : ATTN_BLOCK;
-    float *w = (float *)c->work + (size_t)omp_get_thread_num() * attn_thread_floats(d);
-    return (attn_scratch){.p = w, .ds = w + bt * d->T, .kt = w + 2 * bt * d->T, .vt = w + (2 * bt + d->D) * d->T};
+    float *w = (float *)c->work + (size_t)omp_get_thread_num() * attn_thread_floats(d, c->product);
+    return (attn_scratch){.p = w, .ds = w + bt * d->T, .kt = w + 2 * bt * d->T, .vt = w + (2 * bt + d->D) * d->T,
+                          .bwork = attn_bgemm(c->product) ? w + 2 * (bt + d->D) * d->T : NULL};
+}
+
+/* C (M, N), rows ldc apart = scale (init + A (M, K) B (K, N)), B rows ldb apart, init C (accumulate) or zero:
+ * small_gemm, or where the scratch has bgemm's workspace bgemm on this thread, then the scale after each
+ * element's chain as small_gemm applies it. */
+static void attn_gemm(const attn_scratch *s, size_t M, size_t N, size_t K, sgemm_mat a, const float *b,
+                      size_t ldb, float *c, size_t ldc, float scale, bool accumulate) {
+    if (!s->bwork) {
+        small_gemm(M, N, K, a, b, ldb, c, ldc, scale, accumulate);
+        return;
+    }
+    bgemm(M, N, K, a, (sgemm_mat){.p = b, .rs = ldb, .cs = 1}, c, ldc, NULL, accumulate, s->bwork, 1);
+    if (scale != 1.0f)
+        for (size_t i = 0; i < M; i++)
+            for (size_t j = 0; j < N; j++) c[i * ldc + j] *= scale;
 }
 
 /* The probabilities of rows [r0, r0 + nr) of one (sample, head) into b (rows T apart): the block's scores
  * against its nk keys (kt: the keys transposed, (D, T)), scaled after each score's chain, then their softmax.
  * Forward and backward both build P through this function. */
-static void attn_block_probs(const attn_dims *d, const float *q, const float *kt, size_t r0, size_t nr, size_t nk,
-                             float *b) {
+static void attn_block_probs(const attn_dims *d, const attn_scratch *s, const float *q, size_t r0, size_t nr,
+                             size_t nk, float *b) {
     const float scale = (float)(1.0 / sqrt((double)d->D));
-    small_gemm(nr, nk, d->D, attn_rows(q + r0 * 3 * d->C, 3 * d->C), kt, d->T, b, d->T, scale, false);
+    attn_gemm(s, nr, nk, d->D, attn_rows(q + r0 * 3 * d->C, 3 * d->C), s->kt, d->T, b, d->T, scale, false);
     attn_softmax_rows(b, r0, nr, nk, d->T, d->causal);
 }
 
@@ -178,8 +211,8 @@ static void attn_forward(const op_call *c) {
         transpose_floats(s.kt, T, k, 3 * C, T, D);
         for (size_t r0 = 0; r0 < T; r0 += ATTN_BLOCK) {
             const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK, nk = attn_keys(&d, r0);
-            attn_block_probs(&d, q, s.kt, r0, nr, nk, s.p);
-            small_gemm(nr, D, nk, attn_rows(s.p, T), v, 3 * C, out + (n * T + r0) * C + h * D, C, 1.0f, false);
+            attn_block_probs(&d, &s, q, r0, nr, nk, s.p);
+            attn_gemm(&s, nr, D, nk, attn_rows(s.p, T), v, 3 * C, out + (n * T + r0) * C + h * D, C, 1.0f, false);
             for (size_t t = r0; t < r0 + nr; t++) op_round_output(c, (n * T + t) * C + h * D, D); /* final: in L1 */
         }
     }
@@ -211,12 +244,12 @@ static void attn_block_backward(const attn_dims *d, const attn_scratch *s, const
     const size_t nr = T - r0 < ATTN_BLOCK ? T - r0 : ATTN_BLOCK;
     const float scale = (float)(1.0 / sqrt((double)D));
     const float *dOb = dO + r0 * C, *qb = q + r0 * ld;
-    attn_block_probs(d, q, s->kt, r0, nr, nk, s->p);
-    small_gemm(nk, D, nr, attn_cols(s->p, T), dOb, C, dv, ld, 1.0f, true);
-    small_gemm(nr, nk, D, attn_rows(dOb, C), s->vt, T, s->ds, T, 1.0f, false);
+    attn_block_probs(d, s, q, r0, nr, nk, s->p);
+    attn_gemm(s, nk, D, nr, attn_cols(s->p, T), dOb, C, dv, ld, 1.0f, true);
+    attn_gemm(s, nr, nk, D, attn_rows(dOb, C), s->vt, T, s->ds, T, 1.0f, false);
     attn_softmax_backward(s->ds, s->p, r0, nr, nk, T, d->causal, scale);
-    small_gemm(nr, D, nk, attn_rows(s->ds, T), k, ld, dq + r0 * ld, ld, 1.0f, true);
-    small_gemm(nk, D, nr, attn_cols(s->ds, T), qb, ld, dk, ld, 1.0f, true);
+    attn_gemm(s, nr, D, nk, attn_rows(s->ds, T), k, ld, dq + r0 * ld, ld, 1.0f, true);
+    attn_gemm(s, nk, D, nr, attn_cols(s->ds, T), qb, ld, dk, ld, 1.0f, true);
 }
 
 static void attn_backward(const op_call *c) {
@@ -258,16 +291,24 @@ static double attn_backward_flops(const op_node *n) {
 }
 
 /* attn_thread_floats per thread that can run a task, min(threads, m H): backward uses all of a thread's
- * scratch, forward its first block and the transposed keys. */
-static size_t attn_workspace_bytes(const op_node *n, size_t m, int threads) {
+ * scratch, forward its first block, the transposed keys and bgemm's workspace where it has one. */
+static size_t attn_product_workspace_bytes(const op_node *n, size_t m, int threads, op_product product) {
     const attn_dims d = attn_dims_of(n);
     size_t tasks, per, bytes;
     if (!size_mul(m, d.H, &tasks)) return SIZE_MAX;
     const size_t nt = threads > 0 ? (size_t)threads : 1, team = nt < tasks ? nt : tasks;
     const size_t bt = d.T < ATTN_BLOCK ? d.T : ATTN_BLOCK;
     if (!size_mul(2 * bt + 2 * d.D, d.T, &per)) return SIZE_MAX;
+    if (attn_bgemm(product) && !size_add(per, attn_bgemm_floats(&d), &per)) return SIZE_MAX;
     return size_mul(per, team, &bytes) && size_mul(bytes, sizeof(float), &bytes) ? bytes : SIZE_MAX;
 }
+
+/* The workspace of small_gemm's products (what a plan whose products are not bgemm's reserves). */
+static size_t attn_workspace_bytes(const op_node *n, size_t m, int threads) {
+    return attn_product_workspace_bytes(n, m, threads, OP_PRODUCT_SGEMM);
+}
+
+static const op_product_sizes attn_sizes = {.workspace_bytes = attn_product_workspace_bytes};
 
 const op_desc op_attention = {
     .kind = "attention",
@@ -278,4 +319,5 @@ const op_desc op_attention = {
     .flops = attn_flops,
     .backward_flops = attn_backward_flops,
     .workspace_bytes = attn_workspace_bytes,
+    .by_product = &attn_sizes,
 };
