@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/bf16.h"
 #include "kernels/dpbf16_lane.h"
 #include "kernels/isa.h"
 #include "kernels/transpose.h"
@@ -247,6 +248,10 @@ typedef struct bgemm_job {
     const float *bias;
     bool accumulate, bf16;
     bgemm_mat16 b16; /* B already in bf16 (bgemm_b16): packed from these bits, b unused; p NULL otherwise */
+    const uint32_t *panels; /* B already packed (bgemm_panels): read in place, b unused; NULL otherwise */
+    size_t panel_words;     /* the words of one of those panels: its pairs of k times NR */
+    bool round;             /* bgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
+    uint16_t *packed;       /* NULL: rounded in place only */
 } bgemm_job;
 
 /* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
@@ -362,12 +367,12 @@ static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, 
 }
 
 /* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
- * L1 while the strips stream from L2. */
-static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t ic, size_t mc, size_t jc,
-                  size_t nc, size_t kp, int start) {
+ * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. */
+static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step, size_t ic,
+                  size_t mc, size_t jc, size_t nc, size_t kp, int start) {
     for (size_t jr = 0; jr < nc; jr += NR)
         for (size_t ir = 0; ir < mc; ir += MR) {
-            const uint32_t *a = abuf + ir * kp, *b = bbuf + jr * kp;
+            const uint32_t *a = abuf + ir * kp, *b = bbuf + jr / NR * panel_step;
             float *c = j->c + (ic + ir) * j->ldc + jc + jr;
             const size_t mr = min_size(MR, mc - ir), nr = min_size(NR, nc - jr);
             const float *bias = j->bias ? j->bias + jc + jr : NULL;
@@ -382,6 +387,16 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
         }
 }
 
+/* bgemm_rounded: rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, whose last block of K was just added,
+ * rounded while they are in this thread's cache (the block's A strips and B panels were its last reads). */
+static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, size_t cols) {
+    for (size_t i = i0; i < i0 + rows; i++) {
+        float *row = j->c + i * j->ldc + j0;
+        if (j->packed) bf16_round_pack(row, j->packed + i * j->ldc + j0, cols);
+        else bf16_round_floats(row, row, cols);
+    }
+}
+
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
 static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
     const size_t kpmax = (min_size(j->K, KC) + 1) / 2;
@@ -394,12 +409,17 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
         for (size_t pc = 0; pc < j->K; pc += kb) {
             const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-            for (size_t jr = 0; jr < nc; jr += NR)
-                pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
+            /* B's block: packed now, or read where bgemm_pack_panels put it (pc even: pair pc / 2 on) */
+            const uint32_t *bblock = j->panels ? j->panels + jc / NR * j->panel_words + pc / 2 * NR : bbuf;
+            const size_t panel_step = j->panels ? j->panel_words : kp * NR;
+            if (!j->panels)
+                for (size_t jr = 0; jr < nc; jr += NR)
+                    pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a(j, abuf, stage, ic, mc, pc, kc);
-                tiles(j, abuf, bbuf, ic, mc, jc, nc, kp, start);
+                tiles(j, abuf, bblock, panel_step, ic, mc, jc, nc, kp, start);
+                if (j->round && pc + kc == j->K) round_block(j, ic, mc, jc, nc);
             }
         }
     }
@@ -423,6 +443,7 @@ static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int thr
     if (M == 0 || N == 0) return;
     if (j->K == 0) {
         sgemm_start_only(M, N, j->c, j->ldc, j->bias, j->accumulate);
+        if (j->round) round_block(j, 0, M, 0, N);
         return;
     }
     const int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
@@ -457,9 +478,43 @@ void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     run_job(&j, M, N, work, threads);
 }
 
+void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .b = b, .b16 = b16, .c = c, .ldc = ldc, .bias = col_bias,
+                         .bf16 = fast_path(), .round = true, .packed = packed};
+    run_job(&j, M, N, work, threads);
+}
+
 void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
                const float *col_bias, bool accumulate, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
                          .bf16 = fast_path()};
+    run_job(&j, M, N, work, threads);
+}
+
+/* ---- B packed once, read by many products -------------------------------------------------------------------- */
+
+/* The words of one panel: NR columns by the pairs of K rows. */
+static size_t panel_words(size_t K) { return (K + 1) / 2 * NR; }
+
+size_t bgemm_panels_words(size_t K, size_t N) { return panel_words(K) * (round_up(N, NR) / NR); }
+
+size_t bgemm_panels_stage_floats(void) { return KC / 2 * NR; }
+
+/* pack_b over all of K, KC at a time (even, so every block starts on a pair), panel by panel: panel t holds
+ * the pairs of columns [t NR, t NR + NR) for every k, (K + 1) / 2 rows of NR words. */
+void bgemm_pack_panels(uint32_t *dst, size_t K, size_t N, sgemm_mat b, float *stage) {
+    const bgemm_job j = {.K = K, .b = b, .bf16 = fast_path()};
+    const size_t words = panel_words(K);
+    for (size_t j0 = 0; j0 < N; j0 += NR)
+        for (size_t p0 = 0; p0 < K; p0 += KC)
+            pack_b(&j, dst + j0 / NR * words + p0 / 2 * NR, stage, j0, min_size(NR, N - j0), p0,
+                   min_size(KC, K - p0));
+}
+
+void bgemm_panels(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_panels_of b, float *c, size_t ldc,
+                  bool accumulate, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .c = c, .ldc = ldc, .accumulate = accumulate, .bf16 = fast_path(),
+                         .panels = b.p, .panel_words = panel_words(b.K)};
     run_job(&j, M, N, work, threads);
 }
