@@ -287,14 +287,15 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
  * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
  * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
  * A stored by columns (a transposed operand: a strip's rows at one k lie side by side) is merged straight from
- * its floats; A stored by rows is staged first as sgemm packs its strips (stage[s * SR * kc + p * SR + i] =
- * A(r, p0 + p)). */
+ * its floats. A stored by rows holds each pair in two adjacent floats, as a B stored by columns does: each row
+ * becomes its pair words in the stage (rows rows of kp words), and the strips' transpose of 32-bit words turns
+ * them into strips, half the bytes a float32 transpose before the merge would move. */
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
     const sgemm_mat a = j->a;
     const size_t kp = (kc + 1) / 2;
     if (a.cs == 1) {
-        transpose_to_strips8(stage, SR * kc, a.p + i0 * a.rs + p0, a.rs, rows, kc);
-        for (size_t s = 0; s * SR < rows; s++) merge(j, dst + s * SR * kp, stage + s * SR * kc, SR, SR, SR, kc);
+        for (size_t r = 0; r < rows; r++) column_pairs(j, stage + r * kp, a.p + (i0 + r) * a.rs + p0, kc);
+        transpose_to_strips8((float *)(void *)dst, SR * kp, stage, kp, rows, kp); /* the words' bits as they are */
         return;
     }
     /* A few k at a time across every strip: the rows of A read are then few, each read along its length,
