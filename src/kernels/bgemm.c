@@ -140,7 +140,11 @@ static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t ld, si
 
 /* column_pairs_portable: vcvtne2ps2bf16 turns 32 consecutive floats into 16 pair words in order. */
 static BF16 void column_pairs_bf16(float *words, const float *src, size_t kc) {
-    for (size_t k = 0; k < kc; k += 32) {
+    size_t k = 0;
+    for (; k + 32 <= kc; k += 32) /* whole vectors first: no masks to build */
+        _mm512_storeu_si512(words + k / 2,
+                            (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16), _mm512_loadu_ps(src + k)));
+    for (; k < kc; k += 32) {
         const size_t n = kc - k < 32 ? kc - k : 32;
         const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n), src + k);
         const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + k + 16);
@@ -225,6 +229,20 @@ static BF16 void tile_bf16(size_t kp, const uint32_t *a, const uint32_t *b, floa
     case START_C:    tile(kp, a, b, c, ldc, mr, nr, START_C, NULL); break;
     default:         tile(kp, a, b, c, ldc, mr, nr, START_BIAS, bias); break;
     }
+}
+
+/* pack_b16's rows of a B in bf16 stored by rows: the 16-bit halves of rows lo and hi (zero where NULL)
+ * interleaved into NR pair words, the first `cols` of each row read (zero past them). */
+static BF16 void interleave_rows16(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, size_t cols) {
+    _Static_assert(NR == 32, "a panel row is two vectors of pair words");
+    uint16_t idx[32];
+    for (unsigned d = 0; d < 32; d++) idx[d] = (uint16_t)(d / 2 + (d % 2 ? 32 : 0));
+    const __m512i first = _mm512_loadu_si512(idx), second = _mm512_add_epi16(first, _mm512_set1_epi16(16));
+    const __mmask32 m = (__mmask32)(cols >= 32 ? ~0u : (1u << cols) - 1u);
+    const __m512i l = _mm512_maskz_loadu_epi16(m, lo);
+    const __m512i h = hi ? _mm512_maskz_loadu_epi16(m, hi) : _mm512_setzero_si512();
+    _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(l, first, h));
+    _mm512_storeu_si512(dst + 16, _mm512_permutex2var_epi16(l, second, h));
 }
 
 /* bgemm_round_weights: vcvtneps2bf16 rounds as the packing's vcvtne2ps2bf16 does, 16 floats at a time. */
@@ -339,6 +357,15 @@ static void pack_b16(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0,
     const bgemm_mat16 b = j->b16;
     const size_t kp = (kc + 1) / 2;
     if (b.cs == 1) {
+#ifdef SNUG_AVX512
+        if (j->bf16) {
+            for (size_t q = 0; q < kp; q++) {
+                const uint16_t *lo = b.p + (p0 + 2 * q) * b.rs + j0;
+                interleave_rows16(dst + q * NR, lo, 2 * q + 1 < kc ? lo + b.rs : NULL, cols);
+            }
+            return;
+        }
+#endif
         for (size_t q = 0; q < kp; q++) {
             const bool odd_row = 2 * q + 1 < kc;
             const uint16_t *lo = b.p + (p0 + 2 * q) * b.rs + j0, *hi = odd_row ? lo + b.rs : lo; /* never past B */
