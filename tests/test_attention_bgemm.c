@@ -98,12 +98,11 @@ static void reference_of(reference *r, const float *qkv, const float *dout, size
         for (size_t t = 0; t < T; t++)
             for (size_t s = 0; s < T; s++)
                 for (size_t d = 0; d < D; d++) {
-                    const size_t hd = h * D + d, ts = t * T + s;
-                    add_term(&r->out[t * C + hd], &r->out_mag[t * C + hd], p[ts] * qkv[s * 3 * C + 2 * C + hd]);
-                    add_term(&r->dqkv[t * 3 * C + hd], &r->dqkv_mag[t * 3 * C + hd], ds[ts] * qkv[s * 3 * C + C + hd]);
-                    add_term(&r->dqkv[s * 3 * C + C + hd], &r->dqkv_mag[s * 3 * C + C + hd], ds[ts] * qkv[t * 3 * C + hd]);
-                    add_term(&r->dqkv[s * 3 * C + 2 * C + hd], &r->dqkv_mag[s * 3 * C + 2 * C + hd],
-                             p[ts] * dout[t * C + hd]);
+                    const size_t hd = h * D + d, ts = t * T + s, tq = t * 3 * C + hd, sq = s * 3 * C + hd;
+                    add_term(&r->out[t * C + hd], &r->out_mag[t * C + hd], p[ts] * qkv[sq + 2 * C]);
+                    add_term(&r->dqkv[tq], &r->dqkv_mag[tq], ds[ts] * qkv[sq + C]);
+                    add_term(&r->dqkv[sq + C], &r->dqkv_mag[sq + C], ds[ts] * qkv[tq]);
+                    add_term(&r->dqkv[sq + 2 * C], &r->dqkv_mag[sq + 2 * C], p[ts] * dout[t * C + hd]);
                 }
     }
     free(p), free(ds);

@@ -30,6 +30,8 @@
 #define KC 512
 #define MC 128
 #define NC 512
+/* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
+#define A_K_STEP 16
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -231,6 +233,29 @@ static BF16 void tile_bf16(size_t kp, const uint32_t *a, const uint32_t *b, floa
     }
 }
 
+/* pack_a's A stored by columns whose rows lie side by side (rs 1): the `rows` values at each k (ld apart) are
+ * read 16 at a time, two strips' worth, and a pair of k becomes 16 pair words, the first 8 the lower strip's
+ * and the rest the next one's (written only where it has rows). merge_strip_bf16's words: the same bits. */
+static BF16 void pack_a_cols_bf16(uint32_t *dst, const float *src, size_t ld, size_t rows, size_t kc, size_t kp) {
+    const __m512i idx = pair_words(16);
+    for (size_t p = 0; p < kc; p += A_K_STEP) {
+        const size_t p1 = p + A_K_STEP < kc ? p + A_K_STEP : kc;
+        for (size_t r = 0; r < rows; r += 2 * SR) {
+            const size_t n = rows - r < 2 * SR ? rows - r : 2 * SR;
+            const __mmask16 m = avx512_lanes(n);
+            uint32_t *lower = dst + r * kp, *upper = lower + SR * kp;
+            for (size_t k = p; k < p1; k += 2) {
+                const __m512 lo = _mm512_maskz_loadu_ps(m, src + k * ld + r);
+                const __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(m, src + (k + 1) * ld + r) : _mm512_setzero_ps();
+                const __m512i w = to_pairs(lo, hi, idx);
+                _mm256_storeu_si256((__m256i *)(void *)(lower + k / 2 * SR), _mm512_castsi512_si256(w));
+                if (n > SR)
+                    _mm256_storeu_si256((__m256i *)(void *)(upper + k / 2 * SR), _mm512_extracti64x4_epi64(w, 1));
+            }
+        }
+    }
+}
+
 /* pack_b16's rows of a B in bf16 stored by rows: the 16-bit halves of rows lo and hi (zero where NULL)
  * interleaved into NR pair words, the first `cols` of each row read (zero past them). */
 static BF16 void interleave_rows16(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, size_t cols) {
@@ -286,9 +311,6 @@ static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t ld
     merge_portable(dst, src, ld, w, cols, rows);
 }
 
-/* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
-#define A_K_STEP 16
-
 /* column_pairs_portable, or its AVX512_BF16 form. */
 static void column_pairs(const bgemm_job *j, float *words, const float *src, size_t kc) {
 #ifdef SNUG_AVX512
@@ -318,6 +340,12 @@ static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, s
     }
     /* A few k at a time across every strip: the rows of A read are then few, each read along its length,
      * where a whole strip at a time would touch a cache line and a page per k for every 8 floats. */
+#ifdef SNUG_AVX512
+    if (j->bf16 && a.rs == 1) {
+        pack_a_cols_bf16(dst, a.p + p0 * a.cs + i0, a.cs, rows, kc, kp);
+        return;
+    }
+#endif
     for (size_t p = 0; p < kc; p += A_K_STEP)
         for (size_t s = 0; s * SR < rows; s++)
             merge(j, dst + s * SR * kp + p / 2 * SR, a.p + (p0 + p) * a.cs + (i0 + s * SR) * a.rs, a.cs, SR,
