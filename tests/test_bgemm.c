@@ -381,6 +381,36 @@ static void test_rounded_output_same_bits(void **state) {
         }
 }
 
+/* bgemm_rounded's rounding on the values rounding is about: C = bias + 0 (A zero) takes each bias as it is, and
+ * the biases hold ties to even both ways, a NaN whose payload lies only in the dropped bits, infinities, the
+ * largest float (past the last bf16's midpoint: infinity) and small normal values of both signs; the bits
+ * of bf16_round_pack over bgemm's C, on both paths, 3 rows of 40 columns (a tile's edge inside). */
+static void test_rounded_output_special_values(void **state) {
+    (void)state;
+    static const uint32_t specials[] = {0x3F808000u, 0x3F818000u, 0x7F800001u, 0xFF800000u, 0x7F800000u,
+                                        0x7F7FFFFFu, 0x00800000u, 0x80812345u, 0x3F7FFFFFu, 0xBF808001u};
+    const size_t M = 3, N = 40, K = 2, n = sizeof specials / sizeof specials[0];
+    float a[3 * 2] = {0}, b[2 * 40], bias[40], want[3 * 40], got[3 * 40];
+    uint16_t want16[3 * 40], got16[3 * 40];
+    for (size_t t = 0; t < K * N; t++) b[t] = 1.0f;
+    for (size_t t = 0; t < N; t++) bias[t] = float_of(specials[t % n]);
+    float *work = malloc(bgemm_workspace_floats(M, N, K, 1) * sizeof *work);
+    assert_non_null(work);
+    for (int path = 0; path < n_paths(); path++) {
+        bgemm_force_portable(path_portable(path));
+        bgemm(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, want, N, bias, false, work, 1);
+        bf16_round_pack(want, want16, M * N);
+        bgemm_rounded(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, (bgemm_mat16){NULL, 0, 0}, got, N, bias,
+                      got16, work, 1);
+        bgemm_force_portable(false);
+        assert_memory_equal(want, got, sizeof got);
+        assert_memory_equal(want16, got16, sizeof got16);
+        assert_true(bits_of(got[0]) == 0x3F800000u && bits_of(got[1]) == 0x3F820000u); /* ties to even */
+        assert_true(isnan(got[2]) && isinf(got[5]));
+    }
+    free(work);
+}
+
 /* One element, C (1 x 1) = bias + a . b over k = 0, 1, as the given path computes it. */
 static float lane(const float a[2], const float b[2], float bias, bool portable) {
     float c = 0.0f, *work = malloc(bgemm_workspace_floats(1, 1, 2, 1) * sizeof *work);
@@ -509,6 +539,7 @@ int main(void) {
         cmocka_unit_test(test_rounded_once_same_bits),
         cmocka_unit_test(test_panels_same_bits),
         cmocka_unit_test(test_rounded_output_same_bits),
+        cmocka_unit_test(test_rounded_output_special_values),
         cmocka_unit_test(test_documented_lane),
         cmocka_unit_test(test_report_paths_agree),
         cmocka_unit_test(test_empty_inner_dimension),

@@ -256,6 +256,29 @@ static BF16 void pack_a_cols_bf16(uint32_t *dst, const float *src, size_t ld, si
     }
 }
 
+/* bf16_from_float (bf16.h) of 16 floats, in the low halves of the lanes: the same integer steps (to nearest,
+ * ties to even, through the carry of 0x7FFF plus the kept part's lowest bit; NaN selected, quieted). */
+static inline __attribute__((always_inline)) BF16 __m512i bf16_of16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+}
+
+/* A finished tile's rows (mr of them, nr columns) rounded in place and packed where packed is not NULL (rows ld
+ * apart in both), while in L1: round_block's bits, the tile at a time. */
+static BF16 void round_tile_bf16(float *c, size_t ldc, uint16_t *packed, size_t mr, size_t nr) {
+    for (size_t i = 0; i < mr; i++)
+        for (size_t h = 0; h < nr; h += 16) {
+            const __mmask16 m = avx512_lanes(nr - h < 16 ? nr - h : 16);
+            const __m512i r = bf16_of16(_mm512_maskz_loadu_ps(m, c + i * ldc + h));
+            _mm512_mask_storeu_ps(c + i * ldc + h, m, _mm512_castsi512_ps(_mm512_slli_epi32(r, 16)));
+            if (packed) _mm256_mask_storeu_epi16(packed + i * ldc + h, m, _mm512_cvtepi32_epi16(r));
+        }
+}
+
 /* pack_b16's rows of a B in bf16 stored by rows: the 16-bit halves of rows lo and hi (zero where NULL)
  * interleaved into NR pair words, the first `cols` of each row read (zero past them). */
 static BF16 void interleave_rows16(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, size_t cols) {
@@ -423,9 +446,11 @@ static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, 
 }
 
 /* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
- * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. */
+ * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. On the
+ * AVX512_BF16 path a bgemm_rounded tile whose last block of K this is (last) is rounded as soon as it is made;
+ * the portable path rounds the block after (round_block), the same bits. */
 static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step, size_t ic,
-                  size_t mc, size_t jc, size_t nc, size_t kp, int start) {
+                  size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
     for (size_t jr = 0; jr < nc; jr += NR)
         for (size_t ir = 0; ir < mc; ir += MR) {
             const uint32_t *a = abuf + ir * kp, *b = bbuf + jr / NR * panel_step;
@@ -436,6 +461,8 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
 #ifdef SNUG_AVX512
             if (j->bf16) {
                 tile_bf16(kp, a, b, c, j->ldc, mr, nr, start, bias);
+                if (j->round && last)
+                    round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
                 continue;
             }
 #endif
@@ -474,8 +501,8 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a(j, abuf, stage, ic, mc, pc, kc);
-                tiles(j, abuf, bblock, panel_step, ic, mc, jc, nc, kp, start);
-                if (j->round && pc + kc == j->K) round_block(j, ic, mc, jc, nc);
+                tiles(j, abuf, bblock, panel_step, ic, mc, jc, nc, kp, start, pc + kc == j->K);
+                if (j->round && !j->bf16 && pc + kc == j->K) round_block(j, ic, mc, jc, nc);
             }
         }
     }
