@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "kernels/bgemm.h"
 #include "kernels/isa.h"
 #include "kernels/sgemm.h"
@@ -53,7 +54,7 @@ static float float_of(uint32_t u) {
 }
 
 /* x (finite, normal or zero) rounded to the nearest bfloat16, ties to even. */
-static float bf16_round(float x) {
+static float nearest_bf16(float x) {
     const uint32_t u = bits_of(x);
     return float_of((u + 0x7FFFu + (u >> 16 & 1u)) & 0xFFFF0000u);
 }
@@ -72,7 +73,7 @@ static void fill_raw(float *v, size_t n, uint32_t seed) {
 
 static void fill_bf16(float *v, size_t n, uint32_t seed) {
     fill_raw(v, n, seed);
-    for (size_t i = 0; i < n; i++) v[i] = bf16_round(v[i]);
+    for (size_t i = 0; i < n; i++) v[i] = nearest_bf16(v[i]);
 }
 
 static const size_t shapes[][3] = {{1, 1, 1},     {1, 1, 2},     {3, 5, 2},      {2, 3, 7},     {8, 32, 9},
@@ -244,8 +245,8 @@ static void test_rounds_unrounded_inputs(void **state) {
                 a_raw[i] = float_of((bits_of(a_raw[i]) & 0xFFFF0000u) | 0x8000u);
             for (size_t i = 0; i < b_rows(&p) * b_len(&p); i += 5)
                 b_raw[i] = float_of((bits_of(b_raw[i]) & 0xFFFF0000u) | 0x8000u);
-            for (size_t i = 0; i < a_rows(&p) * a_len(&p); i++) p.a[i] = bf16_round(a_raw[i]);
-            for (size_t i = 0; i < b_rows(&p) * b_len(&p); i++) p.b[i] = bf16_round(b_raw[i]);
+            for (size_t i = 0; i < a_rows(&p) * a_len(&p); i++) p.a[i] = nearest_bf16(a_raw[i]);
+            for (size_t i = 0; i < b_rows(&p) * b_len(&p); i++) p.b[i] = nearest_bf16(b_raw[i]);
             float *rounded = run(&p, START_ZERO, 2, path_portable(path));
             float *a_kept = p.a, *b_kept = p.b;
             p.a = a_raw, p.b = b_raw;
@@ -292,6 +293,122 @@ static void test_rounded_once_same_bits(void **state) {
                 free(per_call), free(once), free(b16);
                 drop(&p);
             }
+}
+
+/* C of bgemm_panels over B packed once (bgemm_pack_panels, with exactly its stage), from the problem's C: the
+ * product of A's first K columns and B's first K rows (K even or all of them) and N columns. */
+static float *run_panels(const problem *p, size_t K, size_t N, bool accumulate, bool portable) {
+    float *c = copy_c(p);
+    const size_t words = bgemm_panels_words(p->K, p->N), sn = bgemm_panels_stage_floats();
+    const size_t wn = bgemm_workspace_floats(p->M, N, K, 1);
+    uint32_t *panels = malloc(words * sizeof *panels);
+    float *stage = malloc(sn * sizeof *stage), *work = malloc(wn * sizeof *work);
+    assert_true(panels && stage && work);
+    bgemm_force_portable(portable);
+    bgemm_pack_panels(panels, p->K, p->N, mat_b(p), stage);
+    bgemm_panels(p->M, N, K, mat_a(p), (bgemm_panels_of){panels, p->K, p->N}, c, p->ldc, accumulate, work, 1);
+    bgemm_force_portable(false);
+    free(panels), free(stage), free(work);
+    return c;
+}
+
+/* B packed once and read in place (bgemm_panels) gives bgemm's bits on every shape, layout and path, starting
+ * from zero or from C, also over leading parts of B: the first even number of its rows (attention's keys up to
+ * a block of queries) and fewer columns. */
+static void test_panels_same_bits(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++)
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (int layout = 0; layout < 4; layout++) {
+                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], layout & 1, layout & 2);
+                const bool accumulate = s % 2;
+                float *once = run_panels(&p, p.K, p.N, accumulate, path_portable(path));
+                float *per_call = run(&p, accumulate ? START_C : START_ZERO, 1, path_portable(path));
+                assert_memory_equal(per_call, once, p.M * p.ldc * sizeof *once);
+                free(once), free(per_call);
+                if (p.K >= 4 && p.N >= 2) { /* the first even K - 2 (or fewer) rows and N - 1 columns */
+                    const size_t k = (p.K - 2) / 2 * 2, n = p.N - 1;
+                    float *part = run_panels(&p, k, n, accumulate, path_portable(path));
+                    float *want = copy_c(&p), *work = malloc(bgemm_workspace_floats(p.M, n, k, 1) * sizeof *work);
+                    assert_non_null(work);
+                    bgemm_force_portable(path_portable(path));
+                    bgemm(p.M, n, k, mat_a(&p), mat_b(&p), want, p.ldc, NULL, accumulate, work, 1);
+                    bgemm_force_portable(false);
+                    assert_memory_equal(want, part, p.M * p.ldc * sizeof *part);
+                    free(part), free(want), free(work);
+                }
+                drop(&p);
+            }
+}
+
+/* bgemm_rounded gives the bits of bgemm then bf16_round_pack over C (bf16_round_floats without a packed copy),
+ * on every shape and path, on 2 threads, from the floats of B and from its bf16 copy, with a bias and without;
+ * C's padding and the packed copy's untouched. */
+static void test_rounded_output_same_bits(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++)
+        for (size_t s = 0; s < N_SHAPES; s++) {
+            problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], s % 2, s % 3 == 0);
+            const size_t nc = p.M * p.ldc, nb = b_rows(&p) * b_len(&p);
+            const int start = s % 2 ? START_BIAS : START_ZERO;
+            uint16_t *b16 = malloc(nb * sizeof *b16), *want16 = malloc(nc * sizeof *want16);
+            uint16_t *got16 = malloc(nc * sizeof *got16);
+            float *work = malloc(bgemm_workspace_floats(p.M, p.N, p.K, 2) * sizeof *work);
+            assert_true(b16 && want16 && got16 && work);
+            bgemm_force_portable(path_portable(path));
+            bgemm_round_weights(b16, p.b, nb);
+            bgemm_force_portable(false);
+            float *want = run(&p, start, 2, path_portable(path));
+            memset(want16, 0xAB, nc * sizeof *want16);
+            for (size_t i = 0; i < p.M; i++) bf16_round_pack(want + i * p.ldc, want16 + i * p.ldc, p.N);
+            for (int from16 = 0; from16 < 2; from16++)
+                for (int packed = 0; packed < 2; packed++) {
+                    float *got = copy_c(&p);
+                    const sgemm_mat b = mat_b(&p);
+                    const bgemm_mat16 m16 = {from16 ? b16 : NULL, b.rs, b.cs};
+                    memset(got16, 0xAB, nc * sizeof *got16);
+                    omp_set_num_threads(2);
+                    bgemm_force_portable(path_portable(path));
+                    bgemm_rounded(p.M, p.N, p.K, mat_a(&p), b, m16, got, p.ldc,
+                                  start == START_BIAS ? p.bias : NULL, packed ? got16 : NULL, work, 2);
+                    bgemm_force_portable(false);
+                    assert_memory_equal(want, got, nc * sizeof *got);
+                    if (packed) assert_memory_equal(want16, got16, nc * sizeof *got16);
+                    free(got);
+                }
+            free(want), free(b16), free(want16), free(got16), free(work);
+            drop(&p);
+        }
+}
+
+/* bgemm_rounded's rounding on the values rounding is about: C = bias + 0 (A zero) takes each bias as it is, and
+ * the biases hold ties to even both ways, a NaN whose payload lies only in the dropped bits, infinities, the
+ * largest float (past the last bf16's midpoint: infinity) and small normal values of both signs; the bits
+ * of bf16_round_pack over bgemm's C, on both paths, 3 rows of 40 columns (a tile's edge inside). */
+static void test_rounded_output_special_values(void **state) {
+    (void)state;
+    static const uint32_t specials[] = {0x3F808000u, 0x3F818000u, 0x7F800001u, 0xFF800000u, 0x7F800000u,
+                                        0x7F7FFFFFu, 0x00800000u, 0x80812345u, 0x3F7FFFFFu, 0xBF808001u};
+    const size_t M = 3, N = 40, K = 2, n = sizeof specials / sizeof specials[0];
+    float a[3 * 2] = {0}, b[2 * 40], bias[40], want[3 * 40], got[3 * 40];
+    uint16_t want16[3 * 40], got16[3 * 40];
+    for (size_t t = 0; t < K * N; t++) b[t] = 1.0f;
+    for (size_t t = 0; t < N; t++) bias[t] = float_of(specials[t % n]);
+    float *work = malloc(bgemm_workspace_floats(M, N, K, 1) * sizeof *work);
+    assert_non_null(work);
+    for (int path = 0; path < n_paths(); path++) {
+        bgemm_force_portable(path_portable(path));
+        bgemm(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, want, N, bias, false, work, 1);
+        bf16_round_pack(want, want16, M * N);
+        bgemm_rounded(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, (bgemm_mat16){NULL, 0, 0}, got, N, bias,
+                      got16, work, 1);
+        bgemm_force_portable(false);
+        assert_memory_equal(want, got, sizeof got);
+        assert_memory_equal(want16, got16, sizeof got16);
+        assert_true(bits_of(got[0]) == 0x3F800000u && bits_of(got[1]) == 0x3F820000u); /* ties to even */
+        assert_true(isnan(got[2]) && isinf(got[5]));
+    }
+    free(work);
 }
 
 /* One element, C (1 x 1) = bias + a . b over k = 0, 1, as the given path computes it. */
@@ -420,6 +537,9 @@ int main(void) {
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_rounds_unrounded_inputs),
         cmocka_unit_test(test_rounded_once_same_bits),
+        cmocka_unit_test(test_panels_same_bits),
+        cmocka_unit_test(test_rounded_output_same_bits),
+        cmocka_unit_test(test_rounded_output_special_values),
         cmocka_unit_test(test_documented_lane),
         cmocka_unit_test(test_report_paths_agree),
         cmocka_unit_test(test_empty_inner_dimension),

@@ -409,7 +409,7 @@ static void forward_is_its_definition(void **state) {
 /* A split into micro-batches gives the big batch's bf16 gradient within float32 rounding, for models without
  * BatchNorm (whose statistics are per micro-batch in either precision): every output is rounded element by
  * element, and no product computes a sample's rows differently in another micro-batch (attention's through
- * small_gemm, whose bits depend on nothing but the operands' values). What differs is only the order in which
+ * small_gemm, or bgemm where the linear layers take it: bits that depend on nothing but the operands' values). What differs is only the order in which
  * the samples' contributions to a weight's gradient add up. That last clause holds for snug's AVX-512 products
  * and for OpenBLAS's AVX2 kernel, not for its SSE kernels (a CPU without AVX2: resmlp's micro-batch 1 then
  * differs by 2e-2, each sample's last float32 bit moving with the rows beside it, and bf16 rounding and 32
@@ -682,7 +682,7 @@ static void packed_gradients_within_bound(void **state) {
 /* Packing is lossless: the same bf16 gradient, bit for bit, with every output kept float32 instead. The packed
  * paths (the unpacked instances, a convolution's backward unpacking its input sample by sample, a GELU's
  * reading it span by span) against the plain ones. The two plans place the buffers apart, so this holds only
- * where no product's bits depend on where its operands lie (gpt's attention: small_gemm). */
+ * where no product's bits depend on where its operands lie (gpt's attention: small_gemm or bgemm). */
 static void packing_changes_no_bit(void **state) {
     (void)state;
     static const char *const models[] = {"mlp", "resnet20", "unet", "resmlp", "vgg16", "gpt", "gelu-block"};

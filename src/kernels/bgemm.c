@@ -13,6 +13,7 @@
 
 #include "core/parallel.h"
 #include "kernels/avx512.h"
+#include "kernels/bf16.h"
 #include "kernels/dpbf16_lane.h"
 #include "kernels/isa.h"
 #include "kernels/transpose.h"
@@ -29,6 +30,8 @@
 #define KC 512
 #define MC 128
 #define NC 512
+/* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
+#define A_K_STEP 16
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
@@ -139,7 +142,11 @@ static BF16 void merge_panel_bf16(uint32_t *dst, const float *src, size_t ld, si
 
 /* column_pairs_portable: vcvtne2ps2bf16 turns 32 consecutive floats into 16 pair words in order. */
 static BF16 void column_pairs_bf16(float *words, const float *src, size_t kc) {
-    for (size_t k = 0; k < kc; k += 32) {
+    size_t k = 0;
+    for (; k + 32 <= kc; k += 32) /* whole vectors first: no masks to build */
+        _mm512_storeu_si512(words + k / 2,
+                            (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16), _mm512_loadu_ps(src + k)));
+    for (; k < kc; k += 32) {
         const size_t n = kc - k < 32 ? kc - k : 32;
         const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n), src + k);
         const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + k + 16);
@@ -226,6 +233,66 @@ static BF16 void tile_bf16(size_t kp, const uint32_t *a, const uint32_t *b, floa
     }
 }
 
+/* pack_a's A stored by columns whose rows lie side by side (rs 1): the `rows` values at each k (ld apart) are
+ * read 16 at a time, two strips' worth, and a pair of k becomes 16 pair words, the first 8 the lower strip's
+ * and the rest the next one's (written only where it has rows). merge_strip_bf16's words: the same bits. */
+static BF16 void pack_a_cols_bf16(uint32_t *dst, const float *src, size_t ld, size_t rows, size_t kc, size_t kp) {
+    const __m512i idx = pair_words(16);
+    for (size_t p = 0; p < kc; p += A_K_STEP) {
+        const size_t p1 = p + A_K_STEP < kc ? p + A_K_STEP : kc;
+        for (size_t r = 0; r < rows; r += 2 * SR) {
+            const size_t n = rows - r < 2 * SR ? rows - r : 2 * SR;
+            const __mmask16 m = avx512_lanes(n);
+            uint32_t *lower = dst + r * kp, *upper = lower + SR * kp;
+            for (size_t k = p; k < p1; k += 2) {
+                const __m512 lo = _mm512_maskz_loadu_ps(m, src + k * ld + r);
+                const __m512 hi = k + 1 < kc ? _mm512_maskz_loadu_ps(m, src + (k + 1) * ld + r) : _mm512_setzero_ps();
+                const __m512i w = to_pairs(lo, hi, idx);
+                _mm256_storeu_si256((__m256i *)(void *)(lower + k / 2 * SR), _mm512_castsi512_si256(w));
+                if (n > SR)
+                    _mm256_storeu_si256((__m256i *)(void *)(upper + k / 2 * SR), _mm512_extracti64x4_epi64(w, 1));
+            }
+        }
+    }
+}
+
+/* bf16_from_float (bf16.h) of 16 floats, in the low halves of the lanes: the same integer steps (to nearest,
+ * ties to even, through the carry of 0x7FFF plus the kept part's lowest bit; NaN selected, quieted). */
+static inline __attribute__((always_inline)) BF16 __m512i bf16_of16(__m512 x) {
+    const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
+    const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                  _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+}
+
+/* A finished tile's rows (mr of them, nr columns) rounded in place and packed where packed is not NULL (rows ld
+ * apart in both), while in L1: round_block's bits, the tile at a time. */
+static BF16 void round_tile_bf16(float *c, size_t ldc, uint16_t *packed, size_t mr, size_t nr) {
+    for (size_t i = 0; i < mr; i++)
+        for (size_t h = 0; h < nr; h += 16) {
+            const __mmask16 m = avx512_lanes(nr - h < 16 ? nr - h : 16);
+            const __m512i r = bf16_of16(_mm512_maskz_loadu_ps(m, c + i * ldc + h));
+            _mm512_mask_storeu_ps(c + i * ldc + h, m, _mm512_castsi512_ps(_mm512_slli_epi32(r, 16)));
+            if (packed) _mm256_mask_storeu_epi16(packed + i * ldc + h, m, _mm512_cvtepi32_epi16(r));
+        }
+}
+
+/* pack_b16's rows of a B in bf16 stored by rows: the 16-bit halves of rows lo and hi (zero where NULL)
+ * interleaved into NR pair words, the first `cols` of each row read (zero past them). */
+static BF16 void interleave_rows16(uint32_t *dst, const uint16_t *lo, const uint16_t *hi, size_t cols) {
+    _Static_assert(NR == 32, "a panel row is two vectors of pair words");
+    uint16_t idx[32];
+    for (unsigned d = 0; d < 32; d++) idx[d] = (uint16_t)(d / 2 + (d % 2 ? 32 : 0));
+    const __m512i first = _mm512_loadu_si512(idx), second = _mm512_add_epi16(first, _mm512_set1_epi16(16));
+    const __mmask32 m = (__mmask32)(cols >= 32 ? ~0u : (1u << cols) - 1u);
+    const __m512i l = _mm512_maskz_loadu_epi16(m, lo);
+    const __m512i h = hi ? _mm512_maskz_loadu_epi16(m, hi) : _mm512_setzero_si512();
+    _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(l, first, h));
+    _mm512_storeu_si512(dst + 16, _mm512_permutex2var_epi16(l, second, h));
+}
+
 /* bgemm_round_weights: vcvtneps2bf16 rounds as the packing's vcvtne2ps2bf16 does, 16 floats at a time. */
 static BF16 void round_weights_bf16(uint16_t *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i += 16) {
@@ -247,6 +314,10 @@ typedef struct bgemm_job {
     const float *bias;
     bool accumulate, bf16;
     bgemm_mat16 b16; /* B already in bf16 (bgemm_b16): packed from these bits, b unused; p NULL otherwise */
+    const uint32_t *panels; /* B already packed (bgemm_panels): read in place, b unused; NULL otherwise */
+    size_t panel_words;     /* the words of one of those panels: its pairs of k times NR */
+    bool round;             /* bgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
+    uint16_t *packed;       /* NULL: rounded in place only */
 } bgemm_job;
 
 /* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
@@ -262,9 +333,6 @@ static void merge(const bgemm_job *j, uint32_t *dst, const float *src, size_t ld
     (void)j;
     merge_portable(dst, src, ld, w, cols, rows);
 }
-
-/* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
-#define A_K_STEP 16
 
 /* column_pairs_portable, or its AVX512_BF16 form. */
 static void column_pairs(const bgemm_job *j, float *words, const float *src, size_t kc) {
@@ -282,18 +350,25 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
  * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
  * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
  * A stored by columns (a transposed operand: a strip's rows at one k lie side by side) is merged straight from
- * its floats; A stored by rows is staged first as sgemm packs its strips (stage[s * SR * kc + p * SR + i] =
- * A(r, p0 + p)). */
+ * its floats. A stored by rows holds each pair in two adjacent floats, as a B stored by columns does: each row
+ * becomes its pair words in the stage (rows rows of kp words), and the strips' transpose of 32-bit words turns
+ * them into strips, half the bytes a float32 transpose before the merge would move. */
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
     const sgemm_mat a = j->a;
     const size_t kp = (kc + 1) / 2;
     if (a.cs == 1) {
-        transpose_to_strips8(stage, SR * kc, a.p + i0 * a.rs + p0, a.rs, rows, kc);
-        for (size_t s = 0; s * SR < rows; s++) merge(j, dst + s * SR * kp, stage + s * SR * kc, SR, SR, SR, kc);
+        for (size_t r = 0; r < rows; r++) column_pairs(j, stage + r * kp, a.p + (i0 + r) * a.rs + p0, kc);
+        transpose_to_strips8((float *)(void *)dst, SR * kp, stage, kp, rows, kp); /* the words' bits as they are */
         return;
     }
     /* A few k at a time across every strip: the rows of A read are then few, each read along its length,
      * where a whole strip at a time would touch a cache line and a page per k for every 8 floats. */
+#ifdef SNUG_AVX512
+    if (j->bf16 && a.rs == 1) {
+        pack_a_cols_bf16(dst, a.p + p0 * a.cs + i0, a.cs, rows, kc, kp);
+        return;
+    }
+#endif
     for (size_t p = 0; p < kc; p += A_K_STEP)
         for (size_t s = 0; s * SR < rows; s++)
             merge(j, dst + s * SR * kp + p / 2 * SR, a.p + (p0 + p) * a.cs + (i0 + s * SR) * a.rs, a.cs, SR,
@@ -333,6 +408,15 @@ static void pack_b16(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0,
     const bgemm_mat16 b = j->b16;
     const size_t kp = (kc + 1) / 2;
     if (b.cs == 1) {
+#ifdef SNUG_AVX512
+        if (j->bf16) {
+            for (size_t q = 0; q < kp; q++) {
+                const uint16_t *lo = b.p + (p0 + 2 * q) * b.rs + j0;
+                interleave_rows16(dst + q * NR, lo, 2 * q + 1 < kc ? lo + b.rs : NULL, cols);
+            }
+            return;
+        }
+#endif
         for (size_t q = 0; q < kp; q++) {
             const bool odd_row = 2 * q + 1 < kc;
             const uint16_t *lo = b.p + (p0 + 2 * q) * b.rs + j0, *hi = odd_row ? lo + b.rs : lo; /* never past B */
@@ -362,12 +446,14 @@ static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, 
 }
 
 /* The tiles of one A block against one B block: every A strip against one B panel at a time, the panel kept in
- * L1 while the strips stream from L2. */
-static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t ic, size_t mc, size_t jc,
-                  size_t nc, size_t kp, int start) {
+ * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. On the
+ * AVX512_BF16 path a bgemm_rounded tile whose last block of K this is (last) is rounded as soon as it is made;
+ * the portable path rounds the block after (round_block), the same bits. */
+static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step, size_t ic,
+                  size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
     for (size_t jr = 0; jr < nc; jr += NR)
         for (size_t ir = 0; ir < mc; ir += MR) {
-            const uint32_t *a = abuf + ir * kp, *b = bbuf + jr * kp;
+            const uint32_t *a = abuf + ir * kp, *b = bbuf + jr / NR * panel_step;
             float *c = j->c + (ic + ir) * j->ldc + jc + jr;
             const size_t mr = min_size(MR, mc - ir), nr = min_size(NR, nc - jr);
             const float *bias = j->bias ? j->bias + jc + jr : NULL;
@@ -375,11 +461,23 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
 #ifdef SNUG_AVX512
             if (j->bf16) {
                 tile_bf16(kp, a, b, c, j->ldc, mr, nr, start, bias);
+                if (j->round && last)
+                    round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
                 continue;
             }
 #endif
             tile_portable(kp, a, b, c, j->ldc, mr, nr, start, bias);
         }
+}
+
+/* bgemm_rounded: rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, whose last block of K was just added,
+ * rounded while they are in this thread's cache (the block's A strips and B panels were its last reads). */
+static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, size_t cols) {
+    for (size_t i = i0; i < i0 + rows; i++) {
+        float *row = j->c + i * j->ldc + j0;
+        if (j->packed) bf16_round_pack(row, j->packed + i * j->ldc + j0, cols);
+        else bf16_round_floats(row, row, cols);
+    }
 }
 
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
@@ -394,12 +492,17 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
         for (size_t pc = 0; pc < j->K; pc += kb) {
             const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-            for (size_t jr = 0; jr < nc; jr += NR)
-                pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
+            /* B's block: packed now, or read where bgemm_pack_panels put it (pc even: pair pc / 2 on) */
+            const uint32_t *bblock = j->panels ? j->panels + jc / NR * j->panel_words + pc / 2 * NR : bbuf;
+            const size_t panel_step = j->panels ? j->panel_words : kp * NR;
+            if (!j->panels)
+                for (size_t jr = 0; jr < nc; jr += NR)
+                    pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a(j, abuf, stage, ic, mc, pc, kc);
-                tiles(j, abuf, bbuf, ic, mc, jc, nc, kp, start);
+                tiles(j, abuf, bblock, panel_step, ic, mc, jc, nc, kp, start, pc + kc == j->K);
+                if (j->round && !j->bf16 && pc + kc == j->K) round_block(j, ic, mc, jc, nc);
             }
         }
     }
@@ -423,6 +526,7 @@ static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int thr
     if (M == 0 || N == 0) return;
     if (j->K == 0) {
         sgemm_start_only(M, N, j->c, j->ldc, j->bias, j->accumulate);
+        if (j->round) round_block(j, 0, M, 0, N);
         return;
     }
     const int T = threads < omp_get_max_threads() ? threads : omp_get_max_threads();
@@ -457,9 +561,43 @@ void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
     run_job(&j, M, N, work, threads);
 }
 
+void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .b = b, .b16 = b16, .c = c, .ldc = ldc, .bias = col_bias,
+                         .bf16 = fast_path(), .round = true, .packed = packed};
+    run_job(&j, M, N, work, threads);
+}
+
 void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
                const float *col_bias, bool accumulate, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
                          .bf16 = fast_path()};
+    run_job(&j, M, N, work, threads);
+}
+
+/* ---- B packed once, read by many products -------------------------------------------------------------------- */
+
+/* The words of one panel: NR columns by the pairs of K rows. */
+static size_t panel_words(size_t K) { return (K + 1) / 2 * NR; }
+
+size_t bgemm_panels_words(size_t K, size_t N) { return panel_words(K) * (round_up(N, NR) / NR); }
+
+size_t bgemm_panels_stage_floats(void) { return KC / 2 * NR; }
+
+/* pack_b over all of K, KC at a time (even, so every block starts on a pair), panel by panel: panel t holds
+ * the pairs of columns [t NR, t NR + NR) for every k, (K + 1) / 2 rows of NR words. */
+void bgemm_pack_panels(uint32_t *dst, size_t K, size_t N, sgemm_mat b, float *stage) {
+    const bgemm_job j = {.K = K, .b = b, .bf16 = fast_path()};
+    const size_t words = panel_words(K);
+    for (size_t j0 = 0; j0 < N; j0 += NR)
+        for (size_t p0 = 0; p0 < K; p0 += KC)
+            pack_b(&j, dst + j0 / NR * words + p0 / 2 * NR, stage, j0, min_size(NR, N - j0), p0,
+                   min_size(KC, K - p0));
+}
+
+void bgemm_panels(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_panels_of b, float *c, size_t ldc,
+                  bool accumulate, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .c = c, .ldc = ldc, .accumulate = accumulate, .bf16 = fast_path(),
+                         .panels = b.p, .panel_words = panel_words(b.K)};
     run_job(&j, M, N, work, threads);
 }

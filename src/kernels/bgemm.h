@@ -67,4 +67,31 @@ void bgemm_round_weights(uint16_t *dst, const float *src, size_t n);
 void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
                const float *col_bias, bool accumulate, float *work, int threads);
 
+/* bgemm without accumulate (bgemm_b16 where b16.p is not NULL, b then unused) whose C is then rounded to
+ * bfloat16 (a bf16 layer's output), as sgemm_rounded: each block of C rounded by the thread that computed it once
+ * its last block of K is added, its bfloat16 written into packed (ldc apart) where packed is not NULL: the bits
+ * of the product followed by bf16_round_pack (bf16_round_floats without packed), without their pass over C. */
+void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
+                   const float *col_bias, uint16_t *packed, float *work, int threads);
+
+/* B packed once for products that read it many times (attention's keys and values, against every block of
+ * queries): the pairs and panels bgemm packs from B in every call, for all of its K rows and N columns, rounded
+ * as bgemm rounds. bgemm_panels then reads them in place: the same bits as bgemm on the floats they were packed
+ * from, without packing B again. */
+typedef struct bgemm_panels_of {
+    const uint32_t *p; /* bgemm_pack_panels's words */
+    size_t K, N;       /* the sizes of the B they were packed from */
+} bgemm_panels_of;
+
+/* The 32-bit words of the panels of a B of K rows and N columns. */
+size_t bgemm_panels_words(size_t K, size_t N);
+/* The floats of scratch bgemm_pack_panels needs, whatever the sizes. */
+size_t bgemm_panels_stage_floats(void);
+/* dst (bgemm_panels_words(K, N) words) = the panels of B (K, N), read through its two strides. */
+void bgemm_pack_panels(uint32_t *dst, size_t K, size_t N, sgemm_mat b, float *stage);
+/* bgemm of A (M, K) and the first K rows and N columns of the packed B (K <= b.K, N <= b.N; K even unless it
+ * is b.K: a pair of rows is packed whole), no bias; the same workspace as bgemm. */
+void bgemm_panels(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_panels_of b, float *c, size_t ldc,
+                  bool accumulate, float *work, int threads);
+
 #endif

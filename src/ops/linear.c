@@ -387,6 +387,20 @@ static void forward_bgemm(const op_call *c, const float *b, size_t rows, size_t 
               c->threads);
 }
 
+/* forward_bgemm whose output the call rounds (packed.round): each block rounded and packed by the thread that
+ * computed it, while in its cache, instead of a pass over the whole output after the product. */
+static void forward_bgemm_rounded(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    const uint16_t *w16 = weights_bf16(c, fi, fo);
+    bgemm_rounded(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi),
+                  (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->out, fo, b, c->packed.copy, c->work, c->threads);
+}
+
+/* A forward through bgemm: its output rounded as the product finishes its blocks where the call rounds it. */
+static void forward_bgemm_output(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    if (c->packed.round) forward_bgemm_rounded(c, b, rows, fi, fo);
+    else forward_bgemm(c, b, rows, fi, fo);
+}
+
 /* The bf16 weight din's product reads: only where it goes through bgemm and there is a din. */
 static const uint16_t *din_weights(const op_call *c, size_t fi, size_t fo) {
     return takes_bgemm(c) && c->din[0] ? weights_bf16(c, fi, fo) : NULL;
@@ -435,8 +449,7 @@ static void linear_forward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (takes_bgemm(c)) {
-        forward_bgemm(c, c->w[1], rows, fi, fo);
-        op_round_output_whole(c, rows * fo);
+        forward_bgemm_output(c, c->w[1], rows, fi, fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
@@ -575,8 +588,7 @@ static void tied_forward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     if (takes_bgemm(c)) {
-        forward_bgemm(c, NULL, rows, fi, fo);
-        op_round_output_whole(c, rows * fo);
+        forward_bgemm_output(c, NULL, rows, fi, fo);
         return;
     }
     if (forward_sgemm(c, rows, fo)) {
