@@ -282,6 +282,7 @@ static bool memory_index_init(memory_index *mi, size_t width, size_t arena) {
 static void memory_index_free(memory_index *mi) {
     for (size_t i = 0; mi->b && i < mi->n_buckets; i++) free(mi->b[i].s);
     free(mi->b);
+    mi->b = NULL;
 }
 
 static bool memory_index_add(memory_index *mi, const act_buffer *b) {
@@ -416,6 +417,7 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
     *failed = -1;
     p->arena_bytes = 0;
     time_index_clear(&w->time);
+    memory_index_free(&w->memory); /* a previous try's */
     if (!memory_index_init(&w->memory, n ? order[0].bytes : 1, arena)) return false;
     for (int i = 0; i < n; i++)
         if (pinned[i] && !place_at(p, order, i, first_pass[i], w)) return false;
