@@ -50,28 +50,32 @@ static void fill_tricky(float *v, size_t n, uint64_t seed) {
 
 static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
-/* The window loop the op documents (k x k windows, stride k): row-major, first maximum, the first NaN wins. */
-static void pool_reference_k(float *y, int32_t *arg, const float *x, size_t planes, size_t c, size_t h, size_t w,
-                             size_t kw) {
+/* The window loop the op documents (k x k windows, stride k): row-major, first maximum, the first NaN wins.
+ * arg: the maximum's index within the sample (for the gradient's reference); pos: its position within the
+ * window, a*kw + b, as the op keeps it. */
+static void pool_reference_k(float *y, int32_t *arg, uint8_t *pos, const float *x, size_t planes, size_t c,
+                             size_t h, size_t w, size_t kw) {
     const size_t ho = (h - kw) / kw + 1, wo = (w - kw) / kw + 1;
     for (size_t pl = 0; pl < planes; pl++)
         for (size_t i = 0; i < ho; i++)
             for (size_t j = 0; j < wo; j++) {
                 const float *xp = x + pl * h * w;
-                size_t bi = kw * i * w + kw * j;
+                size_t bi = kw * i * w + kw * j, bp = 0;
                 for (size_t a = 0; a < kw; a++)
                     for (size_t b = 0; b < kw; b++) {
                         const size_t k = (kw * i + a) * w + kw * j + b;
-                        if (xp[k] > xp[bi] || (isnan(xp[k]) && !isnan(xp[bi]))) bi = k;
+                        if (xp[k] > xp[bi] || (isnan(xp[k]) && !isnan(xp[bi]))) bi = k, bp = a * kw + b;
                     }
                 const size_t o = (pl * ho + i) * wo + j;
                 y[o] = xp[bi];
                 arg[o] = (int32_t)((pl % c) * h * w + bi);
+                pos[o] = (uint8_t)bp;
             }
 }
 
-static void pool_reference(float *y, int32_t *arg, const float *x, size_t planes, size_t c, size_t h, size_t w) {
-    pool_reference_k(y, arg, x, planes, c, h, w, 2);
+static void pool_reference(float *y, int32_t *arg, uint8_t *pos, const float *x, size_t planes, size_t c, size_t h,
+                           size_t w) {
+    pool_reference_k(y, arg, pos, x, planes, c, h, w, 2);
 }
 
 /* Runs f's backward into a fresh dx (din_fresh, stale NaN memory) and expects the bits of adding into zeros. */
@@ -89,13 +93,13 @@ static void expect_fresh_backward(op_fixture *f, size_t in_total) {
     free(added);
 }
 
-/* f's forward against the reference's outputs and argmax indices, bit for bit. */
-static void expect_pool_forward(op_fixture *f, const float *want, const int32_t *warg, size_t n_out) {
+/* f's forward against the reference's outputs and argmax positions, bit for bit. */
+static void expect_pool_forward(op_fixture *f, const float *want, const uint8_t *wpos, size_t n_out) {
     f->op->forward(&f->c);
-    const int32_t *arg = f->saved;
+    const uint8_t *pos = f->saved;
     for (size_t o = 0; o < n_out; o++) {
         assert_true(same_bits(f->y[o], want[o]));
-        assert_int_equal(arg[o], warg[o]);
+        assert_int_equal(pos[o], wpos[o]);
     }
 }
 
@@ -106,9 +110,10 @@ static void check_pool(size_t c, size_t h, size_t w, size_t m, int threads, uint
     fill_tricky(f.x[0], m * in_n, seed);
     float *want = op_test_xmalloc(n_out * sizeof(float));
     int32_t *warg = op_test_xmalloc(n_out * sizeof(int32_t));
-    pool_reference(want, warg, f.x[0], m * c, c, h, w);
+    uint8_t *wpos = op_test_xmalloc(n_out);
+    pool_reference(want, warg, wpos, f.x[0], m * c, c, h, w);
     omp_set_num_threads(threads);
-    expect_pool_forward(&f, want, warg, n_out);
+    expect_pool_forward(&f, want, wpos, n_out);
     /* Backward: dx = dy at each argmax (windows do not overlap), added to what dx held. */
     op_test_fill_sym(f.r, n_out, &seed);
     for (size_t i = 0; i < m * in_n; i++) f.dx[0][i] = 1.0f;
@@ -121,6 +126,7 @@ static void check_pool(size_t c, size_t h, size_t w, size_t m, int threads, uint
     expect_fresh_backward(&f, m * in_n);
     free(dwant);
     free(warg);
+    free(wpos);
     free(want);
     op_fixture_free(&f);
 }
@@ -149,10 +155,11 @@ static void check_relu_pool(size_t c, size_t h, size_t w, size_t k, size_t m, in
     fill_tricky(f.x[0], n_in, seed);
     float *rx = op_test_xmalloc(n_in * sizeof(float)), *want = op_test_xmalloc(n_out * sizeof(float));
     int32_t *warg = op_test_xmalloc(n_out * sizeof(int32_t));
+    uint8_t *wpos = op_test_xmalloc(n_out);
     for (size_t i = 0; i < n_in; i++) rx[i] = f.x[0][i] < 0.0f ? 0.0f : f.x[0][i];
-    pool_reference_k(want, warg, rx, m * c, c, h, w, k);
+    pool_reference_k(want, warg, wpos, rx, m * c, c, h, w, k);
     omp_set_num_threads(threads);
-    expect_pool_forward(&f, want, warg, n_out);
+    expect_pool_forward(&f, want, wpos, n_out);
     op_test_fill_sym(f.r, n_out, &seed);
     f.c.dout = f.r;
     float *scatter = op_test_xmalloc(n_in * sizeof(float)), *dwant = op_test_xmalloc(n_in * sizeof(float));
@@ -165,7 +172,7 @@ static void check_relu_pool(size_t c, size_t h, size_t w, size_t k, size_t m, in
     f.op->backward(&f.c);
     for (size_t i = 0; i < n_in; i++) assert_true(same_bits(f.dx[0][i], dwant[i]));
     expect_fresh_backward(&f, n_in);
-    free(rx), free(want), free(warg), free(scatter), free(dwant);
+    free(rx), free(want), free(warg), free(wpos), free(scatter), free(dwant);
     op_fixture_free(&f);
 }
 

@@ -624,6 +624,9 @@ static void test_errors_numbers(void **state) {
     /* stride 0 is refused wherever it is written; maxpool2d's stride defaults to the kernel only when left out */
     expect_error(HEAD "[p]\ntype = maxpool2d\nkernel = 2\nstride = 0\n", SNUG_E_ARG, "bad.ini:3: layer 'p':",
                  "stride 0");
+    /* a window's argmax is kept as its position in the window, one byte: 16x16 positions at most */
+    expect_error("[model]\ninput = image 1 32 32\n[p]\ntype = maxpool2d\nkernel = 17\n", SNUG_E_ARG, "bad.ini:3: layer 'p':",
+                 "kernel 17x17 is larger than 16x16");
     expect_error(HEAD "[c]\ntype = conv2d\nout_channels = 2\nkernel = 3\nstride = 0\n", SNUG_E_ARG,
                  "bad.ini:3: layer 'c':", "stride 0");
     expect_error(HEAD "[c]\ntype = conv_transpose2d\nout_channels = 2\nkernel = 2\nstride = 0\n", SNUG_E_ARG,

@@ -344,7 +344,7 @@ static void test_maxpool2d_gradients(void **state) {
             op_fixture_init(&f, pool_graph_padded(cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4],
                                                   cases[i][5]),
                             1, m, threads(), FILL_DISTINCT, 500 + 10 * i + m);
-            assert_int_equal(f.op->saved_bytes(f.node), f.out_n * 4);
+            assert_int_equal(f.op->saved_bytes(f.node), f.out_n); /* a byte per output: its window position */
             check_pool_forward(&f, m);
             op_check_all(&f, m, 1e-2f, TOL_LINEAR);
             op_check_backward_adds(&f);

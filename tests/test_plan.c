@@ -265,6 +265,56 @@ static void peak_is_one_figure(void **state) {
     }
 }
 
+/* Whether every step that reads tensor t (views aside) is a convolution reading it packed in forward. */
+static bool read_packed_by_convolutions(const snug_graph *g, const plan *p, snug_tensor t) {
+    bool any = false;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_inputs; j++) {
+            if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t || (g->nodes[i].op->flags & OP_IS_VIEW)) continue;
+            if (g->nodes[i].op != &op_conv2d || !p->fwd_packed[i]) return false;
+            any = true;
+        }
+    return any;
+}
+
+/* In a bf16 unet plan each GroupNorm reads its input packed in forward, and one whose readers are all
+ * convolutions reading it packed writes only its packed copy: no float32 instance of it exists (the bits are
+ * test_rounds_output's and test_precision's packing_changes_no_bit). */
+static void normalisations_write_packed_for_convolutions(void **state) {
+    (void)state;
+    snug_graph *g;
+    assert_int_equal(snug_model_builtin("unet", &g, NULL), SNUG_OK);
+    snug_train_config cfg = snug_train_config_default();
+    snug_plan_request req = request_for(2, 2, NONE, 0, &cfg);
+    req.precision = SNUG_PRECISION_BF16;
+    snug_plan *sp;
+    assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
+    const plan *p = &sp->p;
+    int norms = 0, packed_only = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const graph_node *n = &g->nodes[i];
+        if (n->op != &op_groupnorm && n->op != &op_groupnorm_relu) continue;
+        norms++;
+        assert_true(p->fwd_packed[i]);
+        if (!read_packed_by_convolutions(g, p, n->output)) continue;
+        assert_true(p->packed_only[n->output]);
+        assert_true(p->value_fwd[n->output] < 0 && p->packed[n->output] >= 0);
+        packed_only++;
+    }
+    printf("# unet bf16 m=2: %d of %d GroupNorms write only packed outputs\n", packed_only, norms);
+    assert_true(packed_only > 0);
+    /* the summary counts a regenerated input's float32 bytes, whether forward made it in float32 or packed only */
+    size_t regenerated = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (p->regen[i])
+            regenerated += g->tensors[graph_base_tensor(g, g->nodes[i].inputs[0])].numel * 2 * sizeof(float);
+    snug_plan_summary sum;
+    snug_plan_summarize(sp, &sum);
+    assert_int_equal(sum.regenerated_bytes, regenerated);
+    snug_plan_free(sp);
+    snug_graph_free(g);
+}
+
 static void gradients(snug_graph *g, const snug_dataset *ds, snug_checkpoint_policy pol, size_t budget,
                       size_t m, float **out, size_t *n_out, double *loss) {
     snug_train_config cfg = snug_train_config_default();
@@ -693,6 +743,7 @@ int main(void) {
         cmocka_unit_test(sparing_drops_only_useless_recompute),
         cmocka_unit_test(auto_respects_budgets),   cmocka_unit_test(choose_fits_or_explains),
         cmocka_unit_test(fresh_writers_match_finite_differences),
+        cmocka_unit_test(normalisations_write_packed_for_convolutions),
         cmocka_unit_test_setup_teardown(offsets_never_overlap, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(reserved_equals_planned, in_bf16, in_fp32),
         cmocka_unit_test_setup_teardown(peak_is_one_figure, in_bf16, in_fp32),

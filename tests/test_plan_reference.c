@@ -349,18 +349,23 @@ static bool ref_affine_fit(const ref_parts *tp, const act_buffer *b, size_t aren
     return best != SIZE_MAX;
 }
 
-static bool ref_place(act_buffer *bufs, size_t *arena_bytes, const ref_key *order, int n, const ref_parts *tp,
-                      size_t arena, ref_work *w) {
+/* The first pass (tp NULL), or the second with the pinned roots at their first offsets placed first: -1, or
+ * the first root the second finds no room for. */
+static int ref_place(act_buffer *bufs, size_t *arena_bytes, const ref_key *order, int n, const ref_parts *tp,
+                     size_t arena, const size_t *first, const bool *pinned, ref_work *w) {
     int n_placed = 0;
     *arena_bytes = 0;
-    for (int i = 0; i < n; i++) {
-        act_buffer *b = &bufs[order[i].index];
-        if (!tp) b->offset = ref_lowest_fit(b, w->placed, n_placed, w->live);
-        else if (!ref_affine_fit(tp, b, arena, n_placed, w, &b->offset)) return false;
-        ref_insert_by_offset(w->placed, n_placed++, b);
-        if (b->offset + b->bytes > *arena_bytes) *arena_bytes = b->offset + b->bytes;
-    }
-    return true;
+    for (int pass = tp ? 0 : 1; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            act_buffer *b = &bufs[order[i].index];
+            if (tp && pinned[i] != (pass == 0)) continue;
+            if (!tp) b->offset = ref_lowest_fit(b, w->placed, n_placed, w->live);
+            else if (pinned[i]) b->offset = first[i];
+            else if (!ref_affine_fit(tp, b, arena, n_placed, w, &b->offset)) return i;
+            ref_insert_by_offset(w->placed, n_placed++, b);
+            if (b->offset + b->bytes > *arena_bytes) *arena_bytes = b->offset + b->bytes;
+        }
+    return -1;
 }
 
 /* The reference offsets of p's buffers (as planned: sizes, lifetimes, sharing) into bufs, and the arena. */
@@ -377,10 +382,22 @@ static size_t ref_assign_offsets(const plan *p, act_buffer *bufs) {
     }
     qsort(order, (size_t)n, sizeof *order, ref_by_size_desc);
     w.largest = n ? order[0].bytes : 1;
-    size_t arena = 0;
-    ref_place(bufs, &arena, order, n, NULL, 0, &w);
+    size_t arena = 0, *first = malloc(nb * sizeof *first);
+    bool *pinned = calloc(nb, sizeof *pinned);
+    assert_true(first && pinned);
+    ref_place(bufs, &arena, order, n, NULL, 0, NULL, NULL, &w);
+    for (int i = 0; i < n; i++) first[i] = bufs[order[i].index].offset;
     const ref_parts tp = {.m = p->m, .T = p->threads};
-    if (p->threads > 1 && !ref_place(bufs, &arena, order, n, &tp, arena, &w)) ref_place(bufs, &arena, order, n, NULL, 0, &w);
+    int failed = p->threads > 1 ? 0 : -1;
+    /* plan/arena.c's tries: each pins one more root that found no room to its first offset */
+    for (int t = 0; t < 8 && failed >= 0; t++) {
+        const size_t first_arena = arena;
+        failed = ref_place(bufs, &arena, order, n, &tp, first_arena, first, pinned, &w);
+        if (failed >= 0) pinned[failed] = true, arena = first_arena;
+    }
+    if (failed >= 0) ref_place(bufs, &arena, order, n, NULL, 0, NULL, NULL, &w);
+    free(first);
+    free(pinned);
     for (int b = 0; b < p->n_bufs; b++) {
         int root = b;
         while (bufs[root].shares >= 0) root = bufs[root].shares;

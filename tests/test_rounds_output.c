@@ -2,7 +2,9 @@
  * the packed copy they write have the bits of the unfused path, the forward without rounding followed by the
  * executor's pass (bf16_round_pack), and with no packed copy the bits of bf16_round_floats. Every op with the
  * flag on every kernel path this CPU takes (ctest runs it capped too: test_rounds_output_avx2, _portable), for
- * micro-batches of 1 and 5 on one and two threads, and in a recompute (a replay reading its saved statistics). */
+ * micro-batches of 1 and 5 on one and two threads, and in a recompute (a replay reading its saved statistics).
+ * GroupNorm also reads its input from a packed copy and writes only a packed output (op_call.packed.in and
+ * packed.out, OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the same statistics and packed values, bit for bit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +194,50 @@ static void expect_fused_equals_unfused(graph_fn make, op_product product) {
         }
 }
 
+/* f's forward reading its input packed (and, out_packed, writing only its packed output) against the float32
+ * forward that rounds its output and packs a copy: the same statistics and values, bit for bit. */
+static void expect_packed_io_equals_float(graph_fn make) {
+    const size_t ms[] = {1, 5};
+    for (size_t im = 0; im < 2; im++)
+        for (int threads = 1; threads <= 2; threads++) {
+            const size_t m = ms[im];
+            op_fixture f;
+            bf16_fixture(&f, make, op_test_product(), m, threads, 4300 + m + (uint64_t)threads);
+            assert_true(f.op->flags & OP_FORWARD_READS_PACKED && f.op->flags & OP_WRITES_PACKED);
+            const size_t n = m * f.out_n, in = m * f.in_n[0], saved = m * f.op->saved_bytes(f.node);
+            float *want = op_test_xmalloc(n * sizeof *want), *x = f.x[0];
+            bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed), *packed = op_test_xmalloc(n * sizeof *packed);
+            bf16 *x_packed = op_test_xmalloc(in * sizeof *x_packed);
+            unsigned char *want_saved = op_test_xmalloc(saved);
+            bf16_pack(x_packed, x, in);
+            f.c.packed.round = true, f.c.packed.copy = want_packed;
+            run_forward(&f, false);
+            memcpy(want, f.y, n * sizeof *want);
+            memcpy(want_saved, f.saved, saved);
+            for (int out_packed = 0; out_packed <= 1; out_packed++) {
+                memset(f.saved, 0x5A, saved);
+                memset(packed, 0x5A, n * sizeof *packed);
+                f.c.in[0] = NULL, f.c.packed.in[0] = x_packed;
+                f.c.packed.copy = packed;
+                if (out_packed) f.c.out = NULL, f.c.packed.round = false, f.c.packed.out = packed;
+                f.op->forward(&f.c);
+                f.c.in[0] = x, f.c.packed.in[0] = NULL, f.c.out = f.y, f.c.packed.out = NULL;
+                f.c.packed.round = true;
+                assert_memory_equal(f.saved, want_saved, saved);
+                assert_memory_equal(packed, want_packed, n * sizeof *packed);
+                if (!out_packed) assert_memory_equal(f.y, want, n * sizeof *want);
+            }
+            free(want), free(want_packed), free(packed), free(x_packed), free(want_saved);
+            op_fixture_free(&f);
+        }
+}
+
+static void test_groupnorm_packed_io(void **state) {
+    (void)state;
+    expect_packed_io_equals_float(groupnorm);
+    expect_packed_io_equals_float(groupnorm_relu);
+}
+
 #define ROUNDS(name)                                                                                            \
     static void test_##name(void **state) { (void)state, expect_fused_equals_unfused(name, op_test_product()); }
 ROUNDS(conv_direct)
@@ -238,7 +284,7 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_relu), cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
         cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
-        cmocka_unit_test(test_position_embedding),
+        cmocka_unit_test(test_position_embedding), cmocka_unit_test(test_groupnorm_packed_io),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

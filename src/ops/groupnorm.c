@@ -123,22 +123,43 @@ static void gn_plane_dx_packed(float *dx, const float *dy, const bf16 *xp, size_
     }
 }
 
+/* A bf16 forward that reads its input packed (op_call.packed.in) or writes only its packed output (packed.out)
+ * takes a group at a time through a float32 stage of its thread's (gn_bf16_workspace_bytes): the same kernels
+ * on the same values, so the bits of the float32 instances, and no float32 copy of the whole tensor. */
+static float *gn_forward_stage(const op_call *c, size_t K) {
+    if (!c->packed.in[0] && !c->packed.out) return NULL;
+    return (float *)c->work + grad_stage_bytes_of(K) / sizeof(float) * (size_t)omp_get_thread_num();
+}
+
+/* Block b's input: in place, or unpacked into the stage. */
+static const float *gn_forward_x(const op_call *c, size_t b, size_t K, float *stage) {
+    if (!c->packed.in[0]) return c->in[0] + b * K;
+    bf16_unpack(stage, c->packed.in[0] + b * K, K);
+    return stage;
+}
+
+/* Plane j of block b made: rounded in place (and copied) or, where only the packed output exists, rounded
+ * into it from the stage. */
+static void gn_forward_plane_done(const op_call *c, size_t b, size_t K, size_t j, size_t hw, float *yb) {
+    if (c->packed.out) bf16_round_pack(yb + j * hw, c->packed.out + b * K + j * hw, hw);
+    else op_round_output(c, b * K + j * hw, hw); /* the plane still in cache */
+}
+
 static void gn_forward(const op_call *c) {
     const snug_shape *s = op_in_shape(c, 0);
     const size_t G = c->node->p.norm.groups, C = s->dims[0], hw = s->dims[1] * s->dims[2], cg = C / G;
     const double eps = c->node->p.norm.eps;
-    const float *x = c->in[0];     // (m, C, hw)
     const float *gamma = c->w[0], *beta = c->w[1];
-    float *y = c->out;             // (m, C, hw)
     float *stat = c->saved;        // (m, G, 2): mean, invstd
-    const size_t blocks = c->m * G;
+    const size_t blocks = c->m * G, K = cg * hw;
     const bool relu = c->node->op == &op_groupnorm_relu;
-    #pragma omp parallel for schedule(static) \
+    #pragma omp parallel for schedule(static) num_threads(c->threads > 0 ? c->threads : 1) \
         if (blocks * cg * hw >= GN_PAR_MIN && par_pays_floats(4 * blocks * cg * hw))
     for (size_t b = 0; b < blocks; b++) {
         const size_t c0 = (b % G) * cg;
-        const float *xb = x + b * cg * hw;
-        float *yb = y + b * cg * hw;
+        float *stage = gn_forward_stage(c, K);
+        const float *xb = gn_forward_x(c, b, K, stage); // (cg, hw)
+        float *yb = c->packed.out ? stage : c->out + b * K; /* the stage: y over x, plane by plane */
         if (!c->recompute) { /* a replay reads what this forward saved: the same bits, one pass less */
             double var, mu = gn_stats(xb, cg, hw, &var);
             stat[2 * b] = (float)mu;
@@ -149,7 +170,7 @@ static void gn_forward(const op_call *c) {
             /* x - mean first: with a large mean, x a + (beta - mean a) would cancel */
             const norm_plane k = norm_plane_of(mean, invstd, gamma[c0 + j], beta[c0 + j], relu);
             gn_apply_plane(yb + j * hw, xb + j * hw, hw, k);
-            op_round_output(c, (b * cg + j) * hw, hw); /* the plane still in cache */
+            gn_forward_plane_done(c, b, K, j, hw, yb);
         }
     }
 }
@@ -268,14 +289,25 @@ static size_t gn_workspace_bytes(const op_node *n, size_t m, int threads) {
     return size_mul(m, C, &bytes) && size_mul(bytes, 2 * sizeof(double), &bytes) ? bytes : SIZE_MAX;
 }
 
+/* In a bf16 plan forward may also need a group's stage per thread (gn_forward_stage). */
+static size_t gn_bf16_workspace_bytes(const op_node *n, size_t m, int threads) {
+    const size_t sums = gn_workspace_bytes(n, m, threads), one = grad_stage_bytes_of(n->in_numel[0] / n->p.norm.groups);
+    size_t stages;
+    if (sums == SIZE_MAX || one == SIZE_MAX || !size_mul(one, (size_t)(threads > 0 ? threads : 1), &stages))
+        return SIZE_MAX;
+    return sums > stages ? sums : stages;
+}
+
 /* The two tables differ only in identity: forward and backward fold the ReLU in where the node's op is
  * op_groupnorm_relu. */
 #define GN_TABLE                                                                                              \
     .kind = "groupnorm", .flags = OP_KEEPS_INPUT | OP_REPLAYS_SAVED | OP_WRITES_FRESH | OP_READS_PACKED |     \
-                                  OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,            \
+                                  OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT |           \
+                                  OP_FORWARD_READS_PACKED | OP_WRITES_PACKED,                                 \
     .infer = gn_infer,                                                                                        \
     .forward = gn_forward, .backward = gn_backward, .flops = gn_flops, .saved_bytes = gn_saved_bytes,         \
-    .workspace_bytes = gn_workspace_bytes, .grad_stage_bytes = gn_grad_stage_bytes, .regen = gn_regen
+    .workspace_bytes = gn_workspace_bytes, .bf16_workspace_bytes = gn_bf16_workspace_bytes,                   \
+    .grad_stage_bytes = gn_grad_stage_bytes, .regen = gn_regen
 
 const op_desc op_groupnorm = {GN_TABLE, .fold.relu_after = &op_groupnorm_relu};
 const op_desc op_groupnorm_relu = {GN_TABLE, .fold = {.unfolded = &op_groupnorm, .hides_values = true}};

@@ -3,9 +3,11 @@
  * as PyTorch requires, so every window holds an input element) is -inf: a padded position never wins, and the
  * window loop simply skips it.
  *
- * Saved for backward: per output element, the int32 index of its maximum within the sample, c*H*W + ih*W + iw
- * (infer rejects samples of more than INT32_MAX elements). Ties go to the first maximum in row-major window
- * order and a NaN counts as the maximum (the first NaN wins), both as in PyTorch.
+ * Saved for backward: per output element, one byte, the position of its maximum within its window, i*k + j for
+ * the window's row i and column j (padding included): a quarter of an int32 index within the sample, and the
+ * output's own coordinates give the rest back (infer rejects kernels over 16x16, whose 256 positions one byte
+ * holds). Ties go to the first maximum in row-major window order and a NaN counts as the maximum (the first NaN
+ * wins), both as in PyTorch.
  *
  * The 2x2 stride-2 pool of every CNN here has an AVX-512 path (a function attribute: the build has no -march),
  * 16 outputs of a row at once, with the same comparisons in the same order as the generic window loop, so it
@@ -39,6 +41,15 @@
 
 typedef struct pool_geom { size_t c, h, w, k, s, pad, ho, wo; } pool_geom;
 
+/* The largest kernel side whose window positions (k * k of them) one byte numbers. */
+#define POOL_MAX_KERNEL 16
+
+/* The plane index of position `at` (i*k + j) of output (oh, ow)'s window; padding never wins, so it lies in the
+ * plane. */
+static inline size_t pool_window_index(const pool_geom *p, size_t oh, size_t ow, uint8_t at) {
+    return (oh * p->s + at / p->k - p->pad) * p->w + ow * p->s + at % p->k - p->pad;
+}
+
 static pool_geom pool_geom_of(const op_node *n) {
     const snug_shape *in = &n->in_shape[0];
     pool_geom p = {.c = in->dims[0], .h = in->dims[1], .w = in->dims[2], .k = n->p.pool2d.kernel,
@@ -67,6 +78,12 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
         snprintf(msg, msg_len, "needs kernel and stride >= 1, got kernel %zu, stride %zu", k, st);
         return SNUG_E_ARG;
     }
+    if (k > POOL_MAX_KERNEL) {
+        snprintf(msg, msg_len, "kernel %zux%zu is larger than %dx%d: the position of a window's maximum is "
+                 "kept in one byte; use a kernel of at most %d (or two pools)", k, k, POOL_MAX_KERNEL,
+                 POOL_MAX_KERNEL, POOL_MAX_KERNEL);
+        return SNUG_E_ARG;
+    }
     if (pad > k / 2) {
         snprintf(msg, msg_len, "padding %zu is more than half the kernel %zu (PyTorch's limit too: a window "
                  "of padding only has no maximum): use padding <= %zu", pad, k, k / 2);
@@ -77,9 +94,9 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
                  "pool earlier", k, k, snug_shape_format(&in[0], s, sizeof s));
         return SNUG_E_SHAPE;
     }
-    if (!size_prod(in[0].dims, 3, &numel) || numel > INT32_MAX) {
-        snprintf(msg, msg_len, "input %s has more than %d elements per sample: its argmax indices "
-                 "are int32", snug_shape_format(&in[0], s, sizeof s), INT32_MAX);
+    if (!size_prod(in[0].dims, 3, &numel)) {
+        snprintf(msg, msg_len, "input %s has too many elements per sample to count",
+                 snug_shape_format(&in[0], s, sizeof s));
         return SNUG_E_SHAPE;
     }
     *out = (snug_shape){.rank = 3,
@@ -93,42 +110,41 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
  * values or (relu) of their ReLU. The window's rows and columns clipped to the plane: padding is -inf, which
  * never wins, so skipping it is taking it. Without padding the clip is the whole window. */
 static float window_max(const float *plane, // (h, w)
-                        const pool_geom *p, size_t oh, size_t ow, bool relu, size_t *where) {
+                        const pool_geom *p, size_t oh, size_t ow, bool relu, uint8_t *where) {
     const size_t h0 = oh * p->s, w0 = ow * p->s; /* the window's corner in padded coordinates */
     const size_t i0 = h0 < p->pad ? p->pad - h0 : 0, j0 = w0 < p->pad ? p->pad - w0 : 0;
     const size_t i1 = h0 + p->k > p->h + p->pad ? p->h + p->pad - h0 : p->k;
     const size_t j1 = w0 + p->k > p->w + p->pad ? p->w + p->pad - w0 : p->k;
     const size_t c0 = w0 + j0 - p->pad; /* the first column inside the plane */
-    size_t best_i = (h0 + i0 - p->pad) * p->w + c0;
-    float best = relu ? relu_value(plane[best_i]) : plane[best_i];
+    const size_t first = (h0 + i0 - p->pad) * p->w + c0;
+    size_t best_at = i0 * p->k + j0;
+    float best = relu ? relu_value(plane[first]) : plane[first];
     for (size_t i = i0; i < i1; i++) {
         const size_t at = (h0 + i - p->pad) * p->w + c0; /* the row's first element inside the plane */
         for (size_t j = 0; j < j1 - j0; j++) {
             float v = relu ? relu_value(plane[at + j]) : plane[at + j];
             if (v > best || (v != v && best == best)) {
                 best = v;
-                best_i = at + j;
+                best_at = i * p->k + j0 + j;
             }
         }
     }
-    *where = best_i;
+    *where = (uint8_t)best_at;
     return best;
 }
 
 /* Output planes [lo, hi) of the generic pool: every window through window_max. */
 static void pool_planes_generic(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
-                                int32_t *arg, // (planes, ho, wo): index within the sample
+                                uint8_t *arg, // (planes, ho, wo): position within the window
                                 const float *x, // (planes, h, w)
                                 size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
     for (size_t pl = lo; pl < hi; pl++) {
         const float *xp = x + pl * in_plane;
-        const size_t base = (pl % p->c) * in_plane; /* the plane's offset within its sample */
         for (size_t oh = 0; oh < p->ho; oh++)
             for (size_t ow = 0; ow < p->wo; ow++) {
-                size_t where, o = pl * out_plane + oh * p->wo + ow;
-                y[o] = window_max(xp, p, oh, ow, relu, &where);
-                arg[o] = (int32_t)(base + where);
+                const size_t o = pl * out_plane + oh * p->wo + ow;
+                y[o] = window_max(xp, p, oh, ow, relu, &arg[o]);
             }
     }
 }
@@ -148,15 +164,14 @@ static inline AVX512 __m512 relu16(__m512 x) {
     return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
-/* One output row of a 2x2 stride-2 pool: wo outputs from the input rows r0 and r0 + w; i0 is r0's index within
- * the sample. Two 16-float loads per input row deinterleave into the even and odd columns. */
+/* One output row of a 2x2 stride-2 pool: wo outputs from the input rows r0 and r0 + w, each argmax a window
+ * position 0 to 3. Two 16-float loads per input row deinterleave into the even and odd columns. */
 static AVX512 void pool22_row(float *y,        // (wo)
-                              int32_t *arg,    // (wo)
+                              uint8_t *arg,    // (wo)
                               const float *r0, // (2, w)
-                              size_t w, size_t wo, int32_t i0, bool relu) {
+                              size_t w, size_t wo, bool relu) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    const __m512i one = _mm512_set1_epi32(1), down = _mm512_set1_epi32((int32_t)w);
     for (size_t o = 0; o < wo; o += 16) {
         const size_t n = wo - o < 16 ? wo - o : 16;
         const __mmask16 lo = avx512_lanes(2 * n), hi = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
@@ -164,39 +179,35 @@ static AVX512 void pool22_row(float *y,        // (wo)
         __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
         __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
         if (relu) a0 = relu16(a0), a1 = relu16(a1), b0 = relu16(b0), b1 = relu16(b1);
-        const __m512i ia = _mm512_add_epi32(_mm512_set1_epi32(i0 + (int32_t)(2 * o)), even);
         __m512 best = _mm512_permutex2var_ps(a0, even, a1);
-        __m512i idx = ia;
-        pool_take(&best, &idx, _mm512_permutex2var_ps(a0, odd, a1), _mm512_add_epi32(ia, one));
-        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_add_epi32(ia, down));
-        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1),
-                  _mm512_add_epi32(_mm512_add_epi32(ia, down), one));
+        __m512i idx = _mm512_setzero_si512();
+        pool_take(&best, &idx, _mm512_permutex2var_ps(a0, odd, a1), _mm512_set1_epi32(1));
+        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_set1_epi32(2));
+        pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1), _mm512_set1_epi32(3));
         if (n == 16) { /* plain stores where they can: a masked store into a line not in cache is slow */
             _mm512_storeu_ps(y + o, best);
-            _mm512_storeu_si512(arg + o, idx);
+            _mm_storeu_si128((__m128i *)(void *)(arg + o), _mm512_cvtepi32_epi8(idx));
         } else {
             _mm512_mask_storeu_ps(y + o, avx512_lanes(n), best);
-            _mm512_mask_storeu_epi32(arg + o, avx512_lanes(n), idx);
+            _mm512_mask_cvtepi32_storeu_epi8(arg + o, avx512_lanes(n), idx);
         }
     }
 }
 
 /* Output planes [lo, hi) of a 2x2 stride-2 pool, row by row. */
 static AVX512 void pool_planes_22(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
-                                  int32_t *arg,   // (planes, ho, wo)
+                                  uint8_t *arg,   // (planes, ho, wo)
                                   const float *x, // (planes, h, w)
                                   size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
-    for (size_t pl = lo; pl < hi; pl++) {
-        const size_t base = (pl % p->c) * in_plane;
+    for (size_t pl = lo; pl < hi; pl++)
         for (size_t oh = 0; oh < p->ho; oh++)
             pool22_row(y + pl * out_plane + oh * p->wo, arg + pl * out_plane + oh * p->wo,
-                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, (int32_t)(base + 2 * oh * p->w), relu);
-    }
+                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, relu);
 }
 #endif
 
-static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, int32_t *arg, const float *x,
+static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, uint8_t *arg, const float *x,
                         size_t lo, size_t hi) {
 #ifdef SNUG_AVX512
     if (fast) {
@@ -246,22 +257,21 @@ static void pool_forward(const op_call *c) {
 }
 
 /* One plane's backward: its input gradient's plane, its output gradient's, the pool's output's (read where a
- * ReLU is folded in) and its argmax indices, and base, the plane's first index within its sample (an argmax
- * counts from the sample's start). The plane may lie in the gradient buffers or in a thread's stages. */
+ * ReLU is folded in) and its argmax positions. The plane may lie in the gradient buffers or in a thread's
+ * stages. */
 typedef struct pool_plane {
     float *dx;          // (h, w)
     const float *dy;    // (ho, wo)
     const float *y;     // (ho, wo), or NULL
-    const int32_t *arg; // (ho, wo)
-    size_t base;
+    const uint8_t *arg; // (ho, wo)
 } pool_plane;
 
 /* dx += dy at each output's argmax. The first writer of dx (fresh) zeroes the plane just before its scatter,
  * while it is in cache, instead of the executor zeroing all of dx in a pass of its own. */
 static void pool_backward_plane(const pool_geom *p, pool_plane q, bool fresh) {
-    const size_t out_plane = p->ho * p->wo;
     if (fresh) memset(q.dx, 0, p->h * p->w * sizeof *q.dx);
-    for (size_t o = 0; o < out_plane; o++) q.dx[(size_t)q.arg[o] - q.base] += q.dy[o];
+    for (size_t oh = 0, o = 0; oh < p->ho; oh++)
+        for (size_t ow = 0; ow < p->wo; ow++, o++) q.dx[pool_window_index(p, oh, ow, q.arg[o])] += q.dy[o];
 }
 
 /* The folded ReLU's backward too: ReLU's gradient of the pool's scatter, 0 + dy where y > 0 (the scatter's
@@ -273,15 +283,15 @@ static void pool_relu_backward_plane(const pool_geom *p, pool_plane q, bool fres
     if (fresh) memset(q.dx, 0, p->h * p->w * sizeof *q.dx);
     for (size_t o = 0; o < out_plane; o++) {
         const float g = 0.0f + relu_grad(q.y[o], q.dy[o]);
+        const size_t oh = o / p->wo, ow = o % p->wo;
         if (fresh) {
-            q.dx[(size_t)q.arg[o] - q.base] = 0.0f + g;
+            q.dx[pool_window_index(p, oh, ow, q.arg[o])] = 0.0f + g;
             continue;
         }
-        const size_t oh = o / p->wo, ow = o % p->wo;
         for (size_t i = 0; i < p->k; i++)
             for (size_t j = 0; j < p->k; j++) {
                 const size_t at = (oh * p->s + i) * p->w + ow * p->s + j;
-                q.dx[at] = q.dx[at] + ((size_t)q.arg[o] == at + q.base ? g : 0.0f);
+                q.dx[at] = q.dx[at] + (q.arg[o] == i * p->k + j ? g : 0.0f);
             }
     }
 }
@@ -302,11 +312,11 @@ static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
 static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window rows of dx
                                        const float *dy,    // (wo)
                                        const float *y,     // (wo), read when relu
-                                       const int32_t *arg, // (wo)
-                                       size_t w, size_t wo, int32_t i0, bool relu, bool spill) {
+                                       const uint8_t *arg, // (wo): window positions 0 to 3
+                                       size_t w, size_t wo, bool relu, bool spill) {
     const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
-    const __m512i two = _mm512_set1_epi32(2), wv = _mm512_set1_epi32((int32_t)w), one = _mm512_set1_epi32(1);
+    const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
     const __m512 zero = _mm512_setzero_ps();
     for (size_t o = 0; o < wo; o += 16) {
         const size_t n = wo - o < 16 ? wo - o : 16;
@@ -314,13 +324,13 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
         __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, dy + o));
         if (relu) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, y + o), zero, _CMP_GT_OQ), g);
         g = _mm512_add_ps(zero, g);
-        const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(i0 + (int32_t)(2 * o)),
-                                               _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), two));
-        const __m512i rel = _mm512_sub_epi32(_mm512_maskz_loadu_epi32(m, arg + o), first);
+        uint8_t at[16] = {0}; /* the row's last positions copied: no read past the row's end */
+        memcpy(at, arg + o, n);
+        const __m512i rel = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)at));
         const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
         const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), g);
-        const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, wv), g);
-        const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_add_epi32(wv, one)), g);
+        const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, two), g);
+        const __m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, three), g);
         const __mmask16 m0 = avx512_lanes(2 * n), m1 = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
         float *d0 = r0 + 2 * o, *d1 = d0 + w;
         if (spill) {
@@ -346,8 +356,8 @@ static AVX512 void pool22_backward_plane(const pool_geom *p, pool_plane q, bool 
     const bool narrow = p->wo <= 16 && p->w >= 8;
     for (size_t oh = 0; oh < p->ho; oh++) {
         const size_t o = oh * p->wo;
-        pool22_backward_row(q.dx + 2 * oh * p->w, q.dy + o, relu ? q.y + o : NULL, q.arg + o, p->w, p->wo,
-                            (int32_t)(q.base + 2 * oh * p->w), relu, narrow && (spill_on || oh + 1 < p->ho));
+        pool22_backward_row(q.dx + 2 * oh * p->w, q.dy + o, relu ? q.y + o : NULL, q.arg + o, p->w, p->wo, relu,
+                            narrow && (spill_on || oh + 1 < p->ho));
     }
 }
 #endif
@@ -375,8 +385,7 @@ static void pool_backward_part(const op_call *c, const pool_geom *p, bool fresh,
         const pool_plane q = {.dx = c->din[0] ? c->din[0] + pl * in_plane : sdx,
                               .dy = c->dout ? c->dout + pl * out_plane : sdy,
                               .y = c->out ? c->out + pl * out_plane : NULL,
-                              .arg = (const int32_t *)c->saved + pl * out_plane,
-                              .base = (pl % p->c) * in_plane};
+                              .arg = (const uint8_t *)c->saved + pl * out_plane};
         if (!c->dout) bf16_unpack(sdy, c->grads.dout + pl * out_plane, out_plane);
         if (!c->din[0] && !fresh) bf16_unpack(sdx, c->grads.din[0] + pl * in_plane, in_plane);
         pool_backward_one(c, p, q, fresh, c->din[0] && pl + 1 < hi);
@@ -424,7 +433,7 @@ static double pool_flops(const op_node *n) {
 
 static size_t pool_saved_bytes(const op_node *n) {
     size_t bytes;
-    return size_mul(n->out_numel, sizeof(int32_t), &bytes) ? bytes : SIZE_MAX;
+    return size_mul(n->out_numel, sizeof(uint8_t), &bytes) ? bytes : SIZE_MAX;
 }
 
 static size_t pool_workspace_bytes(const op_node *n, size_t m, int threads) {

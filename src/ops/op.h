@@ -44,9 +44,11 @@ enum {
                                    step and in[0]'s gradient begins there (GELU's backward) */
     OP_FORWARD_READS_PACKED = 1u << 13, /* forward can take its inputs from their bfloat16 copies
                                    (op_call.packed.in): a concatenation copying them, a convolution sample by
-                                   sample into the stage regen_stage_bytes sizes */
+                                   sample into the stage regen_stage_bytes sizes, a GroupNorm a group at a time
+                                   into a stage of its bf16 workspace */
     OP_WRITES_PACKED = 1u << 14,/* forward can write its output in bfloat16 only (op_call.packed.out) for
-                                   readers that all read it packed: a concatenation of rounded values */
+                                   readers that all read it packed: a concatenation of rounded values, a
+                                   GroupNorm rounding each plane from its stage */
     OP_GRAD_READS_PACKED = 1u << 15, /* backward can read its output's gradient from a bfloat16 buffer
                                    (op_call.grads.dout): a sample (or block) at a time into a float32 stage */
     OP_GRAD_WRITES_PACKED = 1u << 16,/* backward can write its inputs' gradients into bfloat16 buffers

@@ -282,6 +282,7 @@ static bool memory_index_init(memory_index *mi, size_t width, size_t arena) {
 static void memory_index_free(memory_index *mi) {
     for (size_t i = 0; mi->b && i < mi->n_buckets; i++) free(mi->b[i].s);
     free(mi->b);
+    mi->b = NULL;
 }
 
 static bool memory_index_add(memory_index *mi, const act_buffer *b) {
@@ -399,15 +400,29 @@ static bool place_lowest(plan *p, const order_key *order, int n, arena_work *w) 
     return true;
 }
 
-/* Second pass: each root in `order` within [0, arena), in the gaps free over its lifetime, at the offset whose
- * thread parts cross the fewest bytes of the placed buffers' parts. *fits is false where no gap holds a buffer. */
+/* Places root order[i] at `offset` in both indexes. */
+static bool place_at(plan *p, const order_key *order, int i, size_t offset, arena_work *w) {
+    act_buffer *b = &p->bufs[order[i].index];
+    b->offset = offset;
+    if (!time_index_add(&w->time, b) || !memory_index_add(&w->memory, b)) return false;
+    if (b->offset + b->bytes > p->arena_bytes) p->arena_bytes = b->offset + b->bytes;
+    return true;
+}
+
+/* Second pass: the pinned roots at their first pass's offsets (those fit together), then each other root in
+ * `order` within [0, arena), in the gaps free over its lifetime, at the offset whose thread parts cross the
+ * fewest bytes of the placed buffers' parts. *failed is the first root no gap holds, or -1 where all fit. */
 static bool place_affine(plan *p, const order_key *order, int n, const thread_parts *tp, size_t arena,
-                         arena_work *w, bool *fits) {
-    *fits = false;
+                         const size_t *first_pass, const bool *pinned, arena_work *w, int *failed) {
+    *failed = -1;
     p->arena_bytes = 0;
     time_index_clear(&w->time);
+    memory_index_free(&w->memory); /* a previous try's */
     if (!memory_index_init(&w->memory, n ? order[0].bytes : 1, arena)) return false;
+    for (int i = 0; i < n; i++)
+        if (pinned[i] && !place_at(p, order, i, first_pass[i], w)) return false;
     for (int i = 0; i < n; i++) {
+        if (pinned[i]) continue;
         act_buffer *b = &p->bufs[order[i].index];
         const int k = time_index_meeting(&w->time, b);
         w->fit.offset = w->fit.crossed = SIZE_MAX;
@@ -419,12 +434,12 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
                 return false;
             pos = hi;
         }
-        if (w->fit.offset == SIZE_MAX) return true;
-        b->offset = w->fit.offset;
-        if (!time_index_add(&w->time, b) || !memory_index_add(&w->memory, b)) return false;
-        if (b->offset + b->bytes > p->arena_bytes) p->arena_bytes = b->offset + b->bytes;
+        if (w->fit.offset == SIZE_MAX) {
+            *failed = i;
+            return true;
+        }
+        if (!place_at(p, order, i, w->fit.offset, w)) return false;
     }
-    *fits = true;
     return true;
 }
 
@@ -437,19 +452,29 @@ static int roots_by_size(const plan *p, order_key *order) {
     return n;
 }
 
-/* Both passes; the first placement stands where the second finds no room. Sizing only, the second pass is left
+/* Tries of the second pass: each pins one more buffer that found no room to its first offset. */
+#define AFFINE_TRIES 8
+
+/* Both passes. Where the second finds no room for a buffer (the offsets it chose for larger ones left only gaps
+ * too small for it, in an arena at the live peak), it tries again with that buffer where the first pass put it,
+ * a few times; the first placement stands where it still finds none. Sizing only, the second pass is left
  * out where the first reaches the live peak: the second never takes more than the first's arena, nor can any
  * placement take less than the live peak, so the arena is known, and only the offsets would change. */
-static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass, bool sizing) {
+static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass, bool *pinned,
+                  bool sizing) {
     if (!place_lowest(p, order, n, w)) return false;
     if (p->threads <= 1) return true;
     if (sizing && p->arena_bytes == p->live_peak) return p->unplaced = true;
     const size_t arena = p->arena_bytes;
     for (int i = 0; i < n; i++) first_pass[i] = p->bufs[order[i].index].offset;
     const thread_parts tp = {.m = p->m, .T = p->threads};
-    bool fits;
-    if (!place_affine(p, order, n, &tp, arena, w, &fits)) return false;
-    if (!fits) {
+    int failed = 0;
+    memset(pinned, 0, (size_t)n * sizeof *pinned);
+    for (int t = 0; t < AFFINE_TRIES && failed >= 0; t++) {
+        if (!place_affine(p, order, n, &tp, arena, first_pass, pinned, w, &failed)) return false;
+        if (failed >= 0) pinned[failed] = true;
+    }
+    if (failed >= 0) {
         for (int i = 0; i < n; i++) p->bufs[order[i].index].offset = first_pass[i];
         p->arena_bytes = arena;
     }
@@ -460,10 +485,11 @@ bool plan_assign_offsets(plan *p, bool sizing) {
     const size_t nb = (size_t)p->n_bufs + 1;
     order_key *order = malloc(nb * sizeof *order);
     size_t *first_pass = malloc(nb * sizeof *first_pass);
+    bool *pinned = malloc(nb * sizeof *pinned);
     arena_work w = {0};
-    bool ok = order && first_pass && time_index_init(&w.time, p->n_steps);
+    bool ok = order && first_pass && pinned && time_index_init(&w.time, p->n_steps);
     p->arena_bytes = 0;
-    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, sizing);
+    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, pinned, sizing);
     if (ok)
         for (int b = 0; b < p->n_bufs; b++) {
             int root = b;
@@ -475,5 +501,6 @@ bool plan_assign_offsets(plan *p, bool sizing) {
     free(w.fit.cand);
     free(order);
     free(first_pass);
+    free(pinned);
     return ok;
 }

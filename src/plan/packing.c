@@ -12,8 +12,8 @@
  * is then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
- * A concatenation reads its inputs from packed copies and, where its readers are convolutions that read it
- * packed, writes only its packed copy (pack_concatenations).
+ * A concatenation and a GroupNorm read their inputs from packed copies and, where their readers are
+ * convolutions that read them packed, write only their packed copies (pack_forward_io).
  *
  * The input batch is rounded too, unless a layer reads it as indices (an embedding's tokens). */
 #include <stdint.h>
@@ -46,14 +46,15 @@ static bool add_packed(const snug_graph *g, plan *p, snug_tensor t) {
            (p->value_bwd[t] = plan_add_buf(p, node, ACT_VALUE, false, value)) >= 0;
 }
 
-/* Whether every reader of t reads it packed in forward and backward (a convolution with a stage): then t needs
+/* Whether every reader of t reads it packed in forward and, where backward reads it, in backward too (a
+ * convolution with a stage; one whose backward regenerates t from its producer reads none of it): then t needs
  * no float32 instance at all. */
 static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) {
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; j < g->nodes[i].n_inputs; j++) {
-            if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t) continue;
-            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || !p->packed_in[i] ||
+            if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t || (g->nodes[i].op->flags & OP_IS_VIEW)) continue;
+            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || !(p->packed_in[i] || p->regen[i]) ||
                 p->seg.recompute[i])
                 return false;
             any = true;
@@ -61,11 +62,13 @@ static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) 
     return any;
 }
 
-/* A concatenation copies rounded values, so it reads its inputs from packed copies (their float32 instances
- * then die at their other readers: a UNet's skip is not held in float32 through the whole encoder and
- * decoder), and where its readers all read its output packed (a convolution sample by sample), it writes only
- * the packed copy: no float32 instance of the widest tensor at the decoder's top. */
-static bool pack_concatenations(const snug_graph *g, plan *p) {
+/* An op that reads and writes packed values in forward (OP_FORWARD_READS_PACKED | OP_WRITES_PACKED) reads its
+ * inputs from packed copies: a concatenation copies rounded values, a GroupNorm takes a group at a time (their
+ * float32 instances then die at their other readers: a UNet's skip is not held in float32 through the whole
+ * encoder and decoder, a convolution's output dies at the convolution). Where its readers all read its output
+ * packed (a convolution sample by sample), it writes only the packed copy, made for them where backward reads
+ * none: no float32 instance of the widest tensors at the decoder's top. */
+static bool pack_forward_io(const snug_graph *g, plan *p) {
     const unsigned both = OP_FORWARD_READS_PACKED | OP_WRITES_PACKED;
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
@@ -77,7 +80,8 @@ static bool pack_concatenations(const snug_graph *g, plan *p) {
             if (p->packed[t] < 0 && !add_packed(g, p, t)) return false;
         }
         p->fwd_packed[i] = true;
-        if (p->packed[n->output] < 0 || !read_only_packed(g, p, n->output)) continue;
+        if (!packable(g, p, n->output) || !read_only_packed(g, p, n->output)) continue;
+        if (p->packed[n->output] < 0 && !add_packed(g, p, n->output)) return false;
         p->packed_only[n->output] = true;
         for (int r = 0; r < g->n_nodes; r++)
             if (g->nodes[r].n_inputs > 0 && graph_base_tensor(g, g->nodes[r].inputs[0]) == n->output)
@@ -92,7 +96,7 @@ bool plan_pack_values(const snug_graph *g, plan *p) {
         if (b < 0 || !packable(g, p, t) || p->bufs[b].last < p->n_forward) continue;
         if (!add_packed(g, p, t)) return false;
     }
-    return pack_concatenations(g, p);
+    return pack_forward_io(g, p);
 }
 
 /* Removes the unpacked instances no step reads (every reader after forward takes the packed copy): they were

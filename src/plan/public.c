@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/mem.h"
 #include "ops/op.h"
@@ -52,6 +53,15 @@ void snug_plan_free(snug_plan *p) {
     free(p);
 }
 
+/* The float32 bytes of a regenerated input t: its forward instance's, or where forward made only its packed
+ * copy (plan.packed_only), what that instance would have taken. */
+static size_t regenerated_bytes(const snug_graph *g, const plan *p, snug_tensor t) {
+    if (p->value_fwd[t] >= 0) return p->bufs[p->value_fwd[t]].bytes;
+    size_t bytes;
+    return size_mul(g->tensors[t].numel, p->m, &bytes) && size_mul(bytes, sizeof(float), &bytes) ? bytes : 0;
+}
+
+
 void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
     const plan *p = &sp->p;
     const snug_plan_request *r = &sp->request;
@@ -78,7 +88,7 @@ void snug_plan_summarize(const snug_plan *sp, snug_plan_summary *s) {
         s->batch_statistics_layers += sp->g->nodes[i].op->saved_batch_bytes != NULL;
         if (!p->regen[i]) continue;
         s->regenerated_inputs++;
-        s->regenerated_bytes += p->bufs[p->value_fwd[graph_base_tensor(sp->g, sp->g->nodes[i].inputs[0])]].bytes;
+        s->regenerated_bytes += regenerated_bytes(sp->g, p, graph_base_tensor(sp->g, sp->g->nodes[i].inputs[0]));
     }
     s->total = p->total;
     s->activation_peak = p->arena_bytes;
