@@ -7,8 +7,11 @@
  * op then holds a float32 copy of a packed gradient beyond one sample per thread, and a gradient nobody can
  * take packed stays float32 whole: no conversion passes, no second instance.
  *
- * Rounding a gradient adds an error (at most 2^-9 relative per rounding, as rounding a value), so plan_build
- * keeps the plan with float32 gradients where packing them lowers nothing: the same bits as without it. */
+ * Rounding a gradient adds an error (at most 2^-9 relative per rounding, as rounding a value), and its stages
+ * and roundings cost time in every backward (a read, a conversion and a write of the gradient beside the
+ * float32 arithmetic), so plan_build keeps the plan with float32 gradients, the same bits as without packing,
+ * unless packing saves a meaningful share of the bytes (plan_packed_grads_pay) or a budget needs it
+ * (plan_within_budget). */
 #include <stdlib.h>
 
 #include "core/checked.h"
@@ -37,6 +40,25 @@ static bool grad_packable(const snug_graph *g, snug_tensor t) {
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
     if (producer < 0 || producer == g->input_node || t == logits || graph_base_tensor(g, t) != t) return false;
     return (g->nodes[producer].op->flags & OP_GRAD_READS_PACKED) && readers_write_packed(g, t);
+}
+
+/* The share of the float32-gradient plan's activations that packing gradients must save: one eighth. A UNet's
+ * or a deep network's backward peak is mostly gradients (a half to a third of the activations saved); a small
+ * CNN's is its first layers' outputs, where packing its three gradients saves a fourteenth and costs its
+ * backward more time than those bytes are worth. A rule of bytes, not of a clock, so that a plan depends only
+ * on its graph, its request and the machine. */
+#define PACKED_GRADS_MIN_SHARE 8
+
+bool plan_packed_grads_pay(const plan *packed, const plan *flat, size_t ceiling) {
+    if (packed->total >= flat->total) return false;
+    if (flat->total > ceiling) return true; /* only the packed one can be under the ceiling */
+    return flat->total - packed->total >= flat->bytes[SNUG_MEM_ACTIVATIONS] / PACKED_GRADS_MIN_SHARE;
+}
+
+bool plan_packs_no_grads(const snug_graph *g, const plan *p) {
+    for (int t = 0; p->grad_packed && t < g->n_tensors; t++)
+        if (p->grad_packed[t]) return false;
+    return true;
 }
 
 bool plan_packed_grads(const snug_graph *g, plan *p) {
