@@ -274,6 +274,17 @@ void op_expect_packed_input_same_bits(const op_fixture *f, const uint16_t *packe
     }
 }
 
+void op_expect_packed_regen_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got) {
+    op_call c = f->c;
+    c.bf16 = true;
+    f->op->forward(&c);
+    bf16_round_floats(want, f->y + f->out_n, f->out_n);
+    c.in[0] = NULL;
+    c.in_packed = packed;
+    for (size_t t = 0; t < 3; t++) f->op->regen(&c, 1, got, t, 3);
+    assert_memory_equal(got, want, f->out_n * sizeof *got);
+}
+
 void op_check_backward_adds(op_fixture *f) {
     check_fresh(f);
     op_fixture_analytic(f);

@@ -81,6 +81,9 @@ void op_check_backward_adds(op_fixture *f);
  * gradient. */
 void op_expect_packed_input_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got, size_t n,
                                       float scale);
+/* A consumer's regeneration of sample 1 of f's output (op_desc.regen) from x's packed copy, in three parts, gives
+ * the bits of a bf16 forward's output (rounded). want and got: an output sample each. */
+void op_expect_packed_regen_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got);
 
 /* b's output and every input and parameter gradient have the bits of a's, over a's c.m samples (the same op
  * and shapes, both run). */

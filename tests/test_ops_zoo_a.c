@@ -544,14 +544,7 @@ static void test_gelu_packed_and_in_place(void **state) {
     c.dout = got;
     f.op->backward(&c);
     assert_memory_equal(got, want, n * sizeof *got);
-    c = f.c; /* a consumer's regen of sample 1 from the packed input, in three parts: the forward's rounded bits */
-    c.bf16 = true;
-    f.op->forward(&c);
-    bf16_round_floats(want, f.y + f.out_n, f.out_n);
-    c.in[0] = NULL;
-    c.in_packed = packed;
-    for (size_t t = 0; t < 3; t++) f.op->regen(&c, 1, got, t, 3);
-    assert_memory_equal(got, want, f.out_n * sizeof *got);
+    op_expect_packed_regen_same_bits(&f, packed, want, got);
     free(packed);
     free(want);
     free(got);

@@ -228,7 +228,7 @@ static void expect_fold_same_bits(op_fixture *p, op_fixture *f, size_t n, bool b
 /* Backward with x read from its packed copy (op_call.in_packed, in[0] NULL: a bf16 plan that keeps the input
  * only packed) gives the bits of reading the float32 instance of the same bfloat16 values: adding into dx and
  * writing it fresh, with and without a folded ReLU, planes whose size is no multiple of the lanes (10 x 13)
- * and planes over the sums' blocks (40 x 40). */
+ * and planes over the sums' blocks (40 x 40); and a regeneration from it, the bits of the rounded forward. */
 static void test_batchnorm_packed_input_same_bits(void **state) {
     (void)state;
     const size_t sh[][3] = {{5, 10, 13}, {3, 40, 40}};
@@ -242,6 +242,7 @@ static void test_batchnorm_packed_input_same_bits(void **state) {
         float *want = op_test_xmalloc(n * sizeof *want), *got = op_test_xmalloc(n * sizeof *got);
         f.op->forward(&f.c);
         op_expect_packed_input_same_bits(&f, packed, want, got, n, 0.5f);
+        op_expect_packed_regen_same_bits(&f, packed, want, got);
         free(packed), free(want), free(got);
         op_fixture_free(&f);
     }

@@ -290,6 +290,16 @@ static void bn_backward(const op_call *c) {
     }
 }
 
+/* A regenerated plane from the packed input in one pass: widened (exact), the forward's apply (norm_apply_span's
+ * expressions), rounded as the forward's output was: the bits of unpacking, applying and rounding in turn. */
+VM_KERNEL static void bn_regen_packed(float *y, const bf16 *x, size_t hw, norm_plane k) {
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++) {
+        const float v = norm_value(bf16_to_float(x[i]), k.mean, k.a, k.b);
+        y[i] = bf16_round(k.relu ? relu_value(v) : v);
+    }
+}
+
 /* Sample n of the forward's output (op_desc.regen), channels split over T: the forward's plane constants and
  * apply from the kept input and the saved statistics, so the same bits. */
 static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
@@ -299,6 +309,10 @@ static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
         const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                            c->node->op == &op_batchnorm2d_relu);
+        if (!c->in[0] && c->bf16) { /* packed (only bf16 plans pack) */
+            bn_regen_packed(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw, k);
+            continue;
+        }
         const float *x = c->in[0] ? c->in[0] + (n * C + ch) * hw : dst + ch * hw; /* packed: unpacked in place */
         if (!c->in[0]) bf16_unpack(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw);
         bn_apply_channel(dst + ch * hw, x, 1, hw, hw, k);
