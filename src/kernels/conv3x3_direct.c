@@ -188,17 +188,6 @@ typedef struct dprod {
     bool round;            /* forward: dst rounded to bfloat16 as it is stored (conv3x3_forward_rounded) */
 } dprod;
 
-/* bf16_round_bits of 16 lanes: the same integer steps, so the same bits as bf16_round_floats afterwards. */
-static inline AVX512 __m512 round_bf16_lanes(__m512 v) {
-    const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                   _mm512_set1_epi32(0x7F800000));
-    const __m512i picked = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
-    return _mm512_castsi512_ps(_mm512_and_si512(picked, _mm512_set1_epi32((int)0xFFFF0000u)));
-}
-
 /* The products dtile specialises on: stride-1 forward, stride-1 input gradient (flipped), stride-2 forward
  * (phase planes), and a runtime list of taps (one phase of the stride-2 input gradient). */
 enum { DM_FWD, DM_FLIP, DM_S2, DM_TAPS };
@@ -230,7 +219,7 @@ enum { DM_FWD, DM_FLIP, DM_S2, DM_TAPS };
     }
 #define D_STORE1(I, J)                                                                                        \
     if (mr > I && nv > J) {                                                                                   \
-        if (mode == DM_FWD && p->round) r##I##J = round_bf16_lanes(r##I##J);                                  \
+        if (mode == DM_FWD && p->round) r##I##J = avx512_bf16_round(r##I##J);                                  \
         _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, gv[J].run, _mm512_maskz_compress_ps(gv[J].valid, r##I##J)); \
     }
 #define D_STORE(I) D_STORE1(I, 0) D_STORE1(I, 1) D_STORE1(I, 2)

@@ -440,11 +440,11 @@ static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) 
     return slot + t * per;
 }
 
-/* Whether the forward kernel rounds c's output itself as it stores it (conv3x3_forward_rounded): the float32
- * direct kernel in a bf16 plan, which there runs the layers of few input channels (a first layer), whose
- * outputs cost as much to round in a pass of their own as to compute. */
+/* Whether the forward kernel rounds c's output itself as it stores it (conv3x3_forward_rounded,
+ * conv3x3_bf16_forward_rounded): the direct kernels in a bf16 plan, the float32 one on the layers of few input
+ * channels (a first layer), whose outputs cost as much to round in a pass of their own as to compute. */
 static bool conv_kernel_rounds(const op_call *c, const conv_ctx *k) {
-    return c->packed.round && k->direct && !k->bf16 && !k->wino;
+    return c->packed.round && k->direct && !k->wino;
 }
 
 /* op_round_output of outputs [lo, lo + n) where the kernel did not round them, else their packed copy alone. */
@@ -458,7 +458,8 @@ static void conv_round_output(const op_call *c, const conv_ctx *k, size_t lo, si
 static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, conv3x3_bf16_src x,
                              const float *w, const float *b, const float *u, bool round, float *scratch, size_t t,
                              size_t T) {
-    if (k->bf16) conv3x3_bf16_forward(s, y, x, u, b, scratch, t, T);
+    if (k->bf16 && round) conv3x3_bf16_forward_rounded(s, y, x, u, b, scratch, t, T);
+    else if (k->bf16) conv3x3_bf16_forward(s, y, x, u, b, scratch, t, T);
     else if (k->wino) conv3x3_winograd_forward(s, y, x.f, u, b, scratch, t, T);
     else if (k->direct_s2) conv3x3_s2_forward(s, y, x.f, w, b, scratch, t, T);
     else if (round) conv3x3_forward_rounded(s, y, x.f, w, b, scratch, t, T);
