@@ -258,6 +258,33 @@ static void check_fresh(op_fixture *f) {
     }
 }
 
+void op_expect_packed_input_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got, size_t n,
+                                      float scale) {
+    for (int fresh = 0; fresh <= 1; fresh++) {
+        for (size_t i = 0; i < n; i++) want[i] = got[i] = fresh ? NAN : scale * f->r[i]; /* stale, or summed into */
+        op_call c = f->c;
+        c.din_fresh = fresh ? 1u : 0u;
+        c.din[0] = want;
+        f->op->backward(&c);
+        c.in[0] = NULL;
+        c.in_packed = packed;
+        c.din[0] = got;
+        f->op->backward(&c);
+        assert_memory_equal(got, want, n * sizeof *got);
+    }
+}
+
+void op_expect_packed_regen_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got) {
+    op_call c = f->c;
+    c.bf16 = true;
+    f->op->forward(&c);
+    bf16_round_floats(want, f->y + f->out_n, f->out_n);
+    c.in[0] = NULL;
+    c.in_packed = packed;
+    for (size_t t = 0; t < 3; t++) f->op->regen(&c, 1, got, t, 3);
+    assert_memory_equal(got, want, f->out_n * sizeof *got);
+}
+
 void op_check_backward_adds(op_fixture *f) {
     check_fresh(f);
     op_fixture_analytic(f);

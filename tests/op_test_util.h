@@ -75,6 +75,15 @@ void op_check_all(op_fixture *f, size_t m_run, float h, double tol);
 /* Two backward calls without zeroing in between give twice the gradients of one; and an op with
  * OP_WRITES_FRESH writes fresh input gradients (op_call.din_fresh) with the bits of adding into zeros. */
 void op_check_backward_adds(op_fixture *f);
+/* Backward of f's call with x read from its packed copy (op_call.in_packed, in[0] NULL) gives the bits of reading
+ * the float32 instance (which must hold the same bfloat16 values): adding into an input gradient that starts at
+ * scale * r, and writing it fresh (din_fresh) over NaN. want and got: n floats each; want ends with the fresh
+ * gradient. */
+void op_expect_packed_input_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got, size_t n,
+                                      float scale);
+/* A consumer's regeneration of sample 1 of f's output (op_desc.regen) from x's packed copy, in three parts, gives
+ * the bits of a bf16 forward's output (rounded). want and got: an output sample each. */
+void op_expect_packed_regen_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got);
 
 /* b's output and every input and parameter gradient have the bits of a's, over a's c.m samples (the same op
  * and shapes, both run). */

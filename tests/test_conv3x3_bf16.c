@@ -239,11 +239,41 @@ static void test_same_bits_every_way(void **state) {
     }
 }
 
+/* The forward that rounds its output as it stores it gives the bits of the forward then bf16_round_floats, on
+ * both kernels (where the CPU has AVX512_BF16), from floats and from a packed source, on 1 and 2 threads. */
+static void test_rounded_forward_same_bits(void **state) {
+    (void)state;
+    const int kernels = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16 ? 2 : 1;
+    for (size_t i = 0; i < N_SHAPES; i++) {
+        bdata d;
+        bdata_init(&d, shapes[i], 300 + i);
+        float *y2 = op_test_xmalloc(d.yn * sizeof(float));
+        for (int k = 0; k < kernels; k++) {
+            conv3x3_bf16_force_portable(k == 1 || kernels == 1);
+            run_forward(&d, (conv3x3_bf16_src){.f = d.x}, d.y);
+            bf16_round_floats(d.y, d.y, d.yn);
+            for (int T = 1; T <= 2; T++) {
+                #pragma omp parallel num_threads(T)
+                {
+                    const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+                    const conv3x3_bf16_src x = T == 1 ? (conv3x3_bf16_src){.f = d.x} : (conv3x3_bf16_src){.h = d.xh};
+                    conv3x3_bf16_forward_rounded(&d.s, y2, x, d.uf, d.b, d.scratch, t, n);
+                }
+                assert_memory_equal(d.y, y2, d.yn * sizeof(float));
+            }
+        }
+        conv3x3_bf16_force_portable(false);
+        free(y2);
+        bdata_free(&d);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_portable_matches_reference),
         cmocka_unit_test(test_avx512_bf16_matches_reference),
         cmocka_unit_test(test_same_bits_every_way),
+        cmocka_unit_test(test_rounded_forward_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "op_test_util.h"
+#include "kernels/bf16.h"
 #include "kernels/conv3x3_direct.h"
 #include "kernels/conv3x3_winograd.h"
 #include "ops/op.h"
@@ -241,6 +242,40 @@ static void test_tall_planes_in_bands(void **state) {
         check_forward(&d);
         check_backward(&d);
         expect_same_bits_on_2_and_3_threads(&d);
+        data_free(&d);
+    }
+}
+
+/* conv3x3_forward_rounded on T threads of one parallel region (T = 1: no region). */
+static void forward_rounded_on(conv_data *d, int T) {
+    data_reset(d);
+    #pragma omp parallel num_threads(T) if (T > 1)
+    {
+        const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+        conv3x3_forward_rounded(&d->s, d->y, d->x, d->w, d->b, d->scratch, t, n);
+    }
+}
+
+/* The forward that rounds its output to bfloat16 as it stores it gives the bits of the forward followed by
+ * bf16_round_floats (which test_matches_reference's float64 check covers before the rounding), on 1, 2 and 3
+ * threads, whole planes and bands, and with NaN and infinity among the inputs (quieted NaN as the pass does). */
+static void test_rounded_forward_same_bits(void **state) {
+    (void)state;
+    SKIP_UNLESS(conv3x3_direct_available(), "AVX-512 (the direct 3x3 convolution)");
+    const size_t tall[][4] = {{3, 5, 300, 20}, {1, 7, 60, 2500}};
+    for (size_t i = 0; i < N_SHAPES + 2; i++) {
+        conv_data d;
+        data_init(&d, i < N_SHAPES ? shapes[i] : tall[i - N_SHAPES], 90 + i);
+        if (i % 3 == 2) d.x[d.xn / 2] = NAN, d.x[0] = INFINITY;
+        float *want = op_test_xmalloc(d.yn * sizeof(float));
+        data_reset(&d);
+        conv3x3_forward(&d.s, want, d.x, d.w, d.b, d.scratch, 0, 1);
+        bf16_round_floats(want, want, d.yn);
+        for (int T = 1; T <= 3; T++) {
+            forward_rounded_on(&d, T);
+            assert_memory_equal(d.y, want, d.yn * sizeof(float));
+        }
+        free(want);
         data_free(&d);
     }
 }
@@ -483,6 +518,7 @@ int main(void) {
         cmocka_unit_test(test_null_gradients_skipped),
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_tall_planes_in_bands),
+        cmocka_unit_test(test_rounded_forward_same_bits),
         cmocka_unit_test(test_s2_forward_matches_reference),
         cmocka_unit_test(test_s2_backward_matches_reference),
         cmocka_unit_test(test_op_micro_batch_one_same_bits),

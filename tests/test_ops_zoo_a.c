@@ -536,18 +536,7 @@ static void test_gelu_packed_and_in_place(void **state) {
     float *want = op_test_xmalloc(n * sizeof *want), *got = op_test_xmalloc(n * sizeof *got);
     for (size_t i = 0; i < n; i++) f.x[0][i] = bf16_round(4.0f * f.x[0][i]);
     bf16_pack(packed, f.x[0], n);
-    for (int fresh = 0; fresh <= 1; fresh++) {
-        for (size_t i = 0; i < n; i++) want[i] = got[i] = fresh ? NAN : 0.25f * f.r[i]; /* stale, or summed into */
-        op_call c = f.c;
-        c.din_fresh = fresh ? 1u : 0u;
-        c.din[0] = want;
-        f.op->backward(&c);
-        c.in[0] = NULL;
-        c.in_packed = packed;
-        c.din[0] = got;
-        f.op->backward(&c);
-        assert_memory_equal(got, want, n * sizeof *got);
-    }
+    op_expect_packed_input_same_bits(&f, packed, want, got, n, 0.25f);
     op_call c = f.c; /* in place: dx over a copy of dy */
     memcpy(got, f.r, n * sizeof *got);
     c.din_fresh = 1u;
@@ -555,14 +544,7 @@ static void test_gelu_packed_and_in_place(void **state) {
     c.dout = got;
     f.op->backward(&c);
     assert_memory_equal(got, want, n * sizeof *got);
-    c = f.c; /* a consumer's regen of sample 1 from the packed input, in three parts: the forward's rounded bits */
-    c.bf16 = true;
-    f.op->forward(&c);
-    bf16_round_floats(want, f.y + f.out_n, f.out_n);
-    c.in[0] = NULL;
-    c.in_packed = packed;
-    for (size_t t = 0; t < 3; t++) f.op->regen(&c, 1, got, t, 3);
-    assert_memory_equal(got, want, f.out_n * sizeof *got);
+    op_expect_packed_regen_same_bits(&f, packed, want, got);
     free(packed);
     free(want);
     free(got);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/bf16.h"
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
@@ -222,6 +223,29 @@ static void expect_fold_same_bits(op_fixture *p, op_fixture *f, size_t n, bool b
     for (int i = 0; i < f->n_w; i++)
         if (f->c.dw[i]) assert_memory_equal(f->dw[i], p->dw[i], f->wn[i] * sizeof(float));
     op_check_backward_adds(f);
+}
+
+/* Backward with x read from its packed copy (op_call.in_packed, in[0] NULL: a bf16 plan that keeps the input
+ * only packed) gives the bits of reading the float32 instance of the same bfloat16 values: adding into dx and
+ * writing it fresh, with and without a folded ReLU, planes whose size is no multiple of the lanes (10 x 13)
+ * and planes over the sums' blocks (40 x 40); and a regeneration from it, the bits of the rounded forward. */
+static void test_batchnorm_packed_input_same_bits(void **state) {
+    (void)state;
+    const size_t sh[][3] = {{5, 10, 13}, {3, 40, 40}};
+    for (size_t k = 0; k < 4; k++) {
+        const size_t C = sh[k % 2][0], H = sh[k % 2][1], W = sh[k % 2][2], m = 3, n = m * C * H * W;
+        op_fixture f;
+        bn_bind_with(&f, C, H, W, m, threads(), 140 + k, k >= 2);
+        for (size_t j = 0; j < n; j++) f.x[0][j] = bf16_round(f.x[0][j]);
+        bf16 *packed = op_test_xmalloc(n * sizeof *packed);
+        bf16_pack(packed, f.x[0], n);
+        float *want = op_test_xmalloc(n * sizeof *want), *got = op_test_xmalloc(n * sizeof *got);
+        f.op->forward(&f.c);
+        op_expect_packed_input_same_bits(&f, packed, want, got, n, 0.5f);
+        op_expect_packed_regen_same_bits(&f, packed, want, got);
+        free(packed), free(want), free(got);
+        op_fixture_free(&f);
+    }
 }
 
 /* BatchNorm with the ReLU after it folded in computes, bit for bit, what BatchNorm and ReLU compute apart,
@@ -862,6 +886,7 @@ int main(void) {
         cmocka_unit_test(test_batchnorm_running_stats_and_recompute),
         cmocka_unit_test(test_batchnorm_evaluation),
         cmocka_unit_test(test_batchnorm_relu_folded_same_bits),
+        cmocka_unit_test(test_batchnorm_packed_input_same_bits),
         cmocka_unit_test(test_batchnorm_relu_fold_rules),
         cmocka_unit_test(test_add_relu_folded_same_bits),
         cmocka_unit_test(test_add_relu_fold_rules),

@@ -16,6 +16,18 @@ static inline AVX512 __mmask16 avx512_lanes(size_t n) {
     return (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
 }
 
+/* 16 floats rounded to bfloat16 values in place of the bf16_round_bits steps (kernels/bf16.h): the same bits as
+ * bf16_round_floats after the store, for kernels that round a bf16 plan's output in their registers. */
+static inline AVX512 __m512 avx512_bf16_round(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                                   _mm512_set1_epi32(0x7F800000));
+    const __m512i picked = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+    return _mm512_castsi512_ps(_mm512_and_si512(picked, _mm512_set1_epi32((int)0xFFFF0000u)));
+}
+
 /* F(R, nv, ...) for a tile's vector count nv of 1 to 3, as a constant (the tile's loops unroll on it). */
 #define AVX512_NV_OF_3(nv, F, R, ...)                                                                         \
     if ((nv) == 3) F(R, 3, __VA_ARGS__);                                                                      \

@@ -22,9 +22,11 @@ VM_KERNEL static void unpack_span(float *dst, const bf16 *src, size_t n) {
 VM_KERNEL static void round_pack_span(float *values, bf16 *packed, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) {
-        const bf16 h = bf16_from_float(values[i]);
-        packed[i] = h;
-        values[i] = bf16_to_float(h);
+        const float r = bf16_round(values[i]);
+        uint32_t u;
+        memcpy(&u, &r, sizeof u);
+        packed[i] = (bf16)(u >> 16);
+        values[i] = r;
     }
 }
 

@@ -13,18 +13,23 @@
 
 typedef uint16_t bf16;
 
-/* x rounded to nearest, ties to even. Adding 0x7FFF plus the lowest kept bit to the pattern carries into the
+/* x rounded to nearest, ties to even (bf16_round_bits: the float pattern u with its low 16 bits rounded away;
+ * bf16_from_float: its top half). Adding 0x7FFF plus the lowest kept bit to the pattern carries into the
  * kept bits exactly when the dropped half is above the midpoint, or at it with an odd kept part; a carry out of
  * the mantissa moves the exponent up, which is also how the largest finite values round to infinity. The same
  * addition would turn a NaN whose payload lies only in the dropped bits into infinity (or, for the all-ones
  * pattern, wrap to zero), so NaN is selected by a mask instead: its top bits with the quiet bit set. */
+static inline uint32_t bf16_round_bits(uint32_t u) {
+    const uint32_t rounded = u + 0x7FFFu + ((u >> 16) & 1u);
+    const uint32_t quiet_nan = u | 0x00400000u;
+    const uint32_t nan_mask = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
+    return ((quiet_nan & nan_mask) | (rounded & ~nan_mask)) & 0xFFFF0000u;
+}
+
 static inline bf16 bf16_from_float(float x) {
     uint32_t u;
     memcpy(&u, &x, sizeof u);
-    const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (u >> 16) | 0x0040u;
-    const uint32_t nan_mask = 0u - (uint32_t)((u & 0x7FFFFFFFu) > 0x7F800000u);
-    return (bf16)((quiet_nan & nan_mask) | (rounded & ~nan_mask));
+    return (bf16)(bf16_round_bits(u) >> 16);
 }
 
 /* Exact: every bf16 is a float. */
@@ -35,8 +40,15 @@ static inline float bf16_to_float(bf16 h) {
     return x;
 }
 
-/* The float whose value is bf16_from_float(x): what storing x in bf16 and reading it back gives. */
-static inline float bf16_round(float x) { return bf16_to_float(bf16_from_float(x)); }
+/* The float whose value is bf16_from_float(x): what storing x in bf16 and reading it back gives. Computed on
+ * the 32-bit pattern, with no narrowing and widening between (the vectorised loops then stay in 32-bit lanes). */
+static inline float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = bf16_round_bits(u);
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* The array forms, one element at a time as the functions above (vectorised, on the calling thread). */
 void bf16_pack(bf16 *dst, const float *src, size_t n);

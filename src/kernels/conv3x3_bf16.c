@@ -8,6 +8,7 @@
 
 #include "core/checked.h"
 #include "kernels/avx512.h"
+#include "kernels/bf16.h"
 #include "kernels/dpbf16_lane.h"
 #include "kernels/dpbf16_pairs.h"
 #include "kernels/isa.h"
@@ -170,6 +171,7 @@ typedef struct bprod {
     float *dst;           /* (planes, h, w) */
     const float *bias;    /* (planes) or NULL: the start of each output */
     bool accumulate;      /* without a bias: dst += (else dst = 0 + ...) */
+    bool round;           /* forward: dst rounded to bfloat16 as it is stored (conv3x3_bf16_forward_rounded) */
 } bprod;
 
 /* Where the vector of grid lanes [q0, q0 + 16) lands in an output plane: its valid lanes (inside the grid and
@@ -205,7 +207,7 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
                 const uint32_t *row = p->src + q0 - p->qoff + 16 * j + l;
                 for (size_t c = 0; c < p->np; c++, wk += 9, row += p->stride)
                     for (size_t tap = 0; tap < 9; tap++) acc = dpbf16_lane(acc, wk[tap], row[tap / 3 * wp + tap % 3]);
-                *out = acc;
+                *out = p->round ? bf16_round(acc) : acc;
             }
         }
 }
@@ -239,8 +241,10 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
         B_DOT(0, T) B_DOT(1, T) B_DOT(2, T) B_DOT(3, T) B_DOT(4, T) B_DOT(5, T) B_DOT(6, T) B_DOT(7, T)       \
     }
 #define B_STORE1(I, J)                                                                                        \
-    if (mr > I && nv > J)                                                                                     \
-        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, run[J], _mm512_maskz_compress_ps(valid[J], r##I##J));
+    if (mr > I && nv > J) {                                                                                   \
+        if (p->round) r##I##J = avx512_bf16_round(r##I##J);                                                   \
+        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, run[J], _mm512_maskz_compress_ps(valid[J], r##I##J)); \
+    }
 #define B_STORE(I) B_STORE1(I, 0) B_STORE1(I, 1) B_STORE1(I, 2)
 #define B_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
@@ -344,6 +348,12 @@ static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src 
 void conv3x3_bf16_forward(const conv3x3_shape *s, float *y, conv3x3_bf16_src x, const float *u, const float *b,
                           float *scratch, size_t t, size_t T) {
     bprod p = {.planes = s->co, .dst = y, .bias = b};
+    conv3x3_bf16_run(s, &p, x, s->c, u, scratch, t, T);
+}
+
+void conv3x3_bf16_forward_rounded(const conv3x3_shape *s, float *y, conv3x3_bf16_src x, const float *u,
+                                  const float *b, float *scratch, size_t t, size_t T) {
+    bprod p = {.planes = s->co, .dst = y, .bias = b, .round = true};
     conv3x3_bf16_run(s, &p, x, s->c, u, scratch, t, T);
 }
 

@@ -69,6 +69,10 @@ void conv3x3_bf16_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                           const float *b,                   // (co) or NULL
                           float *scratch,                   // (conv3x3_bf16_scratch_floats)
                           size_t t, size_t T);
+/* The same with y rounded to bfloat16 as it is stored (the bits of bf16_round_floats over conv3x3_bf16_forward's
+ * y): a bf16 plan's output without a pass of its own. */
+void conv3x3_bf16_forward_rounded(const conv3x3_shape *s, float *y, conv3x3_bf16_src x, const float *u,
+                                  const float *b, float *scratch, size_t t, size_t T);
 
 /* dx += the input gradient, one sample; threads as conv3x3_bf16_forward. */
 void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)

@@ -185,6 +185,7 @@ typedef struct dprod {
     size_t ntaps, tap_w[4], tap_off[4];
     size_t ostride;        /* the floats between output planes: h w, or a phase plane's stride */
     size_t qoff;           /* the grid lane src starts at: 0, or a band's first (dprod_run_banded) */
+    bool round;            /* forward: dst rounded to bfloat16 as it is stored (conv3x3_forward_rounded) */
 } dprod;
 
 /* The products dtile specialises on: stride-1 forward, stride-1 input gradient (flipped), stride-2 forward
@@ -217,8 +218,10 @@ enum { DM_FWD, DM_FLIP, DM_S2, DM_TAPS };
         D_FMA(0, T) D_FMA(1, T) D_FMA(2, T) D_FMA(3, T) D_FMA(4, T) D_FMA(5, T) D_FMA(6, T) D_FMA(7, T)       \
     }
 #define D_STORE1(I, J)                                                                                        \
-    if (mr > I && nv > J)                                                                                     \
-        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, gv[J].run, _mm512_maskz_compress_ps(gv[J].valid, r##I##J));
+    if (mr > I && nv > J) {                                                                                   \
+        if (mode == DM_FWD && p->round) r##I##J = avx512_bf16_round(r##I##J);                                  \
+        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, gv[J].run, _mm512_maskz_compress_ps(gv[J].valid, r##I##J)); \
+    }
 #define D_STORE(I) D_STORE1(I, 0) D_STORE1(I, 1) D_STORE1(I, 2)
 
 /* Planes [o0, o0 + mr) over the grid vectors gv[0..nv) starting at q0. The weights are read in place, as
@@ -584,10 +587,11 @@ static AVX512 void bias_run(float *db, const float *dy, size_t co, size_t npix, 
 }
 
 static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
-                                  float *scratch, size_t t, size_t T) {
+                                  bool round, float *scratch, size_t t, size_t T) {
     if (plane_banded(s)) {
         const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .wt = w, .rs = s->c * 9,
-                         .flip = false, .dst = y, .bias = b, .accumulate = false, .ostride = s->h * s->w};
+                         .flip = false, .dst = y, .bias = b, .accumulate = false, .ostride = s->h * s->w,
+                         .round = round};
         dprod_run_banded(p, x, scratch, t, T);
         return;
     }
@@ -595,7 +599,7 @@ static AVX512 void forward_avx512(const conv3x3_shape *s, float *y, const float 
     part_barrier(T);
     const dprod p = {.planes = s->co, .chans = s->c, .h = s->h, .w = s->w, .stride = conv3x3_plane_floats(s->h, s->w),
                      .src = scratch, .wt = w, .rs = s->c * 9, .flip = false, .dst = y, .bias = b,
-                     .accumulate = false, .ostride = s->h * s->w};
+                     .accumulate = false, .ostride = s->h * s->w, .round = round};
     dprod_run(&p, t, T);
     part_barrier(T); /* the caller may overwrite the scratch next */
 }
@@ -828,14 +832,24 @@ void conv3x3_s2_forward(const conv3x3_shape *s, float *y, const float *x, const 
 #endif
 }
 
-void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
-                     float *scratch, size_t t, size_t T) {
+static void forward_of(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b, bool round,
+                       float *scratch, size_t t, size_t T) {
 #ifdef SNUG_AVX512
-    forward_avx512(s, y, x, w, b, scratch, t, T);
+    forward_avx512(s, y, x, w, b, round, scratch, t, T);
 #else
-    (void)s, (void)y, (void)x, (void)w, (void)b, (void)scratch, (void)t, (void)T;
+    (void)s, (void)y, (void)x, (void)w, (void)b, (void)round, (void)scratch, (void)t, (void)T;
     abort(); /* unreachable: conv3x3_direct_available() is false in this build */
 #endif
+}
+
+void conv3x3_forward(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                     float *scratch, size_t t, size_t T) {
+    forward_of(s, y, x, w, b, false, scratch, t, T);
+}
+
+void conv3x3_forward_rounded(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                             float *scratch, size_t t, size_t T) {
+    forward_of(s, y, x, w, b, true, scratch, t, T);
 }
 
 void conv3x3_backward(const conv3x3_shape *s, float *dx, float *dw, float *db, const float *dy, const float *x,

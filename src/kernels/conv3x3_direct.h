@@ -62,6 +62,11 @@ void conv3x3_forward(const conv3x3_shape *s, float *y, // (co, h, w)
                      const float *b,                   // (co)
                      float *scratch,                   // (conv3x3_scratch_floats)
                      size_t t, size_t T);
+/* The same with y rounded to bfloat16 as it is stored (the bits of bf16_round_floats over conv3x3_forward's
+ * y): a bf16 plan's output without a pass of its own over it, which on a layer of few input channels (a first
+ * layer: 9 multiply-adds an output per channel) costs as much as the products. */
+void conv3x3_forward_rounded(const conv3x3_shape *s, float *y, const float *x, const float *w, const float *b,
+                             float *scratch, size_t t, size_t T);
 
 /* Stride 2 (padding 1): the output plane is ((h + 1) / 2, (w + 1) / 2). Each input plane is split once into
  * its four phases (even or odd rows x even or odd columns, zero-padded), after which every tap (kh, kw) is a

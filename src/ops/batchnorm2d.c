@@ -180,32 +180,37 @@ VM_KERNEL static void bn_grad_sums(const float *dy, bn_input x, // (m, stride) e
     *sdyx = s2;
 }
 
-/* dx += k0 (dy - mdy - x_hat mdyx) over m planes (dy masked by a folded ReLU); dx = 0 + that where dx is
+/* dx += k0 (dy - mdy - x_hat mdyx) for one element (dy masked by a folded ReLU); dx = 0 + that where dx is
  * fresh (op_call.din_fresh: the bits of adding into zeros). */
+NORM_INLINE float bn_grad_value(float dx, float dy, float x, norm_plane c, float k0, float mdy, float mdyx,
+                                bool fresh) {
+    return (fresh ? 0.0f : dx) + k0 * (norm_dy(dy, x, c) - mdy - (x - c.mean) * c.invstd * mdyx);
+}
+
+/* bn_grad_value over a plane of hw values, x float32 ... */
 VM_KERNEL static void bn_grad_span(float *dx, const float *dy, const float *x, size_t hw, norm_plane c, float k0,
                                    float mdy, float mdyx, bool fresh) {
-    const float mu = c.mean, is = c.invstd;
+    #pragma omp simd
+    for (size_t k = 0; k < hw; k++) dx[k] = bn_grad_value(dx[k], dy[k], x[k], c, k0, mdy, mdyx, fresh);
+}
+
+/* ... or x as the packed copy holds it, widened in the loop (exact: the bits of the float32 instance) with no
+ * stage between. */
+VM_KERNEL static void bn_grad_span_packed(float *dx, const float *dy, const bf16 *x, size_t hw, norm_plane c,
+                                          float k0, float mdy, float mdyx, bool fresh) {
     #pragma omp simd
     for (size_t k = 0; k < hw; k++)
-        dx[k] = (fresh ? 0.0f : dx[k]) + k0 * (norm_dy(dy[k], x[k], c) - mdy - (x[k] - mu) * is * mdyx);
+        dx[k] = bn_grad_value(dx[k], dy[k], bf16_to_float(x[k]), c, k0, mdy, mdyx, fresh);
 }
 
 static void bn_grad_apply(float *dx,                       // (m, stride)
                           const float *dy, bn_input x,     // (m, stride) each
                           size_t m, size_t stride, size_t hw, norm_plane c, float k0, float mdy, float mdyx,
                           bool fresh) {
-    float xb[BN_PACKED_BLOCK];
     for (size_t j = 0; j < m; j++) {
         const size_t at = j * stride;
-        if (x.f) {
-            bn_grad_span(dx + at, dy + at, x.f + at, hw, c, k0, mdy, mdyx, fresh);
-            continue;
-        }
-        for (size_t i = 0; i < hw; i += BN_PACKED_BLOCK) {
-            const size_t n = hw - i < BN_PACKED_BLOCK ? hw - i : BN_PACKED_BLOCK;
-            bf16_unpack(xb, x.h + at + i, n);
-            bn_grad_span(dx + at + i, dy + at + i, xb, n, c, k0, mdy, mdyx, fresh);
-        }
+        if (x.f) bn_grad_span(dx + at, dy + at, x.f + at, hw, c, k0, mdy, mdyx, fresh);
+        else bn_grad_span_packed(dx + at, dy + at, x.h + at, hw, c, k0, mdy, mdyx, fresh);
     }
 }
 
@@ -285,6 +290,16 @@ static void bn_backward(const op_call *c) {
     }
 }
 
+/* A regenerated plane from the packed input in one pass: widened (exact), the forward's apply (norm_apply_span's
+ * expressions), rounded as the forward's output was: the bits of unpacking, applying and rounding in turn. */
+VM_KERNEL static void bn_regen_packed(float *y, const bf16 *x, size_t hw, norm_plane k) {
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++) {
+        const float v = norm_value(bf16_to_float(x[i]), k.mean, k.a, k.b);
+        y[i] = bf16_round(k.relu ? relu_value(v) : v);
+    }
+}
+
 /* Sample n of the forward's output (op_desc.regen), channels split over T: the forward's plane constants and
  * apply from the kept input and the saved statistics, so the same bits. */
 static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
@@ -294,6 +309,10 @@ static void bn_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T)
     for (size_t ch = C * t / T; ch < C * (t + 1) / T; ch++) {
         const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                            c->node->op == &op_batchnorm2d_relu);
+        if (!c->in[0] && c->bf16) { /* packed (only bf16 plans pack) */
+            bn_regen_packed(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw, k);
+            continue;
+        }
         const float *x = c->in[0] ? c->in[0] + (n * C + ch) * hw : dst + ch * hw; /* packed: unpacked in place */
         if (!c->in[0]) bf16_unpack(dst + ch * hw, c->in_packed + (n * C + ch) * hw, hw);
         bn_apply_channel(dst + ch * hw, x, 1, hw, hw, k);

@@ -440,13 +440,29 @@ static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) 
     return slot + t * per;
 }
 
+/* Whether the forward kernel rounds c's output itself as it stores it (conv3x3_forward_rounded,
+ * conv3x3_bf16_forward_rounded): the direct kernels in a bf16 plan, the float32 one on the layers of few input
+ * channels (a first layer), whose outputs cost as much to round in a pass of their own as to compute. */
+static bool conv_kernel_rounds(const op_call *c, const conv_ctx *k) {
+    return c->packed.round && k->direct && !k->wino;
+}
+
+/* op_round_output of outputs [lo, lo + n) where the kernel did not round them, else their packed copy alone. */
+static void conv_round_output(const op_call *c, const conv_ctx *k, size_t lo, size_t n) {
+    if (!conv_kernel_rounds(c, k)) op_round_output(c, lo, n);
+    else if (c->packed.copy) bf16_pack(c->packed.copy + lo, c->out + lo, n);
+}
+
 /* One sample's forward on the direct path, Winograd's or the direct kernel's (scratch: Winograd's thread's own,
- * the direct kernel's shared by the T threads). */
+ * the direct kernel's shared by the T threads); round: conv_kernel_rounds. */
 static void conv_forward_one(const conv_ctx *k, const conv3x3_shape *s, float *y, conv3x3_bf16_src x,
-                             const float *w, const float *b, const float *u, float *scratch, size_t t, size_t T) {
-    if (k->bf16) conv3x3_bf16_forward(s, y, x, u, b, scratch, t, T);
+                             const float *w, const float *b, const float *u, bool round, float *scratch, size_t t,
+                             size_t T) {
+    if (k->bf16 && round) conv3x3_bf16_forward_rounded(s, y, x, u, b, scratch, t, T);
+    else if (k->bf16) conv3x3_bf16_forward(s, y, x, u, b, scratch, t, T);
     else if (k->wino) conv3x3_winograd_forward(s, y, x.f, u, b, scratch, t, T);
     else if (k->direct_s2) conv3x3_s2_forward(s, y, x.f, w, b, scratch, t, T);
+    else if (round) conv3x3_forward_rounded(s, y, x.f, w, b, scratch, t, T);
     else conv3x3_forward(s, y, x.f, w, b, scratch, t, T);
 }
 
@@ -465,7 +481,7 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
     const size_t m = c->m, out_n = op_out_numel(c);
     bool derive;
     float *u = wino_u(c, k, false, &derive);
-    const bool wino_u_new = (k->wino || k->bf16) && derive;
+    const bool wino_u_new = (k->wino || k->bf16) && derive, round = conv_kernel_rounds(c, k);
     char *work = (char *)c->work + l->pre;
     if (l->T > 1) {
         #pragma omp parallel num_threads((int)l->T)
@@ -481,8 +497,8 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++) {
                 conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0],
-                                 c->w[1], u, mine, 0, 1);
-                op_round_output(c, n * out_n, out_n);
+                                 c->w[1], u, round, mine, 0, 1);
+                conv_round_output(c, k, n * out_n, out_n);
             }
         }
     } else {
@@ -496,14 +512,14 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
                                           : wino_part(&s, (float *)(void *)work, false, t);
             for (size_t n = 0; n < m; n++) {
                 conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, 0, n, t, T), c->w[0],
-                                 c->w[1], u, scratch, t, T);
+                                 c->w[1], u, round, scratch, t, T);
                 if (c->packed.in[0] && T > 1) { /* no thread unpacks the next sample while others read this one */
                     #pragma omp barrier
                 }
             }
             /* the threads shared each sample in their own split: each rounds its part once all are written */
             #pragma omp barrier
-            op_round_output(c, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
+            conv_round_output(c, k, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
         }
     }
     if (wino_u_new) wino_u_derived(c, false);

@@ -33,7 +33,6 @@
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
-#include "ops/round_output.h"
 #include "kernels/relu_math.h"
 
 /* Below this many output elements a parallel loop costs more than it saves. */
@@ -221,18 +220,25 @@ static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, uint
 
 static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d_relu; }
 
-/* Output planes pooled at a time before they are rounded (op_round_output): about 16 KiB, in L1. */
+/* Output planes pooled at a time before they are packed (pool_pack_output): about 16 KiB, in L1. */
 #define POOL_ROUND_FLOATS ((size_t)4096)
 
-/* Output planes [lo, hi) of c, each block rounded as soon as it is pooled. */
+/* op_round_output for a pool: in a bf16 plan its input is rounded (every output is, and the input batch), and
+ * each output is one of those values (or a folded ReLU's 0), so rounding leaves it as it is: only the packed
+ * copy, where the plan keeps one, is left to write. */
+static void pool_pack_output(const op_call *c, size_t lo, size_t n) {
+    if (c->packed.round && c->packed.copy) bf16_pack(c->packed.copy + lo, c->out + lo, n);
+}
+
+/* Output planes [lo, hi) of c, each block packed as soon as it is pooled where the plan keeps a packed copy. */
 static void pool_planes_of(const op_call *c, const pool_geom *p, bool fast, size_t lo, size_t hi) {
     const size_t out_plane = p->ho * p->wo;
-    size_t block = hi - lo; /* nothing to round: one call */
-    if (c->packed.round) block = out_plane < POOL_ROUND_FLOATS ? POOL_ROUND_FLOATS / out_plane : 1;
+    size_t block = hi - lo; /* nothing to pack: one call */
+    if (c->packed.round && c->packed.copy) block = out_plane < POOL_ROUND_FLOATS ? POOL_ROUND_FLOATS / out_plane : 1;
     for (size_t at = lo; at < hi; at += block) {
         const size_t end = hi - at < block ? hi : at + block;
         pool_planes(p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], at, end);
-        op_round_output(c, at * out_plane, (end - at) * out_plane);
+        pool_pack_output(c, at * out_plane, (end - at) * out_plane);
     }
 }
 

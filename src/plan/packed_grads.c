@@ -7,8 +7,11 @@
  * op then holds a float32 copy of a packed gradient beyond one sample per thread, and a gradient nobody can
  * take packed stays float32 whole: no conversion passes, no second instance.
  *
- * Rounding a gradient adds an error (at most 2^-9 relative per rounding, as rounding a value), so plan_build
- * keeps the plan with float32 gradients where packing them lowers nothing: the same bits as without it. */
+ * Rounding a gradient adds an error (at most 2^-9 relative per rounding, as rounding a value), and its stages
+ * and roundings cost time in every backward (a read, a conversion and a write of the gradient beside the
+ * float32 arithmetic), so plan_build keeps the plan with float32 gradients, the same bits as without packing,
+ * unless packing saves a meaningful share of the bytes (plan_packed_grads_pay) or a budget needs it
+ * (plan_within_budget). */
 #include <stdlib.h>
 
 #include "core/checked.h"
@@ -37,6 +40,35 @@ static bool grad_packable(const snug_graph *g, snug_tensor t) {
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
     if (producer < 0 || producer == g->input_node || t == logits || graph_base_tensor(g, t) != t) return false;
     return (g->nodes[producer].op->flags & OP_GRAD_READS_PACKED) && readers_write_packed(g, t);
+}
+
+/* A packed gradient pays where a sample's float32 gradient streams from memory: larger than a core's cache (at
+ * least 1 MiB of L2 on current x86 cores), reading and writing it costs memory traffic that bfloat16 halves; a
+ * smaller one (a small CNN's, a 28x28 image's 32 channels: 98 KiB) stays in the cache, where packing adds only
+ * its stages and conversions to every backward. A UNet's top gradients are megabytes a sample and packing them
+ * makes its backward faster as well as smaller; the cnn's are a tenth of that and packing made it slower. A rule
+ * of bytes, not of a clock, so that a plan depends only on its graph, its request and the machine. */
+#define PACKED_GRAD_SAMPLE_BYTES ((size_t)1 << 20)
+
+/* The largest float32 bytes one sample of a gradient the plan packs would take. */
+static size_t largest_packed_sample(const snug_graph *g, const plan *p) {
+    size_t most = 0;
+    for (int t = 0; p->grad_packed && t < g->n_tensors; t++)
+        if (p->grad_packed[t] && g->tensors[t].numel * sizeof(float) > most)
+            most = g->tensors[t].numel * sizeof(float);
+    return most;
+}
+
+bool plan_packed_grads_pay(const snug_graph *g, const plan *packed, const plan *flat, size_t ceiling) {
+    if (packed->total >= flat->total) return false;
+    if (flat->total > ceiling) return true; /* only the packed one can be under the ceiling */
+    return largest_packed_sample(g, packed) >= PACKED_GRAD_SAMPLE_BYTES;
+}
+
+bool plan_packs_no_grads(const snug_graph *g, const plan *p) {
+    for (int t = 0; p->grad_packed && t < g->n_tensors; t++)
+        if (p->grad_packed[t]) return false;
+    return true;
 }
 
 bool plan_packed_grads(const snug_graph *g, plan *p) {

@@ -214,12 +214,11 @@ static snug_status keep_leaner_packing(const snug_graph *g, size_t m, int thread
     return keep_leaner(g, m, threads, optim, &u, false, ceiling, p, err);
 }
 
-/* bf16: the plan with float32 activation gradients instead of *p where that is at most as large (planned with
- * its own comparison above): rounding gradients adds error, so it must pay in bytes. */
+/* bf16: the plan with float32 activation gradients instead of *p unless packing them pays
+ * (plan_packed_grads_pay; planned with its own comparison above): rounding gradients adds error and time. */
 static snug_status keep_leaner_grads(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                      const plan_variant *v, size_t ceiling, plan *p, snug_error *err) {
-    bool any = false;
-    for (int t = 0; t < g->n_tensors && !any; t++) any = p->grad_packed[t];
+    const bool any = !plan_packs_no_grads(g, p);
     if (any && v->grad_packing_anyway) return SNUG_OK;
     plan_variant u = *v;
     u.no_grad_packing = true;
@@ -227,7 +226,19 @@ static snug_status keep_leaner_grads(const snug_graph *g, size_t m, int threads,
         p->variant.no_grad_packing = true;
         return keep_leaner_packing(g, m, threads, optim, &u, ceiling, p, err);
     }
-    return keep_leaner(g, m, threads, optim, &u, true, ceiling, p, err);
+    plan q;
+    const snug_status s = plan_build_under(g, m, threads, optim, &u, ceiling, &q, err);
+    if (s != SNUG_OK) {
+        plan_free(p);
+        return s;
+    }
+    if (plan_packed_grads_pay(g, p, &q, ceiling)) {
+        plan_free(&q);
+    } else {
+        plan_free(p);
+        *p = q;
+    }
+    return SNUG_OK;
 }
 
 /* The totals with the live peak in place of the arena: a lower bound, since buffers live at one step never share
@@ -292,10 +303,35 @@ snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan
     return plan_build(g, m, threads, optim, &v, p, err);
 }
 
+/* Whether p, a bf16 plan that packs no gradient by plan_build's choice, may be planned with them. */
+static bool may_pack_grads(const snug_graph *g, const plan *p) {
+    return p->variant.bf16 && !p->variant.grad_packing_anyway && plan_packs_no_grads(g, p);
+}
+
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                size_t budget, size_t ceiling, plan *p, snug_error *err) {
-    if (!budget || p->total <= budget || (!p->pending_bytes && !p->kept_bytes)) return SNUG_OK;
+    if (!budget || p->total <= budget) return SNUG_OK;
     plan_variant v = p->variant;
+    if (may_pack_grads(g, p)) {
+        plan_variant u = v;
+        u.no_packing = u.no_grad_packing = false;
+        u.grad_packing_anyway = true;
+        plan q;
+        const snug_status s = plan_build_under(g, m, threads, optim, &u, ceiling, &q, err);
+        if (s != SNUG_OK) {
+            plan_free(p);
+            return s;
+        }
+        if (q.total < p->total) {
+            plan_free(p);
+            *p = q;
+            v = u;
+        } else {
+            plan_free(&q);
+        }
+        if (p->total <= budget) return SNUG_OK;
+    }
+    if (!p->pending_bytes && !p->kept_bytes) return SNUG_OK;
     v.no_window_extras = true;
     plan_free(p);
     return plan_build_under(g, m, threads, optim, &v, ceiling, p, err);

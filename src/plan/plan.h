@@ -176,8 +176,9 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
 /* An unplaced plan planned again in full (from its variant, which says all plan_build chose); a placed one is
  * left as it is. On failure *p is freed. */
 snug_status plan_place(const snug_graph *g, const snug_optim_config *optim, plan *p, snug_error *err);
-/* *p planned again (under ceiling) without pending rows and kept weights when it exceeds budget (non-zero) only
- * with them; on failure *p is freed. */
+/* *p planned again (under ceiling) when it exceeds budget (non-zero): in bf16 with packed gradients where they
+ * make it smaller (plan_build takes them only where they save a meaningful share), then, where it still exceeds
+ * budget only with them, without pending rows and kept weights; on failure *p is freed. */
 snug_status plan_within_budget(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
                                size_t budget, size_t ceiling, plan *p, snug_error *err);
 /* The variant of a user policy other than AUTO. */
@@ -267,6 +268,11 @@ bool plan_packed_inputs(const snug_graph *g, plan *p);
 /* bf16 (plan/packed_grads.c): which activation gradients are stored in bfloat16 (before the buffers and the
  * fixed blocks: it halves the ones and adds stages to the other). */
 bool plan_packed_grads(const snug_graph *g, plan *p);
+/* Whether a plan with packed gradients is worth taking over the same plan with float32 ones (flat): it is
+ * smaller and packs a gradient of at least a cache's size a sample, or flat's total is over the ceiling. */
+bool plan_packed_grads_pay(const snug_graph *g, const plan *packed, const plan *flat, size_t ceiling);
+/* Whether no activation gradient of p is stored in bfloat16. */
+bool plan_packs_no_grads(const snug_graph *g, const plan *p);
 /* Whether node i's backward reads or writes a packed gradient, and the stage bytes it needs then (else 0). */
 bool plan_node_packs_grads(const snug_graph *g, const plan *p, int i);
 size_t plan_node_grad_stage(const snug_graph *g, const plan *p, int i);
