@@ -7,7 +7,12 @@
  * transformer MLP's two widest gradients share one buffer), and in bf16 it reads x straight from its packed copy
  * (OP_READS_PACKED), so no float32 instance of it is unpacked for backward.
  * erf and exp come from kernels/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
- * every element is computed alone, so the bits do not depend on the thread count. */
+ * a block of 16 elements whose inputs all lie within sqrt 2 of 0 (most of a layer's pre-activations) takes erf's
+ * near-zero polynomial alone, the bits the full erf would select. Every element is computed alone, in the same
+ * float32 operations in every clone (no multiply-add is contracted), so the bits depend neither on the thread
+ * count nor on the CPU. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "kernels/bf16.h"
@@ -36,19 +41,73 @@ static snug_status gelu_infer(const op_node *n, const snug_shape *in, int n_in, 
     return SNUG_OK;
 }
 
-/* y = x Phi(x) over n elements. */
+/* Elements decided together: where all of them have |x / sqrt 2| < 1, erf's near-zero form is all they need
+ * (vm_erff_near0: the bits vm_erff selects there, without computing and discarding its exp form). One AVX-512
+ * vector: the test is one compare and one mask per block. */
+#define GELU_BLOCK 16
+
+/* Whether vm_erff(x / sqrt 2) takes its near-zero form: the very comparison vm_erff makes (NaN fails it). */
+static inline int gelu_near0(float x) { return fabsf(x * GELU_INV_SQRT2) < 1.0f; }
+
+static inline float gelu_value(float x, float erf_x) { return 0.5f * x * (1.0f + erf_x); }
+
+/* y = x Phi(x) over n elements. Each block of GELU_BLOCK whose elements are all near 0 skips erf's exp form: the
+ * same bits either way, so neither the block boundaries nor the thread count change a result. */
 VM_KERNEL static void gelu_span(float *y,       // (n)
-                      const float *x, // (n)
-                      size_t n) {
+                                const float *x, // (n)
+                                size_t n) {
+    size_t lo = 0;
+    for (; lo + GELU_BLOCK <= n; lo += GELU_BLOCK) {
+        const float *xb = x + lo;
+        float *yb = y + lo;
+        int near0 = 1;
+        #pragma omp simd reduction(&: near0)
+        for (size_t i = 0; i < GELU_BLOCK; i++) near0 &= gelu_near0(xb[i]);
+        if (near0) {
+            #pragma omp simd
+            for (size_t i = 0; i < GELU_BLOCK; i++) yb[i] = gelu_value(xb[i], vm_erff_near0(xb[i] * GELU_INV_SQRT2));
+        } else {
+            #pragma omp simd
+            for (size_t i = 0; i < GELU_BLOCK; i++) yb[i] = gelu_value(xb[i], vm_erff(xb[i] * GELU_INV_SQRT2));
+        }
+    }
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + vm_erff(x[i] * GELU_INV_SQRT2));
+    for (size_t i = lo; i < n; i++) y[i] = gelu_value(x[i], vm_erff(x[i] * GELU_INV_SQRT2));
 }
 
-/* GELU's slope at x: Phi(x) + x phi(x). */
-static inline float gelu_slope(float x) {
-    const float cdf = 0.5f * (1.0f + vm_erff(x * GELU_INV_SQRT2));
+/* GELU's slope at x, Phi(x) + x phi(x), given erf(x / sqrt 2). */
+static inline float gelu_slope(float x, float erf_x) {
+    const float cdf = 0.5f * (1.0f + erf_x);
     const float pdf = GELU_INV_SQRT2PI * vm_expf(-0.5f * x * x);
     return cdf + x * pdf;
+}
+
+/* dx += dy gelu_slope(x), or dx = 0 + dy gelu_slope(x) where fresh (the first writer of dx, op_call.din_fresh:
+ * the bits of adding into zeros), over n elements; near0: every x / sqrt 2 lies in (-1, 1). The spans below call
+ * it with constant flags and it is inlined into each of their clones, so each flag is decided at compile time.
+ * dx may be dy: each element reads its dy first. */
+static inline __attribute__((always_inline)) void gelu_backward_block(float *dx, const float *x, const float *dy,
+                                                                     size_t n, bool fresh, bool near0) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const float xs = x[i] * GELU_INV_SQRT2;
+        const float d = dy[i] * gelu_slope(x[i], near0 ? vm_erff_near0(xs) : vm_erff(xs));
+        dx[i] = (fresh ? 0.0f : dx[i]) + d;
+    }
+}
+
+/* The backward over n elements in blocks of GELU_BLOCK, as gelu_span. */
+static inline __attribute__((always_inline)) void gelu_backward_blocks(float *dx, const float *x, const float *dy,
+                                                                      size_t n, bool fresh) {
+    size_t lo = 0;
+    for (; lo + GELU_BLOCK <= n; lo += GELU_BLOCK) {
+        int near0 = 1;
+        #pragma omp simd reduction(&: near0)
+        for (size_t i = 0; i < GELU_BLOCK; i++) near0 &= gelu_near0(x[lo + i]);
+        if (near0) gelu_backward_block(dx + lo, x + lo, dy + lo, GELU_BLOCK, fresh, true);
+        else gelu_backward_block(dx + lo, x + lo, dy + lo, GELU_BLOCK, fresh, false);
+    }
+    gelu_backward_block(dx + lo, x + lo, dy + lo, n - lo, fresh, false);
 }
 
 /* dx += dy gelu_slope(x) over n elements. */
@@ -56,8 +115,7 @@ VM_KERNEL static void gelu_backward_span(float *dx,       // (n)
                                          const float *x,  // (n)
                                          const float *dy, // (n)
                                          size_t n) {
-    #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_slope(x[i]);
+    gelu_backward_blocks(dx, x, dy, n, false);
 }
 
 /* dx = 0 + dy gelu_slope(x): the first writer of dx (op_call.din_fresh), the bits of adding into zeros. */
@@ -65,8 +123,7 @@ VM_KERNEL static void gelu_backward_fresh_span(float *dx,       // (n)
                                                const float *x,  // (n)
                                                const float *dy, // (n)
                                                size_t n) {
-    #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * gelu_slope(x[i]);
+    gelu_backward_blocks(dx, x, dy, n, true);
 }
 
 /* Elements unpacked at a time from a packed input: a stack block that stays in L1. */
