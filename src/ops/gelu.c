@@ -7,11 +7,18 @@
  * transformer MLP's two widest gradients share one buffer), and in bf16 it reads x straight from its packed copy
  * (OP_READS_PACKED), so no float32 instance of it is unpacked for backward.
  * erf and exp come from kernels/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
- * every element is computed alone, so the bits do not depend on the thread count. */
+ * erf's exp form runs only over the elements beyond sqrt 2 of 0 (gelu_erf), the others take its near-zero
+ * polynomial alone, the bits the full erf would select. Every element is computed alone, in the same float32
+ * operations in every clone (no multiply-add is contracted), so the bits depend neither on the thread count nor
+ * on the CPU. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "kernels/bf16.h"
 #include "kernels/elementwise.h"
+#include "kernels/outliers.h"
 #include "ops/op.h"
 #include "ops/round_output.h"
 #include "kernels/vmath.h"
@@ -36,37 +43,134 @@ static snug_status gelu_infer(const op_node *n, const snug_shape *in, int n_in, 
     return SNUG_OK;
 }
 
-/* y = x Phi(x) over n elements. */
-VM_KERNEL static void gelu_span(float *y,       // (n)
-                      const float *x, // (n)
-                      size_t n) {
+/* Elements whose erf is computed together, on the stack (in L1). */
+#define GELU_STAGE ((size_t)256)
+
+/* e = erf's near-zero form of x / sqrt 2 over n elements: vm_erff's bits where |x / sqrt 2| < 1. */
+VM_KERNEL static void erf_near0_span(float *e, const float *x, size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + vm_erff(x[i] * GELU_INV_SQRT2));
+    for (size_t i = 0; i < n; i++) e[i] = vm_erff_near0(x[i] * GELU_INV_SQRT2);
 }
 
-/* GELU's slope at x: Phi(x) + x phi(x). */
-static inline float gelu_slope(float x) {
-    const float cdf = 0.5f * (1.0f + vm_erff(x * GELU_INV_SQRT2));
+/* e = erf(x / sqrt 2) over n elements (e may be x). */
+VM_KERNEL static void erf_full_span(float *e, const float *x, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) e[i] = vm_erff(x[i] * GELU_INV_SQRT2);
+}
+
+/* Elements decided together where there is no vector compress (outliers_compress): one AVX-512 vector, two AVX2
+ * ones. */
+#define GELU_BLOCK 16
+
+/* Whether vm_erff(x / sqrt 2) takes its near-zero form: the very comparison vm_erff makes (NaN fails it). */
+static inline int gelu_near0(float x) { return fabsf(x * GELU_INV_SQRT2) < 1.0f; }
+
+/* e = vm_erff(x / sqrt 2) over n elements, each block of GELU_BLOCK whose elements all take the near-zero form
+ * computing that form alone. */
+VM_KERNEL static void erf_blocks(float *e, const float *x, size_t n) {
+    size_t lo = 0;
+    for (; lo + GELU_BLOCK <= n; lo += GELU_BLOCK) {
+        const float *xb = x + lo;
+        float *eb = e + lo;
+        int near0 = 1;
+        #pragma omp simd reduction(&: near0)
+        for (size_t i = 0; i < GELU_BLOCK; i++) near0 &= gelu_near0(xb[i]);
+        if (near0) {
+            #pragma omp simd
+            for (size_t i = 0; i < GELU_BLOCK; i++) eb[i] = vm_erff_near0(xb[i] * GELU_INV_SQRT2);
+        } else {
+            #pragma omp simd
+            for (size_t i = 0; i < GELU_BLOCK; i++) eb[i] = vm_erff(xb[i] * GELU_INV_SQRT2);
+        }
+    }
+    #pragma omp simd
+    for (size_t i = lo; i < n; i++) e[i] = vm_erff(x[i] * GELU_INV_SQRT2);
+}
+
+/* e = vm_erff(x / sqrt 2) over n <= GELU_STAGE elements, element by element the same bits, for a fraction of its
+ * work: vm_erff computes both of its forms and selects one; here the near-zero form runs over every element and
+ * the full one only over the outliers (|x / sqrt 2| >= 1, NaN, kernels/outliers.h: a few percent of a layer's
+ * pre-activations), whose results then replace theirs. Without a vector compress, block by block (erf_blocks). */
+static void gelu_erf(float *e, const float *x, size_t n) {
+    if (!outliers_compress()) { /* gathering element by element costs more than it saves: per block instead */
+        erf_blocks(e, x, n);
+        return;
+    }
+    uint32_t idx[OUTLIERS_ROOM(GELU_STAGE)];
+    float far[OUTLIERS_ROOM(GELU_STAGE)];
+    const size_t k = outliers_gather(idx, far, x, n, GELU_INV_SQRT2, n / 4);
+    if (k > n / 4) { /* so many that the near-zero pass over all and the scattering cost more than they save */
+        erf_full_span(e, x, n);
+        return;
+    }
+    erf_near0_span(e, x, n);
+    erf_full_span(far, far, k);
+    for (size_t j = 0; j < k; j++) e[idx[j]] = far[j];
+}
+
+/* y = x Phi(x) = 0.5 x (1 + erf(x / sqrt 2)) over n elements given the erf (y may be x). */
+VM_KERNEL static void gelu_from_erf(float *y, const float *x, const float *e, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + e[i]);
+}
+
+/* y = x Phi(x) over n elements (y may be x: each stage reads its x before writing its y). */
+static void gelu_span(float *y,       // (n)
+                      const float *x, // (n)
+                      size_t n) {
+    float e[GELU_STAGE];
+    for (size_t lo = 0; lo < n; lo += GELU_STAGE) {
+        const size_t len = n - lo < GELU_STAGE ? n - lo : GELU_STAGE;
+        gelu_erf(e, x + lo, len);
+        gelu_from_erf(y + lo, x + lo, e, len);
+    }
+}
+
+/* GELU's slope at x, Phi(x) + x phi(x), given erf(x / sqrt 2). */
+static inline float gelu_slope(float x, float erf_x) {
+    const float cdf = 0.5f * (1.0f + erf_x);
     const float pdf = GELU_INV_SQRT2PI * vm_expf(-0.5f * x * x);
     return cdf + x * pdf;
 }
 
-/* dx += dy gelu_slope(x) over n elements. */
-VM_KERNEL static void gelu_backward_span(float *dx,       // (n)
-                                         const float *x,  // (n)
-                                         const float *dy, // (n)
-                                         size_t n) {
+/* dx += dy gelu_slope(x) over n elements given the erf. dx may be dy: each element reads its dy first. */
+VM_KERNEL static void gelu_backward_from_erf(float *dx, const float *x, const float *e, const float *dy, size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_slope(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_slope(x[i], e[i]);
 }
 
 /* dx = 0 + dy gelu_slope(x): the first writer of dx (op_call.din_fresh), the bits of adding into zeros. */
-VM_KERNEL static void gelu_backward_fresh_span(float *dx,       // (n)
-                                               const float *x,  // (n)
-                                               const float *dy, // (n)
-                                               size_t n) {
+VM_KERNEL static void gelu_backward_fresh_from_erf(float *dx, const float *x, const float *e, const float *dy,
+                                                   size_t n) {
     #pragma omp simd
-    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * gelu_slope(x[i]);
+    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * gelu_slope(x[i], e[i]);
+}
+
+/* The backward over n elements, stage by stage as gelu_span. */
+static void gelu_backward_stages(float *dx, const float *x, const float *dy, size_t n, bool fresh) {
+    float e[GELU_STAGE];
+    for (size_t lo = 0; lo < n; lo += GELU_STAGE) {
+        const size_t len = n - lo < GELU_STAGE ? n - lo : GELU_STAGE;
+        gelu_erf(e, x + lo, len);
+        if (fresh) gelu_backward_fresh_from_erf(dx + lo, x + lo, e, dy + lo, len);
+        else gelu_backward_from_erf(dx + lo, x + lo, e, dy + lo, len);
+    }
+}
+
+/* dx += dy gelu_slope(x) over n elements. */
+static void gelu_backward_span(float *dx,       // (n)
+                               const float *x,  // (n)
+                               const float *dy, // (n)
+                               size_t n) {
+    gelu_backward_stages(dx, x, dy, n, false);
+}
+
+/* dx = 0 + dy gelu_slope(x), fresh. */
+static void gelu_backward_fresh_span(float *dx,       // (n)
+                                     const float *x,  // (n)
+                                     const float *dy, // (n)
+                                     size_t n) {
+    gelu_backward_stages(dx, x, dy, n, true);
 }
 
 /* Elements unpacked at a time from a packed input: a stack block that stays in L1. */
