@@ -980,6 +980,22 @@ static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
     return total;
 }
 
+/* In a bf16 plan whose input is only read from its packed copy: conv3x3_bf16 reads it as it lies, in the
+ * forward and (where the weight gradient is its own, not Winograd's) in backward, so no stage where every call
+ * up to micro-batch m runs its samples one at a time (T 1: no input gradient goes to the input's stage, as it
+ * does with sample threads); else conv_regen_stage_bytes. The layout depends on m only up to the threads. */
+static size_t conv_bf16_packed_stage_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    bool as_it_lies = k.bf16 && dw_bf16_direct(&k);
+    for (size_t j = 1; as_it_lies && j <= m; j++) {
+        conv_layout l;
+        if (!conv_layout_of(&k, j, threads, &l)) return SIZE_MAX;
+        as_it_lies = l.T == 1 && !l.wdw;
+        if (j >= (size_t)(threads > 0 ? threads : 1)) break;
+    }
+    return as_it_lies ? 0 : conv_regen_stage_bytes(n, m, threads);
+}
+
 /* The packed gradients' stages at micro-batch m: a sample's dy and dx per slot (conv_grad_stage), dx in the
  * input's stage where it can be. */
 static size_t conv_grad_stage_at(const conv_ctx *k, const op_node *n, size_t m, int threads, bool input_staged) {
@@ -1018,5 +1034,6 @@ const op_desc op_conv2d = {
     .bf16_workspace_bytes = conv_bf16_workspace_bytes,
     .kept_bytes = conv_kept_bytes,
     .regen_stage_bytes = conv_regen_stage_bytes,
+    .bf16_packed_stage_bytes = conv_bf16_packed_stage_bytes,
     .grad_stage_bytes = conv_grad_stage_bytes,
 };

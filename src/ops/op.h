@@ -206,6 +206,10 @@ typedef struct op_desc {
      * regenerated input samples at micro-batch m (SIZE_MAX on overflow; 0: this node cannot regenerate its
      * input). The planner adds them where it regenerates that node's input. */
     size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads);
+    /* The same in a bf16 plan where the input is not regenerated but only read from its packed copy
+     * (op_call.in_packed, op_call.packed.in): less where the op's bf16 kernels read bfloat16 as it lies (0: no
+     * stage at all). NULL: regen_stage_bytes. */
+    size_t (*bf16_packed_stage_bytes)(const op_node *n, size_t m, int threads);
     /* Ops with OP_GRAD_READS_PACKED or OP_GRAD_WRITES_PACKED: the float32 stage (op_call.grads.stage) their
      * backward needs at micro-batch m to read and write packed gradients (SIZE_MAX on overflow); NULL for
      * none (they convert in blocks on the stack). The planner adds it where it packs one of them.

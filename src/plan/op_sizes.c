@@ -38,3 +38,10 @@ size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int t
     return op->by_product ? op->by_product->regen_stage_bytes(n, m, threads, v->product)
                           : op->regen_stage_bytes(n, m, threads);
 }
+
+size_t plan_op_input_stage(const graph_node *n, const plan_variant *v, size_t m, int threads, bool regenerated) {
+    const op_desc *op = n->op;
+    if (!regenerated && v->bf16 && !op->by_product && op->bf16_packed_stage_bytes && plan_op_has_stage(n))
+        return op->bf16_packed_stage_bytes(n, m, threads);
+    return plan_op_stage(n, v, m, threads);
+}

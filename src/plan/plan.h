@@ -302,6 +302,10 @@ size_t plan_op_pending(const graph_node *n, const plan_variant *v, size_t m);
 size_t plan_op_kept(const graph_node *n, const plan_variant *v, size_t m);
 /* Stage bytes for an input it regenerates or unpacks; 0: it cannot (op_desc.regen_stage_bytes). */
 size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int threads);
+/* The stage the plan reserves for that input: plan_op_stage where it is regenerated, else what a bf16 plan's
+ * kernels need to read it from its packed copy (op_desc.bf16_packed_stage_bytes; 0 where they read it as it
+ * lies). */
+size_t plan_op_input_stage(const graph_node *n, const plan_variant *v, size_t m, int threads, bool regenerated);
 /* Whether the op sizes a stage for an input read sample by sample at all. */
 bool plan_op_has_stage(const graph_node *n);
 struct snug_plan;
