@@ -228,7 +228,7 @@ static int ref_schedule(const snug_graph *g, const plan_segments *seg, sched_ste
 
 typedef struct ref_key {
     size_t bytes;
-    int first, index;
+    int first, index, span;
 } ref_key;
 
 static int ref_by_size_desc(const void *a, const void *b) {
@@ -236,6 +236,12 @@ static int ref_by_size_desc(const void *a, const void *b) {
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return x->index - y->index;
+}
+
+static int ref_by_span_desc(const void *a, const void *b) {
+    const ref_key *x = a, *y = b;
+    if (x->span != y->span) return x->span < y->span ? 1 : -1;
+    return ref_by_size_desc(a, b);
 }
 
 static bool ref_meet(const act_buffer *a, const act_buffer *b) { return a->first <= b->last && b->first <= a->last; }
@@ -378,7 +384,7 @@ static size_t ref_assign_offsets(const plan *p, act_buffer *bufs) {
     int n = 0;
     for (int b = 0; b < p->n_bufs; b++) {
         bufs[b].offset = 0;
-        if (bufs[b].shares < 0) order[n++] = (ref_key){bufs[b].bytes, bufs[b].first, b};
+        if (bufs[b].shares < 0) order[n++] = (ref_key){bufs[b].bytes, bufs[b].first, b, bufs[b].last - bufs[b].first};
     }
     qsort(order, (size_t)n, sizeof *order, ref_by_size_desc);
     w.largest = n ? order[0].bytes : 1;
@@ -386,6 +392,17 @@ static size_t ref_assign_offsets(const plan *p, act_buffer *bufs) {
     bool *pinned = calloc(nb, sizeof *pinned);
     assert_true(first && pinned);
     ref_place(bufs, &arena, order, n, NULL, 0, NULL, NULL, &w);
+    if (arena > p->live_peak) { /* plan/arena.c's second order: the longest-lived first, where it takes less */
+        ref_key *alt = malloc(nb * sizeof *alt);
+        assert_true(alt);
+        memcpy(alt, order, (size_t)n * sizeof *alt);
+        qsort(alt, (size_t)n, sizeof *alt, ref_by_span_desc);
+        size_t alt_arena = 0;
+        ref_place(bufs, &alt_arena, alt, n, NULL, 0, NULL, NULL, &w);
+        if (alt_arena < arena) memcpy(order, alt, (size_t)n * sizeof *order), arena = alt_arena;
+        else ref_place(bufs, &arena, order, n, NULL, 0, NULL, NULL, &w);
+        free(alt);
+    }
     for (int i = 0; i < n; i++) first[i] = bufs[order[i].index].offset;
     const ref_parts tp = {.m = p->m, .T = p->threads};
     int failed = p->threads > 1 ? 0 : -1;

@@ -580,10 +580,10 @@ static void plan_decides_the_product(void **state) {
 }
 
 /* A bf16 trainer at micro-batch m, its linear layers through snug's products, planned again without packing
- * (no_packing) or without what ops keep across a window (no_window_extras) where asked: plan_build's own
- * alternatives, swapped into the public plan. */
+ * (no_packing), without what ops keep across a window (no_window_extras) or with float32 activation gradients
+ * (float32_grads) where asked: plan_build's own alternatives, swapped into the public plan. */
 static snug_trainer *trainer_replanned(const snug_graph *g, size_t batch, size_t m, bool no_packing,
-                                       bool no_window_extras) {
+                                       bool no_window_extras, bool float32_grads) {
     snug_train_config cfg = snug_train_config_default();
     cfg.seed = 11;
     snug_plan_request req = request_for(batch, m, NO_CHECKPOINT, 0, &cfg);
@@ -592,10 +592,11 @@ static snug_trainer *trainer_replanned(const snug_graph *g, size_t batch, size_t
     snug_plan *sp;
     snug_trainer *tr;
     assert_int_equal(snug_plan_new(g, &req, &sp, NULL, NULL), SNUG_OK);
-    if (no_packing || no_window_extras) {
+    if (no_packing || no_window_extras || (float32_grads && !sp->p.variant.no_grad_packing)) {
         plan_variant v = sp->p.variant;
         v.no_packing = no_packing;
         v.no_window_extras = no_window_extras;
+        v.no_grad_packing |= float32_grads;
         replan(g, &req, &v, sp);
     }
     assert_int_equal(snug_trainer_new(sp, &cfg, &tr, NULL), SNUG_OK);
@@ -603,9 +604,9 @@ static snug_trainer *trainer_replanned(const snug_graph *g, size_t batch, size_t
 }
 
 /* A bf16 trainer whose plan keeps every output float32 between forward and backward (packed: false) instead of
- * packing. */
+ * packing; its activation gradients float32 either way (packing those rounds them). */
 static snug_trainer *trainer_packed(const snug_graph *g, size_t batch, bool packed) {
-    return trainer_replanned(g, batch, batch, !packed, false);
+    return trainer_replanned(g, batch, batch, !packed, false, true);
 }
 
 /* A bf16 plan through bgemm keeps each linear layer's weight rounded to bf16 (kept weights), rounded again
@@ -621,8 +622,8 @@ static void weights_rounded_once(void **state) {
             snug_dataset *ds = random_data(g, 6);
             const size_t idx[6] = {0, 1, 2, 3, 4, 5};
             bgemm_force_portable(path == 0);
-            snug_trainer *kept = trainer_replanned(g, 6, 3, false, false);
-            snug_trainer *plain = trainer_replanned(g, 6, 3, false, true);
+            snug_trainer *kept = trainer_replanned(g, 6, 3, false, false, false);
+            snug_trainer *plain = trainer_replanned(g, 6, 3, false, true, false);
             assert_true(kept->plan->kept_bytes > 0 && plain->plan->kept_bytes == 0);
             for (int step = 0; step < 3; step++) {
                 snug_step_stats st;
@@ -661,7 +662,7 @@ static snug_trainer *bf16_grads_packed(const snug_graph *g, size_t batch, uint64
  * relative per element like an output's, so the bound is pinned_bound's over L + P points, P the packed
  * gradients. Against float32 holding bf16's decisions, as zoo_gradients_match_fp32 (the pinning is the same on
  * the folded graph: a folded ReLU's backward recomputes its mask from the same rounded values). The packed
- * plan also splits on the models split_invariant holds to it (cnn, resnet20-gn): a micro-batch of 1 and of 3
+ * plan also splits on the models split_invariant holds to it (cnn, resnet20-gn, gpt): a micro-batch of 1 and of 3
  * give the batch's gradient within float32 rounding (each sample's gradients are rounded on their own). Not
  * unet: capped to AVX2 some float32 sum's last bits move with the split there, and rounding a gradient turns
  * them into bfloat16-sized differences, so unet is held to the accuracy bound alone. */
@@ -669,7 +670,7 @@ static void packed_gradients_within_bound(void **state) {
     (void)state;
     /* the splits as split_invariant: where the products' bits do not depend on the micro-batch (AVX2 and up) */
     const bool splits = kernel_isa_now() >= KERNEL_ISA_AVX2;
-    static const char *const models[] = {"cnn", "resnet20-gn", "unet"};
+    static const char *const models[] = {"cnn", "resnet20-gn", "unet", "gpt"};
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         snug_graph *g = model_named(models[k], NULL);
         const size_t batch = 4;
@@ -722,8 +723,7 @@ static void packing_changes_no_bit(void **state) {
             assert_true(p->packed_in[n]);
             assert_true(p->bufs[p->grad[g->nodes[n].inputs[0]]].shares >= 0);
         }
-        /* at these batches packing gradients lowers nothing (the forward's peak is the plan's): the plan keeps
-         * float32 gradients, whose bits packing_changes_no_bit holds */
+        /* float32 gradients (trainer_packed), whose bits packing values must not change */
         assert_int_equal(packed_gradients(g, a->plan), 0);
         const double la = gradients_of(a, ds, batch), lb = gradients_of(b, ds, batch);
         const difference d = compare(a, b);

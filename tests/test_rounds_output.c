@@ -4,7 +4,9 @@
  * flag on every kernel path this CPU takes (ctest runs it capped too: test_rounds_output_avx2, _portable), for
  * micro-batches of 1 and 5 on one and two threads, and in a recompute (a replay reading its saved statistics).
  * GroupNorm also reads its input from a packed copy and writes only a packed output (op_call.packed.in and
- * packed.out, OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the same statistics and packed values, bit for bit. */
+ * packed.out, OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the same statistics and packed values, bit for bit;
+ * so do GELU and a linear layer of a sequence's tokens, which also read and write their activation gradients
+ * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,7 +144,8 @@ static void bf16_fixture(op_fixture *f, graph_fn make, op_product product, size_
     f->c.product = product;
     const plan_variant v = {.product = product, .bf16 = true};
     free(f->work);
-    f->work = op_test_xmalloc(plan_op_workspace(f->node, &v, m, threads));
+    /* with the stage of an op that reads or writes packed values a sample at a time (a linear layer's) */
+    f->work = op_test_xmalloc(plan_op_workspace(f->node, &v, m, threads) + plan_op_stage(f->node, &v, m, threads));
     f->c.work = f->work;
     if (f->op->saved_batch_bytes) { /* BatchNorm's batch statistics before the per-sample bytes */
         free(f->saved);
@@ -196,13 +199,13 @@ static void expect_fused_equals_unfused(graph_fn make, op_product product) {
 
 /* f's forward reading its input packed (and, out_packed, writing only its packed output) against the float32
  * forward that rounds its output and packs a copy: the same statistics and values, bit for bit. */
-static void expect_packed_io_equals_float(graph_fn make) {
+static void expect_packed_io_equals_float(graph_fn make, op_product product) {
     const size_t ms[] = {1, 5};
     for (size_t im = 0; im < 2; im++)
         for (int threads = 1; threads <= 2; threads++) {
             const size_t m = ms[im];
             op_fixture f;
-            bf16_fixture(&f, make, op_test_product(), m, threads, 4300 + m + (uint64_t)threads);
+            bf16_fixture(&f, make, product, m, threads, 4300 + m + (uint64_t)threads);
             assert_true(f.op->flags & OP_FORWARD_READS_PACKED && f.op->flags & OP_WRITES_PACKED);
             const size_t n = m * f.out_n, in = m * f.in_n[0], saved = m * f.op->saved_bytes(f.node);
             float *want = op_test_xmalloc(n * sizeof *want), *x = f.x[0];
@@ -234,8 +237,71 @@ static void expect_packed_io_equals_float(graph_fn make) {
 
 static void test_groupnorm_packed_io(void **state) {
     (void)state;
-    expect_packed_io_equals_float(groupnorm);
-    expect_packed_io_equals_float(groupnorm_relu);
+    expect_packed_io_equals_float(groupnorm, op_test_product());
+    expect_packed_io_equals_float(groupnorm_relu, op_test_product());
+}
+
+/* A transformer's MLP: GELU reading the fc layer's output packed and writing only packed, the next linear
+ * reading it packed (a sample at a time through its stage: on snug's products, at 17 rows a sample and more). */
+static void test_gelu_linear_packed_io(void **state) {
+    (void)state;
+    expect_packed_io_equals_float(gelu, op_test_product());
+    expect_packed_io_equals_float(linear_tokens, OP_PRODUCT_BGEMM);
+    if (op_test_product() == OP_PRODUCT_SGEMM) expect_packed_io_equals_float(linear_tokens, OP_PRODUCT_SGEMM);
+}
+
+/* f's backward with its output's and input's gradients in bfloat16 (op_call.grads) against the float32
+ * backward whose input gradient is then rounded: the same packed gradient and the same weight gradients, bit
+ * for bit, fresh and added into an earlier share. */
+static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
+    const size_t ms[] = {1, 5};
+    for (size_t im = 0; im < 2; im++)
+        for (int threads = 1; threads <= 2; threads++)
+            for (unsigned fresh = 0; fresh <= 1; fresh++) {
+                const size_t m = ms[im];
+                op_fixture f;
+                bf16_fixture(&f, make, product, m, threads, 4400 + m + (uint64_t)threads);
+                assert_true(f.op->flags & OP_GRAD_READS_PACKED && f.op->flags & OP_GRAD_WRITES_PACKED);
+                run_forward(&f, false);
+                const size_t n = m * f.out_n, in = m * f.in_n[0];
+                uint64_t seed = 4500 + m;
+                float *dy = op_test_bf16_filled(n, &seed), *earlier = op_test_bf16_filled(in, &seed);
+                bf16 *dy_packed = op_test_xmalloc(n * sizeof *dy_packed);
+                bf16 *want = op_test_xmalloc(in * sizeof *want), *got = op_test_xmalloc(in * sizeof *got);
+                float *want_dw[NODE_MAX_PARAMS];
+                bf16_pack(dy_packed, dy, n);
+                f.c.dout = dy, f.c.din_fresh = fresh;
+                memcpy(f.dx[0], earlier, in * sizeof *earlier);
+                for (int i = 0; i < f.n_w; i++) memset(f.dw[i], 0, f.wn[i] * sizeof *f.dw[i]);
+                f.op->backward(&f.c);
+                bf16_pack(want, f.dx[0], in); /* rounded once, as the packed path stores it */
+                for (int i = 0; i < f.n_w; i++) {
+                    want_dw[i] = op_test_xmalloc(f.wn[i] * sizeof *want_dw[i]);
+                    memcpy(want_dw[i], f.dw[i], f.wn[i] * sizeof *want_dw[i]);
+                    memset(f.dw[i], 0, f.wn[i] * sizeof *f.dw[i]);
+                }
+                bf16_pack(got, earlier, in);
+                const size_t stage_bytes = f.op->grad_stage_bytes ? f.op->grad_stage_bytes(f.node, m, threads, false) : 0;
+                void *stage = op_test_xmalloc(stage_bytes); /* none for GELU: blocks on its stack */
+                f.c.dout = NULL, f.c.din[0] = NULL;
+                f.c.grads = (op_packed_grads){.dout = dy_packed, .din = {got}, .stage = stage};
+                f.op->backward(&f.c);
+                assert_memory_equal(got, want, in * sizeof *got);
+                for (int i = 0; i < f.n_w; i++) {
+                    assert_memory_equal(f.dw[i], want_dw[i], f.wn[i] * sizeof *want_dw[i]);
+                    free(want_dw[i]);
+                }
+                f.c.grads = (op_packed_grads){0};
+                free(dy), free(earlier), free(dy_packed), free(want), free(got), free(stage);
+                op_fixture_free(&f);
+            }
+}
+
+static void test_gelu_linear_packed_grads(void **state) {
+    (void)state;
+    expect_packed_grads_equal_float(gelu, op_test_product());
+    expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_BGEMM);
+    if (op_test_product() == OP_PRODUCT_SGEMM) expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_SGEMM);
 }
 
 #define ROUNDS(name)                                                                                            \
@@ -285,6 +351,7 @@ int main(void) {
         cmocka_unit_test(test_linear_tokens), cmocka_unit_test(test_linear_bgemm),
         cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_position_embedding), cmocka_unit_test(test_groupnorm_packed_io),
+        cmocka_unit_test(test_gelu_linear_packed_io), cmocka_unit_test(test_gelu_linear_packed_grads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,10 @@
  * step, and a kept input lives on until backward. Recompute (OP_ELEMENTWISE) is still cheap.
  * Backward's dx depends element by element on dy and x alone, so it may write over dy (OP_GRAD_IN_PLACE: a
  * transformer MLP's two widest gradients share one buffer), and in bf16 it reads x straight from its packed copy
- * (OP_READS_PACKED), so no float32 instance of it is unpacked for backward.
+ * (OP_READS_PACKED), so no float32 instance of it is unpacked for backward. Its forward too reads x from the
+ * packed copy and, where its reader reads it packed (the MLP's second linear), writes only a packed output
+ * (OP_FORWARD_READS_PACKED | OP_WRITES_PACKED); its gradients it reads and writes in bfloat16 where the linear
+ * layers around it do (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED): a block at a time on the stack.
  * erf and exp come from kernels/vmath.h (within 2 ulp of libm's, tests/test_vmath.c), so both loops vectorise;
  * erf's exp form runs only over the elements beyond sqrt 2 of 0 (gelu_erf), the others take its near-zero
  * polynomial alone, the bits the full erf would select. Every element is computed alone, in the same float32
@@ -198,14 +201,61 @@ static void gelu_backward_packed_fresh_span(float *dx, const bf16 *xp, const flo
 
 static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
 
+/* A forward that reads its input from the packed copy (op_call.packed.in) a block at a time on the stack: the
+ * bits of reading the float32 instance (every bfloat16 is a float). The output goes to out, rounded (and
+ * copied) as the float32 path rounds it, or, where the plan keeps it only packed (packed.out), rounded from the
+ * stack into it. */
+static void gelu_forward_packed_span(const void *args, size_t lo, size_t n) {
+    const op_call *c = args;
+    float x[GELU_UNPACK], y[GELU_UNPACK];
+    for (size_t b = lo; b < lo + n; b += GELU_UNPACK) {
+        const size_t len = lo + n - b < GELU_UNPACK ? lo + n - b : GELU_UNPACK;
+        bf16_unpack(x, c->packed.in[0] + b, len);
+        if (c->packed.out) {
+            gelu_span(y, x, len);
+            bf16_round_pack(y, c->packed.out + b, len);
+        } else {
+            gelu_span(c->out + b, x, len);
+            op_round_output(c, b, len);
+        }
+    }
+}
+
 static void gelu_forward(const op_call *c) {
-    op_forward_unary(c, gelu_split, gelu_span, c->m * op_in_numel(c, 0));
+    const size_t len = c->m * op_in_numel(c, 0);
+    if (c->packed.in[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_forward_packed_span, c);
+    else op_forward_unary(c, gelu_split, gelu_span, len);
+}
+
+/* Gradients in bfloat16 (op_call.grads): [lo, lo + n) in blocks on the stack, dy (and x where it is packed, and
+ * dx's earlier share where it is not fresh) unpacked, dx computed by the float32 spans and rounded once as it is
+ * stored. dx may be dy's memory (OP_GRAD_IN_PLACE): a block reads its dy before it writes its dx. */
+static void gelu_backward_grads_span(const void *args, size_t lo, size_t n) {
+    const op_call *c = args;
+    const bool fresh = c->din_fresh & 1u;
+    float x[GELU_UNPACK], dy[GELU_UNPACK], dx[GELU_UNPACK];
+    for (size_t b = lo; b < lo + n; b += GELU_UNPACK) {
+        const size_t len = lo + n - b < GELU_UNPACK ? lo + n - b : GELU_UNPACK;
+        const float *xs = c->in_packed ? x : c->in[0] + b;
+        if (c->in_packed) bf16_unpack(x, c->in_packed + b, len);
+        const float *dys = c->grads.dout ? dy : c->dout + b;
+        if (c->grads.dout) bf16_unpack(dy, c->grads.dout + b, len);
+        float *dxs = c->grads.din[0] ? dx : c->din[0] + b;
+        if (c->grads.din[0] && !fresh) bf16_unpack(dx, c->grads.din[0] + b, len);
+        if (fresh) gelu_backward_fresh_span(dxs, xs, dys, len);
+        else gelu_backward_span(dxs, xs, dys, len);
+        if (c->grads.din[0]) bf16_pack(c->grads.din[0] + b, dx, len);
+    }
 }
 
 /* din[0] may be dout itself (OP_GRAD_IN_PLACE, then fresh): each element reads its dy before writing its dx. */
 static void gelu_backward(const op_call *c) {
     const size_t len = c->m * op_in_numel(c, 0);
     const bool fresh = c->din_fresh & 1u;
+    if (c->grads.dout || c->grads.din[0]) {
+        if (c->din[0] || c->grads.din[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_backward_grads_span, c);
+        return;
+    }
     if (!c->din[0]) return;
     if (c->in_packed)
         ew_apply_binary_packed(gelu_split, fresh ? gelu_backward_packed_fresh_span : gelu_backward_packed_span,
@@ -247,7 +297,8 @@ static size_t gelu_workspace_bytes(const op_node *n, size_t m, int threads) {
 const op_desc op_gelu = {
     .kind = "gelu",
     .flags = OP_KEEPS_INPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_READS_PACKED | OP_GRAD_IN_PLACE |
-             OP_ROUNDS_OUTPUT,
+             OP_ROUNDS_OUTPUT | OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_FORWARD_READS_PACKED |
+             OP_WRITES_PACKED,
     .infer = gelu_infer,
     .forward = gelu_forward,
     .backward = gelu_backward,

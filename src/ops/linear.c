@@ -10,6 +10,11 @@
  *
  * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else.
  *
+ * In a bf16 plan a linear layer of a sequence's tokens reads an input kept only packed (a GELU's output) and
+ * writes only a packed output (for a GELU that reads it packed) a sample at a time through its stage, and reads
+ * and writes its activation gradients in bfloat16 (op_call.grads) a sample at a time too: a transformer's MLP
+ * then holds no float32 instance of its widest tensors, forward or backward.
+ *
  * Few rows and a wide layer: packing the weight into panels on every call costs more than the product itself
  * when so few rows multiply it, and accumulation pays for it once per micro-batch. Up to LINEAR_DIRECT_MAX_ROWS
  * rows the forward goes through gemm_direct_nt (dot products over the weight's rows in place, no packing), and
@@ -38,9 +43,11 @@
 
 #include "core/checked.h"
 #include "core/parallel.h"
+#include "kernels/bf16.h"
 #include "kernels/bgemm.h"
 #include "kernels/gemm_direct.h"
 #include "ops/op.h"
+#include "ops/packed_grads.h"
 #include "ops/round_output.h"
 #include "kernels/sgemm.h"
 #include "kernels/vmath.h"
@@ -444,10 +451,7 @@ static void forward_blas(const op_call *c, size_t rows, size_t fi, size_t fo, fl
     if (step == rows) op_round_output_whole(c, rows * fo);
 }
 
-static void linear_forward(const op_call *c) {
-    size_t rows, fi, fo;
-    call_dims(c, &rows, &fi, &fo);
-    if (rows == 0) return;
+static void linear_forward_rows(const op_call *c, size_t rows, size_t fi, size_t fo) {
     if (takes_bgemm(c)) {
         forward_bgemm_output(c, c->w[1], rows, fi, fo);
         return;
@@ -459,6 +463,37 @@ static void linear_forward(const op_call *c) {
     /* Seed every row with the bias, then one beta = 1 GEMM adds x W^T. */
     seed_bias(c->out, c->w[1], rows, fo);
     forward_blas(c, rows, fi, fo, 1.0f);
+}
+
+static float *linear_stage(const op_call *c);
+static size_t stage_part(size_t per_sample, size_t f);
+
+/* A bf16 forward reading its input only packed (op_call.packed.in) or writing its output only packed
+ * (packed.out): a sample at a time, its input unpacked into the stage, its output made in the stage and rounded
+ * into the packed output as the product finishes its blocks. The plan takes this path only on snug's products
+ * with at least LINEAR_REGEN_MIN_ROWS rows a sample (the stage's condition), where a row's output does not
+ * depend on how many rows share its call: the bits of one call over all rows. */
+static void linear_forward_staged(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    const size_t per = rows / c->m;
+    float *x = linear_stage(c), *y = (float *)(void *)((char *)x + stage_part(per, fi));
+    for (size_t n = 0; n < c->m; n++) {
+        op_call s = *c;
+        s.m = 1;
+        s.in[0] = c->packed.in[0] ? x : c->in[0] + n * per * fi;
+        if (c->packed.in[0]) bf16_unpack(x, c->packed.in[0] + n * per * fi, per * fi);
+        s.out = c->packed.out ? y : c->out + n * per * fo;
+        if (c->packed.out) s.packed.round = true, s.packed.copy = c->packed.out + n * per * fo;
+        else if (c->packed.copy) s.packed.copy = c->packed.copy + n * per * fo;
+        linear_forward_rows(&s, per, fi, fo);
+    }
+}
+
+static void linear_forward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    if (c->packed.in[0] || c->packed.out) linear_forward_staged(c, rows, fi, fo);
+    else linear_forward_rows(c, rows, fi, fo);
 }
 
 /* ---- pending weight-gradient rows ----------------------------------------------------------------------- *
@@ -541,9 +576,17 @@ static size_t linear_pending_bytes(const op_node *n, size_t m, op_product produc
 /* Below this many elements a sample is regenerated on the calling thread. */
 #define LINEAR_REGEN_PAR_MIN ((size_t)1 << 16)
 
-static size_t linear_stage_bytes(size_t per_sample, size_t fi) {
+/* The stage: one sample's input, then (a forward writing only packed) one sample's output. */
+static size_t stage_part(size_t per_sample, size_t f) {
     size_t b;
-    return size_mul(per_sample, fi, &b) && size_mul(b, sizeof(float), &b) && size_add(b, 64, &b) ? b : SIZE_MAX;
+    return size_mul(per_sample, f, &b) && size_mul(b, sizeof(float), &b) && size_align(b ? b : 1, 64, &b) ? b
+                                                                                                   : SIZE_MAX;
+}
+
+static size_t linear_stage_bytes(size_t per_sample, size_t fi, size_t fo) {
+    const size_t x = stage_part(per_sample, fi), y = stage_part(per_sample, fo);
+    size_t b;
+    return x != SIZE_MAX && y != SIZE_MAX && size_add(x, y, &b) && size_add(b, 64, &b) ? b : SIZE_MAX;
 }
 
 static size_t linear_workspace_bytes(const op_node *n, size_t m, int threads, op_product product);
@@ -555,24 +598,24 @@ static float *linear_stage(const op_call *c) {
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
-static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) {
-    const size_t per = rows / c->m, n_el = per * fi;
+/* dW += dy^T x over sample n's per rows, x regenerated into the stage; dy the sample's (per, fo). */
+static void dw_regenerated_sample(const op_call *c, size_t n, const float *dy, size_t per, size_t fi, size_t fo) {
+    const size_t n_el = per * fi;
     float *stage = linear_stage(c);
     const op_call *p = c->regen;
-    for (size_t n = 0; n < c->m; n++) {
-        #pragma omp parallel if (n_el >= LINEAR_REGEN_PAR_MIN && par_pays_floats(2 * n_el))
-        p->node->op->regen(p, n, stage, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
-        if (takes_bgemm(c)) /* as the unregenerated product: dy rounded as bgemm packs it */
-            bgemm(fo, fi, per, transposed(c->dout + n * per * fo, fo), rows_of(stage, fi), c->dw[0], fi, NULL, true,
-                  c->work, c->threads);
-        else dw_sgemm(c->dw[0], c->dout + n * per * fo, stage, per, fi, fo, c->work, c->threads);
-    }
+    #pragma omp parallel if (n_el >= LINEAR_REGEN_PAR_MIN && par_pays_floats(2 * n_el))
+    p->node->op->regen(p, n, stage, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
+    if (takes_bgemm(c)) /* as the unregenerated product: dy rounded as bgemm packs it */
+        bgemm(fo, fi, per, transposed(dy, fo), rows_of(stage, fi), c->dw[0], fi, NULL, true, c->work, c->threads);
+    else dw_sgemm(c->dw[0], dy, stage, per, fi, fo, c->work, c->threads);
 }
 
-static void linear_backward(const op_call *c) {
-    size_t rows, fi, fo;
-    call_dims(c, &rows, &fi, &fo);
-    if (rows == 0) return;
+static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    const size_t per = rows / c->m;
+    for (size_t n = 0; n < c->m; n++) dw_regenerated_sample(c, n, c->dout + n * per * fo, per, fi, fo);
+}
+
+static void linear_backward_float(const op_call *c, size_t rows, size_t fi, size_t fo) {
     /* bgemm's dW rounds dy; the pending rows' product would not, so a bf16 call through it defers nothing */
     const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo, c->product);
     if (pend) defer_rows(c, rows, fi, fo);
@@ -581,6 +624,50 @@ static void linear_backward(const op_call *c) {
                  rows, fi, fo, c->din_fresh & 1u, c->product, c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
+}
+
+/* ---- packed activation gradients -------------------------------------------------------------------------
+ * Where the plan stores dy or din in bfloat16 (op_call.grads), backward goes sample by sample: dy's sample
+ * unpacked into a float32 stage, din's computed into a stage (its earlier share unpacked first where it is not
+ * fresh) and rounded once as it is stored, each sample a call of float32 backward over its rows. Every element
+ * of din is one chain over fo whatever the rows, and dW, db carry their chains through memory in row order, so
+ * the samples give the bits of one call over all rows (on snug's products: the plan takes the BLAS only
+ * without bgemm, where the rows of a call change its bits, and sgemm's and gemm_direct's chains are the same). */
+
+/* The stages: one sample of dy, then one of din; where the plan stages the input (a regenerated one), its stage
+ * (x's part then y's, as large) holds them, din's values stored before the input is regenerated over them. */
+static float *grad_stage_dy(const op_call *c, size_t per, size_t fi) {
+    if (c->regen) return (float *)(void *)((char *)linear_stage(c) + stage_part(per, fi));
+    return c->grads.stage;
+}
+
+static float *grad_stage_dx(const op_call *c, size_t per, size_t fo) {
+    if (c->regen) return linear_stage(c);
+    return (float *)(void *)((char *)c->grads.stage + grad_stage_bytes_of(per * fo));
+}
+
+static void linear_backward_packed(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    const size_t per = rows / c->m;
+    const bool wants_din = grad_din_wanted(c, 0);
+    for (size_t n = 0; n < c->m; n++) {
+        op_call s = *c;
+        s.m = 1;
+        s.dout = grad_dy(c, per * fo, n, grad_stage_dy(c, per, fi), 0, per * fo);
+        s.din[0] = wants_din ? grad_dx(c, 0, per * fi, n, grad_stage_dx(c, per, fo), false, 0, per * fi) : NULL;
+        if (c->in[0]) s.in[0] = c->in[0] + n * per * fi;
+        if (c->regen) s.regen = NULL, s.dw[0] = NULL; /* dW below, from sample n regenerated by the producer */
+        linear_backward_float(&s, per, fi, fo);
+        if (wants_din) grad_dx_store(c, 0, per * fi, n, s.din[0], 0, per * fi);
+        if (c->regen && c->dw[0]) dw_regenerated_sample(c, n, s.dout, per, fi, fo);
+    }
+}
+
+static void linear_backward(const op_call *c) {
+    size_t rows, fi, fo;
+    call_dims(c, &rows, &fi, &fo);
+    if (rows == 0) return;
+    if (c->grads.dout || c->grads.din[0]) linear_backward_packed(c, rows, fi, fo);
+    else linear_backward_float(c, rows, fi, fo);
 }
 
 static void tied_forward(const op_call *c) {
@@ -664,7 +751,17 @@ static size_t linear_regen_stage_bytes(const op_node *n, size_t m, int threads, 
     (void)m, (void)threads;
     size_t fi, fo, per;
     node_dims(n, &fi, &fo, &per);
-    return product != OP_PRODUCT_BLAS && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi) : 0;
+    return product != OP_PRODUCT_BLAS && per >= LINEAR_REGEN_MIN_ROWS ? linear_stage_bytes(per, fi, fo) : 0;
+}
+
+/* One sample's dy and one sample's din (linear_backward_packed), in float32, where the input has no stage. */
+static size_t linear_grad_stage_bytes(const op_node *n, size_t m, int threads, bool input_staged) {
+    (void)m, (void)threads;
+    size_t fi, fo, per, bytes;
+    node_dims(n, &fi, &fo, &per);
+    if (input_staged) return 0; /* the input's stage holds both (grad_stage_dy) */
+    const size_t dy = grad_stage_bytes_of(per * fo), dx = grad_stage_bytes_of(per * fi);
+    return dy != SIZE_MAX && dx != SIZE_MAX && size_add(dy, dx, &bytes) ? bytes : SIZE_MAX;
 }
 
 static const op_product_sizes linear_sizes = {
@@ -679,7 +776,8 @@ static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_
 
 const op_desc op_linear = {
     .kind = "linear",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_ROUNDS_OUTPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_ROUNDS_OUTPUT | OP_GRAD_READS_PACKED |
+             OP_GRAD_WRITES_PACKED | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
@@ -687,6 +785,7 @@ const op_desc op_linear = {
     .saved_bytes = linear_saved_bytes,
     .by_product = &linear_sizes,
     .flush = linear_flush,
+    .grad_stage_bytes = linear_grad_stage_bytes,
 };
 
 const op_desc op_linear_tied = {

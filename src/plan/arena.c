@@ -33,7 +33,7 @@
 /* Sort keys travel with the index, so the comparison needs no context. */
 typedef struct order_key {
     size_t bytes;
-    int first, index;
+    int first, index, span; /* span: the steps it lives past its first */
 } order_key;
 
 static int by_size_desc(const void *a, const void *b) {
@@ -41,6 +41,13 @@ static int by_size_desc(const void *a, const void *b) {
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
     if (x->first != y->first) return x->first < y->first ? -1 : 1;
     return x->index - y->index;
+}
+
+/* The longest-lived first, then as by_size_desc. */
+static int by_span_desc(const void *a, const void *b) {
+    const order_key *x = a, *y = b;
+    if (x->span != y->span) return x->span < y->span ? 1 : -1;
+    return by_size_desc(a, b);
 }
 
 /* Grows an array of `size`-byte items with room for *cap to hold `need`. */
@@ -418,7 +425,9 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
     p->arena_bytes = 0;
     time_index_clear(&w->time);
     memory_index_free(&w->memory); /* a previous try's */
-    if (!memory_index_init(&w->memory, n ? order[0].bytes : 1, arena)) return false;
+    size_t largest = 1;
+    for (int i = 0; i < n; i++) largest = order[i].bytes > largest ? order[i].bytes : largest;
+    if (!memory_index_init(&w->memory, largest, arena)) return false;
     for (int i = 0; i < n; i++)
         if (pinned[i] && !place_at(p, order, i, first_pass[i], w)) return false;
     for (int i = 0; i < n; i++) {
@@ -447,7 +456,7 @@ static bool place_affine(plan *p, const order_key *order, int n, const thread_pa
 static int roots_by_size(const plan *p, order_key *order) {
     int n = 0;
     for (int b = 0; b < p->n_bufs; b++)
-        if (p->bufs[b].shares < 0) order[n++] = (order_key){p->bufs[b].bytes, p->bufs[b].first, b};
+        if (p->bufs[b].shares < 0) order[n++] = (order_key){p->bufs[b].bytes, p->bufs[b].first, b, p->bufs[b].last - p->bufs[b].first};
     qsort(order, (size_t)n, sizeof *order, by_size_desc);
     return n;
 }
@@ -460,9 +469,26 @@ static int roots_by_size(const plan *p, order_key *order) {
  * a few times; the first placement stands where it still finds none. Sizing only, the second pass is left
  * out where the first reaches the live peak: the second never takes more than the first's arena, nor can any
  * placement take less than the live peak, so the arena is known, and only the offsets would change. */
-static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t *first_pass, bool *pinned,
-                  bool sizing) {
+/* Greedy by size leaves gaps where small buffers that live long (a transformer's packed outputs, kept from
+ * forward to backward) land above short-lived large ones whose memory they could have shared, each in its
+ * turn. Where the first pass's arena is above the live peak, placing the longest-lived first (stacked at the
+ * bottom, the short-lived above them) is tried too; its order stands where its arena is smaller. */
+static bool place_longest_lived_first(plan *p, order_key *order, int n, arena_work *w, order_key *alt) {
+    const size_t by_size = p->arena_bytes;
+    memcpy(alt, order, (size_t)n * sizeof *alt);
+    qsort(alt, (size_t)n, sizeof *alt, by_span_desc);
+    if (!place_lowest(p, alt, n, w)) return false;
+    if (p->arena_bytes < by_size) {
+        memcpy(order, alt, (size_t)n * sizeof *order);
+        return true;
+    }
+    return place_lowest(p, order, n, w);
+}
+
+static bool place(plan *p, order_key *order, int n, arena_work *w, size_t *first_pass, bool *pinned, bool sizing,
+                  order_key *alt) {
     if (!place_lowest(p, order, n, w)) return false;
+    if (p->arena_bytes > p->live_peak && !place_longest_lived_first(p, order, n, w, alt)) return false;
     if (p->threads <= 1) return true;
     if (sizing && p->arena_bytes == p->live_peak) return p->unplaced = true;
     const size_t arena = p->arena_bytes;
@@ -483,13 +509,13 @@ static bool place(plan *p, const order_key *order, int n, arena_work *w, size_t 
 
 bool plan_assign_offsets(plan *p, bool sizing) {
     const size_t nb = (size_t)p->n_bufs + 1;
-    order_key *order = malloc(nb * sizeof *order);
+    order_key *order = malloc(nb * sizeof *order), *alt = malloc(nb * sizeof *alt);
     size_t *first_pass = malloc(nb * sizeof *first_pass);
     bool *pinned = malloc(nb * sizeof *pinned);
     arena_work w = {0};
-    bool ok = order && first_pass && pinned && time_index_init(&w.time, p->n_steps);
+    bool ok = order && alt && first_pass && pinned && time_index_init(&w.time, p->n_steps);
     p->arena_bytes = 0;
-    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, pinned, sizing);
+    if (ok) ok = place(p, order, roots_by_size(p, order), &w, first_pass, pinned, sizing, alt);
     if (ok)
         for (int b = 0; b < p->n_bufs; b++) {
             int root = b;
@@ -500,6 +526,7 @@ bool plan_assign_offsets(plan *p, bool sizing) {
     memory_index_free(&w.memory);
     free(w.fit.cand);
     free(order);
+    free(alt);
     free(first_pass);
     free(pinned);
     return ok;

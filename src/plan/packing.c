@@ -12,8 +12,9 @@
  * is then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
- * A concatenation and a GroupNorm read their inputs from packed copies and, where their readers are
- * convolutions that read them packed, write only their packed copies (pack_forward_io).
+ * A concatenation, a GroupNorm and a GELU read their inputs from packed copies and, where their readers read
+ * them packed (convolutions, a linear layer), write only their packed copies (pack_forward_io); a linear layer
+ * writes only its packed copy where its reader is such a GELU (pack_staged_output).
  *
  * The input batch is rounded too, unless a layer reads it as indices (an embedding's tokens). */
 #include <stdint.h>
@@ -68,10 +69,37 @@ static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) 
  * encoder and decoder, a convolution's output dies at the convolution). Where its readers all read its output
  * packed (a convolution sample by sample), it writes only the packed copy, made for them where backward reads
  * none: no float32 instance of the widest tensors at the decoder's top. */
+/* Makes node i's output exist only packed where every reader reads it packed, and tells the readers. */
+static bool write_only_packed(const snug_graph *g, plan *p, int i) {
+    const snug_tensor out = g->nodes[i].output;
+    if (!packable(g, p, out) || !read_only_packed(g, p, out)) return true;
+    if (p->packed[out] < 0 && !add_packed(g, p, out)) return false;
+    p->packed_only[out] = true;
+    for (int r = 0; r < g->n_nodes; r++)
+        if (g->nodes[r].n_inputs > 0 && graph_base_tensor(g, g->nodes[r].inputs[0]) == out) p->fwd_packed[r] = true;
+    return true;
+}
+
+/* A product with a stage (a linear layer) computes a sample at a time into it where it reads or writes packed
+ * values: it reads packed only what its producer keeps only packed (a GELU's output), and writes only packed
+ * where its readers all read packed (a GELU), so no float32 instance of a transformer's MLP activations. */
+static bool pack_staged_output(const snug_graph *g, plan *p, int i) {
+    const graph_node *n = &g->nodes[i];
+    if (!(n->op->flags & OP_WRITES_PACKED) || p->seg.recompute[i] || plan_op_stage(n, &p->variant, 1, 1) == 0)
+        return true;
+    if (!write_only_packed(g, p, i)) return false;
+    if (p->packed_only[n->output]) p->fwd_packed[i] = true;
+    return true;
+}
+
 static bool pack_forward_io(const snug_graph *g, plan *p) {
     const unsigned both = OP_FORWARD_READS_PACKED | OP_WRITES_PACKED;
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
+        if (plan_op_has_stage(n)) {
+            if (!pack_staged_output(g, p, i)) return false;
+            continue;
+        }
         bool ok = (n->op->flags & both) == both && !p->seg.recompute[i];
         for (int j = 0; ok && j < n->n_inputs; j++) ok = packable(g, p, graph_base_tensor(g, n->inputs[j]));
         if (!ok) continue;
@@ -80,12 +108,7 @@ static bool pack_forward_io(const snug_graph *g, plan *p) {
             if (p->packed[t] < 0 && !add_packed(g, p, t)) return false;
         }
         p->fwd_packed[i] = true;
-        if (!packable(g, p, n->output) || !read_only_packed(g, p, n->output)) continue;
-        if (p->packed[n->output] < 0 && !add_packed(g, p, n->output)) return false;
-        p->packed_only[n->output] = true;
-        for (int r = 0; r < g->n_nodes; r++)
-            if (g->nodes[r].n_inputs > 0 && graph_base_tensor(g, g->nodes[r].inputs[0]) == n->output)
-                p->fwd_packed[r] = true;
+        if (!write_only_packed(g, p, i)) return false;
     }
     return true;
 }
