@@ -665,7 +665,9 @@ static snug_trainer *bf16_grads_packed(const snug_graph *g, size_t batch, uint64
  * plan also splits on the models split_invariant holds to it (cnn, resnet20-gn, gpt): a micro-batch of 1 and of 3
  * give the batch's gradient within float32 rounding (each sample's gradients are rounded on their own). Not
  * unet: capped to AVX2 some float32 sum's last bits move with the split there, and rounding a gradient turns
- * them into bfloat16-sized differences, so unet is held to the accuracy bound alone. */
+ * them into bfloat16-sized differences, so unet is held to the accuracy bound alone. gpt's linear layers take
+ * packed gradients only on snug's products, whose rows' bits do not depend on the row count: on the BLAS's its
+ * plan packs none. */
 static void packed_gradients_within_bound(void **state) {
     (void)state;
     /* the splits as split_invariant: where the products' bits do not depend on the micro-batch (AVX2 and up) */
@@ -682,7 +684,11 @@ static void packed_gradients_within_bound(void **state) {
         printf("# %-11s packed gradients (%zu of them): gradient rel L2 %.2e (bound %.2e: L + P %zu) holding "
                "float32 to bf16's decisions; loss %.6f vs %.6f\n", models[k], packed, r.d.model_l2, bound, points,
                r.loss_h, r.loss_f);
-        assert_true(packed > 0);
+        /* gpt's packable gradients are its linear layers': on the BLAS's products (capped below AVX-512) they
+         * stay float32, so that a split changes no bit of rounding (plan/packed_grads.c) */
+        const bool linear_grads = strcmp(models[k], "gpt") == 0;
+        if (linear_grads && h->plan->variant.product == OP_PRODUCT_BLAS) assert_int_equal(packed, 0);
+        else assert_true(packed > 0);
         assert_true(r.d.model_l2 <= bound && r.d.model_l2 > 0);
         assert_true(fabs(r.loss_h - r.loss_f) <= 1e-2 * fabs(r.loss_f));
         for (size_t m = 1; splits && m <= 3 && strcmp(models[k], "unet") != 0; m += 2) {

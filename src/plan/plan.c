@@ -232,7 +232,7 @@ static snug_status keep_leaner_grads(const snug_graph *g, size_t m, int threads,
         plan_free(p);
         return s;
     }
-    if (plan_packed_grads_pay(g, p, &q, ceiling)) {
+    if (plan_packed_grads_pay(g, p, &q)) {
         plan_free(&q);
     } else {
         plan_free(p);

@@ -269,8 +269,9 @@ bool plan_packed_inputs(const snug_graph *g, plan *p);
  * fixed blocks: it halves the ones and adds stages to the other). */
 bool plan_packed_grads(const snug_graph *g, plan *p);
 /* Whether a plan with packed gradients is worth taking over the same plan with float32 ones (flat): it is
- * smaller and packs a gradient of at least a cache's size a sample, or flat's total is over the ceiling. */
-bool plan_packed_grads_pay(const snug_graph *g, const plan *packed, const plan *flat, size_t ceiling);
+ * smaller and packs a gradient of at least a cache's size a sample (a budget that needs them gets them from
+ * plan_within_budget). */
+bool plan_packed_grads_pay(const snug_graph *g, const plan *packed, const plan *flat);
 /* Whether no activation gradient of p is stored in bfloat16. */
 bool plan_packs_no_grads(const snug_graph *g, const plan *p);
 /* Whether node i's backward reads or writes a packed gradient, and the stage bytes it needs then (else 0). */
