@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/avx512.h"
 #include "kernels/bf16.h"
+#include "kernels/isa.h"
+#include "test_util.h"
 
 #define RANDOM_LOWS 10
 #define FIXED_LOWS 6
@@ -348,6 +351,34 @@ static void test_round_trip(void **state) {
     assert_int_equal(fails, 0);
 }
 
+#ifdef SNUG_AVX512
+static AVX512 void register_round16(uint32_t out[16], const float in[16]) {
+    _mm512_storeu_si512(out, _mm512_castps_si512(avx512_bf16_round(_mm512_loadu_ps(in))));
+}
+#endif
+
+/* avx512_bf16_round (the kernels that round an output in their registers) gives bf16_round's bits on every
+ * pattern of the sweep: all 65,536 upper halves, each with the fixed and pseudo-random low halves (ties at even
+ * and odd, the carry into the exponent and to infinity, subnormals, every NaN's upper half). */
+static void test_register_round(void **state) {
+    (void)state;
+    SKIP_UNLESS(kernel_isa_now() >= KERNEL_ISA_AVX512, "AVX-512 (the register rounding)");
+#ifdef SNUG_AVX512
+    float *x = make_patterns();
+    size_t fails = 0;
+    for (size_t i = 0; i < PATTERNS; i += 16) {
+        uint32_t got[16];
+        register_round16(got, x + i); /* PATTERNS is a multiple of 16 */
+        for (size_t l = 0; l < 16; l++) {
+            const uint32_t want = to_bits(bf16_round(x[i + l]));
+            if (got[l] != want) mismatch(&fails, "avx512_bf16_round", i + l, to_bits(x[i + l]), got[l], want);
+        }
+    }
+    free(x);
+    assert_int_equal(fails, 0);
+#endif
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_sweep),
@@ -356,6 +387,7 @@ int main(void) {
         cmocka_unit_test(test_parallel_drivers),
         cmocka_unit_test(test_round_pack),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_register_round),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,14 +17,17 @@ static inline AVX512 __mmask16 avx512_lanes(size_t n) {
 }
 
 /* 16 floats rounded to bfloat16 values in place of the bf16_round_bits steps (kernels/bf16.h): the same bits as
- * bf16_round_floats after the store, for kernels that round a bf16 plan's output in their registers. */
+ * bf16_round_floats after the store, for kernels that round a bf16 plan's output in their registers. Six
+ * vector operations where the scalar steps' translation takes eight: the lowest kept bit (bit 16) picks the
+ * addend, 0x8000 or 0x7FFF (one test and one masked move instead of a shift, an and and a second add), and NaN
+ * is the unordered compare of v with itself (instead of an and and an unsigned compare). */
 static inline AVX512 __m512 avx512_bf16_round(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lsb);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
-                                                   _mm512_set1_epi32(0x7F800000));
-    const __m512i picked = _mm512_mask_or_epi32(rounded, nan, u, _mm512_set1_epi32(0x00400000));
+    const __mmask16 odd = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x10000));
+    const __m512i addend = _mm512_mask_mov_epi32(_mm512_set1_epi32(0x7FFF), odd, _mm512_set1_epi32(0x8000));
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i picked =
+        _mm512_mask_or_epi32(_mm512_add_epi32(u, addend), nan, u, _mm512_set1_epi32(0x00400000));
     return _mm512_castsi512_ps(_mm512_and_si512(picked, _mm512_set1_epi32((int)0xFFFF0000u)));
 }
 
