@@ -86,7 +86,7 @@ static void run(int k, const conv3x3_shape *s, bufs *b) {
     case FWD_BF16: conv3x3_bf16_forward(s, b->y, (conv3x3_bf16_src){.f = b->x}, b->bf16_u, b->b, b->bf16, 0, 1); break;
     case DX_DIRECT: conv3x3_backward(s, b->dx, NULL, NULL, b->dy, b->x, b->w, b->direct, 0, 1); break;
     case DX_WINO: conv3x3_winograd_backward_dx(s, b->dx, b->dy, b->wino_u, b->wino, false, 0, 1); break;
-    case DX_BF16: conv3x3_bf16_backward_dx(s, b->dx, b->dy, b->bf16_u, b->bf16, 0, 1); break;
+    case DX_BF16: conv3x3_bf16_backward_dx(s, b->dx, b->dy, b->bf16_u, b->bf16, false, 0, 1); break;
     case DW_DIRECT: conv3x3_backward(s, NULL, b->dw, NULL, b->dy, b->x, b->w, b->direct, 0, 1); break;
     case DW_WINO: conv3x3_winograd_dw_accumulate(s, b->du, b->dy, b->x, b->wdw); break;
     case DW_WINO_BF16: conv3x3_winograd_dw_accumulate_bf16(s, b->du, b->dy, b->x, b->wdw); break;

@@ -358,8 +358,8 @@ void conv3x3_bf16_forward_rounded(const conv3x3_shape *s, float *y, conv3x3_bf16
 }
 
 void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy, const float *u, float *scratch,
-                              size_t t, size_t T) {
-    bprod p = {.planes = s->c, .dst = dx, .accumulate = true};
+                              bool fresh, size_t t, size_t T) {
+    bprod p = {.planes = s->c, .dst = dx, .accumulate = !fresh};
     conv3x3_bf16_run(s, &p, (conv3x3_bf16_src){.f = dy}, s->co, u, scratch, t, T);
 }
 
