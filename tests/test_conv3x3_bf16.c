@@ -5,7 +5,8 @@
  * recursive summation), checked per element. The shapes hit the edges: one channel and odd channel counts (a
  * pair with a zero half), widths that are no multiple of 16, planes smaller than a vector, output counts that
  * leave partial register tiles, channel counts past a block of 16 lanes (17), a plane whose weight gradient
- * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80). The weight
+ * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80, 40 x 256), widths
+ * that 16-lane vectors tile row by row (16, 32, 80, 256) and ones they do not (the rest). The weight
  * gradient's bound has K = h w. The gradients must ADD to what they held. And bit for bit: the two kernels
  * where both run, a packed bfloat16 source and its float32 values, one thread and two sharing a sample, an
  * input gradient written fresh over stale memory and one added into zeros. */
@@ -31,6 +32,7 @@
 static const size_t shapes[][4] = {
     {1, 1, 1, 1}, {1, 3, 5, 7}, {2, 5, 3, 17}, {3, 8, 9, 16}, {16, 16, 8, 8}, {5, 17, 13, 31}, {1, 32, 28, 28},
     {7, 20, 4, 40}, {32, 64, 14, 14}, {4, 9, 33, 15}, {2, 3, 2, 100}, {17, 5, 40, 41}, {3, 10, 90, 80},
+    {5, 9, 7, 32}, {3, 4, 40, 256},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 

@@ -7,7 +7,8 @@
  * 32-bit word per grid point holds the bfloat16 of channel 2p in its low half and of 2p + 1 in its high half
  * (zero past an odd count). A vector of 16 consecutive words is then the operand of vdpbf16ps for 16 pixels of
  * one tap; the weights, packed the same way (the pair of channels of one tap of one output plane, in one word),
- * are broadcast. Register tiles of 8 output planes x 48 grid lanes, as the float32 kernel's:
+ * are broadcast. Register tiles of 8 output planes x 3 vectors of 16 grid lanes, as the float32 kernel's (where
+ * w is a multiple of 16, each vector 16 pixels of one row instead, the spare lanes skipped):
  *   forward         y = b + conv(x, W)
  *   input gradient  dx += conv(dy, W^T with every kernel rotated by 180 degrees) (channel pairs of dy)
  *   weight gradient dW += dy correlated with x: there the pairs run along the pixels instead (two
