@@ -5,9 +5,11 @@
  * recursive summation), checked per element. The shapes hit the edges: one channel and odd channel counts (a
  * pair with a zero half), widths that are no multiple of 16, planes smaller than a vector, output counts that
  * leave partial register tiles, channel counts past a block of 16 lanes (17), a plane whose weight gradient
- * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80). The weight
+ * goes in two bands and whose forward and input gradient pair it in bands of rows (90 x 80, 40 x 256), widths
+ * that 16-lane vectors tile row by row (16, 32, 80, 256) and ones they do not (the rest). The weight
  * gradient's bound has K = h w. The gradients must ADD to what they held. And bit for bit: the two kernels
- * where both run, a packed bfloat16 source and its float32 values, one thread and two sharing a sample. */
+ * where both run, a packed bfloat16 source and its float32 values, one thread and two sharing a sample, an
+ * input gradient written fresh over stale memory and one added into zeros. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +32,7 @@
 static const size_t shapes[][4] = {
     {1, 1, 1, 1}, {1, 3, 5, 7}, {2, 5, 3, 17}, {3, 8, 9, 16}, {16, 16, 8, 8}, {5, 17, 13, 31}, {1, 32, 28, 28},
     {7, 20, 4, 40}, {32, 64, 14, 14}, {4, 9, 33, 15}, {2, 3, 2, 100}, {17, 5, 40, 41}, {3, 10, 90, 80},
+    {5, 9, 7, 32}, {3, 4, 40, 256},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -151,7 +154,7 @@ static void run_forward(bdata *d, conv3x3_bf16_src x, float *y) {
 
 static void run_dx(bdata *d, float *dx) {
     memcpy(dx, d->dx0, d->xn * sizeof(float));
-    conv3x3_bf16_backward_dx(&d->s, dx, d->dy, d->ub, d->scratch, 0, 1);
+    conv3x3_bf16_backward_dx(&d->s, dx, d->dy, d->ub, d->scratch, false, 0, 1);
 }
 
 /* Both directions against the reference on one kernel (portable or not). */
@@ -219,7 +222,7 @@ static void test_same_bits_every_way(void **state) {
         #pragma omp parallel num_threads(2)
         {
             const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-            conv3x3_bf16_backward_dx(&d.s, dx2, d.dy, d.ub, d.scratch, t, T);
+            conv3x3_bf16_backward_dx(&d.s, dx2, d.dy, d.ub, d.scratch, false, t, T);
         }
         assert_memory_equal(d.dx, dx2, d.xn * sizeof(float));
         if (hw) { /* the other kernel */
@@ -239,33 +242,72 @@ static void test_same_bits_every_way(void **state) {
     }
 }
 
-/* The forward that rounds its output as it stores it gives the bits of the forward then bf16_round_floats, on
- * both kernels (where the CPU has AVX512_BF16), from floats and from a packed source, on 1 and 2 threads. */
-static void test_rounded_forward_same_bits(void **state) {
-    (void)state;
+/* A variant of a kernel's call against the plain call: want computes the bits the variant must give (one
+ * thread), got the variant as thread t of T. out: the output's floats are the input's (dx) or the output's. */
+typedef struct variant {
+    void (*want)(bdata *d, float *out);
+    void (*got)(bdata *d, float *out, size_t t, size_t T);
+    bool dx;
+} variant;
+
+/* The variant gives want's bits on every shape, on both kernels (where the CPU has AVX512_BF16), on 1 and 2
+ * threads, over an output of stale memory (NaN: a read of it shows). */
+static void check_variant(const variant *v, uint64_t seed) {
     const int kernels = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16 ? 2 : 1;
     for (size_t i = 0; i < N_SHAPES; i++) {
         bdata d;
-        bdata_init(&d, shapes[i], 300 + i);
-        float *y2 = op_test_xmalloc(d.yn * sizeof(float));
+        bdata_init(&d, shapes[i], seed + i);
+        const size_t n = v->dx ? d.xn : d.yn;
+        float *want = op_test_xmalloc(n * sizeof(float)), *got = op_test_xmalloc(n * sizeof(float));
         for (int k = 0; k < kernels; k++) {
             conv3x3_bf16_force_portable(k == 1 || kernels == 1);
-            run_forward(&d, (conv3x3_bf16_src){.f = d.x}, d.y);
-            bf16_round_floats(d.y, d.y, d.yn);
+            v->want(&d, want);
             for (int T = 1; T <= 2; T++) {
+                for (size_t j = 0; j < n; j++) got[j] = NAN;
                 #pragma omp parallel num_threads(T)
-                {
-                    const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
-                    const conv3x3_bf16_src x = T == 1 ? (conv3x3_bf16_src){.f = d.x} : (conv3x3_bf16_src){.h = d.xh};
-                    conv3x3_bf16_forward_rounded(&d.s, y2, x, d.uf, d.b, d.scratch, t, n);
-                }
-                assert_memory_equal(d.y, y2, d.yn * sizeof(float));
+                v->got(&d, got, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
+                assert_memory_equal(want, got, n * sizeof(float));
             }
         }
         conv3x3_bf16_force_portable(false);
-        free(y2);
+        free(want);
+        free(got);
         bdata_free(&d);
     }
+}
+
+static void forward_then_round(bdata *d, float *y) {
+    run_forward(d, (conv3x3_bf16_src){.f = d->x}, y);
+    bf16_round_floats(y, y, d->yn);
+}
+
+/* from floats on one thread, from the packed source on two */
+static void forward_rounded(bdata *d, float *y, size_t t, size_t T) {
+    const conv3x3_bf16_src x = T == 1 ? (conv3x3_bf16_src){.f = d->x} : (conv3x3_bf16_src){.h = d->xh};
+    conv3x3_bf16_forward_rounded(&d->s, y, x, d->uf, d->b, d->scratch, t, T);
+}
+
+/* The forward that rounds its output as it stores it gives the bits of the forward then bf16_round_floats. */
+static void test_rounded_forward_same_bits(void **state) {
+    (void)state;
+    const variant v = {.want = forward_then_round, .got = forward_rounded, .dx = false};
+    check_variant(&v, 300);
+}
+
+static void dx_into_zeros(bdata *d, float *dx) {
+    memset(dx, 0, d->xn * sizeof(float));
+    conv3x3_bf16_backward_dx(&d->s, dx, d->dy, d->ub, d->scratch, false, 0, 1);
+}
+
+static void dx_fresh(bdata *d, float *dx, size_t t, size_t T) {
+    conv3x3_bf16_backward_dx(&d->s, dx, d->dy, d->ub, d->scratch, true, t, T);
+}
+
+/* The input gradient written fresh over stale memory gives the bits of adding into zeros. */
+static void test_fresh_dx_same_bits(void **state) {
+    (void)state;
+    const variant v = {.want = dx_into_zeros, .got = dx_fresh, .dx = true};
+    check_variant(&v, 400);
 }
 
 int main(void) {
@@ -274,6 +316,7 @@ int main(void) {
         cmocka_unit_test(test_avx512_bf16_matches_reference),
         cmocka_unit_test(test_same_bits_every_way),
         cmocka_unit_test(test_rounded_forward_same_bits),
+        cmocka_unit_test(test_fresh_dx_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,8 +37,9 @@ bool conv3x3_bf16_in_use(void) { return force_portable || kernel_bf16_products_p
 #define BAND_BLOCKS ((size_t)64)
 
 /* The padded rows a band of grid blocks reads: from the row its first lane is in to two rows past its last
- * lane, at most this many. */
-static size_t band_rows(size_t w) { return (BAND_BLOCKS * NV * 16 + 2) / (w + 1) + 4; }
+ * lane, at most this many (a block's lanes span the most rows where its vectors skip the spare lanes: w, not
+ * w + 1, pixels a row, row_vectors). */
+static size_t band_rows(size_t w) { return (BAND_BLOCKS * NV * 16 + 2) / w + 4; }
 
 /* Whether a plane goes in bands: more blocks than two bands. */
 static bool banded(size_t h, size_t w) { return h * (w + 1) > 2 * BAND_BLOCKS * NV * 16; }
@@ -174,18 +175,33 @@ typedef struct bprod {
     bool round;           /* forward: dst rounded to bfloat16 as it is stored (conv3x3_bf16_forward_rounded) */
 } bprod;
 
-/* Where the vector of grid lanes [q0, q0 + 16) lands in an output plane: its valid lanes (inside the grid and
+/* Where the vector of grid lanes [q, q + 16) lands in an output plane: its valid lanes (inside the grid and
  * not a row's spare lane x = w) go, in order, to the pixels from pos on. */
 typedef struct lanes16 {
-    size_t pos;
+    size_t q, pos;
     uint32_t valid;
 } lanes16;
 
-static lanes16 lanes_at(size_t q0, size_t h, size_t w) {
-    const size_t wp = w + 1, y = q0 / wp, x = q0 % wp, end = h * wp;
+/* Whether the vectors tile each row exactly (w a multiple of 16): vector v is then 16 pixels of one row, all
+ * valid, loaded and stored as they are; else the vectors run through the grid 16 lanes at a time, the spare
+ * lanes among them, each vector's valid lanes expanded in and compressed out. Row vectors leave no lane idle
+ * (the grid leaves one in w + 1) and need no compress or masked store; an 8-wide plane stays on the grid, where
+ * row vectors would leave half of every one idle. */
+static bool row_vectors(size_t w) { return w % 16 == 0; }
+
+/* The vectors of the grid. */
+static size_t grid_vectors(size_t h, size_t w) { return row_vectors(w) ? h * (w / 16) : (h * (w + 1) + 15) / 16; }
+
+static lanes16 lanes_at(size_t v, size_t h, size_t w) {
+    const size_t wp = w + 1;
+    if (row_vectors(w)) {
+        const size_t y = v / (w / 16), x = v % (w / 16) * 16;
+        return (lanes16){.q = y * wp + x, .pos = y * w + x, .valid = 0xFFFFu};
+    }
+    const size_t q0 = 16 * v, y = q0 / wp, x = q0 % wp, end = h * wp;
     uint32_t valid = end - q0 >= 16 ? 0xFFFFu : (1u << (end - q0)) - 1u;
     for (size_t i = w - x; i < 16; i += wp) valid &= ~(1u << i);
-    return (lanes16){.pos = y * w + (x < w ? x : w), .valid = valid};
+    return (lanes16){.q = q0, .pos = y * w + (x < w ? x : w), .valid = valid};
 }
 
 /* The start of an output lane: its bias, its current value, or zero. */
@@ -193,8 +209,8 @@ static float start_of(const bprod *p, size_t o, const float *at) {
     return p->bias ? p->bias[o] : p->accumulate ? *at : 0.0f;
 }
 
-/* Planes [o0, o0 + mr), grid vectors gv[0..nv) from q0, lane by lane. */
-static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size_t q0, const lanes16 *gv) {
+/* Planes [o0, o0 + mr), grid vectors gv[0..nv), lane by lane. */
+static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, const lanes16 *gv) {
     const size_t wp = p->w + 1, npix = p->h * p->w;
     for (size_t i = 0; i < mr; i++)
         for (size_t j = 0; j < nv; j++) {
@@ -204,7 +220,7 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
                 float *out = p->dst + (o0 + i) * npix + gv[j].pos + rank++;
                 float acc = start_of(p, o0 + i, out);
                 const uint32_t *wk = p->wt + (o0 + i) * p->np * 9;
-                const uint32_t *row = p->src + q0 - p->qoff + 16 * j + l;
+                const uint32_t *row = p->src + gv[j].q - p->qoff + l;
                 for (size_t c = 0; c < p->np; c++, wk += 9, row += p->stride)
                     for (size_t tap = 0; tap < 9; tap++) acc = dpbf16_lane(acc, wk[tap], row[tap / 3 * wp + tap % 3]);
                 *out = p->round ? bf16_round(acc) : acc;
@@ -221,7 +237,9 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
     if (mr > I && nv > J) {                                                                                   \
         if (p->bias) r##I##J = _mm512_set1_ps(p->bias[o0 + I]);                                               \
         else if (p->accumulate)                                                                               \
-            r##I##J = _mm512_maskz_expand_ps(valid[J], _mm512_maskz_loadu_ps(run[J], dst + I * npix + gv[J].pos)); \
+            r##I##J = full[J] ? _mm512_loadu_ps(dst + I * npix + gv[J].pos)                                  \
+                              : _mm512_maskz_expand_ps(valid[J],                                              \
+                                                       _mm512_maskz_loadu_ps(run[J], dst + I * npix + gv[J].pos)); \
     }
 #define B_INIT(I) B_INIT1(I, 0) B_INIT1(I, 1) B_INIT1(I, 2)
 #define B_DOT(I, T)                                                                                           \
@@ -234,33 +252,39 @@ static void btile_portable(const bprod *p, size_t mr, size_t nv, size_t o0, size
 #define B_TAP(OFF, T)                                                                                         \
     {                                                                                                         \
         /* chosen as integer vectors: clang has no ?: on vectors of __bf16 */                                   \
-        const __m512i i0 = _mm512_loadu_si512(row + (OFF));                                                   \
+        const __m512i i0 = _mm512_loadu_si512(row0 + (OFF));                                                  \
         const __m512bh b0 = (__m512bh)i0;                                                                     \
-        const __m512bh b1 = (__m512bh)(nv > 1 ? _mm512_loadu_si512(row + (OFF) + 16) : i0);                  \
-        const __m512bh b2 = (__m512bh)(nv > 2 ? _mm512_loadu_si512(row + (OFF) + 32) : i0);                  \
+        const __m512bh b1 = (__m512bh)(nv > 1 ? _mm512_loadu_si512(row1 + (OFF)) : i0);                      \
+        const __m512bh b2 = (__m512bh)(nv > 2 ? _mm512_loadu_si512(row2 + (OFF)) : i0);                      \
         B_DOT(0, T) B_DOT(1, T) B_DOT(2, T) B_DOT(3, T) B_DOT(4, T) B_DOT(5, T) B_DOT(6, T) B_DOT(7, T)       \
     }
 #define B_STORE1(I, J)                                                                                        \
     if (mr > I && nv > J) {                                                                                   \
         if (p->round) r##I##J = avx512_bf16_round(r##I##J);                                                   \
-        _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, run[J], _mm512_maskz_compress_ps(valid[J], r##I##J)); \
+        if (full[J]) _mm512_storeu_ps(dst + I * npix + gv[J].pos, r##I##J);                                  \
+        else _mm512_mask_storeu_ps(dst + I * npix + gv[J].pos, run[J], _mm512_maskz_compress_ps(valid[J], r##I##J)); \
     }
 #define B_STORE(I) B_STORE1(I, 0) B_STORE1(I, 1) B_STORE1(I, 2)
 #define B_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
 static inline __attribute__((always_inline)) BF16 void btile(const bprod *p, size_t mr, size_t nv, size_t o0,
-                                                              size_t q0, const lanes16 *gv) {
+                                                              const lanes16 *gv) {
     const size_t wp = p->w + 1, npix = p->h * p->w, wrs = p->np * 9;
     __mmask16 valid[NV], run[NV];
+    bool full[NV];
     for (size_t j = 0; j < NV; j++) {
         valid[j] = j < nv ? (__mmask16)gv[j].valid : 0;
         run[j] = (__mmask16)((1u << __builtin_popcount(valid[j])) - 1u);
+        full[j] = valid[j] == 0xFFFF;
     }
     float *dst = p->dst + o0 * npix;
     B_ROWS(B_INIT)
     const uint32_t *wk = p->wt + o0 * wrs;
-    const uint32_t *row = p->src + q0 - p->qoff;
-    for (size_t c = 0; c < p->np; c++, wk += 9, row += p->stride) {
+    /* each vector's grid lanes: consecutive, or (row_vectors) a row apart where a vector ends its row */
+    const uint32_t *row0 = p->src + gv[0].q - p->qoff;
+    const uint32_t *row1 = nv > 1 ? p->src + gv[1].q - p->qoff : row0;
+    const uint32_t *row2 = nv > 2 ? p->src + gv[2].q - p->qoff : row0;
+    for (size_t c = 0; c < p->np; c++, wk += 9, row0 += p->stride, row1 += p->stride, row2 += p->stride) {
         B_TAP(0, 0) B_TAP(1, 1) B_TAP(2, 2)
         B_TAP(wp, 3) B_TAP(wp + 1, 4) B_TAP(wp + 2, 5)
         B_TAP(2 * wp, 6) B_TAP(2 * wp + 1, 7) B_TAP(2 * wp + 2, 8)
@@ -269,12 +293,12 @@ static inline __attribute__((always_inline)) BF16 void btile(const bprod *p, siz
 }
 
 #define BTILE_NV(R)                                                                                           \
-    if (nv == 3) btile(p, R, 3, o0, q0, gv);                                                                  \
-    else if (nv == 2) btile(p, R, 2, o0, q0, gv);                                                             \
-    else btile(p, R, 1, o0, q0, gv);
+    if (nv == 3) btile(p, R, 3, o0, gv);                                                                      \
+    else if (nv == 2) btile(p, R, 2, o0, gv);                                                                 \
+    else btile(p, R, 1, o0, gv);
 
 /* Planes [o0, o0 + mr): a full tile, or the last planes as tiles of 4, 2 and 1. */
-static BF16 void btile_bf16(const bprod *p, size_t mr, size_t nv, size_t o0, size_t q0, const lanes16 *gv) {
+static BF16 void btile_bf16(const bprod *p, size_t mr, size_t nv, size_t o0, const lanes16 *gv) {
     if (mr == MR) {
         BTILE_NV(8)
         return;
@@ -296,24 +320,24 @@ static BF16 void btile_bf16(const bprod *p, size_t mr, size_t nv, size_t o0, siz
 /* Part t of T of the tiles of grid blocks [qb0, qb1), f = grid block * plane blocks + plane block: the plane
  * blocks of one grid block run one after another while its rows sit in cache. */
 static void bprod_run(const bprod *p, bool hw, size_t qb0, size_t qb1, size_t t, size_t T) {
-    const size_t nq = (p->h * (p->w + 1) + 15) / 16, nob = (p->planes + MR - 1) / MR;
+    const size_t nq = grid_vectors(p->h, p->w), nob = (p->planes + MR - 1) / MR;
     size_t lo, hi, cur = SIZE_MAX, nv = 0;
     lanes16 gv[NV];
     part_range((qb1 - qb0) * nob, t, T, &lo, &hi);
     for (size_t f = lo; f < hi; f++) {
-        const size_t qb = qb0 + f / nob, o0 = f % nob * MR, q0 = qb * NV * 16, mr = min_size(MR, p->planes - o0);
+        const size_t qb = qb0 + f / nob, o0 = f % nob * MR, mr = min_size(MR, p->planes - o0);
         if (qb != cur) {
             cur = qb;
             nv = min_size(NV, nq - qb * NV);
-            for (size_t j = 0; j < nv; j++) gv[j] = lanes_at(q0 + 16 * j, p->h, p->w);
+            for (size_t j = 0; j < nv; j++) gv[j] = lanes_at(qb * NV + j, p->h, p->w);
         }
 #ifdef SNUG_AVX512
         if (hw) {
-            btile_bf16(p, mr, nv, o0, q0, gv);
+            btile_bf16(p, mr, nv, o0, gv);
             continue;
         }
 #endif
-        btile_portable(p, mr, nv, o0, q0, gv);
+        btile_portable(p, mr, nv, o0, gv);
     }
 }
 
@@ -326,7 +350,7 @@ void conv3x3_bf16_weights(const conv3x3_shape *s, float *u, const float *w, bool
 static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src x, size_t chans, const float *u,
                              float *scratch, size_t t, size_t T) {
     const bool hw = conv3x3_bf16_hardware(), band = banded(s->h, s->w);
-    const size_t wp = s->w + 1, nq = (s->h * wp + 15) / 16, nqb = (nq + NV - 1) / NV;
+    const size_t wp = s->w + 1, nq = grid_vectors(s->h, s->w), nqb = (nq + NV - 1) / NV;
     uint32_t *planes = (uint32_t *)(void *)scratch;
     p->np = pairs(chans);
     p->h = s->h;
@@ -336,7 +360,9 @@ static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src 
     p->wt = (const uint32_t *)(const void *)u;
     for (size_t qb0 = 0; qb0 < nqb; qb0 += band ? BAND_BLOCKS : nqb) {
         const size_t qb1 = band ? min_size(qb0 + BAND_BLOCKS, nqb) : nqb;
-        const size_t r0 = qb0 * NV * 16 / wp, r1 = min_size((qb1 * NV * 16 + 2 * wp + 1) / wp + 1, s->h + 2);
+        /* from the row of the band's first lane to two rows past its last lane's (the taps reach 2 wp + 2) */
+        const size_t last = lanes_at(min_size(qb1 * NV, nq) - 1, s->h, s->w).q + 15;
+        const size_t r0 = lanes_at(qb0 * NV, s->h, s->w).q / wp, r1 = min_size((last + 2 * wp + 2) / wp + 1, s->h + 2);
         p->qoff = r0 * wp;
         pair_planes(planes, x, chans, s->h, s->w, r0, r1, p->stride, hw, t, T);
         part_barrier(T);
@@ -358,8 +384,8 @@ void conv3x3_bf16_forward_rounded(const conv3x3_shape *s, float *y, conv3x3_bf16
 }
 
 void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy, const float *u, float *scratch,
-                              size_t t, size_t T) {
-    bprod p = {.planes = s->c, .dst = dx, .accumulate = true};
+                              bool fresh, size_t t, size_t T) {
+    bprod p = {.planes = s->c, .dst = dx, .accumulate = !fresh};
     conv3x3_bf16_run(s, &p, (conv3x3_bf16_src){.f = dy}, s->co, u, scratch, t, T);
 }
 

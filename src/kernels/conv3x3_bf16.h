@@ -7,7 +7,8 @@
  * 32-bit word per grid point holds the bfloat16 of channel 2p in its low half and of 2p + 1 in its high half
  * (zero past an odd count). A vector of 16 consecutive words is then the operand of vdpbf16ps for 16 pixels of
  * one tap; the weights, packed the same way (the pair of channels of one tap of one output plane, in one word),
- * are broadcast. Register tiles of 8 output planes x 48 grid lanes, as the float32 kernel's:
+ * are broadcast. Register tiles of 8 output planes x 3 vectors of 16 grid lanes, as the float32 kernel's (where
+ * w is a multiple of 16, each vector 16 pixels of one row instead, the spare lanes skipped):
  *   forward         y = b + conv(x, W)
  *   input gradient  dx += conv(dy, W^T with every kernel rotated by 180 degrees) (channel pairs of dy)
  *   weight gradient dW += dy correlated with x: there the pairs run along the pixels instead (two
@@ -74,12 +75,14 @@ void conv3x3_bf16_forward(const conv3x3_shape *s, float *y, // (co, h, w)
 void conv3x3_bf16_forward_rounded(const conv3x3_shape *s, float *y, conv3x3_bf16_src x, const float *u,
                                   const float *b, float *scratch, size_t t, size_t T);
 
-/* dx += the input gradient, one sample; threads as conv3x3_bf16_forward. */
+/* dx += the input gradient, one sample; threads as conv3x3_bf16_forward. fresh: dx holds no gradient yet (stale
+ * memory) and each element is written whole, with the bits of adding into zeros (every chain starts from zero
+ * either way): no pass to zero it first, no read of it. */
 void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w)
                               const float *dy,                   // (co, h, w)
                               const float *u,                    // conv3x3_bf16_weights(s, .., w, true)
                               float *scratch,                    // (conv3x3_bf16_scratch_floats)
-                              size_t t, size_t T);
+                              bool fresh, size_t t, size_t T);
 
 /* The weight gradient, one sample: dW += the correlation of dy with x, pairs of pixels per vdpbf16ps (dy and x
  * rounded to bfloat16 as they are paired; x read as it lies where it is packed), each element a float32 chain

@@ -90,8 +90,8 @@ typedef struct conv_ctx {
     bool direct;        /* 3x3, stride 1, padding 1, one group, on AVX-512: conv3x3_direct, no lowering */
     bool direct_s2;     /* the same with stride 2: conv3x3_s2_forward and conv3x3_s2_backward */
     bool wino;          /* direct, and its forward and input gradient by Winograd (conv_wino_pays) */
-    bool dx_fresh;      /* backward: Winograd writes each sample's input gradient whole, this call being its
-                           first writer (op_call.din_fresh), so nothing zeroes it first */
+    bool dx_fresh;      /* backward: Winograd or conv3x3_bf16 writes each sample's input gradient whole, this
+                           call being its first writer (op_call.din_fresh), so nothing zeroes it first */
     bool bf16;          /* direct, in a bf16 plan where conv3x3_bf16_in_use: the forward, the input gradient and
                            (where Winograd's does not take it) the weight gradient on bfloat16 operands
                            (conv3x3_bf16.h); wino is then off */
@@ -635,7 +635,7 @@ static void conv_backward_one(const conv_ctx *k, const conv3x3_shape *s, float *
         dw = NULL;
     }
     conv3x3_backward(s, k->wino || k->bf16 ? NULL : dx, dw, db, dy, x.f, w, scratch, t, T);
-    if (k->bf16 && dx) conv3x3_bf16_backward_dx(s, dx, dy, u, scratch, t, T);
+    if (k->bf16 && dx) conv3x3_bf16_backward_dx(s, dx, dy, u, scratch, k->dx_fresh, t, T);
     if (k->wino && dx) conv3x3_winograd_backward_dx(s, dx, dy, u, wino_part(s, scratch, true, t), k->dx_fresh, t, T);
 }
 
@@ -759,9 +759,10 @@ static const float *conv_dy(const op_call *c, size_t n, size_t s, size_t lo, siz
 }
 
 /* Sample n's input gradient on slot s (part [lo, hi) made ready), zeroed first where this call is its first
- * writer (op_call.din_fresh) and the kernel adds into it (not Winograd's, conv_ctx.dx_fresh): each sample is
- * zeroed by the thread about to add into it, while it is in cache, instead of all of din in a pass of the
- * executor's own (the same bits: the kernels add into zeros either way). NULL without an input gradient. */
+ * writer (op_call.din_fresh) and the kernel adds into it (not Winograd's or conv3x3_bf16's, conv_ctx.dx_fresh):
+ * each sample is zeroed by the thread about to add into it, while it is in cache, instead of all of din in a
+ * pass of the executor's own (the same bits: the kernels add into zeros either way). NULL without an input
+ * gradient. */
 static float *sample_dx(const op_call *c, const conv_ctx *k, size_t n, size_t s, size_t lo, size_t hi) {
     if (!grad_din_wanted(c, 0)) return NULL;
     return grad_dx(c, 0, op_in_numel(c, 0), n, conv_grad_stage(c, s, true), !k->dx_fresh, lo, hi);
@@ -887,7 +888,7 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
 
 static void conv_backward(const op_call *c) {
     conv_ctx k = conv_ctx_of(c->node, c->bf16);
-    k.dx_fresh = k.wino && (c->din_fresh & 1u);
+    k.dx_fresh = (k.wino || k.bf16) && (c->din_fresh & 1u);
     const size_t m = c->m, in_n = op_in_numel(c, 0), out_n = op_out_numel(c), wn = k.co * k.kdim;
     conv_layout l;
     conv_layout_of(&k, m, c->threads, &l);
