@@ -6,7 +6,8 @@
  * GroupNorm also reads its input from a packed copy and writes only a packed output (op_call.packed.in and
  * packed.out, OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the same statistics and packed values, bit for bit;
  * so do GELU and a linear layer of a sequence's tokens, which also read and write their activation gradients
- * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once. */
+ * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once, and so does a convolution
+ * of a high-resolution image, whose input gradient goes through stages of a few planes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -253,8 +254,7 @@ static void test_gelu_linear_packed_io(void **state) {
 /* f's backward with its output's and input's gradients in bfloat16 (op_call.grads) against the float32
  * backward whose input gradient is then rounded: the same packed gradient and the same weight gradients, bit
  * for bit, fresh and added into an earlier share. */
-static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
-    const size_t ms[] = {1, 5};
+static void expect_packed_grads_at(graph_fn make, op_product product, const size_t ms[2]) {
     for (size_t im = 0; im < 2; im++)
         for (int threads = 1; threads <= 2; threads++)
             for (unsigned fresh = 0; fresh <= 1; fresh++) {
@@ -297,11 +297,26 @@ static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
             }
 }
 
+static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
+    expect_packed_grads_at(make, product, (const size_t[2]){1, 5});
+}
+
 static void test_gelu_linear_packed_grads(void **state) {
     (void)state;
     expect_packed_grads_equal_float(gelu, op_test_product());
     expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_BGEMM);
     if (op_test_product() == OP_PRODUCT_SGEMM) expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_SGEMM);
+}
+
+/* A sample of a high-resolution image (16 channels of 840x840 into 8): its stages exceed a slot of its own, so
+ * the threads share each sample, and its input gradient goes a group of input channels at a time through a
+ * stage of a few planes (conv2d.c, conv_dx_grouped) where conv3x3_bf16 runs: the bits of the whole sample's
+ * input gradient, rounded once. */
+static snug_graph *conv_hires(void) { return conv_graph(16, 840, 8, 3, 1); }
+
+static void test_conv_hires_packed_grads(void **state) {
+    (void)state;
+    expect_packed_grads_at(conv_hires, op_test_product(), (const size_t[2]){1, 2});
 }
 
 #define ROUNDS(name)                                                                                            \
@@ -352,6 +367,7 @@ int main(void) {
         cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_position_embedding), cmocka_unit_test(test_groupnorm_packed_io),
         cmocka_unit_test(test_gelu_linear_packed_io), cmocka_unit_test(test_gelu_linear_packed_grads),
+        cmocka_unit_test(test_conv_hires_packed_grads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
