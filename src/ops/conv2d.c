@@ -458,13 +458,35 @@ static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) 
  * conv3x3_bf16_forward_rounded): the direct kernels in a bf16 plan, the float32 one on the layers of few input
  * channels (a first layer), whose outputs cost as much to round in a pass of their own as to compute. */
 static bool conv_kernel_rounds(const op_call *c, const conv_ctx *k) {
-    return c->packed.round && k->direct && !k->wino;
+    return (c->packed.round || c->packed.out) && k->direct && !k->wino;
 }
 
 /* op_round_output of outputs [lo, lo + n) where the kernel did not round them, else their packed copy alone. */
 static void conv_round_output(const op_call *c, const conv_ctx *k, size_t lo, size_t n) {
     if (!conv_kernel_rounds(c, k)) op_round_output(c, lo, n);
     else if (c->packed.copy) bf16_pack(c->packed.copy + lo, c->out + lo, n);
+}
+
+/* ---- outputs kept only packed ----------------------------------------------------------------------------
+ * Where the plan keeps the output only packed (op_call.packed.out: its readers, a GroupNorm, read it packed),
+ * each sample is made in a float32 stage of its slot (op_packed_io.stage, out_stage_bytes), rounded there (by
+ * the kernel or after it) and packed: the bits of the packed copy the float32 output would have had, and no
+ * float32 instance of the widest tensors of a high-resolution UNet. */
+
+/* Where sample n's float32 output is made on slot t: out, or the slot's output stage. */
+static float *conv_y(const op_call *c, size_t n, size_t t) {
+    const size_t out_n = op_out_numel(c);
+    if (!c->packed.out) return c->out + n * out_n;
+    return (float *)(void *)((char *)c->packed.stage + t * grad_stage_bytes_of(out_n));
+}
+
+/* Outputs [lo, lo + len) of sample n, made in y (conv_y), are final: rounded where the kernel did not round
+ * them, and packed into the plan's packed copy, or into the only packed output. */
+static void conv_sample_done(const op_call *c, const conv_ctx *k, float *y, size_t n, size_t lo, size_t len) {
+    const size_t at = n * op_out_numel(c) + lo;
+    if (!c->packed.out) conv_round_output(c, k, at, len);
+    else if (conv_kernel_rounds(c, k)) bf16_pack(c->packed.out + at, y + lo, len);
+    else bf16_round_pack(y + lo, c->packed.out + at, len);
 }
 
 /* One sample's forward on the direct path, Winograd's or the direct kernel's (scratch: Winograd's thread's own,
@@ -510,9 +532,10 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
              * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++) {
-                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0],
-                                 c->w[1], u, round, mine, 0, 1);
-                conv_round_output(c, k, n * out_n, out_n);
+                float *y = conv_y(c, n, t);
+                conv_forward_one(k, &s, y, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0], c->w[1], u, round,
+                                 mine, 0, 1);
+                conv_sample_done(c, k, y, n, 0, out_n);
             }
         }
     } else {
@@ -525,15 +548,23 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
                              : l->own_fwd ? (float *)(void *)(work + t * l->slot)
                                           : wino_part(&s, (float *)(void *)work, false, t);
             for (size_t n = 0; n < m; n++) {
-                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, 0, n, t, T), c->w[0],
-                                 c->w[1], u, round, scratch, t, T);
-                if (c->packed.in[0] && T > 1) { /* no thread unpacks the next sample while others read this one */
+                float *y = conv_y(c, n, 0);
+                conv_forward_one(k, &s, y, conv_src_forward(c, k, l, 0, n, t, T), c->w[0], c->w[1], u, round,
+                                 scratch, t, T);
+                if ((c->packed.in[0] || c->packed.out) && T > 1) { /* no thread unpacks the next sample (or
+                                                                      makes it in the stage) while others read
+                                                                      this one */
+                    #pragma omp barrier
+                }
+                if (c->packed.out) { /* each thread packs its part of the sample before the next is made */
+                    conv_sample_done(c, k, y, n, out_n * t / T, out_n * (t + 1) / T - out_n * t / T);
                     #pragma omp barrier
                 }
             }
             /* the threads shared each sample in their own split: each rounds its part once all are written */
             #pragma omp barrier
-            conv_round_output(c, k, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
+            if (!c->packed.out)
+                conv_round_output(c, k, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
         }
     }
     if (wino_u_new) wino_u_derived(c, false);
@@ -553,16 +584,15 @@ static void conv_forward(const op_call *c) {
         #pragma omp parallel for num_threads((int)l.T) schedule(static)
         for (size_t n = 0; n < m; n++) {
             const size_t t = (size_t)omp_get_thread_num();
-            float *col = (float *)(void *)(work + t * l.slot);
-            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, t, n, 0, 1), c->w[0],
-                                c->w[1], col);
-            op_round_output(c, n * out_n, out_n);
+            float *col = (float *)(void *)(work + t * l.slot), *y = conv_y(c, n, t);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, t, n, 0, 1), c->w[0], c->w[1], col);
+            conv_sample_done(c, &k, y, n, 0, out_n);
         }
     } else {
         for (size_t n = 0; n < m; n++) {
-            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0],
-                                c->w[1], (float *)c->work);
-            op_round_output(c, n * out_n, out_n);
+            float *y = conv_y(c, n, 0);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0], c->w[1], (float *)c->work);
+            conv_sample_done(c, &k, y, n, 0, out_n);
         }
     }
 }
@@ -1090,10 +1120,26 @@ static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, boo
     return most;
 }
 
+/* The output stages of a forward that writes only packed values (conv_y): a sample's output per sample
+ * thread, the most any call up to micro-batch m takes. */
+static size_t conv_out_stage_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    const size_t per = grad_stage_bytes_of(n->out_numel);
+    size_t most = 0;
+    for (size_t j = 1; j <= m && most != SIZE_MAX; j++) {
+        conv_layout l;
+        size_t b;
+        b = conv_layout_of(&k, j, threads, &l) && size_mul(per, l.T, &b) ? b : SIZE_MAX;
+        most = b > most ? b : most;
+        if (j >= (size_t)(threads > 0 ? threads : 1)) break;
+    }
+    return most;
+}
+
 const op_desc op_conv2d = {
     .kind = "conv2d",
     .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED |
-             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,
+             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT | OP_WRITES_PACKED,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,
@@ -1105,4 +1151,5 @@ const op_desc op_conv2d = {
     .regen_stage_bytes = conv_regen_stage_bytes,
     .bf16_packed_stage_bytes = conv_bf16_packed_stage_bytes,
     .grad_stage_bytes = conv_grad_stage_bytes,
+    .out_stage_bytes = conv_out_stage_bytes,
 };
