@@ -38,8 +38,8 @@
  * with F(2x2) tiles, its products run on bfloat16 pairs of tiles (conv3x3_winograd_dw_accumulate_bf16), while
  * F(4x4)'s stay float32. db stays on the direct kernel.
  *
- * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
- * else 1), each part rounded up to 64 bytes:
+ * Workspace, T = threads used (threads when m >= threads and a sample's scratch and stages are at most
+ * LOWERING_SLOT_MAX, else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats (36 C Co where the input gradient takes F(4x4)), only on
  *     that path; on conv3x3_bf16's, its paired weights, 9 max(Co ceil(C/2), C ceil(Co/2)) words ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
