@@ -6,7 +6,8 @@
  * GroupNorm also reads its input from a packed copy and writes only a packed output (op_call.packed.in and
  * packed.out, OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the same statistics and packed values, bit for bit;
  * so do GELU and a linear layer of a sequence's tokens, which also read and write their activation gradients
- * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once. */
+ * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once, and so does a convolution
+ * of a high-resolution image, whose input gradient goes through stages of a few planes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,7 @@
 
 #include "graph/graph.h"
 #include "kernels/bf16.h"
+#include "kernels/conv3x3_bf16.h"
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "plan/plan.h"
@@ -199,8 +201,7 @@ static void expect_fused_equals_unfused(graph_fn make, op_product product) {
 
 /* f's forward reading its input packed (and, out_packed, writing only its packed output) against the float32
  * forward that rounds its output and packs a copy: the same statistics and values, bit for bit. */
-static void expect_packed_io_equals_float(graph_fn make, op_product product) {
-    const size_t ms[] = {1, 5};
+static void expect_packed_io_at(graph_fn make, op_product product, const size_t ms[2]) {
     for (size_t im = 0; im < 2; im++)
         for (int threads = 1; threads <= 2; threads++) {
             const size_t m = ms[im];
@@ -212,6 +213,8 @@ static void expect_packed_io_equals_float(graph_fn make, op_product product) {
             bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed), *packed = op_test_xmalloc(n * sizeof *packed);
             bf16 *x_packed = op_test_xmalloc(in * sizeof *x_packed);
             unsigned char *want_saved = op_test_xmalloc(saved);
+            /* the float32 stage an op that makes its output before packing it writes only packed through */
+            void *out_stage = f.op->out_stage_bytes ? op_test_xmalloc(f.op->out_stage_bytes(f.node, m, threads)) : NULL;
             bf16_pack(x_packed, x, in);
             f.c.packed.round = true, f.c.packed.copy = want_packed;
             run_forward(&f, false);
@@ -223,16 +226,31 @@ static void expect_packed_io_equals_float(graph_fn make, op_product product) {
                 f.c.in[0] = NULL, f.c.packed.in[0] = x_packed;
                 f.c.packed.copy = packed;
                 if (out_packed) f.c.out = NULL, f.c.packed.round = false, f.c.packed.out = packed;
+                if (out_packed) f.c.packed.copy = NULL, f.c.packed.stage = out_stage;
                 f.op->forward(&f.c);
-                f.c.in[0] = x, f.c.packed.in[0] = NULL, f.c.out = f.y, f.c.packed.out = NULL;
+                f.c.in[0] = x, f.c.packed.in[0] = NULL, f.c.out = f.y, f.c.packed.out = NULL, f.c.packed.stage = NULL;
                 f.c.packed.round = true;
                 assert_memory_equal(f.saved, want_saved, saved);
                 assert_memory_equal(packed, want_packed, n * sizeof *packed);
                 if (!out_packed) assert_memory_equal(f.y, want, n * sizeof *want);
             }
-            free(want), free(want_packed), free(packed), free(x_packed), free(want_saved);
+            free(want), free(want_packed), free(packed), free(x_packed), free(want_saved), free(out_stage);
             op_fixture_free(&f);
         }
+}
+
+static void expect_packed_io_equals_float(graph_fn make, op_product product) {
+    expect_packed_io_at(make, product, (const size_t[2]){1, 5});
+}
+
+/* A convolution reading its input packed and writing only packed (for a GroupNorm after it): on each kernel
+ * path this CPU takes, sample per thread and threads sharing a sample. */
+static void test_conv_packed_io(void **state) {
+    (void)state;
+    expect_packed_io_equals_float(conv_direct, op_test_product());
+    expect_packed_io_equals_float(conv_one_channel, op_test_product());
+    expect_packed_io_equals_float(conv_lowered, op_test_product());
+    expect_packed_io_equals_float(conv_pointwise, op_test_product());
 }
 
 static void test_groupnorm_packed_io(void **state) {
@@ -253,8 +271,7 @@ static void test_gelu_linear_packed_io(void **state) {
 /* f's backward with its output's and input's gradients in bfloat16 (op_call.grads) against the float32
  * backward whose input gradient is then rounded: the same packed gradient and the same weight gradients, bit
  * for bit, fresh and added into an earlier share. */
-static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
-    const size_t ms[] = {1, 5};
+static void expect_packed_grads_at(graph_fn make, op_product product, const size_t ms[2]) {
     for (size_t im = 0; im < 2; im++)
         for (int threads = 1; threads <= 2; threads++)
             for (unsigned fresh = 0; fresh <= 1; fresh++) {
@@ -297,11 +314,28 @@ static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
             }
 }
 
+static void expect_packed_grads_equal_float(graph_fn make, op_product product) {
+    expect_packed_grads_at(make, product, (const size_t[2]){1, 5});
+}
+
 static void test_gelu_linear_packed_grads(void **state) {
     (void)state;
     expect_packed_grads_equal_float(gelu, op_test_product());
     expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_BGEMM);
     if (op_test_product() == OP_PRODUCT_SGEMM) expect_packed_grads_equal_float(linear_tokens, OP_PRODUCT_SGEMM);
+}
+
+/* A sample of a high-resolution image (16 channels of 840x840 into 8): its stages exceed a slot of its own, so
+ * the threads share each sample, and its input gradient goes a group of input channels at a time through a
+ * stage of a few planes (conv2d.c, conv_dx_grouped) where conv3x3_bf16 runs: the bits of the whole sample's
+ * input gradient, rounded once. */
+static snug_graph *conv_hires(void) { return conv_graph(16, 840, 8, 3, 1); }
+
+static void test_conv_hires_packed_grads(void **state) {
+    (void)state;
+    if (!conv3x3_bf16_in_use()) skip(); /* the float32 paths have no groups */
+    expect_packed_grads_at(conv_hires, op_test_product(), (const size_t[2]){1, 2});
+    expect_packed_io_at(conv_hires, op_test_product(), (const size_t[2]){1, 2});
 }
 
 #define ROUNDS(name)                                                                                            \
@@ -352,6 +386,7 @@ int main(void) {
         cmocka_unit_test(test_attention),     cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_position_embedding), cmocka_unit_test(test_groupnorm_packed_io),
         cmocka_unit_test(test_gelu_linear_packed_io), cmocka_unit_test(test_gelu_linear_packed_grads),
+        cmocka_unit_test(test_conv_hires_packed_grads), cmocka_unit_test(test_conv_packed_io),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

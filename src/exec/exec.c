@@ -50,8 +50,9 @@ static void bind_regen(exec *x, op_call *c) {
 }
 
 /* bf16: a forward step that reads (writes) values the plan keeps only packed around it (plan.fwd_packed,
- * plan.packed_only) takes their packed copies instead of in[i] (out). */
-static void bind_packed_forward(const exec *x, op_call *c) {
+ * plan.packed_only) takes their packed copies instead of in[i] (out), and an output made in a stage first the
+ * stage it is made in (plan_node_out_stage). */
+static void bind_packed_forward(const exec *x, op_call *c, int node) {
     const plan *p = x->p;
     const graph_node *nd = c->node;
     for (int i = 0; i < nd->n_inputs; i++) {
@@ -60,7 +61,10 @@ static void bind_packed_forward(const exec *x, op_call *c) {
         c->packed.in[i] = buf_ptr(x, k);
         c->in[i] = NULL;
     }
-    if (p->packed_only[nd->output]) c->packed.out = buf_ptr(x, p->packed[nd->output]);
+    if (!p->packed_only[nd->output]) return;
+    c->packed.out = buf_ptr(x, p->packed[nd->output]);
+    if (x->workspace && plan_node_out_stage(x->g, p, node))
+        c->packed.stage = (char *)x->workspace + plan_node_grad_stage_at(x->g, p, node);
 }
 
 /* bf16: a backward step whose gradients the plan stores packed (plan.grad_packed) reads (writes) them there
@@ -136,7 +140,7 @@ static void bind_step(exec *x, int s) {
     if (nd->op->flags & OP_IS_LOSS) c->targets = x->targets;
     if (p->pending_at[st->node] != SIZE_MAX) c->pending = x->pending + p->pending_at[st->node];
     if (p->kept_at[st->node] != SIZE_MAX) c->kept = x->kept + p->kept_at[st->node];
-    if (st->phase == SNUG_PHASE_FORWARD && p->fwd_packed[st->node]) bind_packed_forward(x, c);
+    if (st->phase == SNUG_PHASE_FORWARD && p->fwd_packed[st->node]) bind_packed_forward(x, c, st->node);
     if (st->phase != SNUG_PHASE_BACKWARD) bind_rounding(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD) bind_packed_grads(x, c, st->node);

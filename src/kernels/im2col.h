@@ -57,7 +57,8 @@ size_t lowering_threads(size_t m, int threads);
  * slots are 4 to 12 MiB. */
 #define LOWERING_SLOT_MAX ((size_t)64 << 20)
 
-/* lowering_threads for an op whose sample needs slot_bytes of scratch: 1 beyond LOWERING_SLOT_MAX. */
+/* lowering_threads for an op whose sample needs slot_bytes of scratch (its float32 stages included, where the op
+ * has them): 1 beyond LOWERING_SLOT_MAX. */
 size_t lowering_slot_threads(size_t m, int threads, size_t slot_bytes);
 
 /* dst += the T per-thread partial buffers (the floats at byte `offset` of each `slot`-byte slot of work),

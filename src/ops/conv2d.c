@@ -38,8 +38,8 @@
  * with F(2x2) tiles, its products run on bfloat16 pairs of tiles (conv3x3_winograd_dw_accumulate_bf16), while
  * F(4x4)'s stay float32. db stays on the direct kernel.
  *
- * Workspace, T = threads used (threads when m >= threads and a sample's scratch is at most LOWERING_SLOT_MAX,
- * else 1), each part rounded up to 64 bytes:
+ * Workspace, T = threads used (threads when m >= threads and a sample's scratch and stages are at most
+ * LOWERING_SLOT_MAX, else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats (36 C Co where the input gradient takes F(4x4)), only on
  *     that path; on conv3x3_bf16's, its paired weights, 9 max(Co ceil(C/2), C ceil(Co/2)) words ]
  *   T x [ column buffer (C*k*k, Ho*Wo) floats, or the direct path's scratch (about (C + Co)(H + 2)(W + 1)
@@ -206,6 +206,18 @@ static bool conv_wino_floats(const conv3x3_shape *s, size_t Tf, size_t Tb, size_
     return true;
 }
 
+/* Bytes of a sample's float32 stages at most: its input and its output (unpacked from packed copies, or the
+ * packed gradients of both). A sample per thread holds them once per thread, so they count towards whether a
+ * sample gets a slot of its own (LOWERING_SLOT_MAX) as its scratch does: a high-resolution image's samples then
+ * run in turn on all threads, with one set of stages. SIZE_MAX where that overflows. */
+static size_t conv_sample_stage_bytes(const conv_ctx *k) {
+    size_t in, out, total;
+    if (!size_mul(k->g.c * k->g.h, k->g.w, &in) || !size_mul(k->co, k->npix, &out) || !size_add(in, out, &total) ||
+        !size_mul(total, sizeof(float), &total))
+        return SIZE_MAX;
+    return total;
+}
+
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
@@ -220,9 +232,11 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
     /* That scratch decides whether samples get a slot each (Winograd's blocks are far smaller); a direct-path
      * sample too small to share keeps its own thread whatever its scratch (sharing it would run it serially). */
     const bool direct = k->direct || k->direct_s2;
+    size_t sample_bytes; /* SIZE_MAX where it overflows: no slot of its own */
+    size_add(cols * sizeof(float), conv_sample_stage_bytes(k), &sample_bytes);
     *l = (conv_layout){.T = direct && conv_direct_inner(k, threads) == 1
                                 ? lowering_threads(m, threads)
-                                : lowering_slot_threads(m, threads, cols * sizeof(float))};
+                                : lowering_slot_threads(m, threads, sample_bytes)};
     /* Winograd's weight gradient where a sample runs on one thread: samples go to threads, or the sample is too
      * small to share on any thread count (so that a micro-batch of 1 gets the same bits on 1, 2 or 3 threads);
      * then no direct kernel needs a scratch */
@@ -444,13 +458,35 @@ static float *wino_part(const conv3x3_shape *s, float *slot, bool dx, size_t t) 
  * conv3x3_bf16_forward_rounded): the direct kernels in a bf16 plan, the float32 one on the layers of few input
  * channels (a first layer), whose outputs cost as much to round in a pass of their own as to compute. */
 static bool conv_kernel_rounds(const op_call *c, const conv_ctx *k) {
-    return c->packed.round && k->direct && !k->wino;
+    return (c->packed.round || c->packed.out) && k->direct && !k->wino;
 }
 
 /* op_round_output of outputs [lo, lo + n) where the kernel did not round them, else their packed copy alone. */
 static void conv_round_output(const op_call *c, const conv_ctx *k, size_t lo, size_t n) {
     if (!conv_kernel_rounds(c, k)) op_round_output(c, lo, n);
     else if (c->packed.copy) bf16_pack(c->packed.copy + lo, c->out + lo, n);
+}
+
+/* ---- outputs kept only packed ----------------------------------------------------------------------------
+ * Where the plan keeps the output only packed (op_call.packed.out: its readers, a GroupNorm, read it packed),
+ * each sample is made in a float32 stage of its slot (op_packed_io.stage, out_stage_bytes), rounded there (by
+ * the kernel or after it) and packed: the bits of the packed copy the float32 output would have had, and no
+ * float32 instance of the widest tensors of a high-resolution UNet. */
+
+/* Where sample n's float32 output is made on slot t: out, or the slot's output stage. */
+static float *conv_y(const op_call *c, size_t n, size_t t) {
+    const size_t out_n = op_out_numel(c);
+    if (!c->packed.out) return c->out + n * out_n;
+    return (float *)(void *)((char *)c->packed.stage + t * grad_stage_bytes_of(out_n));
+}
+
+/* Outputs [lo, lo + len) of sample n, made in y (conv_y), are final: rounded where the kernel did not round
+ * them, and packed into the plan's packed copy, or into the only packed output. */
+static void conv_sample_done(const op_call *c, const conv_ctx *k, float *y, size_t n, size_t lo, size_t len) {
+    const size_t at = n * op_out_numel(c) + lo;
+    if (!c->packed.out) conv_round_output(c, k, at, len);
+    else if (conv_kernel_rounds(c, k)) bf16_pack(c->packed.out + at, y + lo, len);
+    else bf16_round_pack(y + lo, c->packed.out + at, len);
 }
 
 /* One sample's forward on the direct path, Winograd's or the direct kernel's (scratch: Winograd's thread's own,
@@ -496,9 +532,10 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
              * micro-batches, more so with the vCPUs on separate caches (docs/performance.md). */
             #pragma omp for schedule(static)
             for (size_t n = 0; n < m; n++) {
-                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0],
-                                 c->w[1], u, round, mine, 0, 1);
-                conv_round_output(c, k, n * out_n, out_n);
+                float *y = conv_y(c, n, t);
+                conv_forward_one(k, &s, y, conv_src_forward(c, k, l, t, n, 0, 1), c->w[0], c->w[1], u, round,
+                                 mine, 0, 1);
+                conv_sample_done(c, k, y, n, 0, out_n);
             }
         }
     } else {
@@ -511,15 +548,23 @@ static void conv_forward_direct(const op_call *c, const conv_ctx *k, const conv_
                              : l->own_fwd ? (float *)(void *)(work + t * l->slot)
                                           : wino_part(&s, (float *)(void *)work, false, t);
             for (size_t n = 0; n < m; n++) {
-                conv_forward_one(k, &s, c->out + n * out_n, conv_src_forward(c, k, l, 0, n, t, T), c->w[0],
-                                 c->w[1], u, round, scratch, t, T);
-                if (c->packed.in[0] && T > 1) { /* no thread unpacks the next sample while others read this one */
+                float *y = conv_y(c, n, 0);
+                conv_forward_one(k, &s, y, conv_src_forward(c, k, l, 0, n, t, T), c->w[0], c->w[1], u, round,
+                                 scratch, t, T);
+                if ((c->packed.in[0] || c->packed.out) && T > 1) { /* no thread unpacks the next sample (or
+                                                                      makes it in the stage) while others read
+                                                                      this one */
+                    #pragma omp barrier
+                }
+                if (c->packed.out) { /* each thread packs its part of the sample before the next is made */
+                    conv_sample_done(c, k, y, n, out_n * t / T, out_n * (t + 1) / T - out_n * t / T);
                     #pragma omp barrier
                 }
             }
             /* the threads shared each sample in their own split: each rounds its part once all are written */
             #pragma omp barrier
-            conv_round_output(c, k, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
+            if (!c->packed.out)
+                conv_round_output(c, k, m * out_n * t / T, m * out_n * (t + 1) / T - m * out_n * t / T);
         }
     }
     if (wino_u_new) wino_u_derived(c, false);
@@ -539,16 +584,15 @@ static void conv_forward(const op_call *c) {
         #pragma omp parallel for num_threads((int)l.T) schedule(static)
         for (size_t n = 0; n < m; n++) {
             const size_t t = (size_t)omp_get_thread_num();
-            float *col = (float *)(void *)(work + t * l.slot);
-            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, t, n, 0, 1), c->w[0],
-                                c->w[1], col);
-            op_round_output(c, n * out_n, out_n);
+            float *col = (float *)(void *)(work + t * l.slot), *y = conv_y(c, n, t);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, t, n, 0, 1), c->w[0], c->w[1], col);
+            conv_sample_done(c, &k, y, n, 0, out_n);
         }
     } else {
         for (size_t n = 0; n < m; n++) {
-            conv_forward_sample(&k, c->out + n * out_n, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0],
-                                c->w[1], (float *)c->work);
-            op_round_output(c, n * out_n, out_n);
+            float *y = conv_y(c, n, 0);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0], c->w[1], (float *)c->work);
+            conv_sample_done(c, &k, y, n, 0, out_n);
         }
     }
 }
@@ -741,16 +785,69 @@ static bool conv_dx_in_input_stage(const conv_ctx *k, const conv_layout *l, bool
     return input_staged && (k->direct || k->direct_s2) && l->T > 1;
 }
 
+/* A packed input gradient of a large sample on conv3x3_bf16, where its threads share each sample (one slot):
+ * made a group of input channels at a time, each group's planes in a float32 stage of at most
+ * CONV_DX_GROUP_MAX bytes (at least one plane), instead of the whole sample's. Every element of dx is the same
+ * float32 chain whichever group computes it (conv3x3_bf16.h: over dy's channel pairs and the taps), so the bits
+ * are those of the whole sample's stage. */
+#define CONV_DX_GROUP_MAX ((size_t)32 << 20)
+
+/* Input channels in one group of conv_dx_grouped. */
+static size_t conv_dx_group_channels(const conv_ctx *k) {
+    const size_t plane = k->g.h * k->g.w * sizeof(float), n = CONV_DX_GROUP_MAX / (plane ? plane : 1);
+    return n < 1 ? 1 : n < k->g.c ? n : k->g.c;
+}
+
+static bool conv_dx_grouped(const conv_ctx *k, const conv_layout *l) {
+    return k->bf16 && l->T == 1 && l->slots == 1 && conv_dx_group_channels(k) < k->g.c;
+}
+
+/* Bytes of a slot's dx stage: none where dx goes to the input's stage, a group's planes where conv_dx_grouped,
+ * else a sample's. */
+static size_t conv_dx_stage_bytes(const conv_ctx *k, const conv_layout *l, size_t in_n, bool input_staged) {
+    if (conv_dx_in_input_stage(k, l, input_staged)) return 0;
+    if (conv_dx_grouped(k, l)) return grad_stage_bytes_of(conv_dx_group_channels(k) * k->g.h * k->g.w);
+    return grad_stage_bytes_of(in_n);
+}
+
 /* Slot s's dy stage, or its dx stage; NULL where the call has no packed gradient. */
 static float *conv_grad_stage(const op_call *c, size_t s, bool dx) {
     if (!c->grads.stage) return NULL;
     conv_ctx k = conv_ctx_of(c->node, c->bf16);
     conv_layout l;
     conv_layout_of(&k, c->m, c->threads, &l);
-    if (dx && conv_dx_in_input_stage(&k, &l, c->regen || c->in_packed)) return conv_stage(c, &l, s);
-    const bool own_dx = !conv_dx_in_input_stage(&k, &l, c->regen || c->in_packed);
-    const size_t dy_b = grad_stage_bytes_of(op_out_numel(c)), dx_b = own_dx ? grad_stage_bytes_of(op_in_numel(c, 0)) : 0;
+    const bool staged = c->regen || c->in_packed;
+    if (dx && conv_dx_in_input_stage(&k, &l, staged)) return conv_stage(c, &l, s);
+    const size_t dy_b = grad_stage_bytes_of(op_out_numel(c)), dx_b = conv_dx_stage_bytes(&k, &l, op_in_numel(c, 0), staged);
     return (float *)(void *)((char *)c->grads.stage + s * (dy_b + dx_b) + (dx ? dy_b : 0));
+}
+
+/* Sample n's packed input gradient by groups of input channels (conv_dx_grouped), by part t of the T threads
+ * that share the sample: each group readied (zeroed where this call is its first writer, else unpacked), the
+ * kernel on the group's planes with the group's rows of the paired weights u, and rounded into din. dy is the
+ * sample's whole float32 dy. */
+static void conv_dx_groups(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, size_t n, const float *dy,
+                           const float *u, float *scratch, size_t t, size_t T) {
+    const size_t plane = s->h * s->w, per = conv_dx_group_channels(k);
+    uint16_t *din = c->grads.din[0] + n * op_in_numel(c, 0);
+    float *stage = conv_grad_stage(c, 0, true);
+    size_t u_per; /* the paired weights' words of one input channel: word (i, p, tap) */
+    conv3x3_bf16_weights_floats(&(conv3x3_shape){.c = 1, .co = s->co, .h = s->h, .w = s->w}, true, &u_per);
+    for (size_t i0 = 0; i0 < s->c; i0 += per) {
+        const size_t nc = per < s->c - i0 ? per : s->c - i0, len = nc * plane;
+        const size_t lo = len * t / T, hi = len * (t + 1) / T;
+        if (c->din_fresh & 1u) memset(stage + lo, 0, (hi - lo) * sizeof *stage);
+        else bf16_unpack(stage + lo, din + i0 * plane + lo, hi - lo);
+        if (T > 1) {
+            #pragma omp barrier
+        }
+        const conv3x3_shape g = {.c = nc, .co = s->co, .h = s->h, .w = s->w};
+        conv3x3_bf16_backward_dx(&g, stage, dy, u + i0 * u_per, scratch, t, T); /* ends in a barrier */
+        bf16_pack(din + i0 * plane + lo, stage + lo, hi - lo);
+        if (T > 1) { /* the next group overwrites the stage */
+            #pragma omp barrier
+        }
+    }
 }
 
 /* Sample n's dy on slot s, part [lo, hi) of it unpacked where it is packed. */
@@ -865,21 +962,24 @@ static void conv_backward_direct(const op_call *c, const conv_ctx *k, const conv
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
         const size_t lo = in_n * t / T, hi = in_n * (t + 1) / T, ylo = out_n * t / T, yhi = out_n * (t + 1) / T;
         const bool staged = c->grads.dout || c->grads.din[0]; /* each thread readies and stores its part */
+        const bool grouped = c->grads.din[0] && conv_dx_grouped(k, l);
         if (wino_dx) conv_wino_weights(k, &s, u, c->w[0], true, t, T);
         float *du = slot_du(c, l, slots); /* only where one thread runs here (conv_layout_of) */
         for (size_t n = 0; n < m; n++) {
             const float *dy = conv_dy(c, n, 0, ylo, yhi);
-            float *dx = c->grads.din[0] ? sample_dx(c, k, n, 0, lo, hi) : c->din[0] ? c->din[0] + n * in_n : NULL;
+            float *dx = grouped ? NULL
+                        : c->grads.din[0] ? sample_dx(c, k, n, 0, lo, hi) : c->din[0] ? c->din[0] + n * in_n : NULL;
             if (staged && T > 1) {
                 #pragma omp barrier
             }
             conv_backward_one(k, &s, dx, c->dw[0], du, c->dw[1], dy,
                               conv_src_shared(c, k, l, n, conv_stage(c, l, 0), t, T), c->w[0], u,
                               (float *)(void *)slots, t, T);
+            if (grouped) conv_dx_groups(c, k, &s, n, dy, u, (float *)(void *)slots, t, T);
             if (staged && T > 1) {
                 #pragma omp barrier
             }
-            sample_dx_done(c, n, 0, lo, hi);
+            if (!grouped) sample_dx_done(c, n, 0, lo, hi);
         }
         finish_du(k, &s, c->dw[0], du);
     }
@@ -1002,8 +1102,7 @@ static size_t conv_bf16_packed_stage_bytes(const op_node *n, size_t m, int threa
 static size_t conv_grad_stage_at(const conv_ctx *k, const op_node *n, size_t m, int threads, bool input_staged) {
     conv_layout l;
     if (!conv_layout_of(k, m, threads, &l)) return SIZE_MAX;
-    const size_t dy = grad_stage_bytes_of(n->out_numel),
-                 dx = conv_dx_in_input_stage(k, &l, input_staged) ? 0 : grad_stage_bytes_of(n->in_numel[0]);
+    const size_t dy = grad_stage_bytes_of(n->out_numel), dx = conv_dx_stage_bytes(k, &l, n->in_numel[0], input_staged);
     size_t total;
     if (dy == SIZE_MAX || dx == SIZE_MAX || !size_mul(dy + dx, conv_grad_slots(&l), &total)) return SIZE_MAX;
     return total;
@@ -1022,10 +1121,26 @@ static size_t conv_grad_stage_bytes(const op_node *n, size_t m, int threads, boo
     return most;
 }
 
+/* The output stages of a forward that writes only packed values (conv_y): a sample's output per sample
+ * thread, the most any call up to micro-batch m takes. */
+static size_t conv_out_stage_bytes(const op_node *n, size_t m, int threads) {
+    const conv_ctx k = conv_ctx_of(n, true);
+    const size_t per = grad_stage_bytes_of(n->out_numel);
+    size_t most = 0;
+    for (size_t j = 1; j <= m && most != SIZE_MAX; j++) {
+        conv_layout l;
+        size_t b;
+        b = conv_layout_of(&k, j, threads, &l) && size_mul(per, l.T, &b) ? b : SIZE_MAX;
+        most = b > most ? b : most;
+        if (j >= (size_t)(threads > 0 ? threads : 1)) break;
+    }
+    return most;
+}
+
 const op_desc op_conv2d = {
     .kind = "conv2d",
     .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_READS_PACKED | OP_FORWARD_READS_PACKED |
-             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT,
+             OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT | OP_WRITES_PACKED,
     .infer = conv_infer,
     .forward = conv_forward,
     .backward = conv_backward,
@@ -1037,4 +1152,5 @@ const op_desc op_conv2d = {
     .regen_stage_bytes = conv_regen_stage_bytes,
     .bf16_packed_stage_bytes = conv_bf16_packed_stage_bytes,
     .grad_stage_bytes = conv_grad_stage_bytes,
+    .out_stage_bytes = conv_out_stage_bytes,
 };

@@ -83,10 +83,16 @@ static bool convt_slot_parts(const convt_ctx *k, size_t *col_bytes, size_t *part
 }
 
 /* Sample threads (im2col.h): one per sample where there are samples enough, unless a sample's column buffer
- * exceeds LOWERING_SLOT_MAX: then the samples run in turn, each product threaded inside. */
+ * and stages exceed LOWERING_SLOT_MAX: then the samples run in turn, each product threaded inside. */
 static size_t convt_threads(const convt_ctx *k, size_t m, int threads) {
-    size_t col_bytes = 0, part_bytes = 0;
-    return convt_slot_parts(k, &col_bytes, &part_bytes) ? lowering_slot_threads(m, threads, col_bytes) : 1;
+    size_t col_bytes = 0, part_bytes = 0, stages, sample_bytes;
+    if (!convt_slot_parts(k, &col_bytes, &part_bytes)) return 1;
+    /* a sample's float32 stages (its packed gradients unpacked: its input's and its output's) count as its
+     * scratch does: a high-resolution image's samples run in turn on all threads, with one set of stages */
+    if (!size_mul(k->ci, k->npix, &stages) || !size_add(stages, k->g.c * k->opix, &stages) ||
+        !size_mul(stages, sizeof(float), &stages) || !size_add(col_bytes, stages, &sample_bytes))
+        return 1;
+    return lowering_slot_threads(m, threads, sample_bytes);
 }
 
 /* ---- shape inference ------------------------------------------------------------------------------------ */

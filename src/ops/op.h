@@ -69,6 +69,9 @@ typedef struct op_packed_io {
      * op_round_output, copy (or NULL) is the packed copy of out the plan keeps, written in the same pass. */
     bool round;
     uint16_t *copy;
+    /* where out is NULL (only packed) and the op sizes one (op_desc.out_stage_bytes): the float32 stage its
+     * forward makes the output in before rounding it into out's packed values */
+    void *stage;
 } op_packed_io;
 
 /* bf16 backward where the plan stores activation gradients in bfloat16 (plan.grad_packed, plan/packed_grads.c):
@@ -216,6 +219,11 @@ typedef struct op_desc {
      * input_staged: the plan also gives backward regen_stage_bytes for its input (op_call.regen or
      * op_call.in_packed), which the op may reuse for a gradient once it is done with the input. */
     size_t (*grad_stage_bytes)(const op_node *n, size_t m, int threads, bool input_staged);
+    /* Ops with OP_WRITES_PACKED that make their output in float32 before rounding it: the stage
+     * (op_packed_io.stage) their forward needs at micro-batch m to write only packed values (SIZE_MAX on
+     * overflow); NULL for none. The planner gives it the bytes of the gradient stage (backward's), where the
+     * plan keeps the output only packed. */
+    size_t (*out_stage_bytes)(const op_node *n, size_t m, int threads);
     /* Ops whose kernels the plan's matrix product decides (op_call.product): their sizes for each choice, in
      * place of workspace_bytes, bf16_workspace_bytes, pending_bytes, bf16_pending_bytes and regen_stage_bytes
      * (then NULL). NULL for every other op. */

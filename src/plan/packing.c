@@ -179,6 +179,12 @@ bool plan_packed_inputs(const snug_graph *g, plan *p) {
     return true;
 }
 
+size_t plan_node_out_stage(const snug_graph *g, const plan *p, int i) {
+    const graph_node *n = &g->nodes[i];
+    if (!p->packed_only || !p->packed_only[n->output] || !p->fwd_packed[i] || !n->op->out_stage_bytes) return 0;
+    return n->op->out_stage_bytes(n, p->m, p->threads);
+}
+
 /* Whether a layer reads the input batch as indices (an embedding): then it is not rounded. */
 static bool input_holds_indices(const snug_graph *g) {
     const snug_tensor in = g->nodes[g->input_node].output;

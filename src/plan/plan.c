@@ -38,6 +38,17 @@ static bool plan_across_window(const snug_graph *g, plan *p, bool kept) {
     return true;
 }
 
+/* The shared workspace: the most any node uses while it runs. */
+static bool plan_workspace(const snug_graph *g, plan *p) {
+    p->workspace_bytes = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        size_t w = plan_node_workspace(g, p, i);
+        if (w == (size_t)-1) return false;
+        if (w > p->workspace_bytes) p->workspace_bytes = w;
+    }
+    return !p->workspace_bytes || size_align(p->workspace_bytes, SNUG_MEM_ALIGN, &p->workspace_bytes);
+}
+
 /* Parameters, gradients, optimizer state, the data buffers and the shared workspace. */
 static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan *p) {
     size_t slots = (size_t)optim_state_slots(optim), state, in_numel;
@@ -54,14 +65,7 @@ static bool plan_fixed(const snug_graph *g, const snug_optim_config *optim, plan
     if (!slots) p->optim_bytes = 0;
     /* the buffers and their copy from the window's start: a skipped window restores them */
     ok = ok && size_mul(p->state_bytes, 2, &p->state_bytes);
-    p->workspace_bytes = 0;
-    for (int i = 0; i < g->n_nodes && ok; i++) {
-        size_t w = plan_node_workspace(g, p, i);
-        if (w == (size_t)-1) ok = false;
-        else if (w > p->workspace_bytes) p->workspace_bytes = w;
-    }
-    if (p->workspace_bytes && !size_align(p->workspace_bytes, SNUG_MEM_ALIGN, &p->workspace_bytes)) ok = false;
-    return ok && plan_across_window(g, p, false) && plan_across_window(g, p, true);
+    return ok && plan_workspace(g, p) && plan_across_window(g, p, false) && plan_across_window(g, p, true);
 }
 
 /* The op's own workspace and its input's stages. */
@@ -81,7 +85,8 @@ size_t plan_node_grad_stage_at(const snug_graph *g, const plan *p, int i) {
 }
 
 size_t plan_node_workspace(const snug_graph *g, const plan *p, int i) {
-    const size_t stage = plan_node_grad_stage(g, p, i);
+    const size_t grads = plan_node_grad_stage(g, p, i), out = plan_node_out_stage(g, p, i);
+    const size_t stage = out > grads ? out : grads; /* the same bytes: forward's, then backward's */
     size_t w = plan_node_grad_stage_at(g, p, i);
     if (w == (size_t)-1 || stage == SIZE_MAX || !size_add(w, stage, &w)) return (size_t)-1;
     return stage ? w : node_workspace_and_stages(g, p, i); /* no stage: nothing to align */
@@ -276,6 +281,8 @@ snug_status plan_build_under(const snug_graph *g, size_t m, int threads, const s
     plan_reads_free(&reads);
     if (ok && !plan_fixed(g, optim, p)) s = SNUG_E_OVERFLOW, ok = false;
     if (ok && (!plan_lifetimes(g, p) || !arena_addressable(p))) s = SNUG_E_OVERFLOW, ok = false;
+    /* again once packing has decided which outputs exist only packed: their output stages (plan_node_out_stage) */
+    if (ok && !plan_workspace(g, p)) s = SNUG_E_OVERFLOW, ok = false;
     bool over = false;
     ok = ok && plan_live_peak(p);
     if (ok && !bounded_by_live_peak(p, ceiling, &over)) s = SNUG_E_OVERFLOW, ok = false;

@@ -277,7 +277,11 @@ bool plan_packs_no_grads(const snug_graph *g, const plan *p);
 /* Whether node i's backward reads or writes a packed gradient, and the stage bytes it needs then (else 0). */
 bool plan_node_packs_grads(const snug_graph *g, const plan *p, int i);
 size_t plan_node_grad_stage(const snug_graph *g, const plan *p, int i);
-/* Where in the workspace node i's gradient stage begins: after its own workspace and its input's stages. */
+/* bf16: the stage node i's forward makes an output the plan keeps only packed in (op_desc.out_stage_bytes), at
+ * the gradient stage's place (forward and backward never run at once); else 0. */
+size_t plan_node_out_stage(const snug_graph *g, const plan *p, int i);
+/* Where in the workspace node i's gradient stage (and output stage) begins: after its own workspace and its
+ * input's stages. */
 size_t plan_node_grad_stage_at(const snug_graph *g, const plan *p, int i);
 /* bf16: whether the input batch is rounded (not where a layer reads it as indices). */
 bool plan_rounds_input(const snug_graph *g, const plan *p);
