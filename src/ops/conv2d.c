@@ -823,9 +823,9 @@ static float *conv_grad_stage(const op_call *c, size_t s, bool dx) {
 }
 
 /* Sample n's packed input gradient by groups of input channels (conv_dx_grouped), by part t of the T threads
- * that share the sample: each group readied (zeroed where this call is its first writer, else unpacked), the
- * kernel on the group's planes with the group's rows of the paired weights u, and rounded into din. dy is the
- * sample's whole float32 dy. */
+ * that share the sample: each group unpacked into the stage where the kernel adds into it (the call is not the
+ * gradient's first writer: conv_ctx.dx_fresh; else the kernel writes the group whole), the kernel on the group's
+ * planes with the group's rows of the paired weights u, and rounded into din. dy is the sample's whole float32 dy. */
 static void conv_dx_groups(const op_call *c, const conv_ctx *k, const conv3x3_shape *s, size_t n, const float *dy,
                            const float *u, float *scratch, size_t t, size_t T) {
     const size_t plane = s->h * s->w, per = conv_dx_group_channels(k);
@@ -836,13 +836,12 @@ static void conv_dx_groups(const op_call *c, const conv_ctx *k, const conv3x3_sh
     for (size_t i0 = 0; i0 < s->c; i0 += per) {
         const size_t nc = per < s->c - i0 ? per : s->c - i0, len = nc * plane;
         const size_t lo = len * t / T, hi = len * (t + 1) / T;
-        if (c->din_fresh & 1u) memset(stage + lo, 0, (hi - lo) * sizeof *stage);
-        else bf16_unpack(stage + lo, din + i0 * plane + lo, hi - lo);
+        if (!k->dx_fresh) bf16_unpack(stage + lo, din + i0 * plane + lo, hi - lo);
         if (T > 1) {
             #pragma omp barrier
         }
         const conv3x3_shape g = {.c = nc, .co = s->co, .h = s->h, .w = s->w};
-        conv3x3_bf16_backward_dx(&g, stage, dy, u + i0 * u_per, scratch, t, T); /* ends in a barrier */
+        conv3x3_bf16_backward_dx(&g, stage, dy, u + i0 * u_per, scratch, k->dx_fresh, t, T); /* ends in a barrier */
         bf16_pack(din + i0 * plane + lo, stage + lo, hi - lo);
         if (T > 1) { /* the next group overwrites the stage */
             #pragma omp barrier
