@@ -74,6 +74,14 @@ void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *
 void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
                    const float *col_bias, uint16_t *packed, float *work, int threads);
 
+/* bgemm (no accumulate; round: bgemm_rounded's rounding of C, its bfloat16 into packed where not NULL) whose B,
+ * stored by columns (b.rs 1: a weight W read as W^T, columns b.cs apart), is also written in bfloat16 into
+ * b16_out (the same layout, b.cs apart): bgemm_round_weights's bits, taken from the packing that rounds B anyway
+ * instead of a pass of their own over B. A layer's kept weights made by the first product after they change. */
+void bgemm_keeping_b(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
+                     const float *col_bias, bool round, uint16_t *packed, uint16_t *b16_out, float *work,
+                     int threads);
+
 /* B packed once for products that read it many times (attention's keys and values, against every block of
  * queries): the pairs and panels bgemm packs from B in every call, for all of its K rows and N columns, rounded
  * as bgemm rounds. bgemm_panels then reads them in place: the same bits as bgemm on the floats they were packed

@@ -402,8 +402,24 @@ static void forward_bgemm_rounded(const op_call *c, const float *b, size_t rows,
                   (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->out, fo, b, c->packed.copy, c->work, c->threads);
 }
 
-/* A forward through bgemm: its output rounded as the product finishes its blocks where the call rounds it. */
+/* The kept bf16 weight where the plan keeps one and it is stale (NULL otherwise): what a forward then writes
+ * while its product packs W. */
+static uint16_t *stale_weights_bf16(const op_call *c) {
+    if (!c->kept || *(const uint64_t *)c->kept == c->weights_version) return NULL;
+    return (uint16_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER);
+}
+
+/* A forward through bgemm: its output rounded as the product finishes its blocks where the call rounds it. The
+ * first forward after the weights change rounds W as its product packs it and keeps that copy (bgemm_keeping_b),
+ * instead of a pass over W of its own before the product. */
 static void forward_bgemm_output(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    uint16_t *stale = stale_weights_bf16(c);
+    if (stale) {
+        bgemm_keeping_b(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b,
+                        c->packed.round, c->packed.copy, stale, c->work, c->threads);
+        *(uint64_t *)c->kept = c->weights_version;
+        return;
+    }
     if (c->packed.round) forward_bgemm_rounded(c, b, rows, fi, fo);
     else forward_bgemm(c, b, rows, fi, fo);
 }
