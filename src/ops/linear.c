@@ -484,6 +484,22 @@ static void linear_forward_rows(const op_call *c, size_t rows, size_t fi, size_t
 static float *linear_stage(const op_call *c);
 static size_t stage_part(size_t per_sample, size_t f);
 
+/* Sample n of a staged forward through bgemm whose input is packed and whose kept bf16 weight is current: the
+ * packed input read as it lies (bgemm_a16) instead of widened into the stage, the bits of the product over the
+ * widened floats. Its output as linear_forward_staged places it (y: the stage). false where it does not apply
+ * (the first sample after a weight change rounds W through the widened path, which keeps its copy). */
+static bool forward_packed_a16(const op_call *c, size_t n, size_t per, size_t fi, size_t fo, float *y) {
+    if (!takes_bgemm(c) || !c->packed.in[0] || !c->kept || stale_weights_bf16(c)) return false;
+    const uint16_t *w16 = weights_bf16(c, fi, fo);
+    const bool round = c->packed.out || c->packed.round;
+    uint16_t *packed = c->packed.out ? c->packed.out + n * per * fo : c->packed.copy ? c->packed.copy + n * per * fo
+                                                                                     : NULL;
+    bgemm_a16(per, fo, fi, (bgemm_mat16){.p = c->packed.in[0] + n * per * fi, .rs = fi, .cs = 1},
+              (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->packed.out ? y : c->out + n * per * fo, fo, c->w[1],
+              round, packed, c->work, c->threads);
+    return true;
+}
+
 /* A bf16 forward reading its input only packed (op_call.packed.in) or writing its output only packed
  * (packed.out): a sample at a time, its input unpacked into the stage, its output made in the stage and rounded
  * into the packed output as the product finishes its blocks. The plan takes this path only on snug's products
@@ -495,6 +511,7 @@ static void linear_forward_staged(const op_call *c, size_t rows, size_t fi, size
     for (size_t n = 0; n < c->m; n++) {
         op_call s = *c;
         s.m = 1;
+        if (forward_packed_a16(c, n, per, fi, fo, y)) continue;
         s.in[0] = c->packed.in[0] ? x : c->in[0] + n * per * fi;
         if (c->packed.in[0]) bf16_unpack(x, c->packed.in[0] + n * per * fi, per * fi);
         s.out = c->packed.out ? y : c->out + n * per * fo;
