@@ -267,7 +267,8 @@ static void gelu_forward_packed_span(const void *args, size_t lo, size_t n) {
         return;
     }
     if (c->packed.round) {
-        gelu_rounded_lookup_floats(c->out + lo, c->packed.copy ? c->packed.copy + lo : NULL, c->packed.in[0] + lo, n);
+        bf16 *copy = c->packed.copy ? c->packed.copy + lo : NULL;
+        gelu_rounded_lookup_floats(c->out + lo, copy, c->packed.in[0] + lo, n);
         return;
     }
     float x[GELU_UNPACK], y[GELU_UNPACK];
@@ -286,7 +287,7 @@ static void gelu_forward_packed_span(const void *args, size_t lo, size_t n) {
 
 static void gelu_forward(const op_call *c) {
     const size_t len = c->m * op_in_numel(c, 0);
-    gelu_tables();
+    if (c->packed.in[0]) gelu_tables();
     if (c->packed.in[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_forward_packed_span, c);
     else op_forward_unary(c, gelu_split, gelu_span, len);
 }
@@ -320,7 +321,7 @@ static void gelu_backward_grads_span(const void *args, size_t lo, size_t n) {
 static void gelu_backward(const op_call *c) {
     const size_t len = c->m * op_in_numel(c, 0);
     const bool fresh = c->din_fresh & 1u;
-    gelu_tables();
+    if (c->in_packed) gelu_tables();
     if (c->grads.dout || c->grads.din[0]) {
         if (c->din[0] || c->grads.din[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_backward_grads_span, c);
         return;
@@ -338,8 +339,8 @@ static void gelu_backward(const op_call *c) {
  * expression per element, so the same bits. */
 static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const size_t numel = op_in_numel(c, 0), lo = numel * t / T, hi = numel * (t + 1) / T;
-    gelu_tables();
     if (c->in_packed && c->bf16) { /* the input only packed, the output rounded: looked up */
+        gelu_tables();
         gelu_rounded_lookup_floats(dst + lo, NULL, c->in_packed + n * numel + lo, hi - lo);
         return;
     }
