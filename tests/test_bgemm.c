@@ -392,53 +392,6 @@ static uint16_t *b16_of(const problem *p, int path) {
     return b16;
 }
 
-/* bgemm_keeping_b: C with the bits of bgemm (round off) and of bgemm_rounded (round on, with and without a packed
- * copy), and B's bf16 copy with the bits of bgemm_round_weights, every element written once (the copy's padding
- * untouched), on every shape with B stored by columns, on both paths and on 1 and 2 threads. B is unrounded,
- * every fifth value a tie and every seventh a denormal. */
-static void test_keeping_b_same_bits(void **state) {
-    (void)state;
-    for (int path = 0; path < n_paths(); path++)
-        for (size_t s = 0; s < N_SHAPES; s++)
-            for (int threads = 1; threads <= 2; threads++) {
-                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], s % 2, true);
-                const size_t nc = p.M * p.ldc, nb = b_rows(&p) * b_len(&p);
-                fill_raw(p.b, nb, 8);
-                for (size_t i = 0; i < nb; i += 5) p.b[i] = float_of((bits_of(p.b[i]) & 0xFFFF0000u) | 0x8000u);
-                for (size_t i = 3; i < nb; i += 7) p.b[i] = ldexpf(1.5f, -130);
-                poison_padding(p.b, b_rows(&p), b_len(&p));
-                const int start = s % 3 == 1 ? START_BIAS : START_ZERO;
-                const float *bias = start == START_BIAS ? p.bias : NULL;
-                uint16_t *want_b16 = b16_of(&p, path), *got_b16 = malloc(nb * sizeof *got_b16);
-                uint16_t *want16 = malloc(nc * sizeof *want16), *got16 = malloc(nc * sizeof *got16);
-                float *work = malloc(bgemm_workspace_floats(p.M, p.N, p.K, threads) * sizeof *work);
-                assert_true(got_b16 && want16 && got16 && work);
-                for (size_t r = 0; r < b_rows(&p); r++) /* the padding is never written */
-                    for (size_t t = b_len(&p) - PAD; t < b_len(&p); t++) want_b16[r * b_len(&p) + t] = 0xABCD;
-                float *want = run(&p, start, threads, path_portable(path));
-                for (int round = 0; round <= 2; round++) { /* off, on with a packed copy, on in place only */
-                    float *got = copy_c(&p), *want_c = copy_c(&p);
-                    memcpy(want_c, want, nc * sizeof *want_c);
-                    memset(want16, 0xAB, nc * sizeof *want16);
-                    for (size_t i = 0; round && i < p.M; i++)
-                        bf16_round_pack(want_c + i * p.ldc, want16 + i * p.ldc, p.N);
-                    for (size_t i = 0; i < nb; i++) got_b16[i] = 0xABCD;
-                    memset(got16, 0xAB, nc * sizeof *got16);
-                    omp_set_num_threads(threads);
-                    bgemm_force_portable(path_portable(path));
-                    bgemm_keeping_b(p.M, p.N, p.K, mat_a(&p), mat_b(&p), got, p.ldc, bias, round > 0,
-                                    round == 1 ? got16 : NULL, got_b16, work, threads);
-                    bgemm_force_portable(false);
-                    assert_memory_equal(want_c, got, nc * sizeof *got);
-                    assert_memory_equal(want_b16, got_b16, nb * sizeof *got_b16);
-                    if (round == 1) assert_memory_equal(want16, got16, nc * sizeof *got16);
-                    free(got), free(want_c);
-                }
-                free(want), free(want_b16), free(got_b16), free(want16), free(got16), free(work);
-                drop(&p);
-            }
-}
-
 /* bgemm_a16: A handed over in bfloat16 by rows (as a layer's packed input: bf16_pack's bits, denormals kept,
  * which the product reads as zero) and B in bf16 give the bits of bgemm on the floats, rounded or not, with a
  * bias and without, on every shape (odd K pads a pair), both paths, 1 and 2 threads. */
@@ -639,7 +592,6 @@ int main(void) {
         cmocka_unit_test(test_rounded_once_same_bits),
         cmocka_unit_test(test_panels_same_bits),
         cmocka_unit_test(test_rounded_output_same_bits),
-        cmocka_unit_test(test_keeping_b_same_bits),
         cmocka_unit_test(test_a16_same_bits),
         cmocka_unit_test(test_rounded_output_special_values),
         cmocka_unit_test(test_documented_lane),

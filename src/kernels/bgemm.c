@@ -318,7 +318,6 @@ typedef struct bgemm_job {
     size_t panel_words;     /* the words of one of those panels: its pairs of k times NR */
     bool round;             /* bgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
     uint16_t *packed;       /* NULL: rounded in place only */
-    uint16_t *b16_out;      /* bgemm_keeping_b: B (stored by columns) written in bfloat16 as it is packed */
     bgemm_mat16 a16;        /* bgemm_a16: A in bf16 stored by rows, packed from these bits, a unused */
 } bgemm_job;
 
@@ -491,15 +490,6 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
     }
 }
 
-/* bgemm_keeping_b: the columns [j0, j0 + cols) of B, k in [p0, p0 + kc), just turned into pair words in the
- * stage by pack_b (B stored by columns: each column's words are its bfloat16 in memory order, the even k in the
- * low half), copied out as they are. Only the parts of C that start at row 0 write them, so that every element
- * of B has one writer whatever the split. */
-static void keep_b(const bgemm_job *j, const float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
-    const size_t kp = (kc + 1) / 2, ld = j->b.cs;
-    for (size_t t = 0; t < cols; t++) memcpy(j->b16_out + (j0 + t) * ld + p0, stage + t * kp, kc * sizeof *j->b16_out);
-}
-
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
 static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
     const size_t kpmax = (min_size(j->K, KC) + 1) / 2;
@@ -516,10 +506,8 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
             const uint32_t *bblock = j->panels ? j->panels + jc / NR * j->panel_words + pc / 2 * NR : bbuf;
             const size_t panel_step = j->panels ? j->panel_words : kp * NR;
             if (!j->panels)
-                for (size_t jr = 0; jr < nc; jr += NR) {
+                for (size_t jr = 0; jr < nc; jr += NR)
                     pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
-                    if (j->b16_out && m0 == 0) keep_b(j, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
-                }
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a(j, abuf, stage, ic, mc, pc, kc);
@@ -587,19 +575,6 @@ void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm
                    const float *col_bias, uint16_t *packed, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b = b, .b16 = b16, .c = c, .ldc = ldc, .bias = col_bias,
                          .bf16 = fast_path(), .round = true, .packed = packed};
-    run_job(&j, M, N, work, threads);
-}
-
-void bgemm_keeping_b(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
-                     const float *col_bias, bool round, uint16_t *packed, uint16_t *b16_out, float *work,
-                     int threads) {
-    /* pack_b turns B's columns into pair words in the stage only where a product packs it and its columns are
-     * not adjacent floats (a single row of B is merged straight from its floats) */
-    const bool from_stage = M > 0 && K > 0 && b.cs != 1;
-    const bgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .bf16 = fast_path(),
-                         .round = round, .packed = round ? packed : NULL, .b16_out = from_stage ? b16_out : NULL};
-    if (!from_stage)
-        for (size_t t = 0; t < N; t++) bgemm_round_weights(b16_out + t * b.cs, b.p + t * b.cs, K);
     run_job(&j, M, N, work, threads);
 }
 

@@ -74,14 +74,6 @@ void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *
 void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
                    const float *col_bias, uint16_t *packed, float *work, int threads);
 
-/* bgemm (no accumulate; round: bgemm_rounded's rounding of C, its bfloat16 into packed where not NULL) whose B,
- * stored by columns (b.rs 1: a weight W read as W^T, columns b.cs apart), is also written in bfloat16 into
- * b16_out (the same layout, b.cs apart): bgemm_round_weights's bits, taken from the packing that rounds B anyway
- * instead of a pass of their own over B. A layer's kept weights made by the first product after they change. */
-void bgemm_keeping_b(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
-                     const float *col_bias, bool round, uint16_t *packed, uint16_t *b16_out, float *work,
-                     int threads);
-
 /* bgemm with A (M, K) in bfloat16 stored by rows (a.cs 1: a layer's input kept only packed) and B in bfloat16
  * as bgemm_b16 reads it, no accumulate; round as bgemm_rounded (packed where not NULL). The bits of bgemm on the
  * floats the two were rounded from (a bfloat16 already is what the packing would round it to: a denormal is
