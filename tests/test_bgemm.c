@@ -381,6 +381,59 @@ static void test_rounded_output_same_bits(void **state) {
         }
 }
 
+/* B of p in bf16 as bgemm_round_weights rounds it on `path`, padding included. */
+static uint16_t *b16_of(const problem *p, int path) {
+    const size_t nb = b_rows(p) * b_len(p);
+    uint16_t *b16 = malloc(nb * sizeof *b16);
+    assert_non_null(b16);
+    bgemm_force_portable(path_portable(path));
+    bgemm_round_weights(b16, p->b, nb);
+    bgemm_force_portable(false);
+    return b16;
+}
+
+/* bgemm_a16: A handed over in bfloat16 by rows (as a layer's packed input: bf16_pack's bits, denormals kept,
+ * which the product reads as zero) and B in bf16 give the bits of bgemm on the floats, rounded or not, with a
+ * bias and without, on every shape (odd K pads a pair), both paths, 1 and 2 threads. */
+static void test_a16_same_bits(void **state) {
+    (void)state;
+    for (int path = 0; path < n_paths(); path++)
+        for (size_t s = 0; s < N_SHAPES; s++)
+            for (int threads = 1; threads <= 2; threads++) {
+                problem p = make(shapes[s][0], shapes[s][1], shapes[s][2], false, s % 2);
+                const size_t na = a_rows(&p) * a_len(&p), nc = p.M * p.ldc;
+                for (size_t i = 3; i < na; i += 7) p.a[i] = ldexpf(1.5f, -130) * (i % 2 ? 1.0f : -1.0f);
+                for (size_t i = 0; i < na; i++) p.a[i] = bf16_round(p.a[i]);
+                poison_padding(p.a, a_rows(&p), a_len(&p));
+                const int start = s % 3 == 1 ? START_BIAS : START_ZERO;
+                const float *bias = start == START_BIAS ? p.bias : NULL;
+                uint16_t *a16 = malloc(na * sizeof *a16), *b16 = b16_of(&p, path);
+                uint16_t *want16 = malloc(nc * sizeof *want16), *got16 = malloc(nc * sizeof *got16);
+                float *work = malloc(bgemm_workspace_floats(p.M, p.N, p.K, threads) * sizeof *work);
+                assert_true(a16 && want16 && got16 && work);
+                bf16_pack(a16, p.a, na);
+                float *want = run(&p, start, threads, path_portable(path));
+                memset(want16, 0xAB, nc * sizeof *want16);
+                for (int round = 0; round <= 1; round++) {
+                    float *got = copy_c(&p);
+                    memset(got16, 0xAB, nc * sizeof *got16);
+                    if (round)
+                        for (size_t i = 0; i < p.M; i++) bf16_round_pack(want + i * p.ldc, want16 + i * p.ldc, p.N);
+                    const sgemm_mat b = mat_b(&p);
+                    omp_set_num_threads(threads);
+                    bgemm_force_portable(path_portable(path));
+                    bgemm_a16(p.M, p.N, p.K, (bgemm_mat16){a16, a_len(&p), 1}, (bgemm_mat16){b16, b.rs, b.cs}, got,
+                              p.ldc, bias, round, got16, work, threads);
+                    bgemm_force_portable(false);
+                    assert_memory_equal(want, got, nc * sizeof *got);
+                    assert_memory_equal(want16, got16, nc * sizeof *got16);
+                    free(got);
+                }
+                free(want), free(a16), free(b16), free(want16), free(got16), free(work);
+                drop(&p);
+            }
+}
+
 /* bgemm_rounded's rounding on the values rounding is about: C = bias + 0 (A zero) takes each bias as it is, and
  * the biases hold ties to even both ways, a NaN whose payload lies only in the dropped bits, infinities, the
  * largest float (past the last bf16's midpoint: infinity) and small normal values of both signs; the bits
@@ -539,6 +592,7 @@ int main(void) {
         cmocka_unit_test(test_rounded_once_same_bits),
         cmocka_unit_test(test_panels_same_bits),
         cmocka_unit_test(test_rounded_output_same_bits),
+        cmocka_unit_test(test_a16_same_bits),
         cmocka_unit_test(test_rounded_output_special_values),
         cmocka_unit_test(test_documented_lane),
         cmocka_unit_test(test_report_paths_agree),

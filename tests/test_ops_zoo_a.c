@@ -609,6 +609,65 @@ static void test_gelu_outliers_bitwise(void **state) {
     op_fixture_free(&f);
 }
 
+/* Every bfloat16 bit pattern as GELU's input, in each way a bf16 run reads it packed (the looked-up paths): the
+ * forward writing only packed, and rounding into out with a packed copy; a consumer's regeneration; backward
+ * with float32 gradients, and with bfloat16 gradients (dx over dy's memory too), adding and fresh: each bit for
+ * bit the scalar formula's rounded as the float32 path rounds it (NaN for NaN). */
+static void expect_bf16_same_bits(bf16 got, float want) {
+    expect_same_bits(bf16_to_float(got), bf16_round(want));
+}
+
+static void test_gelu_bf16_patterns_bitwise(void **state) {
+    (void)state;
+    snug_graph *g = snug_graph_new("t");
+    snug_gelu(g, "act", snug_input(g, "x", 4, 128, 128));
+    op_fixture f;
+    op_fixture_init(&f, g, 1, 1, threads(), FILL_PLAIN, 64);
+    const size_t n = f.out_n;
+    assert_int_equal(n, (size_t)1 << 16);
+    bf16 *x = op_test_xmalloc(n * sizeof *x), *y16 = op_test_xmalloc(n * sizeof *y16);
+    bf16 *dy16 = op_test_xmalloc(n * sizeof *dy16), *dx16 = op_test_xmalloc(n * sizeof *dx16);
+    float *got = op_test_xmalloc(n * sizeof *got);
+    for (size_t i = 0; i < n; i++) x[i] = (bf16)i, dy16[i] = bf16_from_float(f.r[i]);
+    op_call c = f.c;
+    c.bf16 = true, c.in[0] = NULL, c.packed.in[0] = x, c.out = NULL, c.packed.out = y16;
+    f.op->forward(&c);
+    for (size_t i = 0; i < n; i++) expect_bf16_same_bits(y16[i], gelu_scalar(bf16_to_float(x[i])));
+    memset(y16, 0, n * sizeof *y16);
+    c.out = f.y, c.packed.out = NULL, c.packed.round = true, c.packed.copy = y16;
+    f.op->forward(&c);
+    for (size_t i = 0; i < n; i++) {
+        expect_bf16_same_bits(y16[i], gelu_scalar(bf16_to_float(x[i])));
+        expect_same_bits(f.y[i], bf16_round(gelu_scalar(bf16_to_float(x[i]))));
+    }
+    c = f.c;
+    c.bf16 = true, c.in[0] = NULL, c.in_packed = x;
+    for (size_t t = 0; t < 3; t++) f.op->regen(&c, 0, got, t, 3);
+    for (size_t i = 0; i < n; i++) expect_same_bits(got[i], bf16_round(gelu_scalar(bf16_to_float(x[i]))));
+    for (int fresh = 0; fresh <= 1; fresh++) {
+        for (size_t i = 0; i < n; i++) got[i] = fresh ? NAN : 0.25f * f.r[i];
+        c.din_fresh = fresh ? 1u : 0u, c.din[0] = got, c.dout = f.r;
+        f.op->backward(&c);
+        for (size_t i = 0; i < n; i++)
+            expect_same_bits(got[i], (fresh ? 0.0f : 0.25f * f.r[i]) + f.r[i] * gelu_slope_scalar(bf16_to_float(x[i])));
+        for (int in_place = 0; in_place <= fresh; in_place++) {
+            bf16 *dx = in_place ? dy16 : dx16;
+            for (size_t i = 0; i < n; i++) dx[i] = fresh ? 0x7FC1 : bf16_from_float(0.25f * f.r[i]);
+            if (in_place)
+                for (size_t i = 0; i < n; i++) dy16[i] = bf16_from_float(f.r[i]);
+            c.din[0] = NULL, c.dout = NULL, c.grads = (op_packed_grads){.dout = dy16, .din = {dx}};
+            f.op->backward(&c);
+            c.grads = (op_packed_grads){0};
+            for (size_t i = 0; i < n; i++) {
+                const float dy = bf16_round(f.r[i]), earlier = fresh ? 0.0f : bf16_round(0.25f * f.r[i]);
+                expect_bf16_same_bits(dx[i], earlier + dy * gelu_slope_scalar(bf16_to_float(x[i])));
+            }
+        }
+    }
+    free(x), free(y16), free(dy16), free(dx16), free(got);
+    op_fixture_free(&f);
+}
+
 /* ---- linear over (tokens, features) ---------------------------------------------------------------------- */
 
 static void test_linear_tokens(void **state) {
@@ -1152,6 +1211,7 @@ int main(void) {
         cmocka_unit_test(test_gelu_values),
         cmocka_unit_test(test_gelu_packed_and_in_place),
         cmocka_unit_test(test_gelu_outliers_bitwise),
+        cmocka_unit_test(test_gelu_bf16_patterns_bitwise),
         cmocka_unit_test(test_linear_tokens),
         cmocka_unit_test(test_linear_tokens_large),
         cmocka_unit_test(test_embedding_gradients),

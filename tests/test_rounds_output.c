@@ -199,44 +199,63 @@ static void expect_fused_equals_unfused(graph_fn make, op_product product) {
         }
 }
 
+/* The bytes an op keeps across a window (a bf16 linear layer's weights in bf16) in its plan's product at m. */
+static size_t kept_bytes_of(const op_fixture *f, op_product product, size_t m) {
+    const op_product_sizes *s = f->op->by_product;
+    return s && s->kept_bytes ? s->kept_bytes(f->node, m, product) : 0;
+}
+
 /* f's forward reading its input packed (and, out_packed, writing only its packed output) against the float32
- * forward that rounds its output and packs a copy: the same statistics and values, bit for bit. */
+ * forward that rounds its output and packs a copy: the same statistics and values, bit for bit. Where the op
+ * keeps bytes across a window (a linear layer's weights in bf16), also with them bound: the float32 forward
+ * makes them, the packed forwards read them (out_packed), or find them stale and make them again. */
 static void expect_packed_io_at(graph_fn make, op_product product, const size_t ms[2]) {
     for (size_t im = 0; im < 2; im++)
-        for (int threads = 1; threads <= 2; threads++) {
-            const size_t m = ms[im];
-            op_fixture f;
-            bf16_fixture(&f, make, product, m, threads, 4300 + m + (uint64_t)threads);
-            assert_true(f.op->flags & OP_FORWARD_READS_PACKED && f.op->flags & OP_WRITES_PACKED);
-            const size_t n = m * f.out_n, in = m * f.in_n[0], saved = m * f.op->saved_bytes(f.node);
-            float *want = op_test_xmalloc(n * sizeof *want), *x = f.x[0];
-            bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed), *packed = op_test_xmalloc(n * sizeof *packed);
-            bf16 *x_packed = op_test_xmalloc(in * sizeof *x_packed);
-            unsigned char *want_saved = op_test_xmalloc(saved);
-            /* the float32 stage an op that makes its output before packing it writes only packed through */
-            void *out_stage = f.op->out_stage_bytes ? op_test_xmalloc(f.op->out_stage_bytes(f.node, m, threads)) : NULL;
-            bf16_pack(x_packed, x, in);
-            f.c.packed.round = true, f.c.packed.copy = want_packed;
-            run_forward(&f, false);
-            memcpy(want, f.y, n * sizeof *want);
-            memcpy(want_saved, f.saved, saved);
-            for (int out_packed = 0; out_packed <= 1; out_packed++) {
-                memset(f.saved, 0x5A, saved);
-                memset(packed, 0x5A, n * sizeof *packed);
-                f.c.in[0] = NULL, f.c.packed.in[0] = x_packed;
-                f.c.packed.copy = packed;
-                if (out_packed) f.c.out = NULL, f.c.packed.round = false, f.c.packed.out = packed;
-                if (out_packed) f.c.packed.copy = NULL, f.c.packed.stage = out_stage;
-                f.op->forward(&f.c);
-                f.c.in[0] = x, f.c.packed.in[0] = NULL, f.c.out = f.y, f.c.packed.out = NULL, f.c.packed.stage = NULL;
-                f.c.packed.round = true;
-                assert_memory_equal(f.saved, want_saved, saved);
-                assert_memory_equal(packed, want_packed, n * sizeof *packed);
-                if (!out_packed) assert_memory_equal(f.y, want, n * sizeof *want);
+        for (int threads = 1; threads <= 2; threads++)
+            for (int with_kept = 0; with_kept <= 1; with_kept++) {
+                const size_t m = ms[im];
+                op_fixture f;
+                bf16_fixture(&f, make, product, m, threads, 4300 + m + (uint64_t)threads);
+                const size_t kept = kept_bytes_of(&f, product, m);
+                if (with_kept && !kept) {
+                    op_fixture_free(&f);
+                    continue;
+                }
+                if (with_kept) f.c.kept = calloc(1, kept), f.c.weights_version = 1; /* version 0: stale */
+                assert_true(f.op->flags & OP_FORWARD_READS_PACKED && f.op->flags & OP_WRITES_PACKED);
+                const size_t n = m * f.out_n, in = m * f.in_n[0], saved = m * f.op->saved_bytes(f.node);
+                float *want = op_test_xmalloc(n * sizeof *want), *x = f.x[0];
+                bf16 *want_packed = op_test_xmalloc(n * sizeof *want_packed);
+                bf16 *packed = op_test_xmalloc(n * sizeof *packed);
+                bf16 *x_packed = op_test_xmalloc(in * sizeof *x_packed);
+                unsigned char *want_saved = op_test_xmalloc(saved);
+                /* the float32 stage an op that makes its output before packing it writes only packed through */
+                void *out_stage =
+                    f.op->out_stage_bytes ? op_test_xmalloc(f.op->out_stage_bytes(f.node, m, threads)) : NULL;
+                bf16_pack(x_packed, x, in);
+                f.c.packed.round = true, f.c.packed.copy = want_packed;
+                run_forward(&f, false);
+                memcpy(want, f.y, n * sizeof *want);
+                memcpy(want_saved, f.saved, saved);
+                for (int out_packed = 0; out_packed <= 1; out_packed++) {
+                    memset(f.saved, 0x5A, saved);
+                    memset(packed, 0x5A, n * sizeof *packed);
+                    f.c.in[0] = NULL, f.c.packed.in[0] = x_packed;
+                    f.c.packed.copy = packed;
+                    if (out_packed) f.c.out = NULL, f.c.packed.round = false, f.c.packed.out = packed;
+                    if (out_packed) f.c.packed.copy = NULL, f.c.packed.stage = out_stage;
+                    if (with_kept && !out_packed) *(uint64_t *)f.c.kept = 0; /* stale: the first sample makes it */
+                    f.op->forward(&f.c);
+                    f.c.in[0] = x, f.c.packed.in[0] = NULL, f.c.out = f.y, f.c.packed.out = NULL;
+                    f.c.packed.stage = NULL, f.c.packed.round = true;
+                    assert_memory_equal(f.saved, want_saved, saved);
+                    assert_memory_equal(packed, want_packed, n * sizeof *packed);
+                    if (!out_packed) assert_memory_equal(f.y, want, n * sizeof *want);
+                }
+                free(want), free(want_packed), free(packed), free(x_packed), free(want_saved), free(out_stage);
+                free(f.c.kept);
+                op_fixture_free(&f);
             }
-            free(want), free(want_packed), free(packed), free(x_packed), free(want_saved), free(out_stage);
-            op_fixture_free(&f);
-        }
 }
 
 static void expect_packed_io_equals_float(graph_fn make, op_product product) {

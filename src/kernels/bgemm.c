@@ -318,6 +318,7 @@ typedef struct bgemm_job {
     size_t panel_words;     /* the words of one of those panels: its pairs of k times NR */
     bool round;             /* bgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
     uint16_t *packed;       /* NULL: rounded in place only */
+    bgemm_mat16 a16;        /* bgemm_a16: A in bf16 stored by rows, packed from these bits, a unused */
 } bgemm_job;
 
 /* merge_portable, or its AVX512_BF16 form for the two row lengths the packing has. */
@@ -356,6 +357,15 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
     const sgemm_mat a = j->a;
     const size_t kp = (kc + 1) / 2;
+    if (j->a16.p) { /* a row's kc bf16 from p0 (even) are its pair words in memory order */
+        for (size_t r = 0; r < rows; r++) {
+            char *words = (char *)(stage + r * kp);
+            memcpy(words, j->a16.p + (i0 + r) * j->a16.rs + p0, kc * sizeof *j->a16.p);
+            if (kc % 2) memset(words + kc * sizeof *j->a16.p, 0, sizeof *j->a16.p); /* the pad of the last pair */
+        }
+        transpose_to_strips8((float *)(void *)dst, SR * kp, stage, kp, rows, kp); /* the words' bits as they are */
+        return;
+    }
     if (a.cs == 1) {
         for (size_t r = 0; r < rows; r++) column_pairs(j, stage + r * kp, a.p + (i0 + r) * a.rs + p0, kc);
         transpose_to_strips8((float *)(void *)dst, SR * kp, stage, kp, rows, kp); /* the words' bits as they are */
@@ -565,6 +575,13 @@ void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm
                    const float *col_bias, uint16_t *packed, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b = b, .b16 = b16, .c = c, .ldc = ldc, .bias = col_bias,
                          .bf16 = fast_path(), .round = true, .packed = packed};
+    run_job(&j, M, N, work, threads);
+}
+
+void bgemm_a16(size_t M, size_t N, size_t K, bgemm_mat16 a, bgemm_mat16 b, float *c, size_t ldc,
+               const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a16 = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .bf16 = fast_path(),
+                         .round = round, .packed = round ? packed : NULL};
     run_job(&j, M, N, work, threads);
 }
 

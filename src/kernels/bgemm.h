@@ -74,6 +74,14 @@ void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *
 void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
                    const float *col_bias, uint16_t *packed, float *work, int threads);
 
+/* bgemm with A (M, K) in bfloat16 stored by rows (a.cs 1: a layer's input kept only packed) and B in bfloat16
+ * as bgemm_b16 reads it, no accumulate; round as bgemm_rounded (packed where not NULL). The bits of bgemm on the
+ * floats the two were rounded from (a bfloat16 already is what the packing would round it to: a denormal is
+ * read as zero by the product either way), without widening A into floats and rounding it back. The same
+ * workspace. */
+void bgemm_a16(size_t M, size_t N, size_t K, bgemm_mat16 a, bgemm_mat16 b, float *c, size_t ldc,
+               const float *col_bias, bool round, uint16_t *packed, float *work, int threads);
+
 /* B packed once for products that read it many times (attention's keys and values, against every block of
  * queries): the pairs and panels bgemm packs from B in every call, for all of its K rows and N columns, rounded
  * as bgemm rounds. bgemm_panels then reads them in place: the same bits as bgemm on the floats they were packed

@@ -13,8 +13,10 @@
  * erf's exp form runs only over the elements beyond sqrt 2 of 0 (gelu_erf), the others take its near-zero
  * polynomial alone, the bits the full erf would select. Every element is computed alone, in the same float32
  * operations in every clone (no multiply-add is contracted), so the bits depend neither on the thread count nor
- * on the CPU. */
+ * on the CPU. Where the input is a bfloat16 (read from its packed copy), the rounded output and the slope are
+ * looked up in tables those same loops filled over all 65,536 patterns: the same bits, without an erf or exp. */
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,16 +181,70 @@ static void gelu_backward_fresh_span(float *dx,       // (n)
 /* Elements unpacked at a time from a packed input: a stack block that stays in L1. */
 #define GELU_UNPACK ((size_t)256)
 
-/* The backward spans over a packed input (op_call.in_packed): x unpacked block by block, the bits of reading
- * the unpacked instance (every bfloat16 is a float). */
-static void gelu_backward_packed(float *dx, const bf16 *xp, const float *dy, size_t n, bool fresh) {
-    float x[GELU_UNPACK];
-    for (size_t lo = 0; lo < n; lo += GELU_UNPACK) {
-        const size_t len = n - lo < GELU_UNPACK ? n - lo : GELU_UNPACK;
-        bf16_unpack(x, xp + lo, len);
-        if (fresh) gelu_backward_fresh_span(dx + lo, x, dy + lo, len);
-        else gelu_backward_span(dx + lo, x, dy + lo, len);
+/* ---- bfloat16 inputs: GELU as a table ------------------------------------------------------------------------
+ * In a bf16 run GELU's input is a bfloat16 (the linear layer before it rounds its output), one of 65,536 bit
+ * patterns, and GELU is a function of the pattern alone: its rounded output and its slope can be looked up
+ * instead of computed (an erf, and an exp for the slope, per element). The tables are filled once per process by
+ * the very spans above over every pattern, so a lookup gives the bits the computation gives (every element is
+ * computed alone in the same float32 operations on every path: tests/test_ops_zoo_a.c checks it pattern by
+ * pattern). They are constants of the process, like libm's tables, not state of a run: 384 KiB, of which a
+ * layer's pre-activations (a few dozen exponents) touch a few KiB. */
+#define GELU_PATTERNS ((size_t)1 << 16)
+
+static bf16 gelu_rounded_of[GELU_PATTERNS]; /* bf16_from_float(GELU(x)) for the bfloat16 x of each pattern */
+static float gelu_slope_of[GELU_PATTERNS];  /* gelu_slope(x, erf(x / sqrt 2)) for the same x */
+static pthread_once_t gelu_tables_once = PTHREAD_ONCE_INIT;
+
+/* s = gelu_slope(x, e) over n elements: the factor the backward spans multiply dy by. */
+VM_KERNEL static void gelu_slope_from_erf(float *s, const float *x, const float *e, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) s[i] = gelu_slope(x[i], e[i]);
+}
+
+static void gelu_tables_fill(void) {
+    float x[GELU_STAGE], y[GELU_STAGE], e[GELU_STAGE];
+    for (size_t lo = 0; lo < GELU_PATTERNS; lo += GELU_STAGE) {
+        for (size_t i = 0; i < GELU_STAGE; i++) x[i] = bf16_to_float((bf16)(lo + i));
+        gelu_span(y, x, GELU_STAGE);
+        bf16_pack(gelu_rounded_of + lo, y, GELU_STAGE);
+        gelu_erf(e, x, GELU_STAGE);
+        gelu_slope_from_erf(gelu_slope_of + lo, x, e, GELU_STAGE);
     }
+}
+
+static void gelu_tables(void) { pthread_once(&gelu_tables_once, gelu_tables_fill); }
+
+/* y = bf16_from_float(GELU(x)) over n bfloat16 inputs: gelu_span then bf16_pack, looked up. */
+static void gelu_rounded_lookup(bf16 *y, const bf16 *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = gelu_rounded_of[x[i]];
+}
+
+/* The same as floats (y = bf16_to_float of it, gelu_span then bf16_round_floats) and, where packed is not
+ * NULL, in bfloat16 too (bf16_round_pack's two outputs). */
+static void gelu_rounded_lookup_floats(float *y, bf16 *packed, const bf16 *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = bf16_to_float(gelu_rounded_of[x[i]]);
+    if (packed) gelu_rounded_lookup(packed, x, n);
+}
+
+/* dx = bf16_from_float(dx + dy gelu_slope(x)) (fresh: 0 + dy gelu_slope(x)) over n elements, all in bfloat16:
+ * the bits of unpacking x, dy and dx, gelu_backward_span (or its fresh form) and bf16_pack. dx may be dy. */
+VM_KERNEL static void gelu_backward_lookup16(bf16 *dx, const bf16 *x, const bf16 *dy, size_t n, bool fresh) {
+    const float *slope = gelu_slope_of;
+    if (fresh)
+        for (size_t i = 0; i < n; i++) dx[i] = bf16_from_float(0.0f + bf16_to_float(dy[i]) * slope[x[i]]);
+    else
+        for (size_t i = 0; i < n; i++)
+            dx[i] = bf16_from_float(bf16_to_float(dx[i]) + bf16_to_float(dy[i]) * slope[x[i]]);
+}
+
+/* The backward spans over a packed input (op_call.in_packed): the slope looked up, the bits of the spans over
+ * the unpacked instance (every bfloat16 is a float). dx may be dy. */
+VM_KERNEL static void gelu_backward_packed(float *dx, const bf16 *xp, const float *dy, size_t n, bool fresh) {
+    const float *slope = gelu_slope_of;
+    if (fresh)
+        for (size_t i = 0; i < n; i++) dx[i] = 0.0f + dy[i] * slope[xp[i]];
+    else
+        for (size_t i = 0; i < n; i++) dx[i] += dy[i] * slope[xp[i]];
 }
 
 static void gelu_backward_packed_span(float *dx, const bf16 *xp, const float *dy, size_t n) {
@@ -201,12 +257,20 @@ static void gelu_backward_packed_fresh_span(float *dx, const bf16 *xp, const flo
 
 static const ew_split gelu_split = {.par_min = GELU_PAR_MIN, .chunk = GELU_CHUNK};
 
-/* A forward that reads its input from the packed copy (op_call.packed.in) a block at a time on the stack: the
- * bits of reading the float32 instance (every bfloat16 is a float). The output goes to out, rounded (and
- * copied) as the float32 path rounds it, or, where the plan keeps it only packed (packed.out), rounded from the
- * stack into it. */
+/* A forward that reads its input from the packed copy (op_call.packed.in): the bits of reading the float32
+ * instance (every bfloat16 is a float). Where the output is rounded (kept only packed, packed.out, or rounded in
+ * out, packed.round) it is looked up; else computed a block at a time on the stack. */
 static void gelu_forward_packed_span(const void *args, size_t lo, size_t n) {
     const op_call *c = args;
+    if (c->packed.out) {
+        gelu_rounded_lookup(c->packed.out + lo, c->packed.in[0] + lo, n);
+        return;
+    }
+    if (c->packed.round) {
+        bf16 *copy = c->packed.copy ? c->packed.copy + lo : NULL;
+        gelu_rounded_lookup_floats(c->out + lo, copy, c->packed.in[0] + lo, n);
+        return;
+    }
     float x[GELU_UNPACK], y[GELU_UNPACK];
     for (size_t b = lo; b < lo + n; b += GELU_UNPACK) {
         const size_t len = lo + n - b < GELU_UNPACK ? lo + n - b : GELU_UNPACK;
@@ -223,6 +287,7 @@ static void gelu_forward_packed_span(const void *args, size_t lo, size_t n) {
 
 static void gelu_forward(const op_call *c) {
     const size_t len = c->m * op_in_numel(c, 0);
+    if (c->packed.in[0]) gelu_tables();
     if (c->packed.in[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_forward_packed_span, c);
     else op_forward_unary(c, gelu_split, gelu_span, len);
 }
@@ -233,6 +298,10 @@ static void gelu_forward(const op_call *c) {
 static void gelu_backward_grads_span(const void *args, size_t lo, size_t n) {
     const op_call *c = args;
     const bool fresh = c->din_fresh & 1u;
+    if (c->in_packed && c->grads.dout && c->grads.din[0]) {
+        gelu_backward_lookup16(c->grads.din[0] + lo, c->in_packed + lo, c->grads.dout + lo, n, fresh);
+        return;
+    }
     float x[GELU_UNPACK], dy[GELU_UNPACK], dx[GELU_UNPACK];
     for (size_t b = lo; b < lo + n; b += GELU_UNPACK) {
         const size_t len = lo + n - b < GELU_UNPACK ? lo + n - b : GELU_UNPACK;
@@ -252,6 +321,7 @@ static void gelu_backward_grads_span(const void *args, size_t lo, size_t n) {
 static void gelu_backward(const op_call *c) {
     const size_t len = c->m * op_in_numel(c, 0);
     const bool fresh = c->din_fresh & 1u;
+    if (c->in_packed) gelu_tables();
     if (c->grads.dout || c->grads.din[0]) {
         if (c->din[0] || c->grads.din[0]) ew_apply_spans(gelu_split, len, 2 * len, gelu_backward_grads_span, c);
         return;
@@ -269,6 +339,11 @@ static void gelu_backward(const op_call *c) {
  * expression per element, so the same bits. */
 static void gelu_regen(const op_call *c, size_t n, float *dst, size_t t, size_t T) {
     const size_t numel = op_in_numel(c, 0), lo = numel * t / T, hi = numel * (t + 1) / T;
+    if (c->in_packed && c->bf16) { /* the input only packed, the output rounded: looked up */
+        gelu_tables();
+        gelu_rounded_lookup_floats(dst + lo, NULL, c->in_packed + n * numel + lo, hi - lo);
+        return;
+    }
     if (c->in_packed) { /* the input only packed: unpacked into dst, then the span over it in place */
         bf16_unpack(dst + lo, c->in_packed + n * numel + lo, hi - lo);
         gelu_span(dst + lo, dst + lo, hi - lo);

@@ -371,13 +371,29 @@ static size_t linear_kept_bytes(const op_node *n, size_t m, op_product product) 
                : SIZE_MAX;
 }
 
+/* w16 = W rounded as bgemm rounds it (n elements), over the threads where that pays: the products after it
+ * wait for it. Each element is rounded alone, so the split never changes a bit; each thread takes a contiguous
+ * part on cache-line (16-float) boundaries, read in order (W is fresh from the optimizer's streaming stores). */
+static void round_weights(uint16_t *w16, const float *w, size_t n) {
+    if (n < LINEAR_PAR_MIN || !par_pays_floats(n + n / 2)) {
+        bgemm_round_weights(w16, w, n);
+        return;
+    }
+    #pragma omp parallel
+    {
+        const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads(), lines = (n + 15) / 16;
+        const size_t lo = lines * t / T * 16, hi = t + 1 == T ? n : lines * (t + 1) / T * 16;
+        if (hi > lo) bgemm_round_weights(w16 + lo, w + lo, hi - lo);
+    }
+}
+
 /* The weight in bf16, rounded now where the kept copy is stale; NULL where the plan keeps none. */
 static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
     if (!c->kept) return NULL;
     uint64_t *version = c->kept;
     uint16_t *w16 = (uint16_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER);
     if (*version != c->weights_version) {
-        bgemm_round_weights(w16, c->w[0], fi * fo);
+        round_weights(w16, c->w[0], fi * fo);
         *version = c->weights_version;
     }
     return w16;
@@ -468,6 +484,21 @@ static void linear_forward_rows(const op_call *c, size_t rows, size_t fi, size_t
 static float *linear_stage(const op_call *c);
 static size_t stage_part(size_t per_sample, size_t f);
 
+/* Sample n of a staged forward through bgemm whose input is packed, where the plan keeps the weight in bf16: the
+ * packed input read as it lies (bgemm_a16) instead of widened into the stage, the bits of the product over the
+ * widened floats. Its output as linear_forward_staged places it (y: the stage). false where it does not apply. */
+static bool forward_packed_a16(const op_call *c, size_t n, size_t per, size_t fi, size_t fo, float *y) {
+    if (!takes_bgemm(c) || !c->packed.in[0] || !c->kept) return false;
+    const uint16_t *w16 = weights_bf16(c, fi, fo);
+    const bool round = c->packed.out || c->packed.round;
+    uint16_t *packed = c->packed.out ? c->packed.out + n * per * fo : c->packed.copy ? c->packed.copy + n * per * fo
+                                                                                     : NULL;
+    bgemm_a16(per, fo, fi, (bgemm_mat16){.p = c->packed.in[0] + n * per * fi, .rs = fi, .cs = 1},
+              (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->packed.out ? y : c->out + n * per * fo, fo, c->w[1],
+              round, packed, c->work, c->threads);
+    return true;
+}
+
 /* A bf16 forward reading its input only packed (op_call.packed.in) or writing its output only packed
  * (packed.out): a sample at a time, its input unpacked into the stage, its output made in the stage and rounded
  * into the packed output as the product finishes its blocks. The plan takes this path only on snug's products
@@ -479,6 +510,7 @@ static void linear_forward_staged(const op_call *c, size_t rows, size_t fi, size
     for (size_t n = 0; n < c->m; n++) {
         op_call s = *c;
         s.m = 1;
+        if (forward_packed_a16(c, n, per, fi, fo, y)) continue;
         s.in[0] = c->packed.in[0] ? x : c->in[0] + n * per * fi;
         if (c->packed.in[0]) bf16_unpack(x, c->packed.in[0] + n * per * fi, per * fi);
         s.out = c->packed.out ? y : c->out + n * per * fo;
