@@ -685,8 +685,12 @@ typedef struct snug_optim_config {
 } snug_optim_config;
 
 /* SGD, lr 0.05, momentum 0.9, no weight decay; AdamW's betas 0.9 and 0.999 and eps 1e-8 for when kind is
- * switched to SNUG_OPTIM_ADAMW. */
+ * switched to SNUG_OPTIM_ADAMW. Switching to AdamW, set lr too: AdamW moves every parameter by about lr per
+ * step whatever its gradient's scale, so SGD's 0.05 diverges where SNUG_ADAMW_DEFAULT_LR trains. */
 snug_optim_config snug_optim_config_default(void);
+
+/* AdamW's usual base learning rate (Loshchilov and Hutter 2019; PyTorch's default), the CLI's without --lr. */
+#define SNUG_ADAMW_DEFAULT_LR 1e-3f
 
 typedef enum snug_checkpoint_kind {
     SNUG_CHECKPOINT_NONE = 0, /* keep everything backward needs */

@@ -102,8 +102,8 @@ static const flag train_flags[] = {
 
     GROUP("Optimizer"),
     {FLAG("optim", F_CHOICE, optim, "sgd|adamw", "optimizer [sgd]"), .choices = optim_choices},
-    {FLAG("lr", F_FLOAT, cfg.optim.lr, "X", "base learning rate [0.05]"), .fmin = 0, .fmax = UNBOUNDED,
-     .fmin_open = true},
+    {FLAG("lr", F_FLOAT, cfg.optim.lr, "X", "base learning rate [0.05 for sgd, 0.001 for adamw]"), .fmin = 0,
+     .fmax = UNBOUNDED, .fmin_open = true, .aux = OPT(lr_given)},
     {FLAG("momentum", F_FLOAT, cfg.optim.momentum, "X", "SGD momentum; 0 also saves its buffer [0.9]"),
      .fmin = 0, .fmax = 1, .fmax_open = true},
     {FLAG("nesterov", F_SWITCH, cfg.optim.nesterov, NULL, "SGD with Nesterov momentum [off]")},
@@ -352,6 +352,8 @@ static bool finish(cli_train_options *opt, char *msg, size_t len) {
     if (!cli_data_valid(opt->data, msg, len)) return false;
     c->shuffle = opt->shuffle == 0;
     c->optim.kind = opt->optim == 1 ? SNUG_OPTIM_ADAMW : SNUG_OPTIM_SGD;
+    /* Adam's step is about lr per parameter whatever the gradient's scale, so SGD's 0.05 makes it diverge */
+    if (c->optim.kind == SNUG_OPTIM_ADAMW && !opt->lr_given) c->optim.lr = SNUG_ADAMW_DEFAULT_LR;
     c->schedule.kind = opt->schedule == 1 ? SNUG_SCHEDULE_COSINE : SNUG_SCHEDULE_CONSTANT;
     c->schedule.linear_scaling = opt->lr_scaling == 1;
     if (c->schedule.warmup_steps > 0 && c->schedule.kind != SNUG_SCHEDULE_COSINE)

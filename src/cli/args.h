@@ -40,6 +40,7 @@ typedef struct cli_train_options {
     size_t eval_samples;     /* periodic evaluations score this many evenly spaced samples; 0: all */
     bool micro_batch_given;  /* --micro-batch appeared (else: auto with --mem, B without) */
     bool checkpoint_given;   /* --checkpoint appeared (else: none, or chosen with an automatic micro-batch) */
+    bool lr_given;           /* --lr appeared (else: the optimizer's own default) */
     bool help;               /* --help seen: print the help and do nothing else */
     /* choices as indices into their name lists; cli_parse_train maps them into cfg */
     int optim, schedule, lr_scaling, shuffle;

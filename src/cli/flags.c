@@ -177,6 +177,7 @@ static bool set_flag(const flag *f, void *opt, const char *value, char *msg, siz
             describe_float_range(f, list, sizeof list);
             return flags_fail(msg, len, "--%s must be %s, got '%s'", f->name, list, value);
         }
+        if (f->aux) *(bool *)((char *)opt + f->aux) = true;
         return true;
     case F_BYTES:
     case F_SECONDS: return set_parsed(f, field, value, msg, len);

@@ -33,7 +33,8 @@ typedef struct flag {
     const char *name;                  /* without the leading "--"; the heading for F_GROUP */
     flag_kind kind;
     size_t offset;                     /* of the field in the command's options struct */
-    size_t aux;                        /* F_CHECKPOINT, F_MICRO: offset of the companion bool */
+    size_t aux;                        /* F_CHECKPOINT, F_MICRO, and F_FLOAT where not 0: offset of the
+                                          companion bool that records the flag was given */
     const char *metavar;
     const char *help;                  /* ends with the default in brackets */
     long min, max;                     /* F_SIZE, F_LONG, F_INT */

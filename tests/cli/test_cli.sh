@@ -143,6 +143,21 @@ expect_rc 1
 expect_in "$ERR" "out of memory"
 expect_empty "$OUT"
 
+# Each optimizer's own learning rate unless --lr is given: SGD's 0.05 would make AdamW diverge.
+ADAM_RUN=(train --model unet --data shapes --train-samples 2 --batch 2 --max-steps 1 --progress off --evaluate off)
+run "--optim adamw without --lr: AdamW's default learning rate" "${ADAM_RUN[@]}" --optim adamw
+expect_rc 0
+expect_in "$OUT" "optimizer adamw: lr 0.001,"
+run "--optim adamw with --lr: the rate given" "${ADAM_RUN[@]}" --optim adamw --lr 0.02
+expect_rc 0
+expect_in "$OUT" "optimizer adamw: lr 0.02,"
+run "--lr before --optim adamw: still the rate given" "${ADAM_RUN[@]}" --lr 0.05 --optim adamw
+expect_rc 0
+expect_in "$OUT" "optimizer adamw: lr 0.05,"
+run "sgd without --lr: SGD's default learning rate" "${ADAM_RUN[@]}"
+expect_rc 0
+expect_in "$OUT" "optimizer sgd: lr 0.05,"
+
 # Plans larger than this machine: its memory and swap from /proc/meminfo, doubled, so that no plan of that size
 # can be reserved here (nor, alone, any of its largest blocks: a build without the check fails to allocate instead
 # of being killed while it zeroes). The budget is only a ceiling: --mem 1TiB does not make such a plan fit.
