@@ -237,8 +237,8 @@ static void test_dw_matches_reference(void **state) {
                   worst[1]);
 }
 
-/* Where it pays: ResNet-20's and the cnn's layers, not a UNet's 256x256 planes nor a dU above 1 MiB; which
- * tile. */
+/* Where it pays: ResNet-20's and the cnn's layers, not a UNet's 256x256 planes nor a dU above 1 MiB (4 MiB
+ * on bfloat16 pairs); which tile. */
 static void test_dw_pays(void **state) {
     (void)state;
     const conv3x3_shape r1 = {.c = 16, .co = 16, .h = 32, .w = 32}, r3 = {.c = 64, .co = 64, .h = 8, .w = 8};
@@ -251,6 +251,16 @@ static void test_dw_pays(void **state) {
     assert_false(conv3x3_winograd_dw_pays(&unet));
     assert_false(conv3x3_winograd_dw_pays(&wide));
     assert_false(conv3x3_winograd_dw_pays(&huge));
+    /* bf16 plans' products on pairs: also a UNet's bottleneck (dU 4 MiB), F(2x2) planes only, not its large
+     * planes, nor a dU past 4 MiB */
+    const conv3x3_shape neck = {.c = 256, .co = 256, .h = 16, .w = 16}, wider = {.c = 512, .co = 512, .h = 8, .w = 8};
+    assert_false(conv3x3_winograd_dw_pays(&neck));
+    assert_true(conv3x3_winograd_dw_pays_bf16(&neck));
+    assert_true(conv3x3_winograd_dw_pays_bf16(&r3));
+    assert_false(conv3x3_winograd_dw_pays_bf16(&r1));
+    assert_false(conv3x3_winograd_dw_pays_bf16(&unet));
+    assert_false(conv3x3_winograd_dw_pays_bf16(&wider));
+    assert_false(conv3x3_winograd_dw_pays_bf16(&huge));
     /* F(4x4) for resnet20's first two stages (dU 36 and 144 KiB), not its 8x8 stage (4 tiles), the cnn's 64x32
      * layer (288 KiB) or a strip of few tiles */
     const conv3x3_shape r2 = {.c = 32, .co = 32, .h = 16, .w = 16}, strip = {.c = 16, .co = 16, .h = 4, .w = 40};
