@@ -33,9 +33,8 @@
  * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on the workloads' shapes
  * (bench/bench_conv_bf16.c). Its weights, paired once per call, take Winograd's place (the workspace's front or
  * the kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage.
- * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does) or
- * would take it with F(4x4) tiles on few channels (dw_bf16_over_f4), and at least 8 input channels fill half its
- * lanes (else the float32 direct kernel's); where Winograd's takes it
+ * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does) and
+ * at least 8 input channels fill half its lanes (else the float32 direct kernel's); where Winograd's takes it
  * with F(2x2) tiles, its products run on bfloat16 pairs of tiles (conv3x3_winograd_dw_accumulate_bf16), while
  * F(4x4)'s stay float32; at that rate it takes planes whose dU would be too large for float32's too
  * (conv3x3_winograd_dw_pays_bf16: a UNet's bottleneck). db stays on the direct kernel.
@@ -220,22 +219,6 @@ static size_t conv_sample_stage_bytes(const conv_ctx *k) {
     return total;
 }
 
-/* Whether a bf16 plan's direct weight gradient (where Winograd's does not take it) is conv3x3_bf16's: where
- * the input channels fill at least half of its 16 lanes; with fewer (an RGB image's first layer: 3 of 16) the
- * float32 kernel is faster (bench/bench_conv_bf16.c, resnet20 conv1). */
-#define CONV_BF16_DW_MIN_C 8
-
-static bool dw_bf16_direct(const conv_ctx *k) { return k->bf16 && k->g.c >= CONV_BF16_DW_MIN_C; }
-
-/* Whether a bf16 plan's weight gradient leaves Winograd's F(4x4) (float32 products) for conv3x3_bf16's: where
- * few channels make F(4x4)'s transforms a large share of its work (per tile they grow with c + co, its
- * products with c co), at c co <= 8 (c + co). 16 and 16 channels on 32x32 (resnet20's first stage) measured
- * faster on conv3x3_bf16; 32 and 32 on 16x16, where F(4x4)'s products dominate, stayed faster on F(4x4)
- * (bench/bench_conv_bf16.c). F(2x2)'s dW runs its products on bfloat16 pairs itself and stays. */
-static bool dw_bf16_over_f4(const conv_ctx *k, const conv3x3_shape *s) {
-    return dw_bf16_direct(k) && conv3x3_winograd_dw_tile(s) == 4 && s->c * s->co <= 8 * (s->c + s->co);
-}
-
 /* Whether a bf16 plan's Winograd weight gradient takes the bf16 products: on the planes where Winograd's is
  * F(2x2), the only tile they run (conv3x3_winograd.h); where float32's is F(4x4) that stays, with fewer
  * multiplies per pixel than F(2x2) on bf16 pairs would leave and more transform work per pixel saved. */
@@ -272,8 +255,7 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
      * small to share on any thread count (so that a micro-batch of 1 gets the same bits on 1, 2 or 3 threads);
      * then no direct kernel needs a scratch */
     const bool wdw =
-        k->wino_dw && wdw_pays(k, &s) && !dw_bf16_over_f4(k, &s) &&
-        (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
+        k->wino_dw && wdw_pays(k, &s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
     if (wdw) cols = 0;
     l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (k->wino) {
@@ -676,6 +658,13 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
         if (!k->pointwise) col2im_add(din, col, &k->g);
     }
 }
+
+/* Whether a bf16 plan's direct weight gradient (where Winograd's does not take it) is conv3x3_bf16's: where
+ * the input channels fill at least half of its 16 lanes; with fewer (an RGB image's first layer: 3 of 16) the
+ * float32 kernel is faster (bench/bench_conv_bf16.c, resnet20 conv1). */
+#define CONV_BF16_DW_MIN_C 8
+
+static bool dw_bf16_direct(const conv_ctx *k) { return k->bf16 && k->g.c >= CONV_BF16_DW_MIN_C; }
 
 /* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
  * read), else by conv3x3_bf16 (bf16) or the direct kernel; db by the direct kernel; dx by Winograd's,
