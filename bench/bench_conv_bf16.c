@@ -30,7 +30,8 @@ static const shape_row rows[] = {
     {"cnn conv2", {32, 64, 14, 14}},        {"resnet20 conv1", {3, 16, 32, 32}}, {"resnet20 stage 1", {16, 16, 32, 32}},
     {"resnet20 stage 2", {32, 32, 16, 16}}, {"resnet20 stage 3", {64, 64, 8, 8}},
     {"unet level 1", {16, 16, 256, 256}},   {"unet dec1.conv1", {32, 16, 256, 256}},
-    {"unet level 2", {32, 32, 128, 128}},   {"unet level 4", {128, 128, 32, 32}},
+    {"unet level 2", {32, 32, 128, 128}},   {"unet level 3", {64, 64, 64, 64}},
+    {"unet level 4", {128, 128, 32, 32}},
     {"unet bottleneck", {256, 256, 16, 16}},
 };
 

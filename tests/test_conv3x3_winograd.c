@@ -237,20 +237,32 @@ static void test_dw_matches_reference(void **state) {
                   worst[1]);
 }
 
-/* Where it pays: ResNet-20's and the cnn's layers, not a UNet's 256x256 planes nor a dU above 1 MiB; which
- * tile. */
+/* Where it pays: ResNet-20's and the cnn's layers, not a UNet's 256x256 planes nor a dU above 1 MiB (4 MiB
+ * on bfloat16 pairs); which tile. */
 static void test_dw_pays(void **state) {
     (void)state;
     const conv3x3_shape r1 = {.c = 16, .co = 16, .h = 32, .w = 32}, r3 = {.c = 64, .co = 64, .h = 8, .w = 8};
     const conv3x3_shape cnn = {.c = 32, .co = 64, .h = 14, .w = 14}, unet = {.c = 16, .co = 16, .h = 256, .w = 256};
-    const conv3x3_shape wide = {.c = 256, .co = 256, .h = 4, .w = 4};
     const conv3x3_shape huge = {.c = SIZE_MAX / 8, .co = 16, .h = 8, .w = 8};
-    assert_true(conv3x3_winograd_dw_pays(&r1));
-    assert_true(conv3x3_winograd_dw_pays(&r3));
-    assert_true(conv3x3_winograd_dw_pays(&cnn));
-    assert_false(conv3x3_winograd_dw_pays(&unet));
-    assert_false(conv3x3_winograd_dw_pays(&wide));
-    assert_false(conv3x3_winograd_dw_pays(&huge));
+    /* whether float32's pays and whether bf16's products on pairs do: those also on a UNet's bottleneck (dU 4
+     * MiB), F(2x2) planes only, not a UNet's large planes nor a dU past 4 MiB */
+    const struct {
+        conv3x3_shape s;
+        bool fp32, bf16;
+    } rows[] = {
+        {r1, true, false},
+        {r3, true, true},
+        {cnn, true, true},
+        {unet, false, false},
+        {{.c = 256, .co = 256, .h = 4, .w = 4}, false, true},
+        {{.c = 256, .co = 256, .h = 16, .w = 16}, false, true},
+        {{.c = 512, .co = 512, .h = 8, .w = 8}, false, false},
+        {huge, false, false},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        assert_int_equal(conv3x3_winograd_dw_pays(&rows[i].s), rows[i].fp32);
+        assert_int_equal(conv3x3_winograd_dw_pays_bf16(&rows[i].s), rows[i].bf16);
+    }
     /* F(4x4) for resnet20's first two stages (dU 36 and 144 KiB), not its 8x8 stage (4 tiles), the cnn's 64x32
      * layer (288 KiB) or a strip of few tiles */
     const conv3x3_shape r2 = {.c = 32, .co = 32, .h = 16, .w = 16}, strip = {.c = 16, .co = 16, .h = 4, .w = 40};

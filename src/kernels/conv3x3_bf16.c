@@ -398,7 +398,13 @@ void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy
  * 16-channel vectors, each vdpbf16ps adding two pixels. The grid goes in bands of DW_BAND pairs: each band's
  * E, O and D are made, then every tile adds its band's sums into dW, band after band. A band makes its halo
  * too (the w + 3 rows of E and O the taps reach past it): 2048 pairs keep that to an eighth of a band on
- * unet's 256-wide planes (with 512 a third of the rows made would be halo), while E and O stay in L2. */
+ * unet's 256-wide planes (with 512 a third of the rows made would be halo), while E and O stay in L2.
+ *
+ * E and O are stored a block of 16 channels at a time (block kb's rows of 64 bytes one after another), and
+ * the tiles of one block run one after another: a tile then streams whole cache lines of its block alone,
+ * which the block's other tiles find in L2 (rows of all channels side by side made a tile of 64 channels read
+ * a quarter of every line it fetched, over a band too large for L2). O is E shifted by one half, made from E
+ * in registers rather than by pairing and transposing x a second time. */
 
 #define DW_BAND ((size_t)2048)
 #define MW 3
@@ -416,15 +422,17 @@ static dw_band dw_band_at(const conv3x3_shape *s, size_t j0) {
     return (dw_band){.j0 = j0, .j1 = j1, .rows = j1 - j0 + s->w + 3, .cw = round_up(s->c, 16)};
 }
 
-/* Words of each part of a band's scratch: the band's planes of x in its two alignments (A, B: c rows of `rows`
- * words), E and O (rows x cw), D (co x DW_BAND). */
+/* Words of each part of a band's scratch: the band's planes of x (A: c rows of dw_plane_words, one word more
+ * than E's rows so that O's last row has E's next), E and O (blocks of 16 channels, dw_plane_words rows of 16
+ * words each), D (co x DW_BAND). */
 static size_t dw_rows_max(const conv3x3_shape *s) { return min_size(DW_BAND, dw_grid_pairs(s)) + s->w + 3; }
+static size_t dw_plane_words(const conv3x3_shape *s) { return dw_rows_max(s) + 1; }
 
 bool conv3x3_bf16_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
-    size_t ab, eo, d;
-    const size_t rows = dw_rows_max(s);
-    return size_mul(s->c, rows, &ab) && size_mul(ab, 2, &ab) && size_mul(rows, round_up(s->c, 16), &eo) &&
-           size_mul(eo, 2, &eo) && size_mul(s->co, DW_BAND, &d) && size_add(ab, eo, n) && size_add(*n, d, n);
+    size_t a, eo, d;
+    const size_t rows = dw_plane_words(s);
+    return size_mul(s->c, rows, &a) && size_mul(rows, round_up(s->c, 16), &eo) && size_mul(eo, 2, &eo) &&
+           size_mul(s->co, DW_BAND, &d) && size_add(a, eo, n) && size_add(*n, d, n);
 }
 
 /* Padded-plane value i of channel ch (zero on the padding) as bfloat16 bits, from either kind of source. */
@@ -484,6 +492,14 @@ static BF16 void dw_dy_bf16(uint16_t *dst, const float *dy, const conv3x3_shape 
                               hi - lo);
     }
 }
+
+/* O's rows from E's (dw_band_transpose), a row of 16 words a vector. */
+static BF16 void dw_odd_rows_bf16(uint32_t *o, const uint32_t *e, size_t rows) {
+    for (size_t r = 0; r < rows; r++) {
+        const __m512i lo = _mm512_loadu_si512(e + r * 16), hi = _mm512_loadu_si512(e + (r + 1) * 16);
+        _mm512_storeu_si512(o + r * 16, _mm512_or_si512(_mm512_srli_epi32(lo, 16), _mm512_slli_epi32(hi, 16)));
+    }
+}
 #endif
 
 /* The word j of halves h (two bfloat16 side by side), read through memcpy: the halves were written as 16-bit
@@ -498,15 +514,15 @@ static inline uint32_t word_at(const void *h, size_t j) {
 typedef struct wjob {
     const conv3x3_shape *s;
     dw_band b;
-    const uint32_t *e, *o; /* (rows, cw) */
+    const uint32_t *e, *o; /* (cw / 16, dw_plane_words, 16) */
     const uint16_t *d;     /* (co, 2 DW_BAND) halves */
     float *dw;
 } wjob;
 
-/* The E or O row pointer a tap starts from, for channel block kb. */
+/* The E or O row pointer a tap starts from, in channel block kb. */
 static const uint32_t *tap_base(const wjob *p, size_t tap, size_t kb) {
     const size_t off = tap / 3 * (p->s->w + 1) + tap % 3;
-    return (off & 1 ? p->o : p->e) + (off >> 1) * p->b.cw + 16 * kb;
+    return (off & 1 ? p->o : p->e) + (kb * dw_plane_words(p->s) + (off >> 1)) * 16;
 }
 
 /* Output channels [o0, o0 + mr) x channels [16 kb, 16 kb + 16) x 9 taps over the band, lane by lane. */
@@ -518,13 +534,36 @@ static void wtile_portable(const wjob *p, size_t o0, size_t mr, size_t kb) {
             for (size_t l = 0; l < 16 && 16 * kb + l < c; l++) {
                 float acc = 0.0f;
                 for (size_t j = 0; j < n; j++)
-                    acc = dpbf16_lane(acc, word_at(p->d + (o0 + i) * 2 * DW_BAND, j), word_at(base + l, j * p->b.cw));
+                    acc = dpbf16_lane(acc, word_at(p->d + (o0 + i) * 2 * DW_BAND, j), word_at(base + l, j * 16));
                 p->dw[((o0 + i) * c + 16 * kb + l) * 9 + tap] += acc;
             }
         }
 }
 
 #ifdef SNUG_AVX512
+/* Element e of a block of 16 channels' 9 taps in dW ((lane, tap): 9 lane + tap) at (tap, lane) in a tile's
+ * buffer of its 9 vectors: where wb_add gathers it from. */
+static const int32_t wb_index[9 * 16] = {
+#define WB_I(E) ((E) % 9 * 16 + (E) / 9)
+#define WB_I8(E) WB_I(E), WB_I(E + 1), WB_I(E + 2), WB_I(E + 3), WB_I(E + 4), WB_I(E + 5), WB_I(E + 6), WB_I(E + 7)
+    WB_I8(0),  WB_I8(8),  WB_I8(16), WB_I8(24),  WB_I8(32),  WB_I8(40),  WB_I8(48),  WB_I8(56),  WB_I8(64),
+    WB_I8(72), WB_I8(80), WB_I8(88), WB_I8(96), WB_I8(104), WB_I8(112), WB_I8(120), WB_I8(128), WB_I8(136),
+#undef WB_I8
+#undef WB_I
+};
+
+/* dw[9 l + tap] += acc[tap][l] for the kn lanes: the kn channels' 9 taps lie in 9 kn consecutive floats of dW,
+ * added 16 at a time (each element once, as a lane-by-lane write-back would), not one scalar at a time. */
+static inline __attribute__((always_inline)) BF16 void wb_add(float *dw, const float *acc, size_t kn) {
+    const size_t n = 9 * kn;
+    for (size_t v = 0; v < n; v += 16) {
+        const __mmask16 m = avx512_lanes(n - v);
+        const __m512i idx = _mm512_maskz_loadu_epi32(m, wb_index + v);
+        const __m512 g = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, acc, 4);
+        _mm512_mask_storeu_ps(dw + v, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dw + v), g));
+    }
+}
+
 #define WB_INIT(I, T) __m512 s##I##T = _mm512_setzero_ps();
 #define WB_TAPS(X, I) X(I, 0) X(I, 1) X(I, 2) X(I, 3) X(I, 4) X(I, 5) X(I, 6) X(I, 7) X(I, 8)
 #define WB_ALL(X) WB_TAPS(X, 0) WB_TAPS(X, 1) WB_TAPS(X, 2)
@@ -535,29 +574,31 @@ static void wtile_portable(const wjob *p, size_t o0, size_t mr, size_t kb) {
     if (mr > I) s##I##T = _mm512_dpbf16_ps(s##I##T, a##I, b);
 #define WB_TAP(T)                                                                                             \
     {                                                                                                         \
-        __m512i bi = _mm512_loadu_si512(tb[T] + j * cw);                                                     \
+        __m512i bi = _mm512_loadu_si512(tb[T] + j * 16);                                                     \
         __asm__("" : "+v"(bi)); /* one load for the three rows (see conv3x3_direct.c's W_TAP) */              \
         const __m512bh b = (__m512bh)bi;                                                                      \
         WB_DOT(0, T) WB_DOT(1, T) WB_DOT(2, T)                                                                \
     }
 #define WB_STORE(I, T)                                                                                        \
-    if (mr > I) {                                                                                             \
-        _mm512_storeu_ps(lane, s##I##T);                                                                      \
-        for (size_t l = 0; l < kn; l++) dw[(I * c + l) * 9 + T] += lane[l];                                   \
-    }
+    if (mr > I) _mm512_storeu_ps(acc + (I * 9 + T) * 16, s##I##T);
 
 static inline __attribute__((always_inline)) BF16 void wtile(const wjob *p, size_t mr, size_t o0, size_t kb) {
-    const size_t c = p->s->c, n = p->b.j1 - p->b.j0, cw = p->b.cw, kn = min_size(16, c - 16 * kb);
+    const size_t c = p->s->c, n = p->b.j1 - p->b.j0, kn = min_size(16, c - 16 * kb);
     const uint32_t *tb[9];
     for (size_t tap = 0; tap < 9; tap++) tb[tap] = tap_base(p, tap, kb);
     const uint16_t *d = p->d + o0 * 2 * DW_BAND;
-    float *dw = p->dw + (o0 * c + 16 * kb) * 9, lane[16];
+    float *dw = p->dw + (o0 * c + 16 * kb) * 9, acc[MW * 9 * 16];
+    /* dW's lines of the tile, fetched while the sums run: where dW outgrows L2 (unet's bottleneck, 2.4 MB) the
+     * write-back would otherwise wait for each of them in turn */
+    for (size_t i = 0; i < mr; i++)
+        for (size_t e = 0; e < 9 * kn; e += 16) _mm_prefetch((const char *)(dw + i * c * 9 + e), _MM_HINT_T0);
     WB_ALL(WB_INIT)
     for (size_t j = 0; j < n; j++) {
         WB_A(0) WB_A(1) WB_A(2)
         WB_TAP(0) WB_TAP(1) WB_TAP(2) WB_TAP(3) WB_TAP(4) WB_TAP(5) WB_TAP(6) WB_TAP(7) WB_TAP(8)
     }
     WB_ALL(WB_STORE)
+    for (size_t i = 0; i < mr; i++) wb_add(dw + i * c * 9, acc + i * 9 * 16, kn);
 }
 
 static BF16 void wtile_bf16(const wjob *p, size_t mr, size_t o0, size_t kb) {
@@ -567,21 +608,21 @@ static BF16 void wtile_bf16(const wjob *p, size_t mr, size_t o0, size_t kb) {
 }
 #endif
 
-/* x's band in two alignments (A: from half 2 j0, B: one half later) and dy's, part t of T of the channels. */
-static void dw_band_operands(const conv3x3_shape *s, const dw_band *b, uint16_t *ab, uint16_t *d, const float *dy,
+/* x's band as A (its padded planes from half 2 j0, one word past the band's rows) and dy's band as D, part t
+ * of T of the channels. */
+static void dw_band_operands(const conv3x3_shape *s, const dw_band *b, uint16_t *a, uint16_t *d, const float *dy,
                              conv3x3_bf16_src x, bool hw, size_t t, size_t T) {
-    const size_t rmax = dw_rows_max(s), n = 2 * b->rows;
+    const size_t plane = 2 * dw_plane_words(s), n = 2 * (b->rows + 1);
     size_t lo, hi;
-    part_range(2 * s->c, t, T, &lo, &hi); /* A's channels, then B's */
-    for (size_t i = lo; i < hi; i++) {
-        const size_t ch = i % s->c, first = 2 * b->j0 + i / s->c;
+    part_range(s->c, t, T, &lo, &hi);
+    for (size_t ch = lo; ch < hi; ch++) {
 #ifdef SNUG_AVX512
         if (hw) {
-            dw_plane_bf16(ab + i * 2 * rmax, x, s, ch, first, n);
+            dw_plane_bf16(a + ch * plane, x, s, ch, 2 * b->j0, n);
             continue;
         }
 #endif
-        dw_plane_portable(ab + i * 2 * rmax, x, s, ch, first, n);
+        dw_plane_portable(a + ch * plane, x, s, ch, 2 * b->j0, n);
     }
     part_range(s->co, t, T, &lo, &hi);
     for (size_t o = lo; o < hi; o++) {
@@ -595,41 +636,46 @@ static void dw_band_operands(const conv3x3_shape *s, const dw_band *b, uint16_t 
     }
 }
 
-/* E and O from the two alignments: blocks of 16 channels transposed (part t of T of the blocks), the lanes
- * past the last channel zero. */
-static void dw_band_transpose(const conv3x3_shape *s, const dw_band *b, const uint16_t *ab, uint32_t *e, uint32_t *o,
-                              size_t t, size_t T) {
-    const size_t rmax = dw_rows_max(s);
+/* E from A: blocks of 16 channels transposed (part t of T of the blocks), the lanes past the last channel
+ * zero; then O, each word the high half of E's word and the low half of the next row's. */
+static void dw_band_transpose(const conv3x3_shape *s, const dw_band *b, const uint16_t *a, uint32_t *e, uint32_t *o,
+                              bool hw, size_t t, size_t T) {
+    const size_t words = dw_plane_words(s), rows = b->rows;
     size_t lo, hi;
     part_range(b->cw / 16, t, T, &lo, &hi);
     for (size_t kb = lo; kb < hi; kb++) {
         const size_t kn = min_size(16, s->c - 16 * kb);
-        for (size_t half = 0; half < 2; half++) {
-            uint32_t *dst = (half ? o : e) + 16 * kb;
-            const uint16_t *src = ab + (half * s->c + 16 * kb) * 2 * rmax;
-            transpose_floats((float *)(void *)dst, b->cw, (const float *)(const void *)src, rmax, kn, b->rows);
-            for (size_t r = 0; kn < 16 && r < b->rows; r++) memset(dst + r * b->cw + kn, 0, (16 - kn) * sizeof *dst);
+        uint32_t *eb = e + kb * words * 16, *ob = o + kb * words * 16;
+        transpose_floats((float *)(void *)eb, 16, (const float *)(const void *)(a + 16 * kb * 2 * words), words, kn,
+                         rows + 1);
+        for (size_t r = 0; kn < 16 && r <= rows; r++) memset(eb + r * 16 + kn, 0, (16 - kn) * sizeof *eb);
+#ifdef SNUG_AVX512
+        if (hw) {
+            dw_odd_rows_bf16(ob, eb, rows);
+            continue;
         }
+#endif
+        for (size_t i = 0; i < rows * 16; i++) ob[i] = eb[i] >> 16 | eb[i + 16] << 16;
     }
 }
 
 void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, const float *dy, conv3x3_bf16_src x, float *scratch,
                               size_t t, size_t T) {
     const bool hw = conv3x3_bf16_hardware();
-    const size_t rmax = dw_rows_max(s), cw = round_up(s->c, 16), nob = (s->co + MW - 1) / MW, nkb = cw / 16;
-    uint16_t *ab = (uint16_t *)(void *)scratch;
-    uint32_t *e = (uint32_t *)(void *)(ab + 2 * s->c * 2 * rmax), *o = e + rmax * cw;
-    uint16_t *d = (uint16_t *)(void *)(o + rmax * cw);
+    const size_t words = dw_plane_words(s), cw = round_up(s->c, 16), nob = (s->co + MW - 1) / MW, nkb = cw / 16;
+    uint16_t *a = (uint16_t *)(void *)scratch;
+    uint32_t *e = (uint32_t *)(void *)(a + s->c * 2 * words), *o = e + words * cw;
+    uint16_t *d = (uint16_t *)(void *)(o + words * cw);
     for (size_t j0 = 0; j0 < dw_grid_pairs(s); j0 += DW_BAND) {
         const wjob p = {.s = s, .b = dw_band_at(s, j0), .e = e, .o = o, .d = d, .dw = dw};
-        dw_band_operands(s, &p.b, ab, d, dy, x, hw, t, T);
+        dw_band_operands(s, &p.b, a, d, dy, x, hw, t, T);
         part_barrier(T);
-        dw_band_transpose(s, &p.b, ab, e, o, t, T);
+        dw_band_transpose(s, &p.b, a, e, o, hw, t, T);
         part_barrier(T);
         size_t lo, hi;
         part_range(nob * nkb, t, T, &lo, &hi);
-        for (size_t f = lo; f < hi; f++) { /* f = output block * channel blocks + channel block */
-            const size_t o0 = f / nkb * MW, kb = f % nkb, mr = min_size(MW, s->co - o0);
+        for (size_t f = lo; f < hi; f++) { /* f = channel block * output blocks + output block */
+            const size_t o0 = f % nob * MW, kb = f / nob, mr = min_size(MW, s->co - o0);
 #ifdef SNUG_AVX512
             if (hw) {
                 wtile_bf16(&p, mr, o0, kb);

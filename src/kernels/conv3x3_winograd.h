@@ -91,6 +91,9 @@ void conv3x3_winograd_backward_dx(const conv3x3_shape *s, float *dx, // (c, h, w
  * Where it pays: planes whose transposed x and dy, and a dU, each fit in 1 MiB (larger ones stay on the
  * direct kernel, which pads them in bands). */
 bool conv3x3_winograd_dw_pays(const conv3x3_shape *s);
+/* Where F(2x2)'s weight gradient on bfloat16 pairs pays (conv3x3_winograd_dw_accumulate_bf16), for bf16 plans:
+ * where conv3x3_winograd_dw_pays, and on F(2x2) planes whose dU is up to 4 MiB (a UNet's bottleneck). */
+bool conv3x3_winograd_dw_pays_bf16(const conv3x3_shape *s);
 
 /* The weight gradient's tile: 4 (F(4x4), dU of 36 co round_up(c, 16) floats) on planes of 16 or more 4x4
  * tiles whose F(4x4) dU is at most 256 KiB, else 2. */

@@ -75,6 +75,21 @@ bool conv3x3_winograd_dw_pays(const conv3x3_shape *s) {
     return t <= WDW_MAX_FLOATS && px <= WDW_MAX_FLOATS / dw_xi(s);
 }
 
+/* A bf16 plan's F(2x2) dU, products on bfloat16 pairs (conv3x3_winograd_dw_accumulate_bf16), at most this many
+ * floats per thread (4 MiB): at twice float32's rate of products, 256 and 256 channels on 16x16 (a UNet's
+ * bottleneck, whose 1 MiB of transposed planes pass WDW_MAX_FLOATS) measured about twice conv3x3_bf16's
+ * weight gradient, zeroing and finishing that dU once per call included (bench/bench_conv_bf16.c). */
+#define WDW_BF16_MAX_DU ((size_t)1 << 20)
+
+bool conv3x3_winograd_dw_pays_bf16(const conv3x3_shape *s) {
+    const size_t cp = round16(s->c), cq = round16(s->co);
+    size_t px, t;
+    if (conv3x3_winograd_dw_tile(s) != 2 || !size_mul(s->h, s->w, &px) || !size_mul(px, cp + cq, &t) ||
+        !size_mul(s->co, cp, &px))
+        return false;
+    return t <= WDW_MAX_FLOATS && px <= WDW_BF16_MAX_DU / 16;
+}
+
 bool conv3x3_winograd_dw_floats(const conv3x3_shape *s, size_t *n) {
     return size_mul(s->co, round16(s->c), n) && size_mul(*n, dw_xi(s), n);
 }

@@ -36,7 +36,8 @@
  * dW takes conv3x3_bf16's too where Winograd's would not take it (Winograd's measured faster where it does) and
  * at least 8 input channels fill half its lanes (else the float32 direct kernel's); where Winograd's takes it
  * with F(2x2) tiles, its products run on bfloat16 pairs of tiles (conv3x3_winograd_dw_accumulate_bf16), while
- * F(4x4)'s stay float32. db stays on the direct kernel.
+ * F(4x4)'s stay float32; at that rate it takes planes whose dU would be too large for float32's too
+ * (conv3x3_winograd_dw_pays_bf16: a UNet's bottleneck). db stays on the direct kernel.
  *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch and stages are at most
  * LOWERING_SLOT_MAX, else 1), each part rounded up to 64 bytes:
@@ -218,6 +219,19 @@ static size_t conv_sample_stage_bytes(const conv_ctx *k) {
     return total;
 }
 
+/* Whether a bf16 plan's Winograd weight gradient takes the bf16 products: on the planes where Winograd's is
+ * F(2x2), the only tile they run (conv3x3_winograd.h); where float32's is F(4x4) that stays, with fewer
+ * multiplies per pixel than F(2x2) on bf16 pairs would leave and more transform work per pixel saved. */
+static bool wdw_bf16(const conv_ctx *k, const conv3x3_shape *s) {
+    return k->bf16 && conv3x3_winograd_dw_tile(s) == 2;
+}
+
+/* Whether Winograd's weight gradient pays on this layer: where float32's does, and in a bf16 plan also where its
+ * products on bfloat16 pairs do with a larger dU (conv3x3_winograd_dw_pays_bf16). */
+static bool wdw_pays(const conv_ctx *k, const conv3x3_shape *s) {
+    return conv3x3_winograd_dw_pays(s) || (wdw_bf16(k, s) && conv3x3_winograd_dw_pays_bf16(s));
+}
+
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
@@ -241,7 +255,7 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
      * small to share on any thread count (so that a micro-batch of 1 gets the same bits on 1, 2 or 3 threads);
      * then no direct kernel needs a scratch */
     const bool wdw =
-        k->wino_dw && conv3x3_winograd_dw_pays(&s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
+        k->wino_dw && wdw_pays(k, &s) && (l->T > 1 || conv_direct_inner(k, INT_MAX) == 1);
     if (wdw) cols = 0;
     l->slots = conv_grads_apart(k, m, threads) ? 2 : l->T;
     if (k->wino) {
@@ -651,13 +665,6 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
 #define CONV_BF16_DW_MIN_C 8
 
 static bool dw_bf16_direct(const conv_ctx *k) { return k->bf16 && k->g.c >= CONV_BF16_DW_MIN_C; }
-
-/* Whether a bf16 plan's Winograd weight gradient takes the bf16 products: on the planes where Winograd's is
- * F(2x2), the only tile they run (conv3x3_winograd.h); where float32's is F(4x4) that stays, with fewer
- * multiplies per pixel than F(2x2) on bf16 pairs would leave and more transform work per pixel saved. */
-static bool wdw_bf16(const conv_ctx *k, const conv3x3_shape *s) {
-    return k->bf16 && conv3x3_winograd_dw_tile(s) == 2;
-}
 
 /* One sample's gradients on the direct path: dW by Winograd into du where it is not NULL (then dw is not
  * read), else by conv3x3_bf16 (bf16) or the direct kernel; db by the direct kernel; dx by Winograd's,
