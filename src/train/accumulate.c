@@ -154,7 +154,9 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
 
 /* Applies the window's gradients: skip on non-finite values (schedule held), else clip, update, advance. The
  * update reads each gradient once, scaled by the clip factor on the fly, and leaves it zero (optim.h): one pass
- * over the gradients instead of a clip, an update and a memset. */
+ * over the gradients instead of a clip, an update and a memset. A gradient whose first writer writes it whole
+ * (exec_param_written_fresh: the linear layers' weights and biases) is not even zeroed: the next window's first
+ * backward writes it over the values it keeps. */
 static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     const double t0 = trainer_tick(tr);
     size_t np = tr->g->param_numel;
@@ -172,6 +174,7 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     }
     tr->nonfinite_run = 0;
     optim_step_consume(&tr->opt, tr->x.params, tr->x.grads, grad_clip_factor(norm, tr->cfg.clip_norm), st->lr);
+    if (tr->opt.spans) exec_grads_left_stale(&tr->x); /* the rewritten spans kept their values (optim.h) */
     tr->step++;
     trainer_tock(tr, PART_UPDATE, t0);
 }
