@@ -99,6 +99,9 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */
     double total = N > 0 ? run_shard(tr, ds, indices + begin, begin, len, N, &k) : 0.0;
+    /* No backward ran (an empty shard, a window without items): the gradients the last update left for their
+     * first writer still hold that window's values, and this window's contribution is zero. */
+    if (tr->x.grads_stale) trainer_zero_grads(tr);
     t0 = trainer_tick(tr);
     exec_flush(&tr->x); /* what backward deferred, before the gradients are read */
     trainer_tock(tr, PART_DEFERRED, t0);
@@ -123,7 +126,10 @@ size_t trainer_window_micro_batches(const snug_trainer *tr) {
     return (len + tr->plan->m - 1) / tr->plan->m;
 }
 
-void trainer_zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
+void trainer_zero_grads(snug_trainer *tr) {
+    memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float));
+    tr->x.grads_stale = false; /* every gradient zero: the next backward may add */
+}
 
 /* A skipped window changes nothing but the counters: its running statistics go back to the window's start. */
 void trainer_restore_buffers(snug_trainer *tr) {
