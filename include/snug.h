@@ -1188,7 +1188,9 @@ size_t snug_trainer_classes(const snug_trainer *tr);
 snug_status snug_trainer_check_dataset(const snug_trainer *tr, const snug_dataset *ds, snug_error *err);
 
 /* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). Non-trainable
- * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. */
+ * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. The gradients are the window's
+ * after snug_trainer_gradients; after snug_trainer_step they are spent and hold no meaning (the update zeroes
+ * most, and leaves those that the next window's first writer writes whole, a linear layer's, as they were). */
 size_t snug_trainer_param_count(const snug_trainer *tr);
 /* Elements of every parameter and buffer of the trainer's model (the "N parameters" of a report). */
 size_t snug_trainer_param_elements(const snug_trainer *tr);

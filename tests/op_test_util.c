@@ -258,6 +258,35 @@ static void check_fresh(op_fixture *f) {
     }
 }
 
+/* An op with OP_WRITES_DW_FRESH, told that its parameter gradients hold a stale window's values
+ * (op_call.dw_fresh), writes them whole over that memory (NaN and huge values here), with the bits of adding into
+ * zeros; the input gradients are unchanged. */
+static void check_dw_fresh(op_fixture *f) {
+    if (!(f->op->flags & OP_WRITES_DW_FRESH) || f->n_w == 0) return;
+    op_fixture_analytic(f);
+    float *want[NODE_MAX_INPUTS] = {0}, *wwant[NODE_MAX_PARAMS] = {0};
+    for (int i = 0; i < f->n_in; i++)
+        if (f->owner[i] == i) want[i] = copy_of(f->dx[i], f->c.m * f->in_n[i]);
+    for (int i = 0; i < f->n_w; i++) wwant[i] = copy_of(f->dw[i], f->wn[i]);
+    op_fixture_zero_grads(f);
+    for (int i = 0; i < f->n_w; i++)
+        for (size_t j = 0; j < f->wn[i]; j++) f->dw[i][j] = j % 2 ? NAN : 3e38f;
+    f->c.dw_fresh = (1u << f->n_w) - 1u;
+    f->op->backward(&f->c);
+    f->c.dw_fresh = 0;
+    for (int i = 0; i < f->n_w; i++) {
+        if (memcmp(f->dw[i], wwant[i], f->wn[i] * sizeof(float)) != 0)
+            fail_msg("%s: parameter %d's gradient written fresh differs from the one added into zeros", f->op->kind, i);
+        free(wwant[i]);
+    }
+    for (int i = 0; i < f->n_in; i++) {
+        if (!want[i]) continue;
+        if (memcmp(f->dx[i], want[i], f->c.m * f->in_n[i] * sizeof(float)) != 0)
+            fail_msg("%s: input %d's gradient differs with fresh parameter gradients", f->op->kind, i);
+        free(want[i]);
+    }
+}
+
 void op_expect_packed_input_same_bits(const op_fixture *f, const uint16_t *packed, float *want, float *got, size_t n,
                                       float scale) {
     for (int fresh = 0; fresh <= 1; fresh++) {
@@ -287,6 +316,7 @@ void op_expect_packed_regen_same_bits(const op_fixture *f, const uint16_t *packe
 
 void op_check_backward_adds(op_fixture *f) {
     check_fresh(f);
+    check_dw_fresh(f);
     op_fixture_analytic(f);
     float *once[NODE_MAX_INPUTS] = {0}, *wonce[NODE_MAX_PARAMS] = {0};
     for (int i = 0; i < f->n_in; i++)

@@ -330,12 +330,41 @@ static void partial_sums(void **state) {
     snug_graph_free(g);
 }
 
+/* A window without counted items after a step contributes nothing: the gradients the step left for their first
+ * writer (a linear layer's, op_call.dw_fresh) are not read as this window's, since no backward writes them. */
+static void empty_window_after_step(void **state) {
+    const snug_dataset *ds = ((fixture *)*state)->ds;
+    snug_graph *g = model_named("mlp", NULL);
+    enum { EMPTY = 8 };
+    float *x = calloc((size_t)EMPTY * 28 * 28, sizeof *x);
+    int32_t y[EMPTY];
+    assert_non_null(x);
+    for (int i = 0; i < EMPTY; i++) y[i] = SNUG_IGNORE_TARGET;
+    snug_dataset *ignored;
+    snug_error err;
+    assert_int_equal(snug_dataset_from_memory(x, y, EMPTY, 1, 28, 28, 10, &ignored, &err), SNUG_OK);
+    size_t idx[BATCH], none[EMPTY];
+    batch_indices(0, idx);
+    for (size_t i = 0; i < EMPTY; i++) none[i] = i;
+    snug_trainer *tr = new_trainer(g, 8, SNUG_OPTIM_SGD);
+    snug_step_stats st;
+    assert_int_equal(snug_trainer_step(tr, ds, idx, BATCH, &st, &err), SNUG_OK);
+    assert_true(st.grad_norm > 0.0f);
+    assert_int_equal(snug_trainer_step(tr, ignored, none, EMPTY, &st, &err), SNUG_OK);
+    assert_int_equal(st.items, 0);
+    assert_true(st.grad_norm == 0.0f);
+    trainer_done(tr);
+    snug_dataset_free(ignored);
+    free(x);
+    snug_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(mlp_gradients),   cmocka_unit_test(cnn_gradients),   cmocka_unit_test(dropout_gradients),
         cmocka_unit_test(partial_sums),      cmocka_unit_test(gpt_padded_sequences),
         cmocka_unit_test(mlp_sgd_steps),   cmocka_unit_test(mlp_adamw_steps), cmocka_unit_test(mlp_sgd_forced),
-        cmocka_unit_test(cnn_sgd_forced),  cmocka_unit_test(cnn_adamw_forced),
+        cmocka_unit_test(cnn_sgd_forced),  cmocka_unit_test(cnn_adamw_forced), cmocka_unit_test(empty_window_after_step),
     };
     return cmocka_run_group_tests(tests, make_data, free_data);
 }

@@ -103,11 +103,13 @@ static float pseudo(size_t i, unsigned salt) {
     return ((float)(x & 0xffff) / 65535.0f) * 2.0f - 1.0f;
 }
 
-/* Three consuming steps of cfg over the layout, with or without the spans, on `threads` threads: the parameters
- * and the state after them, and the gradients (which every step must leave zero) in one buffer. */
-static float *run_steps(const snug_optim_config *cfg, bool with_spans, int threads) {
+/* Three consuming steps of cfg over the layout, with or without the spans (every other one rewritten where
+ * rewrite_odd), on `threads` threads: the parameters and the state after them, and the gradients (which every
+ * step must leave zero but in the rewritten tensors) in one buffer. */
+static float *run_steps(const snug_optim_config *cfg, bool with_spans, bool rewrite_odd, int threads) {
     optim_span spans[N_TENSORS];
     const size_t n = layout(spans);
+    for (int i = 1; i < N_TENSORS; i += 2) spans[i].rewritten = rewrite_odd;
     const int slots = optim_state_slots(cfg);
     float *out = calloc((size_t)(2 + slots) * n, sizeof *out);
     assert_non_null(out);
@@ -127,11 +129,31 @@ static float *run_steps(const snug_optim_config *cfg, bool with_spans, int threa
 
 static void update_same_bits_with_shares(const snug_optim_config *cfg) {
     const size_t n = layout((optim_span[N_TENSORS]){0}), floats = (size_t)(2 + optim_state_slots(cfg)) * n;
-    float *want = run_steps(cfg, false, 1);
+    float *want = run_steps(cfg, false, false, 1);
     for (size_t i = n; i < 2 * n; i++) assert_true(want[i] == 0.0f); /* consumed */
     for (int threads = 1; threads <= 3; threads++) {
-        float *got = run_steps(cfg, true, threads);
+        float *got = run_steps(cfg, true, false, threads);
         assert_memory_equal(got, want, floats * sizeof *got);
+        free(got);
+    }
+    free(want);
+}
+
+/* Rewritten tensors (optim_span.rewritten): the same parameters and state, and their gradients left as the last
+ * step read them (its inputs, unscaled) where every other one is zero; on one thread and on a team. */
+static void rewritten_keep_their_gradients(void **unused) {
+    (void)unused;
+    const snug_optim_config cfg = {.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f};
+    optim_span spans[N_TENSORS];
+    const size_t n = layout(spans), slots = (size_t)optim_state_slots(&cfg);
+    float *want = run_steps(&cfg, true, false, 1);
+    for (int threads = 1; threads <= 2; threads++) {
+        float *got = run_steps(&cfg, true, true, threads);
+        assert_memory_equal(got, want, n * sizeof *got);                   /* parameters */
+        assert_memory_equal(got + 2 * n, want + 2 * n, slots * n * sizeof *got); /* state */
+        for (int t = 0; t < N_TENSORS; t++)
+            for (size_t i = spans[t].offset; i < spans[t].offset + spans[t].numel; i++)
+                assert_true(got[n + i] == (t % 2 ? pseudo(i, 13) : 0.0f));
         free(got);
     }
     free(want);
@@ -178,7 +200,7 @@ int main(void) {
         cmocka_unit_test(shares_tile_each_tensor),     cmocka_unit_test(shares_are_even),
         cmocka_unit_test(owner_agrees_with_shares),    cmocka_unit_test(spans_tile_checks),
         cmocka_unit_test(sgd_update_same_bits),        cmocka_unit_test(adamw_update_same_bits),
-        cmocka_unit_test(norm_same_bits_with_shares),
+        cmocka_unit_test(norm_same_bits_with_shares),  cmocka_unit_test(rewritten_keep_their_gradients),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,6 +200,36 @@ static bool bind_zeroing(exec *x) {
     return true;
 }
 
+/* A parameter's gradient is written whole by its first writer in backward where that step's op can
+ * (OP_WRITES_DW_FRESH): the update then need not zero it, and the first micro-batch's product need not read it
+ * back (a pass over memory each, the size of the model). Shared parameters (a tied head and its embedding)
+ * count their first writer only; the later ones add. Called after bind_step. */
+static bool bind_param_fresh(exec *x) {
+    const plan *p = x->p;
+    const snug_graph *g = x->g;
+    x->param_fresh = calloc((size_t)g->n_params + 1, sizeof *x->param_fresh);
+    bool *seen = calloc((size_t)g->n_params + 1, sizeof *seen);
+    if (!x->param_fresh || !seen) {
+        free(seen);
+        return false;
+    }
+    for (int s = p->n_forward; s < p->n_steps; s++) {
+        const sched_step *st = &p->steps[s];
+        if (st->node < 0 || st->phase != SNUG_PHASE_BACKWARD) continue;
+        const graph_node *nd = &g->nodes[st->node];
+        for (int i = 0; i < nd->n_params; i++) {
+            const int k = nd->params[i];
+            if (!x->calls[s].dw[i] || seen[k]) continue;
+            seen[k] = true;
+            if (!(nd->op->flags & OP_WRITES_DW_FRESH)) continue;
+            x->calls[s].dw_fresh |= 1u << i;
+            x->param_fresh[k] = true;
+        }
+    }
+    free(seen);
+    return true;
+}
+
 /* bf16: before each step after forward, the instances unpacked from a packed copy whose first reader it is;
  * the list holds their buffers. */
 static bool bind_unpacking(exec *x) {
@@ -264,7 +294,7 @@ snug_status exec_bind(exec *x, const snug_graph *g, const plan *p, snug_mem *mem
     x->calls = calloc((size_t)p->n_steps + 1, sizeof *x->calls);
     if (x->calls)
         for (int i = 0; i < p->n_steps; i++) bind_step(x, i);
-    if (!x->calls || !bind_zeroing(x) || !bind_unpacking(x)) {
+    if (!x->calls || !bind_zeroing(x) || !bind_unpacking(x) || !bind_param_fresh(x)) {
         exec_unbind(x);
         return snug_fail(err, SNUG_E_OOM, "out of memory: the system refused the executor's tables");
     }
@@ -280,16 +310,22 @@ void exec_unbind(exec *x) {
     free(x->zero_list);
     free(x->unpack_start);
     free(x->unpack_list);
+    free(x->param_fresh);
     free(x->op_seconds);
     free(x->op_calls);
     x->calls = NULL;
     x->zero_start = x->zero_list = NULL;
     x->unpack_start = x->unpack_list = NULL;
+    x->param_fresh = NULL;
     x->op_seconds = NULL;
     x->op_calls = NULL;
 }
 
 void exec_weights_changed(exec *x) { x->weights_version++; }
+
+bool exec_param_written_fresh(const exec *x, int i) { return x->param_fresh && x->param_fresh[i]; }
+
+void exec_grads_left_stale(exec *x) { x->grads_stale = true; }
 
 bool exec_profile(exec *x, bool on) {
     x->profiling = false;
@@ -398,6 +434,8 @@ void exec_flush(exec *x) {
 
 static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *key, exec_nonfinite *where) {
     const plan *p = x->p;
+    const bool stale = x->grads_stale; /* only this micro-batch's first writers write whole */
+    x->grads_stale = false;
     for (int s = p->n_forward; s < p->n_steps; s++) {
         const sched_step *st = &p->steps[s];
         if (st->node < 0) continue; /* the update belongs to the trainer */
@@ -412,6 +450,7 @@ static bool run_backward(exec *x, size_t m, float loss_scale, const exec_key *ke
         op_call c = x->calls[s];
         set_run(x, &c, m, key);
         c.loss_scale = loss_scale;
+        if (!stale) c.dw_fresh = 0;
         const op_desc *op = c.node->op;
         if (st->phase == SNUG_PHASE_RECOMPUTE) {
             c.recompute = true;

@@ -34,6 +34,9 @@ typedef struct exec {
     char *pending;            /* the ops' deferred weight-gradient rows (plan.pending_at), counted as grads */
     char *kept;               /* the ops' weights kept across a window (plan.kept_at), counted as params */
     uint64_t weights_version; /* op_call.weights_version: exec_weights_changed advances it */
+    bool *param_fresh;        /* per graph parameter: its gradient's first writer in backward writes it whole
+                                 where the gradients are stale (OP_WRITES_DW_FRESH, op_call.dw_fresh) */
+    bool grads_stale;         /* exec_grads_left_stale: the next backward's first writers write whole */
     int *unpack_start;        /* bf16, per step: the buffers unpacked from a packed copy before it are */
     int *unpack_list;         /* unpack_list[unpack_start[s] .. unpack_start[s + 1]) */
     op_call *calls;           /* per schedule step */
@@ -79,6 +82,13 @@ void exec_flush(exec *x);
 /* The parameters may have changed (an optimizer step, the caller's writes through its pointers): what the
  * ops keep derived from them is stale. The trainer calls it at the start of every window and evaluation. */
 void exec_weights_changed(exec *x);
+/* Whether graph parameter i's gradient is written whole by its first writer after exec_grads_left_stale: the
+ * update may leave it holding the last window's values instead of zeroing it. */
+bool exec_param_written_fresh(const exec *x, int i);
+/* The parameter gradients that exec_param_written_fresh names hold the last window's values (the update did
+ * not zero them), every other one is zero: the next backward's first writers write theirs whole. Any backward
+ * clears it (its later micro-batches add). */
+void exec_grads_left_stale(exec *x);
 /* Starts timing every op call of training micro-batches (the totals cleared) or stops it (the totals kept until
  * the next start). False when the timers cannot be allocated. */
 bool exec_profile(exec *x, bool on);

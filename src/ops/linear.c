@@ -228,24 +228,33 @@ static void din_direct(float *din, const float *dy, const float *w, size_t rows,
     }
 }
 
-/* dW += dy^T x through sgemm, the same chain over the rows as gemm_direct's below: a batch split into
- * micro-batches of any sizes sums every element of dW in the same order. */
+/* dW += dy^T x (dW = dy^T x where fresh) through sgemm, the same chain over the rows as gemm_direct's below: a
+ * batch split into micro-batches of any sizes sums every element of dW in the same order. */
 static void dw_sgemm(float *dw, const float *dy, const float *x, size_t rows, size_t fi, size_t fo, float *work,
-                     int threads) {
-    sgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
+                     int threads, bool fresh) {
+    sgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, !fresh, work, threads);
 }
 
-/* din += dy W (din = dy W where din_fresh: its memory is stale) and dW += dy^T x; either may be NULL. work:
- * linear_workspace_bytes for the plan's product (sgemm's or bgemm's packing). Every product starts each
- * element's chain from zero instead of from a zeroed din, the same bits. */
+/* dW += dy^T x through the BLAS in one call (dW = dy^T x where fresh: zeroed first, the BLAS's bits then those
+ * of adding into zeros). */
+static void dw_blas(float *dw, const float *dy, const float *x, size_t rows, size_t fi, size_t fo, bool fresh) {
+    if (fresh) memset(dw, 0, fo * fi * sizeof *dw);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy, (int)fo, x, (int)fi,
+                1.0f, dw, (int)fi);
+}
+
+/* din += dy W (din = dy W where din_fresh: its memory is stale) and dW += dy^T x (dW = dy^T x where dw_fresh);
+ * either may be NULL. work: linear_workspace_bytes for the plan's product (sgemm's or bgemm's packing). Every
+ * product starts each element's chain from zero instead of from a zeroed din or dW, the same bits; the BLAS's
+ * dW is zeroed first instead. */
 static void xwt_backward(float *din,      // (rows, fi) or NULL
                          float *dw,       // (fo, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
                          const uint16_t *w16, // W in bf16 (fo, fi), or NULL: bgemm rounds W itself
-                         size_t rows, size_t fi, size_t fo, bool din_fresh, op_product product, float *work,
-                         int threads) {
+                         size_t rows, size_t fi, size_t fo, bool din_fresh, bool dw_fresh, op_product product,
+                         float *work, int threads) {
     const bool own = product == OP_PRODUCT_SGEMM && work;
     if (product == OP_PRODUCT_BGEMM && work) { /* dy rounded to bfloat16 as bgemm packs it, as x and W are */
         if (din && w16)
@@ -253,24 +262,25 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
                       !din_fresh, work, threads);
         else if (din)
             bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
-        if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, true, work, threads);
+        if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, !dw_fresh, work, threads);
         return;
     }
     if (use_direct_grads(rows, fo, product)) {
         /* din (rows, fi) += dy (rows, fo) W (fo, fi); dW (fo, fi) += dy^T (fo, rows) x (rows, fi), dy^T read
          * through its strides */
         if (din) din_direct(din, dy, w, rows, fi, fo, din_fresh);
-        if (dw && rows >= LINEAR_DIRECT_MIN_DW_ROWS) gemm_direct(fo, fi, rows, dy, 1, fo, x, fi, dw, fi, NULL, true);
-        else if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
-        else if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)fo, (int)fi, (int)rows, 1.0f, dy,
-                                 (int)fo, x, (int)fi, 1.0f, dw, (int)fi);
+        if (dw && rows >= LINEAR_DIRECT_MIN_DW_ROWS)
+            gemm_direct(fo, fi, rows, dy, 1, fo, x, fi, dw, fi, NULL, !dw_fresh);
+        else if (dw && own) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads, dw_fresh);
+        else if (dw) dw_blas(dw, dy, x, rows, fi, fo, dw_fresh);
         return;
     }
     if (own) {
         if (din) sgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
-        if (dw) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads);
+        if (dw) dw_sgemm(dw, dy, x, rows, fi, fo, work, threads, dw_fresh);
         return;
     }
+    if (dw && dw_fresh) memset(dw, 0, fo * fi * sizeof *dw);
     for (size_t r0 = 0; r0 < rows; r0 += rows_chunk(rows, r0)) {
         const int nr = (int)rows_chunk(rows, r0);
         if (din)
@@ -317,9 +327,11 @@ VM_KERNEL static void bias_grad_cols(float *db,       // (fo)
     }
 }
 
-/* db += the column sums of dy. Every element adds the rows in order, whoever owns its block of columns, so the
- * bits are the same whatever the thread count: deterministic. */
-static void bias_grad(float *db, const float *dy, size_t rows, size_t fo) {
+/* db += the column sums of dy (db zeroed first where fresh: fo floats, no pass worth saving). Every element adds
+ * the rows in order, whoever owns its block of columns, so the bits are the same whatever the thread count:
+ * deterministic. */
+static void bias_grad(float *db, const float *dy, size_t rows, size_t fo, bool fresh) {
+    if (fresh) memset(db, 0, fo * sizeof *db);
     const size_t nblk = (fo + LINEAR_DB_BLOCK - 1) / LINEAR_DB_BLOCK;
     if (nblk < 2 || rows * fo < LINEAR_PAR_MIN || !par_pays_floats(2 * rows * fo)) {
         bias_grad_cols(db, dy, rows, fo, 0, fo);
@@ -564,7 +576,7 @@ static size_t defer_capacity(size_t rows) { return rows >= 4 ? 64 : 16 * (rows ?
 
 static void flush_rows(const op_call *c, size_t fi, size_t fo) {
     size_t *n = pending_rows(c);
-    if (*n) dw_sgemm(c->dw[0], pending_dy(c, fi), pending_x(c), *n, fi, fo, c->work, c->threads);
+    if (*n) dw_sgemm(c->dw[0], pending_dy(c, fi), pending_x(c), *n, fi, fo, c->work, c->threads, false);
     *n = 0;
 }
 
@@ -630,32 +642,36 @@ static float *linear_stage(const op_call *c) {
     return (float *)(void *)((at + 63) / 64 * 64);
 }
 
-/* dW += dy^T x over sample n's per rows, x regenerated into the stage; dy the sample's (per, fo). */
-static void dw_regenerated_sample(const op_call *c, size_t n, const float *dy, size_t per, size_t fi, size_t fo) {
+/* dW += dy^T x over sample n's per rows (dW = where fresh), x regenerated into the stage; dy the sample's
+ * (per, fo). */
+static void dw_regenerated_sample(const op_call *c, size_t n, const float *dy, size_t per, size_t fi, size_t fo,
+                                  bool fresh) {
     const size_t n_el = per * fi;
     float *stage = linear_stage(c);
     const op_call *p = c->regen;
     #pragma omp parallel if (n_el >= LINEAR_REGEN_PAR_MIN && par_pays_floats(2 * n_el))
     p->node->op->regen(p, n, stage, (size_t)omp_get_thread_num(), (size_t)omp_get_num_threads());
     if (takes_bgemm(c)) /* as the unregenerated product: dy rounded as bgemm packs it */
-        bgemm(fo, fi, per, transposed(dy, fo), rows_of(stage, fi), c->dw[0], fi, NULL, true, c->work, c->threads);
-    else dw_sgemm(c->dw[0], dy, stage, per, fi, fo, c->work, c->threads);
+        bgemm(fo, fi, per, transposed(dy, fo), rows_of(stage, fi), c->dw[0], fi, NULL, !fresh, c->work, c->threads);
+    else dw_sgemm(c->dw[0], dy, stage, per, fi, fo, c->work, c->threads, fresh);
 }
 
 static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) {
     const size_t per = rows / c->m;
-    for (size_t n = 0; n < c->m; n++) dw_regenerated_sample(c, n, c->dout + n * per * fo, per, fi, fo);
+    for (size_t n = 0; n < c->m; n++)
+        dw_regenerated_sample(c, n, c->dout + n * per * fo, per, fi, fo, n == 0 && (c->dw_fresh & 1u));
 }
 
 static void linear_backward_float(const op_call *c, size_t rows, size_t fi, size_t fo) {
     /* bgemm's dW rounds dy; the pending rows' product would not, so a bf16 call through it defers nothing */
     const bool pend = c->pending && c->dw[0] && defers(rows, fi, fo, c->product);
+    if (pend && (c->dw_fresh & 1u)) memset(c->dw[0], 0, fi * fo * sizeof(float)); /* the rows add later */
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
     xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo),
-                 rows, fi, fo, c->din_fresh & 1u, c->product, c->work, c->threads);
+                 rows, fi, fo, c->din_fresh & 1u, c->dw_fresh & 1u, c->product, c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
-    if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo);
+    if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo, c->dw_fresh & 2u);
 }
 
 /* ---- packed activation gradients -------------------------------------------------------------------------
@@ -705,6 +721,7 @@ static void linear_backward_packed(const op_call *c, size_t rows, size_t fi, siz
     for (size_t n = 0; n < c->m; n++) {
         op_call s = *c;
         s.m = 1;
+        if (n > 0) s.dw_fresh = 0; /* the first sample writes dW and db whole, the rest add */
         sample_passes(c, n, per, fi, fo, wants_din, true);
         /* the stages now ready: these calls only name them (a range of none) */
         s.dout = grad_dy(c, per * fo, n, grad_stage_dy(c, per, fi), 0, 0);
@@ -713,7 +730,7 @@ static void linear_backward_packed(const op_call *c, size_t rows, size_t fi, siz
         if (c->regen) s.regen = NULL, s.dw[0] = NULL; /* dW below, from sample n regenerated by the producer */
         linear_backward_float(&s, per, fi, fo);
         sample_passes(c, n, per, fi, fo, wants_din, false);
-        if (c->regen && c->dw[0]) dw_regenerated_sample(c, n, s.dout, per, fi, fo);
+        if (c->regen && c->dw[0]) dw_regenerated_sample(c, n, s.dout, per, fi, fo, n == 0 && (c->dw_fresh & 1u));
     }
 }
 
@@ -745,7 +762,7 @@ static void tied_backward(const op_call *c) {
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
     xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo), rows, fi, fo,
-                 c->din_fresh & 1u, c->product, c->work, c->threads);
+                 c->din_fresh & 1u, c->dw_fresh & 1u, c->product, c->work, c->threads);
 }
 
 /* ---- costs ---------------------------------------------------------------------------------------------- */
@@ -832,7 +849,7 @@ static const op_product_sizes tied_sizes = {.workspace_bytes = linear_workspace_
 const op_desc op_linear = {
     .kind = "linear",
     .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_REGEN_INPUT | OP_ROUNDS_OUTPUT | OP_GRAD_READS_PACKED |
-             OP_GRAD_WRITES_PACKED | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED,
+             OP_GRAD_WRITES_PACKED | OP_FORWARD_READS_PACKED | OP_WRITES_PACKED | OP_WRITES_DW_FRESH,
     .infer = linear_infer,
     .forward = linear_forward,
     .backward = linear_backward,
@@ -845,7 +862,7 @@ const op_desc op_linear = {
 
 const op_desc op_linear_tied = {
     .kind = "linear_tied",
-    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
+    .flags = OP_KEEPS_INPUT | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT | OP_WRITES_DW_FRESH,
     .infer = tied_infer,
     .forward = tied_forward,
     .backward = tied_backward,

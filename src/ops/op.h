@@ -3,7 +3,8 @@
  * (N, C, H, W) and (N, features). Backward always ADDS into din and dw: fan-out and accumulation over
  * micro-batches then need no special code; the trainer zeroes parameter gradients once per optimizer step and
  * the executor zeroes activation gradients before each backward, except where the first writer of one can
- * write it whole (OP_WRITES_FRESH, op_call.din_fresh): a pass over memory saved per gradient. */
+ * write it whole (OP_WRITES_FRESH, op_call.din_fresh; OP_WRITES_DW_FRESH, op_call.dw_fresh): a pass over memory
+ * saved per gradient. */
 #ifndef SNUG_OPS_OP_H
 #define SNUG_OPS_OP_H
 
@@ -58,6 +59,9 @@ enum {
                                    writes its packed copy, packed.copy) while the values it just wrote are
                                    still in cache, instead of the executor's pass over the whole output
                                    (ops/round_output.h) */
+    OP_WRITES_DW_FRESH = 1u << 18, /* backward honours op_call.dw_fresh: where it is the first writer of its
+                                   parameters' gradients in a window, it writes them whole over the last
+                                   window's values, so the update leaves them unzeroed */
 };
 
 /* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
@@ -103,6 +107,10 @@ typedef struct op_call {
     unsigned din_fresh;                /* bit i: din[i] holds no gradient yet (stale memory), and backward
                                           writes every element of it instead of adding; only for ops with
                                           OP_WRITES_FRESH, and with the bits of adding into zeros */
+    unsigned dw_fresh;                 /* bit i: dw[i] holds the last window's gradient (the update left it
+                                          for its first writer), and backward writes every element of it
+                                          instead of adding; only for ops with OP_WRITES_DW_FRESH, the first
+                                          backward of a window, with the bits of adding into zeros */
     const float *w[NODE_MAX_PARAMS];   /* parameters, in the order the op declared them */
     float *dw[NODE_MAX_PARAMS];        /* their gradients (NULL for a non-trainable buffer) */
     float *state[NODE_MAX_PARAMS];     /* non-trainable buffers (BatchNorm's running statistics), writable;

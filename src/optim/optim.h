@@ -14,6 +14,8 @@ int optim_state_slots(const snug_optim_config *cfg);
 /* A trainable tensor's elements in the parameter (and gradient) block. */
 typedef struct optim_span {
     size_t offset, numel;
+    bool rewritten; /* the next window's first writer of its gradient writes it whole: a step that consumes the
+                       gradients (optim_step_consume) leaves it as it is instead of zeroing it */
 } optim_span;
 
 /* Tensors under this many elements go whole to thread 0 in the passes over the gradients (a bias, a norm's
@@ -52,8 +54,9 @@ typedef struct optim_state {
 void optim_step(optim_state *st, float *params, const float *grads, float lr);
 
 /* The trainer's step: the same update with every gradient multiplied by grad_scale as it is read (the clip
- * factor from grad_clip_factor: the same bits as grad_clip followed by optim_step), and grads left all zero,
- * ready for the next window, in the same pass over memory. */
+ * factor from grad_clip_factor: the same bits as grad_clip followed by optim_step), and grads left zero, ready
+ * for the next window, in the same pass over memory: all of them, but the tensors whose span is rewritten
+ * (their next writer writes them whole, so they keep this window's values). */
 void optim_step_consume(optim_state *st, float *params, float *grads, float grad_scale, float lr);
 
 /* The global L2 norm of grads[0..n), computed in double. Not finite when any element is not. spans (NULL: one

@@ -12,8 +12,9 @@
 #define OPTIM_PARALLEL_MIN ((size_t)32768)
 
 /* How a step reads the gradients: each element is multiplied by scale as it is read (the clip factor, or 1,
- * which is exact), so that clipping needs no pass of its own; with consume set every gradient is left zero
- * behind the update, so that the next window starts from zero without a memset pass of its own either. */
+ * which is exact), so that clipping needs no pass of its own; with consume set every gradient but the rewritten
+ * tensors' (optim_span) is left zero behind the update, so that the next window starts from zero without a
+ * memset pass of its own either. */
 typedef struct optim_grads {
     float *g;     // (n)
     float scale;
@@ -25,7 +26,8 @@ typedef struct optim_grads {
 typedef void (*optim_span_fn)(const void *ctx, const optim_grads *gr, size_t lo, size_t hi, float *p_new);
 
 /* Runs span over [0, st->n) in blocks small enough to stay in L1, each block's new parameters stored into
- * params past the caches (core/stream_store.h) and its gradients zeroed right after when gr->consume; each
+ * params past the caches (core/stream_store.h) and its gradients zeroed right after when gr->consume (but in
+ * rewritten tensors); each
  * thread its share of every tensor (optim_share) when `streams` floats per element make the pass worth a team
  * (core/parallel.h). Every element is updated the same way whoever updates it, so the bits do not depend on
  * the thread count. */

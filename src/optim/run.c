@@ -16,22 +16,30 @@
  * store into params would wait for the line to be taken from the other core, which read it in the products
  * (core/stream_store.h). One copy through L1 costs far less than those waits. */
 static void run_blocks(size_t lo, size_t hi, optim_span_fn span, const void *ctx, const optim_grads *gr,
-                       float *params) {
+                       float *params, bool zero) {
     _Alignas(SNUG_MEM_ALIGN) float p_new[OPTIM_BLOCK];
     for (size_t b = lo; b < hi; b += OPTIM_BLOCK) {
         const size_t e = hi - b < OPTIM_BLOCK ? hi : b + OPTIM_BLOCK;
         span(ctx, gr, b, e, p_new);
         stream_floats(params + b, p_new, e - b);
-        if (gr->consume) memset(gr->g + b, 0, (e - b) * sizeof(float));
+        if (zero) memset(gr->g + b, 0, (e - b) * sizeof(float));
     }
-    stream_fence(); /* before the team's closing barrier publishes the parameters */
 }
+
+/* Whether the update leaves tensor s's gradients zero behind it (a rewritten one is written whole next). */
+static bool zeroes(const optim_grads *gr, const optim_span *s) { return gr->consume && !s->rewritten; }
 
 void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const void *ctx, const optim_grads *gr,
                float *params) {
     const size_t n = st->n;
+    optim_span whole;
+    int n_spans = st->n_spans;
+    const optim_span *spans = optim_spans_or_whole(st->spans, &n_spans, n, &whole);
     if (n < OPTIM_PARALLEL_MIN || !par_pays_floats(streams * n)) {
-        run_blocks(0, n, span, ctx, gr, params);
+        for (int i = 0; i < n_spans; i++)
+            run_blocks(spans[i].offset, spans[i].offset + spans[i].numel, span, ctx, gr, params,
+                       zeroes(gr, &spans[i]));
+        stream_fence();
         return;
     }
     /* Each thread its share of every tensor (optim_share), the same every step and the same as the norm's. Not
@@ -39,16 +47,14 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
      * cache, half of what each thread read would have been written by the other (the weight gradients'
      * products split rows), and the mlp's update after an accumulation window takes about 1.5x as long that way.
      * Element-wise, so the bits do not depend on the shares. */
-    optim_span whole;
-    int n_spans = st->n_spans;
-    const optim_span *spans = optim_spans_or_whole(st->spans, &n_spans, n, &whole);
     #pragma omp parallel
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         for (int i = 0; i < n_spans; i++) {
             size_t lo, hi;
             optim_share(&spans[i], t, T, &lo, &hi);
-            if (lo < hi) run_blocks(lo, hi, span, ctx, gr, params);
+            if (lo < hi) run_blocks(lo, hi, span, ctx, gr, params, zeroes(gr, &spans[i]));
         }
+        stream_fence(); /* before the team's closing barrier publishes the parameters */
     }
 }

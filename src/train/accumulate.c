@@ -99,6 +99,9 @@ snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const s
     /* A window without any counted item has no loss to differentiate: it contributes nothing. An empty shard
      * (B < R) contributes zeros, and its rank still joins the reductions. */
     double total = N > 0 ? run_shard(tr, ds, indices + begin, begin, len, N, &k) : 0.0;
+    /* No backward ran (an empty shard, a window without items): the gradients the last update left for their
+     * first writer still hold that window's values, and this window's contribution is zero. */
+    if (tr->x.grads_stale) trainer_zero_grads(tr);
     t0 = trainer_tick(tr);
     exec_flush(&tr->x); /* what backward deferred, before the gradients are read */
     trainer_tock(tr, PART_DEFERRED, t0);
@@ -123,7 +126,10 @@ size_t trainer_window_micro_batches(const snug_trainer *tr) {
     return (len + tr->plan->m - 1) / tr->plan->m;
 }
 
-void trainer_zero_grads(snug_trainer *tr) { memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float)); }
+void trainer_zero_grads(snug_trainer *tr) {
+    memset(tr->x.grads, 0, tr->g->param_numel * sizeof(float));
+    tr->x.grads_stale = false; /* every gradient zero: the next backward may add */
+}
 
 /* A skipped window changes nothing but the counters: its running statistics go back to the window's start. */
 void trainer_restore_buffers(snug_trainer *tr) {
@@ -154,7 +160,9 @@ snug_status snug_trainer_gradients(snug_trainer *tr, const snug_dataset *ds, con
 
 /* Applies the window's gradients: skip on non-finite values (schedule held), else clip, update, advance. The
  * update reads each gradient once, scaled by the clip factor on the fly, and leaves it zero (optim.h): one pass
- * over the gradients instead of a clip, an update and a memset. */
+ * over the gradients instead of a clip, an update and a memset. A gradient whose first writer writes it whole
+ * (exec_param_written_fresh: the linear layers' weights and biases) is not even zeroed: the next window's first
+ * backward writes it over the values it keeps. */
 static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     const double t0 = trainer_tick(tr);
     size_t np = tr->g->param_numel;
@@ -172,6 +180,7 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     }
     tr->nonfinite_run = 0;
     optim_step_consume(&tr->opt, tr->x.params, tr->x.grads, grad_clip_factor(norm, tr->cfg.clip_norm), st->lr);
+    if (tr->opt.spans) exec_grads_left_stale(&tr->x); /* the rewritten spans kept their values (optim.h) */
     tr->step++;
     trainer_tock(tr, PART_UPDATE, t0);
 }

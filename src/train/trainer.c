@@ -98,7 +98,8 @@ static void bind_spans(snug_trainer *tr) {
     int n = 0;
     for (int i = 0; i < g->n_params; i++)
         if (!g->params[i].buffer && g->params[i].numel > 0)
-            tr->spans[n++] = (optim_span){.offset = g->params[i].offset, .numel = g->params[i].numel};
+            tr->spans[n++] = (optim_span){.offset = g->params[i].offset, .numel = g->params[i].numel,
+                                          .rewritten = exec_param_written_fresh(&tr->x, i)};
     if (optim_spans_tile(tr->spans, n, g->param_numel)) tr->opt.spans = tr->spans, tr->opt.n_spans = n;
 }
 
