@@ -88,7 +88,9 @@ static void spans_tile_checks(void **unused) {
     assert_true(optim_spans_tile(spans, N_TENSORS, n));
     assert_false(optim_spans_tile(spans, N_TENSORS, n + 1));        /* the block is longer */
     assert_false(optim_spans_tile(spans, N_TENSORS - 1, n));        /* a tensor left out */
-    optim_span gap[2] = {{0, 10}, {11, 5}}, overlap[2] = {{0, 10}, {9, 6}}, empty[2] = {{0, 10}, {10, 0}};
+    optim_span gap[2] = {{.offset = 0, .numel = 10}, {.offset = 11, .numel = 5}},
+               overlap[2] = {{.offset = 0, .numel = 10}, {.offset = 9, .numel = 6}},
+               empty[2] = {{.offset = 0, .numel = 10}, {.offset = 10, .numel = 0}};
     assert_false(optim_spans_tile(gap, 2, 16));
     assert_false(optim_spans_tile(overlap, 2, 15));
     assert_false(optim_spans_tile(empty, 2, 10));
