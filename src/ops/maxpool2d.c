@@ -153,6 +153,7 @@ static float window_max(const float *f, // (h, w), or NULL
 typedef struct pool_io {
     const float *x;     // (planes, h, w), or NULL
     const bf16 *xh;     // (planes, h, w) where x is NULL
+    size_t in_len;      // elements of the input: planes h w
     float *y;           // (planes, ho, wo), or NULL
     bf16 *yh;           // (planes, ho, wo), or NULL
     uint8_t *arg;       // (planes, ho, wo): position within the window
@@ -189,18 +190,33 @@ static inline AVX512 __m512 relu16(__m512 x) {
     return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
-/* The 32 values of an input row from column 2o on (2n of them, n <= 16, the rest 0), as two vectors of 16
- * floats: loaded as they lie, or widened from bfloat16 (exact: the bits shifted up), the 2n bfloat16 loaded as
- * n 32-bit words (a masked load AVX-512 F has, with no read past the row's end). */
-static inline AVX512 void pool22_load(__m512 *v0, __m512 *v1, const float *f, const bf16 *h, size_t n) {
+/* The 32 values of an input row from column 2o on (2n of them, n <= 16; the rest 0, or where `whole` says the
+ * 32 lie in the input, whatever follows the row there: lanes no output is taken from), as two vectors of 16
+ * floats: loaded as they lie, or widened from bfloat16 (exact: the bits shifted up). Plain loads where they
+ * can: on this CPU a masked 64-byte load that crosses a cache line cost several times the pool's other work. A
+ * row's last 2n < 32 bfloat16 at the input's end are n 32-bit words, a masked load AVX-512 F has. */
+static inline AVX512 void pool22_load(__m512 *v0, __m512 *v1, const float *f, const bf16 *h, size_t n, bool whole) {
+    if (f && whole) {
+        *v0 = _mm512_loadu_ps(f);
+        *v1 = _mm512_loadu_ps(f + 16);
+        return;
+    }
     if (f) {
         *v0 = _mm512_maskz_loadu_ps(avx512_lanes(2 * n), f);
         *v1 = _mm512_maskz_loadu_ps(avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0), f + 16);
         return;
     }
-    const __m512i both = _mm512_maskz_loadu_epi32(avx512_lanes(n), (const void *)h);
-    *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(both)), 16));
-    *v1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(both, 1)), 16));
+    __m256i lo, hi;
+    if (whole) {
+        lo = _mm256_loadu_si256((const __m256i *)(const void *)h);
+        hi = _mm256_loadu_si256((const __m256i *)(const void *)(h + 16));
+    } else {
+        const __m512i both = _mm512_maskz_loadu_epi32(avx512_lanes(n), (const void *)h);
+        lo = _mm512_castsi512_si256(both);
+        hi = _mm512_extracti64x4_epi64(both, 1);
+    }
+    *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lo), 16));
+    *v1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
 }
 
 /* n <= 16 outputs (the maxima) stored in float32 where y is not NULL and in bfloat16 where yh is not: the
@@ -228,8 +244,9 @@ static AVX512 void pool22_row(const pool_io *io, size_t in, size_t out, size_t w
     for (size_t o = 0; o < wo; o += 16) {
         const size_t n = wo - o < 16 ? wo - o : 16, i0 = in + 2 * o, i1 = i0 + w;
         __m512 a0, a1, b0, b1;
-        pool22_load(&a0, &a1, io->x ? io->x + i0 : NULL, io->x ? NULL : io->xh + i0, n);
-        pool22_load(&b0, &b1, io->x ? io->x + i1 : NULL, io->x ? NULL : io->xh + i1, n);
+        const bool whole = i1 + 32 <= io->in_len; /* the second row's 32 lie in the input, so the first's do */
+        pool22_load(&a0, &a1, io->x ? io->x + i0 : NULL, io->x ? NULL : io->xh + i0, n, whole);
+        pool22_load(&b0, &b1, io->x ? io->x + i1 : NULL, io->x ? NULL : io->xh + i1, n, whole);
         if (relu) a0 = relu16(a0), a1 = relu16(a1), b0 = relu16(b0), b1 = relu16(b1);
         __m512 best = _mm512_permutex2var_ps(a0, even, a1);
         __m512i idx = _mm512_setzero_si512();
@@ -267,9 +284,9 @@ static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d
  * output is one of those values (or a folded ReLU's 0) and rounding leaves it as it is (op_round_output's
  * work): only its bfloat16 is left to write, into the only packed output (op_call.packed.out) or the packed copy
  * beside the float32 one (packed.copy), as each output is made. */
-static pool_io pool_io_of(const op_call *c) {
+static pool_io pool_io_of(const op_call *c, const pool_geom *p) {
     return (pool_io){.x = c->packed.in[0] ? NULL : c->in[0], .xh = c->packed.in[0],
-                     .y = c->packed.out ? NULL : c->out,
+                     .in_len = c->m * p->c * p->h * p->w, .y = c->packed.out ? NULL : c->out,
                      .yh = c->packed.out ? c->packed.out : c->packed.round ? c->packed.copy : NULL,
                      .arg = c->saved};
 }
@@ -278,7 +295,7 @@ static pool_io pool_io_of(const op_call *c) {
  * the pool itself. Planes are independent, so the bits do not depend on the split. */
 static void pool_forward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->node);
-    const pool_io io = pool_io_of(c);
+    const pool_io io = pool_io_of(c, &p);
     const size_t planes = c->m * p.c;
     bool fast = false;
 #ifdef SNUG_AVX512
