@@ -19,12 +19,13 @@
  * each output's gradient by y > 0 on its way to the argmax, as ReLU's backward would have. The ReLU's full-size
  * output is neither written nor kept (backward needs the pool's own output), and no pass runs over it.
  *
- * In a bf16 plan forward reads an input the plan keeps only packed (op_call.packed.in: a convolution's output
- * that only pools read) in bfloat16 as it lies, and writes an output that its readers read packed (a
- * convolution) only in bfloat16 (packed.out), or beside the float32 one the packed copy the plan keeps
- * (packed.copy), each element as it is made: no float32 instance of the widest activations of a CNN, and no
- * pass of its own to pack them. The AVX-512 path widens 32 bfloat16 of a row at a time; the generic window
- * loop widens each element as it reads it: the same values, so the same bits.
+ * In a bf16 plan forward writes the packed copy the plan keeps of its output (packed.copy) beside each float32
+ * output as it is made: no pass of its own to pack them. It can also read an input in bfloat16 as it lies
+ * (op_call.packed.in) and write its output only in bfloat16 (packed.out): the AVX-512 path widens 32 bfloat16
+ * of a row at a time, the generic window loop each element as it reads it, the same values, so the same bits
+ * (tests/test_maxpool_fast.c, bench/bench_pool.c). The op does not offer that to the planner
+ * (OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the cnn's bf16 plan packs nothing, and on unet, whose plan
+ * would take it, a bf16 step measured no faster with it (docs/precision.md).
  *
  * Backward runs plane by plane; where the plan stores the gradients in bfloat16 (op_call.grads) each plane
  * goes through a thread's float32 stages. */
@@ -510,10 +511,8 @@ static bool pool_takes_relu(const op_node *n) {
     .kind = "maxpool2d", .flags = (FLAGS), .infer = pool_infer, .forward = pool_forward,                        \
     .backward = pool_backward, .flops = pool_flops, .saved_bytes = pool_saved_bytes,                            \
     .workspace_bytes = pool_workspace_bytes, .grad_stage_bytes = pool_grad_stage_bytes
-/* What the pools do in bf16 plans: gradients read and written packed, outputs rounded in their own loop, and an
- * input or output the plan keeps only packed read and written as it lies (pool_io). */
-#define POOL_BF16 (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT | OP_FORWARD_READS_PACKED | \
-                   OP_WRITES_PACKED)
+/* What the pools do in bf16 plans: gradients read and written packed, outputs rounded in their own loop. */
+#define POOL_BF16 (OP_GRAD_READS_PACKED | OP_GRAD_WRITES_PACKED | OP_ROUNDS_OUTPUT)
 const op_desc op_maxpool2d = {POOL_OP(OP_WRITES_FRESH | POOL_BF16),
                               .fold = {.relu_before = &op_maxpool2d_relu, .relu_before_fits = pool_takes_relu}};
 /* Backward reads its own output: the ReLU's mask is y > 0. */

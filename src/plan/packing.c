@@ -47,22 +47,16 @@ static bool add_packed(const snug_graph *g, plan *p, snug_tensor t) {
            (p->value_bwd[t] = plan_add_buf(p, node, ACT_VALUE, false, value)) >= 0;
 }
 
-/* Whether node i's backward reads no float32 instance of its input: it keeps none (a max-pool, a
- * concatenation), reads it sample by sample from the packed copy (a convolution with a stage), or regenerates it
- * from its producer. */
-static bool backward_reads_no_unpacked_input(const snug_graph *g, const plan *p, int i) {
-    return !(g->nodes[i].op->flags & OP_KEEPS_INPUT) || p->packed_in[i] || p->regen[i];
-}
-
-/* Whether every reader of t reads it packed in forward and, where backward reads it, in backward too: then t
- * needs no float32 instance at all. */
+/* Whether every reader of t reads it packed in forward and, where backward reads it, in backward too (a
+ * convolution with a stage; one whose backward regenerates t from its producer reads none of it): then t needs
+ * no float32 instance at all. */
 static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) {
     bool any = false;
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; j < g->nodes[i].n_inputs; j++) {
             if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t || (g->nodes[i].op->flags & OP_IS_VIEW)) continue;
-            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) ||
-                !backward_reads_no_unpacked_input(g, p, i) || p->seg.recompute[i])
+            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || !(p->packed_in[i] || p->regen[i]) ||
+                p->seg.recompute[i])
                 return false;
             any = true;
         }
