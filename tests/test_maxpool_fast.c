@@ -3,7 +3,9 @@
  * heights and widths, inputs with many ties, NaN, infinities and signed zeros, micro-batches above and below
  * the parallel threshold, and results that must not depend on the thread count. The pool's backward both adds
  * and writes a fresh dx whole. The max-pool with the ReLU before it folded in (op_maxpool2d_relu) gives the
- * bits of the two ops apart, and folds only where graph/fuse.c says. */
+ * bits of the two ops apart, and folds only where graph/fuse.c says. In a bf16 plan the pool reads an input
+ * kept only packed and writes its output only packed, or beside the float32 one its packed copy: the bits of
+ * the float32 path and of packing its output, on the AVX-512 path and its portable twin. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,6 +18,8 @@
 #include <string.h>
 
 #include "graph/graph.h"
+#include "kernels/bf16.h"
+#include "kernels/isa.h"
 #include "op_test_util.h"
 #include "ops/op.h"
 #include "snug.h"
@@ -266,12 +270,78 @@ static void test_relu_matches_reference(void **state) {
     omp_set_num_threads(maxt);
 }
 
+/* The bf16 plan's forward of f (its input already rounded to bfloat16 values) in its three forms against the
+ * float32 forward: input and output packed only (op_call.packed.in, packed.out), and float32 input and output
+ * with the packed copy written beside (packed.round, packed.copy). The same outputs, their bf16_pack, and the
+ * same argmax bytes. */
+static void expect_packed_forward(op_fixture *f, size_t n_in, size_t n_out) {
+    float *want = op_test_xmalloc(n_out * sizeof(float));
+    uint8_t *wpos = op_test_xmalloc(n_out), *pos = f->saved;
+    bf16 *xh = op_test_xmalloc(n_in * sizeof(bf16)), *yh = op_test_xmalloc(n_out * sizeof(bf16));
+    bf16 *wh = op_test_xmalloc(n_out * sizeof(bf16));
+    f->op->forward(&f->c);
+    memcpy(want, f->y, n_out * sizeof(float));
+    memcpy(wpos, pos, n_out);
+    bf16_pack(wh, want, n_out);
+    bf16_pack(xh, f->x[0], n_in);
+    op_call c = f->c;
+    c.bf16 = true;
+    c.in[0] = NULL, c.out = NULL, c.packed.in[0] = xh, c.packed.out = yh;
+    memset(pos, 0x5A, n_out);
+    f->op->forward(&c);
+    for (size_t o = 0; o < n_out; o++) assert_true(yh[o] == wh[o] && pos[o] == wpos[o]);
+    c = f->c;
+    c.bf16 = true;
+    c.packed.round = true, c.packed.copy = yh;
+    memset(yh, 0, n_out * sizeof(bf16));
+    memset(f->y, 0, n_out * sizeof(float));
+    f->op->forward(&c);
+    for (size_t o = 0; o < n_out; o++)
+        assert_true(same_bits(f->y[o], want[o]) && yh[o] == wh[o] && pos[o] == wpos[o]);
+    free(want), free(wpos), free(xh), free(yh), free(wh);
+}
+
+static void check_packed_pool(bool relu, size_t c, size_t h, size_t w, size_t k, size_t m, int threads,
+                              uint64_t seed) {
+    op_fixture f;
+    op_fixture_init(&f, relu ? relu_pool_graph(c, h, w, k) : pool_graph(c, h, w), relu ? 2 : 1, m, threads,
+                    FILL_PLAIN, seed);
+    const size_t n_in = m * c * h * w, n_out = m * f.out_n;
+    fill_tricky(f.x[0], n_in, seed);
+    for (size_t i = 0; i < n_in; i++) f.x[0][i] = bf16_round(f.x[0][i] * 1.3f); /* values off the set's grid */
+    omp_set_num_threads(threads);
+    expect_packed_forward(&f, n_in, n_out);
+    op_fixture_free(&f);
+}
+
+static void test_pool_packed_io_same_bits(void **state) {
+    (void)state;
+    const int maxt = omp_get_max_threads();
+    /* (c, h, w, m): the cnn's two pools serial and parallel, rows of 35 outputs, an odd plane; then 3x3
+     * windows (the generic loop) with the ReLU folded in */
+    const size_t cases[][4] = {{32, 28, 28, 1}, {64, 14, 14, 8}, {3, 9, 70, 2}, {2, 7, 33, 3}};
+    const kernel_isa isas[] = {kernel_isa_now(), KERNEL_ISA_PORTABLE};
+    for (size_t a = 0; a < sizeof isas / sizeof isas[0]; a++) {
+        kernel_isa_cap(isas[a]);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            for (int t = 1; t <= maxt; t++) {
+                check_packed_pool(false, cases[i][0], cases[i][1], cases[i][2], 2, cases[i][3], t, 500 + i);
+                if (cases[i][1] % 2 == 0 && cases[i][2] % 2 == 0)
+                    check_packed_pool(true, cases[i][0], cases[i][1], cases[i][2], 2, cases[i][3], t, 600 + i);
+            }
+        check_packed_pool(true, 2, 9, 12, 3, 2, 1, 700);
+    }
+    kernel_isa_cap(isas[0]);
+    omp_set_num_threads(maxt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pool_matches_reference),
         cmocka_unit_test(test_relu_matches_reference),
         cmocka_unit_test(test_relu_pool_folded_matches_reference),
         cmocka_unit_test(test_relu_pool_fold_rules),
+        cmocka_unit_test(test_pool_packed_io_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,14 @@
  * each output's gradient by y > 0 on its way to the argmax, as ReLU's backward would have. The ReLU's full-size
  * output is neither written nor kept (backward needs the pool's own output), and no pass runs over it.
  *
+ * In a bf16 plan forward writes the packed copy the plan keeps of its output (packed.copy) beside each float32
+ * output as it is made: no pass of its own to pack them. It can also read an input in bfloat16 as it lies
+ * (op_call.packed.in) and write its output only in bfloat16 (packed.out): the AVX-512 path widens 32 bfloat16
+ * of a row at a time, the generic window loop each element as it reads it, the same values, so the same bits
+ * (tests/test_maxpool_fast.c, bench/bench_pool.c). The op does not offer that to the planner
+ * (OP_FORWARD_READS_PACKED | OP_WRITES_PACKED): the cnn's bf16 plan packs nothing, and on unet, whose plan
+ * would take it, a bf16 step measured no faster with it (docs/precision.md).
+ *
  * Backward runs plane by plane; where the plan stores the gradients in bfloat16 (op_call.grads) each plane
  * goes through a thread's float32 stages. */
 #include <omp.h>
@@ -105,10 +113,16 @@ static snug_status pool_infer(const op_node *n, const snug_shape *in, int n_in, 
     return SNUG_OK;
 }
 
+/* Element i of a plane held in float32 (f) or, where a bf16 plan keeps it only packed, in bfloat16 (h): the same
+ * value either way (every bfloat16 is a float). */
+static inline float plane_at(const float *f, const bf16 *h, size_t i) { return f ? f[i] : bf16_to_float(h[i]); }
+
 /* One output element: the maximum of its window and where it is (first maximum; NaN beats everything), of the
- * values or (relu) of their ReLU. The window's rows and columns clipped to the plane: padding is -inf, which
- * never wins, so skipping it is taking it. Without padding the clip is the whole window. */
-static float window_max(const float *plane, // (h, w)
+ * values or (relu) of their ReLU, in a plane of floats (f) or of bfloat16 (h). The window's rows and columns
+ * clipped to the plane: padding is -inf, which never wins, so skipping it is taking it. Without padding the clip
+ * is the whole window. */
+static float window_max(const float *f, // (h, w), or NULL
+                        const bf16 *h,  // (h, w) where f is NULL
                         const pool_geom *p, size_t oh, size_t ow, bool relu, uint8_t *where) {
     const size_t h0 = oh * p->s, w0 = ow * p->s; /* the window's corner in padded coordinates */
     const size_t i0 = h0 < p->pad ? p->pad - h0 : 0, j0 = w0 < p->pad ? p->pad - w0 : 0;
@@ -117,11 +131,11 @@ static float window_max(const float *plane, // (h, w)
     const size_t c0 = w0 + j0 - p->pad; /* the first column inside the plane */
     const size_t first = (h0 + i0 - p->pad) * p->w + c0;
     size_t best_at = i0 * p->k + j0;
-    float best = relu ? relu_value(plane[first]) : plane[first];
+    float best = relu ? relu_value(plane_at(f, h, first)) : plane_at(f, h, first);
     for (size_t i = i0; i < i1; i++) {
         const size_t at = (h0 + i - p->pad) * p->w + c0; /* the row's first element inside the plane */
         for (size_t j = 0; j < j1 - j0; j++) {
-            float v = relu ? relu_value(plane[at + j]) : plane[at + j];
+            float v = relu ? relu_value(plane_at(f, h, at + j)) : plane_at(f, h, at + j);
             if (v > best || (v != v && best == best)) {
                 best = v;
                 best_at = i * p->k + j0 + j;
@@ -132,18 +146,32 @@ static float window_max(const float *plane, // (h, w)
     return best;
 }
 
+/* Where a pool reads its input and writes its outputs, for the whole micro-batch: the input in float32 (x) or,
+ * in a bf16 plan that keeps it only packed, in bfloat16 (xh); the output in float32 (y), in bfloat16 (yh), or
+ * both (a float32 output and the packed copy the plan keeps of it). A bf16 plan's pool reads rounded values, so
+ * each output already is a bfloat16 value (or a folded ReLU's 0): its bfloat16 is that of bf16_pack, written as
+ * it is made, with no pass of its own. */
+typedef struct pool_io {
+    const float *x;     // (planes, h, w), or NULL
+    const bf16 *xh;     // (planes, h, w) where x is NULL
+    size_t in_len;      // elements of the input: planes h w
+    float *y;           // (planes, ho, wo), or NULL
+    bf16 *yh;           // (planes, ho, wo), or NULL
+    uint8_t *arg;       // (planes, ho, wo): position within the window
+} pool_io;
+
 /* Output planes [lo, hi) of the generic pool: every window through window_max. */
-static void pool_planes_generic(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
-                                uint8_t *arg, // (planes, ho, wo): position within the window
-                                const float *x, // (planes, h, w)
-                                size_t lo, size_t hi) {
+static void pool_planes_generic(const pool_geom *p, bool relu, const pool_io *io, size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
     for (size_t pl = lo; pl < hi; pl++) {
-        const float *xp = x + pl * in_plane;
+        const float *xf = io->x ? io->x + pl * in_plane : NULL;
+        const bf16 *xh = io->x ? NULL : io->xh + pl * in_plane;
         for (size_t oh = 0; oh < p->ho; oh++)
             for (size_t ow = 0; ow < p->wo; ow++) {
                 const size_t o = pl * out_plane + oh * p->wo + ow;
-                y[o] = window_max(xp, p, oh, ow, relu, &arg[o]);
+                const float v = window_max(xf, xh, p, oh, ow, relu, &io->arg[o]);
+                if (io->y) io->y[o] = v;
+                if (io->yh) io->yh[o] = bf16_from_float(v);
             }
     }
 }
@@ -163,102 +191,125 @@ static inline AVX512 __m512 relu16(__m512 x) {
     return _mm512_mask_mov_ps(x, _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), _mm512_setzero_ps());
 }
 
-/* One output row of a 2x2 stride-2 pool: wo outputs from the input rows r0 and r0 + w, each argmax a window
- * position 0 to 3. Two 16-float loads per input row deinterleave into the even and odd columns. */
-static AVX512 void pool22_row(float *y,        // (wo)
-                              uint8_t *arg,    // (wo)
-                              const float *r0, // (2, w)
-                              size_t w, size_t wo, bool relu) {
+/* The 32 values of an input row from column 2o on (2n of them, n <= 16; the rest 0, or where `whole` says the
+ * 32 lie in the input, whatever follows the row there: lanes no output is taken from), as two vectors of 16
+ * floats: loaded as they lie, or widened from bfloat16 (exact: the bits shifted up). Plain loads where they
+ * can: on this CPU a masked 64-byte load that crosses a cache line cost several times the pool's other work. A
+ * row's last 2n < 32 bfloat16 at the input's end are n 32-bit words, a masked load AVX-512 F has. */
+static inline AVX512 void pool22_load(__m512 *v0, __m512 *v1, const float *f, const bf16 *h, size_t n, bool whole) {
+    if (f && whole) {
+        *v0 = _mm512_loadu_ps(f);
+        *v1 = _mm512_loadu_ps(f + 16);
+        return;
+    }
+    if (f) {
+        *v0 = _mm512_maskz_loadu_ps(avx512_lanes(2 * n), f);
+        *v1 = _mm512_maskz_loadu_ps(avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0), f + 16);
+        return;
+    }
+    __m256i lo, hi;
+    if (whole) {
+        lo = _mm256_loadu_si256((const __m256i *)(const void *)h);
+        hi = _mm256_loadu_si256((const __m256i *)(const void *)(h + 16));
+    } else {
+        const __m512i both = _mm512_maskz_loadu_epi32(avx512_lanes(n), (const void *)h);
+        lo = _mm512_castsi512_si256(both);
+        hi = _mm512_extracti64x4_epi64(both, 1);
+    }
+    *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(lo), 16));
+    *v1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16));
+}
+
+/* n <= 16 outputs (the maxima) stored in float32 where y is not NULL and in bfloat16 where yh is not: the
+ * bits of bf16_from_float (avx512_bf16_round's top half), with their window positions. */
+static inline AVX512 void pool22_store(float *y, bf16 *yh, uint8_t *arg, __m512 best, __m512i idx, size_t n) {
+    const __m512i h = _mm512_srli_epi32(_mm512_castps_si512(avx512_bf16_round(best)), 16);
+    if (n == 16) { /* plain stores where they can: a masked store into a line not in cache is slow */
+        if (y) _mm512_storeu_ps(y, best);
+        if (yh) _mm256_storeu_si256((__m256i *)(void *)yh, _mm512_cvtepi32_epi16(h));
+        _mm_storeu_si128((__m128i *)(void *)arg, _mm512_cvtepi32_epi8(idx));
+        return;
+    }
+    const __mmask16 m = avx512_lanes(n);
+    if (y) _mm512_mask_storeu_ps(y, m, best);
+    if (yh) _mm512_mask_cvtepi32_storeu_epi16(yh, m, h);
+    _mm512_mask_cvtepi32_storeu_epi8(arg, m, idx);
+}
+
+/* One output row of a 2x2 stride-2 pool: wo outputs from input rows 2 oh and 2 oh + 1 (at element `in` of the
+ * pool_io's input), each argmax a window position 0 to 3, stored at element `out` of its outputs. Two 16-float
+ * loads per input row deinterleave into the even and odd columns. */
+static AVX512 void pool22_row(const pool_io *io, size_t in, size_t out, size_t w, size_t wo, bool relu) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
     for (size_t o = 0; o < wo; o += 16) {
-        const size_t n = wo - o < 16 ? wo - o : 16;
-        const __mmask16 lo = avx512_lanes(2 * n), hi = avx512_lanes(2 * n > 16 ? 2 * n - 16 : 0);
-        const float *p0 = r0 + 2 * o, *p1 = p0 + w;
-        __m512 a0 = _mm512_maskz_loadu_ps(lo, p0), a1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
-        __m512 b0 = _mm512_maskz_loadu_ps(lo, p1), b1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+        const size_t n = wo - o < 16 ? wo - o : 16, i0 = in + 2 * o, i1 = i0 + w;
+        __m512 a0, a1, b0, b1;
+        const bool whole = i1 + 32 <= io->in_len; /* the second row's 32 lie in the input, so the first's do */
+        pool22_load(&a0, &a1, io->x ? io->x + i0 : NULL, io->x ? NULL : io->xh + i0, n, whole);
+        pool22_load(&b0, &b1, io->x ? io->x + i1 : NULL, io->x ? NULL : io->xh + i1, n, whole);
         if (relu) a0 = relu16(a0), a1 = relu16(a1), b0 = relu16(b0), b1 = relu16(b1);
         __m512 best = _mm512_permutex2var_ps(a0, even, a1);
         __m512i idx = _mm512_setzero_si512();
         pool_take(&best, &idx, _mm512_permutex2var_ps(a0, odd, a1), _mm512_set1_epi32(1));
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, even, b1), _mm512_set1_epi32(2));
         pool_take(&best, &idx, _mm512_permutex2var_ps(b0, odd, b1), _mm512_set1_epi32(3));
-        if (n == 16) { /* plain stores where they can: a masked store into a line not in cache is slow */
-            _mm512_storeu_ps(y + o, best);
-            _mm_storeu_si128((__m128i *)(void *)(arg + o), _mm512_cvtepi32_epi8(idx));
-        } else {
-            _mm512_mask_storeu_ps(y + o, avx512_lanes(n), best);
-            _mm512_mask_cvtepi32_storeu_epi8(arg + o, avx512_lanes(n), idx);
-        }
+        pool22_store(io->y ? io->y + out + o : NULL, io->yh ? io->yh + out + o : NULL, io->arg + out + o, best,
+                     idx, n);
     }
 }
 
 /* Output planes [lo, hi) of a 2x2 stride-2 pool, row by row. */
-static AVX512 void pool_planes_22(const pool_geom *p, bool relu, float *y, // (planes, ho, wo)
-                                  uint8_t *arg,   // (planes, ho, wo)
-                                  const float *x, // (planes, h, w)
-                                  size_t lo, size_t hi) {
+static AVX512 void pool_planes_22(const pool_geom *p, bool relu, const pool_io *io, size_t lo, size_t hi) {
     const size_t in_plane = p->h * p->w, out_plane = p->ho * p->wo;
     for (size_t pl = lo; pl < hi; pl++)
         for (size_t oh = 0; oh < p->ho; oh++)
-            pool22_row(y + pl * out_plane + oh * p->wo, arg + pl * out_plane + oh * p->wo,
-                       x + pl * in_plane + 2 * oh * p->w, p->w, p->wo, relu);
+            pool22_row(io, pl * in_plane + 2 * oh * p->w, pl * out_plane + oh * p->wo, p->w, p->wo, relu);
 }
 #endif
 
-static void pool_planes(const pool_geom *p, bool fast, bool relu, float *y, uint8_t *arg, const float *x,
-                        size_t lo, size_t hi) {
+static void pool_planes(const pool_geom *p, bool fast, bool relu, const pool_io *io, size_t lo, size_t hi) {
 #ifdef SNUG_AVX512
     if (fast) {
-        pool_planes_22(p, relu, y, arg, x, lo, hi);
+        pool_planes_22(p, relu, io, lo, hi);
         return;
     }
 #endif
     (void)fast;
-    pool_planes_generic(p, relu, y, arg, x, lo, hi);
+    pool_planes_generic(p, relu, io, lo, hi);
 }
 
 static bool pool_is_relu(const op_call *c) { return c->node->op == &op_maxpool2d_relu; }
 
-/* Output planes pooled at a time before they are packed (pool_pack_output): about 16 KiB, in L1. */
-#define POOL_ROUND_FLOATS ((size_t)4096)
-
-/* op_round_output for a pool: in a bf16 plan its input is rounded (every output is, and the input batch), and
- * each output is one of those values (or a folded ReLU's 0), so rounding leaves it as it is: only the packed
- * copy, where the plan keeps one, is left to write. */
-static void pool_pack_output(const op_call *c, size_t lo, size_t n) {
-    if (c->packed.round && c->packed.copy) bf16_pack(c->packed.copy + lo, c->out + lo, n);
-}
-
-/* Output planes [lo, hi) of c, each block packed as soon as it is pooled where the plan keeps a packed copy. */
-static void pool_planes_of(const op_call *c, const pool_geom *p, bool fast, size_t lo, size_t hi) {
-    const size_t out_plane = p->ho * p->wo;
-    size_t block = hi - lo; /* nothing to pack: one call */
-    if (c->packed.round && c->packed.copy) block = out_plane < POOL_ROUND_FLOATS ? POOL_ROUND_FLOATS / out_plane : 1;
-    for (size_t at = lo; at < hi; at += block) {
-        const size_t end = hi - at < block ? hi : at + block;
-        pool_planes(p, fast, pool_is_relu(c), c->out, c->saved, c->in[0], at, end);
-        pool_pack_output(c, at * out_plane, (end - at) * out_plane);
-    }
+/* Where c reads and writes. In a bf16 plan its input is rounded (every output is, and the input batch), so each
+ * output is one of those values (or a folded ReLU's 0) and rounding leaves it as it is (op_round_output's
+ * work): only its bfloat16 is left to write, into the only packed output (op_call.packed.out) or the packed copy
+ * beside the float32 one (packed.copy), as each output is made. */
+static pool_io pool_io_of(const op_call *c, const pool_geom *p) {
+    return (pool_io){.x = c->packed.in[0] ? NULL : c->in[0], .xh = c->packed.in[0],
+                     .in_len = c->m * p->c * p->h * p->w, .y = c->packed.out ? NULL : c->out,
+                     .yh = c->packed.out ? c->packed.out : c->packed.round ? c->packed.copy : NULL,
+                     .arg = c->saved};
 }
 
 /* Small calls (one sample of a micro-batch of 1) run without an OpenMP region: starting one costs more than
  * the pool itself. Planes are independent, so the bits do not depend on the split. */
 static void pool_forward(const op_call *c) {
     const pool_geom p = pool_geom_of(c->node);
+    const pool_io io = pool_io_of(c, &p);
     const size_t planes = c->m * p.c;
     bool fast = false;
 #ifdef SNUG_AVX512
     fast = p.k == 2 && p.s == 2 && p.pad == 0 && gemm_direct_has_avx512();
 #endif
     if (planes * p.ho * p.wo < POOL_PAR_MIN || !par_pays_floats(planes * p.ho * p.wo * (p.k * p.k + 2))) {
-        pool_planes_of(c, &p, fast, 0, planes);
+        pool_planes(&p, fast, pool_is_relu(c), &io, 0, planes);
         return;
     }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
-        pool_planes_of(c, &p, fast, planes * t / T, planes * (t + 1) / T);
+        pool_planes(&p, fast, pool_is_relu(c), &io, planes * t / T, planes * (t + 1) / T);
     }
 }
 
@@ -303,6 +354,10 @@ static void pool_relu_backward_plane(const pool_geom *p, pool_plane q, bool fres
 }
 
 #ifdef SNUG_AVX512
+/* The backward's masked byte loads (a row's last argmax bytes) take AVX-512 BW and VL, which every AVX-512 CPU
+ * has (kernels/isa.h). */
+#define AVX512_BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
 /* The lanes m of v to p: a plain store where all 16 are (a masked store into a line not in cache is slow). */
 static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
     if (m == 0xFFFF) _mm512_storeu_ps(p, v);
@@ -315,11 +370,11 @@ static inline AVX512 void store_lanes(float *p, __mmask16 m, __m512 v) {
  * spill (rows of at most 32 values, one block of outputs): each row's last vector is stored whole, its lanes
  * past the row's end landing in the next row, which is stored after it (rows in address order), so every
  * store is a plain one: on this CPU a masked store cost as much as the rest of the row's work. */
-static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window rows of dx
-                                       const float *dy,    // (wo)
-                                       const float *y,     // (wo), read when relu
-                                       const uint8_t *arg, // (wo): window positions 0 to 3
-                                       size_t w, size_t wo, bool relu, bool spill) {
+static AVX512_BW void pool22_backward_row(float *r0,          // (2, w): the window rows of dx
+                                          const float *dy,    // (wo)
+                                          const float *y,     // (wo), read when relu
+                                          const uint8_t *arg, // (wo): window positions 0 to 3
+                                          size_t w, size_t wo, bool relu, bool spill) {
     const __m512i lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     const __m512i one = _mm512_set1_epi32(1), two = _mm512_set1_epi32(2), three = _mm512_set1_epi32(3);
@@ -330,9 +385,7 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
         __m512 g = _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, dy + o));
         if (relu) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, y + o), zero, _CMP_GT_OQ), g);
         g = _mm512_add_ps(zero, g);
-        uint8_t at[16] = {0}; /* the row's last positions copied: no read past the row's end */
-        memcpy(at, arg + o, n);
-        const __m512i rel = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)at));
+        const __m512i rel = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, arg + o)); /* none past the row's end */
         const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
         const __m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, one), g);
         const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, two), g);
@@ -358,7 +411,7 @@ static AVX512 void pool22_backward_row(float *r0,          // (2, w): the window
 /* A fresh dx plane of a 2x2 stride-2 pool tiling its input, row by row. Spilling whole vectors: the rows are
  * consecutive memory, written in order, and each spill (under 16 values) stays within the next row pair
  * (2w >= 16); past the plane's last pair only where the caller writes the next plane after it (spill_on). */
-static AVX512 void pool22_backward_plane(const pool_geom *p, pool_plane q, bool relu, bool spill_on) {
+static AVX512_BW void pool22_backward_plane(const pool_geom *p, pool_plane q, bool relu, bool spill_on) {
     const bool narrow = p->wo <= 16 && p->w >= 8;
     for (size_t oh = 0; oh < p->ho; oh++) {
         const size_t o = oh * p->wo;
