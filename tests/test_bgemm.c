@@ -212,10 +212,9 @@ static void test_values(void **state) {
     }
 }
 
-/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows, on each path. The last two
- * (M, N, K, A by columns, B by columns) split by columns with A packed once for all threads: a single block of
- * K, and three blocks of K (the packing of the next block waits for every thread's tiles) with an odd count of
- * strips and B by columns as a linear layer's weight. */
+/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows, on each path. Rows: M, N, K,
+ * A by columns, B by columns; the last splits by columns over three blocks of K, B by columns as a linear
+ * layer's weight in its forward. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
     static const size_t big[][5] = {

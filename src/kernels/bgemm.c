@@ -490,36 +490,6 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
     }
 }
 
-/* How a block of K starts each tile: from C after the first block (or when accumulating), else bias or zero. */
-static int block_start(const bgemm_job *j, size_t pc) {
-    return pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-}
-
-/* B's block of columns [jc, jc + nc), k in [pc, pc + kc): packed now into bbuf, or read where bgemm_pack_panels
- * put it (pc even: pair pc / 2 on); *panel_step gets the words between its panels. */
-static const uint32_t *b_block(const bgemm_job *j, uint32_t *bbuf, float *stage, size_t jc, size_t nc, size_t pc,
-                               size_t kc, size_t *panel_step) {
-    const size_t kp = (kc + 1) / 2;
-    *panel_step = j->panels ? j->panel_words : kp * NR;
-    if (j->panels) return j->panels + jc / NR * j->panel_words + pc / 2 * NR;
-    for (size_t jr = 0; jr < nc; jr += NR) pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
-    return bbuf;
-}
-
-/* The tiles of rows [m0, m1) of C against one B block, MC rows at a time, A's strips of row r at
- * abuf + (r - m0) * kp;
- * the last block of K rounded where the portable path rounds after the tiles. */
-static void rows_against_block(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bblock, size_t panel_step,
-                               size_t m0, size_t m1, size_t jc, size_t nc, size_t pc, size_t kc) {
-    const size_t kp = (kc + 1) / 2;
-    const bool last = pc + kc == j->K;
-    for (size_t ic = m0; ic < m1; ic += MC) {
-        const size_t mc = min_size(MC, m1 - ic);
-        tiles(j, abuf + (ic - m0) * kp, bblock, panel_step, ic, mc, jc, nc, kp, block_start(j, pc), last);
-        if (j->round && !j->bf16 && last) round_block(j, ic, mc, jc, nc);
-    }
-}
-
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
 static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
     const size_t kpmax = (min_size(j->K, KC) + 1) / 2;
@@ -530,49 +500,23 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
     for (size_t jc = n0; jc < n1; jc += NC) {
         const size_t nc = min_size(NC, n1 - jc);
         for (size_t pc = 0; pc < j->K; pc += kb) {
-            const size_t kc = min_size(kb, j->K - pc);
-            size_t panel_step;
-            const uint32_t *bblock = b_block(j, bbuf, stage, jc, nc, pc, kc, &panel_step);
-            for (size_t ic = m0; ic < m1; ic += MC) { /* abuf holds one A block: the strips of rows ic on */
-                pack_a(j, abuf, stage, ic, min_size(MC, m1 - ic), pc, kc);
-                rows_against_block(j, abuf, bblock, panel_step, ic, min_size(ic + MC, m1), jc, nc, pc, kc);
+            const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
+            const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
+            /* B's block: packed now, or read where bgemm_pack_panels put it (pc even: pair pc / 2 on) */
+            const uint32_t *bblock = j->panels ? j->panels + jc / NR * j->panel_words + pc / 2 * NR : bbuf;
+            const size_t panel_step = j->panels ? j->panel_words : kp * NR;
+            if (!j->panels)
+                for (size_t jr = 0; jr < nc; jr += NR)
+                    pack_b(j, bbuf + jr * kp, stage, jc + jr, min_size(NR, nc - jr), pc, kc);
+            for (size_t ic = m0; ic < m1; ic += MC) {
+                const size_t mc = min_size(MC, m1 - ic);
+                pack_a(j, abuf, stage, ic, mc, pc, kc);
+                tiles(j, abuf, bblock, panel_step, ic, mc, jc, nc, kp, start, pc + kc == j->K);
+                if (j->round && !j->bf16 && pc + kc == j->K) round_block(j, ic, mc, jc, nc);
             }
         }
     }
 }
-
-/* The split by columns with A packed once per block of K for all threads (shares_a): thread t of nt packs its
- * share of A's strips into the shared buffer at the start of work, then, once every share is in (a barrier),
- * computes its columns [n0, n1) against all of them; a second barrier keeps the next block's packing off strips
- * another thread still reads. Split by columns alone, every thread would pack all of A. Each element's chain
- * runs over the blocks of K in order, as in run_part: the same bits. Its own B block and stage lie in its
- * `region` floats after the shared strips. */
-static void run_cols_shared_a(const bgemm_job *j, size_t M, size_t N, size_t n0, size_t n1, float *work,
-                              size_t region, size_t t, size_t nt) {
-    const size_t kpmax = (min_size(j->K, KC) + 1) / 2, strips = round_up(M, SR) / SR;
-    uint32_t *abuf = (uint32_t *)work, *bbuf = (uint32_t *)(work + strips * SR * kpmax + t * region);
-    float *stage = (float *)(bbuf + kpmax * min_size(round_up(N, NR), NC));
-    const size_t r0 = strips * t / nt * SR, r1 = min_size(strips * (t + 1) / nt * SR, M), kb = k_block(j->K);
-    for (size_t pc = 0; pc < j->K; pc += kb) {
-        const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
-        if (pc > 0) {
-            #pragma omp barrier
-        }
-        for (size_t r = r0; r < r1; r += MC) pack_a(j, abuf + r * kp, stage, r, min_size(MC, r1 - r), pc, kc);
-        #pragma omp barrier
-        for (size_t jc = n0; jc < n1; jc += NC) {
-            const size_t nc = min_size(NC, n1 - jc);
-            size_t panel_step;
-            const uint32_t *bblock = b_block(j, bbuf, stage, jc, nc, pc, kc, &panel_step);
-            rows_against_block(j, abuf, bblock, panel_step, 0, M, jc, nc, pc, kc);
-        }
-    }
-}
-
-/* Whether run_cols_shared_a's layout fits the workspace of T parts (part_floats(M, N, K) each): the shared
- * strips of all M rows in place of the T A blocks, which holds while A is at most T blocks of MC rows. Below one
- * block of rows each thread's copy of A is cheap next to the two barriers a block of K then costs. */
-static bool shares_a(size_t M, int T) { return round_up(M, SR) >= MC && round_up(M, SR) <= (size_t)T * MC; }
 
 /* Whether products run through AVX512_BF16 now (else the portable twin). */
 static bool fast_path(void) { return !force_portable && bgemm_enabled(); }
@@ -605,20 +549,15 @@ static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int thr
     }
     /* Each thread packs the whole of the operand along the dimension it does not split: the columns when A is
      * the smaller operand and there are two panels for every thread, else the rows (sgemm's rule without its
-     * claimed scheme). Every part is at most M x N, so part_floats(M, N, K) covers it. Split by columns, an A
-     * of one to T blocks of rows is packed once, shared (run_cols_shared_a), instead of once per thread. */
+     * claimed scheme). Every part is at most M x N, so part_floats(M, N, K) covers it. */
     const bool by_cols = N >= (size_t)T * 2 * NR && M < N;
     const size_t unit = by_cols ? NR : SR, end = by_cols ? N : M, units = (end + unit - 1) / unit;
     const size_t per = part_floats(M, N, j->K);
-    const bool shared_a = by_cols && shares_a(M, T);
-    const size_t region = per - min_size(round_up(M, SR), MC) * ((min_size(j->K, KC) + 1) / 2);
     #pragma omp parallel num_threads(T)
     {
         const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
         const size_t lo = units * t / nt * unit, hi = min_size(units * (t + 1) / nt * unit, end);
-        if (shared_a) {
-            run_cols_shared_a(j, M, N, lo, hi, work, region, t, nt); /* every thread: its barriers are all's */
-        } else if (lo < hi) {
+        if (lo < hi) {
             if (by_cols) run_part(j, 0, M, lo, hi, work + t * per);
             else run_part(j, lo, hi, 0, N, work + t * per);
         }
