@@ -212,13 +212,16 @@ static void test_values(void **state) {
     }
 }
 
-/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows, on each path. */
+/* 1, 2 and 3 threads: the same bits, for products split by columns and by rows, on each path. Rows: M, N, K,
+ * A by columns, B by columns; the last splits by columns over three blocks of K, B by columns as a linear
+ * layer's weight in its forward. */
 static void test_same_bits_any_thread_count(void **state) {
     (void)state;
-    static const size_t big[][3] = {{256, 260, 150}, {300, 100, 520}, {70, 700, 64}};
+    static const size_t big[][5] = {
+        {300, 100, 520, 1, 0}, {70, 700, 64, 0, 1}, {256, 260, 150, 0, 0}, {136, 300, 1030, 0, 1}};
     for (int path = 0; path < n_paths(); path++)
         for (size_t s = 0; s < sizeof big / sizeof big[0]; s++) {
-            problem p = make(big[s][0], big[s][1], big[s][2], s == 1, s == 2);
+            problem p = make(big[s][0], big[s][1], big[s][2], big[s][3], big[s][4]);
             float *one = run(&p, START_C, 1, path_portable(path));
             for (int t = 2; t <= 3; t++) {
                 float *more = run(&p, START_C, t, path_portable(path));
