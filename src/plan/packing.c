@@ -8,8 +8,9 @@
  * value before it is packed; it costs the packed copy of the few outputs live during forward.
  *
  * A convolution's backward takes its input sample by sample from the packed copy (plan.packed_in), unpacked
- * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an instance no step reads
- * is then dropped. Where packing lowers nothing (the peak
+ * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an add with its ReLU
+ * folded in reads its kept output's packed copy for the mask (plan.packed_out); an instance no step reads is
+ * then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
  * A concatenation, a GroupNorm and a GELU read their inputs from packed copies and, where their readers read
