@@ -64,9 +64,21 @@ VM_KERNEL static void add_relu_span(float *y, const float *a, const float *b, si
     for (size_t i = 0; i < n; i++) y[i] = relu_value(a[i] + b[i]);
 }
 
+/* The two rounded to bfloat16 in the same loop (a bf16 forward: bf16_round of the same sum, so the same bits). */
+VM_KERNEL static void add_round_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bf16_round(a[i] + b[i]);
+}
+
+VM_KERNEL static void add_relu_round_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bf16_round(relu_value(a[i] + b[i]));
+}
+
 static void add_forward(const op_call *c) {
     const bool relu = c->node->op == &op_add_relu;
-    op_forward_binary(c, add_split, relu ? add_relu_span : add_span, c->m * op_out_numel(c));
+    op_forward_binary_rounding(c, add_split, relu ? add_relu_span : add_span,
+                               relu ? add_relu_round_span : add_round_span, c->m * op_out_numel(c));
 }
 
 /* ReLU's gradient as its backward writes it into a fresh buffer. */

@@ -151,7 +151,7 @@ NORM_INLINE float bn_rounded_value(float x, norm_plane k) {
 VM_KERNEL static void bn_apply_round_span(float *y, bf16 *copy, const float *x, size_t hw, norm_plane k) {
     #pragma omp simd
     for (size_t i = 0; i < hw; i++) y[i] = bn_rounded_value(x[i], k);
-    if (copy) bf16_pack(copy, y, hw);
+    if (copy) bf16_pack_rounded(copy, y, hw);
 }
 
 /* A regenerated plane from the packed input in one pass: widened (exact), applied and rounded
