@@ -291,7 +291,7 @@ static void test_parallel_drivers(void **state) {
 }
 
 /* bf16_round_pack (and its driver on 1-3 threads, an odd length) gives the bits of bf16_round_floats then
- * bf16_pack, in both of its outputs. */
+ * bf16_pack, in both of its outputs; bf16_pack_rounded over the rounded values gives the packed ones. */
 static void test_round_pack(void **state) {
     (void)state;
     float *patterns = make_patterns();
@@ -311,6 +311,8 @@ static void test_round_pack(void **state) {
         for (size_t i = 0; i < n; i++)
             fails += got_h[i] != bf16_from_float(want[i]) || to_bits(got[i]) != to_bits(bf16_round(want[i]));
         assert_int_equal(fails, 0);
+        bf16_pack_rounded(want_h, got, n); /* the rounded values' top halves: bf16_pack's bits over them */
+        assert_memory_equal(want_h, got_h, n * sizeof *got_h);
     }
     omp_set_num_threads(saved);
     free(want), free(got), free(want_h), free(got_h);

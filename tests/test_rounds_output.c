@@ -8,6 +8,7 @@
  * so do GELU and a linear layer of a sequence's tokens, which also read and write their activation gradients
  * in bfloat16 (op_call.grads) with the bits of rounding the float32 gradients once, and so does a convolution
  * of a high-resolution image, whose input gradient goes through stages of a few planes. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -272,6 +273,43 @@ static void test_conv_packed_io(void **state) {
     expect_packed_io_equals_float(conv_pointwise, op_test_product());
 }
 
+/* The add with its ReLU folded in reading its kept output from the packed copy its forward wrote
+ * (op_call.out_packed, OP_READS_OUTPUT_PACKED; out NULL): the input gradients of reading the float32 output,
+ * bit for bit, written fresh over NaN and added into earlier values, and with dout's memory continued as
+ * din[0] (masked in place, din[1] from it). */
+static void test_add_relu_packed_output(void **state) {
+    (void)state;
+    for (size_t m = 1; m <= 5; m += 4)
+        for (int threads = 1; threads <= 2; threads++) {
+            op_fixture f;
+            bf16_fixture(&f, add_relu, op_test_product(), m, threads, 4500 + m + (uint64_t)threads);
+            assert_true(f.op->flags & OP_READS_OUTPUT_PACKED && f.op->flags & OP_KEEPS_OUTPUT);
+            const size_t n = m * f.out_n;
+            bf16 *copy = op_test_xmalloc(n * sizeof *copy);
+            float *want = op_test_xmalloc(4 * n * sizeof *want), *got = want + 2 * n;
+            f.c.packed.round = true, f.c.packed.copy = copy;
+            run_forward(&f, false);
+            for (int way = 0; way < 3; way++) { /* fresh, added into, in place over dout */
+                op_call c = f.c;
+                for (int r = 0; r < 2; r++) {
+                    float *d = r ? got : want;
+                    for (size_t i = 0; i < n; i++) {
+                        d[i] = way == 0 ? NAN : 0.25f * f.r[i];
+                        d[n + i] = way == 0 ? NAN : -0.5f * f.r[i];
+                    }
+                    if (way == 2) memcpy(d, f.r, n * sizeof *d);
+                    c.din[0] = d, c.din[1] = d + n, c.dout = way == 2 ? d : f.r;
+                    c.din_fresh = way == 1 ? 0u : 3u;
+                    c.out = r ? NULL : f.y, c.out_packed = r ? copy : NULL;
+                    f.op->backward(&c);
+                }
+                assert_memory_equal(got, want, 2 * n * sizeof *got);
+            }
+            free(copy), free(want);
+            op_fixture_free(&f);
+        }
+}
+
 static void test_groupnorm_packed_io(void **state) {
     (void)state;
     expect_packed_io_equals_float(groupnorm, op_test_product());
@@ -406,6 +444,7 @@ int main(void) {
         cmocka_unit_test(test_position_embedding), cmocka_unit_test(test_groupnorm_packed_io),
         cmocka_unit_test(test_gelu_linear_packed_io), cmocka_unit_test(test_gelu_linear_packed_grads),
         cmocka_unit_test(test_conv_hires_packed_grads), cmocka_unit_test(test_conv_packed_io),
+        cmocka_unit_test(test_add_relu_packed_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,6 +144,10 @@ static void bind_step(exec *x, int s) {
     if (st->phase != SNUG_PHASE_BACKWARD) bind_rounding(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD && p->regen[st->node]) bind_regen(x, c);
     if (st->phase == SNUG_PHASE_BACKWARD) bind_packed_grads(x, c, st->node);
+    if (st->phase == SNUG_PHASE_BACKWARD && p->packed_out[st->node] && p->packed[nd->output] >= 0) {
+        c->out_packed = buf_ptr(x, p->packed[nd->output]); /* bf16: the kept output only in its packed copy */
+        c->out = NULL;
+    }
     if (st->phase == SNUG_PHASE_BACKWARD && p->packed_in[st->node]) { /* bf16: in[0] only in its packed copy */
         c->in_packed = buf_ptr(x, p->packed[graph_base_tensor(g, nd->inputs[0])]);
         c->in[0] = NULL;

@@ -14,6 +14,15 @@ VM_KERNEL static void pack_span(bf16 *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = bf16_from_float(src[i]);
 }
 
+VM_KERNEL static void pack_rounded_span(bf16 *dst, const float *src, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &src[i], sizeof u);
+        dst[i] = (bf16)(u >> 16);
+    }
+}
+
 VM_KERNEL static void unpack_span(float *dst, const bf16 *src, size_t n) {
     #pragma omp simd
     for (size_t i = 0; i < n; i++) dst[i] = bf16_to_float(src[i]);
@@ -37,6 +46,7 @@ VM_KERNEL static void round_span(float *dst, const float *src, size_t n) {
 
 /* The entry points other files call: plain functions around the static clones (core/clones.h says why). */
 void bf16_pack(bf16 *dst, const float *src, size_t n) { pack_span(dst, src, n); }
+void bf16_pack_rounded(bf16 *dst, const float *src, size_t n) { pack_rounded_span(dst, src, n); }
 void bf16_unpack(float *dst, const bf16 *src, size_t n) { unpack_span(dst, src, n); }
 void bf16_round_pack(float *values, bf16 *packed, size_t n) { round_pack_span(values, packed, n); }
 void bf16_round_floats(float *dst, const float *src, size_t n) { round_span(dst, src, n); }

@@ -54,6 +54,9 @@ static inline float bf16_round(float x) {
 void bf16_pack(bf16 *dst, const float *src, size_t n);
 void bf16_unpack(float *dst, const bf16 *src, size_t n);
 void bf16_round_floats(float *dst, const float *src, size_t n); /* dst may be src */
+/* The bfloat16 of floats that already are bfloat16 values (bf16_round's results): their top halves, with no
+ * rounding arithmetic; the bits of bf16_pack over such values. */
+void bf16_pack_rounded(bf16 *dst, const float *src, size_t n);
 /* values rounded in place and their bfloat16 in packed, in one pass: the bits of bf16_round_floats then
  * bf16_pack. */
 void bf16_round_pack(float *values, bf16 *packed, size_t n);

@@ -6,9 +6,12 @@
  * op_add_relu is the add with the ReLU after it folded in (graph/fuse.c: the ReLU the add's only reader, as
  * after a ResNet block): y = relu(a + b) in one pass, and backward passes ReLU's gradient g = 0 + (y > 0 ? dy :
  * 0) to both inputs, computed as ReLU's backward computed it into its own fresh buffer: the same bits as the two
- * ops, one pass over memory fewer each way, and no buffer for the ReLU's gradient. It keeps y (the mask). */
+ * ops, one pass over memory fewer each way, and no buffer for the ReLU's gradient. It keeps y (the mask); a
+ * bf16 plan keeps y only in its packed copy for it (OP_READS_OUTPUT_PACKED), which holds the mask exactly:
+ * no float32 instance unpacked before backward, and half the bytes read. */
 #include <stdio.h>
 
+#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 #include "ops/op.h"
 #include "ops/round_output.h"
@@ -61,9 +64,21 @@ VM_KERNEL static void add_relu_span(float *y, const float *a, const float *b, si
     for (size_t i = 0; i < n; i++) y[i] = relu_value(a[i] + b[i]);
 }
 
+/* The two rounded to bfloat16 in the same loop (a bf16 forward: bf16_round of the same sum, so the same bits). */
+VM_KERNEL static void add_round_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bf16_round(a[i] + b[i]);
+}
+
+VM_KERNEL static void add_relu_round_span(float *y, const float *a, const float *b, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) y[i] = bf16_round(relu_value(a[i] + b[i]));
+}
+
 static void add_forward(const op_call *c) {
     const bool relu = c->node->op == &op_add_relu;
-    op_forward_binary(c, add_split, relu ? add_relu_span : add_span, c->m * op_out_numel(c));
+    op_forward_binary_rounding(c, add_split, relu ? add_relu_span : add_span,
+                               relu ? add_relu_round_span : add_round_span, c->m * op_out_numel(c));
 }
 
 /* ReLU's gradient as its backward writes it into a fresh buffer. */
@@ -82,20 +97,39 @@ VM_KERNEL static void relu_grad_add_span(float *restrict d, const float *restric
     for (size_t i = 0; i < n; i++) d[i] = d[i] + relu_grad_fresh(y[i], dy[i]);
 }
 
+/* The same two with y read from the packed copy a bf16 plan keeps of it (op_call.out_packed), widened in the
+ * loop: exact, so the same mask and the same bits. */
+VM_KERNEL static void relu_grad_set_span_packed(float *d, const uint16_t *y, const float *dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] = relu_grad_fresh(bf16_to_float(y[i]), dy[i]);
+}
+
+VM_KERNEL static void relu_grad_add_span_packed(float *restrict d, const uint16_t *restrict y,
+                                                const float *restrict dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) d[i] = d[i] + relu_grad_fresh(bf16_to_float(y[i]), dy[i]);
+}
+
+/* d = ReLU's gradient (fresh) or d += it, from y as the plan keeps it: float32, or only its packed copy. */
+static void relu_grad_into(const op_call *c, float *d, bool fresh, size_t len) {
+    if (c->out_packed)
+        ew_apply_binary_packed(add_split, fresh ? relu_grad_set_span_packed : relu_grad_add_span_packed, d,
+                               c->out_packed, c->dout, len);
+    else ew_apply_binary(add_split, fresh ? relu_grad_set_span : relu_grad_add_span, d, c->out, c->dout, len);
+}
+
 /* Where the planner continued dout's memory as din[0] (OP_GRAD_PASSTHROUGH), the gradient is masked there in
  * place and din[1] takes it from there; else each input gets its own pass over y and dy (separate passes, for
  * add(x, x)). */
 static void add_relu_backward(const op_call *c) {
     const size_t len = c->m * op_out_numel(c);
     if (c->din[0] && c->din[0] == c->dout) {
-        ew_apply_binary(add_split, relu_grad_set_span, c->din[0], c->out, c->dout, len);
+        relu_grad_into(c, c->din[0], true, len);
         if (c->din[1] && c->din[1] != c->dout) ew_accumulate(add_split, c->din[1], c->din[0], len, c->din_fresh & 2u);
         return;
     }
     for (int k = 0; k < 2; k++)
-        if (c->din[k])
-            ew_apply_binary(add_split, c->din_fresh & (1u << k) ? relu_grad_set_span : relu_grad_add_span, c->din[k],
-                            c->out, c->dout, len);
+        if (c->din[k]) relu_grad_into(c, c->din[k], c->din_fresh & (1u << k), len);
 }
 
 static void accumulate(float *din, const float *dy, size_t len, bool fresh) {
@@ -126,7 +160,8 @@ static size_t add_workspace_bytes(const op_node *n, size_t m, int threads) {
 
 const op_desc op_add_relu = {
     .kind = "add",
-    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_KEEPS_OUTPUT | OP_ROUNDS_OUTPUT,
+    .flags = OP_ELEMENTWISE | OP_GRAD_PASSTHROUGH | OP_WRITES_FRESH | OP_KEEPS_OUTPUT | OP_ROUNDS_OUTPUT |
+             OP_READS_OUTPUT_PACKED,
     .infer = add_infer,
     .forward = add_forward,
     .backward = add_relu_backward,

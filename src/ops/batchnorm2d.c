@@ -18,9 +18,11 @@
  * expression (the same bits, so the same mask). It computes what the two ops compute, bit for bit, without
  * the ReLU's backward pass over memory and its gradient buffer.
  *
- * In bf16 the layer rounds its output plane by plane as it writes it (OP_ROUNDS_OUTPUT), and backward (and the
- * regeneration of its output for the convolution after it) reads a kept input that the plan holds only packed
- * block by block from the packed copy (OP_READS_PACKED), so no float32 instance of it is unpacked. */
+ * In bf16 the layer rounds its output (and writes its packed copy) in the loop that computes it
+ * (OP_ROUNDS_OUTPUT: the bits of op_round_output's pass, without reading the plane back from the cache), and
+ * backward (and the regeneration of its output for the convolution after it) reads a kept input that the plan
+ * holds only packed block by block from the packed copy (OP_READS_PACKED), so no float32 instance of it is
+ * unpacked. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +31,6 @@
 #include "kernels/bf16.h"
 #include "kernels/norm_relu.h"
 #include "ops/op.h"
-#include "ops/round_output.h"
 #include "kernels/vmath.h"
 
 /* Below this many elements a parallel loop costs more than it saves. */
@@ -136,6 +137,30 @@ VM_KERNEL static void bn_apply_channel(float *y,       // (m, stride)
     for (size_t j = 0; j < m; j++) norm_apply_span(y + j * stride, x + j * stride, hw, k);
 }
 
+/* The value a bf16 forward writes: the apply's (norm_apply_span's expressions), rounded as op_round_output
+ * rounds it. */
+NORM_INLINE float bn_rounded_value(float x, norm_plane k) {
+    const float v = norm_value(x, k.mean, k.a, k.b);
+    return bf16_round(k.relu ? relu_value(v) : v);
+}
+
+/* A plane of a bf16 forward: applied and rounded in one pass (the bits of bn_apply_channel then
+ * op_round_output, without reading the plane back), then packed into copy where the plan keeps one: a
+ * rounded value packs to its own top half, so the copy holds what op_round_output writes. (Writing the copy in
+ * the same loop spills the ReLU's vectors on AVX-512 and was slower on 16 x 16 planes.) */
+VM_KERNEL static void bn_apply_round_span(float *y, bf16 *copy, const float *x, size_t hw, norm_plane k) {
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++) y[i] = bn_rounded_value(x[i], k);
+    if (copy) bf16_pack_rounded(copy, y, hw);
+}
+
+/* A regenerated plane from the packed input in one pass: widened (exact), applied and rounded
+ * (bn_rounded_value): the bits of unpacking, applying and rounding in turn. */
+VM_KERNEL static void bn_regen_packed(float *y, const bf16 *x, size_t hw, norm_plane k) {
+    #pragma omp simd
+    for (size_t i = 0; i < hw; i++) y[i] = bn_rounded_value(bf16_to_float(x[i]), k);
+}
+
 /* In a bf16 plan that keeps the input only packed (op_call.in_packed, OP_READS_PACKED), backward and a
  * regeneration read it from the packed copy: a block at a time on the stack, a multiple of the lanes, so each
  * lane sums the same elements in the same order: the bits of reading the unpacked instance (as GroupNorm's). */
@@ -218,7 +243,8 @@ static void bn_grad_apply(float *dx,                       // (m, stride)
 
 /* Channel ch: in training (not a recompute) first the micro-batch's mean and inverse deviation into mean and
  * invstd, and the running statistics updated as PyTorch does (unbiased variance); then y from mean and invstd,
- * one code path for every mode. */
+ * one code path for every mode: in a bf16 forward rounded (and packed into the plan's copy) plane by plane in
+ * the pass that computes it. */
 static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch, bool stats, float *mean,
                                float *invstd) {
     const float *x = c->in[0] + ch * hw; // (m, C, hw) at channel ch
@@ -235,8 +261,14 @@ static void bn_forward_channel(const op_call *c, size_t C, size_t hw, size_t ch,
     }
     const norm_plane k = norm_plane_of(mean[ch], invstd[ch], c->w[BN_GAMMA][ch], c->w[BN_BETA][ch],
                                        c->node->op == &op_batchnorm2d_relu);
-    bn_apply_channel(y, x, c->m, C * hw, hw, k);
-    for (size_t n = 0; n < c->m; n++) op_round_output(c, n * C * hw + ch * hw, hw);
+    if (!c->packed.round) {
+        bn_apply_channel(y, x, c->m, C * hw, hw, k);
+        return;
+    }
+    for (size_t n = 0; n < c->m; n++) {
+        const size_t at = n * C * hw;
+        bn_apply_round_span(y + at, c->packed.copy ? c->packed.copy + ch * hw + at : NULL, x + at, hw, k);
+    }
 }
 
 static void bn_forward(const op_call *c) {
@@ -287,16 +319,6 @@ static void bn_backward(const op_call *c) {
         const double n = (double)(m * hw);
         bn_grad_apply(dx + ch * hw, dy + ch * hw, x, m, C * hw, hw, k, gamma[ch] * is, (float)(sdy / n),
                       (float)(sdyx / n), c->din_fresh & 1u);
-    }
-}
-
-/* A regenerated plane from the packed input in one pass: widened (exact), the forward's apply (norm_apply_span's
- * expressions), rounded as the forward's output was: the bits of unpacking, applying and rounding in turn. */
-VM_KERNEL static void bn_regen_packed(float *y, const bf16 *x, size_t hw, norm_plane k) {
-    #pragma omp simd
-    for (size_t i = 0; i < hw; i++) {
-        const float v = norm_value(bf16_to_float(x[i]), k.mean, k.a, k.b);
-        y[i] = bf16_round(k.relu ? relu_value(v) : v);
     }
 }
 

@@ -62,6 +62,10 @@ enum {
     OP_WRITES_DW_FRESH = 1u << 18, /* backward honours op_call.dw_fresh: where it is the first writer of its
                                    parameters' gradients in a window, it writes them whole over the last
                                    window's values, so the update leaves them unzeroed */
+    OP_READS_OUTPUT_PACKED = 1u << 19, /* backward can take its kept output (OP_KEEPS_OUTPUT) from its bfloat16
+                                   copy (op_call.out_packed) as it reads it: the mask of a folded ReLU, whose
+                                   sign the copy holds exactly; then out is NULL and no float32 instance of
+                                   it is unpacked for backward */
 };
 
 /* bf16 forward where the plan keeps values only in their bfloat16 copies around a step (plan.fwd_packed,
@@ -124,6 +128,8 @@ typedef struct op_call {
     uint64_t weights_version;          /* changes whenever the parameters may have (every window and
                                           evaluation): what kept derives from them is stale unless it was
                                           derived under this version */
+    const uint16_t *out_packed;        /* backward of an OP_READS_OUTPUT_PACKED op whose kept output the plan
+                                          keeps only packed (plan.packed_out): out in bfloat16, out NULL */
     const uint16_t *in_packed;         /* backward of an OP_READS_PACKED op whose input the plan keeps only
                                           packed (plan.packed_in): in[0] in bfloat16, and in[0] is NULL (also
                                           in the call a consumer's regen receives) */

@@ -20,6 +20,7 @@ typedef struct forward_args {
     const op_call *c;
     ew_unary_fn unary;
     ew_binary_fn binary;
+    bool rounded; /* the kernel rounds what it writes: the chunk is only packed */
 } forward_args;
 
 static void forward_span(const void *args, size_t lo, size_t n) {
@@ -27,7 +28,7 @@ static void forward_span(const void *args, size_t lo, size_t n) {
     const op_call *c = a->c;
     if (a->unary) a->unary(c->out + lo, c->in[0] + lo, n);
     else a->binary(c->out + lo, c->in[0] + lo, c->in[1] + lo, n);
-    op_round_output(c, lo, n);
+    if (!a->rounded) op_round_output(c, lo, n);
 }
 
 /* The element-wise driver's team decisions as for ew_apply_unary and ew_apply_binary: the rounding works on
@@ -38,4 +39,12 @@ void op_forward_unary(const op_call *c, ew_split s, ew_unary_fn f, size_t len) {
 
 void op_forward_binary(const op_call *c, ew_split s, ew_binary_fn f, size_t len) {
     ew_apply_spans(s, len, 4 * len, forward_span, &(forward_args){.c = c, .binary = f});
+}
+
+void op_forward_binary_rounding(const op_call *c, ew_split s, ew_binary_fn f, ew_binary_fn f_rounding, size_t len) {
+    if (!c->packed.round || c->packed.copy) { /* with a copy to write, f then round_pack's one loop was faster */
+        op_forward_binary(c, s, f, len);
+        return;
+    }
+    ew_apply_spans(s, len, 4 * len, forward_span, &(forward_args){.c = c, .binary = f_rounding, .rounded = true});
 }

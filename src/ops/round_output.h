@@ -22,5 +22,10 @@ void op_round_output_whole(const op_call *c, size_t n);
  * element-wise driver, each chunk rounded as it is made (op_round_output). */
 void op_forward_unary(const op_call *c, ew_split s, ew_unary_fn f, size_t len);
 void op_forward_binary(const op_call *c, ew_split s, ew_binary_fn f, size_t len);
+/* The same where a bf16 forward rounds (packed.round) and keeps no packed copy: f_rounding computes f's values
+ * rounded to bfloat16 in its own loop (the bits of f then op_round_output, one pass over the chunk fewer); f
+ * and op_round_output otherwise (with a copy to write, the pass that rounds and packs together measured faster
+ * than packing after a rounding loop). */
+void op_forward_binary_rounding(const op_call *c, ew_split s, ew_binary_fn f, ew_binary_fn f_rounding, size_t len);
 
 #endif

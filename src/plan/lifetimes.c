@@ -114,7 +114,10 @@ static void walk_step(const snug_graph *g, plan *p, int s) {
         touch(p, packed ? p->packed[src] : value_at(p, src, true), s);
         touch(p, p->saved_fwd[producer], s);
     }
-    if (flags & OP_KEEPS_OUTPUT) touch(p, value_at(p, n->output, true), s);
+    if (flags & OP_KEEPS_OUTPUT) { /* from its packed copy where backward reads it so (after the first walk) */
+        const bool packed = p->packed_out[st->node] && p->packed[n->output] >= 0;
+        touch(p, packed ? p->packed[n->output] : value_at(p, n->output, true), s);
+    }
     touch(p, p->saved_rec[st->node] >= 0 ? p->saved_rec[st->node] : p->saved_fwd[st->node], s);
     touch(p, p->grad[n->output], s);
     for (int i = 0; i < n->n_inputs; i++) touch(p, p->grad[graph_base_tensor(g, n->inputs[i])], s);

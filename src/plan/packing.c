@@ -8,8 +8,9 @@
  * value before it is packed; it costs the packed copy of the few outputs live during forward.
  *
  * A convolution's backward takes its input sample by sample from the packed copy (plan.packed_in), unpacked
- * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an instance no step reads
- * is then dropped. Where packing lowers nothing (the peak
+ * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an add with its ReLU
+ * folded in reads its kept output's packed copy for the mask (plan.packed_out); an instance no step reads is
+ * then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
  * A concatenation, a GroupNorm and a GELU read their inputs from packed copies and, where their readers read
@@ -159,13 +160,18 @@ void plan_pack_lifetimes(const snug_graph *g, plan *p) {
 
 bool plan_packed_inputs(const snug_graph *g, plan *p) {
     p->packed_in = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->packed_in);
+    p->packed_out = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->packed_out);
     p->fwd_packed = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *p->fwd_packed);
     p->packed_only = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *p->packed_only);
-    if (!p->packed_in || !p->fwd_packed || !p->packed_only) return false;
+    if (!p->packed_in || !p->packed_out || !p->fwd_packed || !p->packed_only) return false;
     if (!p->variant.bf16 || p->variant.no_packing) return true;
     const snug_tensor logits = graph_base_tensor(g, g->nodes[g->loss_node].inputs[0]);
     for (int i = 0; i < g->n_nodes; i++) {
         const graph_node *n = &g->nodes[i];
+        /* a kept output read packed: made by this layer, not recomputed, not the float32 logits */
+        p->packed_out[i] = (n->op->flags & (OP_KEEPS_OUTPUT | OP_READS_OUTPUT_PACKED)) ==
+                               (OP_KEEPS_OUTPUT | OP_READS_OUTPUT_PACKED) &&
+                           !p->seg.recompute[i] && graph_base_tensor(g, n->output) != logits;
         /* a staged reader (conv2d) reads packed only where it has a stage for the size; one without reads
          * its packed input as it goes (GELU) */
         if (!(n->op->flags & OP_READS_PACKED) || n->n_inputs < 1 || p->regen[i] ||

@@ -359,6 +359,7 @@ void plan_free(plan *p) {
     free(p->value_bwd);
     free(p->regen);
     free(p->packed_in);
+    free(p->packed_out);
     free(p->fwd_packed);
     free(p->packed_only);
     free(p->grad_packed);

@@ -96,6 +96,8 @@ typedef struct plan {
                                          reads; -1 if none */
     bool *packed_in;                  /* bf16, per node: its backward reads its input sample by sample from the
                                          packed copy (OP_READS_PACKED) instead of an unpacked instance */
+    bool *packed_out;                 /* bf16, per node: its backward reads its kept output from the packed copy
+                                         (OP_READS_OUTPUT_PACKED) instead of an unpacked instance */
     bool *fwd_packed;                 /* bf16, per node: its forward reads the inputs that have a packed copy from
                                          it (a concatenation; a convolution after one), no float32 instance */
     bool *packed_only;                /* bf16, per tensor: the value exists only as its packed copy (a

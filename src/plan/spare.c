@@ -24,17 +24,20 @@ static bool recomputes_segment(const snug_graph *g, const plan *p, int s) {
 }
 
 /* Keeps whole, one at a time from the last, the recomputed segments of *p whose drop does not lower its total.
- * A variant whose bound (plan/spare_bound.c) already passes the first total is not planned: it would not stay. */
+ * A variant whose bound (plan/spare_bound.c) already passes the first total is not planned: it would not stay.
+ * Each variant is the requested one (asked) with the segments spared so far and s: in bf16, whether to pack
+ * is decided again for it (plan_build), not inherited from *p, since a packed plan can lose to the plain one
+ * before sparing (by a stage's bytes, at a peak in a replay) and win after it. */
 static snug_status spare_segments(const snug_graph *g, size_t m, int threads, const snug_optim_config *optim,
-                                  plan *p, snug_error *err) {
+                                  const plan_variant *asked, plan *p, snug_error *err) {
     const size_t total = p->total;
     spare_bound bound;
     bool bounded = spare_bound_init(&bound, g, p);
     snug_status st = SNUG_OK;
     for (int s = last_recomputed_segment(g, p); s >= 0 && st == SNUG_OK; s--) {
         if (s >= 64 || !recomputes_segment(g, p, s) || (bounded && spare_bound_total(&bound, s) > total)) continue;
-        plan_variant v = p->variant;
-        v.spared |= (uint64_t)1 << s;
+        plan_variant v = *asked;
+        v.spared = p->variant.spared | (uint64_t)1 << s;
         plan q;
         /* only a total at most the first one's matters: above it, the bound decides without placing */
         if ((st = plan_build_under(g, m, threads, optim, &v, total, &q, err)) != SNUG_OK) break;
@@ -60,7 +63,7 @@ snug_status plan_build_spared(const snug_graph *g, size_t m, int threads, const 
     snug_status s = plan_build_under(g, m, threads, optim, &v, spares && ceiling != SIZE_MAX ? PLAN_EXACT_TOTAL : ceiling,
                                      p, err);
     if (s == SNUG_OK && spares) {
-        s = spare_segments(g, m, threads, optim, p, err);
+        s = spare_segments(g, m, threads, optim, &v, p, err);
         if (s != SNUG_OK) plan_free(p);
     }
     /* the plan kept may be one of the unplaced candidates: in full where the caller keeps it */
