@@ -274,17 +274,12 @@ static const flag_table train_table = {train_flags, NTRAIN_FLAGS, offsetof(cli_t
 static const flag_table plan_table = {plan_flags, NPLAN_FLAGS, offsetof(cli_plan_options, help)};
 static const flag_table eval_table = {eval_flags, NEVAL_FLAGS, offsetof(cli_eval_options, help)};
 
-static snug_optim_config default_optim(void) {
-    return (snug_optim_config){.kind = SNUG_OPTIM_SGD, .lr = 0.05f, .momentum = 0.9f, .nesterov = false,
-                               .weight_decay = 0, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
-}
-
 /* The request every command starts from: batch 64 in one pass, no budget, no checkpointing, plain defaults;
  * the flags and the finish step fill in the rest. */
 static snug_plan_request default_request(void) {
     snug_plan_request r = snug_plan_request_default(64);
     (void)cli_gemm_products(&r.products); /* main refused a value it does not know */
-    r.optim = default_optim();
+    r.optim = snug_optim_config_default(); /* the values the help documents (tests/cli/test_cli.sh) */
     return r;
 }
 
@@ -300,7 +295,7 @@ static void set_defaults(cli_train_options *opt) {
     c->seed = 1;
     c->clip_norm = 0;
     c->rank_timeout_seconds = 600;
-    c->optim = default_optim();
+    c->optim = opt->plan.optim;
     c->schedule = (snug_schedule_config){.kind = SNUG_SCHEDULE_CONSTANT, .warmup_steps = 0,
                                          .min_lr_ratio = 0, .linear_scaling = false, .reference_batch = 256};
     opt->model = "cnn";
