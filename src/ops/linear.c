@@ -399,11 +399,18 @@ static void round_weights(uint16_t *w16, const float *w, size_t n) {
     }
 }
 
-/* The weight in bf16, rounded now where the kept copy is stale; NULL where the plan keeps none. */
+/* op_desc.kept_bf16_weight: the header's first word, then the values. */
+static uint16_t *linear_kept_bf16_weight(void *kept, uint64_t **version) {
+    *version = kept;
+    return (uint16_t *)(void *)((char *)kept + LINEAR_W16_HEADER);
+}
+
+/* The weight in bf16, rounded now where the kept copy is stale (the optimizer's update writes it current);
+ * NULL where the plan keeps none. */
 static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
     if (!c->kept) return NULL;
-    uint64_t *version = c->kept;
-    uint16_t *w16 = (uint16_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER);
+    uint64_t *version;
+    uint16_t *w16 = linear_kept_bf16_weight(c->kept, &version);
     if (*version != c->weights_version) {
         round_weights(w16, c->w[0], fi * fo);
         *version = c->weights_version;
@@ -856,6 +863,7 @@ const op_desc op_linear = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .by_product = &linear_sizes,
+    .kept_bf16_weight = linear_kept_bf16_weight,
     .flush = linear_flush,
     .grad_stage_bytes = linear_grad_stage_bytes,
 };
@@ -869,4 +877,5 @@ const op_desc op_linear_tied = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .by_product = &tied_sizes,
+    .kept_bf16_weight = linear_kept_bf16_weight,
 };
