@@ -367,8 +367,9 @@ static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEM
  * bgemm rounds its operands to bfloat16 as it packs them. The weight is the same in every product of a window
  * (forward, din, a recompute's forward, every micro-batch), so a bf16 plan keeps it rounded once (op_call.kept,
  * counted with the parameters): a 64-byte header holding the weights version it was rounded under, then the
- * (fo, fi) bf16 values, rounded again by the first call after the version changes (an optimizer step, a load,
- * an evaluation). bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
+ * (fo, fi) bf16 values. The optimizer's update writes them as it writes the weights and marks them current
+ * (op_desc.kept_bf16_weight, src/train/kept_copies.c); after any other change (a load, the caller's writes, an
+ * evaluation's new version) the first call rounds them again. bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
  * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself. */
 #define LINEAR_W16_HEADER ((size_t)64)
 
