@@ -1,7 +1,7 @@
 /* A bf16 plan's linear weights enter the products from a kept bfloat16 copy that the optimizer's update writes
  * as it writes the weights (src/train/kept_copies.c). The copy must hold exactly what rounding the weights at
  * the next forward would give, and a weight the caller writes through snug_trainer_param's pointer between
- * steps must be the one the next forward reads. The reference for both is a fresh trainer given the same
+ * steps (taken just before the write, or long before) must be the one the next forward reads. The reference for both is a fresh trainer given the same
  * weights: no update has ever written its copies, so its first forward rounds them itself. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,13 +69,39 @@ static void check_against_fresh(const snug_graph *g, const snug_dataset *ds, con
     trainer_done(ref);
 }
 
+/* Each test's model, data and bf16 trainer. */
+typedef struct run {
+    snug_graph *g;
+    snug_dataset *ds;
+    snug_trainer *tr;
+} run;
+
+static int setup(void **state) {
+    run *r = malloc(sizeof *r);
+    if (!r) return -1;
+    r->g = small_mlp();
+    r->ds = pattern_images(2 * BATCH, 1, 6, 6, 5);
+    r->tr = bf16_trainer(r->g);
+    *state = r;
+    return r->ds ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    run *r = *state;
+    trainer_done(r->tr);
+    snug_dataset_free(r->ds);
+    snug_graph_free(r->g);
+    free(r);
+    return 0;
+}
+
 /* The update writes the copies (its spans carry them), and the next window reads them as the products' own
  * rounding of the new weights would be. */
 static void update_writes_the_rounding(void **state) {
-    (void)state;
-    snug_graph *g = small_mlp();
-    snug_dataset *ds = pattern_images(2 * BATCH, 1, 6, 6, 5);
-    snug_trainer *tr = bf16_trainer(g);
+    const run *r = *state;
+    snug_graph *g = r->g;
+    snug_dataset *ds = r->ds;
+    snug_trainer *tr = r->tr;
     assert_non_null(tr->opt.round16); /* both weights' copies are written by the update */
     int with_copy = 0;
     for (int i = 0; i < tr->opt.n_spans; i++) with_copy += tr->opt.spans[i].copy16 != NULL;
@@ -85,18 +111,15 @@ static void update_writes_the_rounding(void **state) {
     double loss;
     assert_int_equal(snug_trainer_gradients(tr, ds, second, BATCH, &loss, NULL), SNUG_OK);
     check_against_fresh(g, ds, tr, loss);
-    trainer_done(tr);
-    snug_dataset_free(ds);
-    snug_graph_free(g);
 }
 
 /* A weight written through snug_trainer_param between a step and the next window is the one that window's
  * forward reads, not the copy the update wrote. */
 static void caller_write_reaches_the_products(void **state) {
-    (void)state;
-    snug_graph *g = small_mlp();
-    snug_dataset *ds = pattern_images(2 * BATCH, 1, 6, 6, 5);
-    snug_trainer *tr = bf16_trainer(g);
+    const run *r = *state;
+    snug_graph *g = r->g;
+    snug_dataset *ds = r->ds;
+    snug_trainer *tr = r->tr;
     snug_step_stats st;
     assert_int_equal(snug_trainer_step(tr, ds, first, BATCH, &st, NULL), SNUG_OK);
     float *w;
@@ -106,21 +129,39 @@ static void caller_write_reaches_the_products(void **state) {
     double loss;
     assert_int_equal(snug_trainer_gradients(tr, ds, second, BATCH, &loss, NULL), SNUG_OK);
     check_against_fresh(g, ds, tr, loss);
-    /* and again after a second step, whose update marks the copies current anew */
+    /* and again after a second step */
     assert_int_equal(snug_trainer_step(tr, ds, first, BATCH, &st, NULL), SNUG_OK);
     assert_non_null(snug_trainer_param(tr, 2, &n, &w, NULL));
     for (size_t i = 0; i < n; i++) w[i] = 0.5f * w[i] + 0.01f;
     assert_int_equal(snug_trainer_gradients(tr, ds, second, BATCH, &loss, NULL), SNUG_OK);
     check_against_fresh(g, ds, tr, loss);
-    trainer_done(tr);
-    snug_dataset_free(ds);
-    snug_graph_free(g);
+}
+
+/* A pointer taken before the steps and written through after one (as a Python memoryview kept across steps):
+ * the window after the write reads the written weights too. */
+static void kept_pointer_write_reaches_the_products(void **state) {
+    const run *r = *state;
+    snug_graph *g = r->g;
+    snug_dataset *ds = r->ds;
+    snug_trainer *tr = r->tr;
+    float *w;
+    size_t n;
+    assert_string_equal(snug_trainer_param(tr, 2, &n, &w, NULL), "fc2.weight");
+    snug_step_stats st;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(snug_trainer_step(tr, ds, first, BATCH, &st, NULL), SNUG_OK);
+        for (size_t i = 0; i < n; i++) w[i] = -w[i];
+        double loss;
+        assert_int_equal(snug_trainer_gradients(tr, ds, second, BATCH, &loss, NULL), SNUG_OK);
+        check_against_fresh(g, ds, tr, loss);
+    }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(update_writes_the_rounding),
-        cmocka_unit_test(caller_write_reaches_the_products),
+        cmocka_unit_test_setup_teardown(update_writes_the_rounding, setup, teardown),
+        cmocka_unit_test_setup_teardown(caller_write_reaches_the_products, setup, teardown),
+        cmocka_unit_test_setup_teardown(kept_pointer_write_reaches_the_products, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,7 +192,7 @@ const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, 
     const graph_param *p = &tr->g->params[i];
     if (numel) *numel = p->numel;
     if (values) *values = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
-    if (values) trainer_copies_stale(tr); /* the caller may write through the pointer before the next window */
+    if (values) trainer_copies_handed_out(tr); /* the caller may write through it after any step */
     if (grads) *grads = p->buffer ? NULL : tr->x.grads + p->offset;
     return p->name;
 }

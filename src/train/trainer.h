@@ -108,6 +108,8 @@ void trainer_free_copies(snug_trainer *tr);
 void trainer_copies_written(snug_trainer *tr);
 /* A parameter may have changed outside the update: the copies are no longer current (const: see copies). */
 void trainer_copies_stale(const snug_trainer *tr);
+/* The caller holds a pointer to the parameters (snug_trainer_param): from now on the copies are never current. */
+void trainer_copies_handed_out(const snug_trainer *tr);
 /* Whether the copies are current, and from now on they are not (a window consumes the mark: a later one derives
  * everything again unless an update has marked them anew). */
 bool trainer_copies_take_current(snug_trainer *tr);
