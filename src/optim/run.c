@@ -14,8 +14,8 @@
 
 /* The new parameters go through a block on the stack (in L1) and then past the caches into params: a plain
  * store into params would wait for the line to be taken from the other core, which read it in the products
- * (core/stream_store.h). One copy through L1 costs far less than those waits. */
-/* Tensor s's copy16 (when it has one) is written from the same block, rounded while it is in L1. */
+ * (core/stream_store.h). One copy through L1 costs far less than those waits. Tensor s's copy16 (where it has
+ * one) is rounded from the same block while it is in L1. */
 static void run_blocks(const optim_state *st, const optim_span *s, size_t lo, size_t hi, optim_span_fn span,
                        const void *ctx, const optim_grads *gr, float *params, bool zero) {
     _Alignas(SNUG_MEM_ALIGN) float p_new[OPTIM_BLOCK];
