@@ -1190,7 +1190,10 @@ snug_status snug_trainer_check_dataset(const snug_trainer *tr, const snug_datase
 /* Parameters, in graph order: name, element count, values and gradients (owned by the trainer). Non-trainable
  * buffers (BatchNorm's running statistics) are listed too, with *grads = NULL. The gradients are the window's
  * after snug_trainer_gradients; after snug_trainer_step they are spent and hold no meaning (the update zeroes
- * most, and leaves those that the next window's first writer writes whole, a linear layer's, as they were). */
+ * most, and leaves those that the next window's first writer writes whole, a linear layer's, as they were).
+ * The values may be written through the pointer at any time between calls, and the next window reads them (a
+ * bf16 trainer that handed out a values pointer rounds its linear weights again at every window instead of
+ * taking the copy its update wrote: pass values = NULL to read only names, sizes and gradients). */
 size_t snug_trainer_param_count(const snug_trainer *tr);
 /* Elements of every parameter and buffer of the trainer's model (the "N parameters" of a report). */
 size_t snug_trainer_param_elements(const snug_trainer *tr);

@@ -327,6 +327,26 @@ void exec_unbind(exec *x) {
 
 void exec_weights_changed(exec *x) { x->weights_version++; }
 
+/* Node's kept block where its op keeps w[0] in bfloat16, else NULL. */
+static void *kept_block_of_weight(const exec *x, int node) {
+    const size_t at = x->p->kept_at[node];
+    return x->kept && at != SIZE_MAX && x->g->nodes[node].op->kept_bf16_weight && x->g->nodes[node].n_params > 0
+               ? x->kept + at
+               : NULL;
+}
+
+uint16_t *exec_kept_bf16_weight(const exec *x, int node) {
+    void *kept = kept_block_of_weight(x, node);
+    uint64_t *version;
+    return kept ? x->g->nodes[node].op->kept_bf16_weight(kept, &version) : NULL;
+}
+
+void exec_kept_bf16_weight_current(exec *x, int node) {
+    void *kept = kept_block_of_weight(x, node);
+    uint64_t *version;
+    if (kept && x->g->nodes[node].op->kept_bf16_weight(kept, &version)) *version = x->weights_version;
+}
+
 bool exec_param_written_fresh(const exec *x, int i) { return x->param_fresh && x->param_fresh[i]; }
 
 void exec_grads_left_stale(exec *x) { x->grads_stale = true; }

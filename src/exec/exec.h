@@ -82,6 +82,12 @@ void exec_flush(exec *x);
 /* The parameters may have changed (an optimizer step, the caller's writes through its pointers): what the
  * ops keep derived from them is stale. The trainer calls it at the start of every window and evaluation. */
 void exec_weights_changed(exec *x);
+/* The kept bfloat16 copy of node's first parameter (op_desc.kept_bf16_weight: a bf16 plan's linear weight), or
+ * NULL where the plan keeps none. */
+uint16_t *exec_kept_bf16_weight(const exec *x, int node);
+/* That copy holds the rounding of the parameter as it is now (its writer wrote both together, after the last
+ * exec_weights_changed): the op reads it as it is instead of rounding it again. */
+void exec_kept_bf16_weight_current(exec *x, int node);
 /* Whether graph parameter i's gradient is written whole by its first writer after exec_grads_left_stale: the
  * update may leave it holding the last window's values instead of zeroing it. */
 bool exec_param_written_fresh(const exec *x, int i);

@@ -367,8 +367,9 @@ static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEM
  * bgemm rounds its operands to bfloat16 as it packs them. The weight is the same in every product of a window
  * (forward, din, a recompute's forward, every micro-batch), so a bf16 plan keeps it rounded once (op_call.kept,
  * counted with the parameters): a 64-byte header holding the weights version it was rounded under, then the
- * (fo, fi) bf16 values, rounded again by the first call after the version changes (an optimizer step, a load,
- * an evaluation). bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
+ * (fo, fi) bf16 values. The optimizer's update writes them as it writes the weights and marks them current
+ * (op_desc.kept_bf16_weight, src/train/kept_copies.c); after any other change (a load, the caller's writes, an
+ * evaluation's new version) the first call rounds them again. bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
  * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself. */
 #define LINEAR_W16_HEADER ((size_t)64)
 
@@ -399,11 +400,18 @@ static void round_weights(uint16_t *w16, const float *w, size_t n) {
     }
 }
 
-/* The weight in bf16, rounded now where the kept copy is stale; NULL where the plan keeps none. */
+/* op_desc.kept_bf16_weight: the header's first word, then the values. */
+static uint16_t *linear_kept_bf16_weight(void *kept, uint64_t **version) {
+    *version = kept;
+    return (uint16_t *)(void *)((char *)kept + LINEAR_W16_HEADER);
+}
+
+/* The weight in bf16, rounded now where the kept copy is stale (the optimizer's update writes it current);
+ * NULL where the plan keeps none. */
 static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
     if (!c->kept) return NULL;
-    uint64_t *version = c->kept;
-    uint16_t *w16 = (uint16_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER);
+    uint64_t *version;
+    uint16_t *w16 = linear_kept_bf16_weight(c->kept, &version);
     if (*version != c->weights_version) {
         round_weights(w16, c->w[0], fi * fo);
         *version = c->weights_version;
@@ -856,6 +864,7 @@ const op_desc op_linear = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .by_product = &linear_sizes,
+    .kept_bf16_weight = linear_kept_bf16_weight,
     .flush = linear_flush,
     .grad_stage_bytes = linear_grad_stage_bytes,
 };
@@ -869,4 +878,5 @@ const op_desc op_linear_tied = {
     .flops = linear_flops,
     .saved_bytes = linear_saved_bytes,
     .by_product = &tied_sizes,
+    .kept_bf16_weight = linear_kept_bf16_weight,
 };

@@ -214,6 +214,11 @@ typedef struct op_desc {
      * params; 0 or NULL for none. Dropped with the pending rows where a budget has no room. The op tags what
      * it derives with c->weights_version and derives it again when that has changed. */
     size_t (*kept_bytes)(const op_node *n, size_t m);
+    /* Ops whose kept block holds w[0] rounded to bfloat16 as their products read it (linear's in a bf16 plan):
+     * where in `kept` those values lie (w[0]'s layout), and in *version the word saying under which weights
+     * version they were rounded. A writer of w[0] that writes the copy as it writes w[0] (the optimizer's
+     * update) sets that word, and the op does not round them again. NULL for other ops. */
+    uint16_t *(*kept_bf16_weight)(void *kept, uint64_t **version);
     /* Producers whose output is a cheap per-sample function of what their own backward keeps (a
      * normalisation: its kept input, its saved statistics, its parameters): writes sample n of the output as
      * the forward wrote it, bit for bit, from the producer's backward call c; part t of T of the threads of an

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "snug.h"
 
@@ -16,6 +17,9 @@ typedef struct optim_span {
     size_t offset, numel;
     bool rewritten; /* the next window's first writer of its gradient writes it whole: a step that consumes the
                        gradients (optim_step_consume) leaves it as it is instead of zeroing it */
+    uint16_t *copy16; /* a 16-bit copy of the tensor's values (a bf16 plan's kept weights), or NULL: the update
+                         writes it through optim_state.round16 as it writes each new value, while the value is in
+                         L1, so that no pass of its own reads the tensor again to round it */
 } optim_span;
 
 /* Tensors under this many elements go whole to thread 0 in the passes over the gradients (a bias, a norm's
@@ -48,6 +52,10 @@ typedef struct optim_state {
     long t;         /* optimizer steps taken: AdamW's bias correction counter */
     const optim_span *spans; /* the tensors, tiling [0, n) (optim_spans_tile), or NULL: one tensor */
     int n_spans;
+    /* How the spans' copy16 are written: dst[i] from src[i] for i < n, element by element (so any split gives
+     * the same bits). The caller's, because the copy must hold the bits its readers would round themselves
+     * (bgemm's rounding, in a room this one does not know); NULL when no span has a copy. */
+    void (*round16)(uint16_t *dst, const float *src, size_t n);
 } optim_state;
 
 /* One step over params[0..n) with gradients grads at learning rate lr. Advances st->t. */

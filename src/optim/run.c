@@ -14,14 +14,17 @@
 
 /* The new parameters go through a block on the stack (in L1) and then past the caches into params: a plain
  * store into params would wait for the line to be taken from the other core, which read it in the products
- * (core/stream_store.h). One copy through L1 costs far less than those waits. */
-static void run_blocks(size_t lo, size_t hi, optim_span_fn span, const void *ctx, const optim_grads *gr,
-                       float *params, bool zero) {
+ * (core/stream_store.h). One copy through L1 costs far less than those waits. Tensor s's copy16 (where it has
+ * one) is rounded from the same block while it is in L1. */
+static void run_blocks(const optim_state *st, const optim_span *s, size_t lo, size_t hi, optim_span_fn span,
+                       const void *ctx, const optim_grads *gr, float *params, bool zero) {
     _Alignas(SNUG_MEM_ALIGN) float p_new[OPTIM_BLOCK];
+    uint16_t *copy = st->round16 ? s->copy16 : NULL;
     for (size_t b = lo; b < hi; b += OPTIM_BLOCK) {
         const size_t e = hi - b < OPTIM_BLOCK ? hi : b + OPTIM_BLOCK;
         span(ctx, gr, b, e, p_new);
         stream_floats(params + b, p_new, e - b);
+        if (copy) st->round16(copy + (b - s->offset), p_new, e - b);
         if (zero) memset(gr->g + b, 0, (e - b) * sizeof(float));
     }
 }
@@ -37,7 +40,7 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
     const optim_span *spans = optim_spans_or_whole(st->spans, &n_spans, n, &whole);
     if (n < OPTIM_PARALLEL_MIN || !par_pays_floats(streams * n)) {
         for (int i = 0; i < n_spans; i++)
-            run_blocks(spans[i].offset, spans[i].offset + spans[i].numel, span, ctx, gr, params,
+            run_blocks(st, &spans[i], spans[i].offset, spans[i].offset + spans[i].numel, span, ctx, gr, params,
                        zeroes(gr, &spans[i]));
         stream_fence();
         return;
@@ -53,7 +56,7 @@ void optim_run(const optim_state *st, size_t streams, optim_span_fn span, const 
         for (int i = 0; i < n_spans; i++) {
             size_t lo, hi;
             optim_share(&spans[i], t, T, &lo, &hi);
-            if (lo < hi) run_blocks(lo, hi, span, ctx, gr, params, zeroes(gr, &spans[i]));
+            if (lo < hi) run_blocks(st, &spans[i], lo, hi, span, ctx, gr, params, zeroes(gr, &spans[i]));
         }
         stream_fence(); /* before the team's closing barrier publishes the parameters */
     }

@@ -86,7 +86,9 @@ static snug_status reduce_window(snug_trainer *tr, double *loss_sum, snug_error 
 snug_status trainer_accumulate(snug_trainer *tr, const snug_dataset *ds, const size_t *indices, size_t n,
                                size_t *items, double *loss, size_t *micro_batches, snug_error *err) {
     size_t begin, len, k = 0;
-    exec_weights_changed(&tr->x); /* the last window's step (or the caller) may have changed them */
+    /* The last window's step (or the caller) may have changed the parameters: what the ops derive from them is
+     * stale, but where the step's update wrote the kept bf16 copies with them and nothing changed since. */
+    if (!trainer_copies_take_current(tr)) exec_weights_changed(&tr->x);
     if (tr->x.state) memcpy(tr->x.state_before, tr->x.state, tr->g->state_numel * sizeof(float));
     dist_shard(n, tr->dist.rank, tr->dist.size, &begin, &len);
     /* N is summed over the ranks before the first forward, so that every rank scales by the same 1/N. */
@@ -180,6 +182,7 @@ static void apply_window(snug_trainer *tr, snug_step_stats *st) {
     }
     tr->nonfinite_run = 0;
     optim_step_consume(&tr->opt, tr->x.params, tr->x.grads, grad_clip_factor(norm, tr->cfg.clip_norm), st->lr);
+    trainer_copies_written(tr);
     if (tr->opt.spans) exec_grads_left_stale(&tr->x); /* the rewritten spans kept their values (optim.h) */
     tr->step++;
     trainer_tock(tr, PART_UPDATE, t0);

@@ -14,6 +14,7 @@ static float init_bound(const graph_param *p) {
 
 void trainer_init_params(snug_trainer *tr) {
     const snug_graph *g = tr->g;
+    trainer_copies_stale(tr);
     for (int i = 0; i < g->n_params; i++) {
         const graph_param *p = &g->params[i];
         float *v = (p->buffer ? tr->x.state : tr->x.params) + p->offset;

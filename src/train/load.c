@@ -170,6 +170,7 @@ snug_status snug_trainer_load(snug_trainer *tr, const char *path, snug_error *er
     st_file sf;
     snug_status s = check_file(&sf, path, tr->g, err);
     if (s == SNUG_OK) s = check_values(&sf, tr->g, err);
+    trainer_copies_stale(tr); /* even a partial load changes parameters */
     if (s == SNUG_OK) s = read_values(&sf, tr, err);
     st_file_close(&sf);
     return s;

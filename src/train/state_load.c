@@ -97,6 +97,7 @@ static snug_status take_state(snug_trainer *tr, st_file *sf, const state_counter
         tr->earlier_seconds = k->train_seconds;
         tr->start_time = 0; /* this process's clock (and its counts) start again at its next step */
         exec_weights_changed(&tr->x);
+        trainer_copies_stale(tr);
     }
     free(scratch);
     return s;

@@ -135,12 +135,14 @@ snug_status snug_trainer_new(const snug_plan *plan, const snug_train_config *cfg
     }
     tr->opt = (optim_state){.cfg = tr->cfg.optim, .state = tr->x.optim_state, .n = tr->g->param_numel};
     bind_spans(tr);
+    trainer_bind_copies(tr);
     tr->total_steps = cfg->max_steps > 0 ? cfg->max_steps : 1;
     tr->dist = dist_get();
     trainer_init_params(tr);
     /* The ranks start from rank 0's parameters: the initialisation is a pure function of the seed, but a rank
      * given another seed (or a future checkpoint) must not start elsewhere. */
     s = dist_broadcast_floats(tr->x.params, tr->g->param_numel, tr->cfg.rank_timeout_seconds, err);
+    trainer_copies_stale(tr); /* the broadcast may have written the parameters */
     if (s != SNUG_OK) {
         snug_trainer_free(tr);
         return s;
@@ -172,6 +174,7 @@ void snug_trainer_free(snug_trainer *tr) {
     free(tr->data_table);
     exec_unbind(&tr->x);
     snug_mem_release_all(&tr->mem);
+    trainer_free_copies(tr);
     free(tr->spans);
     free(tr);
 }
@@ -189,6 +192,7 @@ const char *snug_trainer_param(const snug_trainer *tr, size_t i, size_t *numel, 
     const graph_param *p = &tr->g->params[i];
     if (numel) *numel = p->numel;
     if (values) *values = (p->buffer ? tr->x.state : tr->x.params) + p->offset;
+    if (values) trainer_copies_handed_out(tr); /* the caller may write through it after any step */
     if (grads) *grads = p->buffer ? NULL : tr->x.grads + p->offset;
     return p->name;
 }

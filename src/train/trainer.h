@@ -12,6 +12,9 @@
 #include "plan/plan.h"
 #include "snug.h"
 
+/* kept_copies.c: the kept bfloat16 copies of linear weights that the optimizer's update writes. */
+typedef struct trainer_copies trainer_copies;
+
 /* The parts of a training step around the ops, timed while profiling (profile.c). */
 typedef enum trainer_part {
     PART_DATA,      /* reading micro-batches (and the window's targets, to count its items) */
@@ -31,6 +34,8 @@ struct snug_trainer {
     exec x;
     optim_state opt;
     optim_span *spans;     /* the trainable tensors, for opt.spans */
+    trainer_copies *copies; /* the kept bf16 weights the update writes, and whether they are current; behind a
+                              pointer so that the const snug_trainer_param can mark them stale. NULL: none */
     long step;             /* optimizer steps taken */
     long stat_updates;     /* training micro-batches whose BatchNorm statistics were kept (PyTorch's
                               num_batches_tracked: one per forward in training mode) */
@@ -94,6 +99,20 @@ snug_status fit_after_step(snug_trainer *tr, bool *stop, snug_error *err);
 
 /* data_info.c: what fit remembers of its data set for snug_trainer_save (class names, normalisation). */
 void trainer_remember_data(snug_trainer *tr, const snug_dataset *ds);
+
+/* kept_copies.c. bind: gives the spans of the weights whose kept bfloat16 copy the plan holds those copies to
+ * write (optim_span.copy16), after bind_spans; nothing where memory is refused (the ops then round them). */
+void trainer_bind_copies(snug_trainer *tr);
+void trainer_free_copies(snug_trainer *tr);
+/* The update just wrote the parameters and the copies: every other derived weight is stale, the copies current. */
+void trainer_copies_written(snug_trainer *tr);
+/* A parameter may have changed outside the update: the copies are no longer current (const: see copies). */
+void trainer_copies_stale(const snug_trainer *tr);
+/* The caller holds a pointer to the parameters (snug_trainer_param): from now on the copies are never current. */
+void trainer_copies_handed_out(const snug_trainer *tr);
+/* Whether the copies are current, and from now on they are not (a window consumes the mark: a later one derives
+ * everything again unless an update has marked them anew). */
+bool trainer_copies_take_current(snug_trainer *tr);
 
 /* Fills the parameters from the counter-based RNG, PyTorch's default initialisers (see graph.h). */
 void trainer_init_params(snug_trainer *tr);
