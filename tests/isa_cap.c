@@ -12,7 +12,7 @@ __attribute__((constructor)) static void cap_from_environment(void) {
     if (!name || !*name) return;
     kernel_isa isa;
     if (!kernel_isa_parse(name, &isa)) {
-        fprintf(stderr, "SNUG_TEST_ISA=%s: not one of portable, avx2, avx512, avx512_bf16\n", name);
+        fprintf(stderr, "SNUG_TEST_ISA=%s: not one of portable, avx2, avx512, avx512_bf16, amx_bf16\n", name);
         exit(2);
     }
     kernel_isa_cap(isa);

@@ -561,7 +561,7 @@ static void test_workspace_monotone(void **state) {
 }
 
 /* Which plans take bgemm is theirs to say (plan_compute_of), from their request and the CPU: bf16 plans that
- * leave it to snug wherever the kernels may use AVX512_BF16 and nowhere below it (float32 products on the
+ * leave it to snug wherever its products pay (kernel_bf16_products_pay) and nowhere else (float32 products on the
  * bfloat16 values), bf16 plans that ask for snug's own on every CPU (the portable kernel), never a plan that
  * asks for the BLAS, never a float32 plan; and forcing the portable kernel changes no plan. */
 static void test_plans_choose_it(void **state) {
@@ -570,7 +570,7 @@ static void test_plans_choose_it(void **state) {
     const snug_products all[] = {SNUG_PRODUCTS_AUTO, SNUG_PRODUCTS_BLAS, SNUG_PRODUCTS_SNUG};
     for (int capped = 0; capped < 2; capped++) {
         if (capped) kernel_isa_cap(KERNEL_ISA_AVX512);
-        const bool fast = kernel_isa_now() >= KERNEL_ISA_AVX512_BF16;
+        const bool fast = kernel_bf16_products_pay();
         const op_product fp32 = sgemm_enabled() ? OP_PRODUCT_SGEMM : OP_PRODUCT_BLAS;
         bgemm_force_portable(capped);
         assert_int_equal(plan_compute_of(SNUG_PRECISION_BF16, SNUG_PRODUCTS_AUTO).product, fast ? OP_PRODUCT_BGEMM : fp32);

@@ -12,7 +12,7 @@ static const char *const *workload_names(void) {
 }
 
 static const char *const precision_choices[] = {"fp32", "bf16", NULL}; /* in snug_precision's order */
-static const char *const isa_choices[] = {"portable", "avx2", "avx512", "avx512_bf16", NULL}; /* kernel_isa's */
+static const char *const isa_choices[] = {"portable", "avx2", "avx512", "avx512_bf16", "amx_bf16", NULL}; /* kernel_isa's */
 
 #define OPT(field) offsetof(bench_options, field)
 #define FLAG(n, k, field, mv, h) .name = (n), .kind = (k), .offset = OPT(field), .metavar = (mv), .help = (h)
@@ -52,7 +52,7 @@ static const flag bench_flags[] = {
     {FLAG("precision", F_CHOICE, precision, "fp32|bf16",
           "the trainers' precision; with --paired the variant's, against full batch in fp32 [fp32]"),
      .choices = precision_choices},
-    {FLAG("isa", F_CHOICE, isa, "portable|avx2|avx512|avx512_bf16",
+    {FLAG("isa", F_CHOICE, isa, "portable|avx2|avx512|avx512_bf16|amx_bf16",
           "run snug's kernels as on a CPU with at most this instruction set (what a CPU without AVX-512, or "
           "without AVX512_BF16, runs, measured on this one; the BLAS keeps its own kernel) [this CPU's]"),
      .choices = isa_choices},

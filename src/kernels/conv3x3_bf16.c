@@ -29,7 +29,7 @@ void conv3x3_bf16_force_portable(bool on) { force_portable = on; }
 
 bool conv3x3_bf16_hardware(void) { return !force_portable && kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 
-bool conv3x3_bf16_in_use(void) { return force_portable || kernel_bf16_products_pay(); }
+bool conv3x3_bf16_in_use(void) { return force_portable || kernel_bf16_dots_pay(); }
 
 /* Grid blocks (NV vectors each) of one band: a plane with more goes in bands of rows, each paired in turn, so
  * that the scratch holds a band of every channel pair (the float32 kernel's bands, conv3x3_direct.h), not
