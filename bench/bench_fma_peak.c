@@ -6,20 +6,32 @@
  *
  *   bench_fma_peak [threads]   prints "fma_peak_gflops N threads T width W" (the best of 40 short batches)
  *                              and, where the CPU has AVX512_BF16, "bf16_peak_gflops N threads T width 32"
+ *                              and, where it has AMX (granted by the OS), "amx_bf16_peak_gflops N threads T"
  *
  * The bf16 line is the same probe with vdpbf16ps (16 chains): each instruction multiplies 32 pairs of bfloat16
  * and adds them into 16 float32 lanes, counted as 64 floating-point operations (a multiply and an add per
  * product, as an FMA lane counts two), so the two lines compare directly: their ratio is the most that
- * bfloat16 products (bgemm) can gain over float32 ones (sgemm) on this core.
+ * bfloat16 products (bgemm) can gain over float32 ones (sgemm) on this core. The AMX line is the same probe
+ * with tdpbf16ps on four accumulator tiles (a 32 x 32 block of C, as bgemm's AMX tile holds it), each
+ * instruction 16 x 16 x 32 products counted as 16384 operations: the most bgemm's AMX path can reach.
  *
  * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
  * On an AMD EPYC of family 25 (2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s with 2 threads,
  * 117 with one, so its SGEMM rate of 190-200 GFLOP/s is 80-85% of what the cores can do. On a family-26 EPYC
  * (full-width AVX-512, AVX512_BF16, no AMX) one thread: fma 254-258, bf16 492-502 GFLOP/s, a ratio of 1.9 to
  * 2.0. Virtual machines of one name can be either: this probe says which one a run had. */
+#define _GNU_SOURCE /* syscall: the request for the AMX tile state */
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define HAS_AMX_PROBE 1
+#endif
 
 #define CHAINS 12
 /* vdpbf16ps has a longer latency than an FMA: 12 chains leave a core that issues two a cycle (AMD family 26)
@@ -86,6 +98,52 @@ __attribute__((target("avx2,fma"))) static float chains_avx2(long iters) {
 }
 #endif
 
+#ifdef HAS_AMX_PROBE
+/* tdpbf16ps probe: iters / AMX_SCALE rounds of four independent tile products (C tiles 0-3, A tiles 4-5, B
+ * tiles 6-7, every tile 16 rows of 64 bytes); the operands are the small words of chains_bf16. */
+#define AMX_SCALE 8
+__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg)); /* the whole configuration as the operand (see bgemm_amx.c) */
+    static uint32_t ones[256], small[256];
+    for (int i = 0; i < 256; i++) ones[i] = 0x3F803F80u, small[i] = 0x34003400u;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, small, 64);
+    _tile_loadd(7, small, 64);
+    for (long it = 0; it < iters / AMX_SCALE; it++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    float out[256];
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
+/* The AMX probe where the CPU has AMX-BF16 and AMX-TILE (CPUID.(7,0):EDX bits 22 and 24) and Linux grants the
+ * tile state, else NULL. */
+static float (*pick_amx(void))(long) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & 1u << 22) || !(d & 1u << 24)) return NULL;
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) return NULL;
+    return chains_amx;
+}
+#endif
+
 /* The portable fallback: one float per chain element, as wide as the compiler vectorises it. */
 static float chains_plain(long iters) {
     float a[CHAINS];
@@ -145,5 +203,10 @@ int main(int argc, char **argv) {
     printf("fma_peak_gflops %.1f threads %ld width %d\n", best_rate(chains, threads, 2.0 * width * CHAINS), threads, width);
     float (*bf16)(long) = pick_bf16();
     if (bf16) printf("bf16_peak_gflops %.1f threads %ld width 32\n", best_rate(bf16, threads, 64.0 * BF16_CHAINS), threads);
+#ifdef HAS_AMX_PROBE
+    float (*amx)(long) = pick_amx();
+    if (amx)
+        printf("amx_bf16_peak_gflops %.1f threads %ld\n", best_rate(amx, threads, 4.0 * 16384 / AMX_SCALE), threads);
+#endif
     return 0;
 }

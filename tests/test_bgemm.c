@@ -188,9 +188,20 @@ static void check_values(const problem *p, const float *c, int start, bool porta
     }
 }
 
-/* The paths this CPU runs: the portable one always, the AVX512_BF16 one where bgemm_enabled(). */
-static int n_paths(void) { return bgemm_enabled() ? 2 : 1; }
-static bool path_portable(int path) { return path == 0; }
+/* The kernels may use at most this (the cap a test variant sets), read before any path is chosen. */
+static kernel_isa top;
+
+/* The paths this CPU runs: the portable one always, the AVX512_BF16 tile where bgemm_enabled(), and the AMX
+ * tiles where the kernels may use them (the vdpbf16ps tile then under a cap). */
+static int n_paths(void) { return 1 + (top >= KERNEL_ISA_AVX512_BF16) + (top >= KERNEL_ISA_AMX_BF16); }
+static const char *path_name(int path) { return path == 0 ? "portable" : path == 1 ? "AVX512_BF16" : "AMX"; }
+
+/* Selects path: the cap that picks the tile (bgemm_force_portable, which run and the tests set from the
+ * result, picks the portable kernel); whether it is the portable one. */
+static bool path_portable(int path) {
+    kernel_isa_cap(path == 1 ? KERNEL_ISA_AVX512_BF16 : top);
+    return path == 0;
+}
 
 static void test_values(void **state) {
     (void)state;
@@ -207,8 +218,7 @@ static void test_values(void **state) {
                 }
                 drop(&p);
             }
-        printf("bgemm: %zu products within the reference bound on the %s path\n", products,
-               path_portable(path) ? "portable" : "AVX512_BF16");
+        printf("bgemm: %zu products within the reference bound on the %s path\n", products, path_name(path));
     }
 }
 
@@ -356,6 +366,7 @@ static void test_rounded_output_same_bits(void **state) {
             const int start = s % 2 ? START_BIAS : START_ZERO;
             uint16_t *b16 = malloc(nb * sizeof *b16), *want16 = malloc(nc * sizeof *want16);
             uint16_t *got16 = malloc(nc * sizeof *got16);
+            path_portable(path); /* the workspace of this path's kernel */
             float *work = malloc(bgemm_workspace_floats(p.M, p.N, p.K, 2) * sizeof *work);
             assert_true(b16 && want16 && got16 && work);
             bgemm_force_portable(path_portable(path));
@@ -450,10 +461,10 @@ static void test_rounded_output_special_values(void **state) {
     uint16_t want16[3 * 40], got16[3 * 40];
     for (size_t t = 0; t < K * N; t++) b[t] = 1.0f;
     for (size_t t = 0; t < N; t++) bias[t] = float_of(specials[t % n]);
-    float *work = malloc(bgemm_workspace_floats(M, N, K, 1) * sizeof *work);
-    assert_non_null(work);
     for (int path = 0; path < n_paths(); path++) {
         bgemm_force_portable(path_portable(path));
+        float *work = malloc(bgemm_workspace_floats(M, N, K, 1) * sizeof *work);
+        assert_non_null(work);
         bgemm(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, want, N, bias, false, work, 1);
         bf16_round_pack(want, want16, M * N);
         bgemm_rounded(M, N, K, (sgemm_mat){a, K, 1}, (sgemm_mat){b, N, 1}, (bgemm_mat16){NULL, 0, 0}, got, N, bias,
@@ -463,8 +474,8 @@ static void test_rounded_output_special_values(void **state) {
         assert_memory_equal(want16, got16, sizeof got16);
         assert_true(bits_of(got[0]) == 0x3F800000u && bits_of(got[1]) == 0x3F820000u); /* ties to even */
         assert_true(isnan(got[2]) && isinf(got[5]));
+        free(work);
     }
-    free(work);
 }
 
 /* One element, C (1 x 1) = bias + a . b over k = 0, 1, as the given path computes it. */
@@ -497,11 +508,13 @@ static void test_documented_lane(void **state) {
         const float got = lane(cases[i].a, cases[i].b, cases[i].bias, true);
         if (bits_of(got) != bits_of(cases[i].want))
             fail_msg("portable lane, %s: got %a, want %a", cases[i].what, (double)got, (double)cases[i].want);
-        if (bgemm_enabled()) {
+        for (int path = 1; path < n_paths(); path++) {
+            path_portable(path);
             const float cpu = lane(cases[i].a, cases[i].b, cases[i].bias, false);
-            printf("bgemm: this CPU's vdpbf16ps, %s: %a (%s)\n", cases[i].what, (double)cpu,
-                   bits_of(cpu) == bits_of(cases[i].want) ? "as documented" : "NOT as documented");
+            printf("bgemm: this CPU's %s, %s: %a (%s)\n", path == 1 ? "vdpbf16ps" : "tdpbf16ps", cases[i].what,
+                   (double)cpu, bits_of(cpu) == bits_of(cases[i].want) ? "as vdpbf16ps is documented" : "otherwise");
         }
+        kernel_isa_cap(top);
     }
 }
 
@@ -511,6 +524,8 @@ static void test_documented_lane(void **state) {
 static void test_report_paths_agree(void **state) {
     (void)state;
     SKIP_UNLESS(bgemm_enabled(), "AVX512_BF16 (vdpbf16ps)");
+    for (int path = 1; path < n_paths(); path++) {
+    path_portable(path);
     size_t differ = 0, total = 0;
     double worst = 0.0;
     for (size_t s = 0; s < N_SHAPES; s++) {
@@ -529,8 +544,10 @@ static void test_report_paths_agree(void **state) {
         free(cpu), free(portable);
         drop(&p);
     }
-    printf("bgemm: AVX512_BF16 and portable paths differ in %zu of %zu elements (largest relative gap %.3g)\n",
-           differ, total, worst);
+    printf("bgemm: %s and portable paths differ in %zu of %zu elements (largest relative gap %.3g)\n",
+           path_name(path), differ, total, worst);
+    }
+    kernel_isa_cap(top);
 }
 
 /* K = 0: C is its start, untouched when accumulating. */
@@ -585,8 +602,9 @@ static void test_plans_choose_it(void **state) {
 }
 
 int main(void) {
-    printf("bgemm: paths run here: portable%s\n",
-           bgemm_enabled() ? " and AVX512_BF16" : " only (this CPU has no AVX512_BF16)");
+    top = kernel_isa_now();
+    printf("bgemm: paths run here: portable%s%s\n", bgemm_enabled() ? ", AVX512_BF16" : " only (no AVX512_BF16 here)",
+           top >= KERNEL_ISA_AMX_BF16 ? " and AMX" : "");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_plans_choose_it),

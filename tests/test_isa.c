@@ -27,7 +27,9 @@ static bool cpuinfo_flag(const char *flag) {
     bool has = false;
     while (f && fgets(line, sizeof line, f))
         if (strncmp(line, "flags", 5) == 0) {
-            for (char *t = strtok(strchr(line, ':') ? strchr(line, ':') + 1 : line, " \t\n"); t; t = strtok(NULL, " \t\n"))
+            const char *delims = " \t\n";
+            for (char *t = strtok(strchr(line, ':') ? strchr(line, ':') + 1 : line, delims); t;
+                 t = strtok(NULL, delims))
                 has = has || strcmp(t, flag) == 0;
             break;
         }

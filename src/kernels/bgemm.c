@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "kernels/avx512.h"
 #include "kernels/bf16.h"
+#include "kernels/bgemm_amx.h"
 #include "kernels/dpbf16_lane.h"
 #include "kernels/isa.h"
 #include "kernels/transpose.h"
@@ -39,10 +40,18 @@ static size_t round_up(size_t a, size_t to) { return (a + to - 1) / to * to; }
 
 /* The depth of K's blocks: at most KC, as even as the fewest blocks allow (no short remainder block, as in
  * sgemm), and even, so that every pair of k lies in one block; only the last block can be odd (an odd K),
- * its last pair then padded with a zero. */
-static size_t k_block(size_t K) {
+ * its last pair then padded with a zero. On AMX a multiple of a tile's 32 k, so that only the last block is
+ * padded to a tile's depth. */
+static size_t k_block(size_t K, bool amx) {
     const size_t blocks = (K + KC - 1) / KC;
-    return round_up((K + blocks - 1) / blocks, 2);
+    return round_up((K + blocks - 1) / blocks, amx ? 2 * BGEMM_AMX_PAIRS : 2);
+}
+
+/* The pair words a packed row of A or a panel's column holds for kc values of k: on AMX padded with zeros to a
+ * tile's depth. */
+static size_t stored_pairs(size_t kc, bool amx) {
+    const size_t kp = (kc + 1) / 2;
+    return amx ? round_up(kp, BGEMM_AMX_PAIRS) : kp;
 }
 
 /* Set before any product runs (tests), read by every thread afterwards. */
@@ -53,16 +62,23 @@ void bgemm_force_portable(bool on) { force_portable = on; }
 /* The packing's word permutes need AVX512BW, which every CPU with AVX512_BF16 has (kernel_isa asks anyway). */
 bool bgemm_enabled(void) { return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 
+/* Whether products run through AVX512_BF16 now (else the portable twin), and through AMX tiles. */
+static bool fast_path(void) { return !force_portable && bgemm_enabled(); }
+static bool amx_path(void) { return fast_path() && kernel_isa_now() >= KERNEL_ISA_AMX_BF16; }
+
+/* The rows an A block is packed in: strips of SR rows, or on AMX whole 16-row tiles of a 32-row block. */
+static size_t a_rows(size_t rows, bool amx) { return round_up(rows, amx ? BGEMM_AMX_PAIRS : SR); }
+
 /* The workspace of one part of C: its A block and B block packed (pairs, one float's bytes each) and the
  * float32 staging of either operand's block before it is merged into pairs. */
-static size_t part_floats(size_t M, size_t N, size_t K) {
-    const size_t kc = min_size(K, KC), kp = (kc + 1) / 2;
-    const size_t ma = min_size(round_up(M, SR), MC), nb = min_size(round_up(N, NR), NC);
+static size_t part_floats(size_t M, size_t N, size_t K, bool amx) {
+    const size_t kc = min_size(K, KC), kp = stored_pairs(kc, amx);
+    const size_t ma = min_size(a_rows(M, amx), MC), nb = min_size(round_up(N, NR), NC);
     return ma * kp + kp * nb + max_size(ma * kc, kc * NR);
 }
 
 size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
-    return (size_t)(threads > 1 ? threads : 1) * part_floats(M, N, K);
+    return (size_t)(threads > 1 ? threads : 1) * part_floats(M, N, K, amx_path());
 }
 
 /* ---- the portable twin of the two instruction-level steps -------------------------------------------------------- */
@@ -313,6 +329,7 @@ typedef struct bgemm_job {
     size_t ldc;
     const float *bias;
     bool accumulate, bf16;
+    bool amx;        /* bf16, through AMX tiles: A packed by rows, blocks padded to a tile's depth */
     bgemm_mat16 b16; /* B already in bf16 (bgemm_b16): packed from these bits, b unused; p NULL otherwise */
     const uint32_t *panels; /* B already packed (bgemm_panels): read in place, b unused; NULL otherwise */
     size_t panel_words;     /* the words of one of those panels: its pairs of k times NR */
@@ -354,7 +371,42 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
  * its floats. A stored by rows holds each pair in two adjacent floats, as a B stored by columns does: each row
  * becomes its pair words in the stage (rows rows of kp words), and the strips' transpose of 32-bit words turns
  * them into strips, half the bytes a float32 transpose before the merge would move. */
+static void pack_a_strips(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0,
+                          size_t kc);
+
+/* pack_a for AMX tiles: row r of the block is its kp pair words at dst + r * lda (lda = stored_pairs), zero
+ * past them and in the rows up to a whole tile. A stored by rows (or in bf16) is merged row by row in place;
+ * any other A is packed in strips into the stage and each strip turned (a transpose of 32-bit words). */
+static void pack_a_rows(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0,
+                        size_t kc) {
+    const size_t kp = (kc + 1) / 2, lda = stored_pairs(kc, true);
+    if (j->a16.p) {
+        for (size_t r = 0; r < rows; r++) {
+            char *words = (char *)(dst + r * lda);
+            memcpy(words, j->a16.p + (i0 + r) * j->a16.rs + p0, kc * sizeof *j->a16.p);
+            if (kc % 2) memset(words + kc * sizeof *j->a16.p, 0, sizeof *j->a16.p);
+        }
+    } else if (j->a.cs == 1) {
+        for (size_t r = 0; r < rows; r++)
+            column_pairs(j, (float *)(void *)(dst + r * lda), j->a.p + (i0 + r) * j->a.rs + p0, kc);
+    } else {
+        pack_a_strips(j, (uint32_t *)(void *)stage, NULL, i0, rows, p0, kc);
+        for (size_t s = 0; s * SR < rows; s++)
+            transpose_floats((float *)(void *)(dst + s * SR * lda), lda, stage + s * SR * kp, SR, kp,
+                             min_size(SR, rows - s * SR));
+    }
+    for (size_t r = 0; r < rows; r++) memset(dst + r * lda + kp, 0, (lda - kp) * sizeof *dst);
+    memset(dst + rows * lda, 0, (a_rows(rows, true) - rows) * lda * sizeof *dst);
+}
+
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
+    if (j->amx) pack_a_rows(j, dst, stage, i0, rows, p0, kc);
+    else pack_a_strips(j, dst, stage, i0, rows, p0, kc);
+}
+
+/* pack_a in SR-row strips (stage unused where A is stored by columns or with general strides). */
+static void pack_a_strips(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0,
+                          size_t kc) {
     const sgemm_mat a = j->a;
     const size_t kp = (kc + 1) / 2;
     if (j->a16.p) { /* a row's kc bf16 from p0 (even) are its pair words in memory order */
@@ -393,7 +445,18 @@ static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, s
 static void pack_b16(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0,
                      size_t kc);
 
+static void pack_b_pairs(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0,
+                         size_t kc);
+
+/* pack_b, and on AMX the zero rows to a tile's depth after the kp rows of pairs. */
 static void pack_b(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0, size_t kc) {
+    pack_b_pairs(j, dst, stage, j0, cols, p0, kc);
+    const size_t kp = (kc + 1) / 2, stored = stored_pairs(kc, j->amx);
+    memset(dst + kp * NR, 0, (stored - kp) * NR * sizeof *dst);
+}
+
+static void pack_b_pairs(const bgemm_job *j, uint32_t *dst, float *stage, size_t j0, size_t cols, size_t p0,
+                         size_t kc) {
     const sgemm_mat b = j->b;
     if (j->b16.p) {
         pack_b16(j, dst, stage, j0, cols, p0, kc);
@@ -459,8 +522,15 @@ static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, 
  * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. On the
  * AVX512_BF16 path a bgemm_rounded tile whose last block of K this is (last) is rounded as soon as it is made;
  * the portable path rounds the block after (round_block), the same bits. */
+static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
+                      size_t ic, size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last);
+
 static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step, size_t ic,
                   size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
+    if (j->amx) {
+        tiles_amx(j, abuf, bbuf, panel_step, ic, mc, jc, nc, kp, start, last);
+        return;
+    }
     for (size_t jr = 0; jr < nc; jr += NR)
         for (size_t ir = 0; ir < mc; ir += MR) {
             const uint32_t *a = abuf + ir * kp, *b = bbuf + jr / NR * panel_step;
@@ -480,6 +550,28 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
         }
 }
 
+/* tiles on AMX: 32 x 32 blocks of C (two tiles each way), every A row block against one panel at a time; kp is
+ * the stored pairs (a multiple of a tile's depth), A's rows kp words apart. */
+static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
+                      size_t ic, size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
+#ifdef SNUG_AVX512
+    _Static_assert(NR == BGEMM_AMX_COLS, "a panel is one AMX block's columns");
+    const int amx_start = start == START_C ? BGEMM_AMX_C : start == START_BIAS ? BGEMM_AMX_BIAS : BGEMM_AMX_ZERO;
+    for (size_t jr = 0; jr < nc; jr += NR)
+        for (size_t ir = 0; ir < mc; ir += BGEMM_AMX_ROWS) {
+            float *c = j->c + (ic + ir) * j->ldc + jc + jr;
+            const size_t mr = min_size(BGEMM_AMX_ROWS, mc - ir), nr = min_size(NR, nc - jr);
+            bgemm_amx_block(kp, abuf + ir * kp, kp, bbuf + jr / NR * panel_step, c, j->ldc, mr, nr, amx_start,
+                            j->bias ? j->bias + jc + jr : NULL);
+            if (j->round && last)
+                round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
+        }
+#else
+    (void)j, (void)abuf, (void)bbuf, (void)panel_step, (void)ic, (void)mc, (void)jc, (void)nc, (void)kp;
+    (void)start, (void)last;
+#endif
+}
+
 /* bgemm_rounded: rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, whose last block of K was just added,
  * rounded while they are in this thread's cache (the block's A strips and B panels were its last reads). */
 static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, size_t cols) {
@@ -492,15 +584,16 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
 
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
 static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
-    const size_t kpmax = (min_size(j->K, KC) + 1) / 2;
+    const size_t kpmax = stored_pairs(min_size(j->K, KC), j->amx);
     uint32_t *abuf = (uint32_t *)work;
-    uint32_t *bbuf = abuf + min_size(round_up(m1 - m0, SR), MC) * kpmax;
+    uint32_t *bbuf = abuf + min_size(a_rows(m1 - m0, j->amx), MC) * kpmax;
     float *stage = (float *)(bbuf + kpmax * min_size(round_up(n1 - n0, NR), NC));
-    const size_t kb = k_block(j->K);
+    const size_t kb = k_block(j->K, j->amx);
+    if (j->amx) bgemm_amx_begin();
     for (size_t jc = n0; jc < n1; jc += NC) {
         const size_t nc = min_size(NC, n1 - jc);
         for (size_t pc = 0; pc < j->K; pc += kb) {
-            const size_t kc = min_size(kb, j->K - pc), kp = (kc + 1) / 2;
+            const size_t kc = min_size(kb, j->K - pc), kp = stored_pairs(kc, j->amx);
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
             /* B's block: packed now, or read where bgemm_pack_panels put it (pc even: pair pc / 2 on) */
             const uint32_t *bblock = j->panels ? j->panels + jc / NR * j->panel_words + pc / 2 * NR : bbuf;
@@ -516,10 +609,8 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
             }
         }
     }
+    if (j->amx) bgemm_amx_end();
 }
-
-/* Whether products run through AVX512_BF16 now (else the portable twin). */
-static bool fast_path(void) { return !force_portable && bgemm_enabled(); }
 
 void bgemm_round_weights(uint16_t *dst, const float *src, size_t n) {
 #ifdef SNUG_AVX512
@@ -551,8 +642,8 @@ static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int thr
      * the smaller operand and there are two panels for every thread, else the rows (sgemm's rule without its
      * claimed scheme). Every part is at most M x N, so part_floats(M, N, K) covers it. */
     const bool by_cols = N >= (size_t)T * 2 * NR && M < N;
-    const size_t unit = by_cols ? NR : SR, end = by_cols ? N : M, units = (end + unit - 1) / unit;
-    const size_t per = part_floats(M, N, j->K);
+    const size_t unit = by_cols ? NR : j->amx ? BGEMM_AMX_ROWS : SR, end = by_cols ? N : M;
+    const size_t units = (end + unit - 1) / unit, per = part_floats(M, N, j->K, j->amx);
     #pragma omp parallel num_threads(T)
     {
         const size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
@@ -567,54 +658,71 @@ static void run_job(const bgemm_job *j, size_t M, size_t N, float *work, int thr
 void bgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
            bool accumulate, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
-                         .bf16 = fast_path()};
+                         .bf16 = fast_path(), .amx = amx_path()};
     run_job(&j, M, N, work, threads);
 }
 
 void bgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, bgemm_mat16 b16, float *c, size_t ldc,
                    const float *col_bias, uint16_t *packed, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b = b, .b16 = b16, .c = c, .ldc = ldc, .bias = col_bias,
-                         .bf16 = fast_path(), .round = true, .packed = packed};
+                         .bf16 = fast_path(), .amx = amx_path(), .round = true, .packed = packed};
     run_job(&j, M, N, work, threads);
 }
 
 void bgemm_a16(size_t M, size_t N, size_t K, bgemm_mat16 a, bgemm_mat16 b, float *c, size_t ldc,
                const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
     const bgemm_job j = {.K = K, .a16 = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .bf16 = fast_path(),
-                         .round = round, .packed = round ? packed : NULL};
+                         .amx = amx_path(), .round = round, .packed = round ? packed : NULL};
     run_job(&j, M, N, work, threads);
 }
 
 void bgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 b, float *c, size_t ldc,
                const float *col_bias, bool accumulate, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .b16 = b, .c = c, .ldc = ldc, .bias = col_bias, .accumulate = accumulate,
-                         .bf16 = fast_path()};
+                         .bf16 = fast_path(), .amx = amx_path()};
     run_job(&j, M, N, work, threads);
 }
 
 /* ---- B packed once, read by many products -------------------------------------------------------------------- */
 
-/* The words of one panel: NR columns by the pairs of K rows. */
-static size_t panel_words(size_t K) { return (K + 1) / 2 * NR; }
+/* The words of one panel: NR columns by the pairs of K rows (on AMX padded to a tile's depth). */
+static size_t panel_words(size_t K, bool amx) { return stored_pairs(K, amx) * NR; }
 
-size_t bgemm_panels_words(size_t K, size_t N) { return panel_words(K) * (round_up(N, NR) / NR); }
+size_t bgemm_panels_words(size_t K, size_t N) { return panel_words(K, amx_path()) * (round_up(N, NR) / NR); }
 
 size_t bgemm_panels_stage_floats(void) { return KC / 2 * NR; }
 
 /* pack_b over all of K, KC at a time (even, so every block starts on a pair), panel by panel: panel t holds
  * the pairs of columns [t NR, t NR + NR) for every k, (K + 1) / 2 rows of NR words. */
 void bgemm_pack_panels(uint32_t *dst, size_t K, size_t N, sgemm_mat b, float *stage) {
-    const bgemm_job j = {.K = K, .b = b, .bf16 = fast_path()};
-    const size_t words = panel_words(K);
+    const bgemm_job j = {.K = K, .b = b, .bf16 = fast_path(), .amx = amx_path()};
+    const size_t words = panel_words(K, j.amx);
+    for (size_t j0 = 0; j0 < N; j0 += NR)
+        for (size_t p0 = 0; p0 < K; p0 += KC) /* KC is a whole number of tiles: only the last block is padded */
+            pack_b(&j, dst + j0 / NR * words + p0 / 2 * NR, stage, j0, min_size(NR, N - j0), p0,
+                   min_size(KC, K - p0));
+}
+
+void bgemm_pack_panels16(uint32_t *dst, size_t K, size_t N, bgemm_mat16 b, float *stage) {
+    const bgemm_job j = {.K = K, .b16 = b, .bf16 = fast_path(), .amx = amx_path()};
+    const size_t words = panel_words(K, j.amx);
     for (size_t j0 = 0; j0 < N; j0 += NR)
         for (size_t p0 = 0; p0 < K; p0 += KC)
             pack_b(&j, dst + j0 / NR * words + p0 / 2 * NR, stage, j0, min_size(NR, N - j0), p0,
                    min_size(KC, K - p0));
 }
 
+void bgemm_panels_out(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 a16, bgemm_panels_of b, float *c,
+                      size_t ldc, const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
+    const bgemm_job j = {.K = K, .a = a, .a16 = a16, .c = c, .ldc = ldc, .bias = col_bias, .bf16 = fast_path(),
+                         .amx = amx_path(), .panels = b.p, .panel_words = panel_words(b.K, amx_path()),
+                         .round = round, .packed = round ? packed : NULL};
+    run_job(&j, M, N, work, threads);
+}
+
 void bgemm_panels(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_panels_of b, float *c, size_t ldc,
                   bool accumulate, float *work, int threads) {
     const bgemm_job j = {.K = K, .a = a, .c = c, .ldc = ldc, .accumulate = accumulate, .bf16 = fast_path(),
-                         .panels = b.p, .panel_words = panel_words(b.K)};
+                         .amx = amx_path(), .panels = b.p, .panel_words = panel_words(b.K, amx_path())};
     run_job(&j, M, N, work, threads);
 }

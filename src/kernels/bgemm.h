@@ -1,4 +1,4 @@
-/* bgemm: the matrix product of bf16 mixed precision, on CPUs with AVX512_BF16.
+/* bgemm: the matrix product of bf16 mixed precision, on CPUs with AVX512_BF16 or AMX.
  *
  * Why a second product beside sgemm: in bf16 mixed precision the operands of a layer's products (weights,
  * activations, gradients) hold values already rounded to bfloat16, and AVX512_BF16's vdpbf16ps multiplies
@@ -15,6 +15,13 @@
  * the pairs. Each element of C is one chain over the pairs of k in increasing order, odd k before even k within
  * a pair (vdpbf16ps's order), started from its initial value and carried through C between blocks of K: the
  * bits do not depend on the thread count or on the tiling.
+ *
+ * Where the kernels may use AMX (kernel_isa_now() is KERNEL_ISA_AMX_BF16), the same packed pairs feed AMX tiles
+ * instead (kernels/bgemm_amx.h): A by rows rather than in strips, every block of K padded with zero pairs to a
+ * multiple of 16 pairs, a 32 x 32 block of C as four tiles of tdpbf16ps, each instruction 16 x 16 x 32
+ * multiply-adds. Within one tdpbf16ps the CPU orders the additions of its 16 pairs as it does (on the Xeons
+ * measured, not vdpbf16ps's order: tests/test_bgemm.c reports it), so AMX bits differ from the vdpbf16ps
+ * tile's; they still depend only on K (its blocks are fixed by K), not on the thread count or the tiling.
  *
  * Which plans send their products here is the plans' choice (plan/products.c). Where the CPU lacks
  * AVX512_BF16 (or bgemm_force_portable asks for it), a portable micro-kernel in plain C
@@ -97,6 +104,15 @@ size_t bgemm_panels_words(size_t K, size_t N);
 size_t bgemm_panels_stage_floats(void);
 /* dst (bgemm_panels_words(K, N) words) = the panels of B (K, N), read through its two strides. */
 void bgemm_pack_panels(uint32_t *dst, size_t K, size_t N, sgemm_mat b, float *stage);
+/* bgemm_pack_panels from a B already in bfloat16 (either stride 1, as bgemm_b16 reads it): its bits as they
+ * are, the panels bgemm_b16 packs in every call. */
+void bgemm_pack_panels16(uint32_t *dst, size_t K, size_t N, bgemm_mat16 b, float *stage);
+/* A layer's output from packed panels (a weight packed once for many products): C = bias + A B, no accumulate,
+ * A as floats (a16.p NULL) or in bfloat16 by rows (as bgemm_a16 reads it), rounded and packed as
+ * bgemm_rounded where round. The bits of bgemm_rounded / bgemm_a16 / bgemm_b16 on the B the panels were packed
+ * from. The same workspace as bgemm. */
+void bgemm_panels_out(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_mat16 a16, bgemm_panels_of b, float *c,
+                      size_t ldc, const float *col_bias, bool round, uint16_t *packed, float *work, int threads);
 /* bgemm of A (M, K) and the first K rows and N columns of the packed B (K <= b.K, N <= b.N; K even unless it
  * is b.K: a pair of rows is packed whole), no bias; the same workspace as bgemm. */
 void bgemm_panels(size_t M, size_t N, size_t K, sgemm_mat a, bgemm_panels_of b, float *c, size_t ldc,

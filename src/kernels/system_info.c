@@ -59,7 +59,10 @@ void snug_system_info_get(snug_system_info *info) {
     info->blas = openblas_get_config();
     info->blas_kernel = openblas_get_corename();
     info->blas_kernel_slow = cpu_has_avx2() && is_generic_kernel(info->blas_kernel);
-    info->gemm = !sgemm_enabled() ? "BLAS" : kernel_bf16_products_pay() ? "snug AVX-512 (bf16 runs: AVX512_BF16)" : "snug AVX-512";
+    info->gemm = !sgemm_enabled()                             ? "BLAS"
+                 : kernel_isa_now() >= KERNEL_ISA_AMX_BF16 ? "snug AVX-512 (bf16 runs: AMX)"
+                 : kernel_bf16_products_pay()              ? "snug AVX-512 (bf16 runs: AVX512_BF16)"
+                                                           : "snug AVX-512";
 }
 
 /* n <= 0 means every core. The BLAS has its own thread count even when it shares the OpenMP runtime. */

@@ -370,16 +370,24 @@ static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEM
  * (fo, fi) bf16 values. The optimizer's update writes them as it writes the weights and marks them current
  * (op_desc.kept_bf16_weight, src/train/kept_copies.c); after any other change (a load, the caller's writes, an
  * evaluation's new version) the first call rounds them again. bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
- * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself. */
+ * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself.
+ * After the values the block holds W^T packed as the forward's B (bgemm_pack_panels16 from the bf16 values,
+ * under the header's second word, its own version): packed by the first forward of a window instead of in every
+ * product (a transformer's forward runs a product per sample), the bits of packing it per call. */
 #define LINEAR_W16_HEADER ((size_t)64)
+
+/* The bf16 values' bytes, rounded up to the panels' 64-byte alignment. */
+static bool w16_bytes(size_t fi, size_t fo, size_t *bytes) {
+    return size_mul(fi, fo, bytes) && size_mul(*bytes, sizeof(uint16_t), bytes) && size_align(*bytes, 64, bytes);
+}
 
 static size_t linear_kept_bytes(const op_node *n, size_t m, op_product product) {
     (void)m;
-    size_t fi, fo, per_sample, bytes;
+    size_t fi, fo, per_sample, bytes, panels;
     node_dims(n, &fi, &fo, &per_sample);
     if (product != OP_PRODUCT_BGEMM) return 0;
-    return size_mul(fi, fo, &bytes) && size_mul(bytes, sizeof(uint16_t), &bytes) &&
-                   size_add(bytes, LINEAR_W16_HEADER, &bytes)
+    return w16_bytes(fi, fo, &bytes) && size_mul(bgemm_panels_words(fi, fo), sizeof(uint32_t), &panels) &&
+                   size_add(bytes, panels, &bytes) && size_add(bytes, LINEAR_W16_HEADER, &bytes)
                ? bytes
                : SIZE_MAX;
 }
@@ -419,29 +427,38 @@ static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
     return w16;
 }
 
-/* y = b + x W^T through bgemm (b may be NULL), W from its kept bf16 copy where the plan keeps one. */
-static void forward_bgemm(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+/* W^T packed as the forward's B, packed now where the kept panels are stale; its K and N in *b. NULL where the
+ * plan keeps no bf16 weight. The packing's stage is the call's workspace (the products have not begun). */
+static bool weights_panels(const op_call *c, size_t fi, size_t fo, bgemm_panels_of *b) {
     const uint16_t *w16 = weights_bf16(c, fi, fo);
-    if (w16)
-        bgemm_b16(rows, fo, fi, rows_of(c->in[0], fi), (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->out, fo, b,
-                  false, c->work, c->threads);
+    if (!w16) return false;
+    size_t bytes;
+    w16_bytes(fi, fo, &bytes); /* checked by linear_kept_bytes */
+    uint64_t *version = (uint64_t *)c->kept + 1;
+    uint32_t *panels = (uint32_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER + bytes);
+    if (*version != c->weights_version) {
+        bgemm_pack_panels16(panels, fi, fo, (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->work);
+        *version = c->weights_version;
+    }
+    *b = (bgemm_panels_of){.p = panels, .K = fi, .N = fo};
+    return true;
+}
+
+/* y = b + x W^T through bgemm (b may be NULL), W from its kept panels where the plan keeps a bf16 copy; the
+ * output rounded (and packed into packed.copy) by the thread that computed each block, while in its cache, where
+ * the call rounds it (packed.round), instead of a pass over the whole output after the product. */
+static void forward_bgemm_output(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
+    bgemm_panels_of panels;
+    const bool round = c->packed.round;
+    if (weights_panels(c, fi, fo, &panels))
+        bgemm_panels_out(rows, fo, fi, rows_of(c->in[0], fi), (bgemm_mat16){0}, panels, c->out, fo, b, round,
+                         c->packed.copy, c->work, c->threads);
+    else if (round)
+        bgemm_rounded(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), (bgemm_mat16){0}, c->out, fo, b,
+                      c->packed.copy, c->work, c->threads);
     else
         bgemm(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi), c->out, fo, b, false, c->work,
               c->threads);
-}
-
-/* forward_bgemm whose output the call rounds (packed.round): each block rounded and packed by the thread that
- * computed it, while in its cache, instead of a pass over the whole output after the product. */
-static void forward_bgemm_rounded(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
-    const uint16_t *w16 = weights_bf16(c, fi, fo);
-    bgemm_rounded(rows, fo, fi, rows_of(c->in[0], fi), transposed(c->w[0], fi),
-                  (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->out, fo, b, c->packed.copy, c->work, c->threads);
-}
-
-/* A forward through bgemm: its output rounded as the product finishes its blocks where the call rounds it. */
-static void forward_bgemm_output(const op_call *c, const float *b, size_t rows, size_t fi, size_t fo) {
-    if (c->packed.round) forward_bgemm_rounded(c, b, rows, fi, fo);
-    else forward_bgemm(c, b, rows, fi, fo);
 }
 
 /* The bf16 weight din's product reads: only where it goes through bgemm and there is a din. */
@@ -508,14 +525,14 @@ static size_t stage_part(size_t per_sample, size_t f);
  * packed input read as it lies (bgemm_a16) instead of widened into the stage, the bits of the product over the
  * widened floats. Its output as linear_forward_staged places it (y: the stage). false where it does not apply. */
 static bool forward_packed_a16(const op_call *c, size_t n, size_t per, size_t fi, size_t fo, float *y) {
-    if (!takes_bgemm(c) || !c->packed.in[0] || !c->kept) return false;
-    const uint16_t *w16 = weights_bf16(c, fi, fo);
+    bgemm_panels_of panels;
+    if (!takes_bgemm(c) || !c->packed.in[0] || !weights_panels(c, fi, fo, &panels)) return false;
     const bool round = c->packed.out || c->packed.round;
     uint16_t *packed = c->packed.out ? c->packed.out + n * per * fo : c->packed.copy ? c->packed.copy + n * per * fo
                                                                                      : NULL;
-    bgemm_a16(per, fo, fi, (bgemm_mat16){.p = c->packed.in[0] + n * per * fi, .rs = fi, .cs = 1},
-              (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->packed.out ? y : c->out + n * per * fo, fo, c->w[1],
-              round, packed, c->work, c->threads);
+    bgemm_panels_out(per, fo, fi, (sgemm_mat){0}, (bgemm_mat16){.p = c->packed.in[0] + n * per * fi, .rs = fi, .cs = 1},
+                     panels, c->packed.out ? y : c->out + n * per * fo, fo, c->w[1], round, packed, c->work,
+                     c->threads);
     return true;
 }
 

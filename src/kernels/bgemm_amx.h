@@ -1,0 +1,37 @@
+/* bgemm's AMX tile: C blocks of up to 32 x 32 as four 16 x 16 float32 tiles, tdpbf16ps over 16 pairs of k at a
+ * time (16 x 16 x 32 multiply-adds an instruction), on CPUs whose AMX state Linux granted (kernels/isa.h).
+ *
+ * Operands are bgemm's packed blocks in the layouts the tiles load: A by rows, each row its pair words (the
+ * even k in the low half) zero-padded to a multiple of 16 pairs (one tile's depth), rows lda words apart; B as
+ * bgemm's panels of 32 columns, one row of 32 pair words per pair of k, zero rows to the same multiple of 16.
+ * The padding adds products of zero, so it changes no finite sum. Each element of C is one chain over the pairs
+ * of k in increasing order, carried through C between calls: the bits depend on K and on which 16 pairs an
+ * instruction takes (fixed by the packing), not on the tiling or the thread count. */
+#ifndef SNUG_KERNELS_BGEMM_AMX_H
+#define SNUG_KERNELS_BGEMM_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The pairs of k one tdpbf16ps takes: the multiple A rows and B panels are padded to. */
+#define BGEMM_AMX_PAIRS 16
+/* The rows and columns of C one call covers: two tiles each way. */
+#define BGEMM_AMX_ROWS 32
+#define BGEMM_AMX_COLS 32
+
+/* How a block of C starts: from zero, from C, or from its columns' biases (bgemm.c's starts). */
+enum { BGEMM_AMX_ZERO, BGEMM_AMX_C, BGEMM_AMX_BIAS };
+
+/* Loads the tile configuration on the calling thread (before its first bgemm_amx_block) and releases the tile
+ * state after its last (so that the OS need not save it across switches). Only where kernel_isa_now() is
+ * KERNEL_ISA_AMX_BF16. */
+void bgemm_amx_begin(void);
+void bgemm_amx_end(void);
+
+/* C rows [0, mr), columns [0, nr) (mr, nr <= 32), rows ldc apart, started as `start` says (bias: nr floats),
+ * plus A (rows [0, mr) of the packed A, lda words apart) times the panel b (32 columns), over kp pairs (a
+ * multiple of BGEMM_AMX_PAIRS). */
+void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc, size_t mr,
+                     size_t nr, int start, const float *bias);
+
+#endif
