@@ -74,7 +74,9 @@ static size_t a_rows(size_t rows, bool amx) { return round_up(rows, amx ? BGEMM_
 static size_t part_floats(size_t M, size_t N, size_t K, bool amx) {
     const size_t kc = min_size(K, KC), kp = stored_pairs(kc, amx);
     const size_t ma = min_size(a_rows(M, amx), MC), nb = min_size(round_up(N, NR), NC);
-    return ma * kp + kp * nb + max_size(ma * kc, kc * NR);
+    /* on AMX the stage holds the block's rows and, after them, its strips (pack_a_rows) */
+    const size_t stage = amx ? max_size(2 * ma * kp, kc * NR) : max_size(ma * kc, kc * NR);
+    return ma * kp + kp * nb + stage;
 }
 
 size_t bgemm_workspace_floats(size_t M, size_t N, size_t K, int threads) {
@@ -374,12 +376,17 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
 static void pack_a_strips(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0,
                           size_t kc);
 
-/* pack_a for AMX tiles: row r of the block is its kp pair words at dst + r * lda (lda = stored_pairs), zero
- * past them and in the rows up to a whole tile. A stored by rows (or in bf16) is merged row by row in place;
- * any other A is packed in strips into the stage and each strip turned (a transpose of 32-bit words). */
-static void pack_a_rows(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0,
+/* pack_a for AMX tiles, as whole tiles of 16 rows by 16 pairs, each tile's 1 KiB contiguous (a tile loads
+ * from consecutive lines): the rows' pair words first made by rows in the stage (row r at stage + r * lda,
+ * lda = stored_pairs, zero past kp and in the rows up to a whole tile), then copied tile by tile into dst:
+ * row block b (rows 16 b to 16 b + 15) at dst + 16 b lda, its tile of pairs [16 g, 16 g + 16) 256 g words on.
+ * A stored by rows (or in bf16) is merged row by row; any other A is packed in strips (after the rows in the
+ * stage) and each strip turned (a transpose of 32-bit words). */
+static void pack_a_rows(const bgemm_job *j, uint32_t *tiles, float *stage_f, size_t i0, size_t rows, size_t p0,
                         size_t kc) {
-    const size_t kp = (kc + 1) / 2, lda = stored_pairs(kc, true);
+    const size_t kp = (kc + 1) / 2, lda = stored_pairs(kc, true), padded = a_rows(rows, true);
+    uint32_t *dst = (uint32_t *)(void *)stage_f;
+    float *stage = stage_f + padded * lda;
     if (j->a16.p) {
         for (size_t r = 0; r < rows; r++) {
             char *words = (char *)(dst + r * lda);
@@ -396,7 +403,10 @@ static void pack_a_rows(const bgemm_job *j, uint32_t *dst, float *stage, size_t 
                              min_size(SR, rows - s * SR));
     }
     for (size_t r = 0; r < rows; r++) memset(dst + r * lda + kp, 0, (lda - kp) * sizeof *dst);
-    memset(dst + rows * lda, 0, (a_rows(rows, true) - rows) * lda * sizeof *dst);
+    memset(dst + rows * lda, 0, (padded - rows) * lda * sizeof *dst);
+    for (size_t r = 0; r < padded; r++)
+        for (size_t g = 0; g < lda; g += BGEMM_AMX_PAIRS)
+            memcpy(tiles + r / 16 * 16 * lda + g * 16 + r % 16 * 16, dst + r * lda + g, 16 * sizeof *dst);
 }
 
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {

@@ -85,14 +85,14 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
     C_IN(1, 0, 1)
     C_IN(2, 1, 0)
     C_IN(3, 1, 1)
-    const long sa = (long)(lda * sizeof *a), sb = 32 * (long)sizeof *b;
+    const long sa = 64, sb = 32 * (long)sizeof *b;
     const uint32_t *a1 = a + 16 * lda;
     if (mr > 16 && nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q, sa);
+            _tile_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_loadd(7, b + q * 32 + 16, sb);
-            _tile_loadd(5, a1 + q, sa);
+            _tile_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(2, 5, 6);
@@ -100,7 +100,7 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
         }
     else if (nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q, sa);
+            _tile_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(0, 4, 6);
@@ -108,15 +108,15 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
         }
     else if (mr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q, sa);
+            _tile_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
-            _tile_loadd(5, a1 + q, sa);
+            _tile_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(2, 5, 6);
         }
     else
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q, sa);
+            _tile_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
         }

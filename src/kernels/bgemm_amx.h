@@ -2,7 +2,8 @@
  * time (16 x 16 x 32 multiply-adds an instruction), on CPUs whose AMX state Linux granted (kernels/isa.h).
  *
  * Operands are bgemm's packed blocks in the layouts the tiles load: A by rows, each row its pair words (the
- * even k in the low half) zero-padded to a multiple of 16 pairs (one tile's depth), rows lda words apart; B as
+ * even k in the low half) zero-padded to a multiple of 16 pairs (one tile's depth), in whole tiles of 16 rows by
+ * 16 pairs (1 KiB each, contiguous; a block of 16 rows takes 16 lda words, lda its stored pairs); B as
  * bgemm's panels of 32 columns, one row of 32 pair words per pair of k, zero rows to the same multiple of 16.
  * The padding adds products of zero, so it changes no finite sum. Each element of C is one chain over the pairs
  * of k in increasing order, carried through C between calls: the bits depend on K and on which 16 pairs an
@@ -29,8 +30,8 @@ void bgemm_amx_begin(void);
 void bgemm_amx_end(void);
 
 /* C rows [0, mr), columns [0, nr) (mr, nr <= 32), rows ldc apart, started as `start` says (bias: nr floats),
- * plus A (rows [0, mr) of the packed A, lda words apart) times the panel b (32 columns), over kp pairs (a
- * multiple of BGEMM_AMX_PAIRS). */
+ * plus A (the packed tiles of rows [0, mr): a block of 16 rows from a, the next 16 lda words on) times the panel
+ * b (32 columns), over kp pairs (a multiple of BGEMM_AMX_PAIRS, and lda). */
 void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc, size_t mr,
                      size_t nr, int start, const float *bias);
 
