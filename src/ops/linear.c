@@ -252,14 +252,12 @@ static void xwt_backward(float *din,      // (rows, fi) or NULL
                          const float *dy, // (rows, fo)
                          const float *x,  // (rows, fi)
                          const float *w,  // (fo, fi)
-                         const uint16_t *w16, // W in bf16 (fo, fi), or NULL: bgemm rounds W itself
+                         const bgemm_panels_of *wp, // W packed as din's B, or NULL: bgemm rounds W itself
                          size_t rows, size_t fi, size_t fo, bool din_fresh, bool dw_fresh, op_product product,
                          float *work, int threads) {
     const bool own = product == OP_PRODUCT_SGEMM && work;
     if (product == OP_PRODUCT_BGEMM && work) { /* dy rounded to bfloat16 as bgemm packs it, as x and W are */
-        if (din && w16)
-            bgemm_b16(rows, fi, fo, rows_of(dy, fo), (bgemm_mat16){.p = w16, .rs = fi, .cs = 1}, din, fi, NULL,
-                      !din_fresh, work, threads);
+        if (din && wp) bgemm_panels(rows, fi, fo, rows_of(dy, fo), *wp, din, fi, !din_fresh, work, threads);
         else if (din)
             bgemm(rows, fi, fo, rows_of(dy, fo), rows_of(w, fi), din, fi, NULL, !din_fresh, work, threads);
         if (dw) bgemm(fo, fi, rows, transposed(dy, fo), rows_of(x, fi), dw, fi, NULL, !dw_fresh, work, threads);
@@ -371,9 +369,10 @@ static bool takes_bgemm(const op_call *c) { return c->product == OP_PRODUCT_BGEM
  * (op_desc.kept_bf16_weight, src/train/kept_copies.c); after any other change (a load, the caller's writes, an
  * evaluation's new version) the first call rounds them again. bgemm_round_weights rounds as bgemm's packing does, so the products have the bits of the
  * per-call rounding. Without the block (a budget with no room for it) every product rounds W itself.
- * After the values the block holds W^T packed as the forward's B (bgemm_pack_panels16 from the bf16 values,
- * under the header's second word, its own version): packed by the first forward of a window instead of in every
- * product (a transformer's forward runs a product per sample), the bits of packing it per call. */
+ * After the values the block holds W^T packed as the forward's B, then W packed as the input gradient's B
+ * (bgemm_pack_panels16 from the bf16 values, each under its own version: the header's second and third words):
+ * packed by the first product of a window that reads them instead of in every product (a transformer's layers
+ * run a product per sample), the bits of packing them per call. */
 #define LINEAR_W16_HEADER ((size_t)64)
 
 /* The bf16 values' bytes, rounded up to the panels' 64-byte alignment. */
@@ -381,13 +380,19 @@ static bool w16_bytes(size_t fi, size_t fo, size_t *bytes) {
     return size_mul(fi, fo, bytes) && size_mul(*bytes, sizeof(uint16_t), bytes) && size_align(*bytes, 64, bytes);
 }
 
+/* The bytes of W^T's panels (the forward's), then W's (the input gradient's), each a multiple of 64. */
+static bool panels_bytes(size_t fi, size_t fo, size_t *forward, size_t *din) {
+    return size_mul(bgemm_panels_words(fi, fo), sizeof(uint32_t), forward) && size_align(*forward, 64, forward) &&
+           size_mul(bgemm_panels_words(fo, fi), sizeof(uint32_t), din) && size_align(*din, 64, din);
+}
+
 static size_t linear_kept_bytes(const op_node *n, size_t m, op_product product) {
     (void)m;
-    size_t fi, fo, per_sample, bytes, panels;
+    size_t fi, fo, per_sample, bytes, forward, din;
     node_dims(n, &fi, &fo, &per_sample);
     if (product != OP_PRODUCT_BGEMM) return 0;
-    return w16_bytes(fi, fo, &bytes) && size_mul(bgemm_panels_words(fi, fo), sizeof(uint32_t), &panels) &&
-                   size_add(bytes, panels, &bytes) && size_add(bytes, LINEAR_W16_HEADER, &bytes)
+    return w16_bytes(fi, fo, &bytes) && panels_bytes(fi, fo, &forward, &din) && size_add(bytes, forward, &bytes) &&
+                   size_add(bytes, din, &bytes) && size_add(bytes, LINEAR_W16_HEADER, &bytes)
                ? bytes
                : SIZE_MAX;
 }
@@ -427,21 +432,29 @@ static const uint16_t *weights_bf16(const op_call *c, size_t fi, size_t fo) {
     return w16;
 }
 
-/* W^T packed as the forward's B, packed now where the kept panels are stale; its K and N in *b. NULL where the
- * plan keeps no bf16 weight. The packing's stage is the call's workspace (the products have not begun). */
-static bool weights_panels(const op_call *c, size_t fi, size_t fo, bgemm_panels_of *b) {
+/* The weight packed as a product's B, packed now where the kept panels are stale: W^T (the forward's: K fi,
+ * N fo) or W (the input gradient's: K fo, N fi); false where the plan keeps no bf16 weight. The packing's stage
+ * is the call's workspace (the products have not begun). */
+static bool kept_panels(const op_call *c, size_t fi, size_t fo, bool forward, bgemm_panels_of *b) {
     const uint16_t *w16 = weights_bf16(c, fi, fo);
     if (!w16) return false;
-    size_t bytes;
-    w16_bytes(fi, fo, &bytes); /* checked by linear_kept_bytes */
-    uint64_t *version = (uint64_t *)c->kept + 1;
-    uint32_t *panels = (uint32_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER + bytes);
+    size_t at, fwd, din;
+    w16_bytes(fi, fo, &at); /* checked by linear_kept_bytes */
+    panels_bytes(fi, fo, &fwd, &din);
+    uint64_t *version = (uint64_t *)c->kept + (forward ? 1 : 2);
+    uint32_t *panels = (uint32_t *)(void *)((char *)c->kept + LINEAR_W16_HEADER + at + (forward ? 0 : fwd));
+    const size_t K = forward ? fi : fo, N = forward ? fo : fi;
     if (*version != c->weights_version) {
-        bgemm_pack_panels16(panels, fi, fo, (bgemm_mat16){.p = w16, .rs = 1, .cs = fi}, c->work);
+        const bgemm_mat16 w = {.p = w16, .rs = forward ? 1 : fi, .cs = forward ? fi : 1};
+        bgemm_pack_panels16(panels, K, N, w, c->work);
         *version = c->weights_version;
     }
-    *b = (bgemm_panels_of){.p = panels, .K = fi, .N = fo};
+    *b = (bgemm_panels_of){.p = panels, .K = K, .N = N};
     return true;
+}
+
+static bool weights_panels(const op_call *c, size_t fi, size_t fo, bgemm_panels_of *b) {
+    return kept_panels(c, fi, fo, true, b);
 }
 
 /* y = b + x W^T through bgemm (b may be NULL), W from its kept panels where the plan keeps a bf16 copy; the
@@ -462,8 +475,8 @@ static void forward_bgemm_output(const op_call *c, const float *b, size_t rows, 
 }
 
 /* The bf16 weight din's product reads: only where it goes through bgemm and there is a din. */
-static const uint16_t *din_weights(const op_call *c, size_t fi, size_t fo) {
-    return takes_bgemm(c) && c->din[0] ? weights_bf16(c, fi, fo) : NULL;
+static const bgemm_panels_of *din_weights(const op_call *c, size_t fi, size_t fo, bgemm_panels_of *b) {
+    return takes_bgemm(c) && c->din[0] && kept_panels(c, fi, fo, false, b) ? b : NULL;
 }
 
 /* Whether a forward of `rows` rows goes through sgemm: wherever the unpacked paths do not take it. */
@@ -693,7 +706,8 @@ static void linear_backward_float(const op_call *c, size_t rows, size_t fi, size
     if (pend && (c->dw_fresh & 1u)) memset(c->dw[0], 0, fi * fo * sizeof(float)); /* the rows add later */
     if (pend) defer_rows(c, rows, fi, fo);
     const bool regen = c->regen && c->dw[0] && !pend;
-    xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo),
+    bgemm_panels_of wp;
+    xwt_backward(c->din[0], pend || regen ? NULL : c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo, &wp),
                  rows, fi, fo, c->din_fresh & 1u, c->dw_fresh & 1u, c->product, c->work, c->threads);
     if (regen) dw_regenerated(c, rows, fi, fo);
     if (c->dw[1]) bias_grad(c->dw[1], c->dout, rows, fo, c->dw_fresh & 2u);
@@ -786,7 +800,8 @@ static void tied_backward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
     if (rows == 0) return;
-    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo), rows, fi, fo,
+    bgemm_panels_of wp;
+    xwt_backward(c->din[0], c->dw[0], c->dout, c->in[0], c->w[0], din_weights(c, fi, fo, &wp), rows, fi, fo,
                  c->din_fresh & 1u, c->dw_fresh & 1u, c->product, c->work, c->threads);
 }
 
