@@ -91,10 +91,10 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
             _tile_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
-            _tile_loadd(7, b + q * 32 + 16, sb);
-            _tile_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(0, 4, 6);
+            _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
