@@ -66,7 +66,8 @@ static AVX512 size_t pack_avx512(bf16 *dst, const float *src, size_t n) {
 
 static AVX512 size_t pack_rounded_avx512(bf16 *dst, const float *src, size_t n) {
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm256_storeu_si256((__m256i *)(void *)(dst + i), top_halves(_mm512_loadu_ps(src + i)));
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), top_halves(_mm512_loadu_ps(src + i)));
     return i;
 }
 
