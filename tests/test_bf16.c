@@ -2,7 +2,8 @@
  * double arithmetic (the two bf16 neighbours of x, the nearer one, on a tie the one with an even last bit),
  * over every upper half of a float combined with the low halves where rounding turns (0, 1, just below, at and
  * just above the midpoint, all ones) and pseudo-random ones, and over a table of special values with the
- * result spelled out. The array kernels (the widest VM_KERNEL clone this CPU has) and the parallel drivers (at
+ * result spelled out. The array kernels (their AVX-512 loops where the kernels may use AVX-512, else the widest
+ * VM_KERNEL clone this CPU has: test_bf16_avx2 and test_bf16_portable run those) and the parallel drivers (at
  * 1, 2 and 3 threads) must equal a scalar call compiled for the baseline bit for bit, with odd lengths and
  * unaligned starts so the vector tails run, and must write nothing outside their range. */
 #include <stdarg.h>

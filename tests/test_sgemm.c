@@ -7,7 +7,8 @@
  * the same product (the linear layers mix both and promise that a sample's result does not depend on which one
  * ran); and the workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values.
  * sgemm_rounded (a bf16 layer's output rounded block by block) gives the bits of sgemm followed by
- * bf16_round_pack on every shape, K = 0 and 1 to 3 threads, with and without the packed copy. */
+ * bf16_round_pack on every shape, K = 0 and 1 to 3 threads, with and without the packed copy; sgemm_a16 (A
+ * read from bfloat16) the bits of sgemm and sgemm_rounded over the widened A, within the same workspace. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -158,6 +159,53 @@ static void test_rounded_as_sgemm_then_rounding(void **state) {
     }
 }
 
+/* sgemm_a16 on p's A rounded to bfloat16 against sgemm (round: sgemm_rounded) on the widened floats, with the
+ * workspace exactly as large as sgemm_workspace_floats between guards. */
+static void expect_a16(problem *p, int start, int threads, bool round, bool copy) {
+    const size_t na = p->M * p->K, n = p->M * p->ldc;
+    bf16 *a16 = malloc((na + 1) * sizeof *a16);
+    bf16 *want16 = malloc(n * sizeof *want16), *got16 = malloc(n * sizeof *got16);
+    assert_true(a16 && want16 && got16);
+    bf16_pack(a16, p->a, na);
+    bf16_unpack(p->a, a16, na); /* the problem's A now holds the widened values */
+    const float *bias = start == START_BIAS ? p->bias : NULL;
+    float *want = copy_c(p), *c = copy_c(p);
+    const size_t wn = sgemm_workspace_floats(p->M, p->N, p->K, threads);
+    float *work = malloc((wn + 2 * GUARD) * sizeof *work);
+    assert_non_null(work);
+    for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = GUARD_VALUE;
+    memset(want16, 0x5A, n * sizeof *want16), memset(got16, 0x5A, n * sizeof *got16);
+    omp_set_num_threads(threads);
+    if (round) sgemm_rounded(p->M, p->N, p->K, mat_a(p), mat_b(p), want, p->ldc, bias, copy ? want16 : NULL,
+                             work + GUARD, threads);
+    else sgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), want, p->ldc, bias, false, work + GUARD, threads);
+    sgemm_a16(p->M, p->N, p->K, a16, p->K, mat_b(p), c, p->ldc, bias, round, copy ? got16 : NULL, work + GUARD,
+              threads);
+    for (size_t i = 0; i < GUARD; i++) {
+        assert_true(work[i] == GUARD_VALUE);
+        assert_true(work[GUARD + wn + i] == GUARD_VALUE);
+    }
+    assert_memory_equal(c, want, n * sizeof *c);
+    assert_memory_equal(got16, want16, n * sizeof *got16);
+    free(work), free(c), free(want), free(a16), free(want16), free(got16);
+}
+
+static void test_a16_as_sgemm_on_widened(void **state) {
+    (void)state;
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
+    static const size_t more[][3] = {{2048, 256, 1024}, {256, 1024, 300}, {700, 40, 200}, {20, 30, 0}, {50, 70, 3}};
+    for (size_t s = 0; s < N_SHAPES + 5; s++) {
+        const size_t *d = s < N_SHAPES ? shapes[s] : more[s - N_SHAPES];
+        problem p = make(d[0], d[1], d[2], false, s % 2); /* A row-major (a packed input); B as W^T or row-major */
+        for (int threads = 1; threads <= 3; threads++)
+            for (int start = START_ZERO; start <= START_BIAS; start += 2) {
+                expect_a16(&p, start, threads, false, false);
+                expect_a16(&p, start, threads, true, threads != 2);
+            }
+        drop(&p);
+    }
+}
+
 /* 1, 2 and 3 threads: the same bits, for products split by columns and by rows (the last: rows because each
  * thread gets 256 or more, though A is the smaller operand). */
 static void test_same_bits_any_thread_count(void **state) {
@@ -234,6 +282,7 @@ int main(void) {
         cmocka_unit_test(test_same_bits_any_thread_count),
         cmocka_unit_test(test_same_bits_as_gemm_direct),
         cmocka_unit_test(test_rounded_as_sgemm_then_rounding),
+        cmocka_unit_test(test_a16_as_sgemm_on_widened),
         cmocka_unit_test(test_empty_inner_dimension),
         cmocka_unit_test(test_workspace_monotone),
     };

@@ -232,7 +232,30 @@ typedef struct sgemm_job {
     bool accumulate;
     bool round;        /* sgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
     uint16_t *packed;  /* NULL: rounded in place only */
+    const uint16_t *a16; /* sgemm_a16: A in bfloat16, rows a.rs apart (a.p unused) */
 } sgemm_job;
+
+/* pack_a for sgemm_a16's bfloat16 A: 16 rows at a time widened into a stage on the stack (exact), then turned
+ * into strips as a float32 A's rows are, so the panels hold the same floats. */
+static AVX512 void pack_a16(float *dst, const uint16_t *a, size_t lda, size_t i0, size_t rows, size_t p0, size_t kc) {
+    float stage[2 * SR * KC];
+    for (size_t g = 0; g < rows; g += 2 * SR) {
+        const size_t n = min_size(2 * SR, rows - g);
+        for (size_t i = 0; i < n; i++) bf16_unpack(stage + i * kc, a + (i0 + g + i) * lda + p0, kc);
+        transpose_to_strips8(dst + g / SR * SR * kc, SR * kc, stage, kc, n, kc);
+    }
+}
+
+/* The job's A block (pack_a's arguments) from its floats or its bfloat16 values. */
+static AVX512 void pack_a_of(const sgemm_job *j, float *dst, size_t i0, size_t rows, size_t p0, size_t kc) {
+    if (j->a16) pack_a16(dst, j->a16, j->a.rs, i0, rows, p0, kc);
+    else pack_a(dst, j->a, i0, rows, p0, kc);
+}
+
+/* A(i, k) of the job as a float. */
+static inline float a_value(const sgemm_job *j, size_t i, size_t k) {
+    return j->a16 ? bf16_to_float(j->a16[i * j->a.rs + k]) : j->a.p[i * j->a.rs + k * j->a.cs];
+}
 
 /* sgemm_rounded: rows [i0, i0 + rows) by columns [j0, j0 + cols) of C, whose last block of K was just added,
  * rounded while they are in cache. */
@@ -269,7 +292,7 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
             for (size_t jr = 0; jr < nc; jr += NR) pack_b(bbuf + jr * kc, j->b, jc + jr, min_size(NR, nc - jr), pc, kc);
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
-                pack_a(abuf, j->a, ic, mc, pc, kc);
+                pack_a_of(j, abuf, ic, mc, pc, kc);
                 tiles(j, abuf, bbuf, ic, mc, jc, nc, kc, start);
                 if (pc + kc == j->K) finish_block(j, ic, mc, jc, nc);
             }
@@ -292,7 +315,7 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
     for (size_t pc = 0; pc < K; pc += kb) {
         const size_t kc = min_size(kb, K - pc);
         if (by_cols)
-            pack_a(whole + pc * mp, j->a, 0, M, pc, kc);
+            pack_a_of(j, whole + pc * mp, 0, M, pc, kc);
         else
             for (size_t jr = 0; jr < N; jr += NR) pack_b(whole + pc * np + jr * kc, j->b, jr, min_size(NR, N - jr), pc, kc);
     }
@@ -319,8 +342,8 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
                                j->c + (ir + MR) * j->ldc + jr, ir + MR < M ? min_size(MR, M - ir - MR) : 0);
             } else {
                 const size_t ir = u * SR, mr = min_size(SR, M - ir);
-                if (fetch) pf = prefetch_a(j->a, nu * SR, min_size(SR, M - nu * SR), npc, nkc);
-                pack_a(panel, j->a, ir, mr, pc, kc);
+                if (fetch && !j->a16) pf = prefetch_a(j->a, nu * SR, min_size(SR, M - nu * SR), npc, nkc);
+                pack_a_of(j, panel, ir, mr, pc, kc);
                 for (size_t jr = 0; jr < N; jr += NR)
                     tile_start(kc, panel, whole + pc * np + jr * kc, j->c + ir * j->ldc + jr, j->ldc, mr,
                                min_size(NR, N - jr), start, j->bias ? j->bias + jr : NULL, &pf,
@@ -344,7 +367,7 @@ static AVX512 void small_k_rows(const sgemm_job *j, size_t N, size_t i0, size_t 
                          : j->bias     ? _mm512_maskz_loadu_ps(m, j->bias + c0)
                                        : _mm512_setzero_ps();
             for (size_t k = 0; k < j->K; k++)
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(j->a.p[i * j->a.rs + k * j->a.cs]),
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(a_value(j, i, k)),
                                       _mm512_maskz_loadu_ps(m, j->b.p + k * j->b.rs + c0), acc);
             _mm512_mask_storeu_ps(ci + c0, m, acc);
         }
@@ -430,6 +453,13 @@ void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float
     run(&j, M, N, work, threads);
 }
 
+void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgemm_mat b, float *c, size_t ldc,
+               const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
+    const sgemm_job j = {.K = K, .a = {.p = NULL, .rs = lda, .cs = 1}, .b = b, .c = c, .ldc = ldc, .bias = col_bias,
+                         .round = round, .packed = round ? packed : NULL, .a16 = a};
+    run(&j, M, N, work, threads);
+}
+
 #else
 
 void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
@@ -443,6 +473,13 @@ void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float
                    const float *col_bias, uint16_t *packed, float *work, int threads) {
     (void)M, (void)N, (void)K, (void)a, (void)b, (void)c, (void)ldc, (void)col_bias, (void)packed;
     (void)work, (void)threads;
+    abort();
+}
+
+void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgemm_mat b, float *c, size_t ldc,
+               const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
+    (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)col_bias, (void)round;
+    (void)packed, (void)work, (void)threads;
     abort();
 }
 

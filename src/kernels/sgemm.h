@@ -58,4 +58,10 @@ void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, siz
 void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc,
                    const float *col_bias, uint16_t *packed, float *work, int threads);
 
+/* sgemm (round false) or sgemm_rounded (round) whose A (M, K) is stored row-major in bfloat16, rows lda apart (a
+ * bf16 layer's input kept only packed): widened as its blocks are packed, exactly, so the bits of the same
+ * product over the widened floats, with no float32 copy of A. The same workspace as sgemm. */
+void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgemm_mat b, float *c, size_t ldc,
+               const float *col_bias, bool round, uint16_t *packed, float *work, int threads);
+
 #endif

@@ -11,7 +11,8 @@
  * Both keep their input for dW (OP_KEEPS_INPUT) and nothing else.
  *
  * In a bf16 plan a linear layer of a sequence's tokens reads an input kept only packed (a GELU's output) and
- * writes only a packed output (for a GELU that reads it packed) a sample at a time through its stage, and reads
+ * writes only a packed output (for a GELU that reads it packed) a sample at a time through its stage (through
+ * sgemm, a packed input with a float32 output is one product that widens the input as it packs it), and reads
  * and writes its activation gradients in bfloat16 (op_call.grads) a sample at a time too: a transformer's MLP
  * then holds no float32 instance of its widest tensors, forward or backward.
  *
@@ -550,10 +551,11 @@ static bool forward_packed_a16(const op_call *c, size_t n, size_t per, size_t fi
 }
 
 /* A bf16 forward reading its input only packed (op_call.packed.in) or writing its output only packed
- * (packed.out): a sample at a time, its input unpacked into the stage, its output made in the stage and rounded
- * into the packed output as the product finishes its blocks. The plan takes this path only on snug's products
- * with at least LINEAR_REGEN_MIN_ROWS rows a sample (the stage's condition), where a row's output does not
- * depend on how many rows share its call: the bits of one call over all rows. */
+ * (packed.out), where forward_sgemm_a16 does not take it: a sample at a time, its input unpacked into the
+ * stage, its output made in the stage and rounded into the packed output as the product finishes its blocks. The
+ * plan takes this path only on snug's products with at least LINEAR_REGEN_MIN_ROWS rows a sample (the stage's
+ * condition), where a row's output does not depend on how many rows share its call: the bits of one call over
+ * all rows. */
 static void linear_forward_staged(const op_call *c, size_t rows, size_t fi, size_t fo) {
     const size_t per = rows / c->m;
     float *x = linear_stage(c), *y = (float *)(void *)((char *)x + stage_part(per, fi));
@@ -570,10 +572,22 @@ static void linear_forward_staged(const op_call *c, size_t rows, size_t fi, size
     }
 }
 
+/* A bf16 forward through sgemm whose input is kept only packed and whose output is not (a transformer's second
+ * MLP layer, after a GELU that writes only its packed output): one product over all rows that widens the packed
+ * input as it packs its blocks (sgemm_a16), the bits of the staged samples' products (sgemm's elements do not
+ * depend on the rows of a call), without the samples' unpacking into the stage and the weight packed per
+ * sample. false where it does not apply. */
+static bool forward_sgemm_a16(const op_call *c, size_t rows, size_t fi, size_t fo) {
+    if (!c->packed.in[0] || c->packed.out || !forward_sgemm(c, rows, fo)) return false;
+    sgemm_a16(rows, fo, fi, c->packed.in[0], fi, transposed(c->w[0], fi), c->out, fo, c->w[1], c->packed.round,
+              c->packed.copy, c->work, c->threads);
+    return true;
+}
+
 static void linear_forward(const op_call *c) {
     size_t rows, fi, fo;
     call_dims(c, &rows, &fi, &fo);
-    if (rows == 0) return;
+    if (rows == 0 || forward_sgemm_a16(c, rows, fi, fo)) return;
     if (c->packed.in[0] || c->packed.out) linear_forward_staged(c, rows, fi, fo);
     else linear_forward_rows(c, rows, fi, fo);
 }
