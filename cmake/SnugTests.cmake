@@ -85,6 +85,16 @@ if(TARGET test_conv3x3_winograd_dw_bf16)
         ENVIRONMENT "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=avx512" TIMEOUT ${SNUG_TEST_TIMEOUT})
 endif()
 
+# bf16 plans whose products stay float32 on the rounded values (sgemm: an AVX-512 CPU where bf16 products do not
+# pay, as an Intel one without AMX), once more where the host's own plans take bgemm (AMD, AMX): a few models, in
+# the optimised build only, as the other test_precision twins.
+if(TARGET test_precision AND NOT SNUG_SANITIZE)
+    add_test(NAME test_precision_avx512 COMMAND test_precision)
+    set_tests_properties(test_precision_avx512 PROPERTIES ENVIRONMENT
+        "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=avx512;SNUG_TEST_MODELS=mlp,cnn,resnet20-gn,gpt"
+        TIMEOUT ${SNUG_TEST_TIMEOUT})
+endif()
+
 # tests/cli/test_*.sh, when present, are the end-to-end tests of the command: test_cli.sh is the test `cli`,
 # test_NAME.sh the test `cli_NAME`; each gets the built `snug` binary and the MNIST folder as arguments.
 # (The glob is a configure dependency, so a script that appears or disappears re-runs the configure step.)
