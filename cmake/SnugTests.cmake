@@ -52,7 +52,8 @@ endforeach()
 # On such a CPU they repeat the plain test; on an AVX-512 one they are what keeps the other paths honest.
 set(SNUG_ISA_TESTS test_plan test_memory_budget test_reference_models test_op_gradients test_op_gradients_2
     test_ops_zoo_a test_ops_zoo_b test_linear_direct test_trainer test_small_gemm test_bgemm test_conv3x3_bf16
-    test_conv_geometry test_op_binary test_ops_layout test_rounds_output test_attention_bgemm test_bf16)
+    test_conv_geometry test_conv_bgemm test_op_binary test_ops_layout test_rounds_output test_attention_bgemm
+    test_bf16)
 # The two long ones (minutes each) only in the optimised build: under the sanitizers they would triple the
 # longest tests for no path the optimised run does not already take.
 if(NOT SNUG_SANITIZE)

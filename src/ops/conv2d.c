@@ -39,6 +39,13 @@
  * F(4x4)'s stay float32; at that rate it takes planes whose dU would be too large for float32's too
  * (conv3x3_winograd_dw_pays_bf16: a UNet's bottleneck). db stays on the direct kernel.
  *
+ * In a bf16 plan on a CPU whose bgemm pays but whose vdpbf16ps does not (AMX tiles on Intel: conv_bgemm_in_use),
+ * the layers where it measured faster (conv_bgemm_pays) take the lowering with its three products through bgemm
+ * instead of any of the above: Y = W cols (+ bias), cols' = W^T dY then col2im, dW += dY cols^T. bgemm rounds
+ * its operands to bfloat16 as it packs them (the weights, the columns, dY) and its bits depend neither on the
+ * thread count nor on the tiling, so a sample's output and input gradient are the same whichever thread and
+ * micro-batch computes them; dW and db go to per-thread partials reduced in thread order, as the lowering's.
+ *
  * Workspace, T = threads used (threads when m >= threads and a sample's scratch and stages are at most
  * LOWERING_SLOT_MAX, else 1), each part rounded up to 64 bytes:
  *   [ Winograd's transformed weights, 16 C Co floats (36 C Co where the input gradient takes F(4x4)), only on
@@ -49,8 +56,9 @@
  *         the padded planes, the larger of that and its blocks for the threads sharing a sample; with
  *         Winograd's dW, the largest of its blocks and dW's transposed planes; on conv3x3_bf16's, the
  *         larger of that and ceil(max(C, Co)/2) paired planes of (H + 2)(W + 1) words) | dU, 16 Co round_up(C, 16)
- *         floats, only with Winograd's dW | partial dW (Co, C/G*k*k) (none with dU: dU is the partial) + db
- *         (Co) floats, only when T > 1 ].
+ *         floats, only with Winograd's dW | bgemm's workspace, only on the bgemm path (for all threads where
+ *         T = 1) | partial dW (Co, C/G*k*k) (none with dU: dU is the partial) + db (Co) floats, only when
+ *         T > 1 ].
  * On the direct path with a sample on one thread and more threads idle (a micro-batch of 1), backward runs the
  * input gradient and the weight gradient side by side, each on its own thread and slot (two slots, no
  * partials): each is the one-thread computation, so the bits are those of one thread doing both.
@@ -68,11 +76,13 @@
 #include "core/parallel.h"
 #include "core/stream_store.h"
 #include "kernels/bf16.h"
+#include "kernels/bgemm.h"
 #include "kernels/conv3x3_bf16.h"
 #include "kernels/conv3x3_direct.h"
 #include "kernels/conv3x3_winograd.h"
 #include "kernels/gemm_direct.h"
 #include "kernels/im2col.h"
+#include "kernels/isa.h"
 #include "ops/op.h"
 #include "ops/packed_grads.h"
 #include "ops/round_output.h"
@@ -98,6 +108,8 @@ typedef struct conv_ctx {
                            (conv3x3_bf16.h); wino is then off */
     bool wino_dw;       /* the weight gradient may take Winograd (conv_layout_of): where a float32 plan would
                            take it for the other two (wino, before bf16 turned it off) */
+    bool bgemm;         /* the lowering with its three products through bgemm (conv_bgemm_pays): a bf16 plan on a
+                           CPU whose bgemm pays but whose vdpbf16ps does not (AMX); every other path is off */
 } conv_ctx;
 
 /* Where Winograd beats the direct kernel, measured on one core in both directions, forward and input gradient
@@ -115,6 +127,27 @@ static void conv_width_axis(const conv2d_params *p, size_t *k, size_t *s, size_t
     *k = p->kernel_w ? p->kernel_w : p->kernel;
     *s = p->kernel_w ? p->stride_w : p->stride;
     *pad = p->kernel_w ? p->padding_w : p->padding;
+}
+
+/* Whether a bf16 plan's convolutions may take the lowering through bgemm: where bgemm's products pay but
+ * vdpbf16ps's do not (kernel_isa.h: AMX tiles on Intel), so that neither conv3x3_bf16 nor the float32 kernels
+ * are the faster choice everywhere. A property of the CPU (and of a test's cap), not a measurement. */
+static bool conv_bgemm_in_use(void) { return kernel_bf16_products_pay() && !kernel_bf16_dots_pay(); }
+
+/* Where the lowering through bgemm beats the float32 kernels a bf16 plan takes otherwise (Winograd, the direct
+ * kernels), one sample on one thread over the three directions (bench/bench_conv_bgemm.c): 3x3 stride-1 layers
+ * of at least CONV_BGEMM_MIN_C input and output channels. The lowering's passes (im2col, bgemm packing the
+ * column matrix, col2im) cost per element of a column matrix of 9 C rows, the products C_out multiply-adds per
+ * element: with fewer channels on either side the passes outweigh what AMX saves (a ResNet-20's and the cnn's
+ * layers, a UNet's upper levels lose to Winograd), from 128 on both they are a small part (a UNet's two lowest
+ * levels, its bottleneck and the first decoder convolution, which take about half Winograd's or the direct
+ * kernel's time). */
+#define CONV_BGEMM_MIN_C ((size_t)128)
+
+static bool conv_bgemm_pays(const conv_ctx *k) {
+    const bool square3 = k->g.k == 3 && k->g.kw == 3 && k->g.stride == 1 && k->g.sw == 1 && k->g.pad == 1 &&
+                         k->g.pw == 1 && k->g.dilation <= 1 && k->groups == 1;
+    return square3 && k->g.c >= CONV_BGEMM_MIN_C && k->co >= CONV_BGEMM_MIN_C;
 }
 
 /* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 where
@@ -146,6 +179,8 @@ static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
      * computes no input gradient) */
     k.bf16 = bf16 && k.direct && k.g.c > 1 && conv3x3_bf16_in_use();
     if (k.bf16) k.wino = false;
+    k.bgemm = bf16 && conv_bgemm_in_use() && conv_bgemm_pays(&k);
+    if (k.bgemm) k.direct = k.direct_s2 = k.wino = k.wino_dw = k.bf16 = false;
     return k;
 }
 
@@ -154,7 +189,9 @@ typedef struct conv_layout {
     size_t pre;    /* bytes before the first slot: Winograd's transformed weights, else 0 */
     size_t T;      /* sample threads: lowering_threads(m, threads) */
     size_t slots;  /* slots in the workspace: T, or 2 where backward splits dx from dW (conv_grads_apart) */
-    size_t col;    /* per slot: the column buffer, or the direct path's scratch */
+    size_t col;    /* per slot: the column buffer, or the direct path's scratch (and on the bgemm path, bgemm's
+                      workspace after the column buffer) */
+    size_t bwork;  /* per slot, from its start: where bgemm's workspace begins (on the bgemm path) */
     bool wdw;      /* the weight gradient by Winograd (see conv_layout_of): its dU after the scratch in each slot */
     bool own_fwd;  /* the threads sharing a sample's Winograd forward each take a slot of their own (there are
                       slots enough: conv_grads_apart's two), instead of parts of the first */
@@ -232,6 +269,18 @@ static bool wdw_pays(const conv_ctx *k, const conv3x3_shape *s) {
     return conv3x3_winograd_dw_pays(s) || (wdw_bf16(k, s) && conv3x3_winograd_dw_pays_bf16(s));
 }
 
+/* The floats of bgemm's workspace for the largest of the three products of a group on `threads` threads: the
+ * forward (cog, npix, kdim), the input gradient's columns (kdim, npix, cog), the weight gradient
+ * (cog, kdim, npix). */
+static bool conv_bgemm_floats(const conv_ctx *k, int threads, size_t *n) {
+    const size_t f = bgemm_workspace_floats(k->cog, k->npix, k->kdim, threads);
+    const size_t dx = bgemm_workspace_floats(k->kdim, k->npix, k->cog, threads);
+    const size_t dw = bgemm_workspace_floats(k->cog, k->kdim, k->npix, threads);
+    *n = f > dx ? f : dx;
+    *n = dw > *n ? dw : *n;
+    return *n < SIZE_MAX / sizeof(float);
+}
+
 static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout *l) {
     size_t cols = 0, wn, pn;
     const conv3x3_shape s = {.c = k->g.c, .co = k->co, .h = k->g.h, .w = k->g.w};
@@ -286,9 +335,15 @@ static bool conv_layout_of(const conv_ctx *k, size_t m, int threads, conv_layout
         cols = dsn > cols ? dsn : cols;
         l->wdw = true;
     }
-    if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col) ||
-        !size_add(l->col, l->du, &l->slot))
-        return false;
+    if (!size_mul(cols, sizeof(float), &l->col) || !size_align(l->col, CONV_ALIGN, &l->col)) return false;
+    if (k->bgemm) { /* bgemm's workspace after the column buffer: its own threads' where samples share a slot */
+        size_t bw;
+        l->bwork = l->col;
+        if (!conv_bgemm_floats(k, l->T > 1 ? 1 : threads, &bw) || !size_mul(bw, sizeof(float), &bw) ||
+            !size_align(bw, CONV_ALIGN, &bw) || !size_add(l->col, bw, &l->col))
+            return false;
+    }
+    if (!size_add(l->col, l->du, &l->slot)) return false;
     if (l->T == 1) return true;
     if (!size_mul(k->co, k->kdim, &wn) || !size_mul(wn, sizeof(float), &l->dbo)) return false;
     if (wdw) l->dbo = 0; /* dU is the thread's partial weight gradient */
@@ -394,21 +449,48 @@ static const float *conv_x_forward(const op_call *c, const conv_layout *l, size_
     return stage;
 }
 
+/* Where a lowered sample's products run: its column buffer, and on the bgemm path bgemm's workspace and the
+ * threads bgemm may split a product over (1 inside a region that gives samples to threads). */
+typedef struct conv_scratch {
+    float *col;   // (G*kdim, npix)
+    float *bwork; // bgemm_workspace_floats for `threads`, or NULL off the bgemm path
+    int threads;
+} conv_scratch;
+
+static conv_scratch conv_scratch_of(const conv_ctx *k, const conv_layout *l, char *slot, int threads) {
+    return (conv_scratch){.col = (float *)(void *)slot,
+                          .bwork = k->bgemm ? (float *)(void *)(slot + l->bwork) : NULL, .threads = threads};
+}
+
+/* One group's forward through bgemm: y (cog, npix) = b + W cols. bgemm's start is a bias per column and a
+ * convolution's is one per row (output channel), so y starts from its rows' biases and the product adds into
+ * it: each element is the chain bgemm starts from its bias. */
+static void conv_bgemm_forward(const conv_ctx *k, float *y, const float *w, const float *b, const float *cols,
+                               const conv_scratch *s) {
+    for (size_t o = 0; b && o < k->cog; o++)
+        for (size_t p = 0; p < k->npix; p++) y[o * k->npix + p] = b[o];
+    bgemm(k->cog, k->npix, k->kdim, (sgemm_mat){.p = w, .rs = k->kdim, .cs = 1},
+          (sgemm_mat){.p = cols, .rs = k->npix, .cs = 1}, y, k->npix, NULL, b != NULL, s->bwork, s->threads);
+}
+
 /* y_n = W col(x_n) + b for one sample; group j: rows j*cog.. of y and W, rows j*kdim.. of col. The bias is the
  * GEMM's starting value, so y is written once. */
 static void conv_forward_sample(const conv_ctx *k, float *y, // (co, npix)
                                 const float *x,              // (c, h, w)
                                 const float *w,              // (co, kdim)
                                 const float *b,              // (co)
-                                float *col) {                // (G*kdim, npix) scratch
+                                const conv_scratch *s) {
     const float *cols = x;
     if (!k->pointwise) {
-        im2col(col, x, &k->g);
-        cols = col;
+        im2col(s->col, x, &k->g);
+        cols = s->col;
     }
-    for (size_t j = 0; j < k->groups; j++)
-        gemm_direct(k->cog, k->npix, k->kdim, w + j * k->cog * k->kdim, k->kdim, 1, cols + j * k->kdim * k->npix,
-                    k->npix, y + j * k->cog * k->npix, k->npix, b ? b + j * k->cog : NULL, false);
+    for (size_t j = 0; j < k->groups; j++) {
+        const float *wj = w + j * k->cog * k->kdim, *cj = cols + j * k->kdim * k->npix, *bj = b ? b + j * k->cog : NULL;
+        float *yj = y + j * k->cog * k->npix;
+        if (k->bgemm) conv_bgemm_forward(k, yj, wj, bj, cj, s);
+        else gemm_direct(k->cog, k->npix, k->kdim, wj, k->kdim, 1, cj, k->npix, yj, k->npix, bj, false);
+    }
 }
 
 /* Winograd's transformed weights for the forward (dx false) or the input gradient, by part t of T of the
@@ -598,14 +680,16 @@ static void conv_forward(const op_call *c) {
         #pragma omp parallel for num_threads((int)l.T) schedule(static)
         for (size_t n = 0; n < m; n++) {
             const size_t t = (size_t)omp_get_thread_num();
-            float *col = (float *)(void *)(work + t * l.slot), *y = conv_y(c, n, t);
-            conv_forward_sample(&k, y, conv_x_forward(c, &l, t, n, 0, 1), c->w[0], c->w[1], col);
+            const conv_scratch s = conv_scratch_of(&k, &l, work + t * l.slot, 1);
+            float *y = conv_y(c, n, t);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, t, n, 0, 1), c->w[0], c->w[1], &s);
             conv_sample_done(c, &k, y, n, 0, out_n);
         }
     } else {
+        const conv_scratch s = conv_scratch_of(&k, &l, work, c->threads);
         for (size_t n = 0; n < m; n++) {
             float *y = conv_y(c, n, 0);
-            conv_forward_sample(&k, y, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0], c->w[1], (float *)c->work);
+            conv_forward_sample(&k, y, conv_x_forward(c, &l, 0, n, 0, 1), c->w[0], c->w[1], &s);
             conv_sample_done(c, &k, y, n, 0, out_n);
         }
     }
@@ -635,26 +719,37 @@ static void conv_backward_sample(const conv_ctx *k, float *din, // (c, h, w) or 
                                  const float *dy,               // (co, npix)
                                  const float *x,                // (c, h, w)
                                  const float *w,                // (co, kdim)
-                                 float *col) {                  // (G*kdim, npix) scratch
+                                 const conv_scratch *s) {
     const size_t wstep = k->cog * k->kdim, ystep = k->cog * k->npix, cstep = k->kdim * k->npix;
+    float *col = s->col;
     if (dw) {
         const float *cols = x;
         if (!k->pointwise) {
             im2col(col, x, &k->g);
             cols = col;
         }
-        for (size_t j = 0; j < k->groups; j++)
-            gemm_direct_nt(k->cog, k->kdim, k->npix, dy + j * ystep, k->npix, cols + j * cstep, k->npix,
-                           dw + j * wstep, k->kdim);
+        for (size_t j = 0; j < k->groups; j++) {
+            if (k->bgemm) /* cols^T: B(p, i) = cols[i, p] */
+                bgemm(k->cog, k->kdim, k->npix, (sgemm_mat){.p = dy + j * ystep, .rs = k->npix, .cs = 1},
+                      (sgemm_mat){.p = cols + j * cstep, .rs = 1, .cs = k->npix}, dw + j * wstep, k->kdim, NULL,
+                      true, s->bwork, s->threads);
+            else gemm_direct_nt(k->cog, k->kdim, k->npix, dy + j * ystep, k->npix, cols + j * cstep, k->npix,
+                                dw + j * wstep, k->kdim);
+        }
     }
     if (db)
         for (size_t o = 0; o < k->co; o++) db[o] += conv_plane_sum(dy + o * k->npix, k->npix);
     if (din) {
         /* pointwise: the column gradient is din itself, so add straight into it */
         float *dcols = k->pointwise ? din : col;
-        for (size_t j = 0; j < k->groups; j++) /* W^T through strides: A(i, p) = W[p, i] */
-            gemm_direct(k->kdim, k->npix, k->cog, w + j * wstep, 1, k->kdim, dy + j * ystep, k->npix,
-                        dcols + j * cstep, k->npix, NULL, k->pointwise);
+        for (size_t j = 0; j < k->groups; j++) { /* W^T through strides: A(i, p) = W[p, i] */
+            if (k->bgemm)
+                bgemm(k->kdim, k->npix, k->cog, (sgemm_mat){.p = w + j * wstep, .rs = 1, .cs = k->kdim},
+                      (sgemm_mat){.p = dy + j * ystep, .rs = k->npix, .cs = 1}, dcols + j * cstep, k->npix, NULL,
+                      k->pointwise, s->bwork, s->threads);
+            else gemm_direct(k->kdim, k->npix, k->cog, w + j * wstep, 1, k->kdim, dy + j * ystep, k->npix,
+                             dcols + j * cstep, k->npix, NULL, k->pointwise);
+        }
         if (!k->pointwise) col2im_add(din, col, &k->g);
     }
 }
@@ -1003,10 +1098,10 @@ static void conv_backward(const op_call *c) {
         return;
     }
     if (l.T == 1) { /* the BLAS threads each GEMM; accumulate straight into the gradients */
+        const conv_scratch s = conv_scratch_of(&k, &l, c->work, c->threads);
         for (size_t n = 0; n < m; n++) {
             conv_backward_sample(&k, sample_dx(c, &k, n, 0, 0, in_n), c->dw[0], c->dw[1],
-                                 conv_dy(c, n, 0, 0, out_n), conv_x_one(c, n, conv_stage(c, &l, 0)), c->w[0],
-                                 (float *)c->work);
+                                 conv_dy(c, n, 0, 0, out_n), conv_x_one(c, n, conv_stage(c, &l, 0)), c->w[0], &s);
             sample_dx_done(c, n, 0, 0, in_n);
         }
         return;
@@ -1019,12 +1114,13 @@ static void conv_backward(const op_call *c) {
         for (size_t t = 0; t < l.T; t++) zero_partials(work + t * l.slot + l.col, l.part);
         const size_t me = (size_t)omp_get_thread_num();
         char *mine = work + me * l.slot;
+        const conv_scratch s = conv_scratch_of(&k, &l, mine, 1);
         float *pdw = (float *)(void *)(mine + l.col);
         #pragma omp for schedule(static)
         for (size_t n = 0; n < m; n++) {
             conv_backward_sample(&k, sample_dx(c, &k, n, me, 0, in_n), c->dw[0] ? pdw : NULL,
                                  c->dw[1] ? pdw + wn : NULL, conv_dy(c, n, me, 0, out_n),
-                                 conv_x_one(c, n, conv_stage(c, &l, me)), c->w[0], (float *)(void *)mine);
+                                 conv_x_one(c, n, conv_stage(c, &l, me)), c->w[0], &s);
             sample_dx_done(c, n, me, 0, in_n);
         }
     }
@@ -1046,12 +1142,24 @@ static size_t conv_saved_bytes(const op_node *n) {
 
 /* Backward needs at least what forward does (the same slots, plus partials when T > 1). SIZE_MAX when the size
  * overflows, which no budget fits. */
-static size_t conv_layout_bytes(const conv_ctx *k, size_t m, int threads) {
+static size_t conv_layout_bytes_at(const conv_ctx *k, size_t m, int threads) {
     conv_layout l;
     size_t total;
     if (!conv_layout_of(k, m, threads, &l) || !size_mul(l.slot, l.slots, &total) || !size_add(total, l.pre, &total))
         return SIZE_MAX;
     return total;
+}
+
+/* The most any call up to micro-batch m needs: on the bgemm path a smaller one (a window's last) may run its
+ * samples one at a time with bgemm's workspace for all threads in its one slot, which a pointwise layer's
+ * slots (no column buffer) need not cover. The layout depends on m only up to the thread count. */
+static size_t conv_layout_bytes(const conv_ctx *k, size_t m, int threads) {
+    size_t most = conv_layout_bytes_at(k, m, threads);
+    for (size_t j = 1; k->bgemm && j < m && j <= (size_t)(threads > 0 ? threads : 1) && most != SIZE_MAX; j++) {
+        const size_t b = conv_layout_bytes_at(k, j, threads);
+        most = b > most ? b : most;
+    }
+    return most;
 }
 
 static size_t conv_workspace_bytes(const op_node *n, size_t m, int threads) {
@@ -1078,12 +1186,13 @@ static size_t conv_kept_bytes(const op_node *n, size_t m) {
 /* A stage per sample thread (one where threads share a sample or the BLAS threads each product), after the
  * layout's slots: see conv_stage. */
 static size_t conv_regen_stage_bytes(const op_node *n, size_t m, int threads) {
-    const conv_ctx k = conv_ctx_of(n, false);
-    conv_layout l;
+    const conv_ctx k = conv_ctx_of(n, false), h = conv_ctx_of(n, true);
+    conv_layout l, lh;
     size_t total;
-    if (!conv_layout_of(&k, m, threads, &l) || !size_mul(conv_stage_bytes(n->in_numel[0]),
-                                                         l.T > 1 ? l.T : 1, &total))
-        return SIZE_MAX;
+    /* a bf16 plan's layer may take another path (bgemm's lowering) with other sample threads: stages for both */
+    if (!conv_layout_of(&k, m, threads, &l) || !conv_layout_of(&h, m, threads, &lh)) return SIZE_MAX;
+    const size_t T = l.T > lh.T ? l.T : lh.T;
+    if (!size_mul(conv_stage_bytes(n->in_numel[0]), T > 1 ? T : 1, &total)) return SIZE_MAX;
     return total;
 }
 
