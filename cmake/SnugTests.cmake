@@ -86,6 +86,14 @@ if(TARGET test_conv3x3_winograd_dw_bf16)
         ENVIRONMENT "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=avx512" TIMEOUT ${SNUG_TEST_TIMEOUT})
 endif()
 
+# conv3x3_bf16 once more as on an AVX512_BF16 CPU without AMX tiles: on an AMX host the vdpbf16ps kernel, bit
+# for bit against its portable twin (the host's own run takes the tiles, whose chains differ from the twin's).
+if(TARGET test_conv3x3_bf16)
+    add_test(NAME test_conv3x3_bf16_avx512_bf16 COMMAND test_conv3x3_bf16)
+    set_tests_properties(test_conv3x3_bf16_avx512_bf16 PROPERTIES
+        ENVIRONMENT "${SNUG_TEST_ENVIRONMENT};SNUG_TEST_ISA=avx512_bf16" TIMEOUT ${SNUG_TEST_TIMEOUT})
+endif()
+
 # bf16 plans whose products stay float32 on the rounded values (sgemm: an AVX-512 CPU where bf16 products do not
 # pay, as an Intel one without AMX), once more where the host's own plans take bgemm (AMD, AMX): a few models, in
 # the optimised build only, as the other test_precision twins.

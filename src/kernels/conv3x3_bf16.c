@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "kernels/avx512.h"
 #include "kernels/bf16.h"
+#include "kernels/conv3x3_amx.h"
 #include "kernels/dpbf16_lane.h"
 #include "kernels/dpbf16_pairs.h"
 #include "kernels/isa.h"
@@ -29,7 +30,28 @@ void conv3x3_bf16_force_portable(bool on) { force_portable = on; }
 
 bool conv3x3_bf16_hardware(void) { return !force_portable && kernel_isa_now() >= KERNEL_ISA_AVX512_BF16; }
 
-bool conv3x3_bf16_in_use(void) { return force_portable || kernel_bf16_dots_pay(); }
+bool conv3x3_bf16_in_use(void) {
+    return force_portable || kernel_bf16_dots_pay() || kernel_isa_now() >= KERNEL_ISA_AMX_BF16;
+}
+
+bool conv3x3_bf16_takes(size_t c, size_t co) {
+    if (force_portable || kernel_bf16_dots_pay()) return true;
+    /* with fewer than 16 channels on either side a tile instruction does a fraction of its work (an RGB input
+     * layer ran at half the float32 kernels' rate) */
+    return kernel_isa_now() >= KERNEL_ISA_AMX_BF16 && c >= 16 && co >= 16 && conv3x3_amx_takes(c) &&
+           conv3x3_amx_takes(co);
+}
+
+/* The kernel of a product over `chans` channel pairs (the forward's input channels, the input gradient's
+ * output channels; any for the weight gradient, chans 0): AMX tiles where the CPU has them and they take the
+ * channels, else vdpbf16ps where the CPU has it, else the portable twin. */
+typedef enum { KIND_PORTABLE, KIND_DOTS, KIND_AMX } kernel_kind;
+
+static kernel_kind kind_of(size_t chans) {
+    if (force_portable) return KIND_PORTABLE;
+    if (kernel_isa_now() >= KERNEL_ISA_AMX_BF16 && (chans == 0 || conv3x3_amx_takes(chans))) return KIND_AMX;
+    return kernel_isa_now() >= KERNEL_ISA_AVX512_BF16 ? KIND_DOTS : KIND_PORTABLE;
+}
 
 /* Grid blocks (NV vectors each) of one band: a plane with more goes in bands of rows, each paired in turn, so
  * that the scratch holds a band of every channel pair (the float32 kernel's bands, conv3x3_direct.h), not
@@ -60,7 +82,14 @@ bool conv3x3_bf16_scratch_floats(const conv3x3_shape *s, size_t *n) {
 }
 
 bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n) {
-    return size_mul(dx ? s->c : s->co, pairs(dx ? s->co : s->c), n) && size_mul(*n, 9, n);
+    const size_t planes = dx ? s->c : s->co, chans = dx ? s->co : s->c;
+    if (kind_of(chans) == KIND_AMX) return (*n = conv3x3_amx_weights_words(planes, chans)) != SIZE_MAX;
+    return size_mul(planes, pairs(chans), n) && size_mul(*n, 9, n);
+}
+
+size_t conv3x3_bf16_weights_offset(const conv3x3_shape *s, bool dx, size_t first) {
+    const size_t chans = dx ? s->co : s->c;
+    return kind_of(chans) == KIND_AMX ? first / 16 * 16 * 9 * pairs(chans) : first * pairs(chans) * 9;
 }
 
 /* The contiguous range [*lo, *hi) of n items that part t of T owns. */
@@ -341,15 +370,80 @@ static void bprod_run(const bprod *p, bool hw, size_t qb0, size_t qb1, size_t t,
     }
 }
 
+#ifdef SNUG_AVX512
+/* ---- the grid products on AMX tiles (conv3x3_amx.h) ------------------------------------------------------
+ * A call covers two blocks of 16 planes by two vectors of grid lanes, or (wide: at most 16 planes) one block by
+ * four, each block's C staged in 16 x 16 floats: started from the bias or the output's current values
+ * (expanded to the vector's valid lanes), and its valid lanes compressed out into the planes after. */
+
+/* Stage st of planes [o0, o0 + 16) (zero past the last) at vector gv's lanes. */
+static BF16 void amx_stage_in(const bprod *p, float *st, size_t o0, const lanes16 *gv) {
+    const size_t npix = p->h * p->w;
+    const __mmask16 valid = (__mmask16)gv->valid, run = (__mmask16)((1u << __builtin_popcount(gv->valid)) - 1u);
+    for (size_t r = 0; r < 16; r++) {
+        const size_t o = o0 + r;
+        __m512 v = _mm512_setzero_ps();
+        if (o < p->planes && p->bias) v = _mm512_set1_ps(p->bias[o]);
+        else if (o < p->planes) v = _mm512_maskz_expand_ps(valid, _mm512_maskz_loadu_ps(run, p->dst + o * npix + gv->pos));
+        _mm512_storeu_ps(st + 16 * r, v);
+    }
+}
+
+static BF16 void amx_stage_out(const bprod *p, const float *st, size_t o0, const lanes16 *gv) {
+    const size_t npix = p->h * p->w;
+    const __mmask16 valid = (__mmask16)gv->valid, run = (__mmask16)((1u << __builtin_popcount(gv->valid)) - 1u);
+    for (size_t r = 0; r < 16 && o0 + r < p->planes; r++) {
+        __m512 v = _mm512_loadu_ps(st + 16 * r);
+        if (p->round) v = avx512_bf16_round(v);
+        float *out = p->dst + (o0 + r) * npix + gv->pos;
+        if (valid == 0xFFFF) _mm512_storeu_ps(out, v);
+        else _mm512_mask_storeu_ps(out, run, _mm512_maskz_compress_ps(valid, v));
+    }
+}
+
+/* bprod_run on AMX tiles: part t of T of the calls over grid blocks [qb0, qb1) (their vectors, in calls of 2 or
+ * 4), f = vector block * plane blocks + plane block. */
+static BF16 void bprod_run_amx(const bprod *p, size_t qb0, size_t qb1, size_t t, size_t T) {
+    const size_t v0 = qb0 * NV, v1 = min_size(qb1 * NV, grid_vectors(p->h, p->w));
+    const bool wide = p->planes <= 16, from_stage = p->bias || p->accumulate;
+    const size_t vw = wide ? 4 : 2, npb = (p->planes + 31) / 32, block_words = 16 * 9 * p->np;
+    const conv3x3_amx_grid g = {.np = p->np, .stride = p->stride, .wp = p->w + 1};
+    float stage[CONV3X3_AMX_STAGES * 256] __attribute__((aligned(64)));
+    size_t lo, hi;
+    part_range((v1 - v0 + vw - 1) / vw * npb, t, T, &lo, &hi);
+    if (lo == hi) return;
+    conv3x3_amx_begin_grid(p->np, wide);
+    for (size_t f = lo; f < hi; f++) {
+        const size_t va = v0 + f / npb * vw, nv = min_size(vw, v1 - va), o0 = f % npb * 32;
+        const size_t nb = wide ? 1 : min_size(2, (p->planes - o0 + 15) / 16);
+        lanes16 gv[4];
+        const uint32_t *src[4];
+        for (size_t j = 0; j < nv; j++) {
+            gv[j] = lanes_at(va + j, p->h, p->w);
+            src[j] = p->src + gv[j].q - p->qoff;
+        }
+        for (size_t b = 0; b < nb && from_stage; b++)
+            for (size_t j = 0; j < nv; j++) amx_stage_in(p, stage + (b * vw + j) * 256, o0 + 16 * b, &gv[j]);
+        conv3x3_amx_grid_block(&g, p->wt + o0 / 16 * block_words, src, nb, nv, wide, stage, from_stage);
+        for (size_t b = 0; b < nb; b++)
+            for (size_t j = 0; j < nv; j++) amx_stage_out(p, stage + (b * vw + j) * 256, o0 + 16 * b, &gv[j]);
+    }
+    conv3x3_amx_end();
+}
+#endif
+
 void conv3x3_bf16_weights(const conv3x3_shape *s, float *u, const float *w, bool dx, size_t t, size_t T) {
-    pack_weights((uint32_t *)(void *)u, w, dx ? s->c : s->co, dx ? s->co : s->c, dx, t, T);
+    const size_t planes = dx ? s->c : s->co, chans = dx ? s->co : s->c;
+    if (kind_of(chans) == KIND_AMX) conv3x3_amx_pack_weights((uint32_t *)(void *)u, w, planes, chans, dx, t, T);
+    else pack_weights((uint32_t *)(void *)u, w, planes, chans, dx, t, T);
 }
 
 /* Pair the source (split over the threads), then the tiles; band by band where the plane is banded. Every
  * output is computed whole within one band, so the bits are those of whole planes. */
 static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src x, size_t chans, const float *u,
                              float *scratch, size_t t, size_t T) {
-    const bool hw = conv3x3_bf16_hardware(), band = banded(s->h, s->w);
+    const kernel_kind kind = kind_of(chans);
+    const bool hw = kind != KIND_PORTABLE, band = banded(s->h, s->w);
     const size_t wp = s->w + 1, nq = grid_vectors(s->h, s->w), nqb = (nq + NV - 1) / NV;
     uint32_t *planes = (uint32_t *)(void *)scratch;
     p->np = pairs(chans);
@@ -366,7 +460,11 @@ static void conv3x3_bf16_run(const conv3x3_shape *s, bprod *p, conv3x3_bf16_src 
         p->qoff = r0 * wp;
         pair_planes(planes, x, chans, s->h, s->w, r0, r1, p->stride, hw, t, T);
         part_barrier(T);
-        bprod_run(p, hw, qb0, qb1, t, T);
+#ifdef SNUG_AVX512
+        if (kind == KIND_AMX) bprod_run_amx(p, qb0, qb1, t, T);
+        else
+#endif
+            bprod_run(p, hw, qb0, qb1, t, T);
         part_barrier(T); /* the next band (or sample) overwrites these planes */
     }
 }
@@ -408,6 +506,13 @@ void conv3x3_bf16_backward_dx(const conv3x3_shape *s, float *dx, const float *dy
 
 #define DW_BAND ((size_t)2048)
 #define MW 3
+/* Halves of one of D's rows: a band's pairs, and 32 more so that rows are not 8 KiB apart (an AMX tile of 16
+ * rows would map them all to one set of L1). */
+#define D_ROW (2 * DW_BAND + 32)
+
+/* A band's pairs as the products run them: whole blocks of 16 (the AMX tiles' depth; D is zero past the band,
+ * E and O hold values the taps may reach). */
+static size_t dw_pairs_run(size_t n) { return round_up(n, 16); }
 
 /* The band's geometry: pairs [j0, j1) of the grid's nj; E and O rows (the taps reach wp + 1 rows further);
  * channels rounded up to the 16 lanes. */
@@ -419,20 +524,22 @@ static size_t dw_grid_pairs(const conv3x3_shape *s) { return (s->h * (s->w + 1) 
 
 static dw_band dw_band_at(const conv3x3_shape *s, size_t j0) {
     const size_t j1 = min_size(j0 + DW_BAND, dw_grid_pairs(s));
-    return (dw_band){.j0 = j0, .j1 = j1, .rows = j1 - j0 + s->w + 3, .cw = round_up(s->c, 16)};
+    return (dw_band){.j0 = j0, .j1 = j1, .rows = dw_pairs_run(j1 - j0) + s->w + 3, .cw = round_up(s->c, 16)};
 }
 
 /* Words of each part of a band's scratch: the band's planes of x (A: c rows of dw_plane_words, one word more
  * than E's rows so that O's last row has E's next), E and O (blocks of 16 channels, dw_plane_words rows of 16
- * words each), D (co x DW_BAND). */
-static size_t dw_rows_max(const conv3x3_shape *s) { return min_size(DW_BAND, dw_grid_pairs(s)) + s->w + 3; }
+ * words each), D (co rounded up to 16 rows of D_ROW halves). */
+static size_t dw_rows_max(const conv3x3_shape *s) {
+    return dw_pairs_run(min_size(DW_BAND, dw_grid_pairs(s))) + s->w + 3;
+}
 static size_t dw_plane_words(const conv3x3_shape *s) { return dw_rows_max(s) + 1; }
 
 bool conv3x3_bf16_dw_scratch_floats(const conv3x3_shape *s, size_t *n) {
     size_t a, eo, d;
     const size_t rows = dw_plane_words(s);
     return size_mul(s->c, rows, &a) && size_mul(rows, round_up(s->c, 16), &eo) && size_mul(eo, 2, &eo) &&
-           size_mul(s->co, DW_BAND, &d) && size_add(a, eo, n) && size_add(*n, d, n);
+           size_mul(round_up(s->co, 16), D_ROW / 2, &d) && size_add(a, eo, n) && size_add(*n, d, n);
 }
 
 /* Padded-plane value i of channel ch (zero on the padding) as bfloat16 bits, from either kind of source. */
@@ -515,7 +622,7 @@ typedef struct wjob {
     const conv3x3_shape *s;
     dw_band b;
     const uint32_t *e, *o; /* (cw / 16, dw_plane_words, 16) */
-    const uint16_t *d;     /* (co, 2 DW_BAND) halves */
+    const uint16_t *d;     /* (co, D_ROW) halves */
     float *dw;
 } wjob;
 
@@ -534,7 +641,7 @@ static void wtile_portable(const wjob *p, size_t o0, size_t mr, size_t kb) {
             for (size_t l = 0; l < 16 && 16 * kb + l < c; l++) {
                 float acc = 0.0f;
                 for (size_t j = 0; j < n; j++)
-                    acc = dpbf16_lane(acc, word_at(p->d + (o0 + i) * 2 * DW_BAND, j), word_at(base + l, j * 16));
+                    acc = dpbf16_lane(acc, word_at(p->d + (o0 + i) * D_ROW, j), word_at(base + l, j * 16));
                 p->dw[((o0 + i) * c + 16 * kb + l) * 9 + tap] += acc;
             }
         }
@@ -569,7 +676,7 @@ static inline __attribute__((always_inline)) BF16 void wb_add(float *dw, const f
 #define WB_ALL(X) WB_TAPS(X, 0) WB_TAPS(X, 1) WB_TAPS(X, 2)
 #define WB_A(I)                                                                                               \
     const __m512bh a##I =                                                                                     \
-        (__m512bh)_mm512_broadcastd_epi32(_mm_cvtsi32_si128(mr > I ? (int)word_at(d + I * 2 * DW_BAND, j) : 0));
+        (__m512bh)_mm512_broadcastd_epi32(_mm_cvtsi32_si128(mr > I ? (int)word_at(d + I * D_ROW, j) : 0));
 #define WB_DOT(I, T)                                                                                          \
     if (mr > I) s##I##T = _mm512_dpbf16_ps(s##I##T, a##I, b);
 #define WB_TAP(T)                                                                                             \
@@ -586,7 +693,7 @@ static inline __attribute__((always_inline)) BF16 void wtile(const wjob *p, size
     const size_t c = p->s->c, n = p->b.j1 - p->b.j0, kn = min_size(16, c - 16 * kb);
     const uint32_t *tb[9];
     for (size_t tap = 0; tap < 9; tap++) tb[tap] = tap_base(p, tap, kb);
-    const uint16_t *d = p->d + o0 * 2 * DW_BAND;
+    const uint16_t *d = p->d + o0 * D_ROW;
     float *dw = p->dw + (o0 * c + 16 * kb) * 9, acc[MW * 9 * 16];
     /* dW's lines of the tile, fetched while the sums run: where dW outgrows L2 (unet's bottleneck, 2.4 MB) the
      * write-back would otherwise wait for each of them in turn */
@@ -605,6 +712,19 @@ static BF16 void wtile_bf16(const wjob *p, size_t mr, size_t o0, size_t kb) {
     if (mr == 3) wtile(p, 3, o0, kb);
     else if (mr == 2) wtile(p, 2, o0, kb);
     else wtile(p, 1, o0, kb);
+}
+
+/* Output channels [o0, o0 + 16) (rows of D past co are zero) x channels [16 kb, 16 kb + 16) x 9 taps over the
+ * band on AMX tiles (conv3x3_amx_dw_block), added into dW as wtile's are. */
+static BF16 void wtile_amx(const wjob *p, size_t o0, size_t kb) {
+    const size_t c = p->s->c, kn = min_size(16, c - 16 * kb), mr = min_size(16, p->s->co - o0);
+    const uint32_t *tb[9];
+    for (size_t tap = 0; tap < 9; tap++) tb[tap] = tap_base(p, tap, kb);
+    float acc[16 * 9 * 16] __attribute__((aligned(64)));
+    conv3x3_amx_dw_block((const uint32_t *)(const void *)(p->d + o0 * D_ROW), D_ROW / 2, tb,
+                         dw_pairs_run(p->b.j1 - p->b.j0), acc);
+    float *dw = p->dw + (o0 * c + 16 * kb) * 9;
+    for (size_t i = 0; i < mr; i++) wb_add(dw + i * c * 9, acc + i * 9 * 16, kn);
 }
 #endif
 
@@ -628,12 +748,17 @@ static void dw_band_operands(const conv3x3_shape *s, const dw_band *b, uint16_t 
     for (size_t o = lo; o < hi; o++) {
 #ifdef SNUG_AVX512
         if (hw) {
-            dw_dy_bf16(d + o * 2 * DW_BAND, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
+            dw_dy_bf16(d + o * D_ROW, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
             continue;
         }
 #endif
-        dw_dy_portable(d + o * 2 * DW_BAND, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
+        dw_dy_portable(d + o * D_ROW, dy, s, o, 2 * b->j0, 2 * (b->j1 - b->j0));
     }
+    /* zero past the band to the pairs the products run, and in the rows past co to 16 (the AMX tiles') */
+    const size_t made = 2 * (b->j1 - b->j0), run = 2 * dw_pairs_run(b->j1 - b->j0);
+    for (size_t o = lo; o < hi; o++) memset(d + o * D_ROW + made, 0, (run - made) * sizeof *d);
+    if (t + 1 == T)
+        for (size_t o = s->co; o < round_up(s->co, 16); o++) memset(d + o * D_ROW, 0, run * sizeof *d);
 }
 
 /* E from A: blocks of 16 channels transposed (part t of T of the blocks), the lanes past the last channel
@@ -661,8 +786,11 @@ static void dw_band_transpose(const conv3x3_shape *s, const dw_band *b, const ui
 
 void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, const float *dy, conv3x3_bf16_src x, float *scratch,
                               size_t t, size_t T) {
-    const bool hw = conv3x3_bf16_hardware();
-    const size_t words = dw_plane_words(s), cw = round_up(s->c, 16), nob = (s->co + MW - 1) / MW, nkb = cw / 16;
+    const kernel_kind kind = kind_of(0);
+    const bool hw = kind != KIND_PORTABLE;
+    /* output blocks: MW channels a register tile, 16 an AMX tile */
+    const size_t mw = kind == KIND_AMX ? 16 : MW;
+    const size_t words = dw_plane_words(s), cw = round_up(s->c, 16), nob = (s->co + mw - 1) / mw, nkb = cw / 16;
     uint16_t *a = (uint16_t *)(void *)scratch;
     uint32_t *e = (uint32_t *)(void *)(a + s->c * 2 * words), *o = e + words * cw;
     uint16_t *d = (uint16_t *)(void *)(o + words * cw);
@@ -674,6 +802,14 @@ void conv3x3_bf16_backward_dw(const conv3x3_shape *s, float *dw, const float *dy
         part_barrier(T);
         size_t lo, hi;
         part_range(nob * nkb, t, T, &lo, &hi);
+#ifdef SNUG_AVX512
+        if (kind == KIND_AMX && lo < hi) {
+            conv3x3_amx_begin_dw();
+            for (size_t f = lo; f < hi; f++) wtile_amx(&p, f % nob * mw, f / nob);
+            conv3x3_amx_end();
+            lo = hi;
+        }
+#endif
         for (size_t f = lo; f < hi; f++) { /* f = channel block * output blocks + output block */
             const size_t o0 = f % nob * MW, kb = f / nob, mr = min_size(MW, s->co - o0);
 #ifdef SNUG_AVX512

@@ -18,6 +18,12 @@
  * increasing order, then the 9 taps in order, the odd channel's product before the even one's within a pair
  * (vdpbf16ps's order): fixed by the shape, so the bits do not depend on the thread count.
  *
+ * On a CPU with AMX tiles the three products run on them instead (conv3x3_amx.h), over the same paired planes,
+ * wherever conv3x3_amx_takes the channels the product sums (the forward's input channels, the input gradient's
+ * output channels; the weight gradient always): the weights are then paired as the tiles read them, and each
+ * output is the tiles' chain (taps, then blocks of up to 16 channel pairs; for dW blocks of 16 pixel pairs),
+ * whose bits differ from vdpbf16ps's but are again fixed by the shape.
+ *
  * Where the CPU lacks AVX512_BF16 (or conv3x3_bf16_force_portable asks for it), a plain-C twin computes each
  * lane as vdpbf16ps is documented to (dpbf16_lane.h), over the same paired planes: slow, for tests. */
 #ifndef SNUG_KERNELS_CONV3X3_BF16_H
@@ -29,9 +35,14 @@
 
 #include "kernels/conv3x3_direct.h"
 
-/* Whether bf16 plans run their 3x3 stride-1 convolutions here: on AVX512_BF16 CPUs, and anywhere while
- * conv3x3_bf16_force_portable is on (tests of the portable twin). */
+/* Whether bf16 plans run 3x3 stride-1 convolutions here: on CPUs whose vdpbf16ps pays (kernel_bf16_dots_pay) or
+ * that have AMX tiles, and anywhere while conv3x3_bf16_force_portable is on (tests of the portable twin). */
 bool conv3x3_bf16_in_use(void);
+
+/* Whether a bf16 plan runs the convolution of c input and co output channels here: everywhere conv3x3_bf16_in_use
+ * but on a CPU whose vdpbf16ps does not pay, only where AMX tiles take both counts (conv3x3_amx_takes), each at
+ * least 16. */
+bool conv3x3_bf16_takes(size_t c, size_t co);
 
 /* Tests: the portable twin even where the CPU has AVX512_BF16 (on), or the AVX512_BF16 kernel again (off, the
  * default). Set before a convolution runs, not during one. */
@@ -46,6 +57,10 @@ bool conv3x3_bf16_scratch_floats(const conv3x3_shape *s, size_t *n);
 
 /* *n = the floats (32-bit words) of the paired weights for the forward (dx false) or the input gradient. */
 bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n);
+
+/* The words of u (conv3x3_bf16_weights) before the weights of plane `first` (a multiple of 16): the input
+ * gradient's planes taken a group at a time. */
+size_t conv3x3_bf16_weights_offset(const conv3x3_shape *s, bool dx, size_t first);
 
 /* u = W paired for the forward (dx false: word (o, p, tap) the pair of input channels 2p, 2p + 1 of output o)
  * or for the input gradient (dx true: word (i, p, tap) the pair of output channels 2p, 2p + 1 for input i, each

@@ -134,6 +134,9 @@ static void conv_width_axis(const conv2d_params *p, size_t *k, size_t *s, size_t
  * are the faster choice everywhere. A property of the CPU (and of a test's cap), not a measurement. */
 static bool conv_bgemm_in_use(void) { return kernel_bf16_products_pay() && !kernel_bf16_dots_pay(); }
 
+/* Whether conv3x3_bf16's products run on AMX tiles (conv3x3_amx.h) rather than vdpbf16ps. */
+static bool conv_amx_tiles(void) { return kernel_isa_now() >= KERNEL_ISA_AMX_BF16; }
+
 /* Where the lowering through bgemm beats the float32 kernels a bf16 plan takes otherwise (Winograd, the direct
  * kernels), one sample on one thread over the three directions (bench/bench_conv_bgemm.c): 3x3 stride-1 layers
  * of at least CONV_BGEMM_MIN_C input and output channels. The lowering's passes (im2col, bgemm packing the
@@ -177,9 +180,11 @@ static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
     k.wino_dw = k.wino;
     /* one input channel leaves every pair half zero: no faster than the float32 tile (the first layer, which
      * computes no input gradient) */
-    k.bf16 = bf16 && k.direct && k.g.c > 1 && conv3x3_bf16_in_use();
+    k.bf16 = bf16 && k.direct && k.g.c > 1 && conv3x3_bf16_takes(k.g.c, k.co);
     if (k.bf16) k.wino = false;
-    k.bgemm = bf16 && conv_bgemm_in_use() && conv_bgemm_pays(&k);
+    /* on AMX tiles the direct weight gradient outruns Winograd's (whose bf16 products are vdpbf16ps's) */
+    if (k.bf16 && conv_amx_tiles()) k.wino_dw = false;
+    k.bgemm = bf16 && !k.bf16 && conv_bgemm_in_use() && conv_bgemm_pays(&k);
     if (k.bgemm) k.direct = k.direct_s2 = k.wino = k.wino_dw = k.bf16 = false;
     return k;
 }
@@ -897,7 +902,9 @@ static bool conv_dx_in_input_stage(const conv_ctx *k, const conv_layout *l, bool
 /* Input channels in one group of conv_dx_grouped. */
 static size_t conv_dx_group_channels(const conv_ctx *k) {
     const size_t plane = k->g.h * k->g.w * sizeof(float), n = CONV_DX_GROUP_MAX / (plane ? plane : 1);
-    return n < 1 ? 1 : n < k->g.c ? n : k->g.c;
+    /* whole blocks of 16 planes where there is room for one (conv3x3_bf16_weights_offset) */
+    const size_t g = n >= 16 ? n / 16 * 16 : n < 1 ? 1 : n;
+    return g < k->g.c ? g : k->g.c;
 }
 
 static bool conv_dx_grouped(const conv_ctx *k, const conv_layout *l) {
@@ -933,8 +940,6 @@ static void conv_dx_groups(const op_call *c, const conv_ctx *k, const conv3x3_sh
     const size_t plane = s->h * s->w, per = conv_dx_group_channels(k);
     uint16_t *din = c->grads.din[0] + n * op_in_numel(c, 0);
     float *stage = conv_grad_stage(c, 0, true);
-    size_t u_per; /* the paired weights' words of one input channel: word (i, p, tap) */
-    conv3x3_bf16_weights_floats(&(conv3x3_shape){.c = 1, .co = s->co, .h = s->h, .w = s->w}, true, &u_per);
     for (size_t i0 = 0; i0 < s->c; i0 += per) {
         const size_t nc = per < s->c - i0 ? per : s->c - i0, len = nc * plane;
         const size_t lo = len * t / T, hi = len * (t + 1) / T;
@@ -943,7 +948,8 @@ static void conv_dx_groups(const op_call *c, const conv_ctx *k, const conv3x3_sh
             #pragma omp barrier
         }
         const conv3x3_shape g = {.c = nc, .co = s->co, .h = s->h, .w = s->w};
-        conv3x3_bf16_backward_dx(&g, stage, dy, u + i0 * u_per, scratch, k->dx_fresh, t, T); /* ends in a barrier */
+        const float *ug = u + conv3x3_bf16_weights_offset(s, true, i0);
+        conv3x3_bf16_backward_dx(&g, stage, dy, ug, scratch, k->dx_fresh, t, T); /* ends in a barrier */
         bf16_pack(din + i0 * plane + lo, stage + lo, hi - lo);
         if (T > 1) { /* the next group overwrites the stage */
             #pragma omp barrier
