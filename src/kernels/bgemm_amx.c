@@ -57,12 +57,12 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 #define C_IN(T, R, K)                                                                                         \
     if (R * 16 < mr && K * 16 < nr) {                                                                         \
         const size_t vr = min_size(16, mr - R * 16), vc = min_size(16, nr - K * 16);                          \
-        float *ct = c + R * 16 * ldc + K * 16;                                                                \
+        const float *ct = cin + R * 16 * ldcin + K * 16;                                                      \
         whole[T] = vr == 16 && vc == 16;                                                                      \
         if (start == BGEMM_AMX_ZERO) _tile_zero(T);                                                           \
-        else if (whole[T] && start == BGEMM_AMX_C) _tile_loadd(T, ct, (long)(ldc * sizeof *c));              \
+        else if (whole[T] && start == BGEMM_AMX_C) _tile_loadd(T, ct, (long)(ldcin * sizeof *cin));          \
         else {                                                                                                \
-            stage_in(&st[T], ct, ldc, vr, vc, start, bias ? bias + K * 16 : NULL);                           \
+            stage_in(&st[T], ct, ldcin, vr, vc, start, bias ? bias + K * 16 : NULL);                         \
             _tile_loadd(T, st[T].v, 64);                                                                      \
         }                                                                                                     \
     }
@@ -77,8 +77,8 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
         }                                                                                                     \
     }
 
-AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc,
-                         size_t mr, size_t nr, int start, const float *bias) {
+AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+                         float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
     staged st[4];
     bool whole[4] = {false, false, false, false};
     C_IN(0, 0, 0)
@@ -128,8 +128,9 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
 #else
 void bgemm_amx_begin(void) {}
 void bgemm_amx_end(void) {}
-void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc, size_t mr,
-                     size_t nr, int start, const float *bias) {
-    (void)kp, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)start, (void)bias;
+void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+                     float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
+    (void)kp, (void)a, (void)lda, (void)b, (void)cin, (void)ldcin, (void)c, (void)ldc, (void)mr, (void)nr;
+    (void)start, (void)bias;
 }
 #endif
