@@ -35,7 +35,7 @@
  * tiles_amx's pairs of k per pass over a block's rows (see there). */
 #define NC_AMX 256
 #define MC_AMX 256
-#define AMX_CHUNK 128
+#define AMX_CHUNK 256
 #define SUPER_BLOCKS 8
 /* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
 #define A_K_STEP 16
@@ -624,8 +624,8 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
 
 /* tiles on AMX: 32 x 32 blocks of C (two tiles each way), every A row block against one panel at a time; kp is
  * the stored pairs (a multiple of a tile's depth), A's rows kp words apart. The pairs go AMX_CHUNK at a time,
- * all row blocks against the panel's chunk before the next chunk, so that the chunk (AMX_CHUNK x 32 pair words)
- * is read from L1 by every row block after the first. Between chunks a block of C waits in cbuf, whose rows lie
+ * all row blocks against the panel's chunk before the next chunk, so that the chunk (AMX_CHUNK x 32 pair words,
+ * 32 KiB) is read from L1 by every row block after the first (A's tiles pass by it: bgemm_amx.c). Between chunks a block of C waits in cbuf, whose rows lie
  * 32 floats apart: C's own rows may lie a multiple of 4 KiB apart (a 1024-wide C), all in one set of L1, which
  * then keeps none of them. Each element's chain is the same (C's float32 value carried, as between blocks). */
 static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
@@ -677,7 +677,8 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
 static void run_part_panels_amx(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work,
                                 size_t kb) {
     const size_t ma = min_size(a_rows(m1 - m0, true), MC_AMX), kbp = stored_pairs(kb, true);
-    const size_t stage_floats = max_size(2 * ma * kbp, kb * NR);
+    /* only an A neither in bf16 nor stored by rows is staged (rows_to_tiles) */
+    const size_t stage_floats = j->a16.p || j->a.cs == 1 ? 0 : max_size(2 * ma * kbp, kb * NR);
     const size_t room = part_floats(m1 - m0, n1 - n0, j->K, true) - stage_floats;
     const size_t per_super = min_size(room / (ma * kbp), SUPER_BLOCKS) * kb; /* >= kb: room holds one block */
     uint32_t *abuf = (uint32_t *)work;

@@ -1,7 +1,9 @@
 /* bgemm's AMX tile (bgemm_amx.h). The tile code is compiled through a function attribute (the build has no
  * -march) and called only where kernel_isa_now() reaches KERNEL_ISA_AMX_BF16. Tiles 0-3 hold C (rows 0-15 and
  * 16-31 by columns 0-15 and 16-31), 4-5 the two A row blocks, 6-7 the panel's two column halves: every tile is
- * 16 rows of 64 bytes, one configuration for every call. */
+ * 16 rows of 64 bytes, one configuration for every call. A's tiles are loaded with the streaming hint
+ * (tileloaddt1): bgemm runs every row block against one panel's chunk before the next chunk, so the panel is
+ * read again by the next call and A's tiles are not; A kept out of L1 leaves the panel there. */
 #include "kernels/bgemm_amx.h"
 
 #include <stdbool.h>
@@ -89,18 +91,18 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
     const uint32_t *a1 = a + 16 * lda;
     if (mr > 16 && nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
     else if (nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(0, 4, 6);
@@ -108,15 +110,15 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
         }
     else if (mr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
-            _tile_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(2, 5, 6);
         }
     else
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
         }
