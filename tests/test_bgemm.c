@@ -2,8 +2,9 @@
  * and the AVX512_BF16 one where the CPU has it (bgemm_force_portable switches between them; the first lines
  * of the output say which ran). Inputs are bf16 values (float32 rounded to nearest even by bit arithmetic
  * here) over a spread of magnitudes; shapes cross every block edge (K odd, K = 1, K over one 512-deep block and
- * split into even blocks with an odd last one, rows not a multiple of the 8-row tile, M above one 128-row
- * block, columns not a multiple of 32, N above one 512-column block); every combination of a row-major and a
+ * split into even blocks with an odd last one, K over the blocks the AMX path packs A for at once, rows not a
+ * multiple of the 8-row tile, M above one 128-row block and above the AMX path's 256, columns not a multiple
+ * of 32, N above one 512-column block); every combination of a row-major and a
  * transposed A and B, each stored with a leading dimension wider than its rows whose padding holds NaNs (a
  * read of it would show in C); the three starts (zero, C itself, a bias per column); C's own padding must stay
  * untouched. The products of bf16 values are exact in float32, so each element may differ from the reference
@@ -78,7 +79,8 @@ static void fill_bf16(float *v, size_t n, uint32_t seed) {
 
 static const size_t shapes[][3] = {{1, 1, 1},     {1, 1, 2},     {3, 5, 2},      {2, 3, 7},     {8, 32, 9},
                                    {9, 33, 16},   {17, 100, 5},  {16, 64, 512},  {33, 65, 513}, {7, 40, 1025},
-                                   {130, 70, 300}, {40, 600, 100}, {300, 40, 33}, {128, 128, 40}, {20, 530, 700}};
+                                   {130, 70, 300}, {40, 600, 100}, {300, 40, 33}, {128, 128, 40}, {20, 530, 700},
+                                   {40, 33, 4500}, {70, 40, 4200}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 enum { START_ZERO, START_C, START_BIAS };
@@ -408,7 +410,8 @@ static uint16_t *b16_of(const problem *p, int path) {
 
 /* bgemm_a16: A handed over in bfloat16 by rows (as a layer's packed input: bf16_pack's bits, denormals kept,
  * which the product reads as zero) and B in bf16 give the bits of bgemm on the floats, rounded or not, with a
- * bias and without, on every shape (odd K pads a pair), both paths, 1 and 2 threads. */
+ * bias and without, on every shape (odd K pads a pair), every path, 1 and 2 threads; so does bgemm_panels_out
+ * from the same A and B's panels packed once (bgemm_pack_panels16). */
 static void test_a16_same_bits(void **state) {
     (void)state;
     for (int path = 0; path < n_paths(); path++)
@@ -426,6 +429,14 @@ static void test_a16_same_bits(void **state) {
                 float *work = malloc(bgemm_workspace_floats(p.M, p.N, p.K, threads) * sizeof *work);
                 assert_true(a16 && want16 && got16 && work);
                 bf16_pack(a16, p.a, na);
+                const sgemm_mat bm = mat_b(&p);
+                uint32_t *panels = malloc(bgemm_panels_words(p.K, p.N) * sizeof *panels);
+                float *stage = malloc(bgemm_panels_stage_floats() * sizeof *stage);
+                assert_true(panels && stage);
+                bgemm_force_portable(path_portable(path));
+                bgemm_pack_panels16(panels, p.K, p.N, (bgemm_mat16){b16, bm.rs, bm.cs}, stage);
+                bgemm_force_portable(false);
+                free(stage);
                 float *want = run(&p, start, threads, path_portable(path));
                 memset(want16, 0xAB, nc * sizeof *want16);
                 for (int round = 0; round <= 1; round++) {
@@ -441,9 +452,18 @@ static void test_a16_same_bits(void **state) {
                     bgemm_force_portable(false);
                     assert_memory_equal(want, got, nc * sizeof *got);
                     assert_memory_equal(want16, got16, nc * sizeof *got16);
+                    /* the same from B's panels packed once (a layer's kept weight) */
+                    memcpy(got, p.c0, nc * sizeof *got);
+                    memset(got16, 0xAB, nc * sizeof *got16);
+                    bgemm_force_portable(path_portable(path));
+                    bgemm_panels_out(p.M, p.N, p.K, (sgemm_mat){0}, (bgemm_mat16){a16, a_len(&p), 1},
+                                     (bgemm_panels_of){panels, p.K, p.N}, got, p.ldc, bias, round, got16, work, threads);
+                    bgemm_force_portable(false);
+                    assert_memory_equal(want, got, nc * sizeof *got);
+                    assert_memory_equal(want16, got16, nc * sizeof *got16);
                     free(got);
                 }
-                free(want), free(a16), free(b16), free(want16), free(got16), free(work);
+                free(want), free(a16), free(b16), free(want16), free(got16), free(work), free(panels);
                 drop(&p);
             }
 }

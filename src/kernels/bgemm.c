@@ -31,6 +31,12 @@
 #define KC 512
 #define MC 128
 #define NC 512
+/* run_part_panels_amx's rows and columns of C at a time and the most blocks of K it packs A for at once, and
+ * tiles_amx's pairs of k per pass over a block's rows (see there). */
+#define NC_AMX 256
+#define MC_AMX 256
+#define AMX_CHUNK 256
+#define SUPER_BLOCKS 8
 /* The k (even, so that no pair is split) that pack_a merges across all strips of a block at a time. */
 #define A_K_STEP 16
 
@@ -70,10 +76,11 @@ static bool amx_path(void) { return fast_path() && kernel_isa_now() >= KERNEL_IS
 static size_t a_rows(size_t rows, bool amx) { return round_up(rows, amx ? BGEMM_AMX_PAIRS : SR); }
 
 /* The workspace of one part of C: its A block and B block packed (pairs, one float's bytes each) and the
- * float32 staging of either operand's block before it is merged into pairs. */
+ * float32 staging of either operand's block before it is merged into pairs. On AMX the A block has room for
+ * MC_AMX rows, and run_part_panels_amx uses all of it (B's panels need none) for A over several blocks of K. */
 static size_t part_floats(size_t M, size_t N, size_t K, bool amx) {
     const size_t kc = min_size(K, KC), kp = stored_pairs(kc, amx);
-    const size_t ma = min_size(a_rows(M, amx), MC), nb = min_size(round_up(N, NR), NC);
+    const size_t ma = min_size(a_rows(M, amx), amx ? MC_AMX : MC), nb = min_size(round_up(N, NR), NC);
     /* on AMX the stage holds the block's rows and, after them, its strips (pack_a_rows) */
     const size_t stage = amx ? max_size(2 * ma * kp, kc * NR) : max_size(ma * kc, kc * NR);
     return ma * kp + kp * nb + stage;
@@ -169,6 +176,21 @@ static BF16 void column_pairs_bf16(float *words, const float *src, size_t kc) {
         const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n), src + k);
         const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + k + 16);
         _mm512_mask_storeu_epi32(words + k / 2, avx512_lanes((n + 1) / 2), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* row_to_tiles's float rows: 32 floats (masked past kc) to a tile row's 16 pair words, as column_pairs_bf16. */
+static BF16 void row_to_tiles_bf16(uint32_t *dst, const float *src, size_t kc, size_t lda) {
+    _Static_assert(BGEMM_AMX_PAIRS == 16, "a tile row is one vector of pair words");
+    size_t g = 0;
+    for (; 2 * g + 32 <= kc; g += 16)
+        _mm512_storeu_si512(dst + g * 16, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 2 * g + 16),
+                                                                        _mm512_loadu_ps(src + 2 * g)));
+    for (; g < lda; g += 16) {
+        const size_t n = kc > 2 * g ? kc - 2 * g : 0;
+        const __m512 lo = _mm512_maskz_loadu_ps(avx512_lanes(n < 16 ? n : 16), src + 2 * g);
+        const __m512 hi = _mm512_maskz_loadu_ps(avx512_lanes(n > 16 ? n - 16 : 0), src + 2 * g + 16);
+        _mm512_storeu_si512(dst + g * 16, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
 }
 
@@ -366,6 +388,36 @@ static void column_pairs(const bgemm_job *j, float *words, const float *src, siz
     column_pairs_portable(words, src, kc);
 }
 
+/* One row of A for AMX tiles (bgemm's pack_a_rows): its pair words for k in [0, kc) in chunks of a tile's 16
+ * pairs, chunk t at dst + 256 t (the next tile of its row block), zero past kc up to lda pairs. From bf16 the
+ * pairs are the bits as they are (the even k first in memory: the low half); from floats, column_pairs's. */
+static void row_to_tiles16(uint32_t *dst, const uint16_t *src, size_t kc, size_t lda) {
+    size_t g = 0;
+    for (; 2 * g + 2 * BGEMM_AMX_PAIRS <= kc; g += BGEMM_AMX_PAIRS) /* whole chunks: a copy of constant size */
+        memcpy(dst + g * 16, src + 2 * g, 2 * BGEMM_AMX_PAIRS * sizeof *src);
+    for (; g < lda; g += BGEMM_AMX_PAIRS) {
+        const size_t n = kc > 2 * g ? kc - 2 * g : 0;
+        char *chunk = (char *)(dst + g * 16);
+        memcpy(chunk, src + 2 * g, n * sizeof *src);
+        memset(chunk + n * sizeof *src, 0, (2 * BGEMM_AMX_PAIRS - n) * sizeof *src);
+    }
+}
+
+static void row_to_tiles(const bgemm_job *j, uint32_t *dst, const float *src, size_t kc, size_t lda) {
+#ifdef SNUG_AVX512
+    if (j->bf16) {
+        row_to_tiles_bf16(dst, src, kc, lda);
+        return;
+    }
+#endif
+    (void)j;
+    for (size_t g = 0; g < lda; g += BGEMM_AMX_PAIRS) {
+        float words[BGEMM_AMX_PAIRS] = {0};
+        if (kc > 2 * g) column_pairs_portable(words, src + 2 * g, min_size(2 * BGEMM_AMX_PAIRS, kc - 2 * g));
+        memcpy(dst + g * 16, words, sizeof words);
+    }
+}
+
 /* Rows [i0, i0 + rows) of A, k in [p0, p0 + kc), as consecutive strips of SR rows kp * SR pairs apart:
  * dst[s * SR * kp + q * SR + i] = the pair A(r, p0 + 2q), A(r, p0 + 2q + 1) of row r = i0 + s * SR + i, zero
  * for the rows past the last (so that the tile computes padded rows without branching) and for k past kc.
@@ -377,40 +429,50 @@ static void pack_a_strips(const bgemm_job *j, uint32_t *dst, float *stage, size_
                           size_t kc);
 
 /* pack_a for AMX tiles, as whole tiles of 16 rows by 16 pairs, each tile's 1 KiB contiguous (a tile loads
- * from consecutive lines): the rows' pair words first made by rows in the stage (row r at stage + r * lda,
- * lda = stored_pairs, zero past kp and in the rows up to a whole tile), then copied tile by tile into dst:
- * row block b (rows 16 b to 16 b + 15) at dst + 16 b lda, its tile of pairs [16 g, 16 g + 16) 256 g words on.
- * A stored by rows (or in bf16) is merged row by row; any other A is packed in strips (after the rows in the
- * stage) and each strip turned (a transpose of 32-bit words). */
-static void pack_a_rows(const bgemm_job *j, uint32_t *tiles, float *stage_f, size_t i0, size_t rows, size_t p0,
-                        size_t kc) {
-    const size_t kp = (kc + 1) / 2, lda = stored_pairs(kc, true), padded = a_rows(rows, true);
-    uint32_t *dst = (uint32_t *)(void *)stage_f;
-    float *stage = stage_f + padded * lda;
-    if (j->a16.p) {
+ * from consecutive lines): row block b (rows 16 b to 16 b + 15) at tiles + 16 b ld, ld >= stored_pairs(kc) (the
+ * stored pairs of a row, of this block of K or of several: run_part_panels_amx), its tile of pairs [g, g + 16)
+ * 16 g words on, a row's 16 pairs of it 16 (r % 16) words into the tile; zero past kp and in the rows up to a
+ * whole tile. A stored by rows (or in bf16) is written straight into the tiles, 16 pairs at a time; any other A
+ * is packed in strips in the stage, each strip turned (a transpose of 32-bit words) into rows in the stage
+ * after them, and the rows then copied into the tiles. */
+static void rows_to_tiles(const bgemm_job *j, uint32_t *tiles, size_t ld, float *stage_f, size_t i0, size_t rows,
+                          size_t p0, size_t kc);
+
+static void pack_a_rows(const bgemm_job *j, uint32_t *tiles, size_t ld, float *stage, size_t i0, size_t rows,
+                        size_t p0, size_t kc) {
+    const size_t lda = stored_pairs(kc, true), padded = a_rows(rows, true);
+    if (j->a16.p || j->a.cs == 1) {
         for (size_t r = 0; r < rows; r++) {
-            char *words = (char *)(dst + r * lda);
-            memcpy(words, j->a16.p + (i0 + r) * j->a16.rs + p0, kc * sizeof *j->a16.p);
-            if (kc % 2) memset(words + kc * sizeof *j->a16.p, 0, sizeof *j->a16.p);
+            uint32_t *row = tiles + r / 16 * 16 * ld + r % 16 * 16;
+            if (j->a16.p) row_to_tiles16(row, j->a16.p + (i0 + r) * j->a16.rs + p0, kc, lda);
+            else row_to_tiles(j, row, j->a.p + (i0 + r) * j->a.rs + p0, kc, lda);
         }
-    } else if (j->a.cs == 1) {
-        for (size_t r = 0; r < rows; r++)
-            column_pairs(j, (float *)(void *)(dst + r * lda), j->a.p + (i0 + r) * j->a.rs + p0, kc);
     } else {
-        pack_a_strips(j, (uint32_t *)(void *)stage, NULL, i0, rows, p0, kc);
-        for (size_t s = 0; s * SR < rows; s++)
-            transpose_floats((float *)(void *)(dst + s * SR * lda), lda, stage + s * SR * kp, SR, kp,
-                             min_size(SR, rows - s * SR));
+        rows_to_tiles(j, tiles, ld, stage, i0, rows, p0, kc);
     }
-    for (size_t r = 0; r < rows; r++) memset(dst + r * lda + kp, 0, (lda - kp) * sizeof *dst);
-    memset(dst + rows * lda, 0, (padded - rows) * lda * sizeof *dst);
-    for (size_t r = 0; r < padded; r++)
+    for (size_t r = rows; r < padded; r++)
         for (size_t g = 0; g < lda; g += BGEMM_AMX_PAIRS)
-            memcpy(tiles + r / 16 * 16 * lda + g * 16 + r % 16 * 16, dst + r * lda + g, 16 * sizeof *dst);
+            memset(tiles + r / 16 * 16 * ld + g * 16 + r % 16 * 16, 0, 16 * sizeof *tiles);
+}
+
+static void rows_to_tiles(const bgemm_job *j, uint32_t *tiles, size_t ld, float *stage_f, size_t i0, size_t rows,
+                          size_t p0, size_t kc) {
+    const size_t kp = (kc + 1) / 2, lda = stored_pairs(kc, true);
+    uint32_t *dst = (uint32_t *)(void *)stage_f;
+    float *stage = stage_f + a_rows(rows, true) * lda;
+    pack_a_strips(j, (uint32_t *)(void *)stage, NULL, i0, rows, p0, kc);
+    for (size_t s = 0; s * SR < rows; s++)
+        transpose_floats((float *)(void *)(dst + s * SR * lda), lda, stage + s * SR * kp, SR, kp,
+                         min_size(SR, rows - s * SR));
+    for (size_t r = 0; r < rows; r++) {
+        memset(dst + r * lda + kp, 0, (lda - kp) * sizeof *dst);
+        for (size_t g = 0; g < lda; g += BGEMM_AMX_PAIRS)
+            memcpy(tiles + r / 16 * 16 * ld + g * 16 + r % 16 * 16, dst + r * lda + g, 16 * sizeof *dst);
+    }
 }
 
 static void pack_a(const bgemm_job *j, uint32_t *dst, float *stage, size_t i0, size_t rows, size_t p0, size_t kc) {
-    if (j->amx) pack_a_rows(j, dst, stage, i0, rows, p0, kc);
+    if (j->amx) pack_a_rows(j, dst, stored_pairs(kc, true), stage, i0, rows, p0, kc);
     else pack_a_strips(j, dst, stage, i0, rows, p0, kc);
 }
 
@@ -561,21 +623,35 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
 }
 
 /* tiles on AMX: 32 x 32 blocks of C (two tiles each way), every A row block against one panel at a time; kp is
- * the stored pairs (a multiple of a tile's depth), A's rows kp words apart. */
+ * the stored pairs (a multiple of a tile's depth), A's rows kp words apart. The pairs go AMX_CHUNK at a time,
+ * all row blocks against the panel's chunk before the next chunk, so that the chunk (AMX_CHUNK x 32 pair words,
+ * 32 KiB) is read from L1 by every row block after the first (A's tiles pass by it: bgemm_amx.c). Between chunks a block of C waits in cbuf, whose rows lie
+ * 32 floats apart: C's own rows may lie a multiple of 4 KiB apart (a 1024-wide C), all in one set of L1, which
+ * then keeps none of them. Each element's chain is the same (C's float32 value carried, as between blocks). */
 static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
                       size_t ic, size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
 #ifdef SNUG_AVX512
     _Static_assert(NR == BGEMM_AMX_COLS, "a panel is one AMX block's columns");
     const int amx_start = start == START_C ? BGEMM_AMX_C : start == START_BIAS ? BGEMM_AMX_BIAS : BGEMM_AMX_ZERO;
-    for (size_t jr = 0; jr < nc; jr += NR)
-        for (size_t ir = 0; ir < mc; ir += BGEMM_AMX_ROWS) {
-            float *c = j->c + (ic + ir) * j->ldc + jc + jr;
-            const size_t mr = min_size(BGEMM_AMX_ROWS, mc - ir), nr = min_size(NR, nc - jr);
-            bgemm_amx_block(kp, abuf + ir * kp, kp, bbuf + jr / NR * panel_step, c, j->ldc, mr, nr, amx_start,
-                            j->bias ? j->bias + jc + jr : NULL);
-            if (j->round && last)
-                round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
+    _Alignas(64) float cbuf[MC_AMX * NR];
+    const size_t chunk = AMX_CHUNK;
+    for (size_t jr = 0; jr < nc; jr += NR) {
+        const size_t nr = min_size(NR, nc - jr);
+        const uint32_t *b = bbuf + jr / NR * panel_step;
+        for (size_t q0 = 0; q0 < kp; q0 += chunk) {
+            const size_t kq = min_size(chunk, kp - q0);
+            const bool first = q0 == 0, final = q0 + kq == kp;
+            for (size_t ir = 0; ir < mc; ir += BGEMM_AMX_ROWS) {
+                float *c = j->c + (ic + ir) * j->ldc + jc + jr, *cb = cbuf + ir * NR;
+                const size_t mr = min_size(BGEMM_AMX_ROWS, mc - ir);
+                bgemm_amx_block(kq, abuf + ir * kp + 16 * q0, kp, b + q0 * NR, first ? c : cb, first ? j->ldc : NR,
+                                final ? c : cb, final ? j->ldc : NR, mr, nr, first ? amx_start : BGEMM_AMX_C,
+                                j->bias ? j->bias + jc + jr : NULL);
+                if (j->round && last && q0 + kq == kp)
+                    round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
+            }
         }
+    }
 #else
     (void)j, (void)abuf, (void)bbuf, (void)panel_step, (void)ic, (void)mc, (void)jc, (void)nc, (void)kp;
     (void)start, (void)last;
@@ -592,6 +668,38 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
     }
 }
 
+/* run_part on AMX from packed panels. B is packed for all of K already, so A is packed once per block of rows
+ * for as many blocks of K as the workspace holds (a K super-block, up to SUPER_BLOCKS, its blocks side by side
+ * in each row's tiles), and the blocks of C then run over the whole super-block (tiles_amx): C goes to and
+ * from memory once per super-block instead of once per block of K, and A's tiles are packed once per product
+ * where K fits one super-block (not once per block of columns). Every element's chain runs over the same tiles
+ * of 16 pairs in the same order as run_part's: the blocks of K start on whole tiles, only the last is padded. */
+static void run_part_panels_amx(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work,
+                                size_t kb) {
+    const size_t ma = min_size(a_rows(m1 - m0, true), MC_AMX), kbp = stored_pairs(kb, true);
+    /* only an A neither in bf16 nor stored by rows is staged (rows_to_tiles) */
+    const size_t stage_floats = j->a16.p || j->a.cs == 1 ? 0 : max_size(2 * ma * kbp, kb * NR);
+    const size_t room = part_floats(m1 - m0, n1 - n0, j->K, true) - stage_floats;
+    const size_t per_super = min_size(room / (ma * kbp), SUPER_BLOCKS) * kb; /* >= kb: room holds one block */
+    uint32_t *abuf = (uint32_t *)work;
+    float *stage = work + room;
+    bgemm_amx_begin();
+    for (size_t ic = m0; ic < m1; ic += MC_AMX) {
+        const size_t mc = min_size(MC_AMX, m1 - ic);
+        for (size_t ps = 0; ps < j->K; ps += per_super) {
+            const size_t pe = min_size(ps + per_super, j->K), ksp = stored_pairs(pe - ps, true);
+            /* every block but the last is whole tiles, so block pc's pairs start (pc - ps) / 2 into the rows */
+            for (size_t pc = ps; pc < pe; pc += kb)
+                pack_a_rows(j, abuf + (pc - ps) / 2 * 16, ksp, stage, ic, mc, pc, min_size(kb, pe - pc));
+            const int start = ps > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
+            for (size_t jc = n0; jc < n1; jc += NC_AMX)
+                tiles(j, abuf, j->panels + jc / NR * j->panel_words + ps / 2 * NR, j->panel_words, ic, mc, jc,
+                      min_size(NC_AMX, n1 - jc), ksp, start, pe == j->K);
+        }
+    }
+    bgemm_amx_end();
+}
+
 /* One part of C with one thread's workspace, laid out as part_floats counts it. */
 static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work) {
     const size_t kpmax = stored_pairs(min_size(j->K, KC), j->amx);
@@ -599,6 +707,10 @@ static void run_part(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t
     uint32_t *bbuf = abuf + min_size(a_rows(m1 - m0, j->amx), MC) * kpmax;
     float *stage = (float *)(bbuf + kpmax * min_size(round_up(n1 - n0, NR), NC));
     const size_t kb = k_block(j->K, j->amx);
+    if (j->amx && j->panels) {
+        run_part_panels_amx(j, m0, m1, n0, n1, work, kb);
+        return;
+    }
     if (j->amx) bgemm_amx_begin();
     for (size_t jc = n0; jc < n1; jc += NC) {
         const size_t nc = min_size(NC, n1 - jc);

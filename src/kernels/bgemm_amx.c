@@ -1,7 +1,9 @@
 /* bgemm's AMX tile (bgemm_amx.h). The tile code is compiled through a function attribute (the build has no
  * -march) and called only where kernel_isa_now() reaches KERNEL_ISA_AMX_BF16. Tiles 0-3 hold C (rows 0-15 and
  * 16-31 by columns 0-15 and 16-31), 4-5 the two A row blocks, 6-7 the panel's two column halves: every tile is
- * 16 rows of 64 bytes, one configuration for every call. */
+ * 16 rows of 64 bytes, one configuration for every call. A's tiles are loaded with the streaming hint
+ * (tileloaddt1): bgemm runs every row block against one panel's chunk before the next chunk, so the panel is
+ * read again by the next call and A's tiles are not; A kept out of L1 leaves the panel there. */
 #include "kernels/bgemm_amx.h"
 
 #include <stdbool.h>
@@ -57,12 +59,12 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 #define C_IN(T, R, K)                                                                                         \
     if (R * 16 < mr && K * 16 < nr) {                                                                         \
         const size_t vr = min_size(16, mr - R * 16), vc = min_size(16, nr - K * 16);                          \
-        float *ct = c + R * 16 * ldc + K * 16;                                                                \
+        const float *ct = cin + R * 16 * ldcin + K * 16;                                                      \
         whole[T] = vr == 16 && vc == 16;                                                                      \
         if (start == BGEMM_AMX_ZERO) _tile_zero(T);                                                           \
-        else if (whole[T] && start == BGEMM_AMX_C) _tile_loadd(T, ct, (long)(ldc * sizeof *c));              \
+        else if (whole[T] && start == BGEMM_AMX_C) _tile_loadd(T, ct, (long)(ldcin * sizeof *cin));          \
         else {                                                                                                \
-            stage_in(&st[T], ct, ldc, vr, vc, start, bias ? bias + K * 16 : NULL);                           \
+            stage_in(&st[T], ct, ldcin, vr, vc, start, bias ? bias + K * 16 : NULL);                         \
             _tile_loadd(T, st[T].v, 64);                                                                      \
         }                                                                                                     \
     }
@@ -77,8 +79,8 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
         }                                                                                                     \
     }
 
-AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc,
-                         size_t mr, size_t nr, int start, const float *bias) {
+AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+                         float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
     staged st[4];
     bool whole[4] = {false, false, false, false};
     C_IN(0, 0, 0)
@@ -89,18 +91,18 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
     const uint32_t *a1 = a + 16 * lda;
     if (mr > 16 && nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
     else if (nr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(0, 4, 6);
@@ -108,15 +110,15 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
         }
     else if (mr > 16)
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
-            _tile_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + q * 16, sa);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(2, 5, 6);
         }
     else
         for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_loadd(4, a + q * 16, sa);
+            _tile_stream_loadd(4, a + q * 16, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
         }
@@ -128,8 +130,9 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
 #else
 void bgemm_amx_begin(void) {}
 void bgemm_amx_end(void) {}
-void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc, size_t mr,
-                     size_t nr, int start, const float *bias) {
-    (void)kp, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)start, (void)bias;
+void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+                     float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
+    (void)kp, (void)a, (void)lda, (void)b, (void)cin, (void)ldcin, (void)c, (void)ldc, (void)mr, (void)nr;
+    (void)start, (void)bias;
 }
 #endif

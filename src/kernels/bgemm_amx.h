@@ -29,10 +29,11 @@ enum { BGEMM_AMX_ZERO, BGEMM_AMX_C, BGEMM_AMX_BIAS };
 void bgemm_amx_begin(void);
 void bgemm_amx_end(void);
 
-/* C rows [0, mr), columns [0, nr) (mr, nr <= 32), rows ldc apart, started as `start` says (bias: nr floats),
- * plus A (the packed tiles of rows [0, mr): a block of 16 rows from a, the next 16 lda words on) times the panel
- * b (32 columns), over kp pairs (a multiple of BGEMM_AMX_PAIRS, and lda). */
-void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, float *c, size_t ldc, size_t mr,
-                     size_t nr, int start, const float *bias);
+/* C rows [0, mr), columns [0, nr) (mr, nr <= 32), rows ldc apart, = its start (BGEMM_AMX_C: cin's rows, ldcin
+ * apart, which may be C itself; bias: nr floats) plus A (the packed tiles of rows [0, mr): a block of 16 rows
+ * from a, the next 16 lda words on, the tile of pairs [q, q + 16) 16 q words into its block) times the panel b
+ * (32 columns, a row of 32 pair words per pair of k), over kp pairs (a multiple of BGEMM_AMX_PAIRS, <= lda). */
+void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+                     float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias);
 
 #endif
