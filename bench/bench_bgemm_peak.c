@@ -1,5 +1,5 @@
-/* How near the bf16 product comes to the AMX register peak (issue #42: at least 75% of bench_fma_peak's
- * amx_bf16_peak_gflops), on two kinds of operands:
+/* How near the bf16 product comes to the AMX register peak (bench_fma_peak's amx_bf16_peak_gflops), on two kinds
+ * of operands:
  *   floats  bgemm from float32 A and B stored by rows: every call rounds and packs both operands;
  *   packed  bgemm_panels_out from operands already in the layouts the product reads, as a linear layer whose
  *           weight is kept packed and whose input is kept in bfloat16 holds them: A in bfloat16 by rows, B as
