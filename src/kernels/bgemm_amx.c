@@ -9,29 +9,10 @@
 #include <stdbool.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#include <immintrin.h>
-#define AMX __attribute__((target("amx-tile,amx-bf16")))
+#include "kernels/amx_tiles.h"
 
-/* The tile configuration's memory layout (palette 1): bytes per row and rows of each of the 16 tiles. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-AMX void bgemm_amx_begin(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
-    /* GCC 12's _tile_loadconfig names only the first 8 bytes as read, so the stores to the rows and columns
-     * are dropped as dead: the whole configuration is the operand here. */
-    __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
-}
+#ifdef AMX_TILES_BUILD
+AMX void bgemm_amx_begin(void) { amx_tile_config_load_square(); }
 
 AMX void bgemm_amx_end(void) { _tile_release(); }
 

@@ -6,9 +6,8 @@
  * 0-4 hold C for five taps (then four), 5 dy's pairs, 6 and 7 x's pairs in turn. */
 #include "kernels/conv3x3_amx.h"
 
-#include <string.h>
-
 #include "core/checked.h"
+#include "kernels/amx_tiles.h"
 #include "kernels/dpbf16_lane.h"
 
 static size_t pairs(size_t n) { return (n + 1) / 2; }
@@ -53,46 +52,20 @@ void conv3x3_amx_pack_weights(uint32_t *dst, const float *w, size_t planes, size
             }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#include <immintrin.h>
-#define AMX __attribute__((target("amx-tile,amx-bf16")))
-
-/* The tile configuration's memory layout (palette 1): bytes per row and rows of each of the 16 tiles. */
-typedef struct tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
-
-static void tile_shape(tile_config *cfg, int tile, size_t rows, size_t bytes) {
-    cfg->rows[tile] = (uint8_t)rows;
-    cfg->colsb[tile] = (uint16_t)bytes;
-}
-
-/* GCC 12's _tile_loadconfig names only the first 8 bytes as read (bgemm_amx.c): the whole configuration is
- * the operand here. */
-static AMX void load_config(const tile_config *cfg) { __asm__ volatile("ldtilecfg %0" ::"m"(*cfg)); }
-
+#ifdef AMX_TILES_BUILD
 AMX void conv3x3_amx_begin_grid(size_t np, bool wide) {
     const size_t kq = depth(np);
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 4; t++) tile_shape(&cfg, t, 16, 64);
+    amx_tile_config cfg;
+    amx_tile_config_init(&cfg);
+    for (int t = 0; t < 4; t++) amx_tile_shape(&cfg, t, 16, 64);
     for (int t = 4; t < 8; t++) {
         const bool weights = t == 4 || (t == 5 && !wide);
-        tile_shape(&cfg, t, weights ? 16 : kq, weights ? 4 * kq : 64);
+        amx_tile_shape(&cfg, t, weights ? 16 : kq, weights ? 4 * kq : 64);
     }
-    load_config(&cfg);
+    amx_tile_config_load(&cfg);
 }
 
-AMX void conv3x3_amx_begin_dw(void) {
-    tile_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.palette = 1;
-    for (int t = 0; t < 8; t++) tile_shape(&cfg, t, 16, 64);
-    load_config(&cfg);
-}
+AMX void conv3x3_amx_begin_dw(void) { amx_tile_config_load_square(); }
 
 AMX void conv3x3_amx_end(void) { _tile_release(); }
 
