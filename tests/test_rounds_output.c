@@ -400,12 +400,15 @@ static void test_gelu_linear_packed_grads(void **state) {
  * stage of a few planes (conv2d.c, conv_dx_grouped) where conv3x3_bf16 runs: the bits of the whole sample's
  * input gradient, rounded once. */
 static snug_graph *conv_hires(void) { return conv_graph(16, 840, 8, 3, 1); }
+/* the same with channels AMX tiles take on both sides: groups of 11 planes, not whole blocks of 16 */
+static snug_graph *conv_hires_wide(void) { return conv_graph(32, 840, 16, 3, 1); }
 
 static void test_conv_hires_packed_grads(void **state) {
     (void)state;
     if (!conv3x3_bf16_in_use()) skip(); /* the float32 paths have no groups */
     expect_packed_grads_at(conv_hires, op_test_product(), (const size_t[2]){1, 2});
     expect_packed_io_at(conv_hires, op_test_product(), (const size_t[2]){1, 2});
+    expect_packed_grads_at(conv_hires_wide, op_test_product(), (const size_t[2]){1, 2});
 }
 
 #define ROUNDS(name)                                                                                            \

@@ -20,9 +20,15 @@ bool conv3x3_amx_takes(size_t chans) {
     return np >= 1 && (np <= 16 || np % 16 == 0);
 }
 
+/* The planes packed: a tile of 16 from any plane of the layer stays inside them (a group of planes may start
+ * anywhere: its tiles' rows past the group read the next planes' weights, or zeros, into rows of C that are
+ * never stored). */
+static size_t planes_packed(size_t planes) { return (planes + 15) / 16 * 16 + 16; }
+
 size_t conv3x3_amx_weights_words(size_t planes, size_t chans) {
     size_t n;
-    if (!size_mul((planes + 15) / 16 * 16, 9, &n) || !size_mul(n, pairs(chans), &n)) return SIZE_MAX;
+    if (planes > SIZE_MAX - 32 || !size_mul(planes_packed(planes), 9, &n) || !size_mul(n, pairs(chans), &n))
+        return SIZE_MAX;
     return n;
 }
 
@@ -40,16 +46,11 @@ static uint32_t weight_pair(const float *w, size_t planes, size_t chans, bool fl
 
 void conv3x3_amx_pack_weights(uint32_t *dst, const float *w, size_t planes, size_t chans, bool flip, size_t t,
                               size_t T) {
-    const size_t np = pairs(chans), kq = depth(np), nk = np / kq, blocks = (planes + 15) / 16;
-    const size_t lo = blocks * t / T, hi = blocks * (t + 1) / T;
-    for (size_t b = lo; b < hi; b++)
+    const size_t np = pairs(chans), all = planes_packed(planes);
+    const size_t lo = all * t / T, hi = all * (t + 1) / T;
+    for (size_t o = lo; o < hi; o++)
         for (size_t tap = 0; tap < 9; tap++)
-            for (size_t k = 0; k < nk; k++) {
-                uint32_t *tile = dst + ((b * 9 + tap) * nk + k) * 16 * kq;
-                for (size_t r = 0; r < 16; r++)
-                    for (size_t q = 0; q < kq; q++)
-                        tile[r * kq + q] = weight_pair(w, planes, chans, flip, 16 * b + r, k * kq + q, tap);
-            }
+            for (size_t p = 0; p < np; p++) dst[(o * 9 + tap) * np + p] = weight_pair(w, planes, chans, flip, o, p, tap);
 }
 
 #ifdef AMX_TILES_BUILD
@@ -77,11 +78,11 @@ AMX void conv3x3_amx_end(void) { _tile_release(); }
 
 /* The taps and pair blocks of one call: `at` the weights' tile of block 0, bo the grid's word offset. */
 #define GRID_LOOP(BODY)                                                                                       \
-    const size_t kq = depth(g->np), nk = g->np / kq, next = 9 * nk * 16 * kq;                                 \
-    const long sa = (long)(4 * kq), sb = (long)(4 * g->stride);                                               \
+    const size_t kq = depth(g->np), nk = g->np / kq, next = 16 * 9 * g->np;                                   \
+    const long sa = (long)(4 * 9 * g->np), sb = (long)(4 * g->stride);                                        \
     for (size_t tap = 0; tap < 9; tap++)                                                                      \
         for (size_t k = 0; k < nk; k++) {                                                                     \
-            const uint32_t *at = a + (tap * nk + k) * 16 * kq;                                                \
+            const uint32_t *at = a + tap * g->np + k * kq;                                                    \
             const size_t bo = tap / 3 * g->wp + tap % 3 + k * 16 * g->stride;                                 \
             BODY                                                                                              \
         }                                                                                                     \

@@ -26,12 +26,14 @@
  * pairs) or a multiple of 16 pairs (whole instructions): no pair is read past the paired planes. */
 bool conv3x3_amx_takes(size_t chans);
 
-/* Words of the weights packed for the tiles: planes rounded up to 16, 9 taps, the pairs of chans. */
+/* Words of the weights packed for the tiles: planes rounded up to 16 and 16 more, 9 taps, the pairs of chans. */
 size_t conv3x3_amx_weights_words(size_t planes, size_t chans);
 
-/* The weights as A tiles (conv3x3_bf16_weights's flip: false for the forward, true for the input gradient,
- * each kernel rotated), part t of T of the blocks of 16 planes: block b, tap, pair block k is a tile of 16 rows
- * (planes, zero past the last) of kq words (kq = min(pairs, 16)), rounded to bfloat16. */
+/* The weights for the A tiles (conv3x3_bf16_weights's flip: false for the forward, true for the input
+ * gradient, each kernel rotated), rounded to bfloat16, part t of T of the planes: plane by plane (zero past the
+ * last, for conv3x3_amx_weights_words's planes), each plane's 9 taps of its channel pairs. A tile of 16 planes at one tap and block
+ * of pairs is then a strided load (rows 9 pairs words apart), and the weights of planes [first, ...) begin
+ * first 9 pairs words on: any group of planes is a view of them. */
 void conv3x3_amx_pack_weights(uint32_t *dst, const float *w, size_t planes, size_t chans, bool flip, size_t t,
                               size_t T);
 
@@ -52,8 +54,8 @@ void conv3x3_amx_end(void);
 
 /* C blocks (b, v) for b < nb plane blocks and v < nv vectors (nb * nv <= 4, nb <= 2 and nv <= 2 unless wide):
  * stage[s] (16 x 16 floats, rows = planes, s = b (wide ? 4 : 2) + v) holds the block's start where
- * from_stage (else zero) and receives the block plus the product of the weights' tiles from a (block 0's;
- * block 1's follows) with the grid from src[v] (the pair planes' word of the vector's first lane, shifted by
+ * from_stage (else zero) and receives the block plus the product of the weights from a (block 0's first plane;
+ * block 1's 16 planes on) with the grid from src[v] (the pair planes' word of the vector's first lane, shifted by
  * each tap). */
 void conv3x3_amx_grid_block(const conv3x3_amx_grid *g, const uint32_t *a, const uint32_t *const *src, size_t nb,
                             size_t nv, bool wide, float *stage, bool from_stage);

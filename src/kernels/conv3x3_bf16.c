@@ -88,8 +88,7 @@ bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n) {
 }
 
 size_t conv3x3_bf16_weights_offset(const conv3x3_shape *s, bool dx, size_t first) {
-    const size_t chans = dx ? s->co : s->c;
-    return kind_of(chans) == KIND_AMX ? first / 16 * 16 * 9 * pairs(chans) : first * pairs(chans) * 9;
+    return first * pairs(dx ? s->co : s->c) * 9; /* both layouts go plane by plane */
 }
 
 /* The contiguous range [*lo, *hi) of n items that part t of T owns. */
@@ -406,7 +405,7 @@ static BF16 void amx_stage_out(const bprod *p, const float *st, size_t o0, const
 static BF16 void bprod_run_amx(const bprod *p, size_t qb0, size_t qb1, size_t t, size_t T) {
     const size_t v0 = qb0 * NV, v1 = min_size(qb1 * NV, grid_vectors(p->h, p->w));
     const bool wide = p->planes <= 16, from_stage = p->bias || p->accumulate;
-    const size_t vw = wide ? 4 : 2, npb = (p->planes + 31) / 32, block_words = 16 * 9 * p->np;
+    const size_t vw = wide ? 4 : 2, npb = (p->planes + 31) / 32, plane_words = 9 * p->np;
     const conv3x3_amx_grid g = {.np = p->np, .stride = p->stride, .wp = p->w + 1};
     float stage[CONV3X3_AMX_STAGES * 256] __attribute__((aligned(64)));
     size_t lo, hi;
@@ -424,7 +423,7 @@ static BF16 void bprod_run_amx(const bprod *p, size_t qb0, size_t qb1, size_t t,
         }
         for (size_t b = 0; b < nb && from_stage; b++)
             for (size_t j = 0; j < nv; j++) amx_stage_in(p, stage + (b * vw + j) * 256, o0 + 16 * b, &gv[j]);
-        conv3x3_amx_grid_block(&g, p->wt + o0 / 16 * block_words, src, nb, nv, wide, stage, from_stage);
+        conv3x3_amx_grid_block(&g, p->wt + o0 * plane_words, src, nb, nv, wide, stage, from_stage);
         for (size_t b = 0; b < nb; b++)
             for (size_t j = 0; j < nv; j++) amx_stage_out(p, stage + (b * vw + j) * 256, o0 + 16 * b, &gv[j]);
     }

@@ -58,8 +58,8 @@ bool conv3x3_bf16_scratch_floats(const conv3x3_shape *s, size_t *n);
 /* *n = the floats (32-bit words) of the paired weights for the forward (dx false) or the input gradient. */
 bool conv3x3_bf16_weights_floats(const conv3x3_shape *s, bool dx, size_t *n);
 
-/* The words of u (conv3x3_bf16_weights) before the weights of plane `first` (a multiple of 16): the input
- * gradient's planes taken a group at a time. */
+/* The words of u (conv3x3_bf16_weights) before the weights of plane `first`: the input gradient's planes taken
+ * a group at a time, each group's weights a view of the whole layer's. */
 size_t conv3x3_bf16_weights_offset(const conv3x3_shape *s, bool dx, size_t first);
 
 /* u = W paired for the forward (dx false: word (o, p, tap) the pair of input channels 2p, 2p + 1 of output o)

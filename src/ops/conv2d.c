@@ -902,9 +902,7 @@ static bool conv_dx_in_input_stage(const conv_ctx *k, const conv_layout *l, bool
 /* Input channels in one group of conv_dx_grouped. */
 static size_t conv_dx_group_channels(const conv_ctx *k) {
     const size_t plane = k->g.h * k->g.w * sizeof(float), n = CONV_DX_GROUP_MAX / (plane ? plane : 1);
-    /* whole blocks of 16 planes where there is room for one (conv3x3_bf16_weights_offset) */
-    const size_t g = n >= 16 ? n / 16 * 16 : n < 1 ? 1 : n;
-    return g < k->g.c ? g : k->g.c;
+    return n < 1 ? 1 : n < k->g.c ? n : k->g.c;
 }
 
 static bool conv_dx_grouped(const conv_ctx *k, const conv_layout *l) {
