@@ -28,8 +28,8 @@
  * (conv3x3_winograd_dw_pays), dW takes Winograd too, summed over the samples in the transformed domain (dU)
  * and turned into dW once per call and thread; db stays on the direct kernel.
  *
- * In a bf16 plan on a CPU with AVX512_BF16 (conv3x3_bf16_in_use), the stride-1 forward and input gradient take
- * conv3x3_bf16 instead of either: the direct kernel's padded grid with channels in bfloat16 pairs, vdpbf16ps
+ * In a bf16 plan on a CPU whose vdpbf16ps pays (conv3x3_bf16_takes), the stride-1 forward and input gradient
+ * take conv3x3_bf16 instead of either: the direct kernel's padded grid with channels in bfloat16 pairs, vdpbf16ps
  * at twice the multiply-adds of a float32 tile, which measured faster than Winograd on the workloads' shapes
  * (bench/bench_conv_bf16.c). Its weights, paired once per call, take Winograd's place (the workspace's front or
  * the kept block, which Winograd's sizes cover); a packed input is paired as it lies, with no float32 stage.
@@ -39,9 +39,13 @@
  * F(4x4)'s stay float32; at that rate it takes planes whose dU would be too large for float32's too
  * (conv3x3_winograd_dw_pays_bf16: a UNet's bottleneck). db stays on the direct kernel.
  *
+ * On a CPU with AMX tiles, conv3x3_bf16 runs its three products on them (kernels/conv3x3_amx.h) and takes the
+ * layers whose channel counts the tiles take, at least 16 on both sides (conv3x3_bf16_takes), dW included:
+ * Winograd's dW, whose bf16 products are vdpbf16ps's, is off there (conv_amx_tiles).
+ *
  * In a bf16 plan on a CPU whose bgemm pays but whose vdpbf16ps does not (AMX tiles on Intel: conv_bgemm_in_use),
- * the layers where it measured faster (conv_bgemm_pays) take the lowering with its three products through bgemm
- * instead of any of the above: Y = W cols (+ bias), cols' = W^T dY then col2im, dW += dY cols^T. bgemm rounds
+ * the wide layers the tiles do not take and where the lowering measured faster (conv_bgemm_pays) take it, its
+ * three products through bgemm, instead of any of the above: Y = W cols (+ bias), cols' = W^T dY then col2im, dW += dY cols^T. bgemm rounds
  * its operands to bfloat16 as it packs them (the weights, the columns, dY) and its bits depend neither on the
  * thread count nor on the tiling, so a sample's output and input gradient are the same whichever thread and
  * micro-batch computes them; dW and db go to per-thread partials reduced in thread order, as the lowering's.
@@ -154,7 +158,7 @@ static bool conv_bgemm_pays(const conv_ctx *k) {
 }
 
 /* bf16: whether the plan is a bf16 one. Its 3x3 stride-1 convolutions take conv3x3_bf16 where
- * conv3x3_bf16_in_use (AVX512_BF16 CPUs), everything else as a float32 plan. */
+ * conv3x3_bf16_takes them (vdpbf16ps that pays, or AMX tiles), everything else as a float32 plan. */
 static conv_ctx conv_ctx_of(const op_node *n, bool bf16) {
     const snug_shape *in = &n->in_shape[0];
     const conv2d_params *p = &n->p.conv2d;
