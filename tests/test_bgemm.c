@@ -4,7 +4,9 @@
  * here) over a spread of magnitudes; shapes cross every block edge (K odd, K = 1, K over one 512-deep block and
  * split into even blocks with an odd last one, K over the blocks the AMX path packs A for at once, rows not a
  * multiple of the 8-row tile, M above one 128-row block and above the AMX path's 256, columns not a multiple
- * of 32, N above one 512-column block); every combination of a row-major and a
+ * of 32, N above one 512-column block, K a multiple of 32 (a bfloat16 A then read by AMX tiles where it lies,
+ * but for its last rows) over one block, over several and over two of the AMX path's super-blocks); every
+ * combination of a row-major and a
  * transposed A and B, each stored with a leading dimension wider than its rows whose padding holds NaNs (a
  * read of it would show in C); the three starts (zero, C itself, a bias per column); C's own padding must stay
  * untouched. The products of bf16 values are exact in float32, so each element may differ from the reference
@@ -80,7 +82,7 @@ static void fill_bf16(float *v, size_t n, uint32_t seed) {
 static const size_t shapes[][3] = {{1, 1, 1},     {1, 1, 2},     {3, 5, 2},      {2, 3, 7},     {8, 32, 9},
                                    {9, 33, 16},   {17, 100, 5},  {16, 64, 512},  {33, 65, 513}, {7, 40, 1025},
                                    {130, 70, 300}, {40, 600, 100}, {300, 40, 33}, {128, 128, 40}, {20, 530, 700},
-                                   {40, 33, 4500}, {70, 40, 4200}};
+                                   {40, 33, 4500}, {70, 40, 4200}, {70, 40, 96},  {100, 64, 1088}, {40, 50, 4608}};
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 enum { START_ZERO, START_C, START_BIAS };

@@ -594,13 +594,33 @@ static void prefetch_next(const bgemm_job *j, size_t ic, size_t mc, size_t col, 
  * L1 while the strips stream from L2. The block's panels lie panel_step words apart from bbuf on. On the
  * AVX512_BF16 path a bgemm_rounded tile whose last block of K this is (last) is rounded as soon as it is made;
  * the portable path rounds the block after (round_block), the same bits. */
-static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
-                      size_t ic, size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last);
+/* The rows of A one tiles_amx call reads: rows [0, direct_rows) (whole 32-row blocks) read where a bfloat16 A
+ * lies, the rest from bgemm's packed tiles of them (packed from its first row on); both from the block's first
+ * pair of k. */
+typedef struct amx_rows {
+    bgemm_amx_a direct, packed;
+    size_t direct_rows;
+} amx_rows;
+
+/* bgemm's packed tiles of rows with kp stored pairs each (pack_a_rows's layout). */
+static bgemm_amx_a packed_tiles(const uint32_t *abuf, size_t kp) {
+    return (bgemm_amx_a){(const char *)abuf, 16 * sizeof *abuf, 256 * sizeof *abuf, 16 * kp * sizeof *abuf};
+}
+
+/* The view a moved by `rows` rows (a multiple of 16) and `pairs` pairs of k (a multiple of a tile's 16). */
+static bgemm_amx_a amx_at(bgemm_amx_a a, size_t rows, size_t pairs) {
+    a.p += rows / 16 * a.block_bytes + pairs / BGEMM_AMX_PAIRS * a.tile_bytes;
+    return a;
+}
+
+static void tiles_amx(const bgemm_job *j, const amx_rows *a, const uint32_t *bbuf, size_t panel_step, size_t ic,
+                      size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last);
 
 static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step, size_t ic,
                   size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
     if (j->amx) {
-        tiles_amx(j, abuf, bbuf, panel_step, ic, mc, jc, nc, kp, start, last);
+        const amx_rows a = {.packed = packed_tiles(abuf, kp)};
+        tiles_amx(j, &a, bbuf, panel_step, ic, mc, jc, nc, kp, start, last);
         return;
     }
     for (size_t jr = 0; jr < nc; jr += NR)
@@ -623,37 +643,41 @@ static void tiles(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf
 }
 
 /* tiles on AMX: 32 x 32 blocks of C (two tiles each way), every A row block against one panel at a time; kp is
- * the stored pairs (a multiple of a tile's depth), A's rows kp words apart. The pairs go AMX_CHUNK at a time,
- * all row blocks against the panel's chunk before the next chunk, so that the chunk (AMX_CHUNK x 32 pair words,
- * 32 KiB) is read from L1 by every row block after the first (A's tiles pass by it: bgemm_amx.c). Between chunks a block of C waits in cbuf, whose rows lie
- * 32 floats apart: C's own rows may lie a multiple of 4 KiB apart (a 1024-wide C), all in one set of L1, which
- * then keeps none of them. Each element's chain is the same (C's float32 value carried, as between blocks). */
-static void tiles_amx(const bgemm_job *j, const uint32_t *abuf, const uint32_t *bbuf, size_t panel_step,
-                      size_t ic, size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
+ * the stored pairs (a multiple of a tile's depth). The pairs go AMX_CHUNK at a time, all row blocks against the
+ * panel's chunk before the next chunk, so that the chunk (AMX_CHUNK x 32 pair words, 32 KiB) is read from L1 by
+ * every row block after the first (A's tiles pass by it: bgemm_amx.c). Between chunks a block of C waits in
+ * cbuf, whose rows lie 32 floats apart: C's own rows may lie a multiple of 4 KiB apart (a 1024-wide C), all in
+ * one set of L1, which then keeps none of them. Each element's chain is the same (C's float32 value carried, as
+ * between blocks). */
+static void tiles_amx(const bgemm_job *j, const amx_rows *a, const uint32_t *bbuf, size_t panel_step, size_t ic,
+                      size_t mc, size_t jc, size_t nc, size_t kp, int start, bool last) {
 #ifdef SNUG_AVX512
     _Static_assert(NR == BGEMM_AMX_COLS, "a panel is one AMX block's columns");
     const int amx_start = start == START_C ? BGEMM_AMX_C : start == START_BIAS ? BGEMM_AMX_BIAS : BGEMM_AMX_ZERO;
     _Alignas(64) float cbuf[MC_AMX * NR];
-    const size_t chunk = AMX_CHUNK;
     for (size_t jr = 0; jr < nc; jr += NR) {
         const size_t nr = min_size(NR, nc - jr);
         const uint32_t *b = bbuf + jr / NR * panel_step;
-        for (size_t q0 = 0; q0 < kp; q0 += chunk) {
-            const size_t kq = min_size(chunk, kp - q0);
+        for (size_t q0 = 0; q0 < kp; q0 += AMX_CHUNK) {
+            const size_t kq = min_size(AMX_CHUNK, kp - q0);
             const bool first = q0 == 0, final = q0 + kq == kp;
             for (size_t ir = 0; ir < mc; ir += BGEMM_AMX_ROWS) {
                 float *c = j->c + (ic + ir) * j->ldc + jc + jr, *cb = cbuf + ir * NR;
                 const size_t mr = min_size(BGEMM_AMX_ROWS, mc - ir);
-                bgemm_amx_block(kq, abuf + ir * kp + 16 * q0, kp, b + q0 * NR, first ? c : cb, first ? j->ldc : NR,
-                                final ? c : cb, final ? j->ldc : NR, mr, nr, first ? amx_start : BGEMM_AMX_C,
+                /* passed by address: a copy on the stack, read back by the call, would wait on the tile
+                 * stores to cbuf before it */
+                const bgemm_amx_a at = ir < a->direct_rows ? amx_at(a->direct, ir, q0)
+                                                           : amx_at(a->packed, ir - a->direct_rows, q0);
+                bgemm_amx_block(kq, &at, b + q0 * NR, first ? c : cb, first ? j->ldc : NR, final ? c : cb,
+                                final ? j->ldc : NR, mr, nr, first ? amx_start : BGEMM_AMX_C,
                                 j->bias ? j->bias + jc + jr : NULL);
-                if (j->round && last && q0 + kq == kp)
+                if (j->round && last && final)
                     round_tile_bf16(c, j->ldc, j->packed ? j->packed + (ic + ir) * j->ldc + jc + jr : NULL, mr, nr);
             }
         }
     }
 #else
-    (void)j, (void)abuf, (void)bbuf, (void)panel_step, (void)ic, (void)mc, (void)jc, (void)nc, (void)kp;
+    (void)j, (void)a, (void)bbuf, (void)panel_step, (void)ic, (void)mc, (void)jc, (void)nc, (void)kp;
     (void)start, (void)last;
 #endif
 }
@@ -673,7 +697,8 @@ static void round_block(const bgemm_job *j, size_t i0, size_t rows, size_t j0, s
  * in each row's tiles), and the blocks of C then run over the whole super-block (tiles_amx): C goes to and
  * from memory once per super-block instead of once per block of K, and A's tiles are packed once per product
  * where K fits one super-block (not once per block of columns). Every element's chain runs over the same tiles
- * of 16 pairs in the same order as run_part's: the blocks of K start on whole tiles, only the last is padded. */
+ * of 16 pairs in the same order as run_part's: the blocks of K start on whole tiles, only the last is padded.
+ * A bfloat16 A whose K needs no padding is not packed at all, but for a last partial block of rows. */
 static void run_part_panels_amx(const bgemm_job *j, size_t m0, size_t m1, size_t n0, size_t n1, float *work,
                                 size_t kb) {
     const size_t ma = min_size(a_rows(m1 - m0, true), MC_AMX), kbp = stored_pairs(kb, true);
@@ -683,18 +708,31 @@ static void run_part_panels_amx(const bgemm_job *j, size_t m0, size_t m1, size_t
     const size_t per_super = min_size(room / (ma * kbp), SUPER_BLOCKS) * kb; /* >= kb: room holds one block */
     uint32_t *abuf = (uint32_t *)work;
     float *stage = work + room;
+    /* A in bfloat16 whose blocks of K are whole tiles: its rows already hold the tiles' pair words (the even k
+     * first in memory: the low half), so whole row blocks are read where they lie and only a last partial
+     * block (whose tiles would read past the last row) is packed */
+    const bool direct = j->a16.p && j->K % (2 * BGEMM_AMX_PAIRS) == 0;
     bgemm_amx_begin();
     for (size_t ic = m0; ic < m1; ic += MC_AMX) {
         const size_t mc = min_size(MC_AMX, m1 - ic);
         for (size_t ps = 0; ps < j->K; ps += per_super) {
             const size_t pe = min_size(ps + per_super, j->K), ksp = stored_pairs(pe - ps, true);
+            amx_rows a = {.packed = packed_tiles(abuf, ksp)};
+            if (direct) {
+                const uint16_t *row = j->a16.p + ic * j->a16.rs + ps;
+                const size_t rb = j->a16.rs * sizeof *row;
+                a.direct = (bgemm_amx_a){(const char *)row, rb, BGEMM_AMX_PAIRS * 2 * sizeof *row, 16 * rb};
+                a.direct_rows = mc / BGEMM_AMX_ROWS * BGEMM_AMX_ROWS;
+            }
             /* every block but the last is whole tiles, so block pc's pairs start (pc - ps) / 2 into the rows */
-            for (size_t pc = ps; pc < pe; pc += kb)
-                pack_a_rows(j, abuf + (pc - ps) / 2 * 16, ksp, stage, ic, mc, pc, min_size(kb, pe - pc));
+            if (a.direct_rows < mc)
+                for (size_t pc = ps; pc < pe; pc += kb)
+                    pack_a_rows(j, abuf + (pc - ps) / 2 * 16, ksp, stage, ic + a.direct_rows, mc - a.direct_rows,
+                                pc, min_size(kb, pe - pc));
             const int start = ps > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
             for (size_t jc = n0; jc < n1; jc += NC_AMX)
-                tiles(j, abuf, j->panels + jc / NR * j->panel_words + ps / 2 * NR, j->panel_words, ic, mc, jc,
-                      min_size(NC_AMX, n1 - jc), ksp, start, pe == j->K);
+                tiles_amx(j, &a, j->panels + jc / NR * j->panel_words + ps / 2 * NR, j->panel_words, ic, mc, jc,
+                          min_size(NC_AMX, n1 - jc), ksp, start, pe == j->K);
         }
     }
     bgemm_amx_end();

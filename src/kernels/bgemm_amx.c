@@ -60,7 +60,7 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
         }                                                                                                     \
     }
 
-AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+AMX void bgemm_amx_block(size_t kp, const bgemm_amx_a *ap, const uint32_t *b, const float *cin, size_t ldcin,
                          float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
     staged st[4];
     bool whole[4] = {false, false, false, false};
@@ -68,38 +68,40 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
     C_IN(1, 0, 1)
     C_IN(2, 1, 0)
     C_IN(3, 1, 1)
-    const long sa = 64, sb = 32 * (long)sizeof *b;
-    const uint32_t *a1 = a + 16 * lda;
+    const bgemm_amx_a a = *ap;
+    const long sa = (long)a.row_bytes, sb = 32 * (long)sizeof *b;
+    const char *a0 = a.p, *a1 = mr > 16 ? a.p + a.block_bytes : a.p; /* rows past mr are never read */
+    const size_t ta = a.tile_bytes;
     if (mr > 16 && nr > 16)
-        for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_stream_loadd(4, a + q * 16, sa);
+        for (size_t q = 0, t = 0; q < kp; q += BGEMM_AMX_PAIRS, t += ta) {
+            _tile_stream_loadd(4, a0 + t, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(1, 4, 7);
-            _tile_stream_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + t, sa);
             _tile_dpbf16ps(2, 5, 6);
             _tile_dpbf16ps(3, 5, 7);
         }
     else if (nr > 16)
-        for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_stream_loadd(4, a + q * 16, sa);
+        for (size_t q = 0, t = 0; q < kp; q += BGEMM_AMX_PAIRS, t += ta) {
+            _tile_stream_loadd(4, a0 + t, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_loadd(7, b + q * 32 + 16, sb);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
         }
     else if (mr > 16)
-        for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_stream_loadd(4, a + q * 16, sa);
+        for (size_t q = 0, t = 0; q < kp; q += BGEMM_AMX_PAIRS, t += ta) {
+            _tile_stream_loadd(4, a0 + t, sa);
             _tile_loadd(6, b + q * 32, sb);
-            _tile_stream_loadd(5, a1 + q * 16, sa);
+            _tile_stream_loadd(5, a1 + t, sa);
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(2, 5, 6);
         }
     else
-        for (size_t q = 0; q < kp; q += BGEMM_AMX_PAIRS) {
-            _tile_stream_loadd(4, a + q * 16, sa);
+        for (size_t q = 0, t = 0; q < kp; q += BGEMM_AMX_PAIRS, t += ta) {
+            _tile_stream_loadd(4, a0 + t, sa);
             _tile_loadd(6, b + q * 32, sb);
             _tile_dpbf16ps(0, 4, 6);
         }
@@ -111,9 +113,9 @@ AMX void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_
 #else
 void bgemm_amx_begin(void) {}
 void bgemm_amx_end(void) {}
-void bgemm_amx_block(size_t kp, const uint32_t *a, size_t lda, const uint32_t *b, const float *cin, size_t ldcin,
+void bgemm_amx_block(size_t kp, const bgemm_amx_a *ap, const uint32_t *b, const float *cin, size_t ldcin,
                      float *c, size_t ldc, size_t mr, size_t nr, int start, const float *bias) {
-    (void)kp, (void)a, (void)lda, (void)b, (void)cin, (void)ldcin, (void)c, (void)ldc, (void)mr, (void)nr;
-    (void)start, (void)bias;
+    (void)kp, (void)ap, (void)b, (void)cin, (void)ldcin, (void)c, (void)ldc, (void)mr, (void)nr, (void)start;
+    (void)bias;
 }
 #endif
