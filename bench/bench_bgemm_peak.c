@@ -4,9 +4,10 @@
  *   packed  bgemm_panels_out from operands already in the layouts the product reads, as a linear layer whose
  *           weight is kept packed and whose input is kept in bfloat16 holds them: A in bfloat16 by rows, B as
  *           bgemm_pack_panels16's panels (packed once, outside the timing).
- * For a square 1024 and 2048 product and the mlp's two forward products (256 rows), on one thread and on two,
- * in GFLOP/s (2 M N K operations) and as a fraction of the peak of that many threads: the peak of one thread
- * given on the command line (bench_fma_peak 1's amx line) times the threads, each thread on its own core.
+ * For a square 1024 and 2048 product, the mlp's two forward products (256 rows) and a product whose operands
+ * together fit one core's 2 MiB L2 (what the tiles reach when nothing streams from beyond it), on one thread and
+ * on two, in GFLOP/s (2 M N K operations) and as a fraction of the peak of that many threads: the peak of one
+ * thread given on the command line (bench_fma_peak 1's amx line) times the threads, each thread on its own core.
  *
  * usage: bench_bgemm_peak [repeats] [amx_bf16_peak_gflops of one thread]
  *   e.g. bench_bgemm_peak 11 $(./build/bench/bench_fma_peak 1 | awk '/^amx/ {print $2}') */
@@ -27,6 +28,7 @@ static const shape shapes[] = {
     {"square 2048", 2048, 2048, 2048},
     {"mlp 784 -> 1024 forward", 256, 1024, 784},
     {"mlp 1024 -> 1024 forward", 256, 1024, 1024},
+    {"256 x 256 x 1024 (all in L2)", 256, 256, 1024},
 };
 
 static void *alloc(size_t bytes) {
