@@ -5,7 +5,8 @@
  * result spelled out. The array kernels (their AVX-512 loops where the kernels may use AVX-512, else the widest
  * VM_KERNEL clone this CPU has: test_bf16_avx2 and test_bf16_portable run those) and the parallel drivers (at
  * 1, 2 and 3 threads) must equal a scalar call compiled for the baseline bit for bit, with odd lengths and
- * unaligned starts so the vector tails run, and must write nothing outside their range. */
+ * unaligned starts so the vector tails run, and must write nothing outside their range. So must the bf16
+ * ReLU of kernels/relu_bf16.h against relu_value then bf16_round, with and without its packed copy. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +23,8 @@
 #include "kernels/avx512.h"
 #include "kernels/bf16.h"
 #include "kernels/isa.h"
+#include "kernels/relu_bf16.h"
+#include "kernels/relu_math.h"
 #include "test_util.h"
 
 #define RANDOM_LOWS 10
@@ -319,6 +322,36 @@ static void test_round_pack(void **state) {
     free(want), free(got), free(want_h), free(got_h);
 }
 
+/* relu_bf16_round_pack over every pattern (negatives, a tiny negative whose rounding alone would give -0, NaN)
+ * from an unaligned start and an odd length: y is bf16_round(relu_value(x)) and packed its bfloat16, bit for
+ * bit, with no packed copy too and in place; the guards past the end stay. */
+static void test_relu_round_pack(void **state) {
+    (void)state;
+    float *patterns = make_patterns();
+    const size_t n = PATTERNS + 333;
+    float *x = malloc((n + 2) * sizeof *x), *y = malloc((n + 2) * sizeof *y);
+    bf16 *h = malloc((n + 2) * sizeof *h);
+    assert_true(x && y && h);
+    for (size_t i = 0; i < n + 2; i++) x[i] = patterns[(i * 7) % PATTERNS];
+    free(patterns);
+    for (int variant = 0; variant < 3; variant++) { /* with the copy, without, in place */
+        float *out = variant == 2 ? y : y + 1;
+        if (variant == 2) memcpy(y, x, (n + 2) * sizeof *y);
+        y[n + 1] = from_bits(GUARD_BITS), h[n + 1] = GUARD_BF16;
+        relu_bf16_round_pack(out, variant == 1 ? NULL : h + 1, variant == 2 ? y : x + 1, n);
+        size_t fails = 0;
+        for (size_t i = 0; i < n; i++) {
+            const float want = bf16_round(relu_value(x[i + (variant == 2 ? 0 : 1)]));
+            fails += to_bits(out[i]) != to_bits(want);
+            if (variant != 1) fails += h[i + 1] != (bf16)(to_bits(want) >> 16);
+        }
+        fails += to_bits(y[n + 1]) != GUARD_BITS;
+        fails += h[n + 1] != GUARD_BF16;
+        assert_int_equal(fails, 0);
+    }
+    free(x), free(y), free(h);
+}
+
 /* unpack(pack(x)) is bf16_round(x) bit for bit; bf16_to_float is the shift; pack(unpack(h)) is h for every bf16
  * pattern except NaNs, which come back quieted (same sign and payload, quiet bit set). */
 static void test_round_trip(void **state) {
@@ -389,6 +422,7 @@ int main(void) {
         cmocka_unit_test(test_array_kernels),
         cmocka_unit_test(test_parallel_drivers),
         cmocka_unit_test(test_round_pack),
+        cmocka_unit_test(test_relu_round_pack),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_register_round),
     };

@@ -5,6 +5,7 @@
 #include "kernels/elementwise.h"
 #include "ops/op.h"
 #include "ops/round_output.h"
+#include "kernels/relu_bf16.h"
 #include "kernels/relu_math.h"
 #include "kernels/vmath.h"
 
@@ -62,7 +63,7 @@ VM_KERNEL static void relu_backward_fresh_span(float *dx,       // (n)
 static const ew_split relu_split = {.par_min = RELU_PAR_MIN, .chunk = RELU_CHUNK};
 
 static void relu_forward(const op_call *c) {
-    op_forward_unary(c, relu_split, relu_span, c->m * op_in_numel(c, 0));
+    op_forward_unary_rounding(c, relu_split, relu_span, relu_bf16_round_pack, c->m * op_in_numel(c, 0));
 }
 
 static void relu_backward(const op_call *c) {

@@ -20,13 +20,15 @@ typedef struct forward_args {
     const op_call *c;
     ew_unary_fn unary;
     ew_binary_fn binary;
+    op_round_pack_fn round_pack; /* in place of unary: writes the chunk rounded and packed */
     bool rounded; /* the kernel rounds what it writes: the chunk is only packed */
 } forward_args;
 
 static void forward_span(const void *args, size_t lo, size_t n) {
     const forward_args *a = args;
     const op_call *c = a->c;
-    if (a->unary) a->unary(c->out + lo, c->in[0] + lo, n);
+    if (a->round_pack) a->round_pack(c->out + lo, c->packed.copy ? c->packed.copy + lo : NULL, c->in[0] + lo, n);
+    else if (a->unary) a->unary(c->out + lo, c->in[0] + lo, n);
     else a->binary(c->out + lo, c->in[0] + lo, c->in[1] + lo, n);
     if (!a->rounded) op_round_output(c, lo, n);
 }
@@ -47,4 +49,14 @@ void op_forward_binary_rounding(const op_call *c, ew_split s, ew_binary_fn f, ew
         return;
     }
     ew_apply_spans(s, len, 4 * len, forward_span, &(forward_args){.c = c, .binary = f_rounding, .rounded = true});
+}
+
+void op_forward_unary_rounding(const op_call *c, ew_split s, ew_unary_fn f, op_round_pack_fn f_round_pack,
+                               size_t len) {
+    if (!c->packed.round) {
+        op_forward_unary(c, s, f, len);
+        return;
+    }
+    ew_apply_spans(s, len, 2 * len, forward_span,
+                   &(forward_args){.c = c, .round_pack = f_round_pack, .rounded = true});
 }

@@ -7,6 +7,7 @@
 #define SNUG_OPS_ROUND_OUTPUT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/elementwise.h"
 #include "ops/op.h"
@@ -27,5 +28,13 @@ void op_forward_binary(const op_call *c, ew_split s, ew_binary_fn f, size_t len)
  * and op_round_output otherwise (with a copy to write, the pass that rounds and packs together measured faster
  * than packing after a rounding loop). */
 void op_forward_binary_rounding(const op_call *c, ew_split s, ew_binary_fn f, ew_binary_fn f_rounding, size_t len);
+
+/* A unary kernel that writes y = f(x) rounded to bfloat16 and, where packed is not NULL, its bfloat16 there:
+ * the bits of f then op_round_output in one loop (kernels/relu_bf16.h). */
+typedef void (*op_round_pack_fn)(float *y, uint16_t *packed, const float *x, size_t n);
+/* op_forward_unary, where a bf16 forward rounds (packed.round), through f_round_pack instead: the chunk is
+ * written once, rounded and packed, not written by f and then read back to be rounded. */
+void op_forward_unary_rounding(const op_call *c, ew_split s, ew_unary_fn f, op_round_pack_fn f_round_pack,
+                               size_t len);
 
 #endif
