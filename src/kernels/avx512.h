@@ -31,6 +31,11 @@ static inline AVX512 __m512 avx512_bf16_round(__m512 v) {
     return _mm512_castsi512_ps(_mm512_and_si512(picked, _mm512_set1_epi32((int)0xFFFF0000u)));
 }
 
+/* The bfloat16s of 16 floats already rounded (avx512_bf16_round): their upper halves, narrowed by vpmovdw. */
+static inline AVX512 __m256i avx512_bf16_top_halves(__m512 r) {
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(r), 16));
+}
+
 /* F(R, nv, ...) for a tile's vector count nv of 1 to 3, as a constant (the tile's loops unroll on it). */
 #define AVX512_NV_OF_3(nv, F, R, ...)                                                                         \
     if ((nv) == 3) F(R, 3, __VA_ARGS__);                                                                      \

@@ -53,21 +53,19 @@ VM_KERNEL static void round_span(float *dst, const float *src, size_t n) {
  * The same bits (tests/test_bf16.c runs both, the portable ones under SNUG_TEST_ISA=avx2). A tail of fewer than
  * 16 elements takes the portable loop. */
 #ifdef SNUG_AVX512
-static inline AVX512 __m256i top_halves(__m512 r) {
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(r), 16));
-}
-
 static AVX512 size_t pack_avx512(bf16 *dst, const float *src, size_t n) {
     size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(void *)(dst + i), top_halves(avx512_bf16_round(_mm512_loadu_ps(src + i))));
+    for (; i + 16 <= n; i += 16) {
+        const __m512 r = avx512_bf16_round(_mm512_loadu_ps(src + i));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), avx512_bf16_top_halves(r));
+    }
     return i;
 }
 
 static AVX512 size_t pack_rounded_avx512(bf16 *dst, const float *src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm256_storeu_si256((__m256i *)(void *)(dst + i), top_halves(_mm512_loadu_ps(src + i)));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), avx512_bf16_top_halves(_mm512_loadu_ps(src + i)));
     return i;
 }
 
@@ -85,7 +83,7 @@ static AVX512 size_t round_pack_avx512(float *values, bf16 *packed, size_t n) {
     for (; i + 16 <= n; i += 16) {
         const __m512 r = avx512_bf16_round(_mm512_loadu_ps(values + i));
         _mm512_storeu_ps(values + i, r);
-        _mm256_storeu_si256((__m256i *)(void *)(packed + i), top_halves(r));
+        _mm256_storeu_si256((__m256i *)(void *)(packed + i), avx512_bf16_top_halves(r));
     }
     return i;
 }

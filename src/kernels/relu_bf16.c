@@ -40,8 +40,7 @@ static AVX512 size_t relu_round_pack_avx512(float *y, bf16 *packed, const float 
     for (; i + 16 <= n; i += 16) {
         const __m512 r = avx512_bf16_round(relu16(_mm512_loadu_ps(x + i)));
         _mm512_storeu_ps(y + i, r);
-        _mm256_storeu_si256((__m256i *)(void *)(packed + i),
-                            _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(r), 16)));
+        _mm256_storeu_si256((__m256i *)(void *)(packed + i), avx512_bf16_top_halves(r));
     }
     return i;
 }

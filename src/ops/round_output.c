@@ -21,7 +21,7 @@ typedef struct forward_args {
     ew_unary_fn unary;
     ew_binary_fn binary;
     op_round_pack_fn round_pack; /* in place of unary: writes the chunk rounded and packed */
-    bool rounded; /* the kernel rounds what it writes: the chunk is only packed */
+    bool rounded; /* the kernel writes the chunk rounded, and packed where there is a copy: nothing is left */
 } forward_args;
 
 static void forward_span(const void *args, size_t lo, size_t n) {
