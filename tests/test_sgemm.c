@@ -8,7 +8,8 @@
  * ran); and the workspace bound, by handing sgemm exactly sgemm_workspace_floats surrounded by guard values.
  * sgemm_rounded (a bf16 layer's output rounded block by block) gives the bits of sgemm followed by
  * bf16_round_pack on every shape, K = 0 and 1 to 3 threads, with and without the packed copy; sgemm_a16 (A
- * read from bfloat16) the bits of sgemm and sgemm_rounded over the widened A, within the same workspace. */
+ * read from bfloat16) the bits of sgemm and sgemm_rounded over the widened A, and sgemm_b16 (B read from
+ * bfloat16) those of sgemm over the widened B, within the same workspace. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -206,6 +207,51 @@ static void test_a16_as_sgemm_on_widened(void **state) {
     }
 }
 
+/* sgemm_b16 on p's row-major B rounded to bfloat16, its rows ldb > N apart and its buffer ending at its last
+ * value (an overread is ASan's to catch), against sgemm on the widened floats, with the workspace exactly as
+ * large as sgemm_workspace_floats between guards. */
+static void expect_b16(problem *p, bool accumulate, int threads) {
+    const size_t ldb = p->N + 5, nb = p->K ? (p->K - 1) * ldb + p->N : 1, n = p->M * p->ldc;
+    bf16 *b16 = malloc(nb * sizeof *b16);
+    assert_non_null(b16);
+    for (size_t k = 0; k < p->K; k++) {
+        bf16_pack(b16 + k * ldb, p->b + k * p->N, p->N);
+        bf16_unpack(p->b + k * p->N, b16 + k * ldb, p->N); /* the problem's B now holds the widened values */
+    }
+    float *want = copy_c(p), *c = copy_c(p);
+    const size_t wn = sgemm_workspace_floats(p->M, p->N, p->K, threads);
+    float *work = malloc((wn + 2 * GUARD) * sizeof *work);
+    assert_non_null(work);
+    for (size_t i = 0; i < wn + 2 * GUARD; i++) work[i] = GUARD_VALUE;
+    omp_set_num_threads(threads);
+    sgemm(p->M, p->N, p->K, mat_a(p), mat_b(p), want, p->ldc, NULL, accumulate, work + GUARD, threads);
+    sgemm_b16(p->M, p->N, p->K, mat_a(p), b16, ldb, c, p->ldc, accumulate, work + GUARD, threads);
+    for (size_t i = 0; i < GUARD; i++) {
+        assert_true(work[i] == GUARD_VALUE);
+        assert_true(work[GUARD + wn + i] == GUARD_VALUE);
+    }
+    assert_memory_equal(c, want, n * sizeof *c);
+    free(work), free(c), free(want), free(b16);
+}
+
+/* A linear layer's weight gradient dy^T x with x kept only packed: A transposed (dy^T) or row-major, B by rows;
+ * inner dimensions of 1 to 4 (the unpacked small-K rows) and up, columns not a multiple of 16 or 32. */
+static void test_b16_as_sgemm_on_widened(void **state) {
+    (void)state;
+    SKIP_UNLESS(sgemm_enabled(), "AVX-512 (snug's own product)");
+    static const size_t more[][3] = {{1024, 1024, 256}, {10, 1024, 256}, {128, 3136, 16}, {20, 30, 0},
+                                     {50, 70, 3},       {64, 1000, 4},   {100, 47, 6}};
+    for (size_t s = 0; s < N_SHAPES + 7; s++) {
+        const size_t *d = s < N_SHAPES ? shapes[s] : more[s - N_SHAPES];
+        problem p = make(d[0], d[1], d[2], s % 2 == 0, false);
+        for (int threads = 1; threads <= 3; threads++) {
+            expect_b16(&p, false, threads);
+            expect_b16(&p, true, threads);
+        }
+        drop(&p);
+    }
+}
+
 /* 1, 2 and 3 threads: the same bits, for products split by columns and by rows (the last: rows because each
  * thread gets 256 or more, though A is the smaller operand). */
 static void test_same_bits_any_thread_count(void **state) {
@@ -283,6 +329,7 @@ int main(void) {
         cmocka_unit_test(test_same_bits_as_gemm_direct),
         cmocka_unit_test(test_rounded_as_sgemm_then_rounding),
         cmocka_unit_test(test_a16_as_sgemm_on_widened),
+        cmocka_unit_test(test_b16_as_sgemm_on_widened),
         cmocka_unit_test(test_empty_inner_dimension),
         cmocka_unit_test(test_workspace_monotone),
     };

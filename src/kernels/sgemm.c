@@ -233,6 +233,7 @@ typedef struct sgemm_job {
     bool round;        /* sgemm_rounded: each block of C rounded once final, its bfloat16 into packed */
     uint16_t *packed;  /* NULL: rounded in place only */
     const uint16_t *a16; /* sgemm_a16: A in bfloat16, rows a.rs apart (a.p unused) */
+    const uint16_t *b16; /* sgemm_b16: B in bfloat16, rows b.rs apart (b.p unused) */
 } sgemm_job;
 
 /* pack_a for sgemm_a16's bfloat16 A: 16 rows at a time widened into a stage on the stack (exact), then turned
@@ -250,6 +251,29 @@ static AVX512 void pack_a16(float *dst, const uint16_t *a, size_t lda, size_t i0
 static AVX512 void pack_a_of(const sgemm_job *j, float *dst, size_t i0, size_t rows, size_t p0, size_t kc) {
     if (j->a16) pack_a16(dst, j->a16, j->a.rs, i0, rows, p0, kc);
     else pack_a(dst, j->a, i0, rows, p0, kc);
+}
+
+/* pack_b for sgemm_b16's bfloat16 B stored by rows: each row's 32 values widened (exact: a bfloat16 is the top
+ * half of its float32) as they are stored, so the panel holds the floats pack_b stores from the widened B. */
+static AVX512 void pack_b16(float *dst, const uint16_t *b, size_t ldb, size_t j0, size_t cols, size_t p0, size_t kc) {
+    for (size_t p = 0; p < kc; p++) {
+        const uint16_t *src = b + (p0 + p) * ldb + j0;
+        if (cols < NR) { /* a last, narrow panel: zeros past its columns, as pack_b's */
+            for (size_t c = 0; c < NR; c++) dst[p * NR + c] = c < cols ? bf16_to_float(src[c]) : 0.0f;
+            continue;
+        }
+        const __m512i v = _mm512_loadu_si512(src);
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v));
+        const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1));
+        _mm512_storeu_ps(dst + p * NR, _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)));
+        _mm512_storeu_ps(dst + p * NR + 16, _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)));
+    }
+}
+
+/* The job's B panel (pack_b's arguments) from its floats or its bfloat16 values. */
+static AVX512 void pack_b_of(const sgemm_job *j, float *dst, size_t j0, size_t cols, size_t p0, size_t kc) {
+    if (j->b16) pack_b16(dst, j->b16, j->b.rs, j0, cols, p0, kc);
+    else pack_b(dst, j->b, j0, cols, p0, kc);
 }
 
 /* A(i, k) of the job as a float. */
@@ -289,7 +313,7 @@ static AVX512 void run_part(const sgemm_job *j, size_t m0, size_t m1, size_t n0,
         for (size_t pc = 0; pc < j->K; pc += kb) {
             const size_t kc = min_size(kb, j->K - pc);
             const int start = pc > 0 || j->accumulate ? START_C : j->bias ? START_BIAS : START_ZERO;
-            for (size_t jr = 0; jr < nc; jr += NR) pack_b(bbuf + jr * kc, j->b, jc + jr, min_size(NR, nc - jr), pc, kc);
+            for (size_t jr = 0; jr < nc; jr += NR) pack_b_of(j, bbuf + jr * kc, jc + jr, min_size(NR, nc - jr), pc, kc);
             for (size_t ic = m0; ic < m1; ic += MC) {
                 const size_t mc = min_size(MC, m1 - ic);
                 pack_a_of(j, abuf, ic, mc, pc, kc);
@@ -317,7 +341,7 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
         if (by_cols)
             pack_a_of(j, whole + pc * mp, 0, M, pc, kc);
         else
-            for (size_t jr = 0; jr < N; jr += NR) pack_b(whole + pc * np + jr * kc, j->b, jr, min_size(NR, N - jr), pc, kc);
+            for (size_t jr = 0; jr < N; jr += NR) pack_b_of(j, whole + pc * np + jr * kc, jr, min_size(NR, N - jr), pc, kc);
     }
     for (size_t mine = 0;; mine++) {
         if (__atomic_fetch_add(claimed, 1, __ATOMIC_RELAXED) >= units) break;
@@ -334,8 +358,8 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
             prefetch_rows pf = {0};
             if (by_cols) {
                 const size_t jr = u * NR, nr = min_size(NR, N - jr);
-                if (fetch) pf = prefetch_b(j->b, nu * NR, min_size(NR, N - nu * NR), npc, nkc);
-                pack_b(panel, j->b, jr, nr, pc, kc);
+                if (fetch && !j->b16) pf = prefetch_b(j->b, nu * NR, min_size(NR, N - nu * NR), npc, nkc);
+                pack_b_of(j, panel, jr, nr, pc, kc);
                 for (size_t ir = 0; ir < M; ir += MR)
                     tile_start(kc, whole + pc * mp + ir * kc, panel, j->c + ir * j->ldc + jr, j->ldc,
                                min_size(MR, M - ir), nr, start, j->bias ? j->bias + jr : NULL, &pf,
@@ -355,6 +379,19 @@ static AVX512 void run_claimed(const sgemm_job *j, size_t M, size_t N, bool by_c
     }
 }
 
+/* Columns [c0, c0 + 16) of row k of a row-major B (those under m), widened where it is bfloat16. */
+static inline __attribute__((always_inline)) AVX512 __m512 b_row16(const sgemm_job *j, size_t k, size_t c0, __mmask16 m) {
+    if (!j->b16) return _mm512_maskz_loadu_ps(m, j->b.p + k * j->b.rs + c0);
+    const uint16_t *src = j->b16 + k * j->b.rs + c0;
+    if (m != (__mmask16)0xFFFF) { /* the row's last, partial 16: read no value past its end */
+        float w[16];
+        for (int c = 0; c < 16; c++) w[c] = m >> c & 1 ? bf16_to_float(src[c]) : 0.0f;
+        return _mm512_loadu_ps(w);
+    }
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)src));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+}
+
 /* Rows [i0, i1) of C for an inner dimension of at most SGEMM_SMALL_K with a row-major B (the weight update of a
  * micro-batch of one to three samples): no packing, each row of C streamed once, its chain over k in order as
  * in the tile, so the bits are the tile's. */
@@ -367,8 +404,7 @@ static AVX512 void small_k_rows(const sgemm_job *j, size_t N, size_t i0, size_t 
                          : j->bias     ? _mm512_maskz_loadu_ps(m, j->bias + c0)
                                        : _mm512_setzero_ps();
             for (size_t k = 0; k < j->K; k++)
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(a_value(j, i, k)),
-                                      _mm512_maskz_loadu_ps(m, j->b.p + k * j->b.rs + c0), acc);
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(a_value(j, i, k)), b_row16(j, k, c0, m), acc);
             _mm512_mask_storeu_ps(ci + c0, m, acc);
         }
         finish_block(j, i, 1, 0, N);
@@ -460,6 +496,13 @@ void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgem
     run(&j, M, N, work, threads);
 }
 
+void sgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, const uint16_t *b, size_t ldb, float *c, size_t ldc,
+               bool accumulate, float *work, int threads) {
+    const sgemm_job j = {.K = K, .a = a, .b = {.p = NULL, .rs = ldb, .cs = 1}, .c = c, .ldc = ldc,
+                         .accumulate = accumulate, .b16 = b};
+    run(&j, M, N, work, threads);
+}
+
 #else
 
 void sgemm(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float *c, size_t ldc, const float *col_bias,
@@ -480,6 +523,13 @@ void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgem
                const float *col_bias, bool round, uint16_t *packed, float *work, int threads) {
     (void)M, (void)N, (void)K, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)col_bias, (void)round;
     (void)packed, (void)work, (void)threads;
+    abort();
+}
+
+void sgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, const uint16_t *b, size_t ldb, float *c, size_t ldc,
+               bool accumulate, float *work, int threads) {
+    (void)M, (void)N, (void)K, (void)a, (void)b, (void)ldb, (void)c, (void)ldc, (void)accumulate, (void)work;
+    (void)threads;
     abort();
 }
 

@@ -64,4 +64,10 @@ void sgemm_rounded(size_t M, size_t N, size_t K, sgemm_mat a, sgemm_mat b, float
 void sgemm_a16(size_t M, size_t N, size_t K, const uint16_t *a, size_t lda, sgemm_mat b, float *c, size_t ldc,
                const float *col_bias, bool round, uint16_t *packed, float *work, int threads);
 
+/* sgemm whose B (K, N) is stored row-major in bfloat16, rows ldb apart (a bf16 layer's input kept only packed,
+ * read by its weight gradient dy^T x): widened as its panels are packed, exactly, so the bits of sgemm over the
+ * widened floats, with no float32 copy of B. No bias; the same workspace as sgemm. */
+void sgemm_b16(size_t M, size_t N, size_t K, sgemm_mat a, const uint16_t *b, size_t ldb, float *c, size_t ldc,
+               bool accumulate, float *work, int threads);
+
 #endif

@@ -37,8 +37,9 @@ enum {
     OP_READS_INDICES = 1u << 10,/* in[0] holds indices, not values (an embedding's tokens): never rounded to
                                    bfloat16 */
     OP_READS_PACKED = 1u << 11, /* backward can take in[0] from its bfloat16 copy (op_call.in_packed): sample
-                                   by sample into the stage regen_stage_bytes sizes (conv2d), or a span at a
-                                   time as it reads it where the op has no regen_stage_bytes (GELU) */
+                                   by sample into the stage regen_stage_bytes sizes (conv2d), a span at a
+                                   time as it reads it where the op has no regen_stage_bytes (GELU), or inside
+                                   its products (a linear layer: op_product_sizes.reads_packed) */
     OP_GRAD_IN_PLACE = 1u << 12,/* backward can write din[0] over dout: element i of din[0] depends on element
                                    i of dout and of the kept values only, written whole (op_call.din_fresh).
                                    The planner gives in[0]'s gradient dout's memory where dout dies at this
@@ -63,7 +64,7 @@ enum {
                                    parameters' gradients in a window, it writes them whole over the last
                                    window's values, so the update leaves them unzeroed */
     OP_READS_OUTPUT_PACKED = 1u << 19, /* backward can take its kept output (OP_KEEPS_OUTPUT) from its bfloat16
-                                   copy (op_call.out_packed) as it reads it: the mask of a folded ReLU, whose
+                                   copy (op_call.out_packed) as it reads it: the mask of a ReLU, whose
                                    sign the copy holds exactly; then out is NULL and no float32 instance of
                                    it is unpacked for backward */
 };
@@ -168,6 +169,10 @@ typedef struct op_product_sizes {
     size_t (*pending_bytes)(const op_node *n, size_t m, op_product product);
     size_t (*regen_stage_bytes)(const op_node *n, size_t m, int threads, op_product product);
     size_t (*kept_bytes)(const op_node *n, size_t m, op_product product); /* bgemm's: the weights in bf16 */
+    /* With OP_READS_PACKED: whether under this product backward reads its input from the packed copy
+     * (op_call.in_packed) inside its products, with no stage at all (a linear layer's weight gradient through
+     * snug's products, which widen the bfloat16 as they pack it). NULL: never. */
+    bool (*reads_packed)(const op_node *n, op_product product);
 } op_product_sizes;
 
 typedef struct op_desc {

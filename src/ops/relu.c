@@ -2,6 +2,7 @@
  * freed after forward and an in-place relu stays correct. NaN passes through, as in PyTorch. */
 #include <stdio.h>
 
+#include "kernels/bf16.h"
 #include "kernels/elementwise.h"
 #include "ops/op.h"
 #include "ops/round_output.h"
@@ -60,6 +61,20 @@ VM_KERNEL static void relu_backward_fresh_span(float *dx,       // (n)
     for (size_t i = 0; i < n; i++) dx[i] = 0.0f + relu_grad(y[i], dy[i]);
 }
 
+/* The same two with y read from the packed copy a bf16 plan keeps of it (op_call.out_packed), widened in the
+ * loop: exact (the output was rounded to bfloat16 as it was made), so the same mask and the same bits, and no
+ * float32 instance of y is unpacked for backward. */
+VM_KERNEL static void relu_backward_span_packed(float *restrict dx, const uint16_t *restrict y,
+                                                const float *restrict dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = dx[i] + relu_grad(bf16_to_float(y[i]), dy[i]);
+}
+
+VM_KERNEL static void relu_backward_fresh_span_packed(float *dx, const uint16_t *y, const float *dy, size_t n) {
+    #pragma omp simd
+    for (size_t i = 0; i < n; i++) dx[i] = 0.0f + relu_grad(bf16_to_float(y[i]), dy[i]);
+}
+
 static const ew_split relu_split = {.par_min = RELU_PAR_MIN, .chunk = RELU_CHUNK};
 
 static void relu_forward(const op_call *c) {
@@ -67,9 +82,14 @@ static void relu_forward(const op_call *c) {
 }
 
 static void relu_backward(const op_call *c) {
-    if (c->din[0])
-        ew_apply_binary(relu_split, c->din_fresh & 1u ? relu_backward_fresh_span : relu_backward_span, c->din[0],
-                        c->out, c->dout, c->m * op_out_numel(c));
+    if (!c->din[0]) return;
+    const bool fresh = c->din_fresh & 1u;
+    const size_t len = c->m * op_out_numel(c);
+    if (c->out_packed)
+        ew_apply_binary_packed(relu_split, fresh ? relu_backward_fresh_span_packed : relu_backward_span_packed,
+                               c->din[0], c->out_packed, c->dout, len);
+    else ew_apply_binary(relu_split, fresh ? relu_backward_fresh_span : relu_backward_span, c->din[0], c->out, c->dout,
+                         len);
 }
 
 static double relu_flops(const op_node *n) {
@@ -101,7 +121,7 @@ const op_desc op_relu_pooled = {RELU_VIEW, .fold.hides_values = true};
 
 const op_desc op_relu = {
     .kind = "relu",
-    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT,
+    .flags = OP_KEEPS_OUTPUT | OP_ELEMENTWISE | OP_WRITES_FRESH | OP_ROUNDS_OUTPUT | OP_READS_OUTPUT_PACKED,
     .infer = relu_infer,
     .forward = relu_forward,
     .backward = relu_backward,

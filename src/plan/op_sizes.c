@@ -39,6 +39,16 @@ size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int t
                           : op->regen_stage_bytes(n, m, threads);
 }
 
+bool plan_op_reads_packed_unstaged(const graph_node *n, const plan_variant *v) {
+    const op_product_sizes *sizes = n->op->by_product;
+    return v->bf16 && sizes && sizes->reads_packed && sizes->reads_packed(n, v->product);
+}
+
+bool plan_input_staged(const graph_node *n, const plan *p, int i) {
+    return plan_op_has_stage(n) &&
+           (p->regen[i] || (p->packed_in[i] && !plan_op_reads_packed_unstaged(n, &p->variant)));
+}
+
 size_t plan_op_input_stage(const graph_node *n, const plan_variant *v, size_t m, int threads, bool regenerated) {
     const op_desc *op = n->op;
     if (!regenerated && v->bf16 && !op->by_product && op->bf16_packed_stage_bytes && plan_op_has_stage(n))

@@ -103,5 +103,5 @@ bool plan_node_packs_grads(const snug_graph *g, const plan *p, int i) {
 size_t plan_node_grad_stage(const snug_graph *g, const plan *p, int i) {
     const graph_node *n = &g->nodes[i];
     if (!plan_node_packs_grads(g, p, i) || !n->op->grad_stage_bytes) return 0;
-    return n->op->grad_stage_bytes(n, p->m, p->threads, (p->regen[i] || p->packed_in[i]) && plan_op_has_stage(n));
+    return n->op->grad_stage_bytes(n, p->m, p->threads, plan_input_staged(n, p, i));
 }

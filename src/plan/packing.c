@@ -8,9 +8,9 @@
  * value before it is packed; it costs the packed copy of the few outputs live during forward.
  *
  * A convolution's backward takes its input sample by sample from the packed copy (plan.packed_in), unpacked
- * into a stage of one sample, and a GELU's backward a span at a time as it reads it; an add with its ReLU
- * folded in reads its kept output's packed copy for the mask (plan.packed_out); an instance no step reads is
- * then dropped. Where packing lowers nothing (the peak
+ * into a stage of one sample, a GELU's backward a span at a time as it reads it, and a linear layer's on snug's
+ * products inside its weight gradient's product (no stage); a ReLU, and an add with its ReLU folded in, read
+ * their kept output's packed copy for the mask (plan.packed_out); an instance no step reads is then dropped. Where packing lowers nothing (the peak
  * is made of float32 gradients), plan_build keeps the plan without it: the same bits.
  *
  * A concatenation, a GroupNorm and a GELU read their inputs from packed copies and, where their readers read
@@ -56,8 +56,8 @@ static bool read_only_packed(const snug_graph *g, const plan *p, snug_tensor t) 
     for (int i = 0; i < g->n_nodes; i++)
         for (int j = 0; j < g->nodes[i].n_inputs; j++) {
             if (graph_base_tensor(g, g->nodes[i].inputs[j]) != t || (g->nodes[i].op->flags & OP_IS_VIEW)) continue;
-            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || !(p->packed_in[i] || p->regen[i]) ||
-                p->seg.recompute[i])
+            if (j != 0 || !(g->nodes[i].op->flags & OP_FORWARD_READS_PACKED) || p->seg.recompute[i] ||
+                !(p->regen[i] || (p->packed_in[i] && !plan_op_reads_packed_unstaged(&g->nodes[i], &p->variant))))
                 return false;
             any = true;
         }
@@ -173,9 +173,10 @@ bool plan_packed_inputs(const snug_graph *g, plan *p) {
                                (OP_KEEPS_OUTPUT | OP_READS_OUTPUT_PACKED) &&
                            !p->seg.recompute[i] && graph_base_tensor(g, n->output) != logits;
         /* a staged reader (conv2d) reads packed only where it has a stage for the size; one without reads
-         * its packed input as it goes (GELU) */
+         * its packed input as it goes (GELU), or in its products (a linear layer) */
         if (!(n->op->flags & OP_READS_PACKED) || n->n_inputs < 1 || p->regen[i] ||
-            (plan_op_has_stage(n) && plan_op_stage(n, &p->variant, 1, 1) == 0))
+            (plan_op_has_stage(n) && plan_op_stage(n, &p->variant, 1, 1) == 0 &&
+             !plan_op_reads_packed_unstaged(n, &p->variant)))
             continue;
         const snug_tensor t = graph_base_tensor(g, n->inputs[0]);
         const int producer = g->tensors[t].producer;

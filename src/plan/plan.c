@@ -73,7 +73,7 @@ static size_t node_workspace_and_stages(const snug_graph *g, const plan *p, int 
     const graph_node *n = &g->nodes[i];
     size_t w = plan_op_workspace(n, &p->variant, p->m, p->threads);
     /* a regenerated (or unpacked) input's stages come after the op's own workspace */
-    if ((p->regen[i] || p->packed_in[i] || p->fwd_packed[i]) && plan_op_has_stage(n) && w != (size_t)-1 &&
+    if ((plan_input_staged(n, p, i) || (p->fwd_packed[i] && plan_op_has_stage(n))) && w != (size_t)-1 &&
         !size_add(w, plan_op_input_stage(n, &p->variant, p->m, p->threads, p->regen[i]), &w))
         w = (size_t)-1;
     return w;

@@ -94,8 +94,9 @@ typedef struct plan {
                                          copy (ACT_PACKED), written as its producer's forward ends, and the
                                          float32 instance unpacked from it that every step after forward
                                          reads; -1 if none */
-    bool *packed_in;                  /* bf16, per node: its backward reads its input sample by sample from the
-                                         packed copy (OP_READS_PACKED) instead of an unpacked instance */
+    bool *packed_in;                  /* bf16, per node: its backward reads its input from the packed copy
+                                         (OP_READS_PACKED: sample by sample, span by span or inside its
+                                         products) instead of an unpacked instance */
     bool *packed_out;                 /* bf16, per node: its backward reads its kept output from the packed copy
                                          (OP_READS_OUTPUT_PACKED) instead of an unpacked instance */
     bool *fwd_packed;                 /* bf16, per node: its forward reads the inputs that have a packed copy from
@@ -315,6 +316,12 @@ size_t plan_op_stage(const graph_node *n, const plan_variant *v, size_t m, int t
 size_t plan_op_input_stage(const graph_node *n, const plan_variant *v, size_t m, int threads, bool regenerated);
 /* Whether the op sizes a stage for an input read sample by sample at all. */
 bool plan_op_has_stage(const graph_node *n);
+/* Whether a bf16 plan of variant v would have the op's backward read its input packed inside its products, with
+ * no stage (op_product_sizes.reads_packed). */
+bool plan_op_reads_packed_unstaged(const graph_node *n, const plan_variant *v);
+/* Whether node i (n) of plan p takes its input in backward through a stage: regenerated into it, or unpacked
+ * into it from the packed copy (not where its products read the copy as it lies). */
+bool plan_input_staged(const graph_node *n, const plan *p, int i);
 struct snug_plan;
 /* The plan's peak (plan/inventory.c): the most bytes in use at one step of its schedule, every category, as
  * snug_plan_step counts them, and the first step that holds it. */
