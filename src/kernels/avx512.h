@@ -31,6 +31,11 @@ static inline AVX512 __m512 avx512_bf16_round(__m512 v) {
     return _mm512_castsi512_ps(_mm512_and_si512(picked, _mm512_set1_epi32((int)0xFFFF0000u)));
 }
 
+/* The floats of 16 bfloat16s (exact: a bfloat16 is the upper half of its float32). */
+static inline AVX512 __m512 avx512_bf16_widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /* The bfloat16s of 16 floats already rounded (avx512_bf16_round): their upper halves, narrowed by vpmovdw. */
 static inline AVX512 __m256i avx512_bf16_top_halves(__m512 r) {
     return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(r), 16));

@@ -73,7 +73,7 @@ static AVX512 size_t unpack_avx512(float *dst, const bf16 *src, size_t n) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
-        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        _mm512_storeu_ps(dst + i, avx512_bf16_widen(h));
     }
     return i;
 }

@@ -263,10 +263,8 @@ static AVX512 void pack_b16(float *dst, const uint16_t *b, size_t ldb, size_t j0
             continue;
         }
         const __m512i v = _mm512_loadu_si512(src);
-        const __m512i lo = _mm512_cvtepu16_epi32(_mm512_castsi512_si256(v));
-        const __m512i hi = _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(v, 1));
-        _mm512_storeu_ps(dst + p * NR, _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)));
-        _mm512_storeu_ps(dst + p * NR + 16, _mm512_castsi512_ps(_mm512_slli_epi32(hi, 16)));
+        _mm512_storeu_ps(dst + p * NR, avx512_bf16_widen(_mm512_castsi512_si256(v)));
+        _mm512_storeu_ps(dst + p * NR + 16, avx512_bf16_widen(_mm512_extracti64x4_epi64(v, 1)));
     }
 }
 
@@ -388,8 +386,7 @@ static inline __attribute__((always_inline)) AVX512 __m512 b_row16(const sgemm_j
         for (int c = 0; c < 16; c++) w[c] = m >> c & 1 ? bf16_to_float(src[c]) : 0.0f;
         return _mm512_loadu_ps(w);
     }
-    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)src));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    return avx512_bf16_widen(_mm256_loadu_si256((const __m256i *)(const void *)src));
 }
 
 /* Rows [i0, i1) of C for an inner dimension of at most SGEMM_SMALL_K with a row-major B (the weight update of a

@@ -719,9 +719,9 @@ static void dw_regenerated(const op_call *c, size_t rows, size_t fi, size_t fo) 
  * In a bf16 plan on snug's products, backward reads x from its packed copy (op_call.in_packed, OP_READS_PACKED)
  * where the plan keeps no float32 instance of it (a ReLU's output before the next layer): dW += dy^T x through
  * sgemm_b16 or bgemm_b16, which widen (or take as they are) the bfloat16 values as they pack B. The values are
- * exactly the float32 instance's, and sgemm's chains are gemm_direct's, so the bits of the unpacked call
- * whichever path that call's rows took; only din's product (which never reads x) and the pending rows (widened
- * as they are copied) are unchanged. No stage, no pass over x. */
+ * exactly the float32 instance's, and sgemm's chains are gemm_direct's, so the bits are the unpacked call's
+ * whichever path its rows took (din's product never reads x; pending rows are widened as they are copied). No
+ * stage, no pass over x. */
 static bool linear_reads_packed(const op_node *n, op_product product) {
     (void)n;
     return product != OP_PRODUCT_BLAS;
