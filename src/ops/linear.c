@@ -729,7 +729,7 @@ static bool linear_reads_packed(const op_node *n, op_product product) {
 
 static void dw_packed(const op_call *c, size_t rows, size_t fi, size_t fo) {
     const bool fresh = c->dw_fresh & 1u;
-    if (c->product == OP_PRODUCT_BGEMM)
+    if (takes_bgemm(c)) /* as the unpacked product and the regenerated input's */
         bgemm_b16(fo, fi, rows, transposed(c->dout, fo), (bgemm_mat16){.p = c->in_packed, .rs = fi, .cs = 1},
                   c->dw[0], fi, NULL, !fresh, c->work, c->threads);
     else sgemm_b16(fo, fi, rows, transposed(c->dout, fo), c->in_packed, fi, c->dw[0], fi, !fresh, c->work, c->threads);
