@@ -10,7 +10,7 @@
  * thread given on the command line (bench_fma_peak 1's amx line) times the threads, each thread on its own core.
  *
  * usage: bench_bgemm_peak [repeats] [amx_bf16_peak_gflops of one thread]
- *   e.g. bench_bgemm_peak 11 $(./build/bench/bench_fma_peak 1 | awk '/^amx/ {print $2}') */
+ *   e.g. bench_bgemm_peak 11 $(./build/bench/bench_fma_peak 1 | awk '/^amx_bf16_peak/ {print $2}') */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -7,13 +7,17 @@
  *   bench_fma_peak [threads]   prints "fma_peak_gflops N threads T width W" (the best of 40 short batches)
  *                              and, where the CPU has AVX512_BF16, "bf16_peak_gflops N threads T width 32"
  *                              and, where it has AMX (granted by the OS), "amx_bf16_peak_gflops N threads T"
+ *                              then "amx_bf16_loop_gflops N threads T"
  *
  * The bf16 line is the same probe with vdpbf16ps (16 chains): each instruction multiplies 32 pairs of bfloat16
  * and adds them into 16 float32 lanes, counted as 64 floating-point operations (a multiply and an add per
  * product, as an FMA lane counts two), so the two lines compare directly: their ratio is the most that
  * bfloat16 products (bgemm) can gain over float32 ones (sgemm) on this core. The AMX line is the same probe
  * with tdpbf16ps on four accumulator tiles (a 32 x 32 block of C, as bgemm's AMX tile holds it), each
- * instruction 16 x 16 x 32 products counted as 16384 operations: the most bgemm's AMX path can reach.
+ * instruction 16 x 16 x 32 products counted as 16384 operations: the most bgemm's AMX path can reach. The AMX
+ * loop line runs those four products with the four tile loads each round of bgemm's tile loop makes, from
+ * operands in L1: what a product that reads its operands can reach at best on this core (tile loads cost the
+ * tile unit time of their own, so this is below the register peak).
  *
  * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
  * On an AMD EPYC of family 25 (2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s with 2 threads,
@@ -102,7 +106,9 @@ __attribute__((target("avx2,fma"))) static float chains_avx2(long iters) {
 /* tdpbf16ps probe: iters / AMX_SCALE rounds of four independent tile products (C tiles 0-3, A tiles 4-5, B
  * tiles 6-7, every tile 16 rows of 64 bytes); the operands are the small words of chains_bf16. */
 #define AMX_SCALE 8
-__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters) {
+
+/* Tiles 0-7 all 16 rows of 64 bytes, on the calling thread. */
+__attribute__((target("amx-tile,amx-bf16"))) static void load_square_tiles(void) {
     struct {
         uint8_t palette, start_row, reserved[14];
         uint16_t colsb[16];
@@ -112,12 +118,28 @@ __attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters)
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     __asm__ volatile("ldtilecfg %0" ::"m"(cfg)); /* the whole configuration as the operand (see bgemm_amx.c) */
-    static uint32_t ones[256], small[256];
-    for (int i = 0; i < 256; i++) ones[i] = 0x3F803F80u, small[i] = 0x34003400u;
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static void zero_c_tiles(void) {
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
+}
+
+/* C's first element (what the probes return, so that their products are kept) and the tile state released. */
+__attribute__((target("amx-tile,amx-bf16"))) static float release_tiles(void) {
+    float out[256];
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters) {
+    load_square_tiles();
+    static uint32_t ones[256], small[256];
+    for (int i = 0; i < 256; i++) ones[i] = 0x3F803F80u, small[i] = 0x34003400u;
+    zero_c_tiles();
     _tile_loadd(4, ones, 64);
     _tile_loadd(5, ones, 64);
     _tile_loadd(6, small, 64);
@@ -128,10 +150,35 @@ __attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters)
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
-    float out[256];
-    _tile_stored(0, out, 64);
-    _tile_release();
-    return out[0];
+    return release_tiles();
+}
+
+/* The same four products a round, each round loading the tiles a product's step loads (bgemm_amx.c's block: two
+ * A tiles with the streaming hint, the B panel's two halves), from operands that stay in L1: A 16 KiB (eight
+ * steps of two 16-row tiles), B 16 KiB (eight steps of a 32-column panel). What the tile loop of a product
+ * that loads its operands can reach when no byte comes from beyond L1, against chains_amx's register peak. */
+#define LOOP_STEPS 8
+__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_loads(long iters) {
+    load_square_tiles();
+    static _Alignas(64) uint32_t a[LOOP_STEPS][2][256], b[LOOP_STEPS][16][32];
+    for (int q = 0; q < LOOP_STEPS; q++) {
+        for (int i = 0; i < 256; i++) a[q][0][i] = a[q][1][i] = 0x3F803F80u;
+        for (int r = 0; r < 16; r++)
+            for (int j = 0; j < 32; j++) b[q][r][j] = 0x34003400u;
+    }
+    zero_c_tiles();
+    for (long it = 0; it < iters / AMX_SCALE; it++) {
+        const int q = (int)(it % LOOP_STEPS);
+        _tile_stream_loadd(4, a[q][0], 64);
+        _tile_loadd(6, b[q][0], 128);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b[q][0] + 16, 128);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_stream_loadd(5, a[q][1], 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    return release_tiles();
 }
 
 /* The AMX probe where the CPU has AMX-BF16 and AMX-TILE (CPUID.(7,0):EDX bits 22 and 24) and Linux grants the
@@ -205,8 +252,11 @@ int main(int argc, char **argv) {
     if (bf16) printf("bf16_peak_gflops %.1f threads %ld width 32\n", best_rate(bf16, threads, 64.0 * BF16_CHAINS), threads);
 #ifdef HAS_AMX_PROBE
     float (*amx)(long) = pick_amx();
-    if (amx)
+    if (amx) {
         printf("amx_bf16_peak_gflops %.1f threads %ld\n", best_rate(amx, threads, 4.0 * 16384 / AMX_SCALE), threads);
+        printf("amx_bf16_loop_gflops %.1f threads %ld\n",
+               best_rate(chains_amx_loads, threads, 4.0 * 16384 / AMX_SCALE), threads);
+    }
 #endif
     return 0;
 }
