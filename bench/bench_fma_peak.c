@@ -7,7 +7,7 @@
  *   bench_fma_peak [threads]   prints "fma_peak_gflops N threads T width W" (the best of 40 short batches)
  *                              and, where the CPU has AVX512_BF16, "bf16_peak_gflops N threads T width 32"
  *                              and, where it has AMX (granted by the OS), "amx_bf16_peak_gflops N threads T"
- *                              then "amx_bf16_loop_gflops N threads T"
+ *                              then "amx_bf16_loop_gflops N threads T" and "amx_bf16_block_gflops N threads T"
  *
  * The bf16 line is the same probe with vdpbf16ps (16 chains): each instruction multiplies 32 pairs of bfloat16
  * and adds them into 16 float32 lanes, counted as 64 floating-point operations (a multiply and an add per
@@ -17,7 +17,8 @@
  * instruction 16 x 16 x 32 products counted as 16384 operations: the most bgemm's AMX path can reach. The AMX
  * loop line runs those four products with the four tile loads each round of bgemm's tile loop makes, from
  * operands in L1: what a product that reads its operands can reach at best on this core (tile loads cost the
- * tile unit time of their own, so this is below the register peak).
+ * tile unit time of their own, so this is below the register peak); the AMX block line adds C's trips to memory
+ * and back that bgemm's blocking makes every 64 products: its ceiling with every operand in L1.
  *
  * threads: default every processor OpenMP offers. Exit status 0, or 2 on bad arguments.
  * On an AMD EPYC of family 25 (2 vCPUs, AVX-512 in two halves per instruction): 234 GFLOP/s with 2 threads,
@@ -26,6 +27,7 @@
  * 2.0. Virtual machines of one name can be either: this probe says which one a run had. */
 #define _GNU_SOURCE /* syscall: the request for the AMX tile state */
 #include <omp.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +160,19 @@ __attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters)
  * steps of two 16-row tiles), B 16 KiB (eight steps of a 32-column panel). What the tile loop of a product
  * that loads its operands can reach when no byte comes from beyond L1, against chains_amx's register peak. */
 #define LOOP_STEPS 8
-__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_loads(long iters) {
+static float amx_loop(long iters, bool c_trips);
+
+__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_loads(long iters) { return amx_loop(iters, false); }
+
+/* The same loop with C's four tiles stored and loaded back every BLOCK_ROUNDS rounds (64 products), as bgemm's
+ * 32 x 32 blocks of C go to memory and back between 256-pair slices of K (the most of K whose B panel, 32 KiB,
+ * stays in L1 beside A's tiles): the ceiling of a product tiled as bgemm tiles it, operands in L1. */
+#define BLOCK_ROUNDS 16
+__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_blocks(long iters) { return amx_loop(iters, true); }
+
+__attribute__((target("amx-tile,amx-bf16"))) static float amx_loop(long iters, bool c_trips) {
     load_square_tiles();
+    static _Alignas(64) float c[32][32];
     static _Alignas(64) uint32_t a[LOOP_STEPS][2][256], b[LOOP_STEPS][16][32];
     for (int q = 0; q < LOOP_STEPS; q++) {
         for (int i = 0; i < 256; i++) a[q][0][i] = a[q][1][i] = 0x3F803F80u;
@@ -177,6 +190,16 @@ __attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_loads(long 
         _tile_stream_loadd(5, a[q][1], 64);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        if (c_trips && it % BLOCK_ROUNDS == BLOCK_ROUNDS - 1) {
+            _tile_stored(0, &c[0][0], 128);
+            _tile_stored(1, &c[0][16], 128);
+            _tile_stored(2, &c[16][0], 128);
+            _tile_stored(3, &c[16][16], 128);
+            _tile_loadd(0, &c[0][0], 128);
+            _tile_loadd(1, &c[0][16], 128);
+            _tile_loadd(2, &c[16][0], 128);
+            _tile_loadd(3, &c[16][16], 128);
+        }
     }
     return release_tiles();
 }
@@ -256,6 +279,8 @@ int main(int argc, char **argv) {
         printf("amx_bf16_peak_gflops %.1f threads %ld\n", best_rate(amx, threads, 4.0 * 16384 / AMX_SCALE), threads);
         printf("amx_bf16_loop_gflops %.1f threads %ld\n",
                best_rate(chains_amx_loads, threads, 4.0 * 16384 / AMX_SCALE), threads);
+        printf("amx_bf16_block_gflops %.1f threads %ld\n",
+               best_rate(chains_amx_blocks, threads, 4.0 * 16384 / AMX_SCALE), threads);
     }
 #endif
     return 0;

@@ -189,8 +189,8 @@ else
 fi
 
 # bench_fma_peak (the FMA rate from registers, docs/performance.md's ceiling): one thread prints a positive rate
-# and its vector width, then a vdpbf16ps line (width 32) exactly where the CPU has AVX512_BF16, then two AMX
-# lines (the register peak, the tile loop with its loads) exactly where Linux lists AMX-TILE and AMX-BF16 (it
+# and its vector width, then a vdpbf16ps line (width 32) exactly where the CPU has AVX512_BF16, then three AMX
+# lines (the register peak, the tile loop with its loads, and with C's trips) exactly where Linux lists AMX-TILE and AMX-BF16 (it
 # lists them only where it can grant their state); bad arguments are usage errors
 PEAK="$(dirname "$BENCH")/bench_fma_peak"
 PROBE=$PEAK
@@ -203,7 +203,8 @@ awk -v bf16="${BF16_LINES:-0}" -v amx="${AMX_LINES:-0}" '
      NR == 2 { if (NF != 6 || $1 != "bf16_peak_gflops" || !($2 > 0) || $4 != 1 || $6 != 32) bad = 1 }
      NR == 3 { if (NF != 4 || $1 != "amx_bf16_peak_gflops" || !($2 > 0) || $4 != 1) bad = 1 }
      NR == 4 { if (NF != 4 || $1 != "amx_bf16_loop_gflops" || !($2 > 0) || $4 != 1) bad = 1 }
-     END { exit bad || NR != 1 + bf16 + 2 * (bf16 && amx) }' "$OUT" || fail "output: $(cat "$OUT")"
+     NR == 5 { if (NF != 4 || $1 != "amx_bf16_block_gflops" || !($2 > 0) || $4 != 1) bad = 1 }
+     END { exit bad || NR != 1 + bf16 + 3 * (bf16 && amx) }' "$OUT" || fail "output: $(cat "$OUT")"
 for bad in x 0 -1 5000 "1 2"; do
     # shellcheck disable=SC2086 # "1 2" is two arguments on purpose
     run_probe "bench_fma_peak rejects '$bad'" $bad
