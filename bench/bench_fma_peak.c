@@ -157,23 +157,16 @@ __attribute__((target("amx-tile,amx-bf16"))) static float chains_amx(long iters)
 
 /* The same four products a round, each round loading the tiles a product's step loads (bgemm_amx.c's block: two
  * A tiles with the streaming hint, the B panel's two halves), from operands that stay in L1: A 16 KiB (eight
- * steps of two 16-row tiles), B 16 KiB (eight steps of a 32-column panel). What the tile loop of a product
- * that loads its operands can reach when no byte comes from beyond L1, against chains_amx's register peak. */
+ * steps of two 16-row tiles), B 16 KiB (eight steps of a 32-column panel), each thread its own. With c_trips,
+ * C's four tiles are stored and loaded back every BLOCK_ROUNDS rounds (64 products), as bgemm's 32 x 32 blocks
+ * of C go to memory and back between 256-pair slices of K (the most of K whose B panel, 32 KiB, stays in L1
+ * beside A's tiles). */
 #define LOOP_STEPS 8
-static float amx_loop(long iters, bool c_trips);
-
-__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_loads(long iters) { return amx_loop(iters, false); }
-
-/* The same loop with C's four tiles stored and loaded back every BLOCK_ROUNDS rounds (64 products), as bgemm's
- * 32 x 32 blocks of C go to memory and back between 256-pair slices of K (the most of K whose B panel, 32 KiB,
- * stays in L1 beside A's tiles): the ceiling of a product tiled as bgemm tiles it, operands in L1. */
 #define BLOCK_ROUNDS 16
-__attribute__((target("amx-tile,amx-bf16"))) static float chains_amx_blocks(long iters) { return amx_loop(iters, true); }
-
 __attribute__((target("amx-tile,amx-bf16"))) static float amx_loop(long iters, bool c_trips) {
     load_square_tiles();
-    static _Alignas(64) float c[32][32];
-    static _Alignas(64) uint32_t a[LOOP_STEPS][2][256], b[LOOP_STEPS][16][32];
+    _Alignas(64) float c[32][32];
+    _Alignas(64) uint32_t a[LOOP_STEPS][2][256], b[LOOP_STEPS][16][32];
     for (int q = 0; q < LOOP_STEPS; q++) {
         for (int i = 0; i < 256; i++) a[q][0][i] = a[q][1][i] = 0x3F803F80u;
         for (int r = 0; r < 16; r++)
@@ -203,6 +196,11 @@ __attribute__((target("amx-tile,amx-bf16"))) static float amx_loop(long iters, b
     }
     return release_tiles();
 }
+
+/* What the tile loop of a product that loads its operands can reach when no byte comes from beyond L1, against
+ * chains_amx's register peak; and with C's trips, the ceiling of a product tiled as bgemm tiles it. */
+static float chains_amx_loads(long iters) { return amx_loop(iters, false); }
+static float chains_amx_blocks(long iters) { return amx_loop(iters, true); }
 
 /* The AMX probe where the CPU has AMX-BF16 and AMX-TILE (CPUID.(7,0):EDX bits 22 and 24) and Linux grants the
  * tile state, else NULL. */
